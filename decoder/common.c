@@ -1,0 +1,123 @@
+/* common.c — kinds, dtypes and the thread-local error message. */
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ERRBUF_SIZE 1024
+static _Thread_local char errbuf[ERRBUF_SIZE];
+
+int bfs_err_set(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void bfs_err_prefix(const char *fmt, ...)
+{
+	char prefix[ERRBUF_SIZE];
+	char old[ERRBUF_SIZE];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	memcpy(old, errbuf, sizeof(old));
+	if (old[0])
+		snprintf(errbuf, sizeof(errbuf), "%s: %s", prefix, old);
+	else
+		snprintf(errbuf, sizeof(errbuf), "%s", prefix);
+}
+
+const char *bfs_err_msg(void)
+{
+	return errbuf[0] ? errbuf : "unknown error";
+}
+
+void bfs_err_clear(void)
+{
+	errbuf[0] = '\0';
+}
+
+static const char *const kind_names[] = {
+	[BFS_KIND_NONE] = "none",
+	[BFS_KIND_BYTES] = "bytes",
+	[BFS_KIND_FLOAT] = "float",
+	[BFS_KIND_INT64] = "int64",
+};
+
+const char *bfs_kind_name(enum bfs_kind k)
+{
+	if ((unsigned)k < BFS_ARRAY_SIZE(kind_names))
+		return kind_names[k];
+	return "?";
+}
+
+enum bfs_kind bfs_kind_parse(const char *s)
+{
+	for (size_t i = 1; i < BFS_ARRAY_SIZE(kind_names); i++)
+		if (strcmp(s, kind_names[i]) == 0)
+			return (enum bfs_kind)i;
+	return BFS_KIND_NONE;
+}
+
+struct dtype_info {
+	const char *name;
+	const char *descr;
+	const char *st;
+	size_t size;
+};
+
+static const struct dtype_info dtypes[] = {
+	[BFS_DT_INVALID] = { "invalid", "", "", 0 },
+	[BFS_DT_U8] = { "uint8", "|u1", "U8", 1 },
+	[BFS_DT_I8] = { "int8", "|i1", "I8", 1 },
+	[BFS_DT_U16] = { "uint16", "<u2", "U16", 2 },
+	[BFS_DT_I16] = { "int16", "<i2", "I16", 2 },
+	[BFS_DT_U32] = { "uint32", "<u4", "U32", 4 },
+	[BFS_DT_I32] = { "int32", "<i4", "I32", 4 },
+	[BFS_DT_U64] = { "uint64", "<u8", "U64", 8 },
+	[BFS_DT_I64] = { "int64", "<i8", "I64", 8 },
+	[BFS_DT_F16] = { "float16", "<f2", "F16", 2 },
+	[BFS_DT_F32] = { "float32", "<f4", "F32", 4 },
+	[BFS_DT_F64] = { "float64", "<f8", "F64", 8 },
+};
+
+static const struct dtype_info *dtype_get(enum bfs_dtype t)
+{
+	if ((unsigned)t < BFS_ARRAY_SIZE(dtypes))
+		return &dtypes[t];
+	return &dtypes[BFS_DT_INVALID];
+}
+
+size_t bfs_dtype_size(enum bfs_dtype t)
+{
+	return dtype_get(t)->size;
+}
+
+const char *bfs_dtype_name(enum bfs_dtype t)
+{
+	return dtype_get(t)->name;
+}
+
+const char *bfs_dtype_npy_descr(enum bfs_dtype t)
+{
+	return dtype_get(t)->descr;
+}
+
+const char *bfs_dtype_safetensors(enum bfs_dtype t)
+{
+	return dtype_get(t)->st;
+}
+
+enum bfs_dtype bfs_dtype_parse(const char *s)
+{
+	for (size_t i = 1; i < BFS_ARRAY_SIZE(dtypes); i++)
+		if (strcmp(s, dtypes[i].name) == 0)
+			return (enum bfs_dtype)i;
+	return BFS_DT_INVALID;
+}

@@ -1,0 +1,64 @@
+/*
+ * common.h — shared vocabulary of the decoder library: value kinds, dtypes,
+ * and the thread-local error message.
+ *
+ * Errors: functions return 0 or a negative errno from a small set
+ * (-EBADMSG corrupt data or schema mismatch, -EFBIG over a limit, -EINVAL,
+ * -ENOMEM, -EIO, -ENOENT). The human-readable detail of the last failure on
+ * the calling thread is kept in a thread-local buffer (bfs_err_msg()); the
+ * boundary (CLI, FUSE handler) logs it once.
+ *
+ * This file knows nothing of FUSE, threads or files.
+ */
+#ifndef BFS_COMMON_H
+#define BFS_COMMON_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The kind of a tf.train.Feature. NONE: present with no kind set (Feature {}),
+ * which counts as missing. */
+enum bfs_kind {
+	BFS_KIND_NONE = 0,
+	BFS_KIND_BYTES = 1,
+	BFS_KIND_FLOAT = 2,
+	BFS_KIND_INT64 = 3,
+};
+
+/* Element types of output tensors. */
+enum bfs_dtype {
+	BFS_DT_INVALID = 0,
+	BFS_DT_U8,
+	BFS_DT_I8,
+	BFS_DT_U16,
+	BFS_DT_I16,
+	BFS_DT_U32,
+	BFS_DT_I32,
+	BFS_DT_U64,
+	BFS_DT_I64,
+	BFS_DT_F16,
+	BFS_DT_F32,
+	BFS_DT_F64,
+};
+
+const char *bfs_kind_name(enum bfs_kind k);         /* "bytes", "float", "int64", "none" */
+enum bfs_kind bfs_kind_parse(const char *s);         /* BFS_KIND_NONE if unknown */
+size_t bfs_dtype_size(enum bfs_dtype t);             /* 0 for INVALID */
+const char *bfs_dtype_name(enum bfs_dtype t);        /* numpy name: "uint8", "float32" ... */
+enum bfs_dtype bfs_dtype_parse(const char *s);       /* by numpy name; INVALID if unknown */
+const char *bfs_dtype_npy_descr(enum bfs_dtype t);   /* "<f4", "|u1", ... */
+const char *bfs_dtype_safetensors(enum bfs_dtype t); /* "F32", "U8", ... */
+
+/* Thread-local error detail. bfs_err_set formats into it (printf-style) and
+ * returns `err` so callers can write `return bfs_err_set(-EBADMSG, ...)`. */
+int bfs_err_set(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefix the current message with "prefix: " (e.g. the shard name). */
+void bfs_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *bfs_err_msg(void);
+void bfs_err_clear(void);
+
+#define BFS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

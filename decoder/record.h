@@ -1,0 +1,101 @@
+/*
+ * record.h — TFRecord shards: framing, compression, index, random access.
+ *
+ * A shard is one file of records. Each record is
+ *     uint64 LE length | uint32 LE masked CRC32C(length bytes) |
+ *     data[length]     | uint32 LE masked CRC32C(data)
+ * possibly inside a GZIP (multi-member allowed) or ZLIB stream. Offsets below
+ * are always offsets in the *uncompressed* record stream.
+ *
+ * The scan (bfs_shard_scan) walks every record once and yields it to a
+ * callback; it records the index (offset + length per record) and, for
+ * compressed shards, zran-style seek points (a 32 KiB window every ~1 MiB of
+ * output) so that bfs_shard_read can reach any record without inflating from
+ * the start.
+ *
+ * Does not: decode protobufs, know about schemas, threads or FUSE.
+ *
+ * Thread-safety: a struct bfs_shard is safe for concurrent bfs_shard_read
+ * calls once its index is complete (read-only state, pread, per-call inflate
+ * state). bfs_shard_scan must not run concurrently with anything else on the
+ * same shard.
+ */
+#ifndef BFS_RECORD_H
+#define BFS_RECORD_H
+
+#include "common.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum bfs_compression {
+	BFS_COMP_AUTO = 0, /* detect from the bytes */
+	BFS_COMP_NONE,
+	BFS_COMP_GZIP,
+	BFS_COMP_ZLIB,
+};
+
+/* Caps applied to every length read from disk before allocation. */
+#define BFS_RECORD_MAX_LEN ((uint64_t)1 << 30) /* 1 GiB per record */
+
+const char *bfs_compression_name(enum bfs_compression c); /* "none","gzip","zlib","auto" */
+int bfs_compression_parse(enum bfs_compression *out, const char *s);
+
+/* Index of one record. 12 bytes of payload. */
+struct bfs_record_loc {
+	uint64_t offset; /* of the record's 12-byte header, in the uncompressed stream */
+	uint32_t len;    /* data length */
+};
+
+/* A zran seek point: enough state to restart inflate mid-stream. */
+struct bfs_seek_point {
+	uint64_t out_off;   /* uncompressed offset this point restarts at */
+	uint64_t in_off;    /* compressed byte offset of the first full byte */
+	uint8_t bits;       /* bits (0-7) of the byte before in_off still to use */
+	uint8_t new_member; /* 1: in_off starts a new gzip/zlib member header (window empty) */
+	uint8_t window[32768]; /* the 32 KiB of output preceding out_off */
+};
+
+struct bfs_shard;
+
+/* Open `path`. comp AUTO detects: plain if the first 12 bytes are a valid
+ * length+CRC header (or the file is empty), else gzip magic 1f 8b, else a
+ * zlib header; otherwise -EBADMSG "not a TFRecord file". Owns an fd.
+ * Errors: -ENOENT/-EACCES/-EIO from open/read, -EBADMSG, -ENOMEM. */
+int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compression comp);
+void bfs_shard_close(struct bfs_shard *s); /* accepts NULL */
+
+const char *bfs_shard_path(const struct bfs_shard *s);            /* borrowed */
+enum bfs_compression bfs_shard_compression(const struct bfs_shard *s);
+uint64_t bfs_shard_file_size(const struct bfs_shard *s);           /* st_size at open */
+int64_t bfs_shard_mtime_ns(const struct bfs_shard *s);              /* st_mtim at open */
+
+/* Callback for each record during a scan. data is borrowed, valid only during
+ * the call. Return 0 to continue, <0 to stop the scan with that error. */
+typedef int (*bfs_record_fn)(void *ctx, uint64_t index, uint64_t offset,
+			     const uint8_t *data, uint32_t len);
+
+/* Walk every record once from the start, verifying both CRCs if `verify`.
+ * Builds the shard's index and seek points (replacing any previous). fn may
+ * be NULL. On a framing/CRC/decompression error returns -EBADMSG with a
+ * message naming the record index, byte offset and what is wrong; records
+ * before it stay indexed. */
+int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx);
+
+/* The index, after a scan or bfs_shard_set_index. Borrowed. */
+uint64_t bfs_shard_nrecords(const struct bfs_shard *s);
+const struct bfs_record_loc *bfs_shard_index(const struct bfs_shard *s);
+size_t bfs_shard_nseek(const struct bfs_shard *s);
+const struct bfs_seek_point *bfs_shard_seek_points(const struct bfs_shard *s);
+
+/* Install an index loaded from a cache (copies both arrays). */
+int bfs_shard_set_index(struct bfs_shard *s, const struct bfs_record_loc *locs, uint64_t n,
+			const struct bfs_seek_point *pts, size_t npts);
+
+/* Read record `i` (per the index) into dst (dst_cap >= its len), verifying
+ * both CRCs if `verify` and that the header length matches the index.
+ * Thread-safe. Errors: -ENOENT bad i, -EBADMSG corrupt (message names record
+ * index, offset, reason), -EIO short read / I/O error, -EFBIG dst too small. */
+int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * schema.h — the dataset schema: inference from records, JSON in and out,
+ * validation of a record against a schema.
+ *
+ * JSON form (also what `schema=FILE` takes):
+ *   {
+ *     "features": {
+ *       "image/encoded": {"kind": "bytes", "dtype": "uint8", "shape": [224,224,3]},
+ *       "label":  {"kind": "int64", "shape": []},
+ *       "tokens": {"kind": "int64", "shape": [-1], "max_len": 512, "pad": 0},
+ *       "words":  {"kind": "int64", "shape": [-1], "ragged": true},
+ *       "name":   {"kind": "bytes", "shape": [-1], "max_len": 40},
+ *       "tags":   {"kind": "bytes", "shape": [-1, -1], "ragged": true},
+ *       "weight": {"kind": "float", "shape": [], "default": 1.0}
+ *     },
+ *     "feature_lists": {
+ *       "frames": {"kind": "float", "shape": [3], "max_steps": 20}
+ *     }
+ *   }
+ *
+ * Layouts (enum bfs_layout) and what each means per record:
+ *  FIXED    numeric: exactly prod(shape) values (shape [] = 1 value).
+ *           bytes: exactly one value of prod(shape)*itemsize(dtype) bytes,
+ *           reinterpreted like tf.io.decode_raw (dtype defaults to uint8).
+ *           Missing → `default` broadcast if given, else an error.
+ *  PADDED   numeric, shape [-1]: 0..max_len values, padded with `pad`.
+ *           bytes, shape [-1]: 0 or 1 value of 0..max_len bytes, padded with 0.
+ *           Output [B, max_len] plus NAME.lengths int32 [B].
+ *  RAGGED   numeric, shape [-1], "ragged": true: NAME.values + NAME.row_splits.
+ *  RAGGED2  bytes, shape [-1,-1], "ragged": true: several values per record:
+ *           NAME.values (uint8), NAME.value_splits, NAME.row_splits.
+ * Feature lists (SequenceExample): every step of NAME is padded to the fixed
+ * step `shape` (numeric: prod(shape) values; bytes: [max_values, max_bytes]
+ * or [max_bytes] when every step has at most one value); output
+ * feature_lists/NAME [B, max_steps, *shape] + feature_lists/NAME.lengths.
+ *
+ * Inference (DESIGN.md): same count in every record → FIXED ([] for 1);
+ * otherwise (counts differ or missing somewhere) → PADDED with max_len the
+ * largest count seen. Bytes: one value of the same length L everywhere →
+ * FIXED uint8 [L]; one value of varying length, or missing somewhere →
+ * PADDED max_len bytes; more than one value anywhere → RAGGED2.
+ * A feature never seen with a kind set is left out (its type is unknowable).
+ *
+ * Does not: read files, know FUSE or threads. Thread-safety: a finished
+ * schema is immutable and may be shared read-only.
+ */
+#ifndef BFS_SCHEMA_H
+#define BFS_SCHEMA_H
+
+#include "common.h"
+#include "example.h"
+
+#define BFS_MAX_DIMS 8
+/* Caps for values from a schema file or inference. */
+#define BFS_MAX_LEN_CAP ((int64_t)1 << 31)
+
+enum bfs_layout {
+	BFS_LAYOUT_FIXED = 0,
+	BFS_LAYOUT_PADDED,
+	BFS_LAYOUT_RAGGED,
+	BFS_LAYOUT_RAGGED2,
+};
+
+union bfs_scalar {
+	double f;
+	int64_t i;
+};
+
+struct bfs_feature_spec {
+	char *name;            /* owned */
+	enum bfs_kind kind;    /* BYTES, FLOAT or INT64 */
+	enum bfs_layout layout;
+	enum bfs_dtype dtype;  /* element type of the main output tensor */
+	int ndim;              /* shape as in JSON (per record, or per step for lists) */
+	int64_t shape[BFS_MAX_DIMS];
+	int64_t max_len;       /* PADDED: max values / bytes. Lists: unused */
+	union bfs_scalar pad;  /* PADDED numeric pad value (default 0) */
+	bool has_default;      /* FIXED numeric only */
+	union bfs_scalar dflt;
+	int64_t max_steps;     /* feature lists only */
+	bool is_list;          /* lives under "feature_lists" */
+};
+
+struct bfs_schema {
+	size_t nfeatures;
+	struct bfs_feature_spec *features; /* sorted by name */
+	size_t nlists;
+	struct bfs_feature_spec *lists;    /* sorted by name */
+};
+
+/* Facts a mount adds to schema.json. Any pointer may be NULL. */
+struct bfs_schema_facts {
+	uint64_t records;
+	uint64_t batch_size;
+	uint64_t batches_per_epoch;
+	uint64_t seed;
+	const char *shuffle;
+	uint64_t rank, world;
+	size_t nshards;
+	const char *const *shards; /* shard paths */
+};
+
+void bfs_schema_free(struct bfs_schema *s); /* accepts NULL */
+int bfs_schema_clone(struct bfs_schema **out, const struct bfs_schema *s);
+
+/* Number of values per record of a FIXED spec (prod(shape)), or per step. */
+uint64_t bfs_spec_elems(const struct bfs_feature_spec *f);
+
+/* JSON. from_json errors: -EINVAL with a message naming the feature and the
+ * field that is wrong. to_json writes a malloc'd NUL-terminated string,
+ * pretty-printed, keys sorted; facts may be NULL. */
+int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len);
+int bfs_schema_to_json(char **out, const struct bfs_schema *s,
+		       const struct bfs_schema_facts *facts);
+
+/* Keep only the named features (comma-separated; a feature list is named
+ * "feature_lists/NAME"). -ENOENT naming an unknown one. */
+int bfs_schema_select(struct bfs_schema *s, const char *csv);
+
+/* Inference accumulator. */
+struct bfs_infer;
+int bfs_infer_new(struct bfs_infer **out);
+void bfs_infer_free(struct bfs_infer *inf);
+/* Add one record. -EBADMSG naming the feature if its kind differs from what
+ * earlier records had (caller prefixes shard and record). */
+int bfs_infer_add(struct bfs_infer *inf, const struct bfs_example *ex);
+int bfs_infer_finish(struct bfs_schema **out, const struct bfs_infer *inf);
+
+/* Check one record against a schema: kinds, counts, max_len, missing
+ * features without default. -EBADMSG with a message naming the feature and
+ * what is wrong (caller prefixes shard and record index). */
+int bfs_schema_check(const struct bfs_schema *s, const struct bfs_example *ex);
+
+/* For RAGGED / RAGGED2 features: the number of values of this record and,
+ * for RAGGED2, the total bytes of those values (0 when missing). */
+void bfs_spec_ragged_counts(const struct bfs_feature_spec *f, const struct bfs_example *ex,
+			    uint64_t *nvalues, uint64_t *nbytes);
+
+#endif
