@@ -1,2 +1,695 @@
-/* placeholder: to be written */
-typedef int bfs_placeholder_batch;
+/*
+ * batch.c — batch geometry and assembly (see batch.h).
+ */
+#include "batch.h"
+
+#include "example.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How far on_corrupt=skip looks for a valid substitute record. */
+#define SKIP_MAX_TRIES 1024
+
+/* One spec and the plan indices of its tensors (-1: none). */
+struct driver {
+	const struct bfs_feature_spec *spec;
+	int main; /* MAIN, or VALUES for ragged */
+	int aux;  /* LENGTHS, VALUE_SPLITS, or ROW_SPLITS of RAGGED */
+	int aux2; /* ROW_SPLITS of RAGGED2 */
+};
+
+struct bfs_batcher {
+	const struct bfs_dataset *ds;
+	const struct bfs_schema *schema;
+	struct bfs_plan *plan;
+	struct bfs_batcher_opts o;
+	uint64_t nrecords;
+	uint64_t global_nb; /* batches per epoch, single sequence */
+	uint64_t nb;        /* batches per epoch for this rank */
+	/* ragged counts: counts[slot][record]; NULL when plan->nslots == 0 */
+	uint32_t **counts;
+	size_t ndrivers;
+	struct driver *drivers;
+};
+
+static int make_drivers(struct bfs_batcher *b);
+
+const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b)
+{
+	return b->plan;
+}
+
+uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b)
+{
+	return b->nb;
+}
+
+uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b)
+{
+	return b->global_nb;
+}
+
+static uint64_t global_batch(const struct bfs_batcher *b, uint64_t batch)
+{
+	return batch * b->o.world + b->o.rank;
+}
+
+uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch)
+{
+	uint64_t start = global_batch(b, batch) * b->o.batch_size;
+	uint64_t left = b->nrecords - start;
+
+	return left < b->o.batch_size ? left : b->o.batch_size;
+}
+
+uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p,
+			    uint64_t batch, uint64_t j)
+{
+	return bfs_perm_apply(p, global_batch(b, batch) * b->o.batch_size + j);
+}
+
+/* ------------------------------------------------------- ragged counting */
+
+struct count_ctx {
+	struct bfs_batcher *b;
+	uint64_t lo, hi;
+	int err;
+	char msg[512];
+};
+
+static void count_record(struct bfs_batcher *b, uint64_t rec, const struct bfs_example *ex)
+{
+	const struct bfs_plan *p = b->plan;
+
+	for (size_t t = 0; t < p->ntensors; t++) {
+		const struct bfs_tensor_tmpl *tm = &p->t[t];
+		uint64_t nv = 0, nbytes = 0;
+
+		if (tm->role != BFS_ROLE_VALUES)
+			continue;
+		if (ex)
+			bfs_spec_ragged_counts(tm->spec, ex, &nv, &nbytes);
+		b->counts[tm->ragged_slot][rec] = nv > UINT32_MAX ? UINT32_MAX : (uint32_t)nv;
+		if (tm->spec->layout == BFS_LAYOUT_RAGGED2)
+			b->counts[tm->ragged_slot + 1][rec] =
+				nbytes > UINT32_MAX ? UINT32_MAX : (uint32_t)nbytes;
+	}
+}
+
+static void *count_worker(void *arg)
+{
+	struct count_ctx *c = arg;
+	struct bfs_batcher *b = c->b;
+	uint32_t cap = bfs_dataset_max_record_len(b->ds);
+	uint8_t *buf = malloc(cap ? cap : 1);
+
+	if (!buf) {
+		c->err = -ENOMEM;
+		return NULL;
+	}
+	for (uint64_t r = c->lo; r < c->hi; r++) {
+		struct bfs_example *ex = NULL;
+		uint32_t len;
+
+		/* An unreadable record counts 0 here; reading its batch reports it. */
+		if (bfs_dataset_read(b->ds, r, buf, cap, &len, false) == 0 &&
+		    bfs_example_decode(&ex, buf, len) == 0) {
+			count_record(b, r, ex);
+			bfs_example_free(ex);
+		} else {
+			count_record(b, r, NULL);
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+static int count_ragged(struct bfs_batcher *b)
+{
+	size_t nslots = b->plan->nslots;
+	unsigned jobs = b->o.jobs ? b->o.jobs : 1;
+	struct count_ctx ctx[64];
+	pthread_t tid[64];
+	bool started[64] = { false };
+	int rc = 0;
+
+	if (nslots == 0)
+		return 0;
+	b->counts = calloc(nslots, sizeof(*b->counts));
+	if (!b->counts)
+		return -ENOMEM;
+	for (size_t s = 0; s < nslots; s++) {
+		b->counts[s] = calloc(b->nrecords ? b->nrecords : 1, sizeof(uint32_t));
+		if (!b->counts[s])
+			return -ENOMEM;
+	}
+	if (jobs > 64)
+		jobs = 64;
+	for (unsigned j = 0; j < jobs; j++) {
+		ctx[j].b = b;
+		ctx[j].lo = b->nrecords * j / jobs;
+		ctx[j].hi = b->nrecords * (j + 1) / jobs;
+		ctx[j].err = 0;
+		if (j > 0)
+			started[j] = pthread_create(&tid[j], NULL, count_worker, &ctx[j]) == 0;
+		if (j > 0 && !started[j])
+			count_worker(&ctx[j]);
+	}
+	count_worker(&ctx[0]);
+	for (unsigned j = 0; j < jobs; j++) {
+		if (started[j])
+			pthread_join(tid[j], NULL);
+		if (ctx[j].err && !rc)
+			rc = ctx[j].err;
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------------ new */
+
+void bfs_batcher_free(struct bfs_batcher *b)
+{
+	if (!b)
+		return;
+	if (b->counts) {
+		for (size_t s = 0; s < b->plan->nslots; s++)
+			free(b->counts[s]);
+		free(b->counts);
+	}
+	bfs_plan_free(b->plan);
+	free(b->drivers);
+	free(b);
+}
+
+int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
+		    const struct bfs_schema *s, const struct bfs_batcher_opts *o)
+{
+	struct bfs_batcher *b;
+	struct bfs_geom *g = NULL;
+	int rc;
+
+	if (o->batch_size == 0)
+		return bfs_err_set(-EINVAL, "batch_size must be at least 1");
+	if (o->world == 0 || o->rank >= o->world)
+		return bfs_err_set(-EINVAL, "rank=%llu,world=%llu: need 0 <= rank < world",
+				   (unsigned long long)o->rank, (unsigned long long)o->world);
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->ds = ds;
+	b->schema = s;
+	b->o = *o;
+	b->nrecords = bfs_dataset_nrecords(ds);
+	rc = bfs_plan_new(&b->plan, s);
+	if (!rc)
+		rc = make_drivers(b);
+	if (rc)
+		goto fail;
+	b->global_nb = o->drop_remainder ? b->nrecords / o->batch_size
+					 : (b->nrecords + o->batch_size - 1) / o->batch_size;
+	b->nb = b->global_nb / o->world;
+	/* fixed-size tensors: check the full-batch size against the limit now */
+	if (b->plan->nslots == 0 && b->nb > 0) {
+		rc = bfs_geom_new(&g, b->plan, o->batch_size, NULL, o->max_batch_bytes);
+		bfs_geom_free(g);
+		if (rc)
+			goto fail;
+	}
+	rc = count_ragged(b);
+	if (rc)
+		goto fail;
+	*out = b;
+	return 0;
+fail:
+	bfs_batcher_free(b);
+	return rc;
+}
+
+static int make_drivers(struct bfs_batcher *b)
+{
+	const struct bfs_plan *p = b->plan;
+
+	b->drivers = calloc(p->ntensors ? p->ntensors : 1, sizeof(*b->drivers));
+	if (!b->drivers)
+		return -ENOMEM;
+	for (size_t t = 0; t < p->ntensors; t++) {
+		const struct bfs_feature_spec *f = p->t[t].spec;
+		struct driver *dr = NULL;
+
+		for (size_t d = 0; d < b->ndrivers; d++)
+			if (b->drivers[d].spec == f)
+				dr = &b->drivers[d];
+		if (!dr) {
+			dr = &b->drivers[b->ndrivers++];
+			dr->spec = f;
+			dr->main = dr->aux = dr->aux2 = -1;
+		}
+		switch (p->t[t].role) {
+		case BFS_ROLE_MAIN:
+		case BFS_ROLE_VALUES:
+			dr->main = (int)t;
+			break;
+		case BFS_ROLE_LENGTHS:
+		case BFS_ROLE_VALUE_SPLITS:
+			dr->aux = (int)t;
+			break;
+		case BFS_ROLE_ROW_SPLITS:
+			if (f->layout == BFS_LAYOUT_RAGGED)
+				dr->aux = (int)t;
+			else
+				dr->aux2 = (int)t;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* Ragged totals of a batch, from the per-record counts. */
+static void batch_totals(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t batch,
+			 uint64_t len, uint64_t *totals)
+{
+	size_t nslots = b->plan->nslots;
+
+	for (size_t s = 0; s < nslots; s++)
+		totals[s] = 0;
+	if (!nslots)
+		return;
+	for (uint64_t j = 0; j < len; j++) {
+		uint64_t rec = bfs_batcher_record(b, p, batch, j);
+		for (size_t s = 0; s < nslots; s++)
+			totals[s] += b->counts[s][rec];
+	}
+}
+
+int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_t epoch,
+		     uint64_t batch)
+{
+	uint64_t totals[2 * 64 + 2];
+	uint64_t *tot = totals;
+	struct bfs_perm p;
+	uint64_t len;
+	int rc;
+
+	if (batch >= b->nb)
+		return -ENOENT;
+	len = bfs_batcher_batch_len(b, batch);
+	if (b->plan->nslots > BFS_ARRAY_SIZE(totals)) {
+		tot = calloc(b->plan->nslots, sizeof(*tot));
+		if (!tot)
+			return -ENOMEM;
+	}
+	bfs_perm_init(&p, b->nrecords, b->o.seed, epoch, b->o.shuffle);
+	batch_totals(b, &p, batch, len, tot);
+	rc = bfs_geom_new(out, b->plan, len, tot, b->o.max_batch_bytes);
+	if (tot != totals)
+		free(tot);
+	return rc;
+}
+
+/* ------------------------------------------------------------- assembly */
+
+/* Write cursor of one output tensor. */
+struct cursor {
+	uint8_t *base; /* start of the tensor's data */
+	uint64_t nbytes;
+	uint64_t pos; /* RAGGED values: elements written; RAGGED2: bytes */
+	uint64_t nvals; /* RAGGED2: values written */
+};
+
+static int fail_feature(const struct bfs_feature_spec *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int fail_feature(const struct bfs_feature_spec *f, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return bfs_err_set(-EBADMSG, "feature '%s%s': %s", f->is_list ? "feature_lists/" : "",
+			   f->name, msg);
+}
+
+static void put_scalar(uint8_t *dst, enum bfs_kind k, union bfs_scalar v, uint64_t n)
+{
+	if (k == BFS_KIND_FLOAT) {
+		float f = (float)v.f;
+		for (uint64_t i = 0; i < n; i++)
+			memcpy(dst + i * 4, &f, 4);
+	} else {
+		for (uint64_t i = 0; i < n; i++)
+			memcpy(dst + i * 8, &v.i, 8);
+	}
+}
+
+static void put_values(uint8_t *dst, const struct bfs_values *v)
+{
+	if (v->kind == BFS_KIND_FLOAT)
+		memcpy(dst, v->f, v->count * 4);
+	else
+		memcpy(dst, v->i, v->count * 8);
+}
+
+static bool present(const struct bfs_values *v)
+{
+	return v && v->kind != BFS_KIND_NONE;
+}
+
+static int check_kind(const struct bfs_feature_spec *f, const struct bfs_values *v)
+{
+	if (v->kind != f->kind)
+		return fail_feature(f, "value is %s, schema says %s", bfs_kind_name(v->kind),
+				    bfs_kind_name(f->kind));
+	return 0;
+}
+
+static int int32_put(uint8_t *dst, uint64_t j, uint64_t val)
+{
+	int32_t x = (int32_t)val;
+	memcpy(dst + j * 4, &x, 4);
+	return 0;
+}
+
+static void int64_put(uint8_t *dst, uint64_t j, uint64_t val)
+{
+	int64_t x = (int64_t)val;
+	memcpy(dst + j * 8, &x, 8);
+}
+
+/* Fill row j of a context feature's tensors. main/aux are the tensors in
+ * plan order for this spec (see the roles). */
+static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_example *ex, uint64_t j,
+			struct cursor *c_main, struct cursor *c_aux, struct cursor *c_aux2)
+{
+	const struct bfs_values *v = bfs_example_find(ex, f->name);
+	uint64_t n, isz;
+	int rc;
+
+	switch (f->layout) {
+	case BFS_LAYOUT_FIXED:
+		n = bfs_spec_elems(f);
+		if (f->kind == BFS_KIND_BYTES) {
+			isz = n * bfs_dtype_size(f->dtype == BFS_DT_INVALID ? BFS_DT_U8 : f->dtype);
+			if (!present(v))
+				return fail_feature(f, "missing (no default for bytes)");
+			if ((rc = check_kind(f, v)))
+				return rc;
+			if (v->count != 1)
+				return fail_feature(f, "%zu values, schema expects 1", v->count);
+			if (v->b[0].len != isz)
+				return fail_feature(f, "value is %zu bytes, schema expects %llu",
+						    v->b[0].len, (unsigned long long)isz);
+			memcpy(c_main->base + j * isz, v->b[0].data, isz);
+			return 0;
+		}
+		isz = n * (f->kind == BFS_KIND_FLOAT ? 4 : 8);
+		if (!present(v) || v->count == 0) {
+			if (!f->has_default)
+				return fail_feature(f, "missing and the schema gives no default");
+			put_scalar(c_main->base + j * isz, f->kind, f->dflt, n);
+			return 0;
+		}
+		if ((rc = check_kind(f, v)))
+			return rc;
+		if (v->count != n)
+			return fail_feature(f, "%zu values, schema expects %llu", v->count,
+					    (unsigned long long)n);
+		put_values(c_main->base + j * isz, v);
+		return 0;
+
+	case BFS_LAYOUT_PADDED: {
+		uint64_t len = 0, ml = (uint64_t)f->max_len;
+
+		if (f->kind == BFS_KIND_BYTES) {
+			if (present(v)) {
+				if ((rc = check_kind(f, v)))
+					return rc;
+				if (v->count > 1)
+					return fail_feature(f, "%zu values, schema expects at most 1",
+							    v->count);
+				if (v->count == 1) {
+					len = v->b[0].len;
+					if (len > ml)
+						return fail_feature(
+							f, "value is %llu bytes, longer than max_len %llu",
+							(unsigned long long)len, (unsigned long long)ml);
+					memcpy(c_main->base + j * ml, v->b[0].data, len);
+				}
+			}
+			return int32_put(c_aux->base, j, len);
+		}
+		isz = f->kind == BFS_KIND_FLOAT ? 4 : 8;
+		if (present(v)) {
+			if ((rc = check_kind(f, v)))
+				return rc;
+			len = v->count;
+			if (len > ml)
+				return fail_feature(f, "%llu values, longer than max_len %llu",
+						    (unsigned long long)len, (unsigned long long)ml);
+			put_values(c_main->base + j * ml * isz, v);
+		}
+		if (len < ml)
+			put_scalar(c_main->base + (j * ml + len) * isz, f->kind, f->pad, ml - len);
+		return int32_put(c_aux->base, j, len);
+	}
+
+	case BFS_LAYOUT_RAGGED:
+		/* c_main = values, c_aux = row_splits */
+		isz = f->kind == BFS_KIND_FLOAT ? 4 : 8;
+		if (present(v)) {
+			if ((rc = check_kind(f, v)))
+				return rc;
+			if ((c_main->pos + v->count) * isz > c_main->nbytes)
+				return fail_feature(f, "more values than the index counted");
+			put_values(c_main->base + c_main->pos * isz, v);
+			c_main->pos += v->count;
+		}
+		if (j == 0)
+			int64_put(c_aux->base, 0, 0);
+		int64_put(c_aux->base, j + 1, c_main->pos);
+		return 0;
+
+	case BFS_LAYOUT_RAGGED2:
+		/* c_main = values (bytes), c_aux = value_splits, c_aux2 = row_splits */
+		if (j == 0) {
+			int64_put(c_aux->base, 0, 0);
+			int64_put(c_aux2->base, 0, 0);
+		}
+		if (present(v)) {
+			if ((rc = check_kind(f, v)))
+				return rc;
+			for (size_t k = 0; k < v->count; k++) {
+				uint64_t l = v->b[k].len;
+				if (c_main->pos + l > c_main->nbytes ||
+				    (c_main->nvals + 2) * 8 > c_aux->nbytes)
+					return fail_feature(f, "more bytes than the index counted");
+				memcpy(c_main->base + c_main->pos, v->b[k].data, l);
+				c_main->pos += l;
+				c_main->nvals++;
+				int64_put(c_aux->base, c_main->nvals, c_main->pos);
+			}
+		}
+		int64_put(c_aux2->base, j + 1, c_main->nvals);
+		return 0;
+	}
+	return fail_feature(f, "unknown layout");
+}
+
+static int fill_list(const struct bfs_feature_spec *f, const struct bfs_example *ex, uint64_t j,
+		     struct cursor *c_main, struct cursor *c_len)
+{
+	const struct bfs_feature_list *fl = bfs_example_find_list(ex, f->name);
+	uint64_t per_step = bfs_spec_elems(f);
+	uint64_t isz = bfs_dtype_size(f->kind == BFS_KIND_FLOAT ? BFS_DT_F32
+				      : f->kind == BFS_KIND_INT64 ? BFS_DT_I64
+								  : BFS_DT_U8);
+	uint64_t step_bytes = per_step * isz;
+	uint64_t nsteps = fl ? fl->nsteps : 0;
+	uint8_t *row = c_main->base + j * (uint64_t)f->max_steps * step_bytes;
+
+	if (nsteps > (uint64_t)f->max_steps)
+		return fail_feature(f, "%llu steps, more than max_steps %lld",
+				    (unsigned long long)nsteps, (long long)f->max_steps);
+	for (uint64_t s = 0; s < nsteps; s++) {
+		const struct bfs_values *v = &fl->steps[s];
+		uint8_t *dst = row + s * step_bytes;
+
+		if (v->kind == BFS_KIND_NONE || v->count == 0)
+			continue;
+		if (v->kind != f->kind)
+			return fail_feature(f, "step %llu is %s, schema says %s",
+					    (unsigned long long)s, bfs_kind_name(v->kind),
+					    bfs_kind_name(f->kind));
+		if (f->kind != BFS_KIND_BYTES) {
+			if (v->count > per_step)
+				return fail_feature(f, "step %llu has %zu values, more than %llu",
+						    (unsigned long long)s, v->count,
+						    (unsigned long long)per_step);
+			put_values(dst, v);
+			continue;
+		}
+		/* bytes: shape [max_bytes] or [max_values, max_bytes] */
+		uint64_t max_bytes = (uint64_t)f->shape[f->ndim - 1];
+		uint64_t max_vals = f->ndim >= 2 ? (uint64_t)f->shape[0] : 1;
+		if (v->count > max_vals)
+			return fail_feature(f, "step %llu has %zu values, more than %llu",
+					    (unsigned long long)s, v->count,
+					    (unsigned long long)max_vals);
+		for (size_t k = 0; k < v->count; k++) {
+			if (v->b[k].len > max_bytes)
+				return fail_feature(f, "step %llu value %zu is %zu bytes, more than %llu",
+						    (unsigned long long)s, k, v->b[k].len,
+						    (unsigned long long)max_bytes);
+			memcpy(dst + k * max_bytes, v->b[k].data, v->b[k].len);
+		}
+	}
+	return int32_put(c_len->base, j, nsteps);
+}
+
+/* Fill row j from one decoded record, driving each spec once. */
+static int fill_row(const struct bfs_batcher *b, const struct bfs_example *ex, uint64_t j,
+		    struct cursor *cur)
+{
+	for (size_t d = 0; d < b->ndrivers; d++) {
+		const struct driver *dr = &b->drivers[d];
+		struct cursor *c_aux = dr->aux >= 0 ? &cur[dr->aux] : NULL;
+		struct cursor *c_aux2 = dr->aux2 >= 0 ? &cur[dr->aux2] : NULL;
+		int rc;
+
+		if (dr->spec->is_list)
+			rc = fill_list(dr->spec, ex, j, &cur[dr->main], c_aux);
+		else
+			rc = fill_feature(dr->spec, ex, j, &cur[dr->main], c_aux, c_aux2);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Read, check and decode one record. The error message names the record. */
+static int load_record(struct bfs_example **ex, const struct bfs_batcher *b, uint64_t rec,
+		       uint8_t *buf, size_t cap)
+{
+	size_t sh;
+	uint64_t local, off;
+	uint32_t len;
+	int rc;
+
+	rc = bfs_dataset_read(b->ds, rec, buf, cap, &len, b->o.verify);
+	if (rc)
+		return rc;
+	rc = bfs_example_decode(ex, buf, len);
+	if (rc) {
+		bfs_dataset_locate(b->ds, rec, &sh, &local, &off);
+		bfs_err_prefix("%s: record %llu at offset %llu",
+			       bfs_shard_path(bfs_dataset_shard(b->ds, sh)), (unsigned long long)local,
+			       (unsigned long long)off);
+	}
+	return rc;
+}
+
+static void name_record(const struct bfs_batcher *b, uint64_t rec)
+{
+	size_t sh;
+	uint64_t local, off;
+
+	bfs_dataset_locate(b->ds, rec, &sh, &local, &off);
+	bfs_err_prefix("%s: record %llu at offset %llu", bfs_shard_path(bfs_dataset_shard(b->ds, sh)),
+		       (unsigned long long)local, (unsigned long long)off);
+}
+
+int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,
+		      uint64_t epoch, uint64_t batch, bfs_corrupt_fn on_corrupt, void *ctx)
+{
+	const struct bfs_plan *p = b->plan;
+	struct bfs_geom *g = NULL;
+	struct cursor *cur = NULL;
+	uint8_t *data = NULL, *rbuf = NULL;
+	uint32_t cap = bfs_dataset_max_record_len(b->ds);
+	struct bfs_perm perm;
+	int rc;
+
+	rc = bfs_batcher_geom(&g, b, epoch, batch);
+	if (rc)
+		return rc;
+	bfs_perm_init(&perm, b->nrecords, b->o.seed, epoch, b->o.shuffle);
+	data = calloc(1, g->st_size ? g->st_size : 1);
+	cur = calloc(p->ntensors ? p->ntensors : 1, sizeof(*cur));
+	rbuf = malloc(cap ? cap : 1);
+	if (!data || !cur || !rbuf) {
+		rc = bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",
+				 (unsigned long long)g->st_size);
+		goto fail;
+	}
+	memcpy(data, g->st_header, g->st_hlen);
+	for (size_t t = 0; t < p->ntensors; t++) {
+		cur[t].base = data + g->g[t].offset;
+		cur[t].nbytes = g->g[t].nbytes;
+	}
+	for (uint64_t j = 0; j < g->batch; j++) {
+		uint64_t rec = bfs_batcher_record(b, &perm, batch, j);
+		struct bfs_example *ex = NULL;
+		unsigned tries = 0;
+
+		for (;;) {
+			rc = load_record(&ex, b, rec, rbuf, cap);
+			if (rc == 0) {
+				rc = fill_row(b, ex, j, cur);
+				bfs_example_free(ex);
+				if (rc)
+					name_record(b, rec);
+			}
+			if (rc == 0)
+				break;
+			if (rc == -ENOMEM)
+				goto fail;
+			if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP && b->plan->nslots == 0 &&
+			    ++tries < SKIP_MAX_TRIES && b->nrecords > 1) {
+				if (on_corrupt)
+					on_corrupt(ctx, bfs_err_msg(), true);
+				rec = (rec + 1) % b->nrecords;
+				continue;
+			}
+			if (on_corrupt)
+				on_corrupt(ctx, bfs_err_msg(), false);
+			rc = -EIO;
+			goto fail;
+		}
+	}
+	/* ragged tensors must be filled exactly as the index counted */
+	for (size_t t = 0; t < p->ntensors; t++) {
+		const struct bfs_tensor_tmpl *tm = &p->t[t];
+		uint64_t want = g->g[t].nbytes, got;
+
+		if (tm->role != BFS_ROLE_VALUES)
+			continue;
+		got = tm->spec->layout == BFS_LAYOUT_RAGGED ? cur[t].pos * bfs_dtype_size(tm->dtype)
+							    : cur[t].pos;
+		if (got != want) {
+			rc = bfs_err_set(-EIO,
+					 "feature '%s': batch %llu of epoch %llu holds %llu bytes of "
+					 "values, the index counted %llu (source changed?)",
+					 tm->spec->name, (unsigned long long)batch,
+					 (unsigned long long)epoch, (unsigned long long)got,
+					 (unsigned long long)want);
+			if (on_corrupt)
+				on_corrupt(ctx, bfs_err_msg(), false);
+			goto fail;
+		}
+	}
+	free(cur);
+	free(rbuf);
+	*out = data;
+	*out_geom = g;
+	return 0;
+fail:
+	free(cur);
+	free(rbuf);
+	free(data);
+	bfs_geom_free(g);
+	return rc;
+}

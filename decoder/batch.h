@@ -1,1 +1,75 @@
-/* placeholder */
+/*
+ * batch.h — from (epoch, batch) to the bytes of that batch.
+ *
+ * A batcher binds a dataset, a schema and the batching options. It maps a
+ * (rank-local) batch number to the records it holds through the epoch
+ * permutation (perm.h), computes the exact geometry of every output tensor
+ * without decoding (ragged sizes come from per-record counts gathered once
+ * at creation), and assembles a batch into one buffer laid out as the whole
+ * .safetensors file (tensor.h).
+ *
+ * Does not: cache, prefetch, or know FUSE. Thread-safety: after creation a
+ * batcher is immutable; bfs_batcher_build may run on many threads at once.
+ */
+#ifndef BFS_BATCH_H
+#define BFS_BATCH_H
+
+#include "dataset.h"
+#include "perm.h"
+#include "schema.h"
+#include "tensor.h"
+
+enum bfs_on_corrupt {
+	BFS_ON_CORRUPT_FAIL = 0,
+	BFS_ON_CORRUPT_SKIP,
+};
+
+struct bfs_batcher_opts {
+	uint64_t batch_size;
+	uint64_t seed;
+	bool shuffle;
+	bool drop_remainder;
+	uint64_t rank, world;
+	bool verify;
+	enum bfs_on_corrupt on_corrupt;
+	uint64_t max_batch_bytes; /* 0: no limit */
+	unsigned jobs;            /* threads for the one-time ragged count pass */
+};
+
+struct bfs_batcher;
+
+/* A corrupt record met while building: `msg` names shard, record index,
+ * offset and reason; `skipped` tells whether it was replaced (on_corrupt=skip). */
+typedef void (*bfs_corrupt_fn)(void *ctx, const char *msg, bool skipped);
+
+/* The schema and dataset are borrowed and must outlive the batcher.
+ * Errors: -EINVAL bad options (message names the option), -EFBIG a batch
+ * would exceed max_batch_bytes or 2^64, -ENOMEM. */
+int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
+		    const struct bfs_schema *s, const struct bfs_batcher_opts *o);
+void bfs_batcher_free(struct bfs_batcher *b);
+
+const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b);
+/* Batches per epoch shown to this rank. */
+uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b);
+/* Batches per epoch of the single global sequence (before rank/world). */
+uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b);
+/* Records in local batch `batch` (B, or the remainder for the last). */
+uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch);
+/* Global record index of row j of (epoch, local batch). */
+uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p,
+			    uint64_t batch, uint64_t j);
+
+/* Exact geometry of (epoch, batch) without decoding. -ENOENT if batch is out
+ * of range. */
+int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_t epoch,
+		     uint64_t batch);
+
+/* Decode (epoch, batch) into *out (malloc'd, geom->st_size bytes: the whole
+ * .safetensors file) and its geometry. Errors: -EIO when a record is corrupt
+ * and on_corrupt=fail (or no valid substitute exists), with the message
+ * naming shard, record index, offset and reason; -ENOMEM. */
+int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,
+		      uint64_t epoch, uint64_t batch, bfs_corrupt_fn on_corrupt, void *ctx);
+
+#endif

@@ -27,10 +27,15 @@ void bfs_err_prefix(const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, errbuf, sizeof(old));
-	if (old[0])
-		snprintf(errbuf, sizeof(errbuf), "%s: %s", prefix, old);
-	else
-		snprintf(errbuf, sizeof(errbuf), "%s", prefix);
+	size_t n = strnlen(prefix, sizeof(prefix) - 1);
+	memcpy(errbuf, prefix, n);
+	if (old[0] && n + 2 < sizeof(errbuf)) {
+		size_t m = strnlen(old, sizeof(errbuf) - n - 3);
+		memcpy(errbuf + n, ": ", 2);
+		memcpy(errbuf + n + 2, old, m);
+		n += 2 + m;
+	}
+	errbuf[n] = '\0';
 }
 
 const char *bfs_err_msg(void)

@@ -1,2 +1,740 @@
-/* placeholder: to be written */
-typedef int bfs_placeholder_dataset;
+/*
+ * dataset.c — SOURCE resolution, per-shard index cache, parallel scan and
+ * schema inference (see dataset.h).
+ *
+ * The scan threads are the one place in decoder/ that uses threads; they
+ * exist only while bfs_dataset_open runs.
+ */
+#include "dataset.h"
+
+#include "crc32c.h"
+#include "example.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define IDX_MAGIC "BFSIDX02"
+
+struct bfs_dataset {
+	size_t nshards;
+	struct bfs_shard **shards;
+	uint64_t *first; /* [nshards + 1]: global index of each shard's first record */
+	uint64_t nrecords;
+	uint32_t max_len;
+	struct bfs_schema *schema;
+	bool index_reused;
+	bool schema_reused;
+	uint64_t undecodable;
+};
+
+/* ---------------------------------------------------------------- source */
+
+void bfs_source_free(char **paths, size_t n)
+{
+	if (!paths)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int push_path(char ***v, size_t *n, size_t *cap, const char *p)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		char **nv = realloc(*v, nc * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[*n] = strdup(p);
+	if (!(*v)[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+/* Is `path` (a symlink inside dir `root`) leading outside root? */
+static bool leads_outside(const char *root_real, const char *path)
+{
+	char real[PATH_MAX];
+	size_t rl = strlen(root_real);
+
+	if (!realpath(path, real))
+		return true;
+	return !(strncmp(real, root_real, rl) == 0 && (real[rl] == '/' || real[rl] == '\0'));
+}
+
+static int resolve_dir(char ***v, size_t *n, size_t *cap, const char *dir, bool follow)
+{
+	char root_real[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	if (!realpath(dir, root_real))
+		return bfs_err_set(-errno, "%s: %s", dir, strerror(errno));
+	d = opendir(dir);
+	if (!d)
+		return bfs_err_set(-errno, "%s: %s", dir, strerror(errno));
+	while ((de = readdir(d)) != NULL && !rc) {
+		char path[PATH_MAX];
+		struct stat st, lst;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= sizeof(path))
+			continue;
+		if (lstat(path, &lst) != 0)
+			continue;
+		if (S_ISLNK(lst.st_mode)) {
+			if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+				continue;
+			if (!follow && leads_outside(root_real, path)) {
+				rc = bfs_err_set(-ELOOP,
+						 "%s: symlink leads outside the source directory "
+						 "(use -o follow_symlinks to allow it)",
+						 path);
+				break;
+			}
+		} else if (!S_ISREG(lst.st_mode)) {
+			continue;
+		}
+		rc = push_path(v, n, cap, path);
+	}
+	closedir(d);
+	return rc;
+}
+
+int bfs_source_resolve(char ***out, size_t *nout, const char *source, bool follow)
+{
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	struct stat st;
+	int rc = 0;
+
+	if (stat(source, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			rc = resolve_dir(&v, &n, &cap, source, follow);
+		else if (S_ISREG(st.st_mode))
+			rc = push_path(&v, &n, &cap, source);
+		else
+			rc = bfs_err_set(-EINVAL, "%s: not a regular file or directory", source);
+	} else if (strpbrk(source, "*?[")) {
+		glob_t g;
+		int grc = glob(source, 0, NULL, &g);
+
+		if (grc == 0) {
+			for (size_t i = 0; i < g.gl_pathc && !rc; i++) {
+				if (stat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode))
+					rc = push_path(&v, &n, &cap, g.gl_pathv[i]);
+			}
+			globfree(&g);
+		} else if (grc != GLOB_NOMATCH) {
+			rc = bfs_err_set(-EIO, "%s: glob failed", source);
+		}
+	} else {
+		rc = bfs_err_set(-errno, "%s: %s", source, strerror(errno));
+	}
+	if (!rc && n == 0)
+		rc = bfs_err_set(-ENOENT, "%s: no shard files found", source);
+	if (rc) {
+		bfs_source_free(v, n);
+		return rc;
+	}
+	qsort(v, n, sizeof(*v), str_cmp);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+/* ----------------------------------------------------------- index cache */
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char tmp[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len == 0 || len >= sizeof(tmp))
+		return -EINVAL;
+	memcpy(tmp, dir, len + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	}
+	if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int shard_abs(char *dst, size_t cap, const struct bfs_shard *s)
+{
+	if (!realpath(bfs_shard_path(s), dst)) {
+		if (strlen(bfs_shard_path(s)) >= cap)
+			return -ENAMETOOLONG;
+		strcpy(dst, bfs_shard_path(s));
+	}
+	(void)cap;
+	return 0;
+}
+
+static void idx_file(char *dst, size_t cap, const char *dir, const struct bfs_shard *s)
+{
+	char abs[PATH_MAX];
+	uint64_t h;
+
+	shard_abs(abs, sizeof(abs), s);
+	h = fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
+	snprintf(dst, cap, "%s/%016llx.idx", dir, (unsigned long long)h);
+}
+
+struct idx_hdr {
+	char magic[8];
+	uint32_t comp;
+	uint32_t pathlen;
+	uint64_t size;
+	int64_t mtime_ns;
+	uint64_t nrecords;
+	uint64_t nseek;
+};
+
+static int write_all(int fd, const void *p, size_t n, uint32_t *crc)
+{
+	const uint8_t *b = p;
+
+	*crc = bfs_crc32c(*crc, p, n);
+	while (n) {
+		ssize_t w = write(fd, b, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Best effort: a failure to write the cache only costs a rescan next time. */
+static void idx_save(const char *dir, const struct bfs_shard *s)
+{
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 64], abs[PATH_MAX];
+	const struct bfs_record_loc *locs = bfs_shard_index(s);
+	const struct bfs_seek_point *pts = bfs_shard_seek_points(s);
+	struct idx_hdr h;
+	uint32_t crc = 0;
+	int fd, rc = 0;
+
+	if (mkdir_p(dir) != 0)
+		return;
+	idx_file(path, sizeof(path), dir, s);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	shard_abs(abs, sizeof(abs), s);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, IDX_MAGIC, 8);
+	h.comp = (uint32_t)bfs_shard_compression(s);
+	h.pathlen = (uint32_t)strlen(abs);
+	h.size = bfs_shard_file_size(s);
+	h.mtime_ns = bfs_shard_mtime_ns(s);
+	h.nrecords = bfs_shard_nrecords(s);
+	h.nseek = bfs_shard_nseek(s);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	rc = write_all(fd, &h, sizeof(h), &crc);
+	if (!rc)
+		rc = write_all(fd, abs, h.pathlen, &crc);
+	for (uint64_t i = 0; i < h.nrecords && !rc; i++) {
+		uint8_t rec[12];
+		memcpy(rec, &locs[i].offset, 8);
+		memcpy(rec + 8, &locs[i].len, 4);
+		rc = write_all(fd, rec, sizeof(rec), &crc);
+	}
+	for (uint64_t i = 0; i < h.nseek && !rc; i++)
+		rc = write_all(fd, &pts[i], sizeof(pts[i]), &crc);
+	if (!rc) {
+		uint32_t c = crc;
+		rc = write_all(fd, &c, 4, &crc);
+	}
+	if (close(fd) != 0)
+		rc = -EIO;
+	if (rc || rename(tmp, path) != 0)
+		unlink(tmp);
+}
+
+static int read_exact(int fd, void *p, size_t n, uint32_t *crc)
+{
+	uint8_t *b = p;
+	size_t left = n;
+
+	while (left) {
+		ssize_t r = read(fd, b, left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -EIO;
+		b += r;
+		left -= (size_t)r;
+	}
+	*crc = bfs_crc32c(*crc, p, n);
+	return 0;
+}
+
+/* Returns 1 if loaded, 0 if no valid entry. */
+static int idx_load(const char *dir, struct bfs_shard *s)
+{
+	char path[PATH_MAX + 32], abs[PATH_MAX], got[PATH_MAX];
+	struct bfs_record_loc *locs = NULL;
+	struct bfs_seek_point *pts = NULL;
+	struct idx_hdr h;
+	struct stat st;
+	uint32_t crc = 0, stored, c;
+	int fd, ok = 0;
+
+	idx_file(path, sizeof(path), dir, s);
+	shard_abs(abs, sizeof(abs), s);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) != 0 || read_exact(fd, &h, sizeof(h), &crc) != 0)
+		goto out;
+	if (memcmp(h.magic, IDX_MAGIC, 8) != 0 || h.pathlen != strlen(abs) ||
+	    h.size != bfs_shard_file_size(s) || h.mtime_ns != bfs_shard_mtime_ns(s) ||
+	    h.comp != (uint32_t)bfs_shard_compression(s))
+		goto out;
+	/* every count is checked against the cache file's size before allocating */
+	if (h.nrecords > (uint64_t)st.st_size / 12 ||
+	    h.nseek > (uint64_t)st.st_size / sizeof(struct bfs_seek_point))
+		goto out;
+	if (read_exact(fd, got, h.pathlen, &crc) != 0 || memcmp(got, abs, h.pathlen) != 0)
+		goto out;
+	locs = malloc((h.nrecords ? h.nrecords : 1) * sizeof(*locs));
+	pts = malloc((h.nseek ? h.nseek : 1) * sizeof(*pts));
+	if (!locs || !pts)
+		goto out;
+	for (uint64_t i = 0; i < h.nrecords; i++) {
+		uint8_t rec[12];
+		if (read_exact(fd, rec, sizeof(rec), &crc) != 0)
+			goto out;
+		memcpy(&locs[i].offset, rec, 8);
+		memcpy(&locs[i].len, rec + 8, 4);
+	}
+	if (h.nseek && read_exact(fd, pts, h.nseek * sizeof(*pts), &crc) != 0)
+		goto out;
+	c = crc;
+	if (read_exact(fd, &stored, 4, &crc) != 0 || stored != c)
+		goto out;
+	ok = bfs_shard_set_index(s, locs, h.nrecords, pts, h.nseek) == 0;
+out:
+	free(locs);
+	free(pts);
+	close(fd);
+	return ok;
+}
+
+/* ---------------------------------------------------------- schema cache */
+
+static void schema_file(char *dst, size_t cap, const char *dir, struct bfs_shard **sh, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++) {
+		char abs[PATH_MAX];
+		uint64_t sz = bfs_shard_file_size(sh[i]);
+		int64_t mt = bfs_shard_mtime_ns(sh[i]);
+		uint32_t comp = (uint32_t)bfs_shard_compression(sh[i]);
+
+		shard_abs(abs, sizeof(abs), sh[i]);
+		h = fnv1a(h, abs, strlen(abs) + 1);
+		h = fnv1a(h, &sz, sizeof(sz));
+		h = fnv1a(h, &mt, sizeof(mt));
+		h = fnv1a(h, &comp, sizeof(comp));
+	}
+	snprintf(dst, cap, "%s/schema-%016llx.json", dir, (unsigned long long)h);
+}
+
+static int schema_load(struct bfs_schema **out, const char *file)
+{
+	FILE *f = fopen(file, "rb");
+	char *buf = NULL;
+	long len;
+	int rc = -ENOENT;
+
+	if (!f)
+		return rc;
+	if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || len > (16 << 20) ||
+	    fseek(f, 0, SEEK_SET) != 0)
+		goto out;
+	buf = malloc((size_t)len + 1);
+	if (!buf || fread(buf, 1, (size_t)len, f) != (size_t)len)
+		goto out;
+	buf[len] = '\0';
+	rc = bfs_schema_from_json(out, buf, (size_t)len);
+out:
+	free(buf);
+	fclose(f);
+	return rc;
+}
+
+static void schema_save(const char *dir, const char *file, const struct bfs_schema *s)
+{
+	char tmp[PATH_MAX + 64];
+	char *json = NULL;
+	FILE *f;
+
+	if (mkdir_p(dir) != 0 || bfs_schema_to_json(&json, s, NULL) != 0)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", file, (long)getpid());
+	f = fopen(tmp, "wb");
+	if (f) {
+		bool ok = fputs(json, f) >= 0;
+		ok = (fclose(f) == 0) && ok;
+		if (!ok || rename(tmp, file) != 0)
+			unlink(tmp);
+	}
+	free(json);
+}
+
+/* ------------------------------------------------------------------ scan */
+
+struct scan_ctx {
+	struct bfs_dataset *ds;
+	const struct bfs_dataset_opts *o;
+	bool *need_scan;     /* [nshards] */
+	bool infer;
+	struct bfs_infer *inf;
+	pthread_mutex_t lock; /* guards next, inf, err, done_bytes, undecodable */
+	size_t next;
+	int err;
+	char errmsg[1024];
+	uint64_t done_bytes, total_bytes;
+};
+
+struct rec_ctx {
+	struct scan_ctx *sc;
+	size_t shard;
+};
+
+static int on_record(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data,
+		     uint32_t len)
+{
+	struct rec_ctx *rc = ctx;
+	struct scan_ctx *sc = rc->sc;
+	struct bfs_example *ex = NULL;
+	int err;
+
+	if (bfs_example_decode(&ex, data, len) != 0) {
+		/* corrupt content: skipped by inference, reported on read */
+		pthread_mutex_lock(&sc->lock);
+		sc->ds->undecodable++;
+		pthread_mutex_unlock(&sc->lock);
+		return 0;
+	}
+	pthread_mutex_lock(&sc->lock);
+	err = bfs_infer_add(sc->inf, ex);
+	if (err)
+		bfs_err_prefix("%s: record %llu at offset %llu",
+			       bfs_shard_path(sc->ds->shards[rc->shard]), (unsigned long long)index,
+			       (unsigned long long)offset);
+	pthread_mutex_unlock(&sc->lock);
+	bfs_example_free(ex);
+	return err;
+}
+
+static void *scan_worker(void *arg)
+{
+	struct scan_ctx *sc = arg;
+
+	for (;;) {
+		struct rec_ctx rc;
+		size_t i;
+		int err;
+
+		pthread_mutex_lock(&sc->lock);
+		while (sc->next < sc->ds->nshards && !sc->need_scan[sc->next])
+			sc->next++;
+		if (sc->err || sc->next >= sc->ds->nshards) {
+			pthread_mutex_unlock(&sc->lock);
+			return NULL;
+		}
+		i = sc->next++;
+		pthread_mutex_unlock(&sc->lock);
+
+		rc.sc = sc;
+		rc.shard = i;
+		err = bfs_shard_scan(sc->ds->shards[i], false, sc->infer ? on_record : NULL, &rc);
+		if (err && !strstr(bfs_err_msg(), bfs_shard_path(sc->ds->shards[i])))
+			bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
+		if (!err && sc->o->index_dir)
+			idx_save(sc->o->index_dir, sc->ds->shards[i]);
+		pthread_mutex_lock(&sc->lock);
+		if (err && !sc->err) {
+			sc->err = err;
+			snprintf(sc->errmsg, sizeof(sc->errmsg), "%s", bfs_err_msg());
+		}
+		sc->done_bytes += bfs_shard_file_size(sc->ds->shards[i]);
+		if (sc->o->progress)
+			sc->o->progress(sc->o->progress_ctx, sc->done_bytes, sc->total_bytes);
+		pthread_mutex_unlock(&sc->lock);
+	}
+}
+
+static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need,
+		    bool infer)
+{
+	struct scan_ctx sc;
+	unsigned jobs = o->jobs ? o->jobs : 1;
+	pthread_t tids[64];
+	unsigned started = 0;
+	int rc = 0;
+
+	memset(&sc, 0, sizeof(sc));
+	sc.ds = ds;
+	sc.o = o;
+	sc.need_scan = need;
+	sc.infer = infer;
+	for (size_t i = 0; i < ds->nshards; i++)
+		if (need[i])
+			sc.total_bytes += bfs_shard_file_size(ds->shards[i]);
+	if (infer) {
+		rc = bfs_infer_new(&sc.inf);
+		if (rc)
+			return rc;
+	}
+	pthread_mutex_init(&sc.lock, NULL);
+	if (jobs > BFS_ARRAY_SIZE(tids))
+		jobs = BFS_ARRAY_SIZE(tids);
+	if (jobs > ds->nshards)
+		jobs = (unsigned)ds->nshards;
+	for (unsigned t = 1; t < jobs; t++)
+		if (pthread_create(&tids[started], NULL, scan_worker, &sc) == 0)
+			started++;
+	scan_worker(&sc);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	pthread_mutex_destroy(&sc.lock);
+	rc = sc.err;
+	if (rc)
+		bfs_err_set(rc, "%s", sc.errmsg);
+	if (!rc && infer)
+		rc = bfs_infer_finish(&ds->schema, sc.inf);
+	bfs_infer_free(sc.inf);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ open */
+
+void bfs_dataset_close(struct bfs_dataset *ds)
+{
+	if (!ds)
+		return;
+	for (size_t i = 0; i < ds->nshards; i++)
+		bfs_shard_close(ds->shards[i]);
+	free(ds->shards);
+	free(ds->first);
+	bfs_schema_free(ds->schema);
+	free(ds);
+}
+
+int bfs_dataset_open(struct bfs_dataset **out, const char *source,
+		     const struct bfs_dataset_opts *o)
+{
+	struct bfs_dataset *ds = calloc(1, sizeof(*ds));
+	char **paths = NULL;
+	size_t npaths = 0;
+	bool *need = NULL;
+	char sfile[PATH_MAX + 64];
+	bool any_scan = false;
+	int rc;
+
+	if (!ds)
+		return -ENOMEM;
+	rc = bfs_source_resolve(&paths, &npaths, source, o->follow_symlinks);
+	if (rc)
+		goto fail;
+	ds->shards = calloc(npaths, sizeof(*ds->shards));
+	ds->first = calloc(npaths + 1, sizeof(*ds->first));
+	need = calloc(npaths, sizeof(*need));
+	if (!ds->shards || !ds->first || !need) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < npaths; i++) {
+		rc = bfs_shard_open(&ds->shards[i], paths[i], o->comp);
+		if (rc) {
+			if (!strstr(bfs_err_msg(), paths[i]))
+				bfs_err_prefix("%s", paths[i]);
+			goto fail;
+		}
+		ds->nshards++;
+	}
+	ds->index_reused = o->index_dir != NULL;
+	for (size_t i = 0; i < ds->nshards; i++) {
+		need[i] = !(o->index_dir && idx_load(o->index_dir, ds->shards[i]));
+		if (need[i]) {
+			ds->index_reused = false;
+			any_scan = true;
+		}
+	}
+	if (o->infer) {
+		if (o->index_dir) {
+			schema_file(sfile, sizeof(sfile), o->index_dir, ds->shards, ds->nshards);
+			if (schema_load(&ds->schema, sfile) == 0)
+				ds->schema_reused = true;
+		}
+		if (!ds->schema) {
+			/* inference must see every record: scan all shards */
+			for (size_t i = 0; i < ds->nshards; i++)
+				need[i] = true;
+			any_scan = true;
+		}
+	}
+	if (any_scan) {
+		rc = run_scan(ds, o, need, o->infer && !ds->schema);
+		if (rc)
+			goto fail;
+		if (o->infer && o->index_dir && !ds->schema_reused)
+			schema_save(o->index_dir, sfile, ds->schema);
+	}
+	for (size_t i = 0; i < ds->nshards; i++) {
+		const struct bfs_record_loc *l = bfs_shard_index(ds->shards[i]);
+		uint64_t n = bfs_shard_nrecords(ds->shards[i]);
+
+		ds->first[i + 1] = ds->first[i] + n;
+		for (uint64_t r = 0; r < n; r++)
+			if (l[r].len > ds->max_len)
+				ds->max_len = l[r].len;
+	}
+	ds->nrecords = ds->first[ds->nshards];
+	bfs_source_free(paths, npaths);
+	free(need);
+	*out = ds;
+	return 0;
+fail:
+	bfs_source_free(paths, npaths);
+	free(need);
+	bfs_dataset_close(ds);
+	return rc;
+}
+
+/* -------------------------------------------------------------- accessors */
+
+size_t bfs_dataset_nshards(const struct bfs_dataset *ds)
+{
+	return ds->nshards;
+}
+
+struct bfs_shard *bfs_dataset_shard(const struct bfs_dataset *ds, size_t i)
+{
+	return i < ds->nshards ? ds->shards[i] : NULL;
+}
+
+uint64_t bfs_dataset_nrecords(const struct bfs_dataset *ds)
+{
+	return ds->nrecords;
+}
+
+uint32_t bfs_dataset_max_record_len(const struct bfs_dataset *ds)
+{
+	return ds->max_len;
+}
+
+const struct bfs_schema *bfs_dataset_schema(const struct bfs_dataset *ds)
+{
+	return ds->schema;
+}
+
+bool bfs_dataset_index_reused(const struct bfs_dataset *ds)
+{
+	return ds->index_reused;
+}
+
+bool bfs_dataset_schema_reused(const struct bfs_dataset *ds)
+{
+	return ds->schema_reused;
+}
+
+uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds)
+{
+	return ds->undecodable;
+}
+
+uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds)
+{
+	uint64_t b = (ds->nshards + 1) * sizeof(uint64_t);
+
+	for (size_t i = 0; i < ds->nshards; i++)
+		b += bfs_shard_nrecords(ds->shards[i]) * sizeof(struct bfs_record_loc) +
+		     bfs_shard_nseek(ds->shards[i]) * sizeof(struct bfs_seek_point);
+	return b;
+}
+
+int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard,
+		       uint64_t *local, uint64_t *offset)
+{
+	size_t lo = 0, hi = ds->nshards;
+
+	if (rec >= ds->nrecords)
+		return -ENOENT;
+	/* find the last shard whose first record <= rec */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ds->first[mid] <= rec)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	while (lo + 1 < ds->nshards && ds->first[lo + 1] <= rec)
+		lo++;
+	*shard = lo;
+	*local = rec - ds->first[lo];
+	if (offset)
+		*offset = bfs_shard_index(ds->shards[lo])[*local].offset;
+	return 0;
+}
+
+int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, size_t cap,
+		     uint32_t *len, bool verify)
+{
+	size_t sh;
+	uint64_t local, off;
+	int rc = bfs_dataset_locate(ds, rec, &sh, &local, &off);
+
+	if (rc)
+		return bfs_err_set(rc, "record %llu out of range", (unsigned long long)rec);
+	*len = bfs_shard_index(ds->shards[sh])[local].len;
+	rc = bfs_shard_read(ds->shards[sh], local, dst, cap, verify);
+	if (rc && !strstr(bfs_err_msg(), bfs_shard_path(ds->shards[sh])))
+		bfs_err_prefix("%s", bfs_shard_path(ds->shards[sh]));
+	return rc;
+}

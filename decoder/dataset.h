@@ -1,1 +1,74 @@
-/* placeholder */
+/*
+ * dataset.h — a SOURCE resolved to shards, their index (cached on disk), and
+ * the inferred schema (cached too).
+ *
+ * SOURCE is a directory (its regular, non-hidden files sorted by name), a
+ * single file, or a glob pattern. Records are numbered globally: shards in
+ * that order, records in file order.
+ *
+ * Opening scans each shard's framing once (in parallel over `jobs` threads)
+ * unless an index cache entry for the shard's (path, size, mtime) exists in
+ * `index_dir`. The scan checks framing, not data CRCs: data corruption is
+ * found, and handled per on_corrupt, when a batch is read. Inference decodes
+ * every record once and is cached the same way (keyed by every shard's
+ * path, size and mtime).
+ *
+ * Thread-safety: after open, every function here is safe to call from many
+ * threads at once (the dataset is immutable; reads use pread and per-call
+ * inflate state).
+ */
+#ifndef BFS_DATASET_H
+#define BFS_DATASET_H
+
+#include "common.h"
+#include "record.h"
+#include "schema.h"
+
+typedef void (*bfs_progress_fn)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
+
+struct bfs_dataset_opts {
+	enum bfs_compression comp;
+	bool follow_symlinks; /* allow links that lead outside SOURCE */
+	const char *index_dir; /* NULL: no cache */
+	unsigned jobs;         /* scan threads; 0 = 1 */
+	bool infer;            /* infer (or load the cached) schema */
+	bfs_progress_fn progress;
+	void *progress_ctx;
+};
+
+struct bfs_dataset;
+
+/* Errors (message names the file): -ENOENT no such source or no shards,
+ * -EACCES, -EBADMSG not TFRecord / broken framing / inference conflict,
+ * -ELOOP symlink leading outside SOURCE, -ENOMEM. */
+int bfs_dataset_open(struct bfs_dataset **out, const char *source,
+		     const struct bfs_dataset_opts *o);
+void bfs_dataset_close(struct bfs_dataset *ds); /* accepts NULL */
+
+size_t bfs_dataset_nshards(const struct bfs_dataset *ds);
+struct bfs_shard *bfs_dataset_shard(const struct bfs_dataset *ds, size_t i); /* borrowed */
+uint64_t bfs_dataset_nrecords(const struct bfs_dataset *ds);
+uint32_t bfs_dataset_max_record_len(const struct bfs_dataset *ds);
+/* Inferred schema (NULL unless opts.infer). Borrowed. */
+const struct bfs_schema *bfs_dataset_schema(const struct bfs_dataset *ds);
+bool bfs_dataset_index_reused(const struct bfs_dataset *ds);  /* every shard from cache */
+bool bfs_dataset_schema_reused(const struct bfs_dataset *ds);
+uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds); /* in memory */
+uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds); /* skipped by inference */
+
+/* Global record → (shard, record within shard, byte offset). -ENOENT if out
+ * of range. */
+int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard,
+		       uint64_t *local, uint64_t *offset);
+
+/* Read global record `rec` into dst (cap >= its length); *len gets its
+ * length. The error message names shard, record index, offset and reason. */
+int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, size_t cap,
+		     uint32_t *len, bool verify);
+
+/* Resolve SOURCE into a sorted list of shard paths (malloc'd, caller frees
+ * each and the array). */
+int bfs_source_resolve(char ***out, size_t *n, const char *source, bool follow_symlinks);
+void bfs_source_free(char **paths, size_t n);
+
+#endif

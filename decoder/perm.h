@@ -1,1 +1,32 @@
-/* placeholder */
+/*
+ * perm.h — the epoch permutation: a keyed Feistel bijection with cycle
+ * walking, computed from (seed, epoch) alone, O(1) memory. The algorithm is
+ * specified in README.md ("The global shuffle, exactly"); changing it
+ * changes every user's data order, so it is versioned there.
+ *
+ * Pure functions; thread-safe.
+ */
+#ifndef BFS_PERM_H
+#define BFS_PERM_H
+
+#include <stdint.h>
+
+struct bfs_perm {
+	uint64_t n;
+	uint64_t key[6];
+	unsigned half; /* bits per Feistel half */
+	uint64_t mask;
+	int identity;  /* n <= 1 or shuffle=none */
+};
+
+/* Set up the permutation of [0, n) for (seed, epoch). shuffle=0 gives the
+ * identity. */
+void bfs_perm_init(struct bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch, int shuffle);
+
+/* The record at position pos (< n). */
+uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos);
+
+/* The 64-bit mixer used by the keys and the round function. */
+uint64_t bfs_mix64(uint64_t z);
+
+#endif

@@ -1,2 +1,399 @@
-/* placeholder: to be written */
-typedef int bfs_placeholder_tensor;
+/* tensor.c — output tensors of a schema, per-batch geometry, file headers. */
+#include "tensor.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64
+/* numpy >= 1.23 leaves room to grow the first axis in place; we write the
+ * same header bytes numpy.save does. */
+#define NPY_GROWTH_DIGITS 21
+
+static enum bfs_dtype main_dtype(const struct bfs_feature_spec *f)
+{
+	switch (f->kind) {
+	case BFS_KIND_FLOAT:
+		return BFS_DT_F32;
+	case BFS_KIND_INT64:
+		return BFS_DT_I64;
+	default:
+		if (f->layout == BFS_LAYOUT_FIXED && f->dtype != BFS_DT_INVALID)
+			return f->dtype;
+		if (f->is_list && f->dtype != BFS_DT_INVALID)
+			return f->dtype;
+		return BFS_DT_U8;
+	}
+}
+
+static int add_tmpl(struct bfs_plan *p, size_t *cap, const struct bfs_feature_spec *f,
+		    const char *suffix, enum bfs_role role, enum bfs_dtype dt, int slot)
+{
+	struct bfs_tensor_tmpl *t;
+	const char *prefix = f->is_list ? "feature_lists/" : "";
+	size_t len;
+
+	if (p->ntensors == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		void *n = realloc(p->t, ncap * sizeof(*p->t));
+		if (!n)
+			return -ENOMEM;
+		p->t = n;
+		*cap = ncap;
+	}
+	t = &p->t[p->ntensors];
+	len = strlen(prefix) + strlen(f->name) + strlen(suffix) + 1;
+	t->name = malloc(len);
+	if (!t->name)
+		return -ENOMEM;
+	snprintf(t->name, len, "%s%s%s", prefix, f->name, suffix);
+	t->spec = f;
+	t->role = role;
+	t->dtype = dt;
+	t->ragged_slot = slot;
+	p->ntensors++;
+	return 0;
+}
+
+static int add_spec(struct bfs_plan *p, size_t *cap, const struct bfs_feature_spec *f)
+{
+	enum bfs_dtype dt = main_dtype(f);
+	int rc = 0, slot;
+
+	if (f->is_list) {
+		rc = add_tmpl(p, cap, f, "", BFS_ROLE_MAIN, dt, -1);
+		if (!rc)
+			rc = add_tmpl(p, cap, f, ".lengths", BFS_ROLE_LENGTHS, BFS_DT_I32, -1);
+		return rc;
+	}
+	switch (f->layout) {
+	case BFS_LAYOUT_FIXED:
+		return add_tmpl(p, cap, f, "", BFS_ROLE_MAIN, dt, -1);
+	case BFS_LAYOUT_PADDED:
+		rc = add_tmpl(p, cap, f, "", BFS_ROLE_MAIN, dt, -1);
+		if (!rc)
+			rc = add_tmpl(p, cap, f, ".lengths", BFS_ROLE_LENGTHS, BFS_DT_I32, -1);
+		return rc;
+	case BFS_LAYOUT_RAGGED:
+		slot = (int)p->nslots++;
+		rc = add_tmpl(p, cap, f, ".values", BFS_ROLE_VALUES, dt, slot);
+		if (!rc)
+			rc = add_tmpl(p, cap, f, ".row_splits", BFS_ROLE_ROW_SPLITS, BFS_DT_I64, slot);
+		return rc;
+	case BFS_LAYOUT_RAGGED2:
+		slot = (int)p->nslots;
+		p->nslots += 2;
+		rc = add_tmpl(p, cap, f, ".values", BFS_ROLE_VALUES, BFS_DT_U8, slot);
+		if (!rc)
+			rc = add_tmpl(p, cap, f, ".value_splits", BFS_ROLE_VALUE_SPLITS, BFS_DT_I64,
+				      slot);
+		if (!rc)
+			rc = add_tmpl(p, cap, f, ".row_splits", BFS_ROLE_ROW_SPLITS, BFS_DT_I64, slot);
+		return rc;
+	}
+	return bfs_err_set(-EINVAL, "feature '%s': unknown layout", f->name);
+}
+
+static int tmpl_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct bfs_tensor_tmpl *)a)->name,
+		      ((const struct bfs_tensor_tmpl *)b)->name);
+}
+
+void bfs_plan_free(struct bfs_plan *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->ntensors; i++)
+		free(p->t[i].name);
+	free(p->t);
+	free(p);
+}
+
+int bfs_plan_new(struct bfs_plan **out, const struct bfs_schema *s)
+{
+	struct bfs_plan *p = calloc(1, sizeof(*p));
+	size_t cap = 0;
+	int rc = 0;
+
+	if (!p)
+		return -ENOMEM;
+	p->schema = s;
+	for (size_t i = 0; i < s->nfeatures && !rc; i++)
+		rc = add_spec(p, &cap, &s->features[i]);
+	for (size_t i = 0; i < s->nlists && !rc; i++)
+		rc = add_spec(p, &cap, &s->lists[i]);
+	if (rc)
+		goto fail;
+	if (p->ntensors)
+		qsort(p->t, p->ntensors, sizeof(*p->t), tmpl_cmp);
+	for (size_t i = 1; i < p->ntensors; i++) {
+		if (strcmp(p->t[i - 1].name, p->t[i].name) == 0) {
+			rc = bfs_err_set(-EINVAL, "two outputs would both be named '%s'",
+					 p->t[i].name);
+			goto fail;
+		}
+	}
+	*out = p;
+	return 0;
+fail:
+	bfs_plan_free(p);
+	return rc;
+}
+
+/* Shape of template t in a batch of `batch` records. */
+static int tensor_shape(struct bfs_tensor_geom *g, const struct bfs_tensor_tmpl *t, uint64_t batch,
+			const uint64_t *totals)
+{
+	const struct bfs_feature_spec *f = t->spec;
+
+	g->ndim = 0;
+	switch (t->role) {
+	case BFS_ROLE_MAIN:
+		g->shape[g->ndim++] = (int64_t)batch;
+		if (f->is_list) {
+			g->shape[g->ndim++] = f->max_steps;
+			for (int d = 0; d < f->ndim; d++)
+				g->shape[g->ndim++] = f->shape[d];
+		} else if (f->layout == BFS_LAYOUT_PADDED) {
+			g->shape[g->ndim++] = f->max_len;
+		} else {
+			for (int d = 0; d < f->ndim; d++)
+				g->shape[g->ndim++] = f->shape[d];
+		}
+		break;
+	case BFS_ROLE_LENGTHS:
+		g->shape[g->ndim++] = (int64_t)batch;
+		break;
+	case BFS_ROLE_VALUES:
+		/* RAGGED: total values; RAGGED2: total bytes */
+		g->shape[g->ndim++] = (int64_t)totals[t->ragged_slot +
+						      (f->layout == BFS_LAYOUT_RAGGED2 ? 1 : 0)];
+		break;
+	case BFS_ROLE_VALUE_SPLITS:
+		g->shape[g->ndim++] = (int64_t)totals[t->ragged_slot] + 1;
+		break;
+	case BFS_ROLE_ROW_SPLITS:
+		g->shape[g->ndim++] = (int64_t)batch + 1;
+		break;
+	}
+	for (int d = 0; d < g->ndim; d++)
+		if (g->shape[d] < 0)
+			return bfs_err_set(-EINVAL, "tensor '%s': dimension %d is not fixed",
+					   t->name, d);
+	return 0;
+}
+
+int bfs_npy_header(char *dst, size_t dst_cap, enum bfs_dtype dt, int ndim, const int64_t *shape)
+{
+	char dict[512];
+	char first[32];
+	int n, pad, total;
+
+	n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (",
+		     bfs_dtype_npy_descr(dt));
+	for (int d = 0; d < ndim; d++)
+		n += snprintf(dict + n, sizeof(dict) - (size_t)n, "%s%lld", d ? ", " : "",
+			      (long long)shape[d]);
+	n += snprintf(dict + n, sizeof(dict) - (size_t)n, "%s), }", ndim == 1 ? "," : "");
+	if (ndim > 0) {
+		int digits = snprintf(first, sizeof(first), "%lld", (long long)shape[0]);
+		for (int i = digits; i < NPY_GROWTH_DIGITS; i++)
+			dict[n++] = ' ';
+	}
+	/* magic(6) + version(2) + hlen(2) + dict + pad + '\n' */
+	pad = ALIGN - ((10 + n + 1) % ALIGN);
+	total = 10 + n + pad + 1;
+	if ((size_t)total > dst_cap || total > 65535)
+		return -EFBIG;
+	memcpy(dst, "\x93NUMPY\x01\x00", 8);
+	dst[8] = (char)((total - 10) & 0xff);
+	dst[9] = (char)((total - 10) >> 8);
+	memcpy(dst + 10, dict, (size_t)n);
+	memset(dst + 10 + n, ' ', (size_t)pad);
+	dst[total - 1] = '\n';
+	return total;
+}
+
+/* JSON string body for a tensor name: escape what JSON requires. */
+static size_t json_escape(char *dst, size_t cap, const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char tmp[8];
+		size_t k;
+
+		if (c == '"' || c == '\\') {
+			tmp[0] = '\\';
+			tmp[1] = (char)c;
+			k = 2;
+		} else if (c < 0x20) {
+			k = (size_t)snprintf(tmp, sizeof(tmp), "\\u%04x", c);
+		} else {
+			tmp[0] = (char)c;
+			k = 1;
+		}
+		if (dst && n + k <= cap)
+			memcpy(dst + n, tmp, k);
+		n += k;
+	}
+	return n;
+}
+
+/* Append to a growing buffer. */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int err;
+};
+
+static void sb_reserve(struct sbuf *b, size_t more)
+{
+	if (b->err || b->len + more + 1 <= b->cap)
+		return;
+	size_t ncap = b->cap ? b->cap : 256;
+	while (ncap < b->len + more + 1)
+		ncap *= 2;
+	char *n = realloc(b->p, ncap);
+	if (!n) {
+		b->err = -ENOMEM;
+		return;
+	}
+	b->p = n;
+	b->cap = ncap;
+}
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->err = -EINVAL;
+		return;
+	}
+	sb_reserve(b, (size_t)n);
+	if (b->err)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+static void sb_name(struct sbuf *b, const char *name)
+{
+	size_t n = json_escape(NULL, 0, name);
+	sb_reserve(b, n);
+	if (b->err)
+		return;
+	json_escape(b->p + b->len, n, name);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+void bfs_geom_free(struct bfs_geom *l)
+{
+	if (!l)
+		return;
+	free(l->g);
+	free(l->st_header);
+	free(l);
+}
+
+int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch,
+		   const uint64_t *totals, uint64_t max_bytes)
+{
+	struct bfs_geom *l = calloc(1, sizeof(*l));
+	struct sbuf sb = { 0 };
+	uint64_t off = 0;
+	char hdr[1024];
+	int rc;
+
+	if (!l)
+		return -ENOMEM;
+	l->batch = batch;
+	l->ntensors = p->ntensors;
+	l->g = calloc(p->ntensors ? p->ntensors : 1, sizeof(*l->g));
+	if (!l->g) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	sb_printf(&sb, "{");
+	for (size_t i = 0; i < p->ntensors; i++) {
+		struct bfs_tensor_geom *g = &l->g[i];
+		uint64_t n = bfs_dtype_size(p->t[i].dtype);
+
+		rc = tensor_shape(g, &p->t[i], batch, totals);
+		if (rc)
+			goto fail;
+		for (int d = 0; d < g->ndim; d++) {
+			if (__builtin_mul_overflow(n, (uint64_t)g->shape[d], &n)) {
+				rc = bfs_err_set(-EFBIG, "tensor '%s' is larger than 2^64 bytes",
+						 p->t[i].name);
+				goto fail;
+			}
+		}
+		g->nbytes = n;
+		g->offset = off;
+		if (__builtin_add_overflow(off, n, &off) || (max_bytes && off > max_bytes)) {
+			rc = bfs_err_set(-EFBIG,
+					 "a batch of %llu records is larger than the limit of %llu "
+					 "bytes (at tensor '%s')",
+					 (unsigned long long)batch, (unsigned long long)max_bytes,
+					 p->t[i].name);
+			goto fail;
+		}
+		rc = bfs_npy_header(hdr, sizeof(hdr), p->t[i].dtype, g->ndim, g->shape);
+		if (rc < 0)
+			goto fail;
+		g->npy_hlen = (uint32_t)rc;
+
+		sb_printf(&sb, "%s\"", i ? "," : "");
+		sb_name(&sb, p->t[i].name);
+		sb_printf(&sb, "\":{\"dtype\":\"%s\",\"shape\":[",
+			  bfs_dtype_safetensors(p->t[i].dtype));
+		for (int d = 0; d < g->ndim; d++)
+			sb_printf(&sb, "%s%lld", d ? "," : "", (long long)g->shape[d]);
+		sb_printf(&sb, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)g->offset,
+			  (unsigned long long)(g->offset + g->nbytes));
+	}
+	sb_printf(&sb, "}");
+	if (sb.err) {
+		rc = sb.err;
+		goto fail;
+	}
+	/* pad so that 8 + header is a multiple of ALIGN */
+	size_t pad = (ALIGN - ((8 + sb.len) % ALIGN)) % ALIGN;
+	size_t hl = sb.len + pad;
+	l->st_hlen = 8 + hl;
+	l->st_header = malloc(l->st_hlen);
+	if (!l->st_header) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (int i = 0; i < 8; i++)
+		l->st_header[i] = (char)((hl >> (8 * i)) & 0xff);
+	memcpy(l->st_header + 8, sb.p, sb.len);
+	memset(l->st_header + 8 + sb.len, ' ', pad);
+	for (size_t i = 0; i < l->ntensors; i++)
+		l->g[i].offset += l->st_hlen;
+	if (__builtin_add_overflow(off, l->st_hlen, &l->st_size)) {
+		rc = -EFBIG;
+		goto fail;
+	}
+	free(sb.p);
+	*out = l;
+	return 0;
+fail:
+	free(sb.p);
+	bfs_geom_free(l);
+	return rc;
+}

@@ -1,2 +1,403 @@
-/* placeholder: to be written */
-typedef int bfs_placeholder_cache;
+/*
+ * cache.c — the decoded-batch cache and its prefetch workers (see cache.h).
+ */
+#include "cache.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { ST_LOADING = 1, ST_READY = 2, ST_FAILED = 3 };
+
+#define NBUCKETS 4096
+
+struct req {
+	uint64_t epoch, batch;
+};
+
+struct bfs_cache {
+	const struct bfs_batcher *b;
+	uint64_t budget;
+	unsigned nthreads, prefetch;
+	bfs_cache_error_fn on_error;
+	void *ctx;
+
+	pthread_mutex_t lock;
+	pthread_cond_t changed; /* an entry left ST_LOADING */
+	pthread_cond_t work;    /* the queue got a request, or stop */
+	struct bfs_cache_entry *table[NBUCKETS]; /* lock */
+	struct bfs_cache_entry *lru_head, *lru_tail; /* lock; READY entries, head = newest */
+	struct req *queue;      /* lock; ring */
+	size_t qcap, qhead, qlen; /* lock */
+	bool stop;              /* lock */
+	pthread_t *tids;
+	unsigned started;
+	struct bfs_cache_stats st; /* lock */
+};
+
+static size_t bucket(uint64_t e, uint64_t b)
+{
+	uint64_t h = (e * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full);
+	return (size_t)((h ^ (h >> 29)) % NBUCKETS);
+}
+
+static struct bfs_cache_entry *find(struct bfs_cache *c, uint64_t e, uint64_t b)
+{
+	for (struct bfs_cache_entry *x = c->table[bucket(e, b)]; x; x = x->hnext)
+		if (x->epoch == e && x->batch == b)
+			return x;
+	return NULL;
+}
+
+static void unhash(struct bfs_cache *c, struct bfs_cache_entry *x)
+{
+	struct bfs_cache_entry **pp = &c->table[bucket(x->epoch, x->batch)];
+
+	while (*pp && *pp != x)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = x->hnext;
+	x->hnext = NULL;
+}
+
+static void lru_unlink(struct bfs_cache *c, struct bfs_cache_entry *x)
+{
+	if (x->lprev)
+		x->lprev->lnext = x->lnext;
+	else if (c->lru_head == x)
+		c->lru_head = x->lnext;
+	if (x->lnext)
+		x->lnext->lprev = x->lprev;
+	else if (c->lru_tail == x)
+		c->lru_tail = x->lprev;
+	x->lprev = x->lnext = NULL;
+}
+
+static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
+{
+	x->lprev = NULL;
+	x->lnext = c->lru_head;
+	if (c->lru_head)
+		c->lru_head->lprev = x;
+	c->lru_head = x;
+	if (!c->lru_tail)
+		c->lru_tail = x;
+}
+
+static void entry_free(struct bfs_cache_entry *x)
+{
+	if (!x)
+		return;
+	free(x->buf);
+	bfs_geom_free(x->geom);
+	free(x);
+}
+
+/* Evict unreferenced ready entries, oldest first, until `need` more bytes
+ * fit. Returns true if they fit. Called with the lock held. */
+static bool make_room(struct bfs_cache *c, uint64_t need)
+{
+	struct bfs_cache_entry *x = c->lru_tail;
+
+	while (c->st.bytes + need > c->budget && x) {
+		struct bfs_cache_entry *prev = x->lprev;
+		if (x->refs == 0 && x->state == ST_READY) {
+			lru_unlink(c, x);
+			unhash(c, x);
+			c->st.bytes -= x->bytes;
+			c->st.entries--;
+			c->st.evictions++;
+			entry_free(x);
+		}
+		x = prev;
+	}
+	return c->st.bytes + need <= c->budget;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Decode entry x (state LOADING, one reference held by the caller), outside
+ * the lock, then publish the result. */
+static void load(struct bfs_cache *c, struct bfs_cache_entry *x)
+{
+	uint8_t *buf = NULL;
+	struct bfs_geom *g = NULL;
+	uint64_t t0 = now_ns();
+	int rc = bfs_batcher_build(&buf, &g, c->b, x->epoch, x->batch, c->on_error, c->ctx);
+	uint64_t dt = now_ns() - t0;
+
+	pthread_mutex_lock(&c->lock);
+	c->st.decode_ns += dt;
+	if (rc == 0) {
+		x->buf = buf;
+		x->geom = g;
+		x->state = ST_READY;
+		c->st.batches_decoded++;
+		lru_push_front(c, x);
+	} else {
+		x->state = ST_FAILED;
+		x->err = rc;
+		unhash(c, x);
+		c->st.bytes -= x->bytes;
+		c->st.entries--;
+		c->st.decode_errors++;
+	}
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Create a LOADING entry for (e, b) holding one reference, or return NULL
+ * when it exists already or (prefetch only) does not fit. Lock held; drops
+ * and retakes it to compute the geometry. */
+static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t e, uint64_t b, bool demand,
+				       int *err)
+{
+	struct bfs_geom *g = NULL;
+	struct bfs_cache_entry *x;
+	uint64_t need;
+	int rc;
+
+	pthread_mutex_unlock(&c->lock);
+	rc = bfs_batcher_geom(&g, c->b, e, b);
+	pthread_mutex_lock(&c->lock);
+	if (rc) {
+		*err = rc;
+		return NULL;
+	}
+	need = g->st_size;
+	bfs_geom_free(g);
+	if (find(c, e, b))
+		return NULL;
+	if (!make_room(c, need) && !demand)
+		return NULL;
+	x = calloc(1, sizeof(*x));
+	if (!x) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	x->epoch = e;
+	x->batch = b;
+	x->refs = 1;
+	x->state = ST_LOADING;
+	x->bytes = need;
+	x->hnext = c->table[bucket(e, b)];
+	c->table[bucket(e, b)] = x;
+	c->st.bytes += need;
+	c->st.entries++;
+	if (c->st.bytes > c->st.peak_bytes)
+		c->st.peak_bytes = c->st.bytes;
+	return x;
+}
+
+static void enqueue(struct bfs_cache *c, uint64_t e, uint64_t b)
+{
+	if (!c->qcap)
+		return;
+	if (c->qlen == c->qcap) { /* drop the oldest: the reader has moved on */
+		c->qhead = (c->qhead + 1) % c->qcap;
+		c->qlen--;
+	}
+	c->queue[(c->qhead + c->qlen) % c->qcap] = (struct req){ e, b };
+	c->qlen++;
+	c->st.prefetch_issued++;
+}
+
+/* Queue the `prefetch` batches after (e, b), into the next epoch. Lock held. */
+static void queue_ahead(struct bfs_cache *c, uint64_t e, uint64_t b)
+{
+	uint64_t nb = bfs_batcher_nbatches(c->b);
+
+	if (!c->nthreads || !nb)
+		return;
+	for (unsigned k = 1; k <= c->prefetch; k++) {
+		uint64_t ne = e, nbt = b + k;
+		while (nbt >= nb) {
+			nbt -= nb;
+			ne++;
+		}
+		if (!find(c, ne, nbt))
+			enqueue(c, ne, nbt);
+	}
+	pthread_cond_broadcast(&c->work);
+}
+
+static void *worker(void *arg)
+{
+	struct bfs_cache *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct bfs_cache_entry *x;
+		struct req r;
+		int err = 0;
+
+		while (!c->stop && c->qlen == 0)
+			pthread_cond_wait(&c->work, &c->lock);
+		if (c->stop)
+			break;
+		r = c->queue[c->qhead];
+		c->qhead = (c->qhead + 1) % c->qcap;
+		c->qlen--;
+		if (find(c, r.epoch, r.batch))
+			continue;
+		x = reserve(c, r.epoch, r.batch, false, &err);
+		if (!x)
+			continue;
+		pthread_mutex_unlock(&c->lock);
+		load(c, x);
+		pthread_mutex_lock(&c->lock);
+		if (--x->refs == 0 && x->state == ST_FAILED)
+			entry_free(x);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t epoch,
+		  uint64_t batch)
+{
+	struct bfs_cache_entry *x;
+	int rc = 0;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		x = find(c, epoch, batch);
+		if (x) {
+			x->refs++;
+			if (x->state == ST_READY) {
+				c->st.hits++;
+				break;
+			}
+			c->st.prefetch_hits++; /* being decoded by someone: wait */
+			while (x->state == ST_LOADING)
+				pthread_cond_wait(&c->changed, &c->lock);
+			if (x->state == ST_READY)
+				break;
+			rc = x->err;
+			if (--x->refs == 0)
+				entry_free(x);
+			goto out;
+		}
+		x = reserve(c, epoch, batch, true, &rc);
+		if (rc)
+			goto out;
+		if (!x)
+			continue; /* someone created it meanwhile */
+		c->st.misses++;
+		x->touched = true;
+		queue_ahead(c, epoch, batch);
+		pthread_mutex_unlock(&c->lock);
+		load(c, x);
+		pthread_mutex_lock(&c->lock);
+		if (x->state == ST_READY)
+			break;
+		rc = x->err;
+		if (--x->refs == 0)
+			entry_free(x);
+		goto out;
+	}
+	if (!x->touched) {
+		x->touched = true;
+		queue_ahead(c, epoch, batch);
+	}
+	lru_unlink(c, x);
+	lru_push_front(c, x);
+	*out = x;
+out:
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void bfs_cache_put(struct bfs_cache *c, struct bfs_cache_entry *x)
+{
+	if (!x)
+		return;
+	pthread_mutex_lock(&c->lock);
+	x->refs--;
+	if (c->st.bytes > c->budget)
+		make_room(c, 0);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_cache_stats(const struct bfs_cache *c, struct bfs_cache_stats *out)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&c->lock);
+	*out = c->st;
+	pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
+}
+
+int bfs_cache_new(struct bfs_cache **out, const struct bfs_batcher *b, uint64_t budget,
+		  unsigned threads, unsigned prefetch, bfs_cache_error_fn on_error, void *ctx)
+{
+	struct bfs_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->b = b;
+	c->budget = budget;
+	c->nthreads = threads;
+	c->prefetch = prefetch;
+	c->on_error = on_error;
+	c->ctx = ctx;
+	c->st.budget = budget;
+	c->qcap = prefetch ? (size_t)prefetch * 4 : 0;
+	if (c->qcap) {
+		c->queue = calloc(c->qcap, sizeof(*c->queue));
+		if (!c->queue) {
+			free(c);
+			return -ENOMEM;
+		}
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->changed, NULL);
+	pthread_cond_init(&c->work, NULL);
+	*out = c;
+	return 0;
+}
+
+int bfs_cache_start(struct bfs_cache *c)
+{
+	if (!c->nthreads || !c->prefetch)
+		return 0;
+	c->tids = calloc(c->nthreads, sizeof(*c->tids));
+	if (!c->tids)
+		return -ENOMEM;
+	for (unsigned i = 0; i < c->nthreads; i++) {
+		if (pthread_create(&c->tids[i], NULL, worker, c) != 0)
+			break;
+		c->started++;
+	}
+	return c->started ? 0 : -EAGAIN;
+}
+
+void bfs_cache_free(struct bfs_cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	pthread_cond_broadcast(&c->work);
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < c->started; i++)
+		pthread_join(c->tids[i], NULL);
+	free(c->tids);
+	for (size_t i = 0; i < NBUCKETS; i++) {
+		struct bfs_cache_entry *x = c->table[i];
+		while (x) {
+			struct bfs_cache_entry *n = x->hnext;
+			entry_free(x);
+			x = n;
+		}
+	}
+	free(c->queue);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->changed);
+	pthread_cond_destroy(&c->work);
+	free(c);
+}

@@ -1,1 +1,64 @@
-/* placeholder */
+/*
+ * cache.h — decoded batches, refcounted, under a byte budget, filled on
+ * demand and ahead of the reader by a pool of prefetch workers.
+ *
+ * One entry per (epoch, batch): its buffer is the whole .safetensors file,
+ * and every .npy file of the batch reads from the same buffer. However many
+ * readers ask at once, a batch is decoded once: the first asker (or a
+ * prefetch worker) decodes, the others wait for it.
+ *
+ * Budget: bytes of entries held (ready or being decoded) stay within
+ * cache_size, except that a demand load never waits for room: while readers
+ * hold every entry, the cache may exceed the budget by the batches being
+ * read right now. Prefetch never exceeds it. Unreferenced ready entries are
+ * evicted in least-recently-used order.
+ *
+ * Thread-safety: every function may be called from any thread. One mutex
+ * guards the table, the LRU list, the queue and the counters.
+ */
+#ifndef BFS_CACHE_H
+#define BFS_CACHE_H
+
+#include "batch.h"
+
+struct bfs_cache;
+
+struct bfs_cache_entry {
+	uint64_t epoch, batch;
+	uint8_t *buf;          /* geom->st_size bytes; immutable once ready */
+	struct bfs_geom *geom; /* immutable once ready */
+	/* private below: guarded by the cache lock */
+	int refs;
+	int state;
+	bool touched;
+	struct bfs_cache_entry *hnext, *lprev, *lnext;
+	uint64_t bytes;
+	int err;
+};
+
+struct bfs_cache_stats {
+	uint64_t hits, misses, evictions, prefetch_issued, prefetch_hits;
+	uint64_t batches_decoded, decode_ns, decode_errors;
+	uint64_t bytes, peak_bytes, budget, entries;
+};
+
+typedef void (*bfs_cache_error_fn)(void *ctx, const char *msg, bool skipped);
+
+/* prefetch: batches decoded ahead of a reader; threads: prefetch workers
+ * (started by bfs_cache_start, so that they are created after a fork). */
+int bfs_cache_new(struct bfs_cache **out, const struct bfs_batcher *b, uint64_t budget,
+		  unsigned threads, unsigned prefetch, bfs_cache_error_fn on_error, void *ctx);
+int bfs_cache_start(struct bfs_cache *c);
+void bfs_cache_free(struct bfs_cache *c); /* stops workers; accepts NULL */
+
+/* Get (epoch, batch), decoding it if needed; blocks until ready. A reference
+ * for the caller: release with bfs_cache_put. A demand access also queues
+ * the batches that follow it for prefetch. Errors: -EIO (decode failed; the
+ * message was already passed to on_error), -ENOENT, -ENOMEM. */
+int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t epoch,
+		  uint64_t batch);
+void bfs_cache_put(struct bfs_cache *c, struct bfs_cache_entry *e);
+
+void bfs_cache_stats(const struct bfs_cache *c, struct bfs_cache_stats *out);
+
+#endif

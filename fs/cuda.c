@@ -1,2 +1,2 @@
-/* placeholder: to be written */
+/* placeholder: the CUDA path arrives with its own issue */
 typedef int bfs_placeholder_cuda;

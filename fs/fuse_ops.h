@@ -1,1 +1,48 @@
-/* placeholder */
+/*
+ * fuse_ops.h — the mounted filesystem: FUSE low-level handlers over the
+ * vfs namespace and the batch cache, plus the session lifecycle.
+ *
+ * fuse_ops.c is the only file that includes <fuse_lowlevel.h>.
+ * Every handler calls a do_ function and replies exactly once.
+ */
+#ifndef BFS_FUSE_OPS_H
+#define BFS_FUSE_OPS_H
+
+#include "batch.h"
+#include "dataset.h"
+
+struct bfs_fs_config {
+	const struct bfs_dataset *ds;   /* borrowed */
+	const struct bfs_batcher *batcher; /* borrowed */
+	uint64_t epochs;                /* epoch directories listed */
+	uint64_t cache_size;
+	unsigned threads, prefetch;
+	const char *readme;             /* README.txt contents (copied) */
+	const char *schema_json;        /* schema.json contents (copied) */
+	const char *options_text;       /* effective options, for stats.json (copied) */
+	unsigned fuse_threads;          /* max FUSE worker threads */
+	int cuda_device;                /* -1: off */
+};
+
+struct bfs_fs;
+
+int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg);
+void bfs_fs_free(struct bfs_fs *fs);
+
+/* The on_corrupt callback of the batcher/cache: logs one line to stderr and
+ * errors.txt (deduplicated) and counts it. Thread-safe. */
+void bfs_fs_report(void *fs, const char *msg, bool skipped);
+
+/* Create the session with FUSE arguments argv (argv[0] = program name),
+ * mount on `mountpoint`, detach unless `foreground` (only once the mount is
+ * ready), start the prefetch workers and serve until unmounted or
+ * SIGINT/SIGTERM/SIGHUP. Returns 0 on a clean unmount, 1 on failure (one
+ * line on stderr). */
+int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
+	       bool foreground);
+
+/* Check that libfuse accepts these arguments (unknown -o options) without
+ * mounting anything. Returns 0, or 1 after libfuse printed why. */
+int bfs_fs_check_args(int argc, char **argv);
+
+#endif

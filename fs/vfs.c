@@ -1,2 +1,337 @@
-/* placeholder: to be written */
-typedef int bfs_placeholder_vfs;
+/*
+ * vfs.c — computed inode numbers and the per-batch template tree (vfs.h).
+ */
+#include "vfs.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BASE 16
+
+struct tnode {
+	char *name;   /* one path component; files end in ".npy" */
+	int parent;   /* -1: the batch folder */
+	int tensor;   /* -1: a folder */
+};
+
+struct bfs_vfs {
+	uint64_t nbatches, epochs;
+	uint64_t T, span;
+	size_t nnodes;
+	struct tnode *nodes; /* sorted by (parent, name) for listing */
+};
+
+static const char *const top_names[] = { "README.txt", "schema.json", "stats.json",
+					 "errors.txt" };
+
+void bfs_vfs_free(struct bfs_vfs *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->nnodes; i++)
+		free(v->nodes[i].name);
+	free(v->nodes);
+	free(v);
+}
+
+static int find_node(const struct bfs_vfs *v, int parent, const char *name)
+{
+	for (size_t i = 0; i < v->nnodes; i++)
+		if (v->nodes[i].parent == parent && strcmp(v->nodes[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int add_node(struct bfs_vfs *v, size_t *cap, int parent, const char *name, size_t len,
+		    int tensor)
+{
+	if (v->nnodes == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		void *n = realloc(v->nodes, nc * sizeof(*v->nodes));
+		if (!n)
+			return -ENOMEM;
+		v->nodes = n;
+		*cap = nc;
+	}
+	v->nodes[v->nnodes].name = strndup(name, len);
+	if (!v->nodes[v->nnodes].name)
+		return -ENOMEM;
+	v->nodes[v->nnodes].parent = parent;
+	v->nodes[v->nnodes].tensor = tensor;
+	return (int)v->nnodes++;
+}
+
+int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbatches,
+		uint64_t epochs)
+{
+	struct bfs_vfs *v = calloc(1, sizeof(*v));
+	size_t cap = 0;
+	int rc = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t t = 0; t < plan->ntensors && rc >= 0; t++) {
+		const char *name = plan->t[t].name;
+		int parent = -1;
+		const char *slash;
+
+		/* folders for each '/' */
+		while ((slash = strchr(name, '/')) != NULL) {
+			char comp[256];
+			size_t len = (size_t)(slash - name);
+
+			if (len == 0 || len >= sizeof(comp)) {
+				rc = bfs_err_set(-EINVAL, "tensor name '%s' cannot be a path",
+						 plan->t[t].name);
+				break;
+			}
+			memcpy(comp, name, len);
+			comp[len] = '\0';
+			int n = find_node(v, parent, comp);
+			if (n >= 0 && v->nodes[n].tensor >= 0) {
+				rc = bfs_err_set(-EINVAL, "'%s' is both a file and a folder", comp);
+				break;
+			}
+			if (n < 0)
+				n = add_node(v, &cap, parent, comp, len, -1);
+			if (n < 0) {
+				rc = n;
+				break;
+			}
+			parent = n;
+			name = slash + 1;
+		}
+		if (rc < 0)
+			break;
+		char file[300];
+		if (snprintf(file, sizeof(file), "%s.npy", name) >= (int)sizeof(file)) {
+			rc = bfs_err_set(-EINVAL, "tensor name '%s' is too long", plan->t[t].name);
+			break;
+		}
+		if (find_node(v, parent, file) >= 0) {
+			rc = bfs_err_set(-EINVAL, "two files named '%s'", plan->t[t].name);
+			break;
+		}
+		rc = add_node(v, &cap, parent, file, strlen(file), (int)t);
+	}
+	if (rc < 0) {
+		bfs_vfs_free(v);
+		return rc;
+	}
+	v->nbatches = nbatches;
+	v->epochs = epochs;
+	v->T = 2 + v->nnodes;
+	v->span = 1 + nbatches * v->T;
+	*out = v;
+	return 0;
+}
+
+static uint64_t epoch_ino(const struct bfs_vfs *v, uint64_t e)
+{
+	return BASE + e * v->span;
+}
+
+/* ino of (e, b, k) where k: 0 batch dir, 1 safetensors, 2+n template node n;
+ * 0 on overflow. */
+static uint64_t batch_ino(const struct bfs_vfs *v, uint64_t e, uint64_t b, uint64_t k)
+{
+	uint64_t x;
+
+	if (__builtin_mul_overflow(e, v->span, &x) || __builtin_add_overflow(x, BASE + 1, &x) ||
+	    __builtin_add_overflow(x, b * v->T + k, &x))
+		return 0;
+	return x;
+}
+
+static bool epoch_ok(const struct bfs_vfs *v, uint64_t e)
+{
+	uint64_t x;
+	/* the epoch's last inode must not overflow */
+	return !__builtin_mul_overflow(e + 1, v->span, &x) && !__builtin_add_overflow(x, BASE, &x);
+}
+
+int bfs_vfs_get(const struct bfs_vfs *v, uint64_t ino, struct bfs_vnode *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->ino = ino;
+	out->node = out->tensor = -1;
+	if (ino >= 1 && ino <= 5) {
+		out->type = (enum bfs_vtype)ino;
+		return 0;
+	}
+	if (ino < BASE)
+		return -ENOENT;
+	uint64_t x = ino - BASE;
+	out->epoch = x / v->span;
+	uint64_t local = x % v->span;
+	if (local == 0) {
+		out->type = BFS_V_EPOCH;
+		return 0;
+	}
+	local--;
+	out->batch = local / v->T;
+	uint64_t k = local % v->T;
+	if (k == 0)
+		out->type = BFS_V_BATCH;
+	else if (k == 1)
+		out->type = BFS_V_SAFETENSORS;
+	else {
+		out->node = (int)(k - 2);
+		out->tensor = v->nodes[out->node].tensor;
+		out->type = out->tensor >= 0 ? BFS_V_NPY : BFS_V_DIR;
+	}
+	return 0;
+}
+
+/* Parse "<prefix><digits><suffix>" where the digits are the canonical
+ * %0*llu rendering with at least `width` digits. */
+static bool parse_num(const char *name, const char *prefix, int width, const char *suffix,
+		      uint64_t *out)
+{
+	size_t pl = strlen(prefix), sl = strlen(suffix), nl = strlen(name);
+	char canon[64];
+	uint64_t val = 0;
+
+	if (nl <= pl + sl || strncmp(name, prefix, pl) != 0 || strcmp(name + nl - sl, suffix) != 0)
+		return false;
+	for (size_t i = pl; i < nl - sl; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return false;
+		if (__builtin_mul_overflow(val, 10, &val) ||
+		    __builtin_add_overflow(val, (uint64_t)(name[i] - '0'), &val))
+			return false;
+	}
+	snprintf(canon, sizeof(canon), "%s%0*" PRIu64 "%s", prefix, width, val, suffix);
+	if (strcmp(canon, name) != 0)
+		return false;
+	*out = val;
+	return true;
+}
+
+static void set_node(const struct bfs_vfs *v, struct bfs_vnode *out, uint64_t e, uint64_t b,
+		     int n)
+{
+	memset(out, 0, sizeof(*out));
+	out->epoch = e;
+	out->batch = b;
+	out->node = n;
+	out->tensor = v->nodes[n].tensor;
+	out->type = out->tensor >= 0 ? BFS_V_NPY : BFS_V_DIR;
+	out->ino = batch_ino(v, e, b, 2 + (uint64_t)n);
+}
+
+int bfs_vfs_lookup(const struct bfs_vfs *v, const struct bfs_vnode *dir, const char *name,
+		   struct bfs_vnode *out)
+{
+	uint64_t num;
+	int n;
+
+	if (!bfs_vnode_is_dir(dir))
+		return -ENOTDIR;
+	memset(out, 0, sizeof(*out));
+	out->node = out->tensor = -1;
+	switch (dir->type) {
+	case BFS_V_ROOT:
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(top_names); i++) {
+			if (strcmp(name, top_names[i]) == 0) {
+				out->type = (enum bfs_vtype)(BFS_V_README + i);
+				out->ino = 2 + i;
+				return 0;
+			}
+		}
+		if (parse_num(name, "epoch-", 4, "", &num) && epoch_ok(v, num)) {
+			out->type = BFS_V_EPOCH;
+			out->epoch = num;
+			out->ino = epoch_ino(v, num);
+			return 0;
+		}
+		return -ENOENT;
+	case BFS_V_EPOCH:
+		out->epoch = dir->epoch;
+		if (parse_num(name, "batch-", 6, "", &num) && num < v->nbatches) {
+			out->type = BFS_V_BATCH;
+			out->batch = num;
+			out->ino = batch_ino(v, dir->epoch, num, 0);
+			return out->ino ? 0 : -ENOENT;
+		}
+		if (parse_num(name, "batch-", 6, ".safetensors", &num) && num < v->nbatches) {
+			out->type = BFS_V_SAFETENSORS;
+			out->batch = num;
+			out->ino = batch_ino(v, dir->epoch, num, 1);
+			return out->ino ? 0 : -ENOENT;
+		}
+		return -ENOENT;
+	case BFS_V_BATCH:
+	case BFS_V_DIR:
+		n = find_node(v, dir->type == BFS_V_BATCH ? -1 : dir->node, name);
+		if (n < 0)
+			return -ENOENT;
+		set_node(v, out, dir->epoch, dir->batch, n);
+		return out->ino ? 0 : -ENOENT;
+	default:
+		return -ENOTDIR;
+	}
+}
+
+int bfs_vfs_child(const struct bfs_vfs *v, const struct bfs_vnode *dir, uint64_t idx,
+		  struct bfs_vnode *out, char *name, size_t cap)
+{
+	if (!bfs_vnode_is_dir(dir))
+		return -ENOTDIR;
+	switch (dir->type) {
+	case BFS_V_ROOT:
+		if (idx < BFS_ARRAY_SIZE(top_names)) {
+			snprintf(name, cap, "%s", top_names[idx]);
+			return bfs_vfs_lookup(v, dir, name, out);
+		}
+		idx -= BFS_ARRAY_SIZE(top_names);
+		if (idx >= v->epochs)
+			return -ENOENT;
+		snprintf(name, cap, "epoch-%04" PRIu64, idx);
+		return bfs_vfs_lookup(v, dir, name, out);
+	case BFS_V_EPOCH:
+		if (idx >= 2 * v->nbatches)
+			return -ENOENT;
+		snprintf(name, cap, "batch-%06" PRIu64 "%s", idx / 2,
+			 (idx & 1) ? ".safetensors" : "");
+		return bfs_vfs_lookup(v, dir, name, out);
+	default: {
+		int parent = dir->type == BFS_V_BATCH ? -1 : dir->node;
+		uint64_t k = 0;
+		for (size_t i = 0; i < v->nnodes; i++) {
+			if (v->nodes[i].parent != parent)
+				continue;
+			if (k++ == idx) {
+				snprintf(name, cap, "%s", v->nodes[i].name);
+				set_node(v, out, dir->epoch, dir->batch, (int)i);
+				return 0;
+			}
+		}
+		return -ENOENT;
+	}
+	}
+}
+
+uint64_t bfs_vfs_parent(const struct bfs_vfs *v, const struct bfs_vnode *n)
+{
+	switch (n->type) {
+	case BFS_V_ROOT:
+	case BFS_V_README:
+	case BFS_V_SCHEMA:
+	case BFS_V_STATS:
+	case BFS_V_ERRORS:
+	case BFS_V_EPOCH:
+		return 1;
+	case BFS_V_BATCH:
+	case BFS_V_SAFETENSORS:
+		return epoch_ino(v, n->epoch);
+	default: {
+		int p = v->nodes[n->node].parent;
+		return p < 0 ? batch_ino(v, n->epoch, n->batch, 0)
+			     : batch_ino(v, n->epoch, n->batch, 2 + (uint64_t)p);
+	}
+	}
+}

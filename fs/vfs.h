@@ -1,1 +1,70 @@
-/* placeholder */
+/*
+ * vfs.h — the immutable namespace of a mount: names, inode numbers, tree.
+ *
+ * Nothing here is allocated per file: inode numbers are computed from
+ * (epoch, batch, node of the per-batch template), so lookups of any epoch,
+ * even one not listed, cost O(1) memory. The per-batch template is built
+ * once from the plan's tensor names ('/' in a name makes folders).
+ *
+ *   1 /            2 README.txt   3 schema.json   4 stats.json   5 errors.txt
+ *   BASE + e*SPAN                  epoch-E/
+ *   BASE + e*SPAN + 1 + b*T + 0    epoch-E/batch-B/
+ *   BASE + e*SPAN + 1 + b*T + 1    epoch-E/batch-B.safetensors
+ *   BASE + e*SPAN + 1 + b*T + 2+k  template node k inside batch-B/
+ * with T = 2 + template nodes, SPAN = 1 + batches*T.
+ *
+ * Thread-safety: immutable after creation.
+ */
+#ifndef BFS_VFS_H
+#define BFS_VFS_H
+
+#include "tensor.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum bfs_vtype {
+	BFS_V_ROOT = 1,
+	BFS_V_README,
+	BFS_V_SCHEMA,
+	BFS_V_STATS,
+	BFS_V_ERRORS,
+	BFS_V_EPOCH,
+	BFS_V_BATCH,       /* batch-B/ */
+	BFS_V_SAFETENSORS, /* batch-B.safetensors */
+	BFS_V_DIR,         /* a folder inside batch-B/ */
+	BFS_V_NPY,         /* a tensor file */
+};
+
+struct bfs_vnode {
+	enum bfs_vtype type;
+	uint64_t ino;
+	uint64_t epoch, batch;
+	int node;   /* template node (BFS_V_DIR, BFS_V_NPY), else -1 */
+	int tensor; /* plan tensor index (BFS_V_NPY), else -1 */
+};
+
+struct bfs_vfs;
+
+int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbatches,
+		uint64_t epochs_listed);
+void bfs_vfs_free(struct bfs_vfs *v);
+
+static inline bool bfs_vnode_is_dir(const struct bfs_vnode *n)
+{
+	return n->type == BFS_V_ROOT || n->type == BFS_V_EPOCH || n->type == BFS_V_BATCH ||
+	       n->type == BFS_V_DIR;
+}
+
+/* ino → node. -ENOENT if no such inode. */
+int bfs_vfs_get(const struct bfs_vfs *v, uint64_t ino, struct bfs_vnode *out);
+/* Child `name` of dir. -ENOENT if none, -ENOTDIR if dir is a file. */
+int bfs_vfs_lookup(const struct bfs_vfs *v, const struct bfs_vnode *dir, const char *name,
+		   struct bfs_vnode *out);
+/* The idx-th child of dir (in listing order) and its name. -ENOENT past the end. */
+int bfs_vfs_child(const struct bfs_vfs *v, const struct bfs_vnode *dir, uint64_t idx,
+		  struct bfs_vnode *out, char *name, size_t name_cap);
+/* Parent inode of a directory (for ".."). */
+uint64_t bfs_vfs_parent(const struct bfs_vfs *v, const struct bfs_vnode *n);
+
+#endif

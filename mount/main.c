@@ -1,3 +1,290 @@
-/* placeholder */
-int main(void);
-int main(void) { return 77; }
+/*
+ * main.c — the batchfs command: dispatch to the tools (inspect, schema,
+ * index) or mount: options → dataset → schema → batcher → FUSE session.
+ */
+#include "fuse_ops.h"
+#include "options.h"
+#include "tools.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef BFS_VERSION
+#define BFS_VERSION "0.0.0"
+#endif
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: batchfs [OPTIONS] SOURCE MOUNTPOINT      mount (daemonizes unless -f)\n"
+		"       batchfs inspect [--records N] [--json] PATH...\n"
+		"       batchfs schema [--index-dir DIR] SOURCE\n"
+		"       batchfs index [--jobs N] [--index-dir DIR] SOURCE\n"
+		"       batchfs --help | --version\n"
+		"\n"
+		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob.\n"
+		"Mount options (-o k=v,k=v; standard FUSE options pass through):\n"
+		"  batch_size=N (32)  seed=N (0)  shuffle=global|none  epochs=N (1)\n"
+		"  drop_remainder  schema=FILE  features=a,b  rank=R,world=W\n"
+		"  verify=crc|none  on_corrupt=fail|skip  cache_size=SIZE (1G)\n"
+		"  prefetch=N (2 x threads)  threads=N (nproc)  index_dir=DIR\n"
+		"  compression=auto|none|gzip|zlib  follow_symlinks  cuda[=DEV]\n"
+		"  -f  foreground    -d  debug (foreground, log requests)\n"
+		"Unmount with: fusermount3 -u MOUNTPOINT\n");
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (16 << 20) &&
+	    fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)n + 1);
+		if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+			buf[n] = '\0';
+			*len = (size_t)n;
+		} else {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
+static char *make_readme(const struct bfs_options *o, const char *opts, const char *mnt,
+			 const struct bfs_batcher *b, uint64_t records, const char *first_npy)
+{
+	char *s = NULL;
+
+	if (asprintf(&s,
+		     "batchfs %s — TFRecord shards as ready batch files\n"
+		     "\n"
+		     "source:   %s\n"
+		     "options:  %s\n"
+		     "records:  %llu, %llu batches per epoch of up to %llu records\n"
+		     "\n"
+		     "Layout:\n"
+		     "  schema.json        the effective schema and dataset facts\n"
+		     "  stats.json         live counters (cache, decode, errors)\n"
+		     "  errors.txt         one line per corrupt or rejected record\n"
+		     "  epoch-EEEE/batch-BBBBBB/NAME.npy       one .npy per feature, shape [B, ...]\n"
+		     "  epoch-EEEE/batch-BBBBBB.safetensors    the same tensors in one file\n"
+		     "Every epoch is a permutation of all records fixed by (seed, epoch):\n"
+		     "two reads of a path always give the same bytes. Any epoch-K can be\n"
+		     "looked up by name, listed or not.\n"
+		     "\n"
+		     "numpy:\n"
+		     "  import numpy as np\n"
+		     "  x = np.load('%s/epoch-0000/batch-000000/%s', mmap_mode='r')\n"
+		     "\n"
+		     "PyTorch:\n"
+		     "  import glob, numpy as np, torch\n"
+		     "  files = sorted(glob.glob('%s/epoch-0000/batch-*/%s'))\n"
+		     "  ds = [torch.from_numpy(np.load(f)) for f in files]\n"
+		     "  # or a DataLoader over the paths: each item np.load(path)\n"
+		     "\n"
+		     "JAX:\n"
+		     "  import numpy as np, jax.numpy as jnp\n"
+		     "  x = jnp.asarray(np.load('%s/epoch-0000/batch-000000/%s'))\n"
+		     "\n"
+		     "safetensors (no library needed):\n"
+		     "  import json, struct, numpy as np\n"
+		     "  b = open('%s/epoch-0000/batch-000000.safetensors', 'rb').read()\n"
+		     "  n = struct.unpack('<Q', b[:8])[0]; hdr = json.loads(b[8:8 + n])\n"
+		     "\n"
+		     "Unmount: fusermount3 -u %s\n",
+		     BFS_VERSION, o->source, opts, (unsigned long long)records,
+		     (unsigned long long)bfs_batcher_nbatches(b), (unsigned long long)o->batch_size,
+		     mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, mnt) < 0)
+		return NULL;
+	return s;
+}
+
+static int do_mount(struct bfs_options *o, int fargc, char **fargv)
+{
+	struct bfs_dataset_opts dopt = { 0 };
+	struct bfs_dataset *ds = NULL;
+	struct bfs_schema *user = NULL, *schema = NULL;
+	struct bfs_batcher *b = NULL;
+	struct bfs_fs *fs = NULL;
+	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL;
+	char mnt[PATH_MAX];
+	char first_npy[512] = "FEATURE.npy";
+	const char **shard_names = NULL;
+	struct stat st;
+	size_t len;
+	int ret = 1, rc;
+
+	if (stat(o->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "batchfs: %s: mount point is not a directory\n", o->mountpoint);
+		return 1;
+	}
+	if (!realpath(o->mountpoint, mnt))
+		snprintf(mnt, sizeof(mnt), "%s", o->mountpoint);
+	if (o->cuda_device >= 0) {
+		fprintf(stderr, "batchfs: option 'cuda': this build has no CUDA path yet\n");
+		return 1;
+	}
+	if (bfs_fs_check_args(fargc, fargv) != 0)
+		return 1;
+	if (o->schema_file) {
+		text = read_file(o->schema_file, &len);
+		if (!text) {
+			fprintf(stderr, "batchfs: option 'schema=%s': cannot read the file\n",
+				o->schema_file);
+			return 1;
+		}
+		rc = bfs_schema_from_json(&user, text, len);
+		free(text);
+		if (rc) {
+			fprintf(stderr, "batchfs: %s: %s\n", o->schema_file, bfs_err_msg());
+			return 1;
+		}
+	}
+	dopt.comp = o->compression;
+	dopt.follow_symlinks = o->follow_symlinks;
+	dopt.index_dir = o->index_dir;
+	dopt.jobs = o->threads;
+	dopt.infer = user == NULL;
+	rc = bfs_dataset_open(&ds, o->source, &dopt);
+	if (rc) {
+		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
+		goto out;
+	}
+	if (user) {
+		schema = user;
+		user = NULL;
+	} else {
+		rc = bfs_schema_clone(&schema, bfs_dataset_schema(ds));
+		if (rc) {
+			fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
+			goto out;
+		}
+	}
+	if (o->features && bfs_schema_select(schema, o->features) != 0) {
+		fprintf(stderr, "batchfs: option 'features=%s': %s\n", o->features, bfs_err_msg());
+		goto out;
+	}
+	if (schema->nfeatures + schema->nlists == 0) {
+		fprintf(stderr, "batchfs: %s: no features to serve (the records hold no typed "
+				"feature)\n",
+			o->source);
+		goto out;
+	}
+	struct bfs_batcher_opts bo = {
+		.batch_size = o->batch_size,
+		.seed = o->seed,
+		.shuffle = o->shuffle,
+		.drop_remainder = o->drop_remainder,
+		.rank = o->rank,
+		.world = o->world,
+		.verify = o->verify,
+		.on_corrupt = o->on_corrupt,
+		.max_batch_bytes = o->cache_size,
+		.jobs = o->threads,
+	};
+	rc = bfs_batcher_new(&b, ds, schema, &bo);
+	if (rc) {
+		if (rc == -EFBIG)
+			fprintf(stderr, "batchfs: option 'batch_size=%llu': %s (raise cache_size)\n",
+				(unsigned long long)o->batch_size, bfs_err_msg());
+		else
+			fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
+		goto out;
+	}
+	shard_names = calloc(bfs_dataset_nshards(ds) + 1, sizeof(*shard_names));
+	if (!shard_names)
+		goto out;
+	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++)
+		shard_names[i] = bfs_shard_path(bfs_dataset_shard(ds, i));
+	struct bfs_schema_facts facts = {
+		.records = bfs_dataset_nrecords(ds),
+		.batch_size = o->batch_size,
+		.batches_per_epoch = bfs_batcher_nbatches(b),
+		.seed = o->seed,
+		.shuffle = o->shuffle ? "global" : "none",
+		.rank = o->rank,
+		.world = o->world,
+		.nshards = bfs_dataset_nshards(ds),
+		.shards = shard_names,
+	};
+	if (bfs_schema_to_json(&schema_json, schema, &facts) != 0) {
+		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
+		goto out;
+	}
+	if (bfs_batcher_plan(b)->ntensors)
+		snprintf(first_npy, sizeof(first_npy), "%s.npy", bfs_batcher_plan(b)->t[0].name);
+	opts = bfs_options_describe(o);
+	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
+	struct bfs_fs_config cfg = {
+		.ds = ds,
+		.batcher = b,
+		.epochs = o->epochs,
+		.cache_size = o->cache_size,
+		.threads = o->threads,
+		.prefetch = o->prefetch,
+		.readme = readme,
+		.schema_json = schema_json,
+		.options_text = opts,
+		.fuse_threads = 16,
+		.cuda_device = o->cuda_device,
+	};
+	rc = bfs_fs_new(&fs, &cfg);
+	if (rc) {
+		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
+		goto out;
+	}
+	ret = bfs_fs_run(fs, fargc, fargv, o->mountpoint, o->foreground);
+out:
+	bfs_fs_free(fs);
+	bfs_batcher_free(b);
+	bfs_schema_free(schema);
+	bfs_schema_free(user);
+	bfs_dataset_close(ds);
+	free(shard_names);
+	free(schema_json);
+	free(readme);
+	free(opts);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct bfs_options o;
+	int fargc = 0;
+	char **fargv = NULL;
+	int ret;
+
+	if (argc >= 2 && strcmp(argv[1], "inspect") == 0)
+		return bfs_tool_inspect(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "schema") == 0)
+		return bfs_tool_schema(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "index") == 0)
+		return bfs_tool_index(argc - 1, argv + 1);
+	if (argc < 2) {
+		usage(stderr);
+		return 1;
+	}
+	if (bfs_options_parse(&o, argc, argv, &fargc, &fargv) != 0)
+		return 1;
+	if (o.help) {
+		usage(stdout);
+		ret = 0;
+	} else if (o.version) {
+		printf("batchfs %s\n", BFS_VERSION);
+		ret = 0;
+	} else {
+		ret = do_mount(&o, fargc, fargv);
+	}
+	bfs_options_free_argv(fargc, fargv);
+	bfs_options_destroy(&o);
+	return ret;
+}

@@ -1,2 +1,375 @@
-/* placeholder: to be written */
-typedef int bfs_placeholder_options;
+/*
+ * options.c — `-o` option parsing for the mount (see options.h).
+ */
+#define FUSE_USE_VERSION 312
+
+#include "options.h"
+
+#include <fuse_opt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+	K_BATCH_SIZE,
+	K_SEED,
+	K_SHUFFLE,
+	K_EPOCHS,
+	K_DROP,
+	K_SCHEMA,
+	K_FEATURES,
+	K_RANK,
+	K_WORLD,
+	K_VERIFY,
+	K_ON_CORRUPT,
+	K_CACHE_SIZE,
+	K_PREFETCH,
+	K_THREADS,
+	K_INDEX_DIR,
+	K_COMPRESSION,
+	K_FOLLOW,
+	K_CUDA,
+	K_CUDA_DEV,
+	K_FG,
+	K_DEBUG,
+	K_HELP,
+	K_VERSION,
+};
+
+static const struct fuse_opt templates[] = {
+	FUSE_OPT_KEY("batch_size=", K_BATCH_SIZE),
+	FUSE_OPT_KEY("seed=", K_SEED),
+	FUSE_OPT_KEY("shuffle=", K_SHUFFLE),
+	FUSE_OPT_KEY("epochs=", K_EPOCHS),
+	FUSE_OPT_KEY("drop_remainder", K_DROP),
+	FUSE_OPT_KEY("schema=", K_SCHEMA),
+	FUSE_OPT_KEY("features=", K_FEATURES),
+	FUSE_OPT_KEY("rank=", K_RANK),
+	FUSE_OPT_KEY("world=", K_WORLD),
+	FUSE_OPT_KEY("verify=", K_VERIFY),
+	FUSE_OPT_KEY("on_corrupt=", K_ON_CORRUPT),
+	FUSE_OPT_KEY("cache_size=", K_CACHE_SIZE),
+	FUSE_OPT_KEY("prefetch=", K_PREFETCH),
+	FUSE_OPT_KEY("threads=", K_THREADS),
+	FUSE_OPT_KEY("index_dir=", K_INDEX_DIR),
+	FUSE_OPT_KEY("compression=", K_COMPRESSION),
+	FUSE_OPT_KEY("follow_symlinks", K_FOLLOW),
+	FUSE_OPT_KEY("cuda", K_CUDA),
+	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
+	FUSE_OPT_KEY("-f", K_FG),
+	FUSE_OPT_KEY("-d", K_DEBUG),
+	FUSE_OPT_KEY("debug", K_DEBUG),
+	FUSE_OPT_KEY("-h", K_HELP),
+	FUSE_OPT_KEY("--help", K_HELP),
+	FUSE_OPT_KEY("-V", K_VERSION),
+	FUSE_OPT_KEY("--version", K_VERSION),
+	FUSE_OPT_END,
+};
+
+struct parse_ctx {
+	struct bfs_options *o;
+	int nonopt;
+	bool failed;
+};
+
+int bfs_parse_u64(uint64_t *out, const char *s)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int bfs_parse_size(uint64_t *out, const char *s)
+{
+	unsigned long long v;
+	uint64_t mul = 1;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k':
+	case 'K':
+		mul = 1ull << 10;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1ull << 20;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1ull << 30;
+		break;
+	case 't':
+	case 'T':
+		mul = 1ull << 40;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end && end[1] != '\0' && !((end[1] == 'B' || end[1] == 'b') && end[2] == '\0') &&
+	    !((end[1] == 'i') && end[2] == 'B' && end[3] == '\0'))
+		return -EINVAL;
+	if (__builtin_mul_overflow((uint64_t)v, mul, out))
+		return -EINVAL;
+	return 0;
+}
+
+static int bad(struct parse_ctx *c, const char *arg, const char *why)
+{
+	fprintf(stderr, "batchfs: option '%s': %s\n", arg, why);
+	c->failed = true;
+	return -1;
+}
+
+static int set_str(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = strdup(v);
+	return *dst ? 0 : -1;
+}
+
+static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct parse_ctx *c = data;
+	struct bfs_options *o = c->o;
+	const char *v = strchr(arg, '=');
+	uint64_t n;
+
+	(void)outargs;
+	v = v ? v + 1 : "";
+	switch (key) {
+	case FUSE_OPT_KEY_NONOPT:
+		if (c->nonopt == 0)
+			set_str(&o->source, arg);
+		else if (c->nonopt == 1)
+			set_str(&o->mountpoint, arg);
+		else
+			return bad(c, arg, "unexpected argument (usage: batchfs [OPTIONS] SOURCE MOUNTPOINT)");
+		c->nonopt++;
+		return 0;
+	case K_BATCH_SIZE:
+		if (bfs_parse_u64(&n, v) || n == 0 || n > (1ull << 32))
+			return bad(c, arg, "need a whole number from 1 to 4294967296");
+		o->batch_size = n;
+		return 0;
+	case K_SEED:
+		if (bfs_parse_u64(&o->seed, v))
+			return bad(c, arg, "need a whole number from 0 to 2^64-1");
+		return 0;
+	case K_SHUFFLE:
+		if (strcmp(v, "global") == 0)
+			o->shuffle = true;
+		else if (strcmp(v, "none") == 0)
+			o->shuffle = false;
+		else
+			return bad(c, arg, "need 'global' or 'none'");
+		return 0;
+	case K_EPOCHS:
+		if (bfs_parse_u64(&n, v) || n > 1000000)
+			return bad(c, arg, "need a whole number from 0 to 1000000");
+		o->epochs = n;
+		return 0;
+	case K_DROP:
+		o->drop_remainder = true;
+		return 0;
+	case K_SCHEMA:
+		if (!*v)
+			return bad(c, arg, "need a file name");
+		return set_str(&o->schema_file, v);
+	case K_FEATURES:
+		if (!*v)
+			return bad(c, arg, "need a comma-separated list of feature names");
+		return set_str(&o->features, v);
+	case K_RANK:
+		if (bfs_parse_u64(&o->rank, v))
+			return bad(c, arg, "need a whole number");
+		return 0;
+	case K_WORLD:
+		if (bfs_parse_u64(&o->world, v) || o->world == 0)
+			return bad(c, arg, "need a whole number of at least 1");
+		return 0;
+	case K_VERIFY:
+		if (strcmp(v, "crc") == 0)
+			o->verify = true;
+		else if (strcmp(v, "none") == 0)
+			o->verify = false;
+		else
+			return bad(c, arg, "need 'crc' or 'none'");
+		return 0;
+	case K_ON_CORRUPT:
+		if (strcmp(v, "fail") == 0)
+			o->on_corrupt = BFS_ON_CORRUPT_FAIL;
+		else if (strcmp(v, "skip") == 0)
+			o->on_corrupt = BFS_ON_CORRUPT_SKIP;
+		else
+			return bad(c, arg, "need 'fail' or 'skip'");
+		return 0;
+	case K_CACHE_SIZE:
+		if (bfs_parse_size(&o->cache_size, v) || o->cache_size == 0)
+			return bad(c, arg, "need a size such as 512M or 2G");
+		return 0;
+	case K_PREFETCH:
+		if (bfs_parse_u64(&n, v) || n > 4096)
+			return bad(c, arg, "need a whole number from 0 to 4096");
+		o->prefetch = (unsigned)n;
+		return 0;
+	case K_THREADS:
+		if (bfs_parse_u64(&n, v) || n == 0 || n > 64)
+			return bad(c, arg, "need a whole number from 1 to 64");
+		o->threads = (unsigned)n;
+		return 0;
+	case K_INDEX_DIR:
+		if (!*v)
+			return bad(c, arg, "need a directory");
+		return set_str(&o->index_dir, v);
+	case K_COMPRESSION:
+		if (bfs_compression_parse(&o->compression, v) != 0)
+			return bad(c, arg, "need auto, none, gzip or zlib");
+		return 0;
+	case K_FOLLOW:
+		o->follow_symlinks = true;
+		return 0;
+	case K_CUDA:
+		o->cuda_device = 0;
+		return 0;
+	case K_CUDA_DEV:
+		if (bfs_parse_u64(&n, v) || n > 1024)
+			return bad(c, arg, "need a CUDA device number");
+		o->cuda_device = (int)n;
+		return 0;
+	case K_FG:
+		o->foreground = true;
+		return 0;
+	case K_DEBUG:
+		o->debug = true;
+		o->foreground = true;
+		return 1; /* libfuse prints requests too */
+	case K_HELP:
+		o->help = true;
+		return 0;
+	case K_VERSION:
+		o->version = true;
+		return 0;
+	default:
+		return 1; /* a FUSE option: pass it through */
+	}
+}
+
+int bfs_default_index_dir(char **out)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+
+	if (xdg && *xdg)
+		return asprintf(out, "%s/batchfs", xdg) < 0 ? -ENOMEM : 0;
+	return asprintf(out, "%s/.cache/batchfs", home && *home ? home : "/tmp") < 0 ? -ENOMEM : 0;
+}
+
+int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_argc,
+		      char ***fuse_argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct parse_ctx c = { .o = o };
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	memset(o, 0, sizeof(*o));
+	o->batch_size = 32;
+	o->shuffle = true;
+	o->epochs = 1;
+	o->world = 1;
+	o->verify = true;
+	o->cache_size = 1ull << 30;
+	o->threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
+	o->cuda_device = -1;
+	if (fuse_opt_parse(&args, &c, templates, proc) != 0 || c.failed) {
+		if (!c.failed)
+			fprintf(stderr, "batchfs: could not parse the options\n");
+		fuse_opt_free_args(&args);
+		return 1;
+	}
+	if (o->help || o->version) {
+		*fuse_argc = args.argc;
+		*fuse_argv = args.argv;
+		return 0;
+	}
+	if (!o->source || !o->mountpoint) {
+		fprintf(stderr, "batchfs: need SOURCE and MOUNTPOINT (usage: batchfs [OPTIONS] "
+				"SOURCE MOUNTPOINT; see batchfs --help)\n");
+		fuse_opt_free_args(&args);
+		return 1;
+	}
+	if (o->rank >= o->world) {
+		fprintf(stderr, "batchfs: option 'rank=%llu': must be less than world=%llu\n",
+			(unsigned long long)o->rank, (unsigned long long)o->world);
+		fuse_opt_free_args(&args);
+		return 1;
+	}
+	if (!o->prefetch)
+		o->prefetch = 2 * o->threads;
+	if (!o->index_dir && bfs_default_index_dir(&o->index_dir) != 0) {
+		fuse_opt_free_args(&args);
+		return 1;
+	}
+	/* read-only, and the kernel checks permissions from our modes */
+	if (fuse_opt_add_arg(&args, "-oro,default_permissions,fsname=batchfs,subtype=batchfs") != 0) {
+		fuse_opt_free_args(&args);
+		return 1;
+	}
+	*fuse_argc = args.argc;
+	*fuse_argv = args.argv;
+	return 0;
+}
+
+void bfs_options_free_argv(int argc, char **argv)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	args.allocated = 1;
+	fuse_opt_free_args(&args);
+}
+
+void bfs_options_destroy(struct bfs_options *o)
+{
+	free(o->schema_file);
+	free(o->features);
+	free(o->index_dir);
+	free(o->source);
+	free(o->mountpoint);
+}
+
+char *bfs_options_describe(const struct bfs_options *o)
+{
+	char *s = NULL;
+	char cache[32];
+
+	snprintf(cache, sizeof(cache), "%lluM", (unsigned long long)(o->cache_size >> 20));
+	if (asprintf(&s,
+		     "batch_size=%llu,seed=%llu,shuffle=%s,epochs=%llu%s,rank=%llu,world=%llu,"
+		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u,threads=%u,compression=%s%s%s%s",
+		     (unsigned long long)o->batch_size, (unsigned long long)o->seed,
+		     o->shuffle ? "global" : "none", (unsigned long long)o->epochs,
+		     o->drop_remainder ? ",drop_remainder" : "", (unsigned long long)o->rank,
+		     (unsigned long long)o->world, o->verify ? "crc" : "none",
+		     o->on_corrupt == BFS_ON_CORRUPT_SKIP ? "skip" : "fail", cache, o->prefetch,
+		     o->threads, bfs_compression_name(o->compression),
+		     o->features ? ",features=" : "", o->features ? o->features : "",
+		     o->follow_symlinks ? ",follow_symlinks" : "") < 0)
+		return NULL;
+	return s;
+}

@@ -1,1 +1,60 @@
-/* placeholder */
+/*
+ * options.h — the mount's `-o key=value` options (DESIGN.md's table),
+ * parsed with libfuse's fuse_opt so standard FUSE options pass through.
+ *
+ * Every bad value is reported as one line naming the option, before
+ * anything is opened or mounted.
+ */
+#ifndef BFS_OPTIONS_H
+#define BFS_OPTIONS_H
+
+#include "batch.h"
+#include "record.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct bfs_options {
+	uint64_t batch_size;
+	uint64_t seed;
+	bool shuffle;
+	uint64_t epochs;
+	bool drop_remainder;
+	char *schema_file;
+	char *features;
+	uint64_t rank, world;
+	bool verify;
+	enum bfs_on_corrupt on_corrupt;
+	uint64_t cache_size;
+	unsigned prefetch; /* 0 = 2 x threads */
+	unsigned threads;
+	char *index_dir;
+	enum bfs_compression compression;
+	bool follow_symlinks;
+	int cuda_device; /* -1 off */
+	bool foreground;
+	bool debug;
+	char *source;
+	char *mountpoint;
+	bool help, version;
+};
+
+/* Parse argv (argv[0] = program). On success *fuse_argc/*fuse_argv hold the
+ * arguments for libfuse (program name + pass-through options), malloc'd;
+ * free with bfs_options_free_argv. Returns 0, or 1 after printing one line
+ * naming the bad option to stderr. */
+int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_argc,
+		      char ***fuse_argv);
+void bfs_options_free_argv(int argc, char **argv);
+void bfs_options_destroy(struct bfs_options *o);
+
+/* "batch_size=32,seed=0,..." — the effective options, malloc'd. */
+char *bfs_options_describe(const struct bfs_options *o);
+
+/* Parse "1G", "512M", "4096". -EINVAL on anything else or overflow. */
+int bfs_parse_size(uint64_t *out, const char *s);
+int bfs_parse_u64(uint64_t *out, const char *s);
+/* XDG_CACHE_HOME/batchfs or HOME/.cache/batchfs, malloc'd. */
+int bfs_default_index_dir(char **out);
+
+#endif

@@ -1,1 +1,14 @@
-/* placeholder */
+/*
+ * tools.h — the commands that work without a mount: inspect, schema, index.
+ * Each takes (argc, argv) with argv[0] the command name, prints its result
+ * on stdout and errors (one line each, naming file, record, offset) on
+ * stderr, and returns the exit status.
+ */
+#ifndef BFS_TOOLS_H
+#define BFS_TOOLS_H
+
+int bfs_tool_inspect(int argc, char **argv);
+int bfs_tool_schema(int argc, char **argv);
+int bfs_tool_index(int argc, char **argv);
+
+#endif
