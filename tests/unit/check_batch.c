@@ -1,3 +1,262 @@
-/* placeholder */
-int main(void);
-int main(void) { return 77; }
+/*
+ * check_batch.c — unit tests of the permutation, tensor geometry and .npy /
+ * .safetensors headers, and (with the real decoder) batch assembly.
+ */
+#include "batch.h"
+#include "perm.h"
+#include "tensor.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------- permutation */
+
+static bool is_permutation(const struct bfs_perm *p, uint64_t n)
+{
+	uint8_t *seen = calloc(n ? n : 1, 1);
+	bool ok = true;
+
+	for (uint64_t i = 0; i < n && ok; i++) {
+		uint64_t y = bfs_perm_apply(p, i);
+		if (y >= n || seen[y])
+			ok = false;
+		else
+			seen[y] = 1;
+	}
+	free(seen);
+	return ok;
+}
+
+START_TEST(perm_is_a_bijection_for_every_small_n)
+{
+	struct bfs_perm p;
+
+	for (uint64_t n = 0; n <= 300; n++) {
+		for (uint64_t seed = 0; seed < 3; seed++) {
+			bfs_perm_init(&p, n, seed, seed * 7 + 1, 1);
+			ck_assert_msg(is_permutation(&p, n), "n=%llu seed=%llu",
+				      (unsigned long long)n, (unsigned long long)seed);
+		}
+	}
+}
+END_TEST
+
+START_TEST(perm_is_a_bijection_for_large_n)
+{
+	static const uint64_t ns[] = { 1000003, 1u << 20, (1u << 20) + 1 };
+	struct bfs_perm p;
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(ns); i++) {
+		bfs_perm_init(&p, ns[i], 42, 3, 1);
+		ck_assert(is_permutation(&p, ns[i]));
+	}
+}
+END_TEST
+
+START_TEST(perm_shuffle_none_is_identity)
+{
+	struct bfs_perm p;
+
+	bfs_perm_init(&p, 1000, 5, 9, 0);
+	for (uint64_t i = 0; i < 1000; i++)
+		ck_assert_uint_eq(bfs_perm_apply(&p, i), i);
+}
+END_TEST
+
+START_TEST(perm_epochs_and_seeds_differ)
+{
+	struct bfs_perm a, b, c;
+	uint64_t same_ab = 0, same_ac = 0;
+
+	bfs_perm_init(&a, 10000, 1, 0, 1);
+	bfs_perm_init(&b, 10000, 1, 1, 1);
+	bfs_perm_init(&c, 10000, 2, 0, 1);
+	for (uint64_t i = 0; i < 10000; i++) {
+		same_ab += bfs_perm_apply(&a, i) == bfs_perm_apply(&b, i);
+		same_ac += bfs_perm_apply(&a, i) == bfs_perm_apply(&c, i);
+	}
+	/* a random pair of permutations agrees in about 1 place */
+	ck_assert_uint_lt(same_ab, 20);
+	ck_assert_uint_lt(same_ac, 20);
+}
+END_TEST
+
+START_TEST(perm_positions_are_uniform)
+{
+	/* chi-square of where record r lands, over many seeds, for each r */
+	enum { N = 10, SEEDS = 20000 };
+	static uint32_t count[N][N];
+	struct bfs_perm p;
+	double worst = 0;
+
+	memset(count, 0, sizeof(count));
+	for (uint64_t s = 0; s < SEEDS; s++) {
+		bfs_perm_init(&p, N, s, 0, 1);
+		for (uint64_t pos = 0; pos < N; pos++)
+			count[bfs_perm_apply(&p, pos)][pos]++;
+	}
+	for (int r = 0; r < N; r++) {
+		double chi = 0, expect = (double)SEEDS / N;
+		for (int pos = 0; pos < N; pos++)
+			chi += (count[r][pos] - expect) * (count[r][pos] - expect) / expect;
+		if (chi > worst)
+			worst = chi;
+	}
+	/* 9 degrees of freedom: p = 0.001 at 27.9; allow for the max of 10 */
+	ck_assert_msg(worst < 33.0, "worst chi-square %.1f", worst);
+}
+END_TEST
+
+/* ----------------------------------------------------------- npy header */
+
+START_TEST(npy_header_matches_numpy_layout)
+{
+	static const struct {
+		enum bfs_dtype dt;
+		int ndim;
+		int64_t shape[3];
+		const char *dict;
+	} cases[] = {
+		{ BFS_DT_F32, 2, { 32, 784 }, "{'descr': '<f4', 'fortran_order': False, 'shape': (32, 784), }" },
+		{ BFS_DT_I64, 1, { 7 }, "{'descr': '<i8', 'fortran_order': False, 'shape': (7,), }" },
+		{ BFS_DT_U8, 3, { 2, 3, 4 }, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3, 4), }" },
+		{ BFS_DT_I32, 0, { 0 }, "{'descr': '<i4', 'fortran_order': False, 'shape': (), }" },
+	};
+	char h[1024];
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(cases); i++) {
+		int n = bfs_npy_header(h, sizeof(h), cases[i].dt, cases[i].ndim, cases[i].shape);
+		ck_assert_int_gt(n, 0);
+		ck_assert_int_eq(n % 64, 0);
+		ck_assert(memcmp(h, "\x93NUMPY\x01\x00", 8) == 0);
+		ck_assert_int_eq((unsigned char)h[8] | ((unsigned char)h[9] << 8), n - 10);
+		ck_assert(memcmp(h + 10, cases[i].dict, strlen(cases[i].dict)) == 0);
+		ck_assert_int_eq(h[n - 1], '\n');
+		for (int k = 10 + (int)strlen(cases[i].dict); k < n - 1; k++)
+			ck_assert_int_eq(h[k], ' ');
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------- plan, geometry */
+
+static struct bfs_feature_spec spec(const char *name, enum bfs_kind k, enum bfs_layout l, int ndim,
+				    int64_t d0, int64_t max_len)
+{
+	struct bfs_feature_spec f;
+
+	memset(&f, 0, sizeof(f));
+	f.name = (char *)name;
+	f.kind = k;
+	f.layout = l;
+	f.dtype = k == BFS_KIND_FLOAT ? BFS_DT_F32 : k == BFS_KIND_INT64 ? BFS_DT_I64 : BFS_DT_U8;
+	f.ndim = ndim;
+	f.shape[0] = d0;
+	f.max_len = max_len;
+	return f;
+}
+
+START_TEST(plan_names_and_geometry_follow_layouts)
+{
+	struct bfs_feature_spec fs[4];
+	struct bfs_schema s = { 0 };
+	struct bfs_plan *p = NULL;
+	struct bfs_geom *g = NULL;
+	uint64_t totals[3] = { 10, 5, 40 }; /* words: 10 values; tags: 5 values, 40 bytes */
+
+	fs[0] = spec("label", BFS_KIND_INT64, BFS_LAYOUT_FIXED, 0, 0, 0);
+	fs[1] = spec("tags", BFS_KIND_BYTES, BFS_LAYOUT_RAGGED2, 2, -1, 0);
+	fs[1].shape[1] = -1;
+	fs[2] = spec("tokens", BFS_KIND_INT64, BFS_LAYOUT_PADDED, 1, -1, 16);
+	fs[3] = spec("words", BFS_KIND_FLOAT, BFS_LAYOUT_RAGGED, 1, -1, 0);
+	s.nfeatures = 4;
+	s.features = fs;
+	/* slots are given in schema order: tags (2 slots), then words (1) */
+	totals[0] = 5;
+	totals[1] = 40;
+	totals[2] = 10;
+	ck_assert_int_eq(bfs_plan_new(&p, &s), 0);
+	ck_assert_uint_eq(p->ntensors, 8);
+	ck_assert_uint_eq(p->nslots, 3);
+	static const char *names[] = { "label", "tags.row_splits", "tags.value_splits",
+				       "tags.values", "tokens", "tokens.lengths",
+				       "words.row_splits", "words.values" };
+	for (size_t i = 0; i < 8; i++)
+		ck_assert_str_eq(p->t[i].name, names[i]);
+	ck_assert_int_eq(bfs_geom_new(&g, p, 4, totals, 0), 0);
+	ck_assert_uint_eq(g->g[0].nbytes, 4 * 8);       /* label [4] int64 */
+	ck_assert_uint_eq(g->g[1].nbytes, 5 * 8);       /* tags.row_splits [5] */
+	ck_assert_uint_eq(g->g[2].nbytes, 6 * 8);       /* tags.value_splits [6] */
+	ck_assert_uint_eq(g->g[3].nbytes, 40);          /* tags.values [40] u8 */
+	ck_assert_uint_eq(g->g[4].nbytes, 4 * 16 * 8);  /* tokens [4,16] */
+	ck_assert_uint_eq(g->g[5].nbytes, 4 * 4);       /* tokens.lengths [4] i32 */
+	ck_assert_uint_eq(g->g[6].nbytes, 5 * 8);       /* words.row_splits */
+	ck_assert_uint_eq(g->g[7].nbytes, 10 * 4);      /* words.values f32 */
+	ck_assert_uint_eq(g->st_hlen % 64, 0);
+	/* tensors are contiguous, in order, no holes */
+	uint64_t off = g->st_hlen;
+	for (size_t i = 0; i < g->ntensors; i++) {
+		ck_assert_uint_eq(g->g[i].offset, off);
+		off += g->g[i].nbytes;
+	}
+	ck_assert_uint_eq(g->st_size, off);
+	/* the header is JSON naming every tensor with its offsets */
+	uint64_t hl = 0;
+	for (int i = 7; i >= 0; i--)
+		hl = (hl << 8) | (unsigned char)g->st_header[i];
+	ck_assert_uint_eq(hl + 8, g->st_hlen);
+	ck_assert(strstr(g->st_header + 8, "\"tokens.lengths\":{\"dtype\":\"I32\",\"shape\":[4]"));
+	bfs_geom_free(g);
+
+	/* a limit below the batch size fails with -EFBIG */
+	ck_assert_int_eq(bfs_geom_new(&g, p, 4, totals, 100), -EFBIG);
+	bfs_plan_free(p);
+}
+END_TEST
+
+START_TEST(plan_rejects_name_clash)
+{
+	struct bfs_feature_spec fs[2];
+	struct bfs_schema s = { 0 };
+	struct bfs_plan *p = NULL;
+
+	fs[0] = spec("a", BFS_KIND_INT64, BFS_LAYOUT_PADDED, 1, -1, 3);
+	fs[1] = spec("a.lengths", BFS_KIND_INT64, BFS_LAYOUT_FIXED, 0, 0, 0);
+	s.nfeatures = 2;
+	s.features = fs;
+	ck_assert_int_eq(bfs_plan_new(&p, &s), -EINVAL);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("batch");
+	TCase *perm = tcase_create("perm");
+	TCase *tensor = tcase_create("tensor");
+
+	tcase_set_timeout(perm, 60);
+	tcase_add_test(perm, perm_is_a_bijection_for_every_small_n);
+	tcase_add_test(perm, perm_is_a_bijection_for_large_n);
+	tcase_add_test(perm, perm_shuffle_none_is_identity);
+	tcase_add_test(perm, perm_epochs_and_seeds_differ);
+	tcase_add_test(perm, perm_positions_are_uniform);
+	tcase_add_test(tensor, npy_header_matches_numpy_layout);
+	tcase_add_test(tensor, plan_names_and_geometry_follow_layouts);
+	tcase_add_test(tensor, plan_rejects_name_clash);
+	suite_add_tcase(s, perm);
+	suite_add_tcase(s, tensor);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
