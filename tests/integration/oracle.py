@@ -921,3 +921,69 @@ def float32_bits(x):
 def is_nan32(bits):
     return (bits & 0x7F800000) == 0x7F800000 and (bits & 0x7FFFFF) != 0
 
+# ---------------------------------------------------------------- test env
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def repo_root():
+    """The repository root: two levels above this file."""
+    return os.path.dirname(os.path.dirname(HERE))
+
+
+def testdata_dir():
+    """The shared real TFRecord files: $BFS_TESTDATA or <repo>/../shared/testdata/real."""
+    return os.environ.get("BFS_TESTDATA") or os.path.normpath(
+        os.path.join(repo_root(), "..", "shared", "testdata", "real"))
+
+
+def batchfs_path():
+    return os.environ.get("BATCHFS") or os.path.join(repo_root(), "batchfs")
+
+
+def batchfs_unusable():
+    """None if the batchfs binary looks real, else the reason to skip."""
+    import subprocess
+    p = batchfs_path()
+    if not os.path.isfile(p) or not os.access(p, os.X_OK):
+        return "batchfs binary not found at %s (build it, or set BATCHFS)" % p
+    try:
+        r = subprocess.run([p, "--version"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "batchfs --version failed: %s" % e
+    if r.returncode != 0:
+        return "batchfs --version exits %d (still a placeholder?)" % r.returncode
+    return None
+
+
+def gen_path(workdir=None):
+    """The bfs_gen binary: $BFS_GEN, <repo>/tests/gen/bfs_gen if built and
+    newer than its source, else compiled with gcc into workdir."""
+    import subprocess
+    import tempfile
+    if os.environ.get("BFS_GEN"):
+        return os.environ["BFS_GEN"]
+    src = os.path.join(repo_root(), "tests", "gen", "bfs_gen.c")
+    built = os.path.join(repo_root(), "tests", "gen", "bfs_gen")
+    if os.path.isfile(built) and os.path.getmtime(built) >= os.path.getmtime(src):
+        return built
+    workdir = workdir or tempfile.mkdtemp(prefix="bfs_gen.")
+    out = os.path.join(workdir, "bfs_gen")
+    if not os.path.isfile(out):
+        subprocess.run(["gcc", "-O2", "-Wall", "-o", out, src, "-lz"], check=True)
+    return out
+
+
+def generate(gen, out, records, features, shards=1, compression="none", seed=0,
+             unpacked=False, seq=False):
+    """Run bfs_gen; returns the shard paths."""
+    import subprocess
+    cmd = [gen, "--out", str(out), "--records", str(records), "--shards", str(shards),
+           "--compression", compression, "--seed", str(seed), "--quiet"]
+    if unpacked:
+        cmd.append("--unpacked")
+    if seq:
+        cmd.append("--seq")
+    subprocess.run(cmd + list(features), check=True)
+    return list_shards(str(out))
