@@ -1,2 +1,775 @@
-/* placeholder: to be written */
-typedef int bfs_placeholder_example;
+/*
+ * example.c — tf.train.Example / SequenceExample → sorted feature arrays.
+ *
+ * The only file that includes the protobuf-c generated types. A record is
+ * first walked once over its wire format (wire_check), which finds what the
+ * generated parser would only report as "failed" and names it (byte offset,
+ * field, what is wrong), and rejects the two shapes protobuf-c would get
+ * silently wrong: a feature name holding a NUL byte (it would be cut short)
+ * and one Feature holding the same list field twice (protobuf merges the
+ * two, protobuf-c keeps the last). The record is then unpacked by protobuf-c,
+ * which copies every bytes value, so nothing keeps pointing into the
+ * caller's buffer. The unpacked message stays alive inside the result; the
+ * sorted arrays borrow from it and live in one allocation with the result.
+ *
+ * Does not: know schemas, tensors, files or threads.
+ */
+#include "example.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tf_example.pb-c.h"
+
+/* The result: the public part first, so bfs_example_free can find the rest. */
+struct example_impl {
+	struct bfs_example pub;
+	Tensorflow__SequenceExample *msg;
+};
+
+/* ---- wire-format pre-check -------------------------------------------- */
+
+enum wire_type {
+	WT_VARINT = 0,
+	WT_I64 = 1,
+	WT_LEN = 2,
+	WT_SGROUP = 3,
+	WT_EGROUP = 4,
+	WT_I32 = 5,
+};
+
+/* The messages of tf_example.proto, as the walker sees them. */
+enum wire_msg {
+	M_SEQEX,     /* 1: Features, 2: FeatureLists */
+	M_FEATURES,  /* 1: FeatureEntry */
+	M_FENTRY,    /* 1: key, 2: Feature */
+	M_FLISTS,    /* 1: FeatureListEntry */
+	M_FLENTRY,   /* 1: key, 2: FeatureList */
+	M_FLIST,     /* 1: Feature */
+	M_FEATURE,   /* 1: BytesList, 2: FloatList, 3: Int64List */
+	M_BYTES,     /* 1: bytes */
+	M_FLOATS,    /* 1: float, packed or not */
+	M_INTS,      /* 1: int64, packed or not */
+};
+
+static const char *const wire_msg_name[] = {
+	[M_SEQEX] = "Example",
+	[M_FEATURES] = "Features",
+	[M_FENTRY] = "Features map entry",
+	[M_FLISTS] = "FeatureLists",
+	[M_FLENTRY] = "FeatureLists map entry",
+	[M_FLIST] = "FeatureList",
+	[M_FEATURE] = "Feature",
+	[M_BYTES] = "BytesList",
+	[M_FLOATS] = "FloatList",
+	[M_INTS] = "Int64List",
+};
+
+/* What field `field` of message `m` is: a sub-message (*sub set), a key
+ * string (KEY), a scalar, or unknown (0, skipped). */
+enum wire_field { F_UNKNOWN = 0, F_MSG, F_KEY, F_BYTES, F_FLOAT, F_INT };
+
+static enum wire_field wire_field_of(enum wire_msg m, uint64_t field, enum wire_msg *sub)
+{
+	switch (m) {
+	case M_SEQEX:
+		if (field == 1) {
+			*sub = M_FEATURES;
+			return F_MSG;
+		}
+		if (field == 2) {
+			*sub = M_FLISTS;
+			return F_MSG;
+		}
+		break;
+	case M_FEATURES:
+		if (field == 1) {
+			*sub = M_FENTRY;
+			return F_MSG;
+		}
+		break;
+	case M_FENTRY:
+	case M_FLENTRY:
+		if (field == 1)
+			return F_KEY;
+		if (field == 2) {
+			*sub = m == M_FENTRY ? M_FEATURE : M_FLIST;
+			return F_MSG;
+		}
+		break;
+	case M_FLISTS:
+		if (field == 1) {
+			*sub = M_FLENTRY;
+			return F_MSG;
+		}
+		break;
+	case M_FLIST:
+		if (field == 1) {
+			*sub = M_FEATURE;
+			return F_MSG;
+		}
+		break;
+	case M_FEATURE:
+		if (field >= 1 && field <= 3) {
+			*sub = field == 1 ? M_BYTES : field == 2 ? M_FLOATS : M_INTS;
+			return F_MSG;
+		}
+		break;
+	case M_BYTES:
+		if (field == 1)
+			return F_BYTES;
+		break;
+	case M_FLOATS:
+		if (field == 1)
+			return F_FLOAT;
+		break;
+	case M_INTS:
+		if (field == 1)
+			return F_INT;
+		break;
+	}
+	return F_UNKNOWN;
+}
+
+/* Read a varint at buf[*pos..end); advance *pos. False if truncated or
+ * longer than 10 bytes; sets no message. */
+static bool varint_raw(const uint8_t *buf, size_t *pos, size_t end, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < 10 && *pos < end; i++) {
+		uint8_t c = buf[(*pos)++];
+		v |= (uint64_t)(c & 0x7f) << (7 * i);
+		if (!(c & 0x80)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* varint_raw with the reason in the error message. */
+static int wire_varint(const uint8_t *buf, size_t *pos, size_t end, uint64_t *out)
+{
+	size_t start = *pos;
+
+	if (varint_raw(buf, pos, end, out))
+		return 0;
+	if (*pos - start < 10)
+		return bfs_err_set(-EBADMSG, "truncated varint at byte %zu", start);
+	return bfs_err_set(-EBADMSG, "varint longer than 10 bytes at byte %zu", start);
+}
+
+/* Print a feature name into an error message: at most 64 bytes, odd bytes
+ * shown as '?'. */
+static void wire_name(char *dst, size_t cap, const uint8_t *name, size_t len)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < len && n + 4 < cap; i++) {
+		if (i == 64) {
+			memcpy(dst + n, "...", 3);
+			n += 3;
+			break;
+		}
+		dst[n++] = (name[i] >= 0x20 && name[i] < 0x7f) ? (char)name[i] : '?';
+	}
+	dst[n] = '\0';
+}
+
+/*
+ * Walk message `m` occupying buf[start..end). Depth is bounded by the fixed
+ * nesting of tf_example.proto (unknown fields are skipped, never entered).
+ * `owner` names the feature the bytes belong to, for messages ("" if none).
+ */
+static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg m,
+		     const char *owner)
+{
+	char keybuf[80];
+	const char *name = owner;
+	bool seen_kind[4] = { false, false, false, false };
+	size_t pos = start;
+	int err;
+
+	/* An entry's key may follow its value; find it first for messages. */
+	if (m == M_FENTRY || m == M_FLENTRY) {
+		size_t p = start;
+		uint64_t tag, len;
+		while (p < end && varint_raw(buf, &p, end, &tag) && (tag & 7) == WT_LEN &&
+		       varint_raw(buf, &p, end, &len) && len <= end - p) {
+			if ((tag >> 3) == 1) {
+				wire_name(keybuf, sizeof(keybuf), buf + p, (size_t)len);
+				name = keybuf;
+			}
+			p += (size_t)len;
+		}
+	}
+
+	while (pos < end) {
+		size_t at = pos;
+		uint64_t tag, field, len;
+		enum wire_msg sub = M_SEQEX;
+		enum wire_field what;
+		unsigned wt;
+
+		err = wire_varint(buf, &pos, end, &tag);
+		if (err < 0)
+			return err;
+		field = tag >> 3;
+		wt = (unsigned)(tag & 7);
+		if (field == 0 || field > 0x1fffffff)
+			return bfs_err_set(-EBADMSG, "invalid field number %llu at byte %zu (in %s%s%s%s)",
+					   (unsigned long long)field, at, wire_msg_name[m],
+					   name[0] ? " of '" : "", name, name[0] ? "'" : "");
+		if (wt == WT_SGROUP || wt == WT_EGROUP || wt > WT_I32)
+			return bfs_err_set(-EBADMSG, "%s wire type %u at byte %zu (field %llu of %s%s%s%s)",
+					   wt > WT_I32 ? "invalid" : "unsupported group", wt, at,
+					   (unsigned long long)field, wire_msg_name[m],
+					   name[0] ? " of '" : "", name, name[0] ? "'" : "");
+		what = wire_field_of(m, field, &sub);
+
+		if (what == F_UNKNOWN) {
+			if (wt == WT_VARINT) {
+				err = wire_varint(buf, &pos, end, &len);
+				if (err < 0)
+					return err;
+				continue;
+			}
+			if (wt == WT_LEN) {
+				err = wire_varint(buf, &pos, end, &len);
+				if (err < 0)
+					return err;
+			} else {
+				len = wt == WT_I64 ? 8 : 4;
+			}
+			if (len > end - pos)
+				return bfs_err_set(-EBADMSG,
+						   "field %llu length %llu at byte %zu overruns its %s of %zu bytes",
+						   (unsigned long long)field, (unsigned long long)len, at,
+						   wire_msg_name[m], end - start);
+			pos += (size_t)len;
+			continue;
+		}
+
+		/* Known fields: packed floats/ints may also come unpacked. */
+		if (what == F_FLOAT && wt == WT_I32) {
+			if (end - pos < 4)
+				return bfs_err_set(-EBADMSG, "truncated float at byte %zu (feature '%s')",
+						   pos, name);
+			pos += 4;
+			continue;
+		}
+		if (what == F_INT && wt == WT_VARINT) {
+			err = wire_varint(buf, &pos, end, &len);
+			if (err < 0)
+				return err;
+			continue;
+		}
+		if (wt != WT_LEN)
+			return bfs_err_set(-EBADMSG,
+					   "field %llu of %s%s%s%s has wire type %u at byte %zu, expected %s",
+					   (unsigned long long)field, wire_msg_name[m],
+					   name[0] ? " of '" : "", name, name[0] ? "'" : "", wt, at,
+					   what == F_FLOAT ? "2 or 5" : what == F_INT ? "0 or 2" : "2");
+		err = wire_varint(buf, &pos, end, &len);
+		if (err < 0)
+			return err;
+		if (len > end - pos)
+			return bfs_err_set(-EBADMSG,
+					   "field %llu length %llu at byte %zu overruns its %s of %zu bytes",
+					   (unsigned long long)field, (unsigned long long)len, at,
+					   wire_msg_name[m], end - start);
+
+		switch (what) {
+		case F_MSG:
+			if (m == M_FEATURE) {
+				if (seen_kind[field])
+					return bfs_err_set(-EBADMSG,
+							   "feature '%s': %s appears twice in one Feature (at byte %zu)",
+							   name, wire_msg_name[sub], at);
+				seen_kind[field] = true;
+			}
+			err = wire_walk(buf, pos, pos + (size_t)len, sub, name);
+			if (err < 0)
+				return err;
+			break;
+		case F_KEY:
+			if (memchr(buf + pos, '\0', (size_t)len))
+				return bfs_err_set(-EBADMSG, "feature name '%s' at byte %zu contains a NUL byte",
+						   name, at);
+			break;
+		case F_FLOAT:
+			if (len % 4)
+				return bfs_err_set(-EBADMSG,
+						   "feature '%s': packed floats of %llu bytes at byte %zu (not a multiple of 4)",
+						   name, (unsigned long long)len, at);
+			break;
+		case F_INT: {
+			size_t p = pos, e = pos + (size_t)len;
+			uint64_t v;
+			while (p < e) {
+				err = wire_varint(buf, &p, e, &v);
+				if (err < 0) {
+					bfs_err_prefix("feature '%s': packed int64", name);
+					return err;
+				}
+			}
+			break;
+		}
+		default:
+			break;
+		}
+		pos += (size_t)len;
+	}
+	return 0;
+}
+
+/* Check the record's wire format; -EBADMSG naming what is wrong. */
+static int wire_check(const uint8_t *data, size_t len)
+{
+	int err = wire_walk(data, 0, len, M_SEQEX, "");
+
+	if (err < 0)
+		bfs_err_prefix("not a tf.train.Example or SequenceExample");
+	return err;
+}
+
+/* ---- building the result ------------------------------------------------ */
+
+/* Map entries of both kinds start with the key after the message header. */
+struct any_entry {
+	ProtobufCMessage base;
+	char *key;
+};
+
+static int entry_slot_cmp(const void *a, const void *b)
+{
+	/* Elements are pointers to slots of the entry array, so comparing the
+	 * slot addresses after the keys keeps the wire order of equal keys. */
+	const struct any_entry *const *sa = *(const struct any_entry *const *const *)a;
+	const struct any_entry *const *sb = *(const struct any_entry *const *const *)b;
+	int c = strcmp((*sa)->key, (*sb)->key);
+
+	if (c)
+		return c;
+	return sa < sb ? -1 : sa > sb;
+}
+
+/* Sort pointers to the n entry slots into slots[]; return how many remain
+ * once only the last of equal keys is kept (compacted to the front). */
+static size_t sort_dedup(const struct any_entry ***slots, struct any_entry **entries, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		slots[i] = (const struct any_entry **)&entries[i];
+	qsort(slots, n, sizeof(*slots), entry_slot_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (i + 1 < n && strcmp((*slots[i])->key, (*slots[i + 1])->key) == 0)
+			continue;
+		slots[k++] = slots[i];
+	}
+	return k;
+}
+
+/* Bytes values this Feature needs in the bfs_bytes area. */
+static size_t feature_nbytes(const Tensorflow__Feature *f)
+{
+	if (f && f->kind_case == TENSORFLOW__FEATURE__KIND_BYTES_LIST && f->bytes_list)
+		return f->bytes_list->n_value;
+	return 0;
+}
+
+static void fill_values(struct bfs_values *v, const Tensorflow__Feature *f, struct bfs_bytes **bytes)
+{
+	memset(v, 0, sizeof(*v));
+	v->kind = BFS_KIND_NONE;
+	if (!f)
+		return;
+	switch (f->kind_case) {
+	case TENSORFLOW__FEATURE__KIND_BYTES_LIST: {
+		const Tensorflow__BytesList *l = f->bytes_list;
+		struct bfs_bytes *b = *bytes;
+		v->kind = BFS_KIND_BYTES;
+		v->count = l ? l->n_value : 0;
+		for (size_t i = 0; i < v->count; i++) {
+			b[i].data = l->value[i].data;
+			b[i].len = l->value[i].len;
+		}
+		v->b = b;
+		*bytes = b + v->count;
+		break;
+	}
+	case TENSORFLOW__FEATURE__KIND_FLOAT_LIST:
+		v->kind = BFS_KIND_FLOAT;
+		v->count = f->float_list ? f->float_list->n_value : 0;
+		v->f = f->float_list ? f->float_list->value : NULL;
+		break;
+	case TENSORFLOW__FEATURE__KIND_INT64_LIST:
+		v->kind = BFS_KIND_INT64;
+		v->count = f->int64_list ? f->int64_list->n_value : 0;
+		v->i = f->int64_list ? f->int64_list->value : NULL;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Add b to *acc; false on overflow. */
+static bool add_ok(size_t *acc, size_t b)
+{
+	return !__builtin_add_overflow(*acc, b, acc);
+}
+
+int bfs_example_decode(struct bfs_example **out, const uint8_t *data, size_t len)
+{
+	static const uint8_t empty[1];
+	Tensorflow__SequenceExample *msg = NULL;
+	Tensorflow__Features *ctx;
+	Tensorflow__FeatureLists *fls;
+	struct example_impl *impl = NULL;
+	size_t nctx, nfl, nsteps = 0, nbytes = 0, size, off;
+	size_t off_feat, off_list, off_steps, off_bytes, off_slots, nslots;
+	int err;
+
+	if (!data) {
+		if (len)
+			return bfs_err_set(-EINVAL, "example: NULL data of %zu bytes", len);
+		data = empty;
+	}
+	err = wire_check(data, len);
+	if (err < 0)
+		return err;
+
+	msg = tensorflow__sequence_example__unpack(NULL, len, data);
+	if (!msg)
+		return bfs_err_set(-EBADMSG,
+				   "not a tf.train.Example or SequenceExample (protobuf parse failed)");
+	ctx = msg->context;
+	fls = msg->feature_lists;
+	nctx = ctx ? ctx->n_feature : 0;
+	nfl = fls ? fls->n_feature_list : 0;
+
+	/* Sizes of the arrays, all in one allocation after the object. */
+	for (size_t i = 0; i < nctx; i++)
+		if (!add_ok(&nbytes, feature_nbytes(ctx->feature[i]->value)))
+			goto overflow;
+	for (size_t i = 0; i < nfl; i++) {
+		const Tensorflow__FeatureList *l = fls->feature_list[i]->value;
+		if (!l)
+			continue;
+		if (!add_ok(&nsteps, l->n_feature))
+			goto overflow;
+		for (size_t j = 0; j < l->n_feature; j++)
+			if (!add_ok(&nbytes, feature_nbytes(l->feature[j])))
+				goto overflow;
+	}
+	nslots = nctx > nfl ? nctx : nfl;
+	size = sizeof(*impl);
+	off_feat = size;
+	if (__builtin_mul_overflow(nctx, sizeof(struct bfs_feature), &off) || !add_ok(&size, off))
+		goto overflow;
+	off_list = size;
+	if (__builtin_mul_overflow(nfl, sizeof(struct bfs_feature_list), &off) || !add_ok(&size, off))
+		goto overflow;
+	off_steps = size;
+	if (__builtin_mul_overflow(nsteps, sizeof(struct bfs_values), &off) || !add_ok(&size, off))
+		goto overflow;
+	off_bytes = size;
+	if (__builtin_mul_overflow(nbytes, sizeof(struct bfs_bytes), &off) || !add_ok(&size, off))
+		goto overflow;
+	off_slots = size;
+	if (__builtin_mul_overflow(nslots, sizeof(void *), &off) || !add_ok(&size, off))
+		goto overflow;
+
+	impl = calloc(1, size);
+	if (!impl) {
+		err = bfs_err_set(-ENOMEM, "example: out of memory (%zu bytes)", size);
+		goto out_msg;
+	}
+	impl->msg = msg;
+	impl->pub.is_sequence = fls != NULL;
+	{
+		char *base = (char *)impl;
+		struct bfs_feature *feat = (struct bfs_feature *)(base + off_feat);
+		struct bfs_feature_list *lists = (struct bfs_feature_list *)(base + off_list);
+		struct bfs_values *steps = (struct bfs_values *)(base + off_steps);
+		struct bfs_bytes *bytes = (struct bfs_bytes *)(base + off_bytes);
+		const struct any_entry ***slots = (const struct any_entry ***)(base + off_slots);
+		size_t n;
+
+		n = nctx ? sort_dedup(slots, (struct any_entry **)ctx->feature, nctx) : 0;
+		for (size_t i = 0; i < n; i++) {
+			const Tensorflow__Features__FeatureEntry *e =
+				(const Tensorflow__Features__FeatureEntry *)*slots[i];
+			feat[i].name = e->key;
+			fill_values(&feat[i].v, e->value, &bytes);
+		}
+		impl->pub.nfeatures = n;
+		impl->pub.features = feat;
+
+		n = nfl ? sort_dedup(slots, (struct any_entry **)fls->feature_list, nfl) : 0;
+		for (size_t i = 0; i < n; i++) {
+			const Tensorflow__FeatureLists__FeatureListEntry *e =
+				(const Tensorflow__FeatureLists__FeatureListEntry *)*slots[i];
+			size_t ns = e->value ? e->value->n_feature : 0;
+			lists[i].name = e->key;
+			lists[i].nsteps = ns;
+			lists[i].steps = steps;
+			for (size_t j = 0; j < ns; j++)
+				fill_values(&steps[j], e->value->feature[j], &bytes);
+			steps += ns;
+		}
+		impl->pub.nlists = n;
+		impl->pub.lists = lists;
+	}
+	*out = &impl->pub;
+	return 0;
+
+overflow:
+	err = bfs_err_set(-EFBIG, "example: size overflow");
+out_msg:
+	tensorflow__sequence_example__free_unpacked(msg, NULL);
+	return err;
+}
+
+void bfs_example_free(struct bfs_example *ex)
+{
+	struct example_impl *impl;
+
+	if (!ex)
+		return;
+	impl = (struct example_impl *)ex;
+	tensorflow__sequence_example__free_unpacked(impl->msg, NULL);
+	free(impl);
+}
+
+/* ---- lookup --------------------------------------------------------------- */
+
+const struct bfs_values *bfs_example_find(const struct bfs_example *ex, const char *name)
+{
+	size_t lo = 0, hi = ex->nfeatures;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, ex->features[mid].name);
+		if (c == 0)
+			return &ex->features[mid].v;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+const struct bfs_feature_list *bfs_example_find_list(const struct bfs_example *ex,
+						     const char *name)
+{
+	size_t lo = 0, hi = ex->nlists;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, ex->lists[mid].name);
+		if (c == 0)
+			return &ex->lists[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+/* ---- text form ---------------------------------------------------------- */
+
+/* A growing string; `err` sticks at the first failure. */
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	int err;
+};
+
+static void sb_grow(struct sbuf *sb, size_t more)
+{
+	size_t need, cap;
+	char *p;
+
+	if (sb->err)
+		return;
+	if (__builtin_add_overflow(sb->len, more + 1, &need)) {
+		sb->err = -EFBIG;
+		return;
+	}
+	if (need <= sb->cap)
+		return;
+	cap = sb->cap ? sb->cap : 256;
+	while (cap < need) {
+		if (__builtin_mul_overflow(cap, 2, &cap)) {
+			sb->err = -EFBIG;
+			return;
+		}
+	}
+	p = realloc(sb->s, cap);
+	if (!p) {
+		sb->err = -ENOMEM;
+		return;
+	}
+	sb->s = p;
+	sb->cap = cap;
+}
+
+static void sb_printf(struct sbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(struct sbuf *sb, const char *fmt, ...)
+{
+	char tmp[128];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		sb->err = sb->err ? sb->err : -EINVAL;
+		return;
+	}
+	sb_grow(sb, (size_t)n);
+	if (sb->err)
+		return;
+	memcpy(sb->s + sb->len, tmp, (size_t)n + 1);
+	sb->len += (size_t)n;
+}
+
+static void sb_putc(struct sbuf *sb, char c)
+{
+	sb_grow(sb, 1);
+	if (sb->err)
+		return;
+	sb->s[sb->len++] = c;
+	sb->s[sb->len] = '\0';
+}
+
+/* C-style escapes for bytes that are not printable ASCII, '"' and '\\'. */
+static void sb_escaped(struct sbuf *sb, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n && !sb->err; i++) {
+		uint8_t c = p[i];
+		switch (c) {
+		case '\n':
+			sb_printf(sb, "\\n");
+			break;
+		case '\t':
+			sb_printf(sb, "\\t");
+			break;
+		case '\r':
+			sb_printf(sb, "\\r");
+			break;
+		case '"':
+		case '\\':
+			sb_putc(sb, '\\');
+			sb_putc(sb, (char)c);
+			break;
+		default:
+			if (c >= 0x20 && c < 0x7f)
+				sb_putc(sb, (char)c);
+			else
+				sb_printf(sb, "\\x%02x", c);
+		}
+	}
+}
+
+#define TEXT_MAX_BYTES 64 /* longer bytes values are summarized */
+
+/* "int64 [1, 2, ... (3 more)]" for one feature or step. */
+static void sb_values(struct sbuf *sb, const struct bfs_values *v, size_t max_values)
+{
+	size_t shown = v->count < max_values ? v->count : max_values;
+
+	if (v->kind == BFS_KIND_NONE) {
+		sb_printf(sb, "none");
+		return;
+	}
+	sb_printf(sb, "%s [", bfs_kind_name(v->kind));
+	if (v->kind == BFS_KIND_BYTES) {
+		uint64_t total = 0;
+		bool summary = false;
+		for (size_t i = 0; i < v->count; i++) {
+			total += v->b[i].len;
+			if (v->b[i].len > TEXT_MAX_BYTES)
+				summary = true;
+		}
+		if (summary) {
+			sb_printf(sb, "%zu value%s, %llu bytes]", v->count, v->count == 1 ? "" : "s",
+				  (unsigned long long)total);
+			return;
+		}
+	}
+	for (size_t i = 0; i < shown && !sb->err; i++) {
+		if (i)
+			sb_printf(sb, ", ");
+		switch (v->kind) {
+		case BFS_KIND_FLOAT:
+			sb_printf(sb, "%.9g", (double)v->f[i]);
+			break;
+		case BFS_KIND_INT64:
+			sb_printf(sb, "%lld", (long long)v->i[i]);
+			break;
+		default:
+			sb_putc(sb, '"');
+			sb_escaped(sb, v->b[i].data, v->b[i].len);
+			sb_putc(sb, '"');
+			break;
+		}
+	}
+	if (shown < v->count)
+		sb_printf(sb, "%s... (%zu more)", shown ? ", " : "", v->count - shown);
+	sb_putc(sb, ']');
+}
+
+static void sb_name(struct sbuf *sb, const char *name)
+{
+	sb_escaped(sb, (const uint8_t *)name, strlen(name));
+}
+
+int bfs_example_to_text(char **out, const struct bfs_example *ex, size_t max_values)
+{
+	struct sbuf sb = { 0 };
+
+	sb_printf(&sb, "%s {\n", ex->is_sequence ? "context" : "features");
+	for (size_t i = 0; i < ex->nfeatures && !sb.err; i++) {
+		sb_printf(&sb, "  ");
+		sb_name(&sb, ex->features[i].name);
+		sb_printf(&sb, ": ");
+		sb_values(&sb, &ex->features[i].v, max_values);
+		sb_putc(&sb, '\n');
+	}
+	sb_printf(&sb, "}\n");
+	if (ex->is_sequence) {
+		sb_printf(&sb, "feature_lists {\n");
+		for (size_t i = 0; i < ex->nlists && !sb.err; i++) {
+			const struct bfs_feature_list *l = &ex->lists[i];
+			size_t shown = l->nsteps < max_values ? l->nsteps : max_values;
+			sb_printf(&sb, "  ");
+			sb_name(&sb, l->name);
+			sb_printf(&sb, ": %zu step%s\n", l->nsteps, l->nsteps == 1 ? "" : "s");
+			for (size_t j = 0; j < shown && !sb.err; j++) {
+				sb_printf(&sb, "    [%zu] ", j);
+				sb_values(&sb, &l->steps[j], max_values);
+				sb_putc(&sb, '\n');
+			}
+			if (shown < l->nsteps)
+				sb_printf(&sb, "    ... (%zu more)\n", l->nsteps - shown);
+		}
+		sb_printf(&sb, "}\n");
+	}
+	if (sb.err) {
+		free(sb.s);
+		return bfs_err_set(sb.err, "example: cannot format text (%s)",
+				   sb.err == -ENOMEM ? "out of memory" : "too large");
+	}
+	*out = sb.s;
+	return 0;
+}

@@ -101,9 +101,15 @@ struct bfs_schema_facts {
 };
 
 void bfs_schema_free(struct bfs_schema *s); /* accepts NULL */
+
+/* Can `name` become a path in a mount? 0 if so; else -EINVAL with the reason
+ * in bfs_err_msg(): empty, starts or ends with '/', contains "//", or has a
+ * "." or ".." component. (Returns 0/-errno, not a bool: test `< 0`.) */
+int bfs_schema_name_ok(const char *name);
 int bfs_schema_clone(struct bfs_schema **out, const struct bfs_schema *s);
 
-/* Number of values per record of a FIXED spec (prod(shape)), or per step. */
+/* Number of values per record of a FIXED spec (prod(shape)), or per step.
+ * PADDED: max_len; RAGGED / RAGGED2: 0. */
 uint64_t bfs_spec_elems(const struct bfs_feature_spec *f);
 
 /* JSON. from_json errors: -EINVAL with a message naming the feature and the
@@ -117,7 +123,9 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s,
  * "feature_lists/NAME"). -ENOENT naming an unknown one. */
 int bfs_schema_select(struct bfs_schema *s, const char *csv);
 
-/* Inference accumulator. */
+/* Inference accumulator. A failed add leaves it as it was (a record can be
+ * skipped and inference go on). A name that cannot be a path
+ * (bfs_schema_name_ok) is -EBADMSG; more than 100000 distinct names -EFBIG. */
 struct bfs_infer;
 int bfs_infer_new(struct bfs_infer **out);
 void bfs_infer_free(struct bfs_infer *inf);
@@ -132,7 +140,8 @@ int bfs_infer_finish(struct bfs_schema **out, const struct bfs_infer *inf);
 int bfs_schema_check(const struct bfs_schema *s, const struct bfs_example *ex);
 
 /* For RAGGED / RAGGED2 features: the number of values of this record and,
- * for RAGGED2, the total bytes of those values (0 when missing). */
+ * for RAGGED2, the total bytes of those values (0 for RAGGED; both 0 when
+ * missing or of another kind). */
 void bfs_spec_ragged_counts(const struct bfs_feature_spec *f, const struct bfs_example *ex,
 			    uint64_t *nvalues, uint64_t *nbytes);
 

@@ -1,3 +1,738 @@
-/* placeholder */
-int main(void);
-int main(void) { return 77; }
+/*
+ * check_example.c — unit tests of decoder/example.c: tf.train.Example and
+ * SequenceExample decoding from hand-built wire bytes (packed and unpacked
+ * lists, unknown fields at every level, duplicate keys, empty Features,
+ * malformed input), the text form, and every record of the shared real
+ * TFRecord files.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "example.h"
+#include "pbtest.h"
+
+static struct bfs_example *decode_ok(const struct pb *m)
+{
+	struct bfs_example *ex = NULL;
+	int err = bfs_example_decode(&ex, m->d, m->n);
+
+	ck_assert_msg(err == 0, "decode failed: %d %s", err, bfs_err_msg());
+	ck_assert_ptr_nonnull(ex);
+	return ex;
+}
+
+/* ---- packed and unpacked repeated scalars ------------------------------------ */
+
+static const float some_floats[] = { 1.5f, -2.25f, 0.0f, 3.4028235e38f, -1e-45f };
+static const int64_t some_ints[] = { 0, 1, -1, 127, 128, INT64_MIN, INT64_MAX, 300 };
+
+START_TEST(floats_decode_the_same_packed_or_unpacked)
+{
+	const bool packed = _i == 1;
+	struct pb f = pb_float_feature(some_floats, 5, packed), feats = { 0 };
+	struct bfs_example *ex;
+	const struct bfs_values *v;
+
+	pb_add(&feats, "x", &f);
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	v = bfs_example_find(ex, "x");
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(v->kind, BFS_KIND_FLOAT);
+	ck_assert_uint_eq(v->count, 5);
+	ck_assert_mem_eq(v->f, some_floats, sizeof(some_floats));
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(ints_decode_the_same_packed_or_unpacked)
+{
+	const bool packed = _i == 1;
+	struct pb f = pb_int_feature(some_ints, 8, packed), feats = { 0 };
+	struct bfs_example *ex;
+	const struct bfs_values *v;
+
+	pb_add(&feats, "x", &f);
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	v = bfs_example_find(ex, "x");
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(v->kind, BFS_KIND_INT64);
+	ck_assert_uint_eq(v->count, 8);
+	for (size_t i = 0; i < 8; i++)
+		ck_assert_int_eq(v->i[i], some_ints[i]);
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(packed_and_unpacked_runs_in_one_list_concatenate)
+{
+	/* Int64List{value: [5, 6] packed, value: 7, value: [8] packed} */
+	struct pb list = { 0 }, raw = { 0 }, raw2 = { 0 }, feat = { 0 }, feats = { 0 };
+	struct bfs_example *ex;
+	const struct bfs_values *v;
+
+	pb_varint(&raw, 5);
+	pb_varint(&raw, 6);
+	pb_sub(&list, 1, &raw);
+	pb_tag(&list, 1, PB_VARINT);
+	pb_varint(&list, 7);
+	pb_varint(&raw2, 8);
+	pb_sub(&list, 1, &raw2);
+	pb_sub(&feat, 3, &list);
+	pb_add(&feats, "n", &feat);
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	v = bfs_example_find(ex, "n");
+	ck_assert_uint_eq(v->count, 4);
+	ck_assert_int_eq(v->i[0], 5);
+	ck_assert_int_eq(v->i[1], 6);
+	ck_assert_int_eq(v->i[2], 7);
+	ck_assert_int_eq(v->i[3], 8);
+	bfs_example_free(ex);
+}
+END_TEST
+
+/* ---- unknown fields ---------------------------------------------------------- */
+
+START_TEST(unknown_fields_are_skipped_at_every_level)
+{
+	const char *words[] = { "ab", "" };
+	const float fl[] = { 2.5f };
+	const int64_t in[] = { -3, 4 };
+	struct pb bl = { 0 }, flist = { 0 }, ilist = { 0 }, raw = { 0 };
+	struct pb fb = { 0 }, ff = { 0 }, fi = { 0 }, feats = { 0 }, e = { 0 };
+	struct pb step = { 0 }, flst = { 0 }, lists = { 0 }, le = { 0 }, m = { 0 };
+	struct bfs_example *ex;
+	const struct bfs_values *v;
+	const struct bfs_feature_list *l;
+
+	/* BytesList, FloatList, Int64List with unknowns around the values */
+	pb_unknowns(&bl);
+	pb_str(&bl, 1, words[0]);
+	pb_unknowns(&bl);
+	pb_str(&bl, 1, words[1]);
+	pb_unknowns(&flist);
+	pb_fixed32(&flist, 1, pb_f32bits(fl[0]));
+	pb_unknowns(&flist);
+	pb_varint(&raw, (uint64_t)in[0]);
+	pb_varint(&raw, (uint64_t)in[1]);
+	pb_unknowns(&ilist);
+	pb_sub(&ilist, 1, &raw);
+	pb_unknowns(&ilist);
+	/* Features with unknowns in each Feature and each map entry */
+	pb_unknowns(&fb);
+	pb_sub(&fb, 1, &bl);
+	pb_unknowns(&fb);
+	pb_sub(&ff, 2, &flist);
+	pb_unknowns(&ff);
+	pb_unknowns(&fi);
+	pb_sub(&fi, 3, &ilist);
+	pb_unknowns(&feats);
+	pb_unknowns(&e);
+	pb_str(&e, 1, "b");
+	pb_unknowns(&e);
+	pb_sub(&e, 2, &fb);
+	pb_unknowns(&e);
+	pb_sub(&feats, 1, &e);
+	pb_unknowns(&feats);
+	pb_add(&feats, "f", &ff);
+	pb_add(&feats, "i", &fi);
+	pb_unknowns(&feats);
+	/* FeatureLists → entry → FeatureList → steps, with unknowns */
+	pb_unknowns(&step);
+	pb_sub(&step, 3, &ilist);
+	pb_unknowns(&flst);
+	pb_sub(&flst, 1, &step);
+	pb_unknowns(&flst);
+	pb_sub(&flst, 1, &step);
+	pb_unknowns(&le);
+	pb_sub(&le, 2, &flst);
+	pb_unknowns(&le);
+	pb_str(&le, 1, "seq"); /* key after value */
+	pb_unknowns(&lists);
+	pb_sub(&lists, 1, &le);
+	pb_unknowns(&lists);
+	/* SequenceExample */
+	pb_unknowns(&m);
+	pb_sub(&m, 1, &feats);
+	pb_unknowns(&m);
+	pb_sub(&m, 2, &lists);
+	pb_unknowns(&m);
+
+	ex = decode_ok(&m);
+	ck_assert_uint_eq(ex->nfeatures, 3);
+	ck_assert(ex->is_sequence);
+	v = bfs_example_find(ex, "b");
+	ck_assert_int_eq(v->kind, BFS_KIND_BYTES);
+	ck_assert_uint_eq(v->count, 2);
+	ck_assert_uint_eq(v->b[0].len, 2);
+	ck_assert_mem_eq(v->b[0].data, "ab", 2);
+	ck_assert_uint_eq(v->b[1].len, 0);
+	v = bfs_example_find(ex, "f");
+	ck_assert_uint_eq(v->count, 1);
+	ck_assert(v->f[0] == 2.5f);
+	v = bfs_example_find(ex, "i");
+	ck_assert_uint_eq(v->count, 2);
+	ck_assert_int_eq(v->i[0], -3);
+	ck_assert_int_eq(v->i[1], 4);
+	l = bfs_example_find_list(ex, "seq");
+	ck_assert_ptr_nonnull(l);
+	ck_assert_uint_eq(l->nsteps, 2);
+	ck_assert_int_eq(l->steps[1].kind, BFS_KIND_INT64);
+	ck_assert_int_eq(l->steps[1].i[0], -3);
+	bfs_example_free(ex);
+}
+END_TEST
+
+/* ---- map semantics ---------------------------------------------------------------- */
+
+START_TEST(duplicate_keys_keep_the_last_and_sort_by_name)
+{
+	struct pb feats = { 0 };
+	struct bfs_example *ex;
+
+	/* 60 entries over names k00..k09, value = position: the last
+	 * occurrence of kNN is at position 50 + NN. */
+	for (int64_t i = 0; i < 60; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "k%02d", (int)(9 - i % 10));
+		struct pb f = pb_int_feature(&i, 1, true);
+		pb_add(&feats, name, &f);
+	}
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	ck_assert_uint_eq(ex->nfeatures, 10);
+	for (size_t i = 0; i < 10; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "k%02d", (int)i);
+		ck_assert_str_eq(ex->features[i].name, name);
+		ck_assert_int_eq(ex->features[i].v.i[0], 50 + (9 - (int)i));
+	}
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(duplicate_lists_keep_the_last)
+{
+	const int64_t one = 1, two = 2;
+	struct pb f1 = pb_int_feature(&one, 1, true), f2 = pb_int_feature(&two, 1, true);
+	struct pb l1 = { 0 }, l2 = { 0 }, lists = { 0 };
+	struct bfs_example *ex;
+	const struct bfs_feature_list *l;
+
+	pb_sub(&l1, 1, &f1);
+	pb_sub(&l2, 1, &f2);
+	pb_sub(&l2, 1, &f2);
+	pb_add(&lists, "s", &l1);
+	pb_add(&lists, "s", &l2);
+	pb_add(&lists, "a", &l1);
+	struct pb m = pb_example(NULL, &lists);
+	ex = decode_ok(&m);
+	ck_assert_uint_eq(ex->nlists, 2);
+	ck_assert_str_eq(ex->lists[0].name, "a");
+	l = bfs_example_find_list(ex, "s");
+	ck_assert_uint_eq(l->nsteps, 2);
+	ck_assert_int_eq(l->steps[0].i[0], 2);
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(empty_feature_and_entry_without_value_count_as_missing)
+{
+	struct pb empty = { 0 }, feats = { 0 };
+	struct bfs_example *ex;
+	const struct bfs_values *v;
+
+	pb_add(&feats, "empty", &empty);  /* Feature {} */
+	pb_add(&feats, "novalue", NULL);  /* entry with a key only */
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	ck_assert_uint_eq(ex->nfeatures, 2);
+	v = bfs_example_find(ex, "empty");
+	ck_assert_int_eq(v->kind, BFS_KIND_NONE);
+	ck_assert_uint_eq(v->count, 0);
+	v = bfs_example_find(ex, "novalue");
+	ck_assert_int_eq(v->kind, BFS_KIND_NONE);
+	ck_assert_uint_eq(v->count, 0);
+	ck_assert_ptr_null(bfs_example_find(ex, "absent"));
+	ck_assert_ptr_null(bfs_example_find_list(ex, "empty"));
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(empty_lists_have_a_kind_and_no_values)
+{
+	struct pb bl = { 0 }, il = { 0 }, fb = { 0 }, fi = { 0 }, feats = { 0 };
+	struct bfs_example *ex;
+
+	pb_sub(&fb, 1, &bl); /* bytes_list {} */
+	pb_sub(&fi, 3, &il); /* int64_list {} */
+	pb_add(&feats, "b", &fb);
+	pb_add(&feats, "i", &fi);
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	ck_assert_int_eq(bfs_example_find(ex, "b")->kind, BFS_KIND_BYTES);
+	ck_assert_uint_eq(bfs_example_find(ex, "b")->count, 0);
+	ck_assert_int_eq(bfs_example_find(ex, "i")->kind, BFS_KIND_INT64);
+	ck_assert_uint_eq(bfs_example_find(ex, "i")->count, 0);
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(last_kind_set_in_a_feature_wins)
+{
+	const int64_t i = 9;
+	const float f = 0.5f;
+	struct pb fi = pb_int_feature(&i, 1, true), ff = pb_float_feature(&f, 1, true);
+	struct pb both = { 0 }, feats = { 0 };
+	struct bfs_example *ex;
+
+	pb_raw(&both, fi.d, fi.n);
+	pb_raw(&both, ff.d, ff.n);
+	pb_add(&feats, "x", &both);
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	ck_assert_int_eq(bfs_example_find(ex, "x")->kind, BFS_KIND_FLOAT);
+	ck_assert(bfs_example_find(ex, "x")->f[0] == 0.5f);
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(two_features_fields_merge)
+{
+	const int64_t one = 1;
+	struct pb f = pb_int_feature(&one, 1, true), a = { 0 }, b = { 0 }, m = { 0 };
+	struct bfs_example *ex;
+
+	pb_add(&a, "a", &f);
+	pb_add(&b, "b", &f);
+	pb_sub(&m, 1, &a);
+	pb_sub(&m, 1, &b);
+	ex = decode_ok(&m);
+	ck_assert_uint_eq(ex->nfeatures, 2);
+	ck_assert_ptr_nonnull(bfs_example_find(ex, "a"));
+	ck_assert_ptr_nonnull(bfs_example_find(ex, "b"));
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(odd_bytes_in_names_are_kept)
+{
+	struct pb empty = { 0 }, feats = { 0 };
+	struct bfs_example *ex;
+
+	pb_add(&feats, "\xff\xfe not utf-8", &empty);
+	pb_add(&feats, "", &empty);
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	ck_assert_uint_eq(ex->nfeatures, 2);
+	ck_assert_str_eq(ex->features[0].name, "");
+	ck_assert_str_eq(ex->features[1].name, "\xff\xfe not utf-8");
+	bfs_example_free(ex);
+}
+END_TEST
+
+/* ---- SequenceExample ----------------------------------------------------------------- */
+
+START_TEST(sequence_example_has_context_and_lists)
+{
+	const int64_t ctx_i = 7, s0[] = { 1, 2 }, s1[] = { 3, 4 };
+	const char *w0[] = { "Hello", "World" };
+	struct pb ci = pb_int_feature(&ctx_i, 1, true), feats = { 0 }, lists = { 0 };
+	struct pb li = { 0 }, ls = { 0 }, empty_bytes = { 0 }, bl = { 0 };
+	struct pb st0 = pb_int_feature(s0, 2, true), st1 = pb_int_feature(s1, 2, false);
+	struct pb sw = pb_bytes_feature(w0, 2);
+	struct bfs_example *ex;
+	const struct bfs_feature_list *l;
+
+	pb_add(&feats, "int_feature", &ci);
+	pb_sub(&li, 1, &st0);
+	pb_sub(&li, 1, &st1);
+	pb_sub(&empty_bytes, 1, &bl);
+	pb_sub(&ls, 1, &sw);
+	pb_sub(&ls, 1, &empty_bytes);
+	pb_add(&lists, "string_feature", &ls);
+	pb_add(&lists, "int_feature", &li);
+	struct pb m = pb_example(&feats, &lists);
+	ex = decode_ok(&m);
+	ck_assert(ex->is_sequence);
+	ck_assert_uint_eq(ex->nfeatures, 1);
+	ck_assert_uint_eq(ex->nlists, 2);
+	ck_assert_int_eq(bfs_example_find(ex, "int_feature")->i[0], 7);
+	/* the same name as context feature and as feature list */
+	l = bfs_example_find_list(ex, "int_feature");
+	ck_assert_ptr_nonnull(l);
+	ck_assert_str_eq(ex->lists[0].name, "int_feature");
+	ck_assert_uint_eq(l->nsteps, 2);
+	ck_assert_int_eq(l->steps[0].i[1], 2);
+	ck_assert_int_eq(l->steps[1].i[0], 3);
+	l = bfs_example_find_list(ex, "string_feature");
+	ck_assert_uint_eq(l->nsteps, 2);
+	ck_assert_int_eq(l->steps[0].kind, BFS_KIND_BYTES);
+	ck_assert_uint_eq(l->steps[0].count, 2);
+	ck_assert_mem_eq(l->steps[0].b[1].data, "World", 5);
+	ck_assert_int_eq(l->steps[1].kind, BFS_KIND_BYTES);
+	ck_assert_uint_eq(l->steps[1].count, 0);
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(is_sequence_follows_field_2)
+{
+	struct pb feats = { 0 }, lists = { 0 }, empty = { 0 };
+	struct bfs_example *ex;
+
+	pb_add(&feats, "a", &empty);
+	struct pb plain = pb_example(&feats, NULL);
+	ex = decode_ok(&plain);
+	ck_assert(!ex->is_sequence);
+	ck_assert_uint_eq(ex->nlists, 0);
+	bfs_example_free(ex);
+
+	struct pb seq = pb_example(&feats, &lists); /* empty FeatureLists */
+	ex = decode_ok(&seq);
+	ck_assert(ex->is_sequence);
+	ck_assert_uint_eq(ex->nlists, 0);
+	bfs_example_free(ex);
+
+	struct pb nothing = { 0 };
+	ex = decode_ok(&nothing);
+	ck_assert(!ex->is_sequence);
+	ck_assert_uint_eq(ex->nfeatures, 0);
+	bfs_example_free(ex);
+	ck_assert_int_eq(bfs_example_decode(&ex, NULL, 0), 0);
+	ck_assert_uint_eq(ex->nfeatures, 0);
+	bfs_example_free(ex);
+	bfs_example_free(NULL);
+}
+END_TEST
+
+/* ---- ownership ----------------------------------------------------------------------- */
+
+START_TEST(decode_keeps_no_pointer_into_the_input)
+{
+	const char *words[] = { "alpha", "beta" };
+	const float fl[] = { 1, 2, 3 };
+	const int64_t in[] = { 4, 5 };
+	struct pb fb = pb_bytes_feature(words, 2), ff = pb_float_feature(fl, 3, true);
+	struct pb fi = pb_int_feature(in, 2, true), feats = { 0 };
+	struct bfs_example *ex;
+	const struct bfs_values *v;
+	uint8_t *copy;
+
+	pb_add(&feats, "w", &fb);
+	pb_add(&feats, "f", &ff);
+	pb_add(&feats, "i", &fi);
+	struct pb m = pb_example(&feats, NULL);
+	copy = malloc(m.n);
+	memcpy(copy, m.d, m.n);
+	ck_assert_int_eq(bfs_example_decode(&ex, copy, m.n), 0);
+	memset(copy, 0xa5, m.n);
+	free(copy); /* ASan would catch any later read of it */
+	v = bfs_example_find(ex, "w");
+	ck_assert_mem_eq(v->b[0].data, "alpha", 5);
+	ck_assert_mem_eq(v->b[1].data, "beta", 4);
+	ck_assert(bfs_example_find(ex, "f")->f[2] == 3.0f);
+	ck_assert_int_eq(bfs_example_find(ex, "i")->i[1], 5);
+	ck_assert_str_eq(ex->features[0].name, "f");
+	bfs_example_free(ex);
+}
+END_TEST
+
+/* ---- malformed input ------------------------------------------------------------------- */
+
+struct bad_case {
+	const char *what;
+	const uint8_t *data;
+	size_t len;
+	const char *msg; /* expected substring of bfs_err_msg() */
+};
+
+#define B(...) (const uint8_t[]){ __VA_ARGS__ }, sizeof((const uint8_t[]){ __VA_ARGS__ })
+
+static const struct bad_case bad_cases[] = {
+	{ "plain text", B('h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'), "wire type" },
+	{ "truncated tag varint", B(0x80), "truncated varint at byte 0" },
+	{ "truncated length varint", B(0x0a, 0x80, 0x80), "truncated varint at byte 1" },
+	{ "varint over 10 bytes", B(0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+	  "varint longer than 10 bytes at byte 1" },
+	{ "length overruns the message", B(0x0a, 0x05, 0x0a, 0x00), "field 1 length 5 at byte 0 overruns its Example of 4 bytes" },
+	{ "unknown length overruns", B(0x1a, 0x7f, 0x00), "field 3 length 127 at byte 0 overruns" },
+	{ "unknown fixed64 truncated", B(0x19, 0x00, 0x00), "field 3 length 8 at byte 0 overruns" },
+	{ "wire type 7", B(0x0f, 0x00), "invalid wire type 7 at byte 0" },
+	{ "wire type 6 nested", B(0x0a, 0x02, 0x0e, 0x00), "invalid wire type 6 at byte 2" },
+	{ "group", B(0x1b, 0x1c), "unsupported group wire type 3 at byte 0" },
+	{ "field number 0", B(0x02, 0x00), "invalid field number 0 at byte 0" },
+	{ "Features as a varint", B(0x08, 0x01), "field 1 of Example has wire type 0 at byte 0, expected 2" },
+	{ "key as fixed32", B(0x0a, 0x07, 0x0a, 0x05, 0x0d, 0, 0, 0, 0),
+	  "field 1 of Features map entry has wire type 5 at byte 4" },
+	{ "float list as varint", B(0x0a, 0x09, 0x0a, 0x07, 0x0a, 0x01, 'x', 0x12, 0x02, 0x10, 0x01),
+	  "field 2 of Feature of 'x' has wire type 0 at byte 9, expected 2" },
+	{ "float as varint", B(0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 'x', 0x12, 0x04, 0x12, 0x02, 0x08, 0x01),
+	  "field 1 of FloatList of 'x' has wire type 0 at byte 11, expected 2 or 5" },
+	{ "int64 as fixed32", B(0x0a, 0x0e, 0x0a, 0x0c, 0x0a, 0x01, 'x', 0x12, 0x07, 0x1a, 0x05, 0x0d, 0, 0, 0, 0),
+	  "field 1 of Int64List of 'x' has wire type 5 at byte 11, expected 0 or 2" },
+	{ "packed floats not a multiple of 4",
+	  B(0x0a, 0x0e, 0x0a, 0x0c, 0x0a, 0x01, 'x', 0x12, 0x07, 0x12, 0x05, 0x0a, 0x03, 0, 0, 0),
+	  "feature 'x': packed floats of 3 bytes at byte 11 (not a multiple of 4)" },
+	{ "packed int64 truncated",
+	  B(0x0a, 0x0c, 0x0a, 0x0a, 0x0a, 0x01, 'x', 0x12, 0x05, 0x1a, 0x03, 0x0a, 0x01, 0x80),
+	  "feature 'x': packed int64: truncated varint at byte 13" },
+	{ "unpacked float truncated",
+	  B(0x0a, 0x0c, 0x0a, 0x0a, 0x0a, 0x01, 'x', 0x12, 0x05, 0x12, 0x03, 0x0d, 0, 0),
+	  "truncated float at byte 12 (feature 'x')" },
+	{ "NUL in a name", B(0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01, 0x00),
+	  "feature name '?' at byte 4 contains a NUL byte" },
+	{ "the same list twice in a Feature",
+	  B(0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x01, 'x', 0x12, 0x06, 0x1a, 0x02, 0x08, 0x01, 0x1a, 0x00),
+	  "feature 'x': Int64List appears twice in one Feature" },
+	{ "bad FeatureList step", B(0x12, 0x09, 0x0a, 0x07, 0x0a, 0x01, 's', 0x12, 0x02, 0x0a, 0x05),
+	  "field 1 length 5 at byte 9 overruns its FeatureList of 2 bytes" },
+};
+
+START_TEST(malformed_input_is_rejected_with_a_reason)
+{
+	const struct bad_case *c = &bad_cases[_i];
+	struct bfs_example *ex = (struct bfs_example *)0x1;
+	int err;
+
+	bfs_err_clear();
+	err = bfs_example_decode(&ex, c->data, c->len);
+	ck_assert_msg(err == -EBADMSG, "%s: got %d", c->what, err);
+	ck_assert_ptr_eq(ex, (struct bfs_example *)0x1);
+	ck_assert_msg(strstr(bfs_err_msg(), "not a tf.train.Example or SequenceExample"),
+		      "%s: message '%s'", c->what, bfs_err_msg());
+	ck_assert_msg(strstr(bfs_err_msg(), c->msg), "%s: message '%s' lacks '%s'", c->what,
+		      bfs_err_msg(), c->msg);
+}
+END_TEST
+
+START_TEST(every_truncation_of_a_record_is_handled)
+{
+	const char *words[] = { "alpha" };
+	const float fl[] = { 1, 2 };
+	const int64_t in[] = { 300, -1 };
+	struct pb fb = pb_bytes_feature(words, 1), ff = pb_float_feature(fl, 2, false);
+	struct pb fi = pb_int_feature(in, 2, true), feats = { 0 }, fl1 = { 0 }, lists = { 0 };
+	int failed = 0;
+
+	pb_add(&feats, "w", &fb);
+	pb_add(&feats, "f", &ff);
+	pb_sub(&fl1, 1, &fi);
+	pb_add(&lists, "s", &fl1);
+	struct pb m = pb_example(&feats, &lists);
+	for (size_t n = 0; n <= m.n; n++) {
+		struct bfs_example *ex = NULL;
+		uint8_t *copy = malloc(n ? n : 1);
+		memcpy(copy, m.d, n);
+		int err = bfs_example_decode(&ex, copy, n);
+		free(copy);
+		ck_assert_msg(err == 0 || err == -EBADMSG, "prefix %zu: %d", n, err);
+		if (err)
+			failed++;
+		bfs_example_free(ex);
+	}
+	/* Every prefix that ends inside a top-level field fails. */
+	ck_assert_int_ge(failed, (int)m.n - 3);
+}
+END_TEST
+
+/* ---- text form ------------------------------------------------------------------------- */
+
+START_TEST(text_form_prints_one_feature_per_line)
+{
+	const int64_t in[] = { 7 };
+	const float fl[] = { 0.1f, 2, 3 };
+	const char *words[] = { "a\"b\\c\n\x01", "x" };
+	char big[200];
+	const char *bigv[] = { big };
+	struct pb fi = pb_int_feature(in, 1, true), ff = pb_float_feature(fl, 3, true);
+	struct pb fb = pb_bytes_feature(words, 2), fbig, empty = { 0 }, feats = { 0 };
+	struct bfs_example *ex;
+	char *text;
+
+	memset(big, 'z', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	fbig = pb_bytes_feature(bigv, 1);
+	pb_add(&feats, "label", &fi);
+	pb_add(&feats, "f", &ff);
+	pb_add(&feats, "w", &fb);
+	pb_add(&feats, "image/encoded", &fbig);
+	pb_add(&feats, "none", &empty);
+	struct pb m = pb_example(&feats, NULL);
+	ex = decode_ok(&m);
+	ck_assert_int_eq(bfs_example_to_text(&text, ex, 2), 0);
+	ck_assert_str_eq(text, "features {\n"
+			       "  f: float [0.100000001, 2, ... (1 more)]\n"
+			       "  image/encoded: bytes [1 value, 199 bytes]\n"
+			       "  label: int64 [7]\n"
+			       "  none: none\n"
+			       "  w: bytes [\"a\\\"b\\\\c\\n\\x01\", \"x\"]\n"
+			       "}\n");
+	free(text);
+	ck_assert_int_eq(bfs_example_to_text(&text, ex, 0), 0);
+	ck_assert_ptr_nonnull(strstr(text, "  label: int64 [... (1 more)]\n"));
+	free(text);
+	bfs_example_free(ex);
+}
+END_TEST
+
+START_TEST(text_form_of_a_sequence_example_lists_steps)
+{
+	const int64_t s0[] = { 1, 2 }, s1[] = { 3 };
+	struct pb st0 = pb_int_feature(s0, 2, true), st1 = pb_int_feature(s1, 1, true);
+	struct pb fl = { 0 }, lists = { 0 };
+	struct bfs_example *ex;
+	char *text;
+
+	pb_sub(&fl, 1, &st0);
+	pb_sub(&fl, 1, &st1);
+	pb_sub(&fl, 1, &st1);
+	pb_add(&lists, "s", &fl);
+	struct pb m = pb_example(NULL, &lists);
+	ex = decode_ok(&m);
+	ck_assert_int_eq(bfs_example_to_text(&text, ex, 2), 0);
+	ck_assert_str_eq(text, "context {\n"
+			       "}\n"
+			       "feature_lists {\n"
+			       "  s: 3 steps\n"
+			       "    [0] int64 [1, 2]\n"
+			       "    [1] int64 [3]\n"
+			       "    ... (1 more)\n"
+			       "}\n");
+	free(text);
+	bfs_example_free(ex);
+}
+END_TEST
+
+/* ---- real files -------------------------------------------------------------------------- */
+
+struct real_ctx {
+	const char *file;
+	long decoded, failed;
+	size_t features;
+};
+
+static void real_record(void *vctx, const uint8_t *data, size_t len)
+{
+	struct real_ctx *ctx = vctx;
+	struct bfs_example *ex = NULL;
+	char *text = NULL;
+
+	if (bfs_example_decode(&ex, data, len) < 0) {
+		if (!ctx->failed)
+			fprintf(stderr, "%s: record %ld: %s\n", ctx->file, ctx->decoded, bfs_err_msg());
+		ctx->failed++;
+		return;
+	}
+	ctx->decoded++;
+	ctx->features += ex->nfeatures + ex->nlists;
+	for (size_t i = 1; i < ex->nfeatures; i++)
+		ck_assert(strcmp(ex->features[i - 1].name, ex->features[i].name) < 0);
+	if (ctx->decoded <= 3) {
+		ck_assert_int_eq(bfs_example_to_text(&text, ex, 8), 0);
+		free(text);
+	}
+	bfs_example_free(ex);
+}
+
+/* Record counts from MANIFEST.md. */
+static const struct {
+	const char *file;
+	long records;
+} real_counts[] = {
+	{ "tfx-mnist-1000.tfrecord", 1000 },
+	{ "tfx-taxi-external-00000-of-00002.tfrecord.gz", 9988 },
+	{ "tfx-seqex-eval.tfrecord.gz", 4500 },
+	{ "lingvo-t2t-translate-ende-wmt32k-train-00511-of-00512.tfrecord", 8941 },
+	{ "ecosystem-hadoop-part-m-00000.tfrecord", 5 },
+	{ "tft-seqex-data.tfrecord.gz", 3 },
+};
+
+START_TEST(every_record_of_the_real_files_decodes)
+{
+	size_t nfiles = 0;
+	char **files = realdata_files(&nfiles);
+	long total = 0;
+
+	if (!files || !nfiles) {
+		fprintf(stderr, "check_example: no real test data in %s, skipped\n", realdata_dir());
+		realdata_files_free(files, nfiles);
+		return;
+	}
+	for (size_t i = 0; i < nfiles; i++) {
+		char path[4096];
+		struct real_ctx ctx = { .file = files[i] };
+		size_t len;
+		uint8_t *buf;
+		long n;
+
+		snprintf(path, sizeof(path), "%s/%s", realdata_dir(), files[i]);
+		buf = realdata_read(path, &len);
+		ck_assert_msg(buf != NULL, "cannot read %s", path);
+		n = realdata_records(buf, len, real_record, &ctx);
+		free(buf);
+		ck_assert_msg(n > 0, "%s: bad framing", files[i]);
+		ck_assert_msg(ctx.failed == 0, "%s: %ld records failed", files[i], ctx.failed);
+		ck_assert_int_eq(ctx.decoded, n);
+		for (size_t j = 0; j < BFS_ARRAY_SIZE(real_counts); j++)
+			if (strcmp(files[i], real_counts[j].file) == 0)
+				ck_assert_int_eq(n, real_counts[j].records);
+		total += n;
+	}
+	realdata_files_free(files, nfiles);
+	if (!getenv("BFS_TESTDATA"))
+		ck_assert_int_eq(total, 44528); /* MANIFEST.md: 15 files, 44528 records */
+}
+END_TEST
+
+static Suite *example_suite(void)
+{
+	Suite *s = suite_create("example");
+	TCase *tc = tcase_create("decode");
+
+	tcase_add_loop_test(tc, floats_decode_the_same_packed_or_unpacked, 0, 2);
+	tcase_add_loop_test(tc, ints_decode_the_same_packed_or_unpacked, 0, 2);
+	tcase_add_test(tc, packed_and_unpacked_runs_in_one_list_concatenate);
+	tcase_add_test(tc, unknown_fields_are_skipped_at_every_level);
+	tcase_add_test(tc, duplicate_keys_keep_the_last_and_sort_by_name);
+	tcase_add_test(tc, duplicate_lists_keep_the_last);
+	tcase_add_test(tc, empty_feature_and_entry_without_value_count_as_missing);
+	tcase_add_test(tc, empty_lists_have_a_kind_and_no_values);
+	tcase_add_test(tc, last_kind_set_in_a_feature_wins);
+	tcase_add_test(tc, two_features_fields_merge);
+	tcase_add_test(tc, odd_bytes_in_names_are_kept);
+	tcase_add_test(tc, sequence_example_has_context_and_lists);
+	tcase_add_test(tc, is_sequence_follows_field_2);
+	tcase_add_test(tc, decode_keeps_no_pointer_into_the_input);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("malformed");
+	tcase_add_loop_test(tc, malformed_input_is_rejected_with_a_reason, 0, (int)BFS_ARRAY_SIZE(bad_cases));
+	tcase_add_test(tc, every_truncation_of_a_record_is_handled);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("text");
+	tcase_add_test(tc, text_form_prints_one_feature_per_line);
+	tcase_add_test(tc, text_form_of_a_sequence_example_lists_steps);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("real");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, every_record_of_the_real_files_decodes);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(example_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
