@@ -248,7 +248,7 @@ static int write_all(int fd, const void *p, size_t n, uint32_t *crc)
 /* Best effort: a failure to write the cache only costs a rescan next time. */
 static void idx_save(const char *dir, const struct bfs_shard *s)
 {
-	char path[PATH_MAX + 32], tmp[PATH_MAX + 64], abs[PATH_MAX];
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 96], abs[PATH_MAX];
 	const struct bfs_record_loc *locs = bfs_shard_index(s);
 	const struct bfs_seek_point *pts = bfs_shard_seek_points(s);
 	struct idx_hdr h;
@@ -258,7 +258,8 @@ static void idx_save(const char *dir, const struct bfs_shard *s)
 	if (mkdir_p(dir) != 0)
 		return;
 	idx_file(path, sizeof(path), dir, s);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
+		return;
 	shard_abs(abs, sizeof(abs), s);
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, IDX_MAGIC, 8);
