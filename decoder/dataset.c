@@ -248,7 +248,7 @@ static int write_all(int fd, const void *p, size_t n, uint32_t *crc)
 /* Best effort: a failure to write the cache only costs a rescan next time. */
 static void idx_save(const char *dir, const struct bfs_shard *s)
 {
-	char path[PATH_MAX + 32], tmp[PATH_MAX + 96], abs[PATH_MAX];
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 160], abs[PATH_MAX];
 	const struct bfs_record_loc *locs = bfs_shard_index(s);
 	const struct bfs_seek_point *pts = bfs_shard_seek_points(s);
 	struct idx_hdr h;
@@ -409,7 +409,7 @@ out:
 
 static void schema_save(const char *dir, const char *file, const struct bfs_schema *s)
 {
-	char tmp[PATH_MAX + 64];
+	char tmp[PATH_MAX + 192];
 	char *json = NULL;
 	FILE *f;
 
