@@ -3,7 +3,8 @@
 # FUSE mounts) with Debian's python. Extra arguments go to pytest.
 #   BATCHFS       the batchfs binary (default <repo>/batchfs)
 #   BFS_TESTDATA  the shared real TFRecord files (default <repo>/../shared/testdata/real)
-#   BFS_GEN       the bfs_gen binary (default tests/gen/bfs_gen, else compiled with gcc)
+#   BFS_GEN       the bfs_gen binary (default tests/gen/bfs_gen when built and fresh,
+#                 else compiled with gcc into a temporary dir)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -25,10 +26,6 @@ done
 
 export BATCHFS="${BATCHFS:-$repo/batchfs}"
 export BFS_TESTDATA="${BFS_TESTDATA:-$repo/../shared/testdata/real}"
-# a fresh bfs_gen when make check has built one
-if [ -z "${BFS_GEN:-}" ] && [ -x "$repo/tests/gen/bfs_gen" ]; then
-	export BFS_GEN="$repo/tests/gen/bfs_gen"
-fi
 export PYTHONDONTWRITEBYTECODE=1
 cd "$repo"
 exec $PY -m pytest -q -p no:cacheprovider -rs tests/integration "$@"
