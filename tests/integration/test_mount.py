@@ -130,8 +130,8 @@ class Mount:
                                stderr=subprocess.PIPE)
 
 
-def _opts(index_dir, **kw):
-    kw.setdefault("index_dir", index_dir)
+def _opts(default_index_dir, **kw):
+    kw.setdefault("index_dir", default_index_dir)
     parts = []
     for k, v in kw.items():
         if v is True:
@@ -797,22 +797,39 @@ def test_unmount_with_signal(mounter, ds_plain, sig):
     _wait(lambda: not os.path.ismount(m.mnt), EXIT_DEADLINE, "unmount after signal")
 
 
+# mount(8) drops PATH before running /sbin/mount.fuse3, whose /bin/sh then
+# finds `batchfs` on the shell's default PATH. Use an installed batchfs if it
+# is this binary; else (as root) a temporary symlink in /usr/local/sbin.
+_SH_DEFAULT_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+
+
 def test_mount_t_fuse_batchfs(batchfs, ds_plain, tmp_path, index_dir):
     if shutil.which("mount") is None or not (os.path.exists("/sbin/mount.fuse3") or
                                              os.path.exists("/usr/sbin/mount.fuse3")):
         pytest.skip("mount(8) or mount.fuse3 missing")
     if os.geteuid() != 0:
         pytest.skip("mount -t needs root")
+    found = shutil.which("batchfs", path=os.pathsep.join(_SH_DEFAULT_PATH))
+    link = None
+    if found is None or not os.path.samefile(found, batchfs):
+        cand = "/usr/local/sbin/batchfs"
+        if os.path.lexists(cand):
+            pytest.skip("%s exists and is not %s" % (cand, batchfs))
+        if found is not None and _SH_DEFAULT_PATH.index(os.path.dirname(found)) == 0:
+            pytest.skip("another batchfs shadows the built one: %s" % found)
+        os.makedirs("/usr/local/sbin", exist_ok=True)
+        os.symlink(batchfs, cand)
+        link = cand
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    env = dict(os.environ, PATH=os.path.dirname(batchfs) + os.pathsep + os.environ.get("PATH", ""))
-    if os.path.basename(batchfs) != "batchfs":
-        pytest.skip("the binary must be named batchfs for mount -t fuse.batchfs")
+    log = tmp_path / "mount.log"
     try:
-        r = subprocess.run(["mount", "-t", "fuse.batchfs", ds_plain.path, str(mnt),
-                            "-o", "batch_size=8,index_dir=" + index_dir],
-                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=MOUNT_DEADLINE)
-        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        # output to a file, not a pipe: the daemon may keep inherited fds open
+        with open(log, "wb") as lf:
+            r = subprocess.run(["mount", "-t", "fuse.batchfs", ds_plain.path, str(mnt),
+                                "-o", "batch_size=8,index_dir=" + index_dir],
+                               stdin=subprocess.DEVNULL, stdout=lf, stderr=lf, timeout=MOUNT_DEADLINE)
+        assert r.returncode == 0, log.read_text(errors="replace")
         _wait(lambda: os.path.ismount(str(mnt)) and os.path.exists(str(mnt / "schema.json")),
               MOUNT_DEADLINE, "mount -t fuse.batchfs")
         s = json.loads((mnt / "schema.json").read_bytes())
@@ -820,6 +837,8 @@ def test_mount_t_fuse_batchfs(batchfs, ds_plain, tmp_path, index_dir):
         assert np.load(str(mnt / "epoch-0000" / "batch-000000" / "x.npy")).shape == (8, 4)
     finally:
         _unmount(str(mnt))
+        if link:
+            os.unlink(link)
     assert not os.path.ismount(str(mnt))
 
 
