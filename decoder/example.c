@@ -284,6 +284,15 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 
 		switch (what) {
 		case F_MSG:
+			/* protobuf merges a repeated message field; protobuf-c
+			 * keeps only the last list of a Feature, so refuse. */
+			if (m == M_FENTRY) {
+				if (seen_kind[0])
+					return bfs_err_set(-EBADMSG,
+							   "feature '%s': value appears twice in one map entry (at byte %zu)",
+							   name, at);
+				seen_kind[0] = true;
+			}
 			if (m == M_FEATURE) {
 				if (seen_kind[field])
 					return bfs_err_set(-EBADMSG,

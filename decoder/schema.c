@@ -27,6 +27,40 @@
 
 /* ---- names ---------------------------------------------------------------- */
 
+/* Valid UTF-8 as JSON needs it: no overlong forms, surrogates or code
+ * points over U+10FFFF. */
+static bool utf8_valid(const unsigned char *s)
+{
+	while (*s) {
+		unsigned c = *s++, n, cp, min;
+		if (c < 0x80)
+			continue;
+		if ((c & 0xe0) == 0xc0) {
+			n = 1;
+			cp = c & 0x1f;
+			min = 0x80;
+		} else if ((c & 0xf0) == 0xe0) {
+			n = 2;
+			cp = c & 0x0f;
+			min = 0x800;
+		} else if ((c & 0xf8) == 0xf0) {
+			n = 3;
+			cp = c & 0x07;
+			min = 0x10000;
+		} else {
+			return false;
+		}
+		for (unsigned i = 0; i < n; i++, s++) {
+			if ((*s & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (*s & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+	}
+	return true;
+}
+
 int bfs_schema_name_ok(const char *name)
 {
 	const char *p, *c;
@@ -51,6 +85,8 @@ int bfs_schema_name_ok(const char *name)
 		if (!p)
 			break;
 	}
+	if (!utf8_valid((const unsigned char *)name))
+		return bfs_err_set(-EINVAL, "name '%.200s' is not valid UTF-8", name);
 	return 0;
 }
 

@@ -103,8 +103,9 @@ struct bfs_schema_facts {
 void bfs_schema_free(struct bfs_schema *s); /* accepts NULL */
 
 /* Can `name` become a path in a mount? 0 if so; else -EINVAL with the reason
- * in bfs_err_msg(): empty, starts or ends with '/', contains "//", or has a
- * "." or ".." component. (Returns 0/-errno, not a bool: test `< 0`.) */
+ * in bfs_err_msg(): empty, starts or ends with '/', contains "//", has a
+ * "." or ".." component, or is not valid UTF-8 (it is also a JSON key).
+ * (Returns 0/-errno, not a bool: test `< 0`.) */
 int bfs_schema_name_ok(const char *name);
 int bfs_schema_clone(struct bfs_schema **out, const struct bfs_schema *s);
 

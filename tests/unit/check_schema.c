@@ -335,6 +335,7 @@ START_TEST(names_that_cannot_be_paths_fail_inference)
 	const struct fdesc bad[] = { { "a//b", I, 1 }, { 0 } };
 	const struct fdesc bad_list[] = { { "..", I, 1, 0, 0, 1 }, { 0 } };
 	const struct fdesc untyped[] = { { "/x", I, -1 }, { 0 } };
+	const struct fdesc latin1[] = { { "caf\xe9", FL, 1 }, { 0 } };
 	struct hrec *r = malloc(sizeof(*r));
 	struct bfs_infer *inf;
 
@@ -343,6 +344,8 @@ START_TEST(names_that_cannot_be_paths_fail_inference)
 	ck_assert_str_eq(bfs_err_msg(), "feature cannot be a path: name 'a//b' contains '//'");
 	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, NULL, bad_list)), -EBADMSG);
 	ck_assert_str_eq(bfs_err_msg(), "feature list cannot be a path: name '..' has a '..' component");
+	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, latin1, NULL)), -EBADMSG);
+	ck_assert_str_eq(bfs_err_msg(), "feature cannot be a path: name 'caf\xe9' is not valid UTF-8");
 	/* a name that never gets a kind never becomes a path */
 	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, untyped, NULL)), 0);
 	bfs_infer_free(inf);
@@ -828,7 +831,10 @@ static const struct {
 	bool ok;
 } names[] = {
 	{ "label", true }, { "image/encoded", true }, { "a/b/c", true }, { "...", true },
-	{ ".hidden", true }, { "a..b", true }, { "a/.b/c", true }, { "x y\t\xff", true },
+	{ ".hidden", true }, { "a..b", true }, { "a/.b/c", true }, { "x y\t", true },
+	{ "\xc3\xa9t\xc3\xa9/\xe2\x96\x81w/\xf0\x9f\x98\x80", true }, { "\xff", false },
+	{ "\xc3", false }, { "\xc0\xaf", false }, { "\xed\xa0\x80", false }, { "\xf4\x90\x80\x80", false },
+	{ "a\xe2\x96", false },
 	{ "", false }, { "/a", false }, { "a/", false }, { "/", false }, { "a//b", false },
 	{ ".", false }, { "..", false }, { "a/.", false }, { "./a", false }, { "a/../b", false },
 	{ "a/./b", false }, { "../", false },
