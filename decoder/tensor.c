@@ -358,12 +358,12 @@ int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch
 
 		sb_printf(&sb, "%s\"", i ? "," : "");
 		sb_name(&sb, p->t[i].name);
-		sb_printf(&sb, "\":{\"dtype\":\"%s\",\"shape\":[",
+		sb_printf(&sb, "\":{\"data_offsets\":[%llu,%llu],\"dtype\":\"%s\",\"shape\":[",
+			  (unsigned long long)g->offset, (unsigned long long)(g->offset + g->nbytes),
 			  bfs_dtype_safetensors(p->t[i].dtype));
 		for (int d = 0; d < g->ndim; d++)
 			sb_printf(&sb, "%s%lld", d ? "," : "", (long long)g->shape[d]);
-		sb_printf(&sb, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)g->offset,
-			  (unsigned long long)(g->offset + g->nbytes));
+		sb_printf(&sb, "]}");
 	}
 	sb_printf(&sb, "}");
 	if (sb.err) {

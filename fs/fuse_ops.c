@@ -76,10 +76,9 @@ void bfs_fs_report(void *arg, const char *msg, bool skipped)
 			break;
 		}
 	if (!seen) {
+		fs->corrupt++;
 		if (skipped)
 			fs->skipped++;
-		else
-			fs->corrupt++;
 		if (fs->error_lines < MAX_ERROR_LINES) {
 			size_t need = fs->errors_len + len + 32;
 			if (need > fs->errors_cap) {

@@ -72,7 +72,26 @@ struct parse_ctx {
 	struct bfs_options *o;
 	int nonopt;
 	bool failed;
+	bool in_features; /* the last option was features=: libfuse split its commas */
 };
+
+/* Flags of mount(8) and libfuse that can follow features=a,b in one -o. */
+static bool is_mount_flag(const char *arg)
+{
+	static const char *const flags[] = {
+		"ro", "rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "async", "sync",
+		"atime", "noatime", "diratime", "nodiratime", "relatime", "norelatime",
+		"strictatime", "nostrictatime", "lazytime", "nolazytime", "dirsync", "auto",
+		"noauto", "user", "nouser", "users", "_netdev", "nofail", "defaults",
+		"allow_other", "allow_root", "auto_unmount", "default_permissions", "kernel_cache",
+		"auto_cache", "noforget", "direct_io", "hard_remove", "use_ino", "readdir_ino",
+		"big_writes", "nonempty", "blkdev", "clone_fd", "writeback_cache", "no_remote_lock",
+	};
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(flags); i++)
+		if (strcmp(arg, flags[i]) == 0)
+			return true;
+	return arg[0] == '-' || strchr(arg, '=') != NULL;
+}
 
 int bfs_parse_u64(uint64_t *out, const char *s)
 {
@@ -154,6 +173,16 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 
 	(void)outargs;
 	v = v ? v + 1 : "";
+	if (key == FUSE_OPT_KEY_OPT && c->in_features && !is_mount_flag(arg)) {
+		/* features=a,b,c arrives as "features=a", "b", "c" */
+		char *joined = NULL;
+		if (asprintf(&joined, "%s,%s", o->features, arg) < 0)
+			return -1;
+		free(o->features);
+		o->features = joined;
+		return 0;
+	}
+	c->in_features = key == K_FEATURES;
 	switch (key) {
 	case FUSE_OPT_KEY_NONOPT:
 		if (c->nonopt == 0)

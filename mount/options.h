@@ -39,7 +39,7 @@ struct bfs_options {
 	bool help, version;
 };
 
-/* Parse argv (argv[0] = program). On success *fuse_argc/*fuse_argv hold the
+/* Parse argv (argv[0] = program). On success *fuse_argc and *fuse_argv hold the
  * arguments for libfuse (program name + pass-through options), malloc'd;
  * free with bfs_options_free_argv. Returns 0, or 1 after printing one line
  * naming the bad option to stderr. */

@@ -772,7 +772,8 @@ def _feature_list(name, spec, recs):
                 cap = int(np.prod(shape)) if shape else 1
                 if len(vals) > cap:
                     raise SchemaError("record %d: list %s step %d has %d values" % (i, name, s, len(vals)))
-                out[i, s].reshape(-1)[:len(vals)] = vals
+                # out[i, s] of a scalar step is a copy: write through a 2-D view
+                out[i].reshape(max_steps, -1)[s, :len(vals)] = vals
     return {key: out, key + ".lengths": lengths}
 
 
