@@ -602,63 +602,126 @@ static void name_record(const struct bfs_batcher *b, uint64_t rec)
 		       (unsigned long long)local, (unsigned long long)off);
 }
 
+/* Decode and fill row j from raw record bytes; the message names the record. */
+static int fill_from_bytes(const struct bfs_batcher *b, uint64_t rec, const uint8_t *data,
+			   uint32_t len, uint64_t j, struct cursor *cur)
+{
+	struct bfs_example *ex = NULL;
+	int rc = bfs_example_decode(&ex, data, len);
+
+	if (rc == 0) {
+		rc = fill_row(b, ex, j, cur);
+		bfs_example_free(ex);
+	}
+	if (rc)
+		name_record(b, rec);
+	return rc;
+}
+
+/* on_corrupt=skip: fill row j from the next valid record after `rec`. */
+static int fill_substitute(const struct bfs_batcher *b, uint64_t rec, uint64_t j,
+			   struct cursor *cur, uint8_t *rbuf, size_t cap, bfs_corrupt_fn on_corrupt,
+			   void *ctx)
+{
+	for (unsigned tries = 1; tries < SKIP_MAX_TRIES; tries++) {
+		struct bfs_example *ex = NULL;
+		int rc;
+
+		rec = (rec + 1) % b->nrecords;
+		rc = load_record(&ex, b, rec, rbuf, cap);
+		if (rc == 0) {
+			rc = fill_row(b, ex, j, cur);
+			bfs_example_free(ex);
+			if (rc)
+				name_record(b, rec);
+		}
+		if (rc == 0)
+			return 0;
+		if (rc == -ENOMEM)
+			return rc;
+		if (on_corrupt)
+			on_corrupt(ctx, bfs_err_msg(), true);
+	}
+	return bfs_err_set(-EIO, "no valid record found to substitute within %d tries",
+			   SKIP_MAX_TRIES);
+}
+
 int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,
 		      uint64_t epoch, uint64_t batch, bfs_corrupt_fn on_corrupt, void *ctx)
 {
 	const struct bfs_plan *p = b->plan;
 	struct bfs_geom *g = NULL;
 	struct cursor *cur = NULL;
-	uint8_t *data = NULL, *rbuf = NULL;
+	uint8_t *data = NULL, *rbuf = NULL, *arena = NULL;
+	uint8_t **dst = NULL;
+	uint64_t *recs = NULL, arena_size = 0;
+	int *errs = NULL;
+	char **msgs = NULL;
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
 	struct bfs_perm perm;
+	size_t n = 0;
 	int rc;
 
 	rc = bfs_batcher_geom(&g, b, epoch, batch);
 	if (rc)
 		return rc;
+	n = (size_t)g->batch;
 	bfs_perm_init(&perm, b->nrecords, b->o.seed, epoch, b->o.shuffle);
 	data = calloc(1, g->st_size ? g->st_size : 1);
 	cur = calloc(p->ntensors ? p->ntensors : 1, sizeof(*cur));
 	rbuf = malloc(cap ? cap : 1);
-	if (!data || !cur || !rbuf) {
-		rc = bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",
-				 (unsigned long long)g->st_size);
-		goto fail;
-	}
+	recs = malloc((n ? n : 1) * sizeof(*recs));
+	dst = malloc((n ? n : 1) * sizeof(*dst));
+	errs = malloc((n ? n : 1) * sizeof(*errs));
+	msgs = calloc(n ? n : 1, sizeof(*msgs));
+	if (!data || !cur || !rbuf || !recs || !dst || !errs || !msgs)
+		goto nomem;
 	memcpy(data, g->st_header, g->st_hlen);
 	for (size_t t = 0; t < p->ntensors; t++) {
 		cur[t].base = data + g->g[t].offset;
 		cur[t].nbytes = g->g[t].nbytes;
 	}
-	for (uint64_t j = 0; j < g->batch; j++) {
-		uint64_t rec = bfs_batcher_record(b, &perm, batch, j);
-		struct bfs_example *ex = NULL;
-		unsigned tries = 0;
-
-		for (;;) {
-			rc = load_record(&ex, b, rec, rbuf, cap);
-			if (rc == 0) {
-				rc = fill_row(b, ex, j, cur);
-				bfs_example_free(ex);
-				if (rc)
-					name_record(b, rec);
-			}
+	/* read phase: every row's record into one arena, in file order, so a
+	 * compressed shard is inflated once per run of nearby records */
+	for (size_t j = 0; j < n; j++) {
+		recs[j] = bfs_batcher_record(b, &perm, batch, j);
+		arena_size += bfs_dataset_record_len(b->ds, recs[j]);
+	}
+	arena = malloc(arena_size ? arena_size : 1);
+	if (!arena)
+		goto nomem;
+	for (size_t j = 0, off = 0; j < n; j++) {
+		dst[j] = arena + off;
+		off += bfs_dataset_record_len(b->ds, recs[j]);
+	}
+	rc = bfs_dataset_read_many(b->ds, recs, n, dst, b->o.verify, errs, msgs);
+	if (rc)
+		goto fail;
+	/* fill phase, in row order (ragged values are appended row by row) */
+	for (size_t j = 0; j < n; j++) {
+		if (errs[j] == 0)
+			rc = fill_from_bytes(b, recs[j], dst[j],
+					     bfs_dataset_record_len(b->ds, recs[j]), j, cur);
+		else
+			rc = bfs_err_set(errs[j], "%s", msgs[j] ? msgs[j] : "read failed");
+		if (rc == 0)
+			continue;
+		if (rc == -ENOMEM)
+			goto fail;
+		if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP && b->plan->nslots == 0 &&
+		    b->nrecords > 1) {
+			if (on_corrupt)
+				on_corrupt(ctx, bfs_err_msg(), true);
+			rc = fill_substitute(b, recs[j], j, cur, rbuf, cap, on_corrupt, ctx);
 			if (rc == 0)
-				break;
+				continue;
 			if (rc == -ENOMEM)
 				goto fail;
-			if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP && b->plan->nslots == 0 &&
-			    ++tries < SKIP_MAX_TRIES && b->nrecords > 1) {
-				if (on_corrupt)
-					on_corrupt(ctx, bfs_err_msg(), true);
-				rec = (rec + 1) % b->nrecords;
-				continue;
-			}
-			if (on_corrupt)
-				on_corrupt(ctx, bfs_err_msg(), false);
-			rc = -EIO;
-			goto fail;
 		}
+		if (on_corrupt)
+			on_corrupt(ctx, bfs_err_msg(), false);
+		rc = -EIO;
+		goto fail;
 	}
 	/* ragged tensors must be filled exactly as the index counted */
 	for (size_t t = 0; t < p->ntensors; t++) {
@@ -681,12 +744,24 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 			goto fail;
 		}
 	}
-	free(cur);
-	free(rbuf);
 	*out = data;
 	*out_geom = g;
-	return 0;
+	data = NULL;
+	g = NULL;
+	rc = 0;
+	goto out;
+nomem:
+	rc = bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",
+			 (unsigned long long)g->st_size);
 fail:
+out:
+	for (size_t j = 0; msgs && j < n; j++)
+		free(msgs[j]);
+	free(msgs);
+	free(errs);
+	free(dst);
+	free(recs);
+	free(arena);
 	free(cur);
 	free(rbuf);
 	free(data);

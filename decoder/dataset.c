@@ -724,6 +724,16 @@ int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard
 	return 0;
 }
 
+uint32_t bfs_dataset_record_len(const struct bfs_dataset *ds, uint64_t rec)
+{
+	size_t sh;
+	uint64_t local;
+
+	if (bfs_dataset_locate(ds, rec, &sh, &local, NULL) != 0)
+		return 0;
+	return bfs_shard_index(ds->shards[sh])[local].len;
+}
+
 int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, size_t cap,
 		     uint32_t *len, bool verify)
 {
@@ -737,5 +747,70 @@ int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, s
 	rc = bfs_shard_read(ds->shards[sh], local, dst, cap, verify);
 	if (rc && !strstr(bfs_err_msg(), bfs_shard_path(ds->shards[sh])))
 		bfs_err_prefix("%s", bfs_shard_path(ds->shards[sh]));
+	return rc;
+}
+
+struct rec_ref {
+	uint64_t rec;
+	size_t k;
+};
+
+static int ref_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct rec_ref *)a)->rec, y = ((const struct rec_ref *)b)->rec;
+	return x < y ? -1 : x > y;
+}
+
+int bfs_dataset_read_many(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
+			  uint8_t *const *dst, bool verify, int *errs, char **msgs)
+{
+	struct rec_ref *refs = malloc((n ? n : 1) * sizeof(*refs));
+	uint64_t *local = malloc((n ? n : 1) * sizeof(*local));
+	uint8_t **d = malloc((n ? n : 1) * sizeof(*d));
+	int *e = malloc((n ? n : 1) * sizeof(*e));
+	char **m = malloc((n ? n : 1) * sizeof(*m));
+	int rc = 0;
+
+	if (!refs || !local || !d || !e || !m) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* global order is (shard, offset) order */
+	for (size_t k = 0; k < n; k++) {
+		refs[k].rec = recs[k];
+		refs[k].k = k;
+		errs[k] = 0;
+		msgs[k] = NULL;
+	}
+	qsort(refs, n, sizeof(*refs), ref_cmp);
+	for (size_t i = 0; i < n;) {
+		size_t sh, j;
+		uint64_t loc, off;
+
+		if (bfs_dataset_locate(ds, refs[i].rec, &sh, &loc, &off) != 0) {
+			errs[refs[i].k] = bfs_err_set(-ENOENT, "record %llu out of range",
+						      (unsigned long long)refs[i].rec);
+			msgs[refs[i].k] = strdup(bfs_err_msg());
+			i++;
+			continue;
+		}
+		/* the run of requests in this shard */
+		for (j = i; j < n && refs[j].rec < ds->first[sh + 1]; j++) {
+			local[j - i] = refs[j].rec - ds->first[sh];
+			d[j - i] = dst[refs[j].k];
+		}
+		bfs_shard_read_many(ds->shards[sh], local, j - i, d, verify, e, m);
+		for (size_t t = i; t < j; t++) {
+			errs[refs[t].k] = e[t - i];
+			msgs[refs[t].k] = m[t - i];
+		}
+		i = j;
+	}
+out:
+	free(refs);
+	free(local);
+	free(d);
+	free(e);
+	free(m);
 	return rc;
 }

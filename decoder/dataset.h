@@ -61,10 +61,22 @@ uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds); /* skipped by in
 int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard,
 		       uint64_t *local, uint64_t *offset);
 
+/* Data length of global record `rec` (0 if out of range). */
+uint32_t bfs_dataset_record_len(const struct bfs_dataset *ds, uint64_t rec);
+
 /* Read global record `rec` into dst (cap >= its length); *len gets its
  * length. The error message names shard, record index, offset and reason. */
 int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, size_t cap,
 		     uint32_t *len, bool verify);
+
+/* Read n records (global indices, any order, no duplicates) into dst[k]
+ * (each at least its index length). Records of one shard are read in file
+ * order, and those of a compressed shard share inflate passes. errs[k] gets
+ * 0 or a negative errno; for a failed record msgs[k] gets a malloc'd
+ * message naming shard, record, offset and reason (caller frees), else
+ * NULL. Returns 0, or -ENOMEM when nothing could be attempted. */
+int bfs_dataset_read_many(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
+			  uint8_t *const *dst, bool verify, int *errs, char **msgs);
 
 /* Resolve SOURCE into a sorted list of shard paths (malloc'd, caller frees
  * each and the array). */

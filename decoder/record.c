@@ -1027,3 +1027,105 @@ int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap
 		return read_plain(s, i, dst, verify);
 	return read_z(s, i, dst, verify);
 }
+
+/* ---- batched reads ------------------------------------------------------ */
+
+/* Restart inflate at a later seek point rather than discard more than this. */
+#define RESTART_GAP ((uint64_t)256 << 10)
+
+static void fail_one(const struct bfs_shard *s, int err, int *errs, char **msgs, size_t k)
+{
+	errs[k] = err;
+	if (asprintf(&msgs[k], "%s: %s", s->path, bfs_err_msg()) < 0)
+		msgs[k] = NULL;
+}
+
+void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
+			 bool verify, int *errs, char **msgs)
+{
+	struct zreader r;
+	uint64_t pos = 0;
+	bool live = false;
+	int err;
+
+	for (size_t k = 0; k < n; k++) {
+		errs[k] = 0;
+		msgs[k] = NULL;
+	}
+	if (s->comp == BFS_COMP_NONE) {
+		for (size_t k = 0; k < n; k++) {
+			if (idx[k] >= s->nlocs)
+				err = bfs_shard_read(s, idx[k], dst[k], 0, verify);
+			else
+				err = bfs_shard_read(s, idx[k], dst[k], s->locs[idx[k]].len, verify);
+			if (err)
+				fail_one(s, err, errs, msgs, k);
+		}
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.s = s;
+	r.z.fd = -1;
+	r.scratch = malloc(DISCARD_CHUNK);
+	if (!r.scratch) {
+		for (size_t k = 0; k < n; k++)
+			fail_one(s, bfs_err_set(-ENOMEM, "out of memory"), errs, msgs, k);
+		return;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct bfs_record_loc *loc;
+		const struct bfs_seek_point *pt;
+		uint8_t hdr[HDR_LEN], foot[FOOT_LEN];
+		uint64_t i = idx[k];
+
+		if (i >= s->nlocs) {
+			fail_one(s, bfs_err_set(-ENOENT, "record %" PRIu64 ": no such record", i), errs,
+				 msgs, k);
+			continue;
+		}
+		loc = &s->locs[i];
+		pt = find_point(s, loc->offset);
+		/* continue the running inflate when the record lies ahead of it and
+		 * no seek point would save much of the way */
+		if (!live || pos > loc->offset ||
+		    (pt && pt->out_off > pos && pt->out_off - pos > RESTART_GAP)) {
+			if (live)
+				zin_destroy(&r.z);
+			live = false;
+			err = zin_init(&r.z, s, READ_IN_CHUNK);
+			if (!err) {
+				live = true;
+				err = zr_start(&r, pt);
+			}
+			pos = pt ? pt->out_off : 0;
+			if (err) {
+				fail_one(s, err, errs, msgs, k);
+				continue;
+			}
+		}
+		r.rec = i;
+		r.rec_off = loc->offset;
+		err = zr_read(&r, NULL, loc->offset - pos);
+		if (!err)
+			err = zr_read(&r, hdr, HDR_LEN);
+		if (!err)
+			err = check_header(s, i, hdr, verify);
+		if (!err)
+			err = zr_read(&r, dst[k], loc->len);
+		if (!err)
+			err = zr_read(&r, foot, FOOT_LEN);
+		if (err) {
+			/* the stream position is unknown now: restart for the next */
+			zin_destroy(&r.z);
+			live = false;
+			fail_one(s, err, errs, msgs, k);
+			continue;
+		}
+		pos = loc->offset + HDR_LEN + loc->len + FOOT_LEN;
+		if (verify && (err = check_data(s, i, dst[k], foot)) != 0)
+			fail_one(s, err, errs, msgs, k);
+	}
+	if (live)
+		zin_destroy(&r.z);
+	free(r.scratch);
+}

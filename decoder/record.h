@@ -98,4 +98,13 @@ int bfs_shard_set_index(struct bfs_shard *s, const struct bfs_record_loc *locs, 
  * index, offset, reason), -EIO short read / I/O error, -EFBIG dst too small. */
 int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify);
 
+/* Read records idx[0..n) (ascending; duplicates not allowed) into dst[k]
+ * (each at least its indexed length). A compressed shard is inflated in one
+ * pass over nearby records instead of once per record. errs[k] gets 0 or a
+ * negative errno; a failed record's msgs[k] gets a malloc'd message naming
+ * the file, record index, offset and reason (caller frees), else NULL.
+ * Thread-safe like bfs_shard_read. */
+void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
+			 bool verify, int *errs, char **msgs);
+
 #endif
