@@ -12,6 +12,7 @@
 #include <fuse_lowlevel.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -737,6 +738,48 @@ fail:
 	return rc;
 }
 
+/* The kernel caps a FUSE mount's readahead at its default (128 KiB), whatever
+ * max_readahead says; a root daemon can raise it through the mount's bdi.
+ * Found via /proc/self/mountinfo so that no request to ourselves is needed.
+ * Best effort: without it sequential reads are 128-256 KiB requests. */
+static void raise_readahead(const char *mountpoint, unsigned kb)
+{
+	char abs[PATH_MAX], line[4096], path[128];
+	FILE *f;
+	unsigned maj = 0, min = 0;
+	bool found = false;
+
+	if (!realpath(mountpoint, abs))
+		return;
+	f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char mnt[4096], fstype[256];
+		unsigned a, b;
+		/* id parent maj:min root mountpoint opts ... - fstype source super */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mnt) != 3)
+			continue;
+		char *dash = strstr(line, " - ");
+		if (!dash || sscanf(dash, " - %255s", fstype) != 1)
+			continue;
+		if (strcmp(mnt, abs) == 0 && strncmp(fstype, "fuse", 4) == 0) {
+			maj = a;
+			min = b;
+			found = true; /* the last match is the topmost mount */
+		}
+	}
+	fclose(f);
+	if (!found)
+		return;
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "%u\n", kb);
+		fclose(f);
+	}
+}
+
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	       bool foreground)
 {
@@ -759,6 +802,7 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		fprintf(stderr, "batchfs: %s: could not mount\n", mountpoint);
 		goto out_signals;
 	}
+	raise_readahead(mountpoint, READ_CHUNK >> 10);
 	/* detach only now that the mount is ready; threads start after fork */
 	if (fuse_daemonize(foreground) != 0)
 		goto out_unmount;
