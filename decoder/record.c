@@ -929,15 +929,15 @@ static int zr_read(struct zreader *r, uint8_t *dst, size_t n)
 		n -= got;
 		if (dst)
 			dst += got;
+		if (!n && ret != Z_MEM_ERROR)
+			break; /* what we need was produced; a later error is not ours */
 		switch (ret) {
 		case Z_OK:
 			break;
 		case Z_STREAM_END:
-			if (n) {
-				err = zr_next_member(r);
-				if (err)
-					return err;
-			}
+			err = zr_next_member(r);
+			if (err)
+				return err;
 			break;
 		case Z_BUF_ERROR:
 			return zr_err(r, -EBADMSG, "unexpected end of compressed data");
