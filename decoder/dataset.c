@@ -33,6 +33,7 @@ struct bfs_dataset {
 	bool index_reused;
 	bool schema_reused;
 	uint64_t undecodable;
+	uint64_t bad_records; /* data CRC mismatches met by the scan */
 };
 
 /* ---------------------------------------------------------------- source */
@@ -472,6 +473,20 @@ static int on_record(void *ctx, uint64_t index, uint64_t offset, const uint8_t *
 	return err;
 }
 
+static void on_bad(void *ctx, uint64_t index, uint64_t offset, const char *msg)
+{
+	struct rec_ctx *rc = ctx;
+	struct scan_ctx *sc = rc->sc;
+
+	(void)index;
+	(void)offset;
+	pthread_mutex_lock(&sc->lock);
+	sc->ds->bad_records++;
+	if (sc->o->on_bad)
+		sc->o->on_bad(sc->o->progress_ctx, bfs_shard_path(sc->ds->shards[rc->shard]), msg);
+	pthread_mutex_unlock(&sc->lock);
+}
+
 static void *scan_worker(void *arg)
 {
 	struct scan_ctx *sc = arg;
@@ -493,7 +508,11 @@ static void *scan_worker(void *arg)
 
 		rc.sc = sc;
 		rc.shard = i;
-		err = bfs_shard_scan(sc->ds->shards[i], false, sc->infer ? on_record : NULL, &rc);
+		/* CRCs are checked; a corrupt record is indexed and reported, and is
+		 * handled per on_corrupt when a batch holding it is read */
+		bfs_shard_set_bad_fn(sc->ds->shards[i], on_bad, &rc);
+		err = bfs_shard_scan(sc->ds->shards[i], true, sc->infer ? on_record : NULL, &rc);
+		bfs_shard_set_bad_fn(sc->ds->shards[i], NULL, NULL);
 		if (err && !strstr(bfs_err_msg(), bfs_shard_path(sc->ds->shards[i])))
 			bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
 		if (!err && sc->o->index_dir)
@@ -688,6 +707,11 @@ bool bfs_dataset_schema_reused(const struct bfs_dataset *ds)
 uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds)
 {
 	return ds->undecodable;
+}
+
+uint64_t bfs_dataset_bad_records(const struct bfs_dataset *ds)
+{
+	return ds->bad_records;
 }
 
 uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds)

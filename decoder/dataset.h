@@ -8,8 +8,9 @@
  *
  * Opening scans each shard's framing once (in parallel over `jobs` threads)
  * unless an index cache entry for the shard's (path, size, mtime) exists in
- * `index_dir`. The scan checks framing, not data CRCs: data corruption is
- * found, and handled per on_corrupt, when a batch is read. Inference decodes
+ * `index_dir`. The scan checks framing and both CRCs; a record whose data
+ * CRC fails is indexed, reported (opts.on_bad) and skipped by inference; it
+ * is handled per on_corrupt when a batch holding it is read. Inference decodes
  * every record once and is cached the same way (keyed by every shard's
  * path, size and mtime).
  *
@@ -33,7 +34,9 @@ struct bfs_dataset_opts {
 	unsigned jobs;         /* scan threads; 0 = 1 */
 	bool infer;            /* infer (or load the cached) schema */
 	bfs_progress_fn progress;
-	void *progress_ctx;
+	void *progress_ctx;   /* also passed to on_bad */
+	/* a record with a bad data CRC met while indexing (msg borrowed) */
+	void (*on_bad)(void *ctx, const char *shard, const char *msg);
 };
 
 struct bfs_dataset;
@@ -55,6 +58,7 @@ bool bfs_dataset_index_reused(const struct bfs_dataset *ds);  /* every shard fro
 bool bfs_dataset_schema_reused(const struct bfs_dataset *ds);
 uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds); /* in memory */
 uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds); /* skipped by inference */
+uint64_t bfs_dataset_bad_records(const struct bfs_dataset *ds); /* bad data CRC at scan */
 
 /* Global record → (shard, record within shard, byte offset). -ENOENT if out
  * of range. */

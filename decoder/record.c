@@ -60,7 +60,15 @@ struct bfs_shard {
 	struct bfs_seek_point *pts;
 	size_t npts;
 	size_t pts_cap;
+	bfs_bad_record_fn bad_fn; /* see bfs_shard_set_bad_fn */
+	void *bad_ctx;
 };
+
+void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx)
+{
+	s->bad_fn = fn;
+	s->bad_ctx = ctx;
+}
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -708,7 +716,16 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 				      "data CRC mismatch (stored 0x%08" PRIx32
 				      ", computed 0x%08" PRIx32 ")",
 				      stored, calc);
-			goto out;
+			if (!s->bad_fn)
+				goto out;
+			/* the framing holds: index it, report it, go on */
+			err = push_loc(s, off, (uint32_t)len);
+			if (err)
+				goto out;
+			s->bad_fn(s->bad_ctx, sc.rec, off, bfs_err_msg());
+			sc.start += total;
+			sc.base += total;
+			continue;
 		}
 #undef REC_ERR
 		err = push_loc(s, off, (uint32_t)len);

@@ -75,6 +75,13 @@ int64_t bfs_shard_mtime_ns(const struct bfs_shard *s);              /* st_mtim a
 typedef int (*bfs_record_fn)(void *ctx, uint64_t index, uint64_t offset,
 			     const uint8_t *data, uint32_t len);
 
+/* During a verifying scan a data CRC mismatch stops the scan with an error,
+ * unless a bad-record function is set: then the record is indexed, reported
+ * to fn (msg names record index, offset and reason; borrowed) and not
+ * passed to the record callback, and the scan goes on. */
+typedef void (*bfs_bad_record_fn)(void *ctx, uint64_t index, uint64_t offset, const char *msg);
+void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx);
+
 /* Walk every record once from the start, verifying both CRCs if `verify`.
  * Builds the shard's index and seek points (replacing any previous). fn may
  * be NULL. On a framing/CRC/decompression error returns -EBADMSG with a

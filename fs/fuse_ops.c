@@ -124,6 +124,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     "  \"index_reused\": %s,\n"
 		     "  \"schema_reused\": %s,\n"
 		     "  \"index_bytes\": %" PRIu64 ",\n"
+		     "  \"index_corrupt_records\": %" PRIu64 ",\n"
 		     "  \"reads\": %" PRIu64 ",\n"
 		     "  \"bytes_read\": %" PRIu64 ",\n"
 		     "  \"cache_hits\": %" PRIu64 ",\n"
@@ -146,7 +147,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     bfs_dataset_nrecords(fs->ds), bfs_batcher_nbatches(fs->b),
 		     bfs_dataset_index_reused(fs->ds) ? "true" : "false",
 		     bfs_dataset_schema_reused(fs->ds) ? "true" : "false",
-		     bfs_dataset_index_bytes(fs->ds), fs->reads, fs->bytes_read, st.hits, st.misses,
+		     bfs_dataset_index_bytes(fs->ds), bfs_dataset_bad_records(fs->ds), fs->reads, fs->bytes_read, st.hits, st.misses,
 		     st.prefetch_hits, st.evictions, st.entries, st.bytes, st.peak_bytes, st.budget,
 		     st.prefetch_issued, st.batches_decoded, (double)st.decode_ns / 1e9,
 		     st.decode_errors, fs->corrupt, fs->skipped, fs->failed_reads,

@@ -108,6 +108,13 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 	return s;
 }
 
+static void print_bad(void *ctx, const char *shard, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "batchfs: %s: %s (indexed; reading its batch follows on_corrupt)\n", shard,
+		msg);
+}
+
 static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 {
 	struct bfs_dataset_opts dopt = { 0 };
@@ -154,6 +161,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.index_dir = o->index_dir;
 	dopt.jobs = o->threads;
 	dopt.infer = user == NULL;
+	dopt.on_bad = print_bad;
 	rc = bfs_dataset_open(&ds, o->source, &dopt);
 	if (rc) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());

@@ -294,6 +294,12 @@ static void show_progress(void *arg, uint64_t done, uint64_t total)
 	fflush(stderr);
 }
 
+static void print_bad(void *ctx, const char *shard, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "batchfs: %s: %s\n", shard, msg);
+}
+
 static int open_source(struct bfs_dataset **ds, int argc, char **argv, const char *cmd,
 		       bool progress)
 {
@@ -342,6 +348,7 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 	o.jobs = jobs ? (unsigned)jobs : (unsigned)(ncpu > 0 ? ncpu : 1);
 	o.infer = true;
 	o.progress = show_progress;
+	o.on_bad = print_bad;
 	o.progress_ctx = &pr;
 	rc = bfs_dataset_open(ds, argv[optind], &o);
 	free(index_dir);
