@@ -477,7 +477,13 @@ struct scan {
 
 static int scan_fill_plain(struct scan *sc)
 {
-	ssize_t n = pread_full(sc->s->fd, sc->buf + sc->end, sc->cap - sc->end, sc->produced);
+	size_t want = sc->cap - sc->end;
+	ssize_t n;
+
+	/* the shard is the file as it was at open: ignore anything appended */
+	if (sc->s->file_size - sc->produced < want)
+		want = (size_t)(sc->s->file_size - sc->produced);
+	n = want ? pread_full(sc->s->fd, sc->buf + sc->end, want, sc->produced) : 0;
 
 	if (n < 0)
 		return bfs_err_set((int)n, "record %" PRIu64 " at offset %" PRIu64 ": read: %s",

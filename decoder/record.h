@@ -53,7 +53,8 @@ struct bfs_seek_point {
 	uint64_t in_off;    /* compressed byte offset of the first full byte */
 	uint8_t bits;       /* bits (0-7) of the byte before in_off still to use */
 	uint8_t new_member; /* 1: in_off starts a new gzip/zlib member header (window empty) */
-	uint8_t window[32768]; /* the 32 KiB of output preceding out_off */
+	uint8_t window[32768]; /* the 32 KiB of output preceding out_off; zero-filled
+				* at the front when the member produced less */
 };
 
 struct bfs_shard;
@@ -61,7 +62,8 @@ struct bfs_shard;
 /* Open `path`. comp AUTO detects: plain if the first 12 bytes are a valid
  * length+CRC header (or the file is empty), else gzip magic 1f 8b, else a
  * zlib header; otherwise -EBADMSG "not a TFRecord file". Owns an fd.
- * Errors: -ENOENT/-EACCES/-EIO from open/read, -EBADMSG, -ENOMEM. */
+ * Errors: -ENOENT/-EACCES/-EIO from open/read, -EINVAL not a regular file,
+ * -EBADMSG, -ENOMEM. */
 int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compression comp);
 void bfs_shard_close(struct bfs_shard *s); /* accepts NULL */
 
@@ -84,9 +86,12 @@ void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx);
 
 /* Walk every record once from the start, verifying both CRCs if `verify`.
  * Builds the shard's index and seek points (replacing any previous). fn may
- * be NULL. On a framing/CRC/decompression error returns -EBADMSG with a
- * message naming the record index, byte offset and what is wrong; records
- * before it stay indexed. */
+ * be NULL. On a framing/CRC/decompression error returns -EBADMSG (-EFBIG for
+ * a declared length over BFS_RECORD_MAX_LEN) with a message naming the record
+ * index, byte offset and what is wrong; records before it stay indexed.
+ * Anything after the last record (garbage, a truncated or corrupt gzip/zlib
+ * trailer) is an error too. A callback's error stops the scan and is returned
+ * as is. */
 int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx);
 
 /* The index, after a scan or bfs_shard_set_index. Borrowed. */
