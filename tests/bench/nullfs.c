@@ -19,6 +19,11 @@
  *                  kernel drops a file's cached pages on every open
  * nosplice         reply with fuse_reply_buf instead of fuse_reply_data
  * threads=N        max FUSE worker threads (default 16, as batchfs)
+ * span=BYTES       size of the one buffer (K/M/G suffixes; default: the
+ *                  largest file). Files start at successive page-aligned
+ *                  offsets in it, wrapping, so that with a span larger than
+ *                  the CPU caches every reply is copied from DRAM, as a
+ *                  daemon serving freshly decoded batches copies it.
  *
  * Daemonizes once mounted unless -f; unmount with fusermount3 -u.
  */
@@ -42,6 +47,7 @@ struct node {
 	fuse_ino_t parent;
 	int dir;
 	uint64_t size;
+	uint64_t off; /* of its bytes in `data` */
 	fuse_ino_t *kids;
 	size_t nkids, cap;
 };
@@ -54,6 +60,7 @@ struct cfg {
 	int keep_cache;
 	int nosplice;
 	unsigned threads;
+	char *span;
 };
 
 static struct node *nodes; /* ino i is nodes[i - 1]; the root is ino 1 */
@@ -69,6 +76,7 @@ static const struct fuse_opt opt_spec[] = {
 	{ "keep_cache", offsetof(struct cfg, keep_cache), 1 },
 	{ "nosplice", offsetof(struct cfg, nosplice), 1 },
 	{ "threads=%u", offsetof(struct cfg, threads), 0 },
+	{ "span=%s", offsetof(struct cfg, span), 0 },
 	FUSE_OPT_END
 };
 
@@ -250,14 +258,36 @@ static int build_tree(void)
 	for (size_t i = 0; i < nnodes; i++)
 		if (nodes[i].nkids > 1)
 			qsort(nodes[i].kids, nodes[i].nkids, sizeof(fuse_ino_t), cmp_kids);
-	/* one buffer for every file, with real (not zero-page) contents */
-	data = malloc(maxsize ? maxsize : 1);
-	if (!data) {
-		fprintf(stderr, "nullfs: cannot allocate %" PRIu64 " bytes\n", maxsize);
+	uint64_t span = maxsize;
+	if (cfg.span && (parse_size(cfg.span, &span) != 0 || span < maxsize)) {
+		fprintf(stderr, "nullfs: span=%s: a size of at least the largest file (%" PRIu64
+				" bytes)\n", cfg.span, maxsize);
 		return -1;
 	}
-	for (uint64_t i = 0; i < maxsize; i++)
+	/* file offsets in creation (= manifest = reading) order, wrapping */
+	uint64_t pos = 0;
+	for (size_t i = 0; i < nnodes; i++) {
+		if (nodes[i].dir)
+			continue;
+		if (pos + nodes[i].size > span)
+			pos = 0;
+		nodes[i].off = pos;
+		pos = (pos + nodes[i].size + 4095) & ~(uint64_t)4095;
+	}
+	/* one buffer for every file, with real (not zero-page) contents */
+	data = malloc(span ? span : 1);
+	if (!data) {
+		fprintf(stderr, "nullfs: cannot allocate %" PRIu64 " bytes\n", span);
+		return -1;
+	}
+	uint64_t seed = span < 4096 ? span : 4096;
+	for (uint64_t i = 0; i < seed; i++)
 		data[i] = (uint8_t)(i * 131u + 7u);
+	for (uint64_t done = seed; done < span;) {
+		uint64_t k = done < span - done ? done : span - done;
+		memcpy(data + done, data, k);
+		done += k;
+	}
 	return 0;
 }
 
@@ -420,11 +450,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (size > n->size - (uint64_t)off)
 		size = (size_t)(n->size - (uint64_t)off);
 	if (cfg.nosplice) {
-		fuse_reply_buf(req, (const char *)data + off, size);
+		fuse_reply_buf(req, (const char *)data + n->off + (uint64_t)off, size);
 		return;
 	}
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
-	bv.buf[0].mem = data + off;
+	bv.buf[0].mem = data + n->off + (uint64_t)off;
 	fuse_reply_data(req, &bv, FUSE_BUF_SPLICE_MOVE);
 }
 
@@ -453,7 +483,8 @@ int main(int argc, char **argv)
 		return 1;
 	if (opts.show_help || !opts.mountpoint) {
 		fprintf(stderr, "usage: nullfs MOUNTPOINT [-f] [-o files=K,size=BYTES | -o manifest=FILE]\n"
-				"       [-o direct_io] [-o keep_cache] [-o nosplice] [-o threads=N]\n");
+				"       [-o direct_io] [-o keep_cache] [-o nosplice] [-o threads=N]\n"
+				"       [-o span=BYTES]\n");
 		ret = opts.show_help ? 0 : 2;
 		goto out;
 	}
