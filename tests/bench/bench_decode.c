@@ -4,7 +4,7 @@
  *
  *   bench_decode [--batch-size B] [--seed S] [--threads N] [--index-dir DIR]
  *                [--mode scan|build|all] [--order file|shuffled|both]
- *                [--max-batches K] SOURCE
+ *                [--max-batches K] [--hold BYTES] SOURCE
  *
  * build: bfs_dataset_open (infer) + bfs_batcher_new, then every batch of
  *        epoch 0 with bfs_batcher_build (verify=crc, as a mount does by
@@ -16,6 +16,11 @@
  * all (default): scan, then build in both orders; each on 1 and N threads
  *        (N defaults to the number of online CPUs).
  *
+ * --hold BYTES: keep the most recent built batches, up to BYTES per thread,
+ *        before freeing them, as the daemon's cache keeps them; without it
+ *        malloc hands the same warm memory back for every batch, which a
+ *        cache holding 1 GiB of batches never gets (fresh pages: faults and
+ *        zeroing). Reported as "hold" in the JSON.
  * One JSON line per run: mode, order, threads, seconds, cpu_seconds,
  * records, in_bytes (TFRecord input: record lengths + 16 framing bytes each),
  * out_bytes (.safetensors bytes built), examples_s, in_MB_s, out_MB_s
@@ -37,7 +42,7 @@
 #include <unistd.h>
 
 struct opts {
-	uint64_t batch_size, seed, max_batches;
+	uint64_t batch_size, seed, max_batches, hold;
 	unsigned threads;
 	const char *index_dir, *source, *mode, *order;
 };
@@ -63,14 +68,15 @@ static double cpu_now(void)
 	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
-static void report(const char *mode, const char *order, unsigned threads, double secs,
-		   double cpu, const struct result *r)
+static void report(const char *mode, const char *order, unsigned threads, uint64_t hold,
+		   double secs, double cpu, const struct result *r)
 {
-	printf("{\"mode\": \"%s\", \"order\": \"%s\", \"threads\": %u, \"seconds\": %.6f, "
+	printf("{\"mode\": \"%s\", \"order\": \"%s\", \"threads\": %u, \"hold\": %" PRIu64
+	       ", \"seconds\": %.6f, "
 	       "\"cpu_seconds\": %.3f, \"records\": %" PRIu64 ", \"in_bytes\": %" PRIu64
 	       ", \"out_bytes\": %" PRIu64 ", \"examples_s\": %.1f, \"in_MB_s\": %.2f, "
 	       "\"out_MB_s\": %.2f}\n",
-	       mode, order, threads, secs, cpu, r->records, r->in_bytes, r->out_bytes,
+	       mode, order, threads, hold, secs, cpu, r->records, r->in_bytes, r->out_bytes,
 	       secs > 0 ? (double)r->records / secs : 0.0,
 	       secs > 0 ? (double)r->in_bytes / secs / 1e6 : 0.0,
 	       secs > 0 ? (double)r->out_bytes / secs / 1e6 : 0.0);
@@ -164,7 +170,7 @@ static int run_scan(const struct opts *o, unsigned nthreads)
 		fprintf(stderr, "bench_decode: scan: %s\n", total.err);
 		return 1;
 	}
-	report("scan", "file", nthreads, secs, cpu, &total);
+	report("scan", "file", nthreads, 0, secs, cpu, &total);
 	return 0;
 }
 
@@ -172,15 +178,54 @@ static int run_scan(const struct opts *o, unsigned nthreads)
 
 struct build_job {
 	const struct bfs_batcher *b;
-	uint64_t nbatches;
+	uint64_t nbatches, hold;
 	unsigned t, nthreads;
 	struct result r;
 };
 
+/* Built batches still held (--hold): a FIFO ring. */
+struct held {
+	uint8_t **buf;
+	uint64_t *size;
+	size_t cap, head, len;
+	uint64_t bytes;
+};
+
+static void hold_pop(struct held *h)
+{
+	free(h->buf[h->head]);
+	h->bytes -= h->size[h->head];
+	h->head = (h->head + 1) % h->cap;
+	h->len--;
+}
+
+static void hold_push(struct held *h, uint8_t *buf, uint64_t size, uint64_t limit)
+{
+	while (h->len && (h->bytes + size > limit || h->len == h->cap))
+		hold_pop(h);
+	if (size > limit || h->cap == 0) {
+		free(buf);
+		return;
+	}
+	size_t at = (h->head + h->len) % h->cap;
+	h->buf[at] = buf;
+	h->size[at] = size;
+	h->len++;
+	h->bytes += size;
+}
+
 static void *build_worker(void *arg)
 {
 	struct build_job *j = arg;
+	struct held h = { 0 };
 
+	if (j->hold) {
+		h.cap = 1 << 16;
+		h.buf = calloc(h.cap, sizeof(*h.buf));
+		h.size = calloc(h.cap, sizeof(*h.size));
+		if (!h.buf || !h.size)
+			abort();
+	}
 	for (uint64_t k = j->t; k < j->nbatches; k += j->nthreads) {
 		uint8_t *buf = NULL;
 		struct bfs_geom *g = NULL;
@@ -193,9 +238,16 @@ static void *build_worker(void *arg)
 		}
 		j->r.records += g->batch;
 		j->r.out_bytes += g->st_size;
-		free(buf);
+		if (j->hold)
+			hold_push(&h, buf, g->st_size, j->hold);
+		else
+			free(buf);
 		bfs_geom_free(g);
 	}
+	while (h.len)
+		hold_pop(&h);
+	free(h.buf);
+	free(h.size);
 	return NULL;
 }
 
@@ -249,7 +301,8 @@ static int run_build(const struct opts *o, const struct bfs_dataset *ds, bool sh
 	t0 = now();
 	c0 = cpu_now();
 	for (unsigned t = 0; t < nthreads; t++) {
-		jobs[t] = (struct build_job){ .b = b, .nbatches = nb, .t = t, .nthreads = nthreads };
+		jobs[t] = (struct build_job){ .b = b, .nbatches = nb, .hold = o->hold, .t = t,
+					      .nthreads = nthreads };
 		if (pthread_create(&tids[t], NULL, build_worker, &jobs[t]) != 0)
 			abort();
 	}
@@ -274,7 +327,7 @@ static int run_build(const struct opts *o, const struct bfs_dataset *ds, bool sh
 	uint64_t in = dataset_in_bytes(ds);
 	total.in_bytes = total.records == n ? in
 			 : n ? (uint64_t)((double)in * (double)total.records / (double)n) : 0;
-	report("build", shuffle ? "shuffled" : "file", nthreads, secs, cpu, &total);
+	report("build", shuffle ? "shuffled" : "file", nthreads, o->hold, secs, cpu, &total);
 	return 0;
 }
 
@@ -283,7 +336,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: bench_decode [--batch-size B] [--seed S] [--threads N] [--index-dir DIR]\n"
 		"                    [--mode scan|build|all] [--order file|shuffled|both]\n"
-		"                    [--max-batches K] SOURCE\n");
+		"                    [--max-batches K] [--hold BYTES] SOURCE\n");
 	exit(2);
 }
 
@@ -312,6 +365,8 @@ int main(int argc, char **argv)
 			o.order = v, i++;
 		else if (strcmp(a, "--max-batches") == 0 && v)
 			o.max_batches = strtoull(v, NULL, 0), i++;
+		else if (strcmp(a, "--hold") == 0 && v)
+			o.hold = strtoull(v, NULL, 0), i++;
 		else if (a[0] == '-' || o.source)
 			usage();
 		else
