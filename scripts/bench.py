@@ -26,8 +26,16 @@ epoch once, as .npy files and again inside the .safetensors file);
 "served MB/s" is batch-file bytes per second; "TFRecord MB/s" is the
 TFRecord input (record lengths + 16 framing bytes each) per second.
 Peak RSS: VmHWM of a FUSE daemon (batchfs, nullfs), else the child's
-ru_maxrss (wait4).
+ru_maxrss (wait4). "CPU s": CPU time (user + system) of the FUSE daemon
+during the read for the FUSE rows, of the timed loop for the Python and npm
+rows, of the process otherwise; on a busy machine it is steadier than the
+wall-clock columns. The null FUSE serves its files from a 256 MiB buffer
+(nullfs span=), so its replies are copied from DRAM as batchfs's are.
 """
+LEGEND = ("records/s: records served per second (a tree pass serves each record of the epoch "
+          "once as .npy, once in .safetensors); served MB/s: batch-file bytes/s; TFRecord MB/s: "
+          "TFRecord input bytes/s; CPU s: the FUSE daemon's during the read (FUSE rows), the "
+          "timed loop's (Python, npm), the process's (others); MB = 10^6 bytes")
 
 import argparse
 import json
@@ -68,6 +76,7 @@ WORKLOADS = {
     },
 }
 NPM_RECORDS = 2_000
+NULL_SPAN = 256 * MiB  # nullfs serves from a buffer this large: copies come from DRAM
 INDEX_RECORDS = 10_000_000
 GEN_SEED = 1
 
@@ -85,9 +94,12 @@ def log(msg):
     print("  .. " + msg, file=sys.stderr, flush=True)
 
 
+LAST_CPU = [0.0]  # CPU seconds (user + system) of the last run_child
+
+
 def run_child(cmd, stdout=subprocess.PIPE, cwd=None):
     """Run cmd to the end; returns (rc, stdout text, seconds, peak RSS bytes)
-    with the RSS of that child alone (wait4)."""
+    with the RSS of that child alone (wait4); its CPU time goes to LAST_CPU."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=stdout, stdin=subprocess.DEVNULL, cwd=cwd)
     out = b""
@@ -96,6 +108,7 @@ def run_child(cmd, stdout=subprocess.PIPE, cwd=None):
         p.stdout.close()
     _, status, ru = os.wait4(p.pid, 0)
     secs = time.perf_counter() - t0
+    LAST_CPU[0] = ru.ru_utime + ru.ru_stime
     p.returncode = os.waitstatus_to_exitcode(status)
     return p.returncode, out.decode(errors="replace"), secs, ru.ru_maxrss * 1024
 
@@ -109,6 +122,24 @@ def check_child(cmd, **kw):
 
 def json_lines(text):
     return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+
+
+def proc_cpu(pid):
+    """CPU seconds (user + system) used so far by process pid."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError):
+        return 0.0
 
 
 def vm_hwm(pid):
@@ -128,6 +159,19 @@ def drop_caches(args):
     subprocess.run(["sync"], check=False)
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
+
+
+def parse_size(text):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip()
+    if text and text[-1].upper() in mult:
+        return int(text[:-1]) * mult[text[-1].upper()]
+    return int(text)
+
+
+def max_file_size(manifest):
+    with open(manifest) as f:
+        return max((int(l.split(" ", 1)[0]) for l in f if l.strip()), default=0)
 
 
 def shard_paths(d):
@@ -157,6 +201,16 @@ class Mount:
 
     def hwm(self):
         return vm_hwm(self.p.pid)
+
+    def read(self, tools, path, *extra):
+        """readtree over path; returns its JSON with the daemon's CPU
+        seconds during the read added as "daemon_cpu"."""
+        c0 = proc_cpu(self.p.pid)
+        r = json_lines(check_child([tools["readtree"]] + list(extra) + [path])[0])[0]
+        c1 = proc_cpu(self.p.pid)
+        r["daemon_cpu"] = c1 - c0 if c0 is not None and c1 is not None else None
+        r["reader_cpu"] = LAST_CPU[0]
+        return r
 
     def close(self):
         if self.p.poll() is None:
@@ -243,6 +297,7 @@ def python_baseline(source, spec, batch_size, nrecords, seed):
     dtypes = {"float": np.float32, "int64": np.int64}
 
     t0 = time.perf_counter()
+    c0 = time.process_time()
     in_bytes = 0
     batches = 0
     for b0 in range(0, nrecords, batch_size):
@@ -279,9 +334,10 @@ def python_baseline(source, spec, batch_size, nrecords, seed):
                 batch[k] = np.stack(rows[k])
         batches += 1
     secs = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     print(json.dumps({"index_seconds": index_seconds, "index_records": n,
                       "records": nrecords, "batches": batches, "seconds": secs,
-                      "in_bytes": in_bytes}))
+                      "cpu_seconds": cpu, "in_bytes": in_bytes}))
 
 
 NODE_SCRIPT = r"""
@@ -296,6 +352,7 @@ const fd = fs.openSync(path, 'r');
 fs.readSync(fd, buf, 0, nbytes, 0);
 fs.closeSync(fd);
 const t0 = process.hrtime.bigint();
+const c0 = process.cpuUsage();
 const r = new TFRecordsReader(buf);
 const x = new Float32Array(batch * 32), y = new Float64Array(batch);
 for (let i = 0; i < r.length; i++) {
@@ -304,7 +361,9 @@ for (let i = 0; i < r.length; i++) {
   y[j] = r.getFeature(i, 'y', FeatureType.Int64);
 }
 const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-console.log(JSON.stringify({ records: r.length, seconds: secs, in_bytes: nbytes }));
+const c = process.cpuUsage(c0);
+console.log(JSON.stringify({ records: r.length, seconds: secs, in_bytes: nbytes,
+                             cpu_seconds: (c.user + c.system) / 1e6 }));
 """
 
 
@@ -350,25 +409,27 @@ def fmt_rate(v, digits=0):
 
 
 class Table:
-    COLS = ("", "records/s", "TFRecord MB/s", "served MB/s", "peak RSS MiB", "seconds")
+    COLS = ("", "records/s", "TFRecord MB/s", "served MB/s", "peak RSS MiB", "seconds", "CPU s")
 
     def __init__(self):
         self.rows = []
 
-    def add(self, label, rec_s=None, in_mb=None, out_mb=None, rss=None, secs=None, note=""):
-        self.rows.append((label, rec_s, in_mb, out_mb, rss, secs, note))
+    def add(self, label, rec_s=None, in_mb=None, out_mb=None, rss=None, secs=None, cpu=None,
+            note=""):
+        self.rows.append((label, rec_s, in_mb, out_mb, rss, secs, cpu, note))
         return rec_s
 
     def emit(self):
         w0 = max(len(r[0]) for r in self.rows)
-        head = "%-*s %12s %14s %12s %13s %9s" % ((w0,) + self.COLS)
+        head = "%-*s %12s %14s %12s %13s %8s %7s" % ((w0,) + self.COLS)
         say(head)
         say("-" * len(head))
-        for label, rec_s, in_mb, out_mb, rss, secs, note in self.rows:
-            say("%-*s %12s %14s %12s %13s %9s%s" % (
+        for label, rec_s, in_mb, out_mb, rss, secs, cpu, note in self.rows:
+            say("%-*s %12s %14s %12s %13s %8s %7s%s" % (
                 w0, label, fmt_rate(rec_s), fmt_rate(in_mb, 1), fmt_rate(out_mb, 1),
                 "-" if rss is None else "%.0f" % (rss / MiB),
-                "-" if secs is None else "%.2f" % secs, ("  " + note) if note else ""))
+                "-" if secs is None else "%.2f" % secs,
+                "-" if cpu is None else "%.2f" % cpu, ("  " + note) if note else ""))
 
 
 def verdict(ok):
@@ -397,7 +458,8 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     rc, _, secs, rss = run_child(["cat"] + shards, stdout=subprocess.DEVNULL)
     if rc != 0:
         raise RuntimeError("cat failed")
-    t.add("raw cat of the shards (floor)", nrec / secs, mb(shard_bytes, secs), None, rss, secs)
+    t.add("raw cat of the shards (floor)", nrec / secs, mb(shard_bytes, secs), None, rss, secs,
+          LAST_CPU[0])
 
     # batchfs: index, then cold and warm
     idx = os.path.join(args.work, "index-" + name)
@@ -406,7 +468,7 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     out, secs, rss = check_child([tools["batchfs"], "index", "--index-dir", idx, src])
     res["index_seconds"] = secs
     t.add("batchfs index build (framing + schema scan)", nrec / secs, mb(shard_bytes, secs), None,
-          rss, secs)
+          rss, secs, LAST_CPU[0])
     mopts = "batch_size=%d,index_dir=%s" % (bs, idx)
     if args.cache_size:
         mopts += ",cache_size=" + args.cache_size
@@ -421,11 +483,11 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     log("%s: batchfs cold + warm" % name)
     with Mount([tools["batchfs"], "-f", src, mnt, "-o", mopts], mnt) as m:
         res["mount_seconds"] = m.mount_seconds
-        cold = json_lines(check_child([tools["readtree"], mnt + "/epoch-0000"])[0])[0]
+        cold = m.read(tools, mnt + "/epoch-0000")
         with open(mnt + "/stats.json") as f:
             st_cold = json.load(f)
         hwm_cold = m.hwm()
-        warm = json_lines(check_child([tools["readtree"], mnt + "/epoch-0000"])[0])[0]
+        warm = m.read(tools, mnt + "/epoch-0000")
         with open(mnt + "/stats.json") as f:
             st_warm = json.load(f)
         hwm = m.hwm()
@@ -448,12 +510,15 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
 
     # ceilings: null FUSE over the same tree
     log("%s: null FUSE" % name)
-    with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,keep_cache" % manifest], mnt) as m:
-        first = json_lines(check_child([tools["readtree"], mnt])[0])[0]
-        again = json_lines(check_child([tools["readtree"], mnt])[0])[0]
+    span = ",span=%d" % max(NULL_SPAN, max_file_size(manifest))
+    with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,keep_cache%s" % (manifest, span)],
+               mnt) as m:
+        first = m.read(tools, mnt)
+        again = m.read(tools, mnt)
         null_hwm = m.hwm()
-    with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,direct_io" % manifest], mnt) as m:
-        dio = json_lines(check_child([tools["readtree"], "--bs", str(MiB), mnt])[0])[0]
+    with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,direct_io%s" % (manifest, span)],
+               mnt) as m:
+        dio = m.read(tools, mnt, "--bs", str(MiB))
         dio_hwm = m.hwm()
     res["null_first"] = nrec / first["seconds"]
     res["null_again"] = nrec / again["seconds"]
@@ -462,31 +527,39 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
                           ("null FUSE, keep_cache re-read (ceiling)", again, null_hwm),
                           ("null FUSE, direct_io, 1 MiB reads", dio, dio_hwm)):
         t.add(label, nrec / r["seconds"], mb(shard_bytes, r["seconds"]),
-              mb(r["bytes"], r["seconds"]), rss, r["seconds"])
+              mb(r["bytes"], r["seconds"]), rss, r["seconds"], r["daemon_cpu"])
 
     # the decoder alone
     log("%s: decoder alone" % name)
     ncpu = os.cpu_count() or 1
     dec = {}
-    for mode, order in (("scan", "file"), ("build", "file"), ("build", "shuffled")):
-        out, _, rss = check_child([tools["bench_decode"], "--batch-size", str(bs), "--threads",
-                                   str(ncpu), "--index-dir", idx, "--mode", mode, "--order",
-                                   order, src])
+    budget = parse_size(args.cache_size) if args.cache_size else 1 << 30
+    for mode, order, hold in (("scan", "file", 0), ("build", "file", 0),
+                              ("build", "shuffled", 0), ("build", "shuffled", budget // ncpu)):
+        cmd = [tools["bench_decode"], "--batch-size", str(bs), "--threads", str(ncpu),
+               "--index-dir", idx, "--mode", mode, "--order", order]
+        if hold:
+            cmd += ["--hold", str(hold)]
+        out, _, rss = check_child(cmd + [src])
         for j in json_lines(out):
-            if j["mode"] == "open":
+            if j["mode"] == "open" or (hold and j["threads"] != ncpu):
                 continue
             what = "parse only (scan+CRC+protobuf)" if mode == "scan" else \
                 "build, %s order" % order
             label = "decoder alone: %s, %d thread%s" % (what, j["threads"],
                                                         "s" if j["threads"] > 1 else "")
+            if hold:
+                label += ", holding %.0f MiB" % (budget / MiB)
             t.add(label, j["examples_s"], j["in_MB_s"],
-                  j["out_MB_s"] if mode == "build" else None, rss, j["seconds"])
-            dec[(mode, order, j["threads"])] = j["examples_s"]
+                  j["out_MB_s"] if mode == "build" else None, rss, j["seconds"],
+                  j["cpu_seconds"])
+            if not hold:
+                dec[(mode, order, j["threads"])] = j["examples_s"]
     res["dec_all_shuffled"] = dec.get(("build", "shuffled", ncpu))
 
     for label, r, rss, note in rows_batchfs:
         t.add(label, nrec / r["seconds"], mb(shard_bytes, r["seconds"]),
-              mb(r["bytes"], r["seconds"]), rss, r["seconds"], note)
+              mb(r["bytes"], r["seconds"]), rss, r["seconds"], r["daemon_cpu"], note)
 
     # Python + protobuf + numpy
     log("%s: python baseline" % name)
@@ -497,7 +570,7 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     pj = json_lines(out)[0]
     res["python"] = pj["records"] / pj["seconds"]
     t.add("Python + protobuf (C++) + numpy, shuffled", res["python"],
-          mb(pj["in_bytes"], pj["seconds"]), None, rss, pj["seconds"],
+          mb(pj["in_bytes"], pj["seconds"]), None, rss, pj["seconds"], pj["cpu_seconds"],
           "%d records; its index pass %.2f s more" % (pj["records"], pj["index_seconds"]))
 
     # npm peer
@@ -514,7 +587,7 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
                 t.add("npm @roboflow/tfrecords (node %s)" % subprocess.run(
                     ["node", "--version"], capture_output=True, text=True).stdout.strip(),
                     res["npm"], mb(nj["in_bytes"], nj["seconds"]), None, rss, nj["seconds"],
-                    "%d records, file order" % nj["records"])
+                    nj["cpu_seconds"], "%d records, file order" % nj["records"])
             else:
                 t.add("npm @roboflow/tfrecords", note="failed (status %d)" % rc)
         else:
@@ -612,10 +685,17 @@ def main():
                           if args.drop_caches else
                           "warm: the shards are in the page cache (no --drop-caches), so "
                           "the floor and the cold epoch read no disk"))
+    say(LEGEND)
+    load0 = loadavg()
+    say("load average at start: %.2f on %d cores%s" % (
+        load0, os.cpu_count(), "  WARNING: other processes are using the CPU; timings are "
+        "pessimistic and noisy (compare CPU s)" if load0 > 0.5 else ""))
     results = []
     for name in names:
         results.append(bench_workload(args, tools, name, WORKLOADS[name], npm_dir, npm_note))
     ix = None if args.no_index10m else bench_index10m(args, tools)
+    say()
+    say("load average at end: %.2f on %d cores" % (loadavg(), os.cpu_count()))
 
     say()
     say("== ratios (records/s unless noted)")
@@ -634,10 +714,11 @@ def main():
                                    100 * q, verdict(q >= 0.80)))
         q = r["cold"] / r["python"]
         if n == "small":
-            say("%-7s cold first epoch / Python+protobuf = %s / %s = %.0fx  target >= 100x  %s"
+            say("%-7s cold first epoch / Python+protobuf = %s / %s = %.1fx  target >= 100x  %s"
                 % (n, fmt_rate(r["cold"]), fmt_rate(r["python"]), q, verdict(q >= 100)))
         else:
-            say("%-7s cold first epoch / Python+protobuf = %.0fx  (for information)" % (n, q))
+            say("%-7s cold first epoch / Python+protobuf = %s / %s = %.1fx  (for information)"
+                % (n, fmt_rate(r["cold"]), fmt_rate(r["python"]), q))
         st = r["stats"]
         budget = st.get("cache_budget", 1 << 30)
         limit = budget + st.get("index_bytes", 0) + 64 * MiB
