@@ -25,7 +25,8 @@
  *                  the CPU caches every reply is copied from DRAM, as a
  *                  daemon serving freshly decoded batches copies it.
  *
- * Daemonizes once mounted unless -f; unmount with fusermount3 -u.
+ * Mounted read-only with default_permissions, as batchfs is. Daemonizes once
+ * mounted unless -f; unmount with fusermount3 -u.
  */
 #define FUSE_USE_VERSION 312
 #include <errno.h>
@@ -489,6 +490,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (build_tree() != 0)
+		goto out;
+	/* mounted as batchfs mounts: read-only (so no atime updates and the
+	 * GETATTRs they cause), kernel permission checks */
+	if (fuse_opt_add_arg(&args, "-oro,default_permissions,fsname=nullfs,subtype=nullfs") != 0)
 		goto out;
 	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
 	if (!se)
