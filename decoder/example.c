@@ -185,7 +185,7 @@ static void wire_name(char *dst, size_t cap, const uint8_t *name, size_t len)
  * `owner` names the feature the bytes belong to, for messages ("" if none).
  */
 static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg m,
-		     const char *owner)
+		     const char *owner, bool deep)
 {
 	char keybuf[80];
 	const char *name = owner;
@@ -300,7 +300,7 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 							   name, wire_msg_name[sub], at);
 				seen_kind[field] = true;
 			}
-			err = wire_walk(buf, pos, pos + (size_t)len, sub, name);
+			err = wire_walk(buf, pos, pos + (size_t)len, sub, name, deep);
 			if (err < 0)
 				return err;
 			break;
@@ -318,7 +318,9 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 		case F_INT: {
 			size_t p = pos, e = pos + (size_t)len;
 			uint64_t v;
-			while (p < e) {
+			/* protobuf-c checks packed varints itself; walk them only
+			 * to name the problem after it failed */
+			while (deep && p < e) {
 				err = wire_varint(buf, &p, e, &v);
 				if (err < 0) {
 					bfs_err_prefix("feature '%s': packed int64", name);
@@ -335,10 +337,11 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 	return 0;
 }
 
-/* Check the record's wire format; -EBADMSG naming what is wrong. */
-static int wire_check(const uint8_t *data, size_t len)
+/* Check the record's wire format; -EBADMSG naming what is wrong. `deep`
+ * also walks every packed varint. */
+static int wire_check(const uint8_t *data, size_t len, bool deep)
 {
-	int err = wire_walk(data, 0, len, M_SEQEX, "");
+	int err = wire_walk(data, 0, len, M_SEQEX, "", deep);
 
 	if (err < 0)
 		bfs_err_prefix("not a tf.train.Example or SequenceExample");
@@ -448,14 +451,18 @@ int bfs_example_decode(struct bfs_example **out, const uint8_t *data, size_t len
 			return bfs_err_set(-EINVAL, "example: NULL data of %zu bytes", len);
 		data = empty;
 	}
-	err = wire_check(data, len);
+	err = wire_check(data, len, false);
 	if (err < 0)
 		return err;
 
 	msg = tensorflow__sequence_example__unpack(NULL, len, data);
-	if (!msg)
+	if (!msg) {
+		err = wire_check(data, len, true);
+		if (err < 0)
+			return err;
 		return bfs_err_set(-EBADMSG,
 				   "not a tf.train.Example or SequenceExample (protobuf parse failed)");
+	}
 	ctx = msg->context;
 	fls = msg->feature_lists;
 	nctx = ctx ? ctx->n_feature : 0;

@@ -45,7 +45,7 @@ int bfs_compression_parse(enum bfs_compression *out, const char *s);
 struct bfs_record_loc {
 	uint64_t offset; /* of the record's 12-byte header, in the uncompressed stream */
 	uint32_t len;    /* data length */
-};
+} __attribute__((packed, aligned(4))); /* 12 bytes per record in memory too */
 
 /* A zran seek point: enough state to restart inflate mid-stream. */
 struct bfs_seek_point {
