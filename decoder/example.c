@@ -23,11 +23,7 @@
 
 #include "tf_example.pb-c.h"
 
-/* The result: the public part first, so bfs_example_free can find the rest. */
-struct example_impl {
-	struct bfs_example pub;
-	Tensorflow__SequenceExample *msg;
-};
+#include "example_impl.h"
 
 /* ---- wire-format pre-check -------------------------------------------- */
 
@@ -435,7 +431,7 @@ static bool add_ok(size_t *acc, size_t b)
 	return !__builtin_add_overflow(*acc, b, acc);
 }
 
-int bfs_example_decode(struct bfs_example **out, const uint8_t *data, size_t len)
+int bfs_example_decode_ref(struct bfs_example **out, const uint8_t *data, size_t len)
 {
 	static const uint8_t empty[1];
 	Tensorflow__SequenceExample *msg = NULL;
@@ -551,6 +547,15 @@ out_msg:
 	return err;
 }
 
+int bfs_example_decode(struct bfs_example **out, const uint8_t *data, size_t len)
+{
+	int rc = bfs_example_decode_fast(out, data, len);
+
+	if (rc != -EAGAIN)
+		return rc;
+	return bfs_example_decode_ref(out, data, len);
+}
+
 void bfs_example_free(struct bfs_example *ex)
 {
 	struct example_impl *impl;
@@ -558,7 +563,8 @@ void bfs_example_free(struct bfs_example *ex)
 	if (!ex)
 		return;
 	impl = (struct example_impl *)ex;
-	tensorflow__sequence_example__free_unpacked(impl->msg, NULL);
+	if (impl->msg)
+		tensorflow__sequence_example__free_unpacked(impl->msg, NULL);
 	free(impl);
 }
 
@@ -788,4 +794,52 @@ int bfs_example_to_text(char **out, const struct bfs_example *ex, size_t max_val
 	}
 	*out = sb.s;
 	return 0;
+}
+
+/* ---- comparison ----------------------------------------------------------- */
+
+static bool values_equal(const struct bfs_values *a, const struct bfs_values *b)
+{
+	if (a->kind != b->kind || a->count != b->count)
+		return false;
+	for (size_t i = 0; i < a->count; i++) {
+		switch (a->kind) {
+		case BFS_KIND_FLOAT:
+			if (memcmp(&a->f[i], &b->f[i], sizeof(float)) != 0) /* bit patterns: NaN too */
+				return false;
+			break;
+		case BFS_KIND_INT64:
+			if (a->i[i] != b->i[i])
+				return false;
+			break;
+		case BFS_KIND_BYTES:
+			if (a->b[i].len != b->b[i].len ||
+			    (a->b[i].len && memcmp(a->b[i].data, b->b[i].data, a->b[i].len) != 0))
+				return false;
+			break;
+		default:
+			break;
+		}
+	}
+	return true;
+}
+
+bool bfs_example_equal(const struct bfs_example *a, const struct bfs_example *b)
+{
+	if (a->nfeatures != b->nfeatures || a->nlists != b->nlists ||
+	    a->is_sequence != b->is_sequence)
+		return false;
+	for (size_t i = 0; i < a->nfeatures; i++)
+		if (strcmp(a->features[i].name, b->features[i].name) != 0 ||
+		    !values_equal(&a->features[i].v, &b->features[i].v))
+			return false;
+	for (size_t i = 0; i < a->nlists; i++) {
+		if (strcmp(a->lists[i].name, b->lists[i].name) != 0 ||
+		    a->lists[i].nsteps != b->lists[i].nsteps)
+			return false;
+		for (size_t s = 0; s < a->lists[i].nsteps; s++)
+			if (!values_equal(&a->lists[i].steps[s], &b->lists[i].steps[s]))
+				return false;
+	}
+	return true;
 }

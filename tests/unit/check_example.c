@@ -632,6 +632,15 @@ static void real_record(void *vctx, const uint8_t *data, size_t len)
 	}
 	ctx->decoded++;
 	ctx->features += ex->nfeatures + ex->nlists;
+	/* the fast decoder takes every real record and agrees with the reference */
+	{
+		struct bfs_example *fast = NULL, *ref = NULL;
+		ck_assert_int_eq(bfs_example_decode_fast(&fast, data, len), 0);
+		ck_assert_int_eq(bfs_example_decode_ref(&ref, data, len), 0);
+		ck_assert(bfs_example_equal(fast, ref));
+		bfs_example_free(fast);
+		bfs_example_free(ref);
+	}
 	for (size_t i = 1; i < ex->nfeatures; i++)
 		ck_assert(strcmp(ex->features[i - 1].name, ex->features[i].name) < 0);
 	if (ctx->decoded <= 3) {
