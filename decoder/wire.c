@@ -17,6 +17,7 @@
 #include "example.h"
 #include "example_impl.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,63 +251,57 @@ static const char *copy_name(struct fill *fl, struct cur key)
 	return s;
 }
 
-/* Features map (context): entries into fl->feat. */
-static int features(struct cur c, struct counts *n, struct fill *fl)
+/* The next map entry of a Features or FeatureLists message: 1 if one was
+ * read, 0 at the end, AGAIN on anything unusual. */
+static int next_entry(struct cur *c, struct cur *key, struct cur *val, bool *has_val)
 {
 	struct field f;
 
-	while (c.p < c.end) {
-		struct cur key, val;
-		bool has_val;
-		int rc;
-
-		if (!next_field(&c, &f))
+	while (c->p < c->end) {
+		if (!next_field(c, &f))
 			return AGAIN;
 		if (f.num != 1)
-			continue;
+			continue; /* unknown field */
 		if (f.wt != WT_LEN)
 			return AGAIN;
-		rc = entry(f.sub, &key, &val, &has_val);
-		if (rc)
-			return rc;
+		int rc = entry(f.sub, key, val, has_val);
+		return rc ? rc : 1;
+	}
+	return 0;
+}
+
+/* Features map (context): entries into fl->feat. */
+static int features(struct cur c, struct counts *n, struct fill *fl)
+{
+	struct cur key, val;
+	bool has_val;
+	int rc;
+
+	while ((rc = next_entry(&c, &key, &val, &has_val)) == 1) {
 		if (!fl) {
 			n->nfeat++;
 			n->names += (size_t)(key.end - key.p) + 1;
 		} else {
 			fl->feat->name = copy_name(fl, key);
-		}
-		if (has_val) {
-			rc = feature(val, n, fl, fl ? &fl->feat->v : NULL);
-			if (rc)
-				return rc;
-		} else if (fl) {
 			memset(&fl->feat->v, 0, sizeof(fl->feat->v));
 		}
+		if (has_val && (rc = feature(val, n, fl, fl ? &fl->feat->v : NULL)) != 0)
+			return rc;
 		if (fl)
 			fl->feat++;
 	}
-	return 0;
+	return rc;
 }
 
 /* FeatureLists map: entries into fl->lists, their steps into fl->steps. */
 static int feature_lists(struct cur c, struct counts *n, struct fill *fl)
 {
-	struct field f, g;
+	struct cur key, val;
+	struct field g;
+	bool has_val;
+	int rc;
 
-	while (c.p < c.end) {
-		struct cur key, val;
-		bool has_val;
-		int rc;
-
-		if (!next_field(&c, &f))
-			return AGAIN;
-		if (f.num != 1)
-			continue;
-		if (f.wt != WT_LEN)
-			return AGAIN;
-		rc = entry(f.sub, &key, &val, &has_val);
-		if (rc)
-			return rc;
+	while ((rc = next_entry(&c, &key, &val, &has_val)) == 1) {
 		if (!fl) {
 			n->nlists++;
 			n->names += (size_t)(key.end - key.p) + 1;
@@ -322,11 +317,10 @@ static int feature_lists(struct cur c, struct counts *n, struct fill *fl)
 				continue;
 			if (g.wt != WT_LEN)
 				return AGAIN;
-			if (!fl) {
+			if (!fl)
 				n->nsteps++;
-			} else {
+			else
 				fl->lists->nsteps++;
-			}
 			rc = feature(g.sub, n, fl, fl ? fl->steps : NULL);
 			if (rc)
 				return rc;
@@ -336,7 +330,7 @@ static int feature_lists(struct cur c, struct counts *n, struct fill *fl)
 		if (fl)
 			fl->lists++;
 	}
-	return 0;
+	return rc;
 }
 
 /* The top level: 1 = Features (context), 2 = FeatureLists, each at most once. */
@@ -372,50 +366,40 @@ static int walk(const uint8_t *data, size_t len, struct counts *n, struct fill *
 	return 0;
 }
 
-/* Sort by name, keeping the last of equal names (map semantics): a stable
- * insertion sort, used only for a bounded number of names (WIRE_MAX_NAMES). */
-static size_t sort_dedup_feat(struct bfs_feature *a, size_t n)
+/* Sort n elements of `size` bytes whose first member is `const char *name`
+ * by name, keeping the last of equal names (map semantics). A stable
+ * insertion sort, used only for at most WIRE_MAX_NAMES elements. */
+static size_t sort_dedup(void *base, size_t n, size_t size)
 {
+	char *a = base, tmp[64];
 	size_t k = 0;
 
-	/* insertion sort: n is small in practice, and it is stable */
 	for (size_t i = 1; i < n; i++) {
-		struct bfs_feature t = a[i];
 		size_t j = i;
-		while (j > 0 && strcmp(a[j - 1].name, t.name) > 0) {
-			a[j] = a[j - 1];
+		memcpy(tmp, a + i * size, size);
+		while (j > 0 && strcmp(*(const char **)(void *)(a + (j - 1) * size),
+				       *(const char **)(void *)tmp) > 0) {
+			memcpy(a + j * size, a + (j - 1) * size, size);
 			j--;
 		}
-		a[j] = t;
+		memcpy(a + j * size, tmp, size);
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (i + 1 < n && strcmp(a[i].name, a[i + 1].name) == 0)
+		if (i + 1 < n && strcmp(*(const char **)(void *)(a + i * size),
+					*(const char **)(void *)(a + (i + 1) * size)) == 0)
 			continue; /* a later duplicate wins */
-		a[k++] = a[i];
+		if (k != i)
+			memcpy(a + k * size, a + i * size, size);
+		k++;
 	}
 	return k;
 }
 
-static size_t sort_dedup_list(struct bfs_feature_list *a, size_t n)
-{
-	size_t k = 0;
-
-	for (size_t i = 1; i < n; i++) {
-		struct bfs_feature_list t = a[i];
-		size_t j = i;
-		while (j > 0 && strcmp(a[j - 1].name, t.name) > 0) {
-			a[j] = a[j - 1];
-			j--;
-		}
-		a[j] = t;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (i + 1 < n && strcmp(a[i].name, a[i + 1].name) == 0)
-			continue;
-		a[k++] = a[i];
-	}
-	return k;
-}
+_Static_assert(sizeof(struct bfs_feature) <= 64 && sizeof(struct bfs_feature_list) <= 64,
+	       "sort_dedup's buffer");
+_Static_assert(offsetof(struct bfs_feature, name) == 0 &&
+		       offsetof(struct bfs_feature_list, name) == 0,
+	       "sort_dedup sorts by the first member");
 
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
 
@@ -482,9 +466,9 @@ int bfs_example_decode_fast(struct bfs_example **out, const uint8_t *data, size_
 		struct bfs_feature_list *lists = (struct bfs_feature_list *)(base + off_list);
 
 		impl->pub.features = feat;
-		impl->pub.nfeatures = sort_dedup_feat(feat, n.nfeat);
+		impl->pub.nfeatures = sort_dedup(feat, n.nfeat, sizeof(*feat));
 		impl->pub.lists = lists;
-		impl->pub.nlists = sort_dedup_list(lists, n.nlists);
+		impl->pub.nlists = sort_dedup(lists, n.nlists, sizeof(*lists));
 		impl->pub.is_sequence = is_seq;
 	}
 	impl->msg = NULL;
