@@ -179,7 +179,14 @@ def _rss(pid):
     return 0
 
 
-def test_stress_readers_evicting_cache(mounter, ds_stress):  # noqa: F811
+def _sanitized(binary):
+    """ASan/TSan keep shadow memory and quarantines: RSS says nothing then."""
+    with open(binary, "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"__tsan_init" in data
+
+
+def test_stress_readers_evicting_cache(batchfs, mounter, ds_stress):  # noqa: F811
     src, decoded = ds_stress
     global _EXPECTED
     # one mount just to learn the schema and sizes, then the real one
@@ -262,9 +269,10 @@ def test_stress_readers_evicting_cache(mounter, ds_stress):  # noqa: F811
     assert verified > 0 and reads > READERS
     assert stats["cache_evictions"] > 0, stats
     assert "ThreadSanitizer" not in m.log_text() and "AddressSanitizer" not in m.log_text(), m.log_text()
-    assert len(rss) >= 4, samples
-    assert second <= first + RSS_FLAT_MARGIN, summary
-    assert peak <= bound, summary
+    if not _sanitized(batchfs):
+        assert len(rss) >= 4, samples
+        assert second <= first + RSS_FLAT_MARGIN, summary
+        assert peak <= bound, summary
     # the daemon is healthy afterwards: one more full check of a batch
     name = "epoch-0001/batch-000005.safetensors"
     assert m.read(name) == _EXPECTED[name]
