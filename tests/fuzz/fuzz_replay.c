@@ -23,6 +23,8 @@
 int bfs_fuzz_record(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_example(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_schema(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_batch(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_options(const uint8_t *data, size_t size) __attribute__((weak));
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
@@ -34,6 +36,8 @@ static const struct {
 	{ "record", bfs_fuzz_record },
 	{ "example", bfs_fuzz_example },
 	{ "schema", bfs_fuzz_schema },
+	{ "batch", bfs_fuzz_batch },
+	{ "options", bfs_fuzz_options },
 };
 
 static int replay_file(fuzz_fn fn, const char *path)
@@ -149,7 +153,7 @@ int main(int argc, char **argv)
 			printf("fuzz_replay: %s: %d inputs\n", argv[1], argc - 2);
 			return rc;
 		}
-		fprintf(stderr, "usage: fuzz_replay [record|example|schema FILE...]\n");
+		fprintf(stderr, "usage: fuzz_replay [record|example|schema|batch|options FILE...]\n");
 		return 2;
 	}
 	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
