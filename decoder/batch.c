@@ -348,6 +348,8 @@ static void put_scalar(uint8_t *dst, enum bfs_kind k, union bfs_scalar v, uint64
 
 static void put_values(uint8_t *dst, const struct bfs_values *v)
 {
+	if (v->count == 0) /* the arrays may be NULL then: memcpy's arguments must not be */
+		return;
 	if (v->kind == BFS_KIND_FLOAT)
 		memcpy(dst, v->f, v->count * 4);
 	else

@@ -202,7 +202,7 @@ static int shard_abs(char *dst, size_t cap, const struct bfs_shard *s)
 	if (!realpath(bfs_shard_path(s), dst)) {
 		if (strlen(bfs_shard_path(s)) >= cap)
 			return -ENAMETOOLONG;
-		strcpy(dst, bfs_shard_path(s));
+		strcpy(dst, bfs_shard_path(s)); /* NOLINT(clang-analyzer-security.insecureAPI.strcpy): length checked above */
 	}
 	(void)cap;
 	return 0;
@@ -602,7 +602,8 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source,
 	rc = bfs_source_resolve(&paths, &npaths, source, o->follow_symlinks);
 	if (rc)
 		goto fail;
-	ds->shards = calloc(npaths, sizeof(*ds->shards));
+	/* an array of pointers: sizeof(struct bfs_shard *) is meant */
+	ds->shards = calloc(npaths, sizeof(*ds->shards)); /* NOLINT(bugprone-sizeof-expression) */
 	ds->first = calloc(npaths + 1, sizeof(*ds->first));
 	need = calloc(npaths, sizeof(*need));
 	if (!ds->shards || !ds->first || !need) {

@@ -170,7 +170,11 @@ static void wire_name(char *dst, size_t cap, const uint8_t *name, size_t len)
 			n += 3;
 			break;
 		}
-		dst[n++] = (name[i] >= 0x20 && name[i] < 0x7f) ? (char)name[i] : '?';
+		char ch = '?';
+
+		if (name[i] >= 0x20 && name[i] < 0x7f)
+			ch = (char)name[i];
+		dst[n++] = ch;
 	}
 	dst[n] = '\0';
 }

@@ -392,7 +392,19 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 struct fh {
 	char *text; /* snapshot of a dynamic file */
 	size_t len;
+	int refs;   /* the open file's, plus one per read being replied to */
 };
+
+/* Drop a reference to a snapshot; the last one frees it. A read holds one
+ * across its reply: once the kernel has the reply the reader may close the
+ * file, and the release may then run before the read handler returns. */
+static void fh_put(struct fh *h)
+{
+	if (h && __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		free(h->text);
+		free(h);
+	}
+}
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -422,6 +434,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			fuse_reply_err(req, ENOMEM);
 			return;
 		}
+		h->refs = 1;
 		fi->fh = (uint64_t)(uintptr_t)h;
 		fi->direct_io = 1;
 	} else {
@@ -435,10 +448,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	if (h) {
-		free(h->text);
-		free(h);
-	}
+	fh_put(h);
 	fuse_reply_err(req, 0);
 }
 
@@ -549,7 +559,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			fuse_reply_err(req, EIO);
 			return;
 		}
+		__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
 		reply_slice(req, h->text, h->len, off, size);
+		fh_put(h);
 		return;
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:

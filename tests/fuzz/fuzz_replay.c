@@ -24,6 +24,8 @@ int bfs_fuzz_record(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_example(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_schema(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_wire(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_batch(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_options(const uint8_t *data, size_t size) __attribute__((weak));
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
@@ -36,6 +38,8 @@ static const struct {
 	{ "example", bfs_fuzz_example },
 	{ "schema", bfs_fuzz_schema },
 	{ "wire", bfs_fuzz_wire },
+	{ "batch", bfs_fuzz_batch },
+	{ "options", bfs_fuzz_options },
 };
 
 static int replay_file(fuzz_fn fn, const char *path)
@@ -151,7 +155,8 @@ int main(int argc, char **argv)
 			printf("fuzz_replay: %s: %d inputs\n", argv[1], argc - 2);
 			return rc;
 		}
-		fprintf(stderr, "usage: fuzz_replay [record|example|schema|wire FILE...]\n");
+		fprintf(stderr, "usage: fuzz_replay [record|example|schema|wire|batch|options FILE...]
+");
 		return 2;
 	}
 	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
