@@ -327,6 +327,7 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 	o->cache_size = 1ull << 30;
 	o->threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
 	o->cuda_device = -1;
+	o->prefetch = BFS_PREFETCH_DEFAULT;
 	if (fuse_opt_parse(&args, &c, templates, proc) != 0 || c.failed) {
 		if (!c.failed)
 			fprintf(stderr, "batchfs: could not parse the options\n");
@@ -350,7 +351,7 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 		fuse_opt_free_args(&args);
 		return 1;
 	}
-	if (!o->prefetch)
+	if (o->prefetch == BFS_PREFETCH_DEFAULT)
 		o->prefetch = 2 * o->threads;
 	if (!o->index_dir && bfs_default_index_dir(&o->index_dir) != 0) {
 		fuse_opt_free_args(&args);

@@ -12,7 +12,10 @@
 #include "record.h"
 
 #include <stdbool.h>
+#include <limits.h>
 #include <stdint.h>
+
+#define BFS_PREFETCH_DEFAULT UINT_MAX
 
 struct bfs_options {
 	uint64_t batch_size;
@@ -26,7 +29,7 @@ struct bfs_options {
 	bool verify;
 	enum bfs_on_corrupt on_corrupt;
 	uint64_t cache_size;
-	unsigned prefetch; /* 0 = 2 x threads */
+	unsigned prefetch; /* 0: no prefetch; BFS_PREFETCH_DEFAULT until parsed: 2 x threads */
 	unsigned threads;
 	char *index_dir;
 	enum bfs_compression compression;

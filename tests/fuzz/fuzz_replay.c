@@ -155,8 +155,7 @@ int main(int argc, char **argv)
 			printf("fuzz_replay: %s: %d inputs\n", argv[1], argc - 2);
 			return rc;
 		}
-		fprintf(stderr, "usage: fuzz_replay [record|example|schema|wire|batch|options FILE...]
-");
+		fprintf(stderr, "usage: fuzz_replay [record|example|schema|wire|batch|options FILE...]\n");
 		return 2;
 	}
 	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
