@@ -391,6 +391,10 @@ static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_examp
 	uint64_t n, isz;
 	int rc;
 
+	/* the plan gives every layout its tensors (make_drivers) */
+	if (!c_main || (f->layout != BFS_LAYOUT_FIXED && !c_aux) ||
+	    (f->layout == BFS_LAYOUT_RAGGED2 && !c_aux2))
+		return fail_feature(f, "internal error: an output tensor is missing");
 	switch (f->layout) {
 	case BFS_LAYOUT_FIXED:
 		n = bfs_spec_elems(f);
@@ -511,8 +515,11 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_example 
 								  : BFS_DT_U8);
 	uint64_t step_bytes = per_step * isz;
 	uint64_t nsteps = fl ? fl->nsteps : 0;
-	uint8_t *row = c_main->base + j * (uint64_t)f->max_steps * step_bytes;
+	uint8_t *row;
 
+	if (!c_main || !c_len)
+		return fail_feature(f, "internal error: an output tensor is missing");
+	row = c_main->base + j * (uint64_t)f->max_steps * step_bytes;
 	if (nsteps > (uint64_t)f->max_steps)
 		return fail_feature(f, "%llu steps, more than max_steps %lld",
 				    (unsigned long long)nsteps, (long long)f->max_steps);

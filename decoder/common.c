@@ -8,13 +8,12 @@
 #define ERRBUF_SIZE 1024
 static _Thread_local char errbuf[ERRBUF_SIZE];
 
-int bfs_err_set(int err, const char *fmt, ...)
+void bfs_err_format(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(errbuf, sizeof(errbuf), fmt, ap);
 	va_end(ap);
-	return err;
 }
 
 void bfs_err_prefix(const char *fmt, ...)

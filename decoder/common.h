@@ -53,7 +53,10 @@ const char *bfs_dtype_safetensors(enum bfs_dtype t); /* "F32", "U8", ... */
 
 /* Thread-local error detail. bfs_err_set formats into it (printf-style) and
  * returns `err` so callers can write `return bfs_err_set(-EBADMSG, ...)`. */
-int bfs_err_set(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void bfs_err_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A macro, so that callers and static analyzers see the value returned:
+ * `err` itself (evaluated once, after the message is formatted). */
+#define bfs_err_set(err, ...) (bfs_err_format(__VA_ARGS__), (err))
 /* Prefix the current message with "prefix: " (e.g. the shard name). */
 void bfs_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *bfs_err_msg(void);

@@ -565,7 +565,7 @@ static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bo
 	pthread_mutex_destroy(&sc.lock);
 	rc = sc.err;
 	if (rc)
-		bfs_err_set(rc, "%s", sc.errmsg);
+		(void)bfs_err_set(rc, "%s", sc.errmsg);
 	if (!rc && infer)
 		rc = bfs_infer_finish(&ds->schema, sc.inf);
 	bfs_infer_free(sc.inf);

@@ -808,10 +808,14 @@ static bool values_equal(const struct bfs_values *a, const struct bfs_values *b)
 		return false;
 	for (size_t i = 0; i < a->count; i++) {
 		switch (a->kind) {
-		case BFS_KIND_FLOAT:
-			if (memcmp(&a->f[i], &b->f[i], sizeof(float)) != 0) /* bit patterns: NaN too */
+		case BFS_KIND_FLOAT: {
+			uint32_t x, y; /* bit patterns: NaN and -0 too */
+			memcpy(&x, &a->f[i], sizeof(x));
+			memcpy(&y, &b->f[i], sizeof(y));
+			if (x != y)
 				return false;
 			break;
+		}
 		case BFS_KIND_INT64:
 			if (a->i[i] != b->i[i])
 				return false;

@@ -206,7 +206,7 @@ int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compressio
 	}
 	if (fstat(fd, &st) < 0) {
 		err = -errno;
-		bfs_err_set(err, "stat: %s", strerror(-err));
+		(void)bfs_err_set(err, "stat: %s", strerror(-err));
 		goto out_close;
 	}
 	if (!S_ISREG(st.st_mode)) {

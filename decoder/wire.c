@@ -446,12 +446,12 @@ int bfs_example_decode_fast(struct bfs_example **out, const uint8_t *data, size_
 	memset(impl, 0, sizeof(*impl));
 	{
 		char *base = (char *)impl;
-		fl.feat = (struct bfs_feature *)(base + off_feat);
-		fl.lists = (struct bfs_feature_list *)(base + off_list);
-		fl.steps = (struct bfs_values *)(base + off_steps);
-		fl.bv = (struct bfs_bytes *)(base + off_bv);
-		fl.i = (int64_t *)(base + off_i);
-		fl.f = (float *)(base + off_f);
+		fl.feat = (void *)(base + off_feat);
+		fl.lists = (void *)(base + off_list);
+		fl.steps = (void *)(base + off_steps);
+		fl.bv = (void *)(base + off_bv);
+		fl.i = (void *)(base + off_i);
+		fl.f = (void *)(base + off_f);
 		fl.names = base + off_names;
 		fl.bytes = (uint8_t *)(base + off_bytes);
 	}

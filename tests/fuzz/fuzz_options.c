@@ -77,7 +77,8 @@ int bfs_fuzz_options(const uint8_t *data, size_t size)
 
 			FUZZ_ASSERT(o.source && o.mountpoint && o.index_dir);
 			FUZZ_ASSERT(o.batch_size > 0 && o.world > 0 && o.rank < o.world);
-			FUZZ_ASSERT(o.prefetch > 0 && o.threads > 0);
+			/* prefetch=0 turns prefetching off; the default is resolved by now */
+			FUZZ_ASSERT(o.prefetch != BFS_PREFETCH_DEFAULT && o.threads > 0);
 			FUZZ_ASSERT(desc);
 			check_roundtrip(&o, desc);
 			free(desc);
