@@ -383,12 +383,38 @@ void bfs_options_destroy(struct bfs_options *o)
 	free(o->mountpoint);
 }
 
+/* fuse_opt reads '\\x' as a literal x: escape backslashes and commas so
+ * that the whole value stays one option and parses back to itself. */
+static char *escape_value(const char *v)
+{
+	size_t n = 0;
+	char *out, *p;
+
+	for (const char *q = v; *q; q++)
+		n += (*q == '\\' || *q == ',') ? 2 : 1;
+	out = malloc(n + 1);
+	if (!out)
+		return NULL;
+	for (p = out; *v; v++) {
+		if (*v == '\\' || *v == ',')
+			*p++ = '\\';
+		*p++ = *v;
+	}
+	*p = '\0';
+	return out;
+}
+
 char *bfs_options_describe(const struct bfs_options *o)
 {
-	char *s = NULL;
+	char *s = NULL, *features = NULL;
 	char cache[32];
 
-	snprintf(cache, sizeof(cache), "%lluM", (unsigned long long)(o->cache_size >> 20));
+	if (o->cache_size % (1u << 20))
+		snprintf(cache, sizeof(cache), "%llu", (unsigned long long)o->cache_size);
+	else
+		snprintf(cache, sizeof(cache), "%lluM", (unsigned long long)(o->cache_size >> 20));
+	if (o->features && !(features = escape_value(o->features)))
+		return NULL;
 	if (asprintf(&s,
 		     "batch_size=%llu,seed=%llu,shuffle=%s,epochs=%llu%s,rank=%llu,world=%llu,"
 		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u,threads=%u,compression=%s%s%s%s",
@@ -398,8 +424,9 @@ char *bfs_options_describe(const struct bfs_options *o)
 		     (unsigned long long)o->world, o->verify ? "crc" : "none",
 		     o->on_corrupt == BFS_ON_CORRUPT_SKIP ? "skip" : "fail", cache, o->prefetch,
 		     o->threads, bfs_compression_name(o->compression),
-		     o->features ? ",features=" : "", o->features ? o->features : "",
+		     features ? ",features=" : "", features ? features : "",
 		     o->follow_symlinks ? ",follow_symlinks" : "") < 0)
-		return NULL;
+		s = NULL;
+	free(features);
 	return s;
 }

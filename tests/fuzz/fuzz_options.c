@@ -34,11 +34,12 @@ int bfs_fuzz_options(const uint8_t *data, size_t size);
 static void check_roundtrip(const struct bfs_options *o, const char *desc)
 {
 	struct bfs_options o2;
-	char *argv[] = { "batchfs", o->source, o->mountpoint, "-o", (char *)desc, NULL };
+	/* "--": a SOURCE or MOUNTPOINT that looks like an option stays positional */
+	char *argv[] = { "batchfs", "-o", (char *)desc, "--", o->source, o->mountpoint, NULL };
 	int fargc = 0;
 	char **fargv = NULL;
 
-	if (bfs_options_parse(&o2, 5, argv, &fargc, &fargv) == 0) {
+	if (bfs_options_parse(&o2, 6, argv, &fargc, &fargv) == 0) {
 		char *d2 = bfs_options_describe(&o2);
 
 		FUZZ_ASSERT(d2);
