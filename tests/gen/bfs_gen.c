@@ -25,7 +25,9 @@
  *
  * Exit status: 0 ok, 2 usage error, 1 I/O error.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
