@@ -664,6 +664,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	uint8_t *data = NULL, *rbuf = NULL, *arena = NULL;
 	uint8_t **dst = NULL;
 	uint64_t *recs = NULL, arena_size = 0;
+	uint32_t *lens = NULL;
 	int *errs = NULL;
 	char **msgs = NULL;
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
@@ -680,10 +681,11 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	cur = calloc(p->ntensors ? p->ntensors : 1, sizeof(*cur));
 	rbuf = malloc(cap ? cap : 1);
 	recs = malloc((n ? n : 1) * sizeof(*recs));
+	lens = malloc((n ? n : 1) * sizeof(*lens));
 	dst = malloc((n ? n : 1) * sizeof(*dst));
 	errs = malloc((n ? n : 1) * sizeof(*errs));
 	msgs = calloc(n ? n : 1, sizeof(*msgs));
-	if (!data || !cur || !rbuf || !recs || !dst || !errs || !msgs)
+	if (!data || !cur || !rbuf || !recs || !lens || !dst || !errs || !msgs)
 		goto nomem;
 	memcpy(data, g->st_header, g->st_hlen);
 	for (size_t t = 0; t < p->ntensors; t++) {
@@ -694,14 +696,15 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	 * compressed shard is inflated once per run of nearby records */
 	for (size_t j = 0; j < n; j++) {
 		recs[j] = bfs_batcher_record(b, &perm, batch, j);
-		arena_size += bfs_dataset_record_len(b->ds, recs[j]);
+		lens[j] = bfs_dataset_record_len(b->ds, recs[j]);
+		arena_size += lens[j];
 	}
 	arena = malloc(arena_size ? arena_size : 1);
 	if (!arena)
 		goto nomem;
 	for (size_t j = 0, off = 0; j < n; j++) {
 		dst[j] = arena + off;
-		off += bfs_dataset_record_len(b->ds, recs[j]);
+		off += lens[j];
 	}
 	rc = bfs_dataset_read_many(b->ds, recs, n, dst, b->o.verify, errs, msgs);
 	if (rc)
@@ -709,8 +712,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	/* fill phase, in row order (ragged values are appended row by row) */
 	for (size_t j = 0; j < n; j++) {
 		if (errs[j] == 0)
-			rc = fill_from_bytes(b, recs[j], dst[j],
-					     bfs_dataset_record_len(b->ds, recs[j]), j, cur);
+			rc = fill_from_bytes(b, recs[j], dst[j], lens[j], j, cur);
 		else
 			rc = bfs_err_set(errs[j], "%s", msgs[j] ? msgs[j] : "read failed");
 		if (rc == 0)
@@ -770,6 +772,7 @@ out:
 	free(errs);
 	free(dst);
 	free(recs);
+	free(lens);
 	free(arena);
 	free(cur);
 	free(rbuf);
