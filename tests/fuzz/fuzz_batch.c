@@ -14,6 +14,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "fuzz_memfd.h"
 #include "batch.h"
 #include "dataset.h"
 
@@ -97,18 +98,9 @@ int bfs_fuzz_batch(const uint8_t *data, size_t size)
 	char path[64];
 	int fd;
 
-	fd = memfd_create("bfs_fuzz_batch", MFD_CLOEXEC);
+	fd = bfs_fuzz_memfd("bfs_fuzz_batch", data, size, path, sizeof(path));
 	if (fd < 0)
 		return 0;
-	for (size_t off = 0; off < size;) {
-		ssize_t n = write(fd, data + off, size - off);
-		if (n <= 0) {
-			close(fd);
-			return 0;
-		}
-		off += (size_t)n;
-	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	memset(&dopt, 0, sizeof(dopt));
 	dopt.comp = BFS_COMP_AUTO;
 	dopt.infer = true;

@@ -11,6 +11,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "fuzz_memfd.h"
 #include "crc32c.h"
 #include "record.h"
 
@@ -81,18 +82,9 @@ int bfs_fuzz_record(const uint8_t *data, size_t size)
 	char path[64];
 	int fd;
 
-	fd = memfd_create("bfs_fuzz_record", MFD_CLOEXEC);
+	fd = bfs_fuzz_memfd("bfs_fuzz_record", data, size, path, sizeof(path));
 	if (fd < 0)
 		return 0;
-	for (size_t off = 0; off < size;) {
-		ssize_t n = write(fd, data + off, size - off);
-		if (n <= 0) {
-			close(fd);
-			return 0;
-		}
-		off += (size_t)n;
-	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	one_pass(path, BFS_COMP_AUTO, true, &sn);
 	one_pass(path, BFS_COMP_NONE, false, &sn);
 	close(fd);
