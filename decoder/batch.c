@@ -579,28 +579,6 @@ static int fill_row(const struct bfs_batcher *b, const struct bfs_example *ex, u
 	return 0;
 }
 
-/* Read, check and decode one record. The error message names the record. */
-static int load_record(struct bfs_example **ex, const struct bfs_batcher *b, uint64_t rec,
-		       uint8_t *buf, size_t cap)
-{
-	size_t sh;
-	uint64_t local, off;
-	uint32_t len;
-	int rc;
-
-	rc = bfs_dataset_read(b->ds, rec, buf, cap, &len, b->o.verify);
-	if (rc)
-		return rc;
-	rc = bfs_example_decode(ex, buf, len);
-	if (rc) {
-		bfs_dataset_locate(b->ds, rec, &sh, &local, &off);
-		bfs_err_prefix("%s: record %llu at offset %llu",
-			       bfs_shard_path(bfs_dataset_shard(b->ds, sh)), (unsigned long long)local,
-			       (unsigned long long)off);
-	}
-	return rc;
-}
-
 static void name_record(const struct bfs_batcher *b, uint64_t rec)
 {
 	size_t sh;
@@ -633,17 +611,13 @@ static int fill_substitute(const struct bfs_batcher *b, uint64_t rec, uint64_t j
 			   void *ctx)
 {
 	for (unsigned tries = 1; tries < SKIP_MAX_TRIES; tries++) {
-		struct bfs_example *ex = NULL;
+		uint32_t len;
 		int rc;
 
 		rec = (rec + 1) % b->nrecords;
-		rc = load_record(&ex, b, rec, rbuf, cap);
-		if (rc == 0) {
-			rc = fill_row(b, ex, j, cur);
-			bfs_example_free(ex);
-			if (rc)
-				name_record(b, rec);
-		}
+		rc = bfs_dataset_read(b->ds, rec, rbuf, cap, &len, b->o.verify);
+		if (rc == 0)
+			rc = fill_from_bytes(b, rec, rbuf, len, j, cur);
 		if (rc == 0)
 			return 0;
 		if (rc == -ENOMEM)
@@ -672,9 +646,13 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	size_t n = 0;
 	int rc;
 
-	rc = bfs_batcher_geom(&g, b, epoch, batch);
-	if (rc)
-		return rc;
+	g = *out_geom; /* the caller may have computed it already */
+	*out_geom = NULL;
+	if (!g) {
+		rc = bfs_batcher_geom(&g, b, epoch, batch);
+		if (rc)
+			return rc;
+	}
 	n = (size_t)g->batch;
 	bfs_perm_init(&perm, b->nrecords, b->o.seed, epoch, b->o.shuffle);
 	data = calloc(1, g->st_size ? g->st_size : 1);

@@ -66,7 +66,9 @@ int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_
 		     uint64_t batch);
 
 /* Decode (epoch, batch) into *out (malloc'd, geom->st_size bytes: the whole
- * .safetensors file) and its geometry. Errors: -EIO when a record is corrupt
+ * .safetensors file) and its geometry. *out_geom is in-out: NULL, or the
+ * batch's geometry from bfs_batcher_geom, which the call then owns (it is
+ * handed back on success and freed on failure, with *out_geom set to NULL). Errors: -EIO when a record is corrupt
  * and on_corrupt=fail (or no valid substitute exists), with the message
  * naming shard, record index, offset and reason; -ENOMEM. */
 int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,

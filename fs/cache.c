@@ -163,9 +163,12 @@ static uint64_t now_ns(void)
 static void load(struct bfs_cache *c, struct bfs_cache_entry *x)
 {
 	uint8_t *buf = NULL;
-	struct bfs_geom *g = NULL;
+	struct bfs_geom *g = x->geom; /* computed by reserve() */
 	uint64_t t0 = now_ns();
-	int rc = bfs_batcher_build(&buf, &g, c->b, x->epoch, x->batch, c->on_error, c->ctx);
+	int rc;
+
+	x->geom = NULL;
+	rc = bfs_batcher_build(&buf, &g, c->b, x->epoch, x->batch, c->on_error, c->ctx);
 	uint64_t dt = now_ns() - t0;
 
 	pthread_mutex_lock(&c->lock);
@@ -207,16 +210,17 @@ static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t e, uint64_t
 		return NULL;
 	}
 	need = g->st_size;
-	bfs_geom_free(g);
-	if (find(c, e, b))
+	if (find(c, e, b) || (!make_room(c, need) && !demand)) {
+		bfs_geom_free(g);
 		return NULL;
-	if (!make_room(c, need) && !demand)
-		return NULL;
+	}
 	x = calloc(1, sizeof(*x));
 	if (!x) {
+		bfs_geom_free(g);
 		*err = -ENOMEM;
 		return NULL;
 	}
+	x->geom = g; /* handed to bfs_batcher_build by load() */
 	x->epoch = e;
 	x->batch = b;
 	x->refs = 1;
