@@ -4,6 +4,7 @@
 #include "batch.h"
 
 #include "example.h"
+#include "keymap.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 /* One spec and the plan indices of its tensors (-1: none). */
 struct driver {
 	const struct bfs_feature_spec *spec;
+	size_t key; /* its index in the batcher's context or list keymap */
 	int main; /* MAIN, or VALUES for ragged */
 	int aux;  /* LENGTHS, VALUE_SPLITS, or ROW_SPLITS of RAGGED */
 	int aux2; /* ROW_SPLITS of RAGGED2 */
@@ -34,9 +36,14 @@ struct bfs_batcher {
 	uint32_t **counts;
 	size_t ndrivers;
 	struct driver *drivers;
+	/* the drivers' names, for bound decoding (example.h) */
+	struct bfs_keymap *ctx_keys, *list_keys;
+	size_t nctx_keys, nlist_keys;
+	const char **key_names; /* context names, then list names */
 };
 
 static int make_drivers(struct bfs_batcher *b);
+static int make_keymaps(struct bfs_batcher *b);
 
 const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b)
 {
@@ -182,6 +189,9 @@ void bfs_batcher_free(struct bfs_batcher *b)
 	}
 	bfs_plan_free(b->plan);
 	free(b->drivers);
+	bfs_keymap_free(b->ctx_keys);
+	bfs_keymap_free(b->list_keys);
+	free(b->key_names);
 	free(b);
 }
 
@@ -229,6 +239,33 @@ fail:
 	return rc;
 }
 
+/* The keymaps of bound decoding: context names 0..nctx-1, list names
+ * 0..nlists-1, each driver knowing its index. */
+static int make_keymaps(struct bfs_batcher *b)
+{
+	const char **lists;
+	int rc;
+
+	b->key_names = calloc(b->ndrivers + 1, sizeof(*b->key_names));
+	if (!b->key_names)
+		return -ENOMEM;
+	for (size_t d = 0; d < b->ndrivers; d++)
+		if (!b->drivers[d].spec->is_list) {
+			b->drivers[d].key = b->nctx_keys;
+			b->key_names[b->nctx_keys++] = b->drivers[d].spec->name;
+		}
+	lists = b->key_names + b->nctx_keys;
+	for (size_t d = 0; d < b->ndrivers; d++)
+		if (b->drivers[d].spec->is_list) {
+			b->drivers[d].key = b->nlist_keys;
+			lists[b->nlist_keys++] = b->drivers[d].spec->name;
+		}
+	rc = bfs_keymap_new(&b->ctx_keys, b->key_names, b->nctx_keys);
+	if (!rc)
+		rc = bfs_keymap_new(&b->list_keys, lists, b->nlist_keys);
+	return rc;
+}
+
 static int make_drivers(struct bfs_batcher *b)
 {
 	const struct bfs_plan *p = b->plan;
@@ -265,7 +302,7 @@ static int make_drivers(struct bfs_batcher *b)
 			break;
 		}
 	}
-	return 0;
+	return make_keymaps(b);
 }
 
 /* Ragged totals of a batch, from the per-record counts. */
@@ -348,6 +385,13 @@ static void put_scalar(uint8_t *dst, enum bfs_kind k, union bfs_scalar v, uint64
 
 static void put_values(uint8_t *dst, const struct bfs_values *v)
 {
+	if (v->count == 1) { /* scalars: a fixed-size copy, no call */
+		if (v->kind == BFS_KIND_FLOAT)
+			memcpy(dst, v->f, 4);
+		else
+			memcpy(dst, v->i, 8);
+		return;
+	}
 	if (v->count == 0) /* the arrays may be NULL then: memcpy's arguments must not be */
 		return;
 	if (v->kind == BFS_KIND_FLOAT)
@@ -384,10 +428,9 @@ static void int64_put(uint8_t *dst, uint64_t j, uint64_t val)
 
 /* Fill row j of a context feature's tensors. main/aux are the tensors in
  * plan order for this spec (see the roles). */
-static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_example *ex, uint64_t j,
+static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_values *v, uint64_t j,
 			struct cursor *c_main, struct cursor *c_aux, struct cursor *c_aux2)
 {
-	const struct bfs_values *v = bfs_example_find(ex, f->name);
 	uint64_t n, isz;
 	int rc;
 
@@ -505,10 +548,9 @@ static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_examp
 	return fail_feature(f, "unknown layout");
 }
 
-static int fill_list(const struct bfs_feature_spec *f, const struct bfs_example *ex, uint64_t j,
-		     struct cursor *c_main, struct cursor *c_len)
+static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_list *fl,
+		     uint64_t j, struct cursor *c_main, struct cursor *c_len)
 {
-	const struct bfs_feature_list *fl = bfs_example_find_list(ex, f->name);
 	uint64_t per_step = bfs_spec_elems(f);
 	uint64_t isz = bfs_dtype_size(f->kind == BFS_KIND_FLOAT ? BFS_DT_F32
 				      : f->kind == BFS_KIND_INT64 ? BFS_DT_I64
@@ -559,20 +601,25 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_example 
 	return int32_put(c_len->base, j, nsteps);
 }
 
-/* Fill row j from one decoded record, driving each spec once. */
-static int fill_row(const struct bfs_batcher *b, const struct bfs_example *ex, uint64_t j,
-		    struct cursor *cur)
+/* Fill row j from one decoded record, driving each spec once: from a bound
+ * decode (bd) or, for the shapes only the reference decoder takes, from a
+ * whole decoded example (ex). */
+static int fill_row(const struct bfs_batcher *b, const struct bfs_bind *bd,
+		    const struct bfs_example *ex, uint64_t j, struct cursor *cur)
 {
 	for (size_t d = 0; d < b->ndrivers; d++) {
 		const struct driver *dr = &b->drivers[d];
+		const struct bfs_feature_spec *f = dr->spec;
 		struct cursor *c_aux = dr->aux >= 0 ? &cur[dr->aux] : NULL;
 		struct cursor *c_aux2 = dr->aux2 >= 0 ? &cur[dr->aux2] : NULL;
 		int rc;
 
-		if (dr->spec->is_list)
-			rc = fill_list(dr->spec, ex, j, &cur[dr->main], c_aux);
+		if (f->is_list)
+			rc = fill_list(f, bd ? bfs_bind_list(bd, dr->key) : bfs_example_find_list(ex, f->name),
+				       j, &cur[dr->main], c_aux);
 		else
-			rc = fill_feature(dr->spec, ex, j, &cur[dr->main], c_aux, c_aux2);
+			rc = fill_feature(f, bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name),
+					  j, &cur[dr->main], c_aux, c_aux2);
 		if (rc)
 			return rc;
 	}
@@ -589,15 +636,18 @@ static void name_record(const struct bfs_batcher *b, uint64_t rec)
 		       (unsigned long long)local, (unsigned long long)off);
 }
 
-/* Decode and fill row j from raw record bytes; the message names the record. */
-static int fill_from_bytes(const struct bfs_batcher *b, uint64_t rec, const uint8_t *data,
-			   uint32_t len, uint64_t j, struct cursor *cur)
+/* Decode and fill row j from raw record bytes (bound decoding, else the
+ * whole example); the message names the record. */
+static int fill_from_bytes(const struct bfs_batcher *b, struct bfs_bind *bd, uint64_t rec,
+			   const uint8_t *data, uint32_t len, uint64_t j, struct cursor *cur)
 {
 	struct bfs_example *ex = NULL;
-	int rc = bfs_example_decode(&ex, data, len);
+	int rc = bfs_example_bind(bd, data, len);
 
 	if (rc == 0) {
-		rc = fill_row(b, ex, j, cur);
+		rc = fill_row(b, bd, NULL, j, cur);
+	} else if (rc == -EAGAIN && (rc = bfs_example_decode(&ex, data, len)) == 0) {
+		rc = fill_row(b, NULL, ex, j, cur);
 		bfs_example_free(ex);
 	}
 	if (rc)
@@ -606,9 +656,9 @@ static int fill_from_bytes(const struct bfs_batcher *b, uint64_t rec, const uint
 }
 
 /* on_corrupt=skip: fill row j from the next valid record after `rec`. */
-static int fill_substitute(const struct bfs_batcher *b, uint64_t rec, uint64_t j,
-			   struct cursor *cur, uint8_t *rbuf, size_t cap, bfs_corrupt_fn on_corrupt,
-			   void *ctx)
+static int fill_substitute(const struct bfs_batcher *b, struct bfs_bind *bd, uint64_t rec,
+			   uint64_t j, struct cursor *cur, uint8_t *rbuf, size_t cap,
+			   bfs_corrupt_fn on_corrupt, void *ctx)
 {
 	for (unsigned tries = 1; tries < SKIP_MAX_TRIES; tries++) {
 		uint32_t len;
@@ -617,7 +667,7 @@ static int fill_substitute(const struct bfs_batcher *b, uint64_t rec, uint64_t j
 		rec = (rec + 1) % b->nrecords;
 		rc = bfs_dataset_read(b->ds, rec, rbuf, cap, &len, b->o.verify);
 		if (rc == 0)
-			rc = fill_from_bytes(b, rec, rbuf, len, j, cur);
+			rc = fill_from_bytes(b, bd, rec, rbuf, len, j, cur);
 		if (rc == 0)
 			return 0;
 		if (rc == -ENOMEM)
@@ -642,6 +692,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	int *errs = NULL;
 	char **msgs = NULL;
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
+	struct bfs_bind *bd = NULL;
 	struct bfs_perm perm;
 	size_t n = 0;
 	int rc;
@@ -663,7 +714,8 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	dst = malloc((n ? n : 1) * sizeof(*dst));
 	errs = malloc((n ? n : 1) * sizeof(*errs));
 	msgs = calloc(n ? n : 1, sizeof(*msgs));
-	if (!data || !cur || !rbuf || !recs || !lens || !dst || !errs || !msgs)
+	if (!data || !cur || !rbuf || !recs || !lens || !dst || !errs || !msgs ||
+	    bfs_bind_new(&bd, b->ctx_keys, b->nctx_keys, b->list_keys, b->nlist_keys))
 		goto nomem;
 	memcpy(data, g->st_header, g->st_hlen);
 	for (size_t t = 0; t < p->ntensors; t++) {
@@ -690,7 +742,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	/* fill phase, in row order (ragged values are appended row by row) */
 	for (size_t j = 0; j < n; j++) {
 		if (errs[j] == 0)
-			rc = fill_from_bytes(b, recs[j], dst[j], lens[j], j, cur);
+			rc = fill_from_bytes(b, bd, recs[j], dst[j], lens[j], j, cur);
 		else
 			rc = bfs_err_set(errs[j], "%s", msgs[j] ? msgs[j] : "read failed");
 		if (rc == 0)
@@ -701,7 +753,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 		    b->nrecords > 1) {
 			if (on_corrupt)
 				on_corrupt(ctx, bfs_err_msg(), true);
-			rc = fill_substitute(b, recs[j], j, cur, rbuf, cap, on_corrupt, ctx);
+			rc = fill_substitute(b, bd, recs[j], j, cur, rbuf, cap, on_corrupt, ctx);
 			if (rc == 0)
 				continue;
 			if (rc == -ENOMEM)
@@ -755,6 +807,7 @@ out:
 	free(cur);
 	free(rbuf);
 	free(data);
+	bfs_bind_free(bd);
 	bfs_geom_free(g);
 	return rc;
 }

@@ -16,6 +16,7 @@
  */
 #include "example.h"
 #include "example_impl.h"
+#include "keymap.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@
 
 #define AGAIN (-EAGAIN)
 /* More names than this in one record: leave it to the reference decoder. */
-#define WIRE_MAX_NAMES 512
+#define WIRE_MAX_NAMES (1u << 20)
 
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
@@ -60,9 +61,24 @@ struct field {
 	struct cur sub;
 };
 
-static inline bool next_field(struct cur *c, struct field *f)
+static inline __attribute__((always_inline)) bool next_field(struct cur *c, struct field *f)
 {
 	uint64_t tag, len;
+
+	/* the common case: a one-byte tag of a length-delimited field with a
+	 * one-byte length */
+	if (c->end - c->p >= 2 && c->p[0] < 0x80 && (c->p[0] & 7) == WT_LEN && c->p[1] < 0x80 &&
+	    c->p[0] >= 8) {
+		len = c->p[1];
+		if (len > (uint64_t)(c->end - c->p - 2))
+			return false;
+		f->num = (uint64_t)c->p[0] >> 3;
+		f->wt = WT_LEN;
+		f->sub.p = c->p + 2;
+		f->sub.end = c->p + 2 + len;
+		c->p += 2 + len;
+		return true;
+	}
 
 	/* protobuf-c takes at most 5 bytes for a tag or a length: so do we */
 	if (!varint_n(c, &tag, 5) || tag > UINT32_MAX)
@@ -73,6 +89,7 @@ static inline bool next_field(struct cur *c, struct field *f)
 		return false;
 	switch (f->wt) {
 	case WT_VARINT:
+		f->sub.p = f->sub.end = c->p;
 		return varint(c, &f->val);
 	case WT_I64:
 	case WT_I32:
@@ -107,7 +124,7 @@ struct fill {
 	float *f;
 	int64_t *i;
 	char *names;
-	uint8_t *bytes;
+	uint8_t *bytes; /* NULL: point bytes values into the wire data instead */
 };
 
 /* The values of one list message (BytesList, FloatList, Int64List). */
@@ -131,11 +148,15 @@ static int list_values(struct cur l, uint64_t kind_field, struct counts *n, stru
 				n->bytes += bl;
 				continue;
 			}
-			if (bl)
-				memcpy(fl->bytes, f.sub.p, bl);
-			fl->bv->data = fl->bytes;
+			if (!fl->bytes) {
+				fl->bv->data = f.sub.p;
+			} else {
+				if (bl)
+					memcpy(fl->bytes, f.sub.p, bl);
+				fl->bv->data = fl->bytes;
+				fl->bytes += bl;
+			}
 			fl->bv->len = bl;
-			fl->bytes += bl;
 			fl->bv++;
 			v->count++;
 		} else if (kind_field == 2) { /* FloatList, packed or not */
@@ -226,8 +247,11 @@ static int entry(struct cur c, struct cur *key, struct cur *val, bool *has_val)
 		if (f.wt != WT_LEN)
 			return AGAIN;
 		if (f.num == 1) {
-			if (has_key || memchr(f.sub.p, 0, (size_t)(f.sub.end - f.sub.p)))
+			if (has_key)
 				return AGAIN;
+			for (const uint8_t *q = f.sub.p; q < f.sub.end; q++)
+				if (!*q)
+					return AGAIN; /* a NUL in a name */
 			has_key = true;
 			*key = f.sub;
 		} else {
@@ -256,7 +280,24 @@ static const char *copy_name(struct fill *fl, struct cur key)
 static int next_entry(struct cur *c, struct cur *key, struct cur *val, bool *has_val)
 {
 	struct field f;
+	const uint8_t *p = c->p;
 
+	/* the canonical encoding, one-byte lengths: 0a LEN { 0a KLEN key 12 VLEN value } */
+	if (c->end - p >= 6 && p[0] == 0x0a && p[1] < 0x80 &&
+	    (size_t)p[1] + 2 <= (size_t)(c->end - p) && p[2] == 0x0a && p[3] < 0x80 &&
+	    (size_t)p[3] + 6 <= (size_t)p[1] + 2 && p[4 + p[3]] == 0x12 &&
+	    p[5 + p[3]] < 0x80 && (size_t)p[3] + 4 + p[5 + p[3]] == p[1]) {
+		key->p = p + 4;
+		key->end = key->p + p[3];
+		for (const uint8_t *q = key->p; q < key->end; q++)
+			if (!*q)
+				return AGAIN; /* a NUL in a name */
+		val->p = key->end + 2;
+		val->end = val->p + p[5 + p[3]];
+		*has_val = true;
+		c->p = p + 2 + p[1];
+		return 1;
+	}
 	while (c->p < c->end) {
 		if (!next_field(c, &f))
 			return AGAIN;
@@ -366,24 +407,27 @@ static int walk(const uint8_t *data, size_t len, struct counts *n, struct fill *
 	return 0;
 }
 
+/* Order by name, and equal names by wire order: copy_name lays names out in
+ * wire order, so their addresses are that order. */
+static int by_name_then_wire(const void *a, const void *b)
+{
+	const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+	int c = strcmp(x, y);
+
+	return c ? c : (x > y) - (x < y);
+}
+
 /* Sort n elements of `size` bytes whose first member is `const char *name`
- * by name, keeping the last of equal names (map semantics). A stable
- * insertion sort, used only for at most WIRE_MAX_NAMES elements. */
+ * by name, keeping the last of equal names (map semantics): O(n log n)
+ * comparisons, then one pass. */
 static size_t sort_dedup(void *base, size_t n, size_t size)
 {
-	char *a = base, tmp[64];
+	char *a = base;
 	size_t k = 0;
 
-	for (size_t i = 1; i < n; i++) {
-		size_t j = i;
-		memcpy(tmp, a + i * size, size);
-		while (j > 0 && strcmp(*(const char **)(void *)(a + (j - 1) * size),
-				       *(const char **)(void *)tmp) > 0) {
-			memcpy(a + j * size, a + (j - 1) * size, size);
-			j--;
-		}
-		memcpy(a + j * size, tmp, size);
-	}
+	if (n < 2)
+		return n;
+	qsort(a, n, size, by_name_then_wire);
 	for (size_t i = 0; i < n; i++) {
 		if (i + 1 < n && strcmp(*(const char **)(void *)(a + i * size),
 					*(const char **)(void *)(a + (i + 1) * size)) == 0)
@@ -395,8 +439,6 @@ static size_t sort_dedup(void *base, size_t n, size_t size)
 	return k;
 }
 
-_Static_assert(sizeof(struct bfs_feature) <= 64 && sizeof(struct bfs_feature_list) <= 64,
-	       "sort_dedup's buffer");
 _Static_assert(offsetof(struct bfs_feature, name) == 0 &&
 		       offsetof(struct bfs_feature_list, name) == 0,
 	       "sort_dedup sorts by the first member");
@@ -473,5 +515,352 @@ int bfs_example_decode_fast(struct bfs_example **out, const uint8_t *data, size_
 	}
 	impl->msg = NULL;
 	*out = &impl->pub;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ bind */
+
+/* One bound name's state for the record being decoded. */
+struct bound {
+	struct cur rng;   /* the Feature (context) or FeatureList (list) message */
+	bool has_val;     /* the map entry had a value */
+	bool direct;      /* already filled by the walk (direct_feature) */
+	struct counts n;  /* what filling it takes */
+	int64_t one_i;    /* the value of a single-int64 list, filled directly */
+	struct bfs_bytes one_b; /* the value of a single-bytes list, filled directly */
+};
+
+struct bfs_bind {
+	const struct bfs_keymap *cmap, *lmap;
+	size_t nctx, nlists;
+	struct bfs_values *vals;        /* [nctx]: kind NONE when absent */
+	struct bfs_feature_list *lists; /* [nlists] */
+	/* a slot holds this record's values only when its generation is gen:
+	 * starting a record forgets every slot at once */
+	uint32_t gen;
+	uint32_t *cgen, *lgen;          /* [nctx], [nlists] */
+	struct bound *cb, *lb;          /* [nctx], [nlists] */
+	size_t *seen;                   /* slots bound in this record: ctx k, or nctx + list k */
+	size_t nseen;
+	/* scratch for the values, grown to the largest record met */
+	int64_t *i;
+	float *f;
+	struct bfs_bytes *bv;
+	struct bfs_values *steps;
+	size_t cap_i, cap_f, cap_bv, cap_steps;
+};
+
+int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nctx,
+		 const struct bfs_keymap *lists, size_t nlists)
+{
+	struct bfs_bind *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	b->cmap = ctx;
+	b->lmap = lists;
+	b->nctx = nctx;
+	b->nlists = nlists;
+	b->vals = calloc(nctx + 1, sizeof(*b->vals));
+	b->lists = calloc(nlists + 1, sizeof(*b->lists));
+	b->cgen = calloc(nctx + 1, sizeof(*b->cgen));
+	b->lgen = calloc(nlists + 1, sizeof(*b->lgen));
+	b->gen = 1;
+	b->cb = calloc(nctx + 1, sizeof(*b->cb));
+	b->lb = calloc(nlists + 1, sizeof(*b->lb));
+	b->seen = calloc(nctx + nlists + 1, sizeof(*b->seen));
+	if (!b->vals || !b->lists || !b->cgen || !b->lgen || !b->cb || !b->lb || !b->seen) {
+		bfs_bind_free(b);
+		return -ENOMEM;
+	}
+	*out = b;
+	return 0;
+}
+
+void bfs_bind_free(struct bfs_bind *b)
+{
+	if (!b)
+		return;
+	free(b->vals);
+	free(b->lists);
+	free(b->cgen);
+	free(b->lgen);
+	free(b->cb);
+	free(b->lb);
+	free(b->seen);
+	free(b->i);
+	free(b->f);
+	free(b->bv);
+	free(b->steps);
+	free(b);
+}
+
+static const struct bfs_values absent; /* kind BFS_KIND_NONE, count 0 */
+
+const struct bfs_values *bfs_bind_values(const struct bfs_bind *b, size_t k)
+{
+	return b->cgen[k] == b->gen ? &b->vals[k] : &absent;
+}
+
+const struct bfs_feature_list *bfs_bind_list(const struct bfs_bind *b, size_t k)
+{
+	return b->lgen[k] == b->gen ? &b->lists[k] : NULL;
+}
+
+/* Start afresh: every slot reads as absent. */
+static void forget(struct bfs_bind *b)
+{
+	b->nseen = 0;
+	if (++b->gen == 0) { /* wrapped: no stale slot may match the new gen */
+		memset(b->cgen, 0, b->nctx * sizeof(*b->cgen));
+		memset(b->lgen, 0, b->nlists * sizeof(*b->lgen));
+		b->gen = 1;
+	}
+}
+
+/* The shapes nearly every Feature has — one list of one packed or unpacked
+ * chunk: floats, one int64, one bytes value — filled during the walk, with
+ * no second pass: floats and bytes point into the record. 1 if filled, 0 if
+ * the Feature is anything else (the general path decides, and rejects). */
+static int direct_feature(struct cur c, struct bfs_values *v, struct bound *bd)
+{
+	struct field f, g;
+	struct cur l, pk;
+	size_t bl;
+
+	if (!next_field(&c, &f) || c.p != c.end || f.num < 1 || f.num > 3 || f.wt != WT_LEN)
+		return 0;
+	l = f.sub;
+	v->kind = f.num == 1 ? BFS_KIND_BYTES : f.num == 2 ? BFS_KIND_FLOAT : BFS_KIND_INT64;
+	v->count = 0;
+	if (l.p == l.end)
+		return 1; /* an empty list */
+	if (!next_field(&l, &g) || l.p != l.end || g.num != 1)
+		return 0;
+	bl = (size_t)(g.sub.end - g.sub.p);
+	switch (f.num) {
+	case 1:
+		if (g.wt != WT_LEN)
+			return 0;
+		bd->one_b.data = g.sub.p;
+		bd->one_b.len = bl;
+		v->b = &bd->one_b;
+		v->count = 1;
+		return 1;
+	case 2:
+		if ((g.wt != WT_I32 && g.wt != WT_LEN) || bl % 4)
+			return 0;
+		/* unaligned: every user of the values copies them with memcpy */
+		v->f = (const float *)(const void *)g.sub.p;
+		v->count = bl / 4;
+		return 1;
+	default:
+		if (g.wt == WT_VARINT) {
+			bd->one_i = (int64_t)g.val;
+		} else if (g.wt == WT_LEN) {
+			uint64_t x;
+			pk = g.sub;
+			if (!varint(&pk, &x) || pk.p != pk.end)
+				return 0;
+			bd->one_i = (int64_t)x;
+		} else {
+			return 0;
+		}
+		v->i = &bd->one_i;
+		v->count = 1;
+		return 1;
+	}
+}
+
+/* Features map: every entry validated and counted; a bound key keeps its
+ * range (a later duplicate replaces it: the last one wins). */
+static int bind_features(struct bfs_bind *b, struct cur c)
+{
+	struct cur key, val;
+	bool has_val;
+	int rc;
+
+	while ((rc = next_entry(&c, &key, &val, &has_val)) == 1) {
+		struct counts n = { 0 };
+		struct bound *bd;
+		long k = bfs_keymap_find(b->cmap, key.p, (size_t)(key.end - key.p));
+
+		if (k < 0) {
+			if (has_val && (rc = feature(val, &n, NULL, NULL)) != 0)
+				return rc;
+			continue;
+		}
+		if (b->cgen[k] != b->gen) {
+			b->cgen[k] = b->gen;
+			b->seen[b->nseen++] = (size_t)k;
+		}
+		bd = &b->cb[k];
+		memset(&b->vals[k], 0, sizeof(b->vals[k]));
+		bd->has_val = has_val;
+		bd->direct = has_val && direct_feature(val, &b->vals[k], bd);
+		if (has_val && !bd->direct) {
+			memset(&b->vals[k], 0, sizeof(b->vals[k]));
+			if ((rc = feature(val, &n, NULL, NULL)) != 0)
+				return rc;
+			bd->rng = val;
+			bd->n = n;
+		}
+	}
+	return rc;
+}
+
+/* FeatureLists map: likewise, each FeatureList's steps validated and counted. */
+static int bind_lists(struct bfs_bind *b, struct cur c)
+{
+	struct cur key, val;
+	struct field g;
+	bool has_val;
+	int rc;
+
+	while ((rc = next_entry(&c, &key, &val, &has_val)) == 1) {
+		struct counts n = { 0 };
+		struct cur steps = val;
+		long k;
+
+		while (has_val && steps.p < steps.end) {
+			if (!next_field(&steps, &g))
+				return AGAIN;
+			if (g.num != 1)
+				continue;
+			if (g.wt != WT_LEN)
+				return AGAIN;
+			n.nsteps++;
+			if ((rc = feature(g.sub, &n, NULL, NULL)) != 0)
+				return rc;
+		}
+		k = bfs_keymap_find(b->lmap, key.p, (size_t)(key.end - key.p));
+		if (k < 0)
+			continue;
+		if (b->lgen[k] != b->gen) {
+			b->lgen[k] = b->gen;
+			b->seen[b->nseen++] = b->nctx + (size_t)k;
+		}
+		b->lb[k].rng = val;
+		b->lb[k].has_val = has_val;
+		b->lb[k].n = n;
+	}
+	return rc;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	void *q;
+	size_t c = *cap ? *cap : 16;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	q = realloc(*p, c * elem);
+	if (!q)
+		return bfs_err_set(-ENOMEM, "example: out of memory (%zu values)", c);
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+int bfs_example_bind(struct bfs_bind *b, const uint8_t *data, size_t len)
+{
+	struct cur c;
+	struct field f;
+	struct counts tot = { 0 };
+	struct fill fl;
+	bool seen1 = false, seen2 = false;
+	int rc = 0;
+
+	forget(b);
+	if (!data && len)
+		return AGAIN;
+	if (!data)
+		data = (const uint8_t *)"";
+	if (len > ((size_t)1 << 32))
+		return AGAIN;
+	c = (struct cur){ data, data + len };
+	while (c.p < c.end) {
+		if (!next_field(&c, &f)) {
+			rc = AGAIN;
+			break;
+		}
+		if (f.num != 1 && f.num != 2)
+			continue;
+		if (f.wt != WT_LEN || (f.num == 1 ? seen1 : seen2)) {
+			rc = AGAIN; /* protobuf merges a repeated message */
+			break;
+		}
+		if (f.num == 1) {
+			seen1 = true;
+			rc = bind_features(b, f.sub);
+		} else {
+			seen2 = true;
+			rc = bind_lists(b, f.sub);
+		}
+		if (rc)
+			break;
+	}
+	if (rc) {
+		forget(b); /* the walk may have filled some directly */
+		return rc;
+	}
+	/* only the ranges are known so far: fill the slots from scratch */
+	for (size_t s = 0; s < b->nseen; s++) {
+		size_t k = b->seen[s];
+		const struct counts *n = k < b->nctx ? &b->cb[k].n : &b->lb[k - b->nctx].n;
+		if (k < b->nctx && (b->cb[k].direct || !b->cb[k].has_val))
+			continue;
+		tot.ni += n->ni;
+		tot.nf += n->nf;
+		tot.nbv += n->nbv;
+		tot.nsteps += n->nsteps;
+	}
+	if (grow((void **)&b->i, &b->cap_i, tot.ni, sizeof(*b->i)) ||
+	    grow((void **)&b->f, &b->cap_f, tot.nf, sizeof(*b->f)) ||
+	    grow((void **)&b->bv, &b->cap_bv, tot.nbv, sizeof(*b->bv)) ||
+	    grow((void **)&b->steps, &b->cap_steps, tot.nsteps, sizeof(*b->steps))) {
+		forget(b);
+		return -ENOMEM;
+	}
+	memset(&fl, 0, sizeof(fl));
+	fl.i = b->i;
+	fl.f = b->f;
+	fl.bv = b->bv;
+	fl.steps = b->steps;
+	fl.bytes = NULL; /* bytes values point into `data` */
+	for (size_t s = 0; s < b->nseen; s++) {
+		size_t k = b->seen[s];
+		struct counts dummy = { 0 };
+
+		if (k < b->nctx) {
+			struct bound *bd = &b->cb[k];
+			if (bd->has_val && !bd->direct)
+				rc = feature(bd->rng, &dummy, &fl, &b->vals[k]);
+		} else {
+			struct bound *bd = &b->lb[k - b->nctx];
+			struct bfs_feature_list *l = &b->lists[k - b->nctx];
+			struct cur steps = bd->rng;
+			struct field g;
+
+			l->name = NULL;
+			l->nsteps = 0;
+			l->steps = fl.steps;
+			while (bd->has_val && steps.p < steps.end && rc == 0) {
+				if (!next_field(&steps, &g))
+					rc = AGAIN;
+				else if (g.num == 1) {
+					rc = feature(g.sub, &dummy, &fl, fl.steps);
+					fl.steps++;
+					l->nsteps++;
+				}
+			}
+		}
+		if (rc) { /* cannot happen: the counting walk accepted these bytes */
+			forget(b);
+			return rc;
+		}
+	}
 	return 0;
 }

@@ -4,11 +4,14 @@
  *
  * Wherever the fast decoder accepts an input, the reference must accept it
  * too and give the same names, kinds and values; the fast decoder may only
- * fail with -EAGAIN (left to the reference) or -ENOMEM. Anything else aborts.
+ * fail with -EAGAIN (left to the reference) or -ENOMEM. Bound decoding (the
+ * batch builder's, bfs_example_bind) is held to the reference the same way
+ * (tests/common/bind_diff.h). Anything else aborts.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bind_diff.h"
 #include "example.h"
 
 int bfs_fuzz_wire(const uint8_t *data, size_t size);
@@ -34,6 +37,13 @@ int bfs_fuzz_wire(const uint8_t *data, size_t size)
 	}
 	bfs_example_free(fast);
 	bfs_example_free(ref);
+	{
+		const char *bad = bind_diff(data, size);
+		if (bad) {
+			fprintf(stderr, "fuzz_wire: %s\n", bad);
+			abort();
+		}
+	}
 	return 0;
 }
 

@@ -11,14 +11,19 @@
 
 #include "example.h"
 #include "pbtest.h"
+#include "bind_diff.h"
 
 static struct bfs_example *decode_ok(const struct pb *m)
 {
 	struct bfs_example *ex = NULL;
 	int err = bfs_example_decode(&ex, m->d, m->n);
 
+	const char *bad;
+
 	ck_assert_msg(err == 0, "decode failed: %d %s", err, bfs_err_msg());
 	ck_assert_ptr_nonnull(ex);
+	bad = bind_diff(m->d, m->n); /* bound decoding reads every case the same */
+	ck_assert_msg(bad == NULL, "bind: %s", bad);
 	return ex;
 }
 
@@ -610,6 +615,64 @@ START_TEST(text_form_of_a_sequence_example_lists_steps)
 }
 END_TEST
 
+
+/* ---- bound decoding (the batch builder's) ------------------------------------------ */
+
+/* Every shape bound decoding fills during its walk (one float unpacked, a
+ * packed float run, one int64 packed and unpacked, one bytes value, empty
+ * lists) and every shape it leaves to its second pass (several int64, two
+ * chunks, several bytes, a Feature with an unknown field, duplicates, lists
+ * of steps), each read exactly as the reference reads it. */
+START_TEST(bound_decoding_reads_every_shape_as_the_reference)
+{
+	static const float one_f = 2.5f, fs[] = { 1.5f, -2.25f, 0.0f };
+	static const int64_t one_i = -5, is[] = { 0, 300, INT64_MIN };
+	static const char *const one_b[] = { "abc" }, *const bs[] = { "", "xy", "z" };
+	struct pb feats = { 0 }, lists = { 0 }, empty = { 0 }, el = { 0 }, fe = { 0 };
+	struct pb f, st = { 0 };
+	const char *bad;
+
+	for (int packed = 0; packed < 2; packed++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f1-%d", packed);
+		f = pb_float_feature(&one_f, 1, packed);
+		pb_add(&feats, name, &f);
+		snprintf(name, sizeof(name), "fs-%d", packed);
+		f = pb_float_feature(fs, 3, packed);
+		pb_add(&feats, name, &f);
+		snprintf(name, sizeof(name), "i1-%d", packed);
+		f = pb_int_feature(&one_i, 1, packed);
+		pb_add(&feats, name, &f);
+		snprintf(name, sizeof(name), "is-%d", packed);
+		f = pb_int_feature(is, 3, packed);
+		pb_add(&feats, name, &f);
+	}
+	f = pb_bytes_feature(one_b, 1);
+	pb_add(&feats, "b1", &f);
+	f = pb_bytes_feature(bs, 3);
+	pb_add(&feats, "bs", &f);
+	pb_add(&feats, "empty", &empty);
+	pb_sub(&fe, 2, &el); /* float_list {} */
+	pb_add(&feats, "empty-list", &fe);
+	f = pb_int_feature(&one_i, 1, true);
+	pb_add(&feats, "dup", &f);
+	f = pb_int_feature(is, 2, false);
+	pb_add(&feats, "dup", &f); /* the last one wins */
+	f = pb_float_feature(fs, 2, true);
+	pb_unknowns(&f);
+	pb_add(&feats, "unknown-inside", &f);
+	f = pb_int_feature(is, 3, true);
+	pb_sub(&st, 1, &f);
+	f = pb_float_feature(&one_f, 1, false);
+	pb_sub(&st, 1, &f);
+	pb_sub(&st, 1, &empty);
+	pb_add(&lists, "steps", &st);
+	struct pb m = pb_example(&feats, &lists);
+	bad = bind_diff(m.d, m.n);
+	ck_assert_msg(bad == NULL, "bind: %s", bad);
+}
+END_TEST
+
 /* ---- real files -------------------------------------------------------------------------- */
 
 struct real_ctx {
@@ -632,6 +695,11 @@ static void real_record(void *vctx, const uint8_t *data, size_t len)
 	}
 	ctx->decoded++;
 	ctx->features += ex->nfeatures + ex->nlists;
+	/* bound decoding (the batch builder's) agrees with the reference */
+	{
+		const char *bad = bind_diff(data, len);
+		ck_assert_msg(bad == NULL, "%s: record %ld: bind: %s", ctx->file, ctx->decoded, bad);
+	}
 	/* the fast decoder takes every real record and agrees with the reference */
 	{
 		struct bfs_example *fast = NULL, *ref = NULL;
@@ -731,6 +799,7 @@ static Suite *example_suite(void)
 	tcase_add_test(tc, text_form_of_a_sequence_example_lists_steps);
 	suite_add_tcase(s, tc);
 
+	tcase_add_test(tc, bound_decoding_reads_every_shape_as_the_reference);
 	tc = tcase_create("real");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, every_record_of_the_real_files_decodes);
