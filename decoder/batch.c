@@ -724,11 +724,11 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	}
 	/* read phase: every row's record into one arena, in file order, so a
 	 * compressed shard is inflated once per run of nearby records */
-	for (size_t j = 0; j < n; j++) {
+	for (size_t j = 0; j < n; j++)
 		recs[j] = bfs_batcher_record(b, &perm, batch, j);
-		lens[j] = bfs_dataset_record_len(b->ds, recs[j]);
+	bfs_dataset_record_lens(b->ds, recs, n, lens);
+	for (size_t j = 0; j < n; j++)
 		arena_size += lens[j];
-	}
 	arena = malloc(arena_size ? arena_size : 1);
 	if (!arena)
 		goto nomem;

@@ -759,6 +759,29 @@ uint32_t bfs_dataset_record_len(const struct bfs_dataset *ds, uint64_t rec)
 	return bfs_shard_index(ds->shards[sh])[local].len;
 }
 
+void bfs_dataset_record_lens(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
+			     uint32_t *lens)
+{
+	enum { BLOCK = 64 };
+	const struct bfs_record_loc *loc[BLOCK];
+
+	/* In blocks: locate every index entry of the block, then load them:
+	 * independent loads, so that the cache misses of random records
+	 * overlap (a prefetch hint is dropped on a TLB miss: measured). */
+	for (size_t i = 0; i < n; i += BLOCK) {
+		size_t m = n - i < BLOCK ? n - i : BLOCK;
+		for (size_t k = 0; k < m; k++) {
+			size_t sh;
+			uint64_t local;
+			loc[k] = NULL;
+			if (bfs_dataset_locate(ds, recs[i + k], &sh, &local, NULL) == 0)
+				loc[k] = bfs_shard_index(ds->shards[sh]) + local;
+		}
+		for (size_t k = 0; k < m; k++)
+			lens[i + k] = loc[k] ? loc[k]->len : 0;
+	}
+}
+
 int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, size_t cap,
 		     uint32_t *len, bool verify)
 {
@@ -776,60 +799,102 @@ int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, s
 }
 
 struct rec_ref {
-	uint64_t rec;
-	size_t k;
+	uint64_t local; /* record within its shard */
+	size_t k;       /* index into the caller's arrays */
+	size_t shard;
 };
 
-static int ref_cmp(const void *a, const void *b)
+static int ref_cmp_local(const void *a, const void *b)
 {
-	uint64_t x = ((const struct rec_ref *)a)->rec, y = ((const struct rec_ref *)b)->rec;
+	uint64_t x = ((const struct rec_ref *)a)->local, y = ((const struct rec_ref *)b)->local;
 	return x < y ? -1 : x > y;
+}
+
+/* Stable sort of refs by shard: two 8-bit radix passes when shard numbers
+ * fit 16 bits (a batch of random records costs two linear passes, not a
+ * comparison sort), else qsort on (shard, k). */
+static int ref_cmp_shard(const void *a, const void *b)
+{
+	const struct rec_ref *x = a, *y = b;
+	if (x->shard != y->shard)
+		return x->shard < y->shard ? -1 : 1;
+	return x->k < y->k ? -1 : x->k > y->k;
+}
+
+static void sort_by_shard(struct rec_ref *refs, struct rec_ref *tmp, size_t n, size_t nshards)
+{
+	if (nshards > 1 && nshards <= 65536) {
+		struct rec_ref *from = refs, *to = tmp;
+		for (unsigned shift = 0; shift < 16; shift += 8) {
+			size_t count[257] = { 0 };
+			if (shift && nshards <= 256)
+				break;
+			for (size_t i = 0; i < n; i++)
+				count[((from[i].shard >> shift) & 255) + 1]++;
+			for (size_t d = 1; d <= 256; d++)
+				count[d] += count[d - 1];
+			for (size_t i = 0; i < n; i++)
+				to[count[(from[i].shard >> shift) & 255]++] = from[i];
+			struct rec_ref *t = from;
+			from = to;
+			to = t;
+		}
+		if (from != refs)
+			memcpy(refs, from, n * sizeof(*refs));
+	} else if (nshards > 1) {
+		qsort(refs, n, sizeof(*refs), ref_cmp_shard);
+	}
 }
 
 int bfs_dataset_read_many(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
 			  uint8_t *const *dst, bool verify, int *errs, char **msgs)
 {
-	struct rec_ref *refs = malloc((n ? n : 1) * sizeof(*refs));
+	struct rec_ref *refs = malloc((n ? n : 1) * 2 * sizeof(*refs));
 	uint64_t *local = malloc((n ? n : 1) * sizeof(*local));
 	uint8_t **d = malloc((n ? n : 1) * sizeof(*d));
 	int *e = malloc((n ? n : 1) * sizeof(*e));
 	char **m = malloc((n ? n : 1) * sizeof(*m));
+	size_t nrefs = 0;
 	int rc = 0;
 
 	if (!refs || !local || !d || !e || !m) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	/* global order is (shard, offset) order */
 	for (size_t k = 0; k < n; k++) {
-		refs[k].rec = recs[k];
-		refs[k].k = k;
+		size_t sh;
+		uint64_t loc;
+
 		errs[k] = 0;
 		msgs[k] = NULL;
-	}
-	qsort(refs, n, sizeof(*refs), ref_cmp);
-	for (size_t i = 0; i < n;) {
-		size_t sh, j;
-		uint64_t loc, off;
-
-		if (bfs_dataset_locate(ds, refs[i].rec, &sh, &loc, &off) != 0) {
-			errs[refs[i].k] = bfs_err_set(-ENOENT, "record %llu out of range",
-						      (unsigned long long)refs[i].rec);
-			msgs[refs[i].k] = strdup(bfs_err_msg());
-			i++;
+		if (bfs_dataset_locate(ds, recs[k], &sh, &loc, NULL) != 0) {
+			errs[k] = bfs_err_set(-ENOENT, "record %llu out of range",
+					      (unsigned long long)recs[k]);
+			msgs[k] = strdup(bfs_err_msg());
 			continue;
 		}
-		/* the run of requests in this shard */
-		for (j = i; j < n && refs[j].rec < ds->first[sh + 1]; j++) {
-			local[j - i] = refs[j].rec - ds->first[sh];
-			d[j - i] = dst[refs[j].k];
+		refs[nrefs++] = (struct rec_ref){ loc, k, sh };
+	}
+	/* one run per shard; a compressed shard's run in file order, so that
+	 * it is inflated once per run of nearby records (a mapped or pread
+	 * shard takes any order) */
+	sort_by_shard(refs, refs + n, nrefs, ds->nshards);
+	for (size_t i = 0, j; i < nrefs; i = j) {
+		struct bfs_shard *s = ds->shards[refs[i].shard];
+
+		for (j = i; j < nrefs && refs[j].shard == refs[i].shard; j++)
+			;
+		if (bfs_shard_compression(s) != BFS_COMP_NONE)
+			qsort(refs + i, j - i, sizeof(*refs), ref_cmp_local);
+		for (size_t t = i; t < j; t++) {
+			local[t - i] = refs[t].local;
+			d[t - i] = dst[refs[t].k];
 		}
-		bfs_shard_read_many(ds->shards[sh], local, j - i, d, verify, e, m);
+		bfs_shard_read_many(s, local, j - i, d, verify, e, m);
 		for (size_t t = i; t < j; t++) {
 			errs[refs[t].k] = e[t - i];
 			msgs[refs[t].k] = m[t - i];
 		}
-		i = j;
 	}
 out:
 	free(refs);

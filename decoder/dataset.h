@@ -68,6 +68,11 @@ int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard
 /* Data length of global record `rec` (0 if out of range). */
 uint32_t bfs_dataset_record_len(const struct bfs_dataset *ds, uint64_t rec);
 
+/* lens[k] = bfs_dataset_record_len(recs[k]) for k < n, with the index
+ * lookups of random records overlapped. */
+void bfs_dataset_record_lens(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
+			     uint32_t *lens);
+
 /* Read global record `rec` into dst (cap >= its length); *len gets its
  * length. The error message names shard, record index, offset and reason. */
 int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, size_t cap,

@@ -110,7 +110,8 @@ int bfs_shard_set_index(struct bfs_shard *s, const struct bfs_record_loc *locs, 
  * index, offset, reason), -EIO short read / I/O error, -EFBIG dst too small. */
 int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify);
 
-/* Read records idx[0..n) (ascending; duplicates not allowed) into dst[k]
+/* Read records idx[0..n) (no duplicates; ascending for a compressed shard, any
+ * order for a plain one) into dst[k]
  * (each at least its indexed length). A compressed shard is inflated in one
  * pass over nearby records instead of once per record. errs[k] gets 0 or a
  * negative errno; a failed record's msgs[k] gets a malloc'd message naming

@@ -780,6 +780,63 @@ START_TEST(read_checks_index_buffer_size_and_changed_files)
 }
 END_TEST
 
+/* A plain shard is read through a mapping: truncating it under the mapping
+ * must give -EIO for the records now past its end (a SIGBUS past the last
+ * page, zeros inside it), never a crash or the zeros as data; the records
+ * that are still there read fine, singly and batched. */
+START_TEST(mapped_shard_truncated_under_reads_is_eio)
+{
+	struct recs r;
+	uint8_t *stream, buf[1024];
+	size_t n;
+	const char *path = tmp_path("mapped-trunc");
+	struct bfs_shard *s = NULL;
+	uint64_t idx[64];
+	uint8_t *dst[64];
+	int errs[64];
+	char *msgs[64];
+	uint64_t cut = 100;
+
+	recs_gen(&r, 64, 400, 77, 1); /* about 13 KiB: several pages */
+	stream = recs_frame(&r, &n);
+	write_file(path, stream, n);
+	ck_assert_int_eq(bfs_shard_open(&s, path, BFS_COMP_AUTO), 0);
+	ck_assert_int_eq(bfs_shard_scan(s, true, NULL, NULL), 0);
+	for (size_t i = 0; i < r.n; i++) {
+		ck_assert_int_eq(bfs_shard_read(s, i, buf, sizeof(buf), true), 0);
+		ck_assert(memcmp(buf, r.data[i], r.len[i]) == 0);
+	}
+	/* keep the first record whole, cut inside the first page */
+	cut = 16 + r.len[0];
+	ck_assert_int_eq(truncate(path, (off_t)cut), 0);
+	ck_assert_int_eq(bfs_shard_read(s, 0, buf, sizeof(buf), true), 0);
+	for (size_t i = 1; i < r.n; i++) {
+		ck_assert_int_eq(bfs_shard_read(s, i, buf, sizeof(buf), false), -EIO);
+		ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "truncated"));
+	}
+	for (size_t i = 0; i < r.n; i++) {
+		idx[i] = r.n - 1 - i; /* any order for a plain shard */
+		dst[i] = malloc(r.len[r.n - 1 - i] + 1);
+	}
+	bfs_shard_read_many(s, idx, r.n, dst, false, errs, msgs);
+	for (size_t i = 0; i < r.n; i++) {
+		if (idx[i] == 0) {
+			ck_assert_int_eq(errs[i], 0);
+			ck_assert(memcmp(dst[i], r.data[0], r.len[0]) == 0);
+		} else {
+			ck_assert_int_eq(errs[i], -EIO);
+			ck_assert_ptr_nonnull(msgs[i]);
+			ck_assert_ptr_nonnull(strstr(msgs[i], "truncated"));
+		}
+		free(msgs[i]);
+		free(dst[i]);
+	}
+	bfs_shard_close(s);
+	free(stream);
+	recs_free(&r);
+}
+END_TEST
+
 /* ---- random and concurrent access -------------------------------------- */
 
 struct big {
@@ -1065,6 +1122,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, trailing_garbage_after_gzip_member_is_an_error);
 	tcase_add_test(tc, scan_stops_when_the_callback_fails);
 	tcase_add_test(tc, read_checks_index_buffer_size_and_changed_files);
+	tcase_add_test(tc, mapped_shard_truncated_under_reads_is_eio);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(su, tc);
 
