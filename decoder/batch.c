@@ -32,6 +32,8 @@ struct bfs_batcher {
 	uint64_t nrecords;
 	uint64_t global_nb; /* batches per epoch, single sequence */
 	uint64_t nb;        /* batches per epoch for this rank */
+	uint64_t rows;      /* rows of the epoch view (all/): its batches end to end */
+	uint64_t chunk_rows, nchunks; /* all/ is decoded in chunks of this many rows */
 	/* ragged counts: counts[slot][record]; NULL when plan->nslots == 0 */
 	uint32_t **counts;
 	size_t ndrivers;
@@ -44,6 +46,7 @@ struct bfs_batcher {
 
 static int make_drivers(struct bfs_batcher *b);
 static int make_keymaps(struct bfs_batcher *b);
+static void size_chunks(struct bfs_batcher *b);
 
 const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b)
 {
@@ -77,6 +80,66 @@ uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *
 			    uint64_t batch, uint64_t j)
 {
 	return bfs_perm_apply(p, global_batch(b, batch) * b->o.batch_size + j);
+}
+
+void bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out)
+{
+	bfs_perm_init(out, b->nrecords, b->o.seed, epoch, b->o.shuffle);
+}
+
+uint64_t bfs_batcher_rows(const struct bfs_batcher *b)
+{
+	return b->rows;
+}
+
+uint64_t bfs_batcher_chunk_rows(const struct bfs_batcher *b)
+{
+	return b->chunk_rows;
+}
+
+uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b)
+{
+	return b->nchunks;
+}
+
+uint64_t bfs_batcher_row_record(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t row)
+{
+	return bfs_batcher_record(b, p, row / b->o.batch_size, row % b->o.batch_size);
+}
+
+/* The rows of the epoch view that a unit (a batch, or a chunk with
+ * BFS_CHUNK set) covers: [*r0, *r0 + *n). -ENOENT past the end. */
+static int unit_rows(const struct bfs_batcher *b, uint64_t unit, uint64_t *r0, uint64_t *n)
+{
+	if (unit & BFS_CHUNK) {
+		uint64_t c = unit & ~BFS_CHUNK;
+		if (c >= b->nchunks)
+			return -ENOENT;
+		*r0 = c * b->chunk_rows;
+		*n = b->rows - *r0 < b->chunk_rows ? b->rows - *r0 : b->chunk_rows;
+		return 0;
+	}
+	if (unit >= b->nb)
+		return -ENOENT;
+	*r0 = unit * b->o.batch_size;
+	*n = bfs_batcher_batch_len(b, unit);
+	return 0;
+}
+
+void bfs_batcher_row_totals(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
+			    uint64_t n, uint64_t *totals)
+{
+	size_t nslots = b->plan->nslots;
+
+	for (size_t s = 0; s < nslots; s++)
+		totals[s] = 0;
+	if (!nslots)
+		return;
+	for (uint64_t r = r0; r < r0 + n; r++) {
+		uint64_t rec = bfs_batcher_row_record(b, p, r);
+		for (size_t s = 0; s < nslots; s++)
+			totals[s] += b->counts[s][rec];
+	}
 }
 
 /* ------------------------------------------------------- ragged counting */
@@ -232,11 +295,54 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 	rc = count_ragged(b);
 	if (rc)
 		goto fail;
+	size_chunks(b);
 	*out = b;
 	return 0;
 fail:
 	bfs_batcher_free(b);
 	return rc;
+}
+
+/* all/ is decoded in chunks of about CHUNK_BYTES, whatever the batch size:
+ * large enough that a chunk amortises its set-up and both cores can share
+ * one, small enough that a read of a few rows decodes little. Row bytes of
+ * ragged tensors are their average over the dataset. */
+#define CHUNK_BYTES ((uint64_t)2 << 20)
+
+static void size_chunks(struct bfs_batcher *b)
+{
+	const struct bfs_plan *p = b->plan;
+	double row = 0;
+
+	b->rows = b->nb ? (b->nb - 1) * b->o.batch_size + bfs_batcher_batch_len(b, b->nb - 1) : 0;
+	/* fixed bytes per row: a one-row geometry with no ragged values */
+	if (p->nslots <= 2 * 64 + 2) {
+		uint64_t zero[2 * 64 + 2] = { 0 };
+		struct bfs_geom *g = NULL;
+		if (bfs_geom_new(&g, p, 1, zero, 0) == 0) {
+			for (size_t k = 0; k < g->ntensors; k++)
+				row += (double)g->g[k].nbytes;
+			bfs_geom_free(g);
+		}
+	}
+	for (size_t t = 0; t < p->ntensors && b->nrecords; t++) {
+		const struct bfs_tensor_tmpl *tm = &p->t[t];
+		uint64_t sum = 0;
+
+		if (tm->role != BFS_ROLE_VALUES)
+			continue;
+		/* RAGGED2: the byte slot; RAGGED: values times their size */
+		size_t slot = (size_t)tm->ragged_slot + (tm->spec->layout == BFS_LAYOUT_RAGGED2);
+		for (uint64_t r = 0; r < b->nrecords; r++)
+			sum += b->counts[slot][r];
+		row += (double)sum * (double)(tm->spec->layout == BFS_LAYOUT_RAGGED2
+						      ? 1 : bfs_dtype_size(tm->dtype)) /
+		       (double)b->nrecords;
+	}
+	b->chunk_rows = row >= (double)CHUNK_BYTES ? 1 : (uint64_t)((double)CHUNK_BYTES / (row + 1));
+	if (b->chunk_rows == 0)
+		b->chunk_rows = 1;
+	b->nchunks = (b->rows + b->chunk_rows - 1) / b->chunk_rows;
 }
 
 /* The keymaps of bound decoding: context names 0..nctx-1, list names
@@ -305,43 +411,25 @@ static int make_drivers(struct bfs_batcher *b)
 	return make_keymaps(b);
 }
 
-/* Ragged totals of a batch, from the per-record counts. */
-static void batch_totals(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t batch,
-			 uint64_t len, uint64_t *totals)
-{
-	size_t nslots = b->plan->nslots;
-
-	for (size_t s = 0; s < nslots; s++)
-		totals[s] = 0;
-	if (!nslots)
-		return;
-	for (uint64_t j = 0; j < len; j++) {
-		uint64_t rec = bfs_batcher_record(b, p, batch, j);
-		for (size_t s = 0; s < nslots; s++)
-			totals[s] += b->counts[s][rec];
-	}
-}
-
 int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_t epoch,
-		     uint64_t batch)
+		     uint64_t unit)
 {
 	uint64_t totals[2 * 64 + 2];
 	uint64_t *tot = totals;
 	struct bfs_perm p;
-	uint64_t len;
-	int rc;
+	uint64_t r0, len;
+	int rc = unit_rows(b, unit, &r0, &len);
 
-	if (batch >= b->nb)
-		return -ENOENT;
-	len = bfs_batcher_batch_len(b, batch);
+	if (rc)
+		return rc;
 	if (b->plan->nslots > BFS_ARRAY_SIZE(totals)) {
 		tot = calloc(b->plan->nslots, sizeof(*tot));
 		if (!tot)
 			return -ENOMEM;
 	}
 	bfs_perm_init(&p, b->nrecords, b->o.seed, epoch, b->o.shuffle);
-	batch_totals(b, &p, batch, len, tot);
-	rc = bfs_geom_new(out, b->plan, len, tot, b->o.max_batch_bytes);
+	bfs_batcher_row_totals(b, &p, r0, len, tot);
+	rc = bfs_geom_new(out, b->plan, len, tot, (unit & BFS_CHUNK) ? 0 : b->o.max_batch_bytes);
 	if (tot != totals)
 		free(tot);
 	return rc;
@@ -694,6 +782,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
 	struct bfs_bind *bd = NULL;
 	struct bfs_perm perm;
+	uint64_t r0 = 0, rows = 0;
 	size_t n = 0;
 	int rc;
 
@@ -703,6 +792,10 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 		rc = bfs_batcher_geom(&g, b, epoch, batch);
 		if (rc)
 			return rc;
+	}
+	if (unit_rows(b, batch, &r0, &rows) != 0 || rows != g->batch) {
+		bfs_geom_free(g);
+		return -ENOENT;
 	}
 	n = (size_t)g->batch;
 	bfs_perm_init(&perm, b->nrecords, b->o.seed, epoch, b->o.shuffle);
@@ -725,7 +818,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	/* read phase: every row's record into one arena, in file order, so a
 	 * compressed shard is inflated once per run of nearby records */
 	for (size_t j = 0; j < n; j++)
-		recs[j] = bfs_batcher_record(b, &perm, batch, j);
+		recs[j] = bfs_batcher_row_record(b, &perm, r0 + j);
 	bfs_dataset_record_lens(b->ds, recs, n, lens);
 	for (size_t j = 0; j < n; j++)
 		arena_size += lens[j];
@@ -775,11 +868,11 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 							    : cur[t].pos;
 		if (got != want) {
 			rc = bfs_err_set(-EIO,
-					 "feature '%s': batch %llu of epoch %llu holds %llu bytes of "
+					 "feature '%s': rows %llu..%llu of epoch %llu hold %llu bytes of "
 					 "values, the index counted %llu (source changed?)",
-					 tm->spec->name, (unsigned long long)batch,
-					 (unsigned long long)epoch, (unsigned long long)got,
-					 (unsigned long long)want);
+					 tm->spec->name, (unsigned long long)r0,
+					 (unsigned long long)(r0 + n - 1), (unsigned long long)epoch,
+					 (unsigned long long)got, (unsigned long long)want);
 			if (on_corrupt)
 				on_corrupt(ctx, bfs_err_msg(), false);
 			goto fail;

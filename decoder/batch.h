@@ -60,6 +60,24 @@ uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch);
 uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p,
 			    uint64_t batch, uint64_t j);
 
+/* The whole epoch as one array (all/): the rank's batches end to end, so
+ * row i*B + j is row j of local batch i. It is decoded in chunks of
+ * bfs_batcher_chunk_rows rows (the last may be shorter); a unit number with
+ * BFS_CHUNK set names chunk (unit & ~BFS_CHUNK) wherever a batch number is
+ * taken below (geometry, build). */
+#define BFS_CHUNK ((uint64_t)1 << 63)
+uint64_t bfs_batcher_rows(const struct bfs_batcher *b);
+uint64_t bfs_batcher_chunk_rows(const struct bfs_batcher *b);
+uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b);
+/* The permutation of `epoch` (for bfs_batcher_record and friends). */
+void bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out);
+/* Global record index of row `row` of the epoch view. */
+uint64_t bfs_batcher_row_record(const struct bfs_batcher *b, const struct bfs_perm *p,
+				uint64_t row);
+/* Ragged totals (plan->nslots of them) of view rows [r0, r0+n). */
+void bfs_batcher_row_totals(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
+			    uint64_t n, uint64_t *totals);
+
 /* Exact geometry of (epoch, batch) without decoding. -ENOENT if batch is out
  * of range. */
 int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_t epoch,

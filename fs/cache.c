@@ -177,7 +177,10 @@ static void load(struct bfs_cache *c, struct bfs_cache_entry *x)
 		x->buf = buf;
 		x->geom = g;
 		x->state = ST_READY;
-		c->st.batches_decoded++;
+		if (x->batch & BFS_CHUNK)
+			c->st.chunks_decoded++;
+		else
+			c->st.batches_decoded++;
 		lru_push_front(c, x);
 	} else {
 		x->state = ST_FAILED;
@@ -248,11 +251,14 @@ static void enqueue(struct bfs_cache *c, uint64_t e, uint64_t b)
 	c->st.prefetch_issued++;
 }
 
-/* Queue the `prefetch` batches after (e, b), into the next epoch. Lock held. */
+/* Queue the `prefetch` batches (or chunks of the epoch view) after (e, b),
+ * into the next epoch. Lock held. */
 static void queue_ahead(struct bfs_cache *c, uint64_t e, uint64_t b)
 {
-	uint64_t nb = bfs_batcher_nbatches(c->b);
+	uint64_t flag = b & BFS_CHUNK;
+	uint64_t nb = flag ? bfs_batcher_nchunks(c->b) : bfs_batcher_nbatches(c->b);
 
+	b &= ~BFS_CHUNK;
 	if (!c->nthreads || !nb)
 		return;
 	for (unsigned k = 1; k <= c->prefetch; k++) {
@@ -261,8 +267,8 @@ static void queue_ahead(struct bfs_cache *c, uint64_t e, uint64_t b)
 			nbt -= nb;
 			ne++;
 		}
-		if (!find(c, ne, nbt))
-			enqueue(c, ne, nbt);
+		if (!find(c, ne, nbt | flag))
+			enqueue(c, ne, nbt | flag);
 	}
 	pthread_cond_broadcast(&c->work);
 }

@@ -3,7 +3,9 @@
  * demand and ahead of the reader by a pool of prefetch workers.
  *
  * One entry per (epoch, batch): its buffer is the whole .safetensors file,
- * and every .npy file of the batch reads from the same buffer. However many
+ * and every .npy file of the batch reads from the same buffer. A batch
+ * number with BFS_CHUNK set (batch.h) names a chunk of the epoch view
+ * (all/), held and prefetched the same way. However many
  * readers ask at once, a batch is decoded once: the first asker (or a
  * prefetch worker) decodes, the others wait for it.
  *
@@ -38,7 +40,7 @@ struct bfs_cache_entry {
 
 struct bfs_cache_stats {
 	uint64_t hits, misses, evictions, prefetch_issued, prefetch_hits;
-	uint64_t batches_decoded, decode_ns, decode_errors;
+	uint64_t batches_decoded, chunks_decoded, decode_ns, decode_errors;
 	uint64_t bytes, peak_bytes, budget, entries;
 };
 

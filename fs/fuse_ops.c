@@ -7,6 +7,7 @@
 #include "fuse_ops.h"
 
 #include "cache.h"
+#include "epoch.h"
 #include "vfs.h"
 
 #include <fuse_lowlevel.h>
@@ -27,6 +28,13 @@
 #define LONG_TIMEOUT 86400.0
 #define MAX_ERROR_LINES 10000
 #define READ_CHUNK (1u << 20)
+#define NVIEWS 8 /* epoch views kept (geometry and chunk totals of all/) */
+
+/* A shared epoch view; the last reference frees it. */
+struct vref {
+	struct bfs_epoch_view *v;
+	int refs;
+};
 
 struct bfs_fs {
 	const struct bfs_dataset *ds;
@@ -42,6 +50,13 @@ struct bfs_fs {
 	/* geometry of a full batch and of the last one, when no tensor is
 	 * ragged (then every batch but the last has the same sizes) */
 	struct bfs_geom *geom_full, *geom_last;
+
+	pthread_mutex_t vlock; /* guards views and view_tick */
+	struct {
+		uint64_t epoch, used;
+		struct vref *r;
+	} views[NVIEWS];
+	uint64_t view_tick;
 
 	pthread_mutex_t elock; /* guards everything below */
 	char *errors;          /* errors.txt */
@@ -137,6 +152,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     "  \"cache_budget\": %" PRIu64 ",\n"
 		     "  \"prefetch_issued\": %" PRIu64 ",\n"
 		     "  \"batches_decoded\": %" PRIu64 ",\n"
+		     "  \"chunks_decoded\": %" PRIu64 ",\n"
 		     "  \"decode_seconds\": %.6f,\n"
 		     "  \"decode_errors\": %" PRIu64 ",\n"
 		     "  \"corrupt_records\": %" PRIu64 ",\n"
@@ -149,7 +165,8 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     bfs_dataset_schema_reused(fs->ds) ? "true" : "false",
 		     bfs_dataset_index_bytes(fs->ds), bfs_dataset_bad_records(fs->ds), fs->reads, fs->bytes_read, st.hits, st.misses,
 		     st.prefetch_hits, st.evictions, st.entries, st.bytes, st.peak_bytes, st.budget,
-		     st.prefetch_issued, st.batches_decoded, (double)st.decode_ns / 1e9,
+		     st.prefetch_issued, st.batches_decoded, st.chunks_decoded,
+		     (double)st.decode_ns / 1e9,
 		     st.decode_errors, fs->corrupt, fs->skipped, fs->failed_reads,
 		     (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
@@ -174,6 +191,84 @@ static char *errors_text(struct bfs_fs *fs, size_t *len)
 	}
 	pthread_mutex_unlock(&fs->elock);
 	return s;
+}
+
+/* -------------------------------------------------------- epoch views */
+
+static void vref_put(struct bfs_fs *fs, struct vref *r)
+{
+	bool last;
+
+	if (!r)
+		return;
+	pthread_mutex_lock(&fs->vlock);
+	last = --r->refs == 0;
+	pthread_mutex_unlock(&fs->vlock);
+	if (last) {
+		bfs_epoch_view_free(r->v);
+		free(r);
+	}
+}
+
+/* The view of `epoch` (a reference: vref_put it). Computing one costs a
+ * pass over the epoch's permutation when a tensor is ragged; without
+ * ragged tensors every epoch has the same view, kept once. */
+static int vref_get(struct bfs_fs *fs, uint64_t epoch, struct vref **out)
+{
+	uint64_t key = bfs_batcher_plan(fs->b)->nslots ? epoch : 0;
+	struct vref *r = NULL, *drop = NULL;
+	size_t lru = 0;
+	int rc;
+
+	pthread_mutex_lock(&fs->vlock);
+	for (size_t i = 0; i < NVIEWS; i++)
+		if (fs->views[i].r && fs->views[i].epoch == key) {
+			r = fs->views[i].r;
+			r->refs++;
+			fs->views[i].used = ++fs->view_tick;
+			break;
+		}
+	pthread_mutex_unlock(&fs->vlock);
+	if (r) {
+		*out = r;
+		return 0;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	rc = bfs_epoch_view_new(&r->v, fs->b, key);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	r->refs = 2; /* the caller's and the table's */
+	pthread_mutex_lock(&fs->vlock);
+	for (size_t i = 0; i < NVIEWS; i++) {
+		if (fs->views[i].r && fs->views[i].epoch == key) { /* made meanwhile */
+			r->refs = 0;
+			drop = r;
+			r = fs->views[i].r;
+			r->refs++;
+			goto done;
+		}
+		if (!fs->views[i].r || fs->views[i].used < fs->views[lru].used)
+			lru = i;
+		if (!fs->views[i].r)
+			break;
+	}
+	if (fs->views[lru].r && --fs->views[lru].r->refs == 0)
+		drop = fs->views[lru].r;
+	fs->views[lru].r = r;
+	fs->views[lru].epoch = key;
+	fs->views[lru].used = ++fs->view_tick;
+done:
+	pthread_mutex_unlock(&fs->vlock);
+	if (drop) {
+		bfs_epoch_view_free(drop->v);
+		free(drop);
+	}
+	*out = r;
+	return 0;
 }
 
 /* -------------------------------------------------------------- sizes */
@@ -214,6 +309,17 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 		return 0;
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:
+		if (n->all) {
+			struct vref *r;
+			rc = vref_get(fs, n->epoch, &r);
+			if (rc)
+				return rc;
+			g = r->v->geom;
+			*size = n->type == BFS_V_SAFETENSORS ? g->st_size
+							     : bfs_npy_size(&g->g[n->tensor]);
+			vref_put(fs, r);
+			return 0;
+		}
 		rc = get_geom(fs, n->epoch, n->batch, &g, &owned);
 		if (rc)
 			return rc;
@@ -534,6 +640,111 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	pthread_mutex_unlock(&fs->elock);
 }
 
+/* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
+ * hold them (decoded on demand, prefetched ahead). */
+static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, size_t t,
+			     uint64_t a, uint64_t b, uint8_t *dst)
+{
+	if (v->nchunks == 0) { /* no rows: only offsets, all 0 */
+		memset(dst, 0, b - a);
+		return 0;
+	}
+	while (a < b) {
+		uint64_t c = bfs_epoch_view_chunk(v, t, a), k;
+		struct bfs_cache_entry *e = NULL;
+		int rc = bfs_cache_get(&e, fs->cache, v->epoch, c | BFS_CHUNK);
+
+		if (rc)
+			return rc;
+		k = bfs_epoch_view_copy(v, t, c, e->buf, e->geom, a, b - a, dst);
+		bfs_cache_put(fs->cache, e);
+		if (k == 0) {
+			bfs_fs_report(fs, "all/: a chunk's sizes differ from the index (source changed?)",
+				      false);
+			return -EIO;
+		}
+		a += k;
+		dst += k;
+	}
+	return 0;
+}
+
+/* A read of all/F.npy or all.safetensors: assembled from chunks into one
+ * reply buffer (offsets must be shifted, so no zero-copy here). */
+static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode *n,
+			   size_t size, off_t off)
+{
+	uint64_t pos = (uint64_t)off, end, fsize, hlen;
+	const struct bfs_geom *g;
+	struct vref *r = NULL;
+	uint8_t *buf = NULL;
+	char hdr[1024];
+	int rc = vref_get(fs, n->epoch, &r);
+
+	if (rc)
+		goto fail;
+	g = r->v->geom;
+	if (n->type == BFS_V_SAFETENSORS) {
+		fsize = g->st_size;
+		hlen = g->st_hlen;
+	} else {
+		fsize = bfs_npy_size(&g->g[n->tensor]);
+		hlen = g->g[n->tensor].npy_hlen;
+	}
+	if (pos >= fsize) {
+		vref_put(fs, r);
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	end = pos + size < fsize ? pos + size : fsize;
+	buf = malloc(end - pos);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (pos < hlen) { /* the header */
+		uint64_t k = (end < hlen ? end : hlen) - pos;
+		if (n->type == BFS_V_SAFETENSORS) {
+			memcpy(buf, g->st_header + pos, k);
+		} else {
+			const struct bfs_tensor_geom *tg = &g->g[n->tensor];
+			bfs_npy_header(hdr, sizeof(hdr), bfs_batcher_plan(fs->b)->t[n->tensor].dtype,
+				       tg->ndim, tg->shape);
+			memcpy(buf, hdr + pos, k);
+		}
+	}
+	if (n->type == BFS_V_NPY && end > hlen) {
+		uint64_t a = pos > hlen ? pos : hlen;
+		rc = view_tensor_bytes(fs, r->v, (size_t)n->tensor, a - hlen, end - hlen,
+				       buf + (a - pos));
+	} else if (n->type == BFS_V_SAFETENSORS) {
+		/* the tensors lie end to end after the header, in plan order */
+		for (size_t t = 0; t < g->ntensors && !rc; t++) {
+			uint64_t ts = g->g[t].offset, te = ts + g->g[t].nbytes;
+			uint64_t a = pos > ts ? pos : ts, b = end < te ? end : te;
+			if (a < b)
+				rc = view_tensor_bytes(fs, r->v, t, a - ts, b - ts, buf + (a - pos));
+		}
+	}
+	if (rc)
+		goto fail;
+	vref_put(fs, r);
+	fuse_reply_buf(req, (const char *)buf, end - pos);
+	free(buf);
+	pthread_mutex_lock(&fs->elock);
+	fs->reads++;
+	fs->bytes_read += end - (uint64_t)off;
+	pthread_mutex_unlock(&fs->elock);
+	return;
+fail:
+	vref_put(fs, r);
+	free(buf);
+	pthread_mutex_lock(&fs->elock);
+	fs->failed_reads++;
+	pthread_mutex_unlock(&fs->elock);
+	fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -565,7 +776,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:
-		read_batch_file(fs, req, &n, size, off);
+		if (n.all)
+			read_view_file(fs, req, &n, size, off);
+		else
+			read_batch_file(fs, req, &n, size, off);
 		return;
 	default:
 		fuse_reply_err(req, EISDIR);
@@ -692,6 +906,12 @@ void bfs_fs_free(struct bfs_fs *fs)
 	if (!fs)
 		return;
 	bfs_cache_free(fs->cache);
+	for (size_t i = 0; i < NVIEWS; i++)
+		if (fs->views[i].r) {
+			bfs_epoch_view_free(fs->views[i].r->v);
+			free(fs->views[i].r);
+		}
+	pthread_mutex_destroy(&fs->vlock);
 	bfs_vfs_free(fs->vfs);
 	bfs_geom_free(fs->geom_full);
 	bfs_geom_free(fs->geom_last);
@@ -714,6 +934,7 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 	if (!fs)
 		return -ENOMEM;
 	pthread_mutex_init(&fs->elock, NULL);
+	pthread_mutex_init(&fs->vlock, NULL);
 	fs->cfg = *cfg;
 	fs->ds = cfg->ds;
 	fs->b = cfg->batcher;

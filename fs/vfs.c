@@ -124,7 +124,7 @@ int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbat
 	v->nbatches = nbatches;
 	v->epochs = epochs;
 	v->T = 2 + v->nnodes;
-	v->span = 1 + nbatches * v->T;
+	v->span = 1 + (nbatches + 1) * v->T; /* batches, then the epoch view */
 	*out = v;
 	return 0;
 }
@@ -173,6 +173,7 @@ int bfs_vfs_get(const struct bfs_vfs *v, uint64_t ino, struct bfs_vnode *out)
 	}
 	local--;
 	out->batch = local / v->T;
+	out->all = out->batch == v->nbatches;
 	uint64_t k = local % v->T;
 	if (k == 0)
 		out->type = BFS_V_BATCH;
@@ -220,6 +221,7 @@ static void set_node(const struct bfs_vfs *v, struct bfs_vnode *out, uint64_t e,
 	out->node = n;
 	out->tensor = v->nodes[n].tensor;
 	out->type = out->tensor >= 0 ? BFS_V_NPY : BFS_V_DIR;
+	out->all = b == v->nbatches;
 	out->ino = batch_ino(v, e, b, 2 + (uint64_t)n);
 }
 
@@ -251,6 +253,13 @@ int bfs_vfs_lookup(const struct bfs_vfs *v, const struct bfs_vnode *dir, const c
 		return -ENOENT;
 	case BFS_V_EPOCH:
 		out->epoch = dir->epoch;
+		if (strcmp(name, "all") == 0 || strcmp(name, "all.safetensors") == 0) {
+			out->type = name[3] ? BFS_V_SAFETENSORS : BFS_V_BATCH;
+			out->batch = v->nbatches;
+			out->all = true;
+			out->ino = batch_ino(v, dir->epoch, v->nbatches, name[3] ? 1 : 0);
+			return out->ino ? 0 : -ENOENT;
+		}
 		if (parse_num(name, "batch-", 6, "", &num) && num < v->nbatches) {
 			out->type = BFS_V_BATCH;
 			out->batch = num;
@@ -293,6 +302,12 @@ int bfs_vfs_child(const struct bfs_vfs *v, const struct bfs_vnode *dir, uint64_t
 		snprintf(name, cap, "epoch-%04" PRIu64, idx);
 		return bfs_vfs_lookup(v, dir, name, out);
 	case BFS_V_EPOCH:
+		/* all/, all.safetensors, then the batches */
+		if (idx < 2) {
+			snprintf(name, cap, "%s", idx ? "all.safetensors" : "all");
+			return bfs_vfs_lookup(v, dir, name, out);
+		}
+		idx -= 2;
 		if (idx >= 2 * v->nbatches)
 			return -ENOENT;
 		snprintf(name, cap, "batch-%06" PRIu64 "%s", idx / 2,

@@ -11,7 +11,8 @@
  *   BASE + e*SPAN + 1 + b*T + 0    epoch-E/batch-B/
  *   BASE + e*SPAN + 1 + b*T + 1    epoch-E/batch-B.safetensors
  *   BASE + e*SPAN + 1 + b*T + 2+k  template node k inside batch-B/
- * with T = 2 + template nodes, SPAN = 1 + batches*T.
+ * with T = 2 + template nodes, SPAN = 1 + (batches+1)*T: b = batches names
+ * the epoch view, epoch-E/all/ and epoch-E/all.safetensors (vnode.all).
  *
  * Thread-safety: immutable after creation.
  */
@@ -30,8 +31,8 @@ enum bfs_vtype {
 	BFS_V_STATS,
 	BFS_V_ERRORS,
 	BFS_V_EPOCH,
-	BFS_V_BATCH,       /* batch-B/ */
-	BFS_V_SAFETENSORS, /* batch-B.safetensors */
+	BFS_V_BATCH,       /* batch-B/ (or all/) */
+	BFS_V_SAFETENSORS, /* batch-B.safetensors (or all.safetensors) */
 	BFS_V_DIR,         /* a folder inside batch-B/ */
 	BFS_V_NPY,         /* a tensor file */
 };
@@ -42,6 +43,7 @@ struct bfs_vnode {
 	uint64_t epoch, batch;
 	int node;   /* template node (BFS_V_DIR, BFS_V_NPY), else -1 */
 	int tensor; /* plan tensor index (BFS_V_NPY), else -1 */
+	bool all;   /* in the epoch view: all/ or all.safetensors */
 };
 
 struct bfs_vfs;
