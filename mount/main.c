@@ -78,6 +78,9 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "  errors.txt         one line per corrupt or rejected record\n"
 		     "  epoch-EEEE/batch-BBBBBB/NAME.npy       one .npy per feature, shape [B, ...]\n"
 		     "  epoch-EEEE/batch-BBBBBB.safetensors    the same tensors in one file\n"
+		     "  epoch-EEEE/all/NAME.npy                the whole epoch as one array: the\n"
+		     "                                         epoch's batches end to end\n"
+		     "  epoch-EEEE/all.safetensors             the same tensors in one file\n"
 		     "Every epoch is a permutation of all records fixed by (seed, epoch):\n"
 		     "two reads of a path always give the same bytes. Any epoch-K can be\n"
 		     "looked up by name, listed or not.\n"
@@ -92,6 +95,23 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "  ds = [torch.from_numpy(np.load(f)) for f in files]\n"
 		     "  # or a DataLoader over the paths: each item np.load(path)\n"
 		     "\n"
+		     "The whole epoch as one array (all/): row i*B+j is row j of batch i; a read\n"
+		     "decodes only the rows it covers, so read it with any batch size:\n"
+		     "  x = np.load('%s/epoch-0000/all/%s', mmap_mode='r')\n"
+		     "  rows = np.array(x[1000:1100])\n"
+		     "\n"
+		     "PyTorch DataLoader over all/, batches of 100 rows:\n"
+		     "  import numpy as np, torch\n"
+		     "  class Rows(torch.utils.data.Dataset):\n"
+		     "      def __init__(self, path, bs):\n"
+		     "          self.a, self.bs = np.load(path, mmap_mode='r'), bs\n"
+		     "      def __len__(self):\n"
+		     "          return (len(self.a) + self.bs - 1) // self.bs\n"
+		     "      def __getitem__(self, i):\n"
+		     "          return torch.from_numpy(np.array(self.a[i * self.bs:(i + 1) * self.bs]))\n"
+		     "  dl = torch.utils.data.DataLoader(Rows('%s/epoch-0000/all/%s', 100),\n"
+		     "                                   batch_size=None, num_workers=2)\n"
+		     "\n"
 		     "JAX:\n"
 		     "  import numpy as np, jax.numpy as jnp\n"
 		     "  x = jnp.asarray(np.load('%s/epoch-0000/batch-000000/%s'))\n"
@@ -104,7 +124,8 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "Unmount: fusermount3 -u %s\n",
 		     BFS_VERSION, o->source, opts, (unsigned long long)records,
 		     (unsigned long long)bfs_batcher_nbatches(b), (unsigned long long)o->batch_size,
-		     mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, mnt) < 0)
+		     mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, first_npy,
+		     mnt, mnt) < 0)
 		return NULL;
 	return s;
 }

@@ -4,13 +4,20 @@
  * reads a batchfs mount and the null filesystem with this same program, so
  * both are read the same way.
  *
- *   readtree [--bs BYTES] [--only SUFFIX] [--manifest OUT] [--list] DIR
+ *   readtree [--bs BYTES] [--only SUFFIX] [--exclude NAME]... [--manifest OUT] DIR
+ *   readtree [--bs BYTES] FILE
+ *
+ * Given a regular FILE instead of a DIR, it reads that one file from start
+ * to end (e.g. epoch-0000/all.safetensors): files is 1.
  *
  * Order: the entries of each directory sorted by name with strcmp; a
  * directory's contents are read where its name falls in that order (depth
  * first), so "batch-000000/" is read before "batch-000000.safetensors".
  * --bs        read size (default 1 MiB; one buffer, read(2) until EOF)
  * --only SUF  read only files whose name ends with SUF (e.g. .safetensors)
+ * --exclude NAME  skip every entry (file or directory) named exactly NAME,
+ *             at any depth (e.g. --exclude all --exclude all.safetensors reads
+ *             only the batches of a batchfs epoch folder); up to 16
  * --manifest  do not read; write "SIZE RELPATH" per file (from stat) to OUT,
  *             in the order they would be read (nullfs takes this file)
  * Output: one JSON line: files, bytes, seconds, MB_s (10^6 bytes/s).
@@ -32,8 +39,10 @@ struct walk {
 	char *buf;
 	size_t bs;
 	const char *only;
+	const char *exclude[16];
+	int nexclude;
 	FILE *manifest;
-	size_t rootlen;
+	size_t rootlen, skip; /* skip: bytes of a path before its manifest name */
 	uint64_t files, bytes;
 };
 
@@ -53,13 +62,21 @@ static bool wanted(const struct walk *w, const char *name)
 	return n >= k && strcmp(name + n - k, w->only) == 0;
 }
 
+static bool excluded(const struct walk *w, const char *name)
+{
+	for (int i = 0; i < w->nexclude; i++)
+		if (strcmp(name, w->exclude[i]) == 0)
+			return true;
+	return false;
+}
+
 static int read_file(struct walk *w, const char *path, const struct stat *st)
 {
 	int fd;
 	ssize_t r;
 
 	if (w->manifest) {
-		fprintf(w->manifest, "%jd %s\n", (intmax_t)st->st_size, path + w->rootlen + 1);
+		fprintf(w->manifest, "%jd %s\n", (intmax_t)st->st_size, path + w->skip);
 		w->files++;
 		w->bytes += (uint64_t)st->st_size;
 		return 0;
@@ -102,7 +119,7 @@ static int walk_dir(struct walk *w, const char *dir)
 		char *path = NULL;
 		struct stat st;
 
-		if (rc || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		if (rc || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || excluded(w, name))
 			goto next;
 		if (asprintf(&path, "%s/%s", dir, name) < 0) {
 			rc = -1;
@@ -126,7 +143,8 @@ static int walk_dir(struct walk *w, const char *dir)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: readtree [--bs BYTES] [--only SUFFIX] [--manifest OUT] DIR\n");
+	fprintf(stderr, "usage: readtree [--bs BYTES] [--only SUFFIX] [--exclude NAME]... "
+			"[--manifest OUT] DIR|FILE\n");
 	exit(2);
 }
 
@@ -143,6 +161,8 @@ int main(int argc, char **argv)
 			w.bs = strtoull(argv[++i], NULL, 0);
 		else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
 			w.only = argv[++i];
+		else if (strcmp(argv[i], "--exclude") == 0 && i + 1 < argc && w.nexclude < 16)
+			w.exclude[w.nexclude++] = argv[++i];
 		else if (strcmp(argv[i], "--manifest") == 0 && i + 1 < argc)
 			manifest = argv[++i];
 		else if (argv[i][0] == '-' || root)
@@ -165,11 +185,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "readtree: out of memory\n");
 		return 1;
 	}
+	w.skip = w.rootlen + 1;
 	char *top = strndup(root, w.rootlen);
 	if (!top)
 		return 1;
+	struct stat st;
+	if (stat(top, &st) != 0) {
+		fprintf(stderr, "readtree: %s: %s\n", top, strerror(errno));
+		return 1;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = walk_dir(&w, top);
+	if (S_ISREG(st.st_mode)) {
+		const char *slash = strrchr(top, '/');
+
+		w.skip = slash ? (size_t)(slash - top) + 1 : 0; /* a manifest names the file */
+		rc = read_file(&w, top, &st);
+	} else {
+		rc = walk_dir(&w, top);
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	free(top);
 	free(w.buf);

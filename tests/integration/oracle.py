@@ -988,3 +988,52 @@ def generate(gen, out, records, features, shards=1, compression="none", seed=0,
         cmd.append("--seq")
     subprocess.run(cmd + list(features), check=True)
     return list_shards(str(out))
+
+
+# ---------------------------------------------------------------- whole epoch (all/)
+
+
+def epoch_records(n, batch_size, seed=0, epoch=0, shuffle="global", drop_remainder=False,
+                  rank=0, world=1):
+    """Global record indices of a rank's whole epoch as epoch-E/all/ shows it:
+    its local batches in order (after rank/world and drop_remainder), each
+    batch's records in row order."""
+    out = []
+    for b in range(local_batches(n, batch_size, drop_remainder, world)):
+        out.extend(batch_records(n, batch_size, b, seed, epoch, shuffle, rank, world))
+    return out
+
+
+def split_tensors(schema):
+    """Names of a schema's offset tensors (ragged row_splits / value_splits)."""
+    if isinstance(schema, (str, bytes)):
+        schema = json.loads(schema)
+    out = set()
+    for name, spec in schema.get("features", {}).items():
+        lay = layout(spec)
+        if lay == "ragged":
+            out.add(name + ".row_splits")
+        elif lay == "ragged2":
+            out.update([name + ".value_splits", name + ".row_splits"])
+    return out
+
+
+def concat_batches(schema, batches):
+    """Consecutive batches' tensors (a list of {name: array}) joined into one
+    set, like concatenating tf.RaggedTensors: dense tensors (and values)
+    along axis 0; offset tensors (row_splits, value_splits) shifted by the
+    running total of their batches' last offsets, first 0 kept once."""
+    splits = split_tensors(schema)
+    names = sorted(batches[0])
+    out = {}
+    for name in names:
+        parts = [np.asarray(b[name]) for b in batches]
+        if name in splits:
+            acc, total = [np.zeros(1, dtype=np.int64)], 0
+            for p in parts:
+                acc.append(p[1:].astype(np.int64) + total)
+                total += int(p[-1])
+            out[name] = np.concatenate(acc).astype(parts[0].dtype)
+        else:
+            out[name] = np.concatenate(parts, axis=0)
+    return out
