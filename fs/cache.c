@@ -27,9 +27,10 @@ struct bfs_cache {
 	pthread_cond_t changed; /* an entry left ST_LOADING */
 	pthread_cond_t work;    /* the queue got a request, or stop */
 	struct bfs_cache_entry *table[NBUCKETS]; /* lock */
-	/* lock; READY entries, newest first, on two lists: [0] prefetched and
-	 * not read yet, [1] read at least once (x->touched) */
-	struct bfs_cache_entry *lru_head[2], *lru_tail[2];
+	/* lock; READY entries, newest first, on three lists: [0] prefetched and
+	 * not read yet, [1] batches read at least once (x->touched), [2] chunks
+	 * of the epoch view read at least once */
+	struct bfs_cache_entry *lru_head[3], *lru_tail[3];
 	size_t nread;    /* lock; entries on list [1] */
 	size_t keep_read; /* read entries kept beyond what readers hold */
 	struct req *queue;      /* lock; ring */
@@ -65,9 +66,18 @@ static void unhash(struct bfs_cache *c, struct bfs_cache_entry *x)
 	x->hnext = NULL;
 }
 
+/* A read batch is in the page cache too, so few are kept (trim_read). A
+ * read chunk is kept while the budget allows: all.safetensors holds each
+ * tensor of the whole epoch in turn, so a reader of it (or of the all/
+ * files one after another) needs every chunk once per tensor. */
+static int list_of(const struct bfs_cache_entry *x)
+{
+	return !x->touched ? 0 : (x->batch & BFS_CHUNK) ? 2 : 1;
+}
+
 static void lru_unlink(struct bfs_cache *c, struct bfs_cache_entry *x)
 {
-	int l = x->touched;
+	int l = list_of(x);
 
 	if (x->lprev)
 		x->lprev->lnext = x->lnext;
@@ -80,12 +90,12 @@ static void lru_unlink(struct bfs_cache *c, struct bfs_cache_entry *x)
 	else
 		c->lru_tail[l] = x->lprev;
 	x->lprev = x->lnext = NULL;
-	c->nread -= (size_t)l;
+	c->nread -= l == 1;
 }
 
 static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
 {
-	int l = x->touched;
+	int l = list_of(x);
 
 	x->lprev = NULL;
 	x->lnext = c->lru_head[l];
@@ -94,7 +104,7 @@ static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
 	c->lru_head[l] = x;
 	if (!c->lru_tail[l])
 		c->lru_tail[l] = x;
-	c->nread += (size_t)l;
+	c->nread += l == 1;
 }
 
 static void entry_free(struct bfs_cache_entry *x)
@@ -117,11 +127,15 @@ static void evict(struct bfs_cache *c, struct bfs_cache_entry *x)
 }
 
 /* Evict unreferenced ready entries until `need` more bytes fit: batches
- * already read first, oldest first, then prefetched ones. Returns true if
+ * already read first, then chunks already read, then prefetched ones, each
+ * oldest first. Returns true if
  * they fit. Called with the lock held. */
 static bool make_room(struct bfs_cache *c, uint64_t need)
 {
-	for (int l = 1; l >= 0; l--) {
+	static const int order[] = { 1, 2, 0 }; /* read batches, read chunks, prefetched */
+
+	for (int o = 0; o < 3; o++) {
+		int l = order[o];
 		struct bfs_cache_entry *x = c->lru_tail[l];
 
 		while (c->st.bytes + need > c->budget && x) {

@@ -286,7 +286,7 @@ def check_epoch(m, ds, schema=None, B=32, seed=0, epoch=0, shuffle="global", dro
     schema = schema or effective(m)
     ep = m.path("epoch-%04d" % epoch)
     nloc = oracle.local_batches(ds.n, B, drop, world)
-    want = sorted(["batch-%06d" % i for i in range(nloc)] +
+    want = sorted(["all", "all.safetensors"] + ["batch-%06d" % i for i in range(nloc)] +
                   ["batch-%06d.safetensors" % i for i in range(nloc)])
     assert sorted(os.listdir(ep)) == want
     for i in (range(nloc) if batches is None else batches):
@@ -371,8 +371,9 @@ def test_tree_shape_and_facts(mounter, ds_plain):
     # names: 4+ digit epochs, 6+ digit batches, ls order = numeric order
     for e in ["epoch-0000", "epoch-0001", "epoch-0002"]:
         names = sorted(os.listdir(m.path(e)))
-        assert all(re.fullmatch(r"batch-\d{6,}(\.safetensors)?", n) for n in names)
-        assert len([n for n in names if not n.endswith(".safetensors")]) == 16
+        assert names[:2] == ["all", "all.safetensors"]  # the epoch as one array
+        assert all(re.fullmatch(r"batch-\d{6,}(\.safetensors)?", n) for n in names[2:])
+        assert len([n for n in names[2:] if not n.endswith(".safetensors")]) == 16
     # epoch-0003 and epoch-0123 are not listed but can be looked up by name
     for e in [3, 123]:
         p = m.path("epoch-%04d" % e)
@@ -664,7 +665,8 @@ def test_rank_world(mounter, ds_plain):
     for r, m in enumerate(ranks):
         s = m.json("schema.json")
         assert fact(s, "rank") == r and fact(s, "world") == W
-        names = [n for n in os.listdir(m.path("epoch-0000")) if not n.endswith(".safetensors")]
+        names = [n for n in os.listdir(m.path("epoch-0000")) if n.startswith("batch-") and
+                 not n.endswith(".safetensors")]
         assert len(names) == per_rank
     for i in range(per_rank):
         for r, m in enumerate(ranks):
