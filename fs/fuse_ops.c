@@ -51,6 +51,12 @@ struct bfs_fs {
 	 * ragged (then every batch but the last has the same sizes) */
 	struct bfs_geom *geom_full, *geom_last;
 
+	/* no OPEN/RELEASE (OPENDIR) round trips: the kernel took ENOSYS for them */
+	bool no_open, no_opendir;
+	pthread_mutex_t dlock; /* guards dyn and dyn_gen */
+	struct fh *dyn[2];     /* latest snapshots of stats.json, errors.txt */
+	uint64_t dyn_gen;      /* bumped per snapshot: their mtime, in ns */
+
 	pthread_mutex_t vlock; /* guards views and view_tick */
 	struct {
 		uint64_t epoch, used;
@@ -271,6 +277,80 @@ done:
 	return 0;
 }
 
+struct fh {
+	char *text; /* snapshot of a dynamic file */
+	size_t len;
+	int refs;   /* the open file's, plus one per read being replied to */
+};
+
+/* Drop a reference to a snapshot; the last one frees it. A read holds one
+ * across its reply: once the kernel has the reply the reader may close the
+ * file, and the release may then run before the read handler returns. */
+static void fh_put(struct fh *h)
+{
+	if (h && __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		free(h->text);
+		free(h);
+	}
+}
+
+/* stats.json is padded with spaces to this size, so that its size does not
+ * change as its numbers grow: a reader that saw one snapshot's size and
+ * reads the next still gets whole JSON. */
+#define STATS_SIZE 4096
+
+/* A new snapshot of stats.json or errors.txt, made the current one; the
+ * caller gets a reference. Without OPEN requests (no_open) a dynamic file
+ * is read through the page cache: every GETATTR makes a snapshot with a new
+ * mtime, and the kernel (auto_inval_data, attributes never cached) drops
+ * the cached pages when the mtime moves, so each read(2) sees fresh
+ * counters. errors.txt only grows, so an older size is a prefix of it. */
+static struct fh *dyn_refresh(struct bfs_fs *fs, enum bfs_vtype type, uint64_t *gen)
+{
+	struct fh *h = calloc(1, sizeof(*h)), *old;
+	int k = type == BFS_V_STATS ? 0 : 1;
+
+	if (!h)
+		return NULL;
+	h->text = k == 0 ? stats_text(fs, &h->len) : errors_text(fs, &h->len);
+	if (h->text && k == 0 && h->len < STATS_SIZE) {
+		char *t = realloc(h->text, STATS_SIZE);
+		if (t) {
+			memset(t + h->len - 1, ' ', STATS_SIZE - h->len);
+			t[STATS_SIZE - 1] = '\n';
+			h->text = t;
+			h->len = STATS_SIZE;
+		}
+	}
+	if (!h->text) {
+		free(h);
+		return NULL;
+	}
+	h->refs = 2; /* the table's and the caller's */
+	pthread_mutex_lock(&fs->dlock);
+	old = fs->dyn[k];
+	fs->dyn[k] = h;
+	*gen = ++fs->dyn_gen;
+	pthread_mutex_unlock(&fs->dlock);
+	fh_put(old);
+	return h;
+}
+
+/* The current snapshot (a reference), made if there is none. */
+static struct fh *dyn_current(struct bfs_fs *fs, enum bfs_vtype type)
+{
+	int k = type == BFS_V_STATS ? 0 : 1;
+	struct fh *h;
+	uint64_t gen;
+
+	pthread_mutex_lock(&fs->dlock);
+	h = fs->dyn[k];
+	if (h)
+		__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_unlock(&fs->dlock);
+	return h ? h : dyn_refresh(fs, type, &gen);
+}
+
 /* -------------------------------------------------------------- sizes */
 
 /* Geometry of (epoch, batch): borrowed from the fixed ones, or computed
@@ -286,12 +366,12 @@ static int get_geom(struct bfs_fs *fs, uint64_t e, uint64_t b, struct bfs_geom *
 	return bfs_batcher_geom(g, fs->b, e, b);
 }
 
-static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *size)
+/* *mtime_ns (may be NULL) gets a dynamic file's snapshot number. */
+static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *size,
+		     uint64_t *mtime_ns)
 {
 	struct bfs_geom *g;
 	bool owned;
-	size_t len = 0;
-	char *s;
 	int rc;
 
 	switch (n->type) {
@@ -302,11 +382,17 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 		*size = fs->schema_len;
 		return 0;
 	case BFS_V_STATS:
-	case BFS_V_ERRORS:
-		s = n->type == BFS_V_STATS ? stats_text(fs, &len) : errors_text(fs, &len);
-		free(s);
-		*size = len;
+	case BFS_V_ERRORS: {
+		uint64_t gen;
+		struct fh *h = dyn_refresh(fs, n->type, &gen);
+		if (!h)
+			return -ENOMEM;
+		*size = h->len;
+		fh_put(h);
+		if (mtime_ns)
+			*mtime_ns = gen;
 		return 0;
+	}
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:
 		if (n->all) {
@@ -335,7 +421,7 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 
 static int fill_attr(struct bfs_fs *fs, const struct bfs_vnode *n, struct stat *st)
 {
-	uint64_t size = 0;
+	uint64_t size = 0, gen = 0;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
@@ -349,9 +435,13 @@ static int fill_attr(struct bfs_fs *fs, const struct bfs_vnode *n, struct stat *
 		st->st_nlink = 2;
 		return 0;
 	}
-	rc = node_size(fs, n, &size);
+	rc = node_size(fs, n, &size, &gen);
 	if (rc)
 		return rc;
+	if (gen) { /* a dynamic file: a new mtime per snapshot */
+		st->st_mtim.tv_sec = fs->mount_time + (time_t)(gen / 1000000000u);
+		st->st_mtim.tv_nsec = (long)(gen % 1000000000u);
+	}
 	st->st_mode = S_IFREG | 0444;
 	st->st_nlink = 1;
 	st->st_size = (off_t)size;
@@ -373,7 +463,15 @@ static struct bfs_fs *FS(fuse_req_t req)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct bfs_fs *fs = userdata;
+
+	/* Every file is immutable (stats.json and errors.txt are handled by
+	 * their attributes), so OPEN, RELEASE and OPENDIR carry nothing: answering
+	 * ENOSYS once spares a round trip per file (FUSE_NO_OPEN_SUPPORT). */
+	fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) && !fs->cfg.keep_open;
+	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) && !fs->cfg.keep_open;
+	if (fs->no_open)
+		conn->want |= conn->capable & FUSE_CAP_AUTO_INVAL_DATA;
 	/* large requests: the kernel caps these at what it supports */
 	conn->max_readahead = conn->max_readahead > READ_CHUNK ? conn->max_readahead : READ_CHUNK;
 	conn->max_write = READ_CHUNK; /* also raises max_pages for reads */
@@ -437,6 +535,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 	if (!rc && !bfs_vnode_is_dir(&n))
 		rc = -ENOTDIR;
+	if (!rc && fs->no_opendir)
+		rc = -ENOSYS; /* the kernel then caches listings itself (FOPEN_CACHE_DIR) */
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -495,23 +595,6 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
-struct fh {
-	char *text; /* snapshot of a dynamic file */
-	size_t len;
-	int refs;   /* the open file's, plus one per read being replied to */
-};
-
-/* Drop a reference to a snapshot; the last one frees it. A read holds one
- * across its reply: once the kernel has the reply the reader may close the
- * file, and the release may then run before the read handler returns. */
-static void fh_put(struct fh *h)
-{
-	if (h && __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		free(h->text);
-		free(h);
-	}
-}
-
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_fs *fs = FS(req);
@@ -528,6 +611,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (fs->no_open) { /* the kernel opens every file without asking from now on */
+		fuse_reply_err(req, ENOSYS);
 		return;
 	}
 	if (is_dynamic(&n)) {
@@ -766,11 +853,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	case BFS_V_STATS:
 	case BFS_V_ERRORS:
+		if (h) /* opened with an OPEN request: its own snapshot */
+			__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+		else
+			h = dyn_current(fs, n.type);
 		if (!h) {
-			fuse_reply_err(req, EIO);
+			fuse_reply_err(req, ENOMEM);
 			return;
 		}
-		__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
 		reply_slice(req, h->text, h->len, off, size);
 		fh_put(h);
 		return;
@@ -912,6 +1002,9 @@ void bfs_fs_free(struct bfs_fs *fs)
 			free(fs->views[i].r);
 		}
 	pthread_mutex_destroy(&fs->vlock);
+	fh_put(fs->dyn[0]);
+	fh_put(fs->dyn[1]);
+	pthread_mutex_destroy(&fs->dlock);
 	bfs_vfs_free(fs->vfs);
 	bfs_geom_free(fs->geom_full);
 	bfs_geom_free(fs->geom_last);
@@ -935,7 +1028,10 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 		return -ENOMEM;
 	pthread_mutex_init(&fs->elock, NULL);
 	pthread_mutex_init(&fs->vlock, NULL);
+	pthread_mutex_init(&fs->dlock, NULL);
 	fs->cfg = *cfg;
+	if (getenv("BATCHFS_OPEN_REQUESTS") && strcmp(getenv("BATCHFS_OPEN_REQUESTS"), "1") == 0)
+		fs->cfg.keep_open = true;
 	fs->ds = cfg->ds;
 	fs->b = cfg->batcher;
 	fs->mount_time = time(NULL);
