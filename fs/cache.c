@@ -32,6 +32,7 @@ struct bfs_cache {
 	 * of the epoch view read at least once */
 	struct bfs_cache_entry *lru_head[3], *lru_tail[3];
 	size_t nread;    /* lock; entries on list [1] */
+	uint64_t chunk_bytes; /* lock; bytes of entries on list [2] */
 	size_t keep_read; /* read entries kept beyond what readers hold */
 	struct req *queue;      /* lock; ring */
 	size_t qcap, qhead, qlen; /* lock */
@@ -91,6 +92,7 @@ static void lru_unlink(struct bfs_cache *c, struct bfs_cache_entry *x)
 		c->lru_tail[l] = x->lprev;
 	x->lprev = x->lnext = NULL;
 	c->nread -= l == 1;
+	c->chunk_bytes -= l == 2 ? x->bytes : 0;
 }
 
 static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
@@ -105,6 +107,7 @@ static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
 	if (!c->lru_tail[l])
 		c->lru_tail[l] = x;
 	c->nread += l == 1;
+	c->chunk_bytes += l == 2 ? x->bytes : 0;
 }
 
 static void entry_free(struct bfs_cache_entry *x)
@@ -158,6 +161,15 @@ static void trim_read(struct bfs_cache *c)
 	struct bfs_cache_entry *x = c->lru_tail[1];
 
 	while (c->nread > c->keep_read && x) {
+		struct bfs_cache_entry *prev = x->lprev;
+		if (x->refs == 0)
+			evict(c, x);
+		x = prev;
+	}
+	/* read chunks: at most half the budget, so that the daemon's memory
+	 * (buffers plus the allocator's own) stays within cache_size */
+	x = c->lru_tail[2];
+	while (c->chunk_bytes > c->budget / 2 && x) {
 		struct bfs_cache_entry *prev = x->lprev;
 		if (x->refs == 0)
 			evict(c, x);
