@@ -177,6 +177,29 @@ def vm_hwm(pid):
     return None
 
 
+def rss_parts(pid):
+    """(RssAnon, RssFile + RssShmem) in bytes now, or None: file-backed pages
+    (mapped shards, say) count in VmHWM too."""
+    got = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
+                    got[line.split(":")[0]] = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    if "RssAnon" not in got:
+        return None
+    return got["RssAnon"], got.get("RssFile", 0) + got.get("RssShmem", 0)
+
+
+def fmt_parts(parts):
+    if not parts:
+        return ""
+    return "; RSS at the end: anon %.0f MiB, file-backed %.0f MiB" % (parts[0] / MiB,
+                                                                       parts[1] / MiB)
+
+
 def drop_caches(args):
     if not args.drop_caches:
         return
@@ -236,6 +259,8 @@ class Mount:
         self.mount_seconds = time.perf_counter() - t0
 
     def hwm(self):
+        """VmHWM now; what the RSS is made of now goes to self.rss_parts."""
+        self.rss_parts = rss_parts(self.p.pid)
         return vm_hwm(self.p.pid)
 
     def read(self, tools, path, *extra):
@@ -397,10 +422,16 @@ def torch_loop(mode, root, batch_size, limit, description):
               (one split per shard, equal weights, infinite=False),
               shuffle_queue_size=1024, DataLoader(batch_size=batch_size)"""
     import resource
+    import warnings
 
     import numpy as np
     import torch
     import torch.utils.data
+
+    # vahidk + np.frombuffer hands collate read-only arrays: torch warns once
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    # a --quick subset smaller than the shuffle queue: the queue holds all of it
+    warnings.filterwarnings("ignore", message="Number of elements in the iterator is less")
 
     def cpu_now():
         a = resource.getrusage(resource.RUSAGE_SELF)
@@ -617,7 +648,7 @@ def all_rows(args, tools, res, t, mnt, mopts, src, nrec, shard_bytes, mb):
     size = cold["bytes"]
     res.update(all_cold=nrec / cold["seconds"], all_cold_cpu=cold["daemon_cpu"],
                all_warm_mb=mb(size, warm["seconds"]), all_bytes=size)
-    res["all_hwm"]["readtree cold + warm"] = (hwm, st)
+    res["all_hwm"]["readtree cold + warm"] = (hwm, st, m.rss_parts)
     t.add("batchfs all.safetensors, cold epoch (fresh mount, 1 MiB reads)", nrec / cold["seconds"],
           mb(shard_bytes, cold["seconds"]), mb(size, cold["seconds"]), hwm_cold, cold["seconds"],
           cold["daemon_cpu"], "%.1f MB; decode %.2f s; mount %.2f s" % (
@@ -688,6 +719,7 @@ def torch_rows(args, tools, name, w, res, t, mnt, mopts, src, nrec, bs, shard_by
                     rc, out, _, rss = run_child(me + ["--torch-loop", mode, "--root", root])
                     c1 = proc_cpu(m.p.pid)
                     dhwm = m.hwm()
+                    parts = m.rss_parts
                     st = read_stats(mnt)
                 if rc != 0:
                     t.add(label, note="failed (status %d)" % rc)
@@ -695,7 +727,7 @@ def torch_rows(args, tools, name, w, res, t, mnt, mopts, src, nrec, bs, shard_by
                 j = json_lines(out)[0]
                 dcpu = c1 - c0 if c0 is not None and c1 is not None else None
                 if mode == "all":
-                    res.setdefault("all_hwm", {})["PyTorch all/ loop"] = (dhwm, st)
+                    res.setdefault("all_hwm", {})["PyTorch all/ loop"] = (dhwm, st, parts)
             rate = j["records"] / j["seconds"]
             res["torch_" + mode] = rate
             if dcpu is not None:
@@ -769,6 +801,7 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
                     [mnt + "/epoch-0000"])
     tree_bytes = cold["bytes"]
     res.update(tree_bytes=tree_bytes, files=cold["files"], stats=st_warm, hwm=hwm,
+               hwm_parts=m.rss_parts,
                batches=st_warm.get("batches_per_epoch"))
     res["cold"] = nrec / cold["seconds"]
     res["cold_cpu"] = cold["daemon_cpu"]
@@ -984,14 +1017,14 @@ def new_ratios(r):
     if n == "small" and not r.get("all_hwm"):
         say("%-7s all/ mounts: daemon peak RSS (VmHWM) vs cache_size + index + 64 MiB: %s" % (
             n, missing or "n/a"))
-    for label, (hwm, st) in sorted(r.get("all_hwm", {}).items()):
+    for label, (hwm, st, parts) in sorted(r.get("all_hwm", {}).items()):
         budget = st.get("cache_budget", 1 << 30)
         limit = budget + st.get("index_bytes", 0) + 64 * MiB
         say("%-7s all/ mount (%s): daemon peak RSS (VmHWM) %.0f MiB vs cache_size %.0f MiB + "
-            "index %.1f MiB + 64 MiB = %.0f MiB  %s  (cache peak %.0f MiB)" % (
+            "index %.1f MiB + 64 MiB = %.0f MiB  %s  (cache peak %.0f MiB%s)" % (
                 n, label, (hwm or 0) / MiB, budget / MiB, st.get("index_bytes", 0) / MiB,
                 limit / MiB, verdict(hwm is not None and hwm <= limit),
-                st.get("cache_peak_bytes", 0) / MiB))
+                st.get("cache_peak_bytes", 0) / MiB, fmt_parts(parts)))
 
 
 # ---------------------------------------------------------------- index size
@@ -1150,9 +1183,10 @@ def main():
         budget = st.get("cache_budget", 1 << 30)
         limit = budget + st.get("index_bytes", 0) + 64 * MiB
         say("%-7s daemon peak RSS (VmHWM) %.0f MiB vs cache_size %.0f MiB + index %.1f MiB + "
-            "64 MiB = %.0f MiB  %s  (cache peak %.0f MiB)" % (
+            "64 MiB = %.0f MiB  %s  (cache peak %.0f MiB%s)" % (
                 n, r["hwm"] / MiB, budget / MiB, st.get("index_bytes", 0) / MiB, limit / MiB,
-                verdict(r["hwm"] <= limit), st.get("cache_peak_bytes", 0) / MiB))
+                verdict(r["hwm"] <= limit), st.get("cache_peak_bytes", 0) / MiB,
+                fmt_parts(r.get("hwm_parts"))))
         new_ratios(r)
     if ix:
         say("index   %s records: in memory %s bytes = %.6f B/record %s; on disk under "
