@@ -340,6 +340,8 @@ static void size_chunks(struct bfs_batcher *b)
 		       (double)b->nrecords;
 	}
 	b->chunk_rows = row >= (double)CHUNK_BYTES ? 1 : (uint64_t)((double)CHUNK_BYTES / (row + 1));
+	if (b->o.chunk_rows)
+		b->chunk_rows = b->o.chunk_rows;
 	if (b->chunk_rows == 0)
 		b->chunk_rows = 1;
 	b->nchunks = (b->rows + b->chunk_rows - 1) / b->chunk_rows;

@@ -34,6 +34,7 @@ struct bfs_batcher_opts {
 	enum bfs_on_corrupt on_corrupt;
 	uint64_t max_batch_bytes; /* 0: no limit */
 	unsigned jobs;            /* threads for the one-time ragged count pass */
+	uint64_t chunk_rows;      /* rows per chunk of all/; 0: about 2 MiB of rows */
 };
 
 struct bfs_batcher;

@@ -32,6 +32,7 @@ static void usage(FILE *f)
 		"  drop_remainder  schema=FILE  features=a,b  rank=R,world=W\n"
 		"  verify=crc|none  on_corrupt=fail|skip  cache_size=SIZE (1G)\n"
 		"  prefetch=N (2 x threads)  threads=N (nproc)  index_dir=DIR\n"
+		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
 		"  compression=auto|none|gzip|zlib  follow_symlinks  cuda[=DEV]\n"
 		"  -f  foreground    -d  debug (foreground, log requests)\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
@@ -226,6 +227,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.on_corrupt = o->on_corrupt,
 		.max_batch_bytes = o->cache_size,
 		.jobs = o->threads,
+		.chunk_rows = o->chunk_rows,
 	};
 	rc = bfs_batcher_new(&b, ds, schema, &bo);
 	if (rc) {

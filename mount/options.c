@@ -26,6 +26,7 @@ enum {
 	K_ON_CORRUPT,
 	K_CACHE_SIZE,
 	K_PREFETCH,
+	K_CHUNK_ROWS,
 	K_THREADS,
 	K_INDEX_DIR,
 	K_COMPRESSION,
@@ -52,6 +53,7 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("on_corrupt=", K_ON_CORRUPT),
 	FUSE_OPT_KEY("cache_size=", K_CACHE_SIZE),
 	FUSE_OPT_KEY("prefetch=", K_PREFETCH),
+	FUSE_OPT_KEY("chunk_rows=", K_CHUNK_ROWS),
 	FUSE_OPT_KEY("threads=", K_THREADS),
 	FUSE_OPT_KEY("index_dir=", K_INDEX_DIR),
 	FUSE_OPT_KEY("compression=", K_COMPRESSION),
@@ -259,6 +261,11 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 			return bad(c, arg, "need a whole number from 0 to 4096");
 		o->prefetch = (unsigned)n;
 		return 0;
+	case K_CHUNK_ROWS:
+		if (bfs_parse_u64(&n, v) || n == 0 || n > ((uint64_t)1 << 32))
+			return bad(c, arg, "need a whole number from 1 to 2^32");
+		o->chunk_rows = n;
+		return 0;
 	case K_THREADS:
 		if (bfs_parse_u64(&n, v) || n == 0 || n > 64)
 			return bad(c, arg, "need a whole number from 1 to 64");
@@ -407,23 +414,25 @@ static char *escape_value(const char *v)
 char *bfs_options_describe(const struct bfs_options *o)
 {
 	char *s = NULL, *features = NULL;
-	char cache[32];
+	char cache[32], chunk[48] = "";
 
 	if (o->cache_size % (1u << 20))
 		snprintf(cache, sizeof(cache), "%llu", (unsigned long long)o->cache_size);
 	else
 		snprintf(cache, sizeof(cache), "%lluM", (unsigned long long)(o->cache_size >> 20));
+	if (o->chunk_rows)
+		snprintf(chunk, sizeof(chunk), ",chunk_rows=%llu", (unsigned long long)o->chunk_rows);
 	if (o->features && !(features = escape_value(o->features)))
 		return NULL;
 	if (asprintf(&s,
 		     "batch_size=%llu,seed=%llu,shuffle=%s,epochs=%llu%s,rank=%llu,world=%llu,"
-		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u,threads=%u,compression=%s%s%s%s",
+		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,compression=%s%s%s%s",
 		     (unsigned long long)o->batch_size, (unsigned long long)o->seed,
 		     o->shuffle ? "global" : "none", (unsigned long long)o->epochs,
 		     o->drop_remainder ? ",drop_remainder" : "", (unsigned long long)o->rank,
 		     (unsigned long long)o->world, o->verify ? "crc" : "none",
 		     o->on_corrupt == BFS_ON_CORRUPT_SKIP ? "skip" : "fail", cache, o->prefetch,
-		     o->threads, bfs_compression_name(o->compression),
+		     chunk, o->threads, bfs_compression_name(o->compression),
 		     features ? ",features=" : "", features ? features : "",
 		     o->follow_symlinks ? ",follow_symlinks" : "") < 0)
 		s = NULL;

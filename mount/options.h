@@ -31,6 +31,7 @@ struct bfs_options {
 	uint64_t cache_size;
 	unsigned prefetch; /* 0: no prefetch; BFS_PREFETCH_DEFAULT until parsed: 2 x threads */
 	unsigned threads;
+	uint64_t chunk_rows; /* rows decoded together for all/; 0: about 2 MiB of them */
 	char *index_dir;
 	enum bfs_compression compression;
 	bool follow_symlinks;

@@ -7,6 +7,9 @@
  * the build equals the one computed without decoding (the sizes `stat`
  * shows), every tensor lies inside the buffer, and each .npy header has the
  * length the geometry promised. Errors (EIO for a corrupt record) are fine.
+ * The epoch view (all/, in chunks of 1-3 rows so that boundaries fall
+ * everywhere) must equal the epoch's batches end to end: its fixed rows and
+ * values their concatenation, its row_splits/value_splits theirs shifted.
  *
  * bfs_fuzz_batch() is called by fuzz_replay.c (plain main, every make check)
  * and, built with -DBFS_LIBFUZZER, by libFuzzer's LLVMFuzzerTestOneInput.
@@ -17,6 +20,7 @@
 #include "fuzz_memfd.h"
 #include "batch.h"
 #include "dataset.h"
+#include "epoch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +92,85 @@ static void check_batch(const struct bfs_batcher *b, uint64_t e, uint64_t k)
 	bfs_geom_free(g);
 }
 
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t x;
+	memcpy(&x, p, 8);
+	return x;
+}
+
+/* The view of epoch e, tensor by tensor, against the batches end to end. */
+static void check_view(const struct bfs_batcher *b, uint64_t e)
+{
+	const struct bfs_plan *p = bfs_batcher_plan(b);
+	uint64_t nb = bfs_batcher_nbatches(b);
+	struct bfs_epoch_view *v = NULL;
+	uint8_t **bbuf = calloc(nb ? nb : 1, sizeof(*bbuf));
+	struct bfs_geom **bg = calloc(nb ? nb : 1, sizeof(*bg));
+	bool ok = bbuf && bg;
+
+	for (uint64_t k = 0; k < nb && ok; k++)
+		ok = bfs_batcher_build(&bbuf[k], &bg[k], b, e, k, ignore_corrupt, NULL) == 0;
+	if (ok && bfs_epoch_view_new(&v, b, e) == 0) {
+		FUZZ_ASSERT(v->rows == bfs_batcher_rows(b));
+		for (size_t t = 0; t < p->ntensors; t++) {
+			uint64_t n = v->geom->g[t].nbytes, pos = 0;
+			uint8_t *got = malloc(n ? n : 1), *want = malloc(n ? n : 1);
+			enum bfs_role role = p->t[t].role;
+			bool split = role == BFS_ROLE_ROW_SPLITS || role == BFS_ROLE_VALUE_SPLITS;
+			uint64_t base = 0, w = split ? 8 : 0;
+
+			FUZZ_ASSERT(got && want);
+			/* expected: concatenation, splits shifted and joined */
+			if (split && n >= 8)
+				memset(want, 0, 8);
+			for (uint64_t k = 0; k < nb; k++) {
+				const uint8_t *src = bbuf[k] + bg[k]->g[t].offset;
+				uint64_t m = bg[k]->g[t].nbytes;
+				if (!split) {
+					FUZZ_ASSERT(w + m <= n);
+					memcpy(want + w, src, m);
+					w += m;
+					continue;
+				}
+				for (uint64_t i = 8; i + 8 <= m; i += 8) {
+					uint64_t x = base + le64(src + i);
+					FUZZ_ASSERT(w + 8 <= n);
+					memcpy(want + w, &x, 8);
+					w += 8;
+				}
+				if (m >= 8)
+					base += le64(src + m - 8);
+			}
+			FUZZ_ASSERT(w == n);
+			/* got: from chunks, in pieces of odd sizes */
+			while (pos < n) {
+				uint64_t c = bfs_epoch_view_chunk(v, t, pos), k, want_n = 1 + pos % 13;
+				uint8_t *cb = NULL;
+				struct bfs_geom *cg = NULL;
+				FUZZ_ASSERT(bfs_batcher_build(&cb, &cg, b, e, c | BFS_CHUNK,
+							      ignore_corrupt, NULL) == 0);
+				k = bfs_epoch_view_copy(v, t, c, cb, cg, pos,
+							want_n < n - pos ? want_n : n - pos, got + pos);
+				FUZZ_ASSERT(k > 0);
+				pos += k;
+				free(cb);
+				bfs_geom_free(cg);
+			}
+			FUZZ_ASSERT(memcmp(got, want, n) == 0);
+			free(got);
+			free(want);
+		}
+	}
+	for (uint64_t k = 0; bbuf && bg && k < nb; k++) {
+		free(bbuf[k]);
+		bfs_geom_free(bg[k]);
+	}
+	free(bbuf);
+	free(bg);
+	bfs_epoch_view_free(v);
+}
+
 int bfs_fuzz_batch(const uint8_t *data, size_t size)
 {
 	struct bfs_dataset_opts dopt;
@@ -120,12 +203,15 @@ int bfs_fuzz_batch(const uint8_t *data, size_t size)
 	bopt.on_corrupt = (size & 8) ? BFS_ON_CORRUPT_SKIP : BFS_ON_CORRUPT_FAIL;
 	bopt.max_batch_bytes = 64u << 20;
 	bopt.jobs = 1;
+	bopt.chunk_rows = 1 + size % 3;
 	if (bfs_batcher_new(&b, ds, s, &bopt) != 0)
 		goto out;
 	for (uint64_t e = 0; e < 2; e++) {
 		uint64_t nb = bfs_batcher_nbatches(b);
 		for (uint64_t k = 0; k < nb && k < MAX_BATCHES; k++)
 			check_batch(b, e, k);
+		if (nb <= MAX_BATCHES)
+			check_view(b, e);
 		/* past the end: no geometry */
 		struct bfs_geom *g = NULL;
 		FUZZ_ASSERT(bfs_batcher_geom(&g, b, e, nb) != 0);
