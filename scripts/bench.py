@@ -1063,6 +1063,10 @@ def main():
     ap.add_argument("--cache-size", help="batchfs cache_size (default: batchfs's, 1G)")
     ap.add_argument("--no-npm", action="store_true")
     ap.add_argument("--no-index10m", action="store_true")
+    ap.add_argument("--product-from", metavar="DIR",
+                    help="take batchfs and bench_decode from DIR, a build of another commit "
+                         "(e.g. a git worktree of HEAD~1 built with scripts/build), to compare "
+                         "the two commits with the same baselines")
     ap.add_argument("--peers", default=os.path.join(os.path.dirname(TOP), "shared", "peers"),
                     help="the peers to run beside batchfs (tfr_decode.c, vahidk-tfrecord/)")
     ap.add_argument("--build-dir", default=os.path.join(TOP, "build"),
@@ -1101,6 +1105,11 @@ def main():
              "nullfs": os.path.join(bdir, "tests", "bench", "nullfs"),
              "readtree": os.path.join(bdir, "tests", "bench", "readtree"),
              "bench_decode": os.path.join(bdir, "tests", "bench", "bench_decode")}
+    if args.product_from:  # an earlier commit's daemon and decoder, the rest as built here
+        pdir = os.path.abspath(args.product_from)
+        tools["batchfs"] = os.path.join(pdir, "batchfs")
+        tools["bench_decode"] = os.path.join(pdir, "tests", "bench", "bench_decode")
+        say("batchfs and bench_decode from %s" % pdir)
 
     tfr_src = os.path.join(args.peers, "tfr_decode.c")
     tfr = os.path.join(args.work, "tfr_decode")
