@@ -126,19 +126,37 @@ static int unit_rows(const struct bfs_batcher *b, uint64_t unit, uint64_t *r0, u
 	return 0;
 }
 
+void bfs_batcher_row_records(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
+			     size_t n, uint64_t *out)
+{
+	uint64_t B = b->o.batch_size;
+
+	/* positions first (in place), then the permutation over all of them */
+	for (size_t k = 0; k < n; k++) {
+		uint64_t r = r0 + k;
+		out[k] = global_batch(b, r / B) * B + r % B;
+	}
+	bfs_perm_apply_many(p, out, n, out);
+}
+
 void bfs_batcher_row_totals(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
 			    uint64_t n, uint64_t *totals)
 {
 	size_t nslots = b->plan->nslots;
 
+	uint64_t recs[256];
+
 	for (size_t s = 0; s < nslots; s++)
 		totals[s] = 0;
 	if (!nslots)
 		return;
-	for (uint64_t r = r0; r < r0 + n; r++) {
-		uint64_t rec = bfs_batcher_row_record(b, p, r);
-		for (size_t s = 0; s < nslots; s++)
-			totals[s] += b->counts[s][rec];
+	for (uint64_t r = r0; r < r0 + n; r += BFS_ARRAY_SIZE(recs)) {
+		size_t m = r0 + n - r < BFS_ARRAY_SIZE(recs) ? (size_t)(r0 + n - r)
+							     : BFS_ARRAY_SIZE(recs);
+		bfs_batcher_row_records(b, p, r, m, recs);
+		for (size_t k = 0; k < m; k++)
+			for (size_t s = 0; s < nslots; s++)
+				totals[s] += b->counts[s][recs[k]];
 	}
 }
 
@@ -819,8 +837,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	}
 	/* read phase: every row's record into one arena, in file order, so a
 	 * compressed shard is inflated once per run of nearby records */
-	for (size_t j = 0; j < n; j++)
-		recs[j] = bfs_batcher_row_record(b, &perm, r0 + j);
+	bfs_batcher_row_records(b, &perm, r0, n, recs);
 	bfs_dataset_record_lens(b->ds, recs, n, lens);
 	for (size_t j = 0; j < n; j++)
 		arena_size += lens[j];

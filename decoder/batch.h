@@ -75,6 +75,9 @@ void bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_pe
 /* Global record index of row `row` of the epoch view. */
 uint64_t bfs_batcher_row_record(const struct bfs_batcher *b, const struct bfs_perm *p,
 				uint64_t row);
+/* out[k] = bfs_batcher_row_record(row r0 + k) for k < n. */
+void bfs_batcher_row_records(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
+			     size_t n, uint64_t *out);
 /* Ragged totals (plan->nslots of them) of view rows [r0, r0+n). */
 void bfs_batcher_row_totals(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
 			    uint64_t n, uint64_t *totals);

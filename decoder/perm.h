@@ -9,6 +9,7 @@
 #ifndef BFS_PERM_H
 #define BFS_PERM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct bfs_perm {
@@ -25,6 +26,8 @@ void bfs_perm_init(struct bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch
 
 /* The record at position pos (< n). */
 uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos);
+/* out[i] = bfs_perm_apply(p, pos[i]) for i < n, faster. */
+void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out);
 
 /* The 64-bit mixer used by the keys and the round function. */
 uint64_t bfs_mix64(uint64_t z);

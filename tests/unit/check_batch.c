@@ -55,6 +55,33 @@ START_TEST(perm_is_a_bijection_for_large_n)
 }
 END_TEST
 
+START_TEST(perm_apply_many_equals_apply)
+{
+	static const uint64_t ns[] = { 0, 1, 2, 3, 5, 64, 65, 1000, 400000, (1u << 20) + 7 };
+	uint64_t pos[300], out[300];
+	struct bfs_perm p;
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(ns); i++) {
+		for (int shuffle = 0; shuffle < 2; shuffle++) {
+			uint64_t n = ns[i];
+			bfs_perm_init(&p, n, 7 + i, i, shuffle);
+			for (size_t k = 0; k < 300; k++) /* scattered and repeated positions */
+				pos[k] = n ? (k * 2654435761u + i) % n : 0;
+			if (!n)
+				continue;
+			bfs_perm_apply_many(&p, pos, 300, out);
+			for (size_t k = 0; k < 300; k++)
+				ck_assert_uint_eq(out[k], bfs_perm_apply(&p, pos[k]));
+			for (size_t k = 0; k < 300; k++) /* in place */
+				out[k] = pos[k];
+			bfs_perm_apply_many(&p, out, 300, out);
+			for (size_t k = 0; k < 300; k++)
+				ck_assert_uint_eq(out[k], bfs_perm_apply(&p, pos[k]));
+		}
+	}
+}
+END_TEST
+
 START_TEST(perm_shuffle_none_is_identity)
 {
 	struct bfs_perm p;
@@ -241,6 +268,7 @@ static Suite *suite(void)
 	tcase_add_test(perm, perm_is_a_bijection_for_every_small_n);
 	tcase_add_test(perm, perm_is_a_bijection_for_large_n);
 	tcase_add_test(perm, perm_shuffle_none_is_identity);
+	tcase_add_test(perm, perm_apply_many_equals_apply);
 	tcase_add_test(perm, perm_epochs_and_seeds_differ);
 	tcase_add_test(perm, perm_positions_are_uniform);
 	tcase_add_test(tensor, npy_header_matches_numpy_layout);
