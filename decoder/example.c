@@ -576,7 +576,7 @@ void bfs_example_free(struct bfs_example *ex)
 
 const struct bfs_values *bfs_example_find(const struct bfs_example *ex, const char *name)
 {
-	size_t lo = 0, hi = ex->nfeatures;
+	size_t lo = 0, hi = ex ? ex->nfeatures : 0; /* no example: nothing found */
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -594,7 +594,7 @@ const struct bfs_values *bfs_example_find(const struct bfs_example *ex, const ch
 const struct bfs_feature_list *bfs_example_find_list(const struct bfs_example *ex,
 						     const char *name)
 {
-	size_t lo = 0, hi = ex->nlists;
+	size_t lo = 0, hi = ex ? ex->nlists : 0; /* no example: nothing found */
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
