@@ -172,11 +172,17 @@ def _reader(wid, mnt, deadline, q):
 
 
 def _rss(pid):
+    """The daemon's own memory: VmRSS less its file-backed pages (RssFile),
+    which are the page cache of the shards it maps (shared with every
+    reader of those files and reclaimable), not memory it holds."""
+    rss = file_backed = 0
     with open("/proc/%d/status" % pid) as f:
         for line in f:
             if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("RssFile:"):
+                file_backed = int(line.split()[1]) * 1024
+    return rss - file_backed
 
 
 def _sanitized(binary):
