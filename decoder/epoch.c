@@ -55,7 +55,6 @@ int bfs_epoch_view_new(struct bfs_epoch_view **out, const struct bfs_batcher *b,
 
 	if (!v)
 		return -ENOMEM;
-	v->epoch = epoch;
 	v->plan = p;
 	v->rows = bfs_batcher_rows(b);
 	v->chunk_rows = bfs_batcher_chunk_rows(b);

@@ -20,8 +20,11 @@
 
 #include "batch.h"
 
+/* The view of one epoch. Without ragged tensors it is the same for every
+ * epoch (nothing in it depends on the order), so it carries no epoch: the
+ * reader names the epoch whose chunks it asks for. */
 struct bfs_epoch_view {
-	uint64_t epoch, rows, chunk_rows, nchunks;
+	uint64_t rows, chunk_rows, nchunks;
 	struct bfs_geom *geom; /* of the whole epoch: all/ files and all.safetensors */
 	const struct bfs_plan *plan;
 	size_t nslots;

@@ -729,8 +729,8 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
  * hold them (decoded on demand, prefetched ahead). */
-static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, size_t t,
-			     uint64_t a, uint64_t b, uint8_t *dst)
+static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, uint64_t epoch,
+			     size_t t, uint64_t a, uint64_t b, uint8_t *dst)
 {
 	if (v->nchunks == 0) { /* no rows: only offsets, all 0 */
 		memset(dst, 0, b - a);
@@ -739,7 +739,7 @@ static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, 
 	while (a < b) {
 		uint64_t c = bfs_epoch_view_chunk(v, t, a), k;
 		struct bfs_cache_entry *e = NULL;
-		int rc = bfs_cache_get(&e, fs->cache, v->epoch, c | BFS_CHUNK);
+		int rc = bfs_cache_get(&e, fs->cache, epoch, c | BFS_CHUNK);
 
 		if (rc)
 			return rc;
@@ -802,7 +802,7 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 	}
 	if (n->type == BFS_V_NPY && end > hlen) {
 		uint64_t a = pos > hlen ? pos : hlen;
-		rc = view_tensor_bytes(fs, r->v, (size_t)n->tensor, a - hlen, end - hlen,
+		rc = view_tensor_bytes(fs, r->v, n->epoch, (size_t)n->tensor, a - hlen, end - hlen,
 				       buf + (a - pos));
 	} else if (n->type == BFS_V_SAFETENSORS) {
 		/* the tensors lie end to end after the header, in plan order */
@@ -810,7 +810,8 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 			uint64_t ts = g->g[t].offset, te = ts + g->g[t].nbytes;
 			uint64_t a = pos > ts ? pos : ts, b = end < te ? end : te;
 			if (a < b)
-				rc = view_tensor_bytes(fs, r->v, t, a - ts, b - ts, buf + (a - pos));
+				rc = view_tensor_bytes(fs, r->v, n->epoch, t, a - ts, b - ts,
+						       buf + (a - pos));
 		}
 	}
 	if (rc)
