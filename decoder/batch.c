@@ -102,11 +102,6 @@ uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b)
 	return b->nchunks;
 }
 
-uint64_t bfs_batcher_row_record(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t row)
-{
-	return bfs_batcher_record(b, p, row / b->o.batch_size, row % b->o.batch_size);
-}
-
 /* The rows of the epoch view that a unit (a batch, or a chunk with
  * BFS_CHUNK set) covers: [*r0, *r0 + *n). -ENOENT past the end. */
 static int unit_rows(const struct bfs_batcher *b, uint64_t unit, uint64_t *r0, uint64_t *n)
@@ -143,7 +138,6 @@ void bfs_batcher_row_totals(const struct bfs_batcher *b, const struct bfs_perm *
 			    uint64_t n, uint64_t *totals)
 {
 	size_t nslots = b->plan->nslots;
-
 	uint64_t recs[256];
 
 	for (size_t s = 0; s < nslots; s++)
@@ -447,7 +441,7 @@ int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_
 		if (!tot)
 			return -ENOMEM;
 	}
-	bfs_perm_init(&p, b->nrecords, b->o.seed, epoch, b->o.shuffle);
+	bfs_batcher_perm(b, epoch, &p);
 	bfs_batcher_row_totals(b, &p, r0, len, tot);
 	rc = bfs_geom_new(out, b->plan, len, tot, (unit & BFS_CHUNK) ? 0 : b->o.max_batch_bytes);
 	if (tot != totals)
@@ -818,7 +812,7 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 		return -ENOENT;
 	}
 	n = (size_t)g->batch;
-	bfs_perm_init(&perm, b->nrecords, b->o.seed, epoch, b->o.shuffle);
+	bfs_batcher_perm(b, epoch, &perm);
 	data = calloc(1, g->st_size ? g->st_size : 1);
 	cur = calloc(p->ntensors ? p->ntensors : 1, sizeof(*cur));
 	rbuf = malloc(cap ? cap : 1);

@@ -72,10 +72,7 @@ uint64_t bfs_batcher_chunk_rows(const struct bfs_batcher *b);
 uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b);
 /* The permutation of `epoch` (for bfs_batcher_record and friends). */
 void bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out);
-/* Global record index of row `row` of the epoch view. */
-uint64_t bfs_batcher_row_record(const struct bfs_batcher *b, const struct bfs_perm *p,
-				uint64_t row);
-/* out[k] = bfs_batcher_row_record(row r0 + k) for k < n. */
+/* out[k] = the global record index of row r0 + k of the epoch view, k < n. */
 void bfs_batcher_row_records(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
 			     size_t n, uint64_t *out);
 /* Ragged totals (plan->nslots of them) of view rows [r0, r0+n). */
