@@ -25,6 +25,12 @@ static uint64_t prefix(const struct bfs_epoch_view *v, uint64_t c, size_t slot)
 	return v->prefix[c * v->nslots + slot];
 }
 
+static uint64_t chunk_len(const struct bfs_epoch_view *v, uint64_t c)
+{
+	uint64_t r0 = c * v->chunk_rows;
+	return v->rows - r0 < v->chunk_rows ? v->rows - r0 : v->chunk_rows;
+}
+
 void bfs_epoch_view_free(struct bfs_epoch_view *v)
 {
 	if (!v)
@@ -69,10 +75,8 @@ int bfs_epoch_view_new(struct bfs_epoch_view **out, const struct bfs_batcher *b,
 	if (v->nslots) {
 		bfs_batcher_perm(b, epoch, &perm);
 		for (uint64_t c = 0; c < v->nchunks; c++) {
-			uint64_t r0 = c * v->chunk_rows;
-			uint64_t len = v->rows - r0 < v->chunk_rows ? v->rows - r0 : v->chunk_rows;
 			uint64_t *cur = v->prefix + c * v->nslots, *next = cur + v->nslots;
-			bfs_batcher_row_totals(b, &perm, r0, len, next);
+			bfs_batcher_row_totals(b, &perm, c * v->chunk_rows, chunk_len(v, c), next);
 			for (size_t s = 0; s < v->nslots; s++)
 				next[s] += cur[s];
 		}
@@ -121,12 +125,6 @@ fail:
 	return rc;
 }
 
-static uint64_t chunk_len(const struct bfs_epoch_view *v, uint64_t c)
-{
-	uint64_t r0 = c * v->chunk_rows;
-	return v->rows - r0 < v->chunk_rows ? v->rows - r0 : v->chunk_rows;
-}
-
 /* The last chunk c < nchunks whose slot total before it is <= e. */
 static uint64_t chunk_at(const struct bfs_epoch_view *v, size_t slot, uint64_t e)
 {
@@ -149,32 +147,13 @@ uint64_t bfs_epoch_view_chunk(const struct bfs_epoch_view *v, size_t t, uint64_t
 
 	if (v->nchunks == 0)
 		return 0;
-	switch (x->kind) {
-	case VK_ROWS:
+	/* by row, or by element: the last chunk whose elements start at or
+	 * before k (so an empty chunk is never the answer for a value) */
+	if (x->kind == VK_ROWS || x->kind == VK_ROW_SPLITS)
 		c = k / v->chunk_rows;
-		break;
-	case VK_VALUES:
-		/* the chunk whose values hold element k: skip empty chunks */
+	else
 		c = chunk_at(v, x->slot, k);
-		while (c + 1 < v->nchunks && prefix(v, c + 1, x->slot) <= k)
-			c++;
-		break;
-	case VK_ROW_SPLITS:
-		c = k / v->chunk_rows;
-		break;
-	default:
-		c = chunk_at(v, x->slot, k);
-		break;
-	}
 	return c < v->nchunks ? c : v->nchunks - 1;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t x = 0;
-	for (int i = 7; i >= 0; i--)
-		x = (x << 8) | p[i];
-	return x;
 }
 
 uint64_t bfs_epoch_view_copy(const struct bfs_epoch_view *v, size_t t, uint64_t c,
@@ -217,7 +196,7 @@ uint64_t bfs_epoch_view_copy(const struct bfs_epoch_view *v, size_t t, uint64_t 
 	}
 	/* offsets over the epoch: the chunk's own, shifted */
 	for (uint64_t pos = off; pos < end;) {
-		uint64_t k = (pos - lo) / 8, val = base + get_le64(src + k * 8);
+		uint64_t k = (pos - lo) / 8, val = base + bfs_get_le64(src + k * 8);
 		uint8_t le[8];
 		unsigned from = (unsigned)((pos - lo) % 8);
 		uint64_t take = 8 - from < end - pos ? 8 - from : end - pos;
