@@ -64,4 +64,13 @@ void bfs_err_clear(void);
 
 #define BFS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* A little-endian uint64 at p (any alignment). */
+static inline uint64_t bfs_get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
 #endif

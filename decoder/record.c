@@ -75,14 +75,6 @@ void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx)
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static inline uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 static inline uint32_t get_le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -701,7 +693,7 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 			goto out;
 		}
 		p = sc.buf + sc.start;
-		len = get_le64(p);
+		len = bfs_get_le64(p);
 		stored = get_le32(p + 8);
 		if (verify && (calc = masked_crc(p, 8)) != stored) {
 			err = REC_ERR(-EBADMSG,
@@ -787,7 +779,7 @@ out:
 static int check_header(const struct bfs_shard *s, uint64_t i, const uint8_t *hdr, bool verify)
 {
 	const struct bfs_record_loc *loc = &s->locs[i];
-	uint64_t len = get_le64(hdr);
+	uint64_t len = bfs_get_le64(hdr);
 	uint32_t stored = get_le32(hdr + 8), calc;
 
 	if (verify && (calc = masked_crc(hdr, 8)) != stored)
@@ -820,11 +812,17 @@ static int check_data(const struct bfs_shard *s, uint64_t i, const uint8_t *data
 	return 0;
 }
 
+/* Whether record loc (header, data, footer) lies within the first `size`
+ * bytes of its file. */
+static bool fits(const struct bfs_record_loc *loc, uint64_t size)
+{
+	return loc->offset <= size && HDR_LEN + (uint64_t)loc->len + FOOT_LEN <= size - loc->offset;
+}
+
 /* Whether record loc can be copied out of the shard's mapping. */
 static bool mapped(const struct bfs_shard *s, const struct bfs_record_loc *loc)
 {
-	return s->map && loc->offset <= s->file_size &&
-	       HDR_LEN + (uint64_t)loc->len + FOOT_LEN <= s->file_size - loc->offset;
+	return s->map && fits(loc, s->file_size);
 }
 
 /* Random records miss the caches and the TLB: load the first cache lines
@@ -885,13 +883,6 @@ static uint64_t current_size(const struct bfs_shard *s)
 	return fstat(s->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-static bool fits(const struct bfs_shard *s, uint64_t i, uint64_t size)
-{
-	const struct bfs_record_loc *loc = &s->locs[i];
-
-	return loc->offset <= size && HDR_LEN + (uint64_t)loc->len + FOOT_LEN <= size - loc->offset;
-}
-
 static int truncated(const struct bfs_shard *s, uint64_t i)
 {
 	return bfs_err_set(-EIO, "record %" PRIu64 " at offset %" PRIu64 ": short read; file truncated?",
@@ -927,7 +918,7 @@ static int read_plain(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify
 
 	if (mapped(s, loc)) {
 		err = map_copy(s, i, hdr, dst, foot);
-		if (!err && !fits(s, i, current_size(s)))
+		if (!err && !fits(loc, current_size(s)))
 			err = truncated(s, i);
 		if (err)
 			return err;
@@ -1206,27 +1197,30 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
 		msgs[k] = NULL;
 	}
 	if (s->comp == BFS_COMP_NONE) {
-		size_t nmapped = 0;
+		bool any_mapped = false;
 
 		touch_records(s, idx, n);
 		for (size_t k = 0; k < n; k++) {
-			if (idx[k] < s->nlocs && mapped(s, &s->locs[idx[k]]))
+			bool in = idx[k] < s->nlocs;
+
+			if (in && mapped(s, &s->locs[idx[k]])) {
 				err = read_mapped(s, idx[k], dst[k], verify);
-			else if (idx[k] >= s->nlocs)
-				err = bfs_shard_read(s, idx[k], dst[k], 0, verify);
-			else
-				err = bfs_shard_read(s, idx[k], dst[k], s->locs[idx[k]].len, verify);
+				any_mapped = true;
+			} else {
+				err = bfs_shard_read(s, idx[k], dst[k], in ? s->locs[idx[k]].len : 0,
+						     verify);
+			}
 			if (err)
 				fail_one(s, err, errs, msgs, k);
-			if (idx[k] < s->nlocs && mapped(s, &s->locs[idx[k]]))
-				nmapped = k + 1;
 		}
 		/* one size check for every record copied from the mapping (a
-		 * record past a shrunk end is named as such, whatever its CRC) */
-		if (nmapped) {
+		 * record past a shrunk end is named as such, whatever its CRC);
+		 * a file that has not shrunk holds them all */
+		if (any_mapped) {
 			uint64_t size = current_size(s);
-			for (size_t k = 0; k < nmapped; k++) {
-				if (!mapped(s, &s->locs[idx[k]]) || fits(s, idx[k], size))
+			for (size_t k = 0; k < n && size < s->file_size; k++) {
+				if (idx[k] >= s->nlocs || !mapped(s, &s->locs[idx[k]]) ||
+				    fits(&s->locs[idx[k]], size))
 					continue;
 				free(msgs[k]);
 				msgs[k] = NULL;
