@@ -656,6 +656,24 @@ static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off,
 	fuse_reply_buf(req, data + off, size);
 }
 
+/* A read of a batch or view file answered: its bytes and the counters. */
+static void count_read(struct bfs_fs *fs, uint64_t bytes)
+{
+	pthread_mutex_lock(&fs->elock);
+	fs->reads++;
+	fs->bytes_read += bytes;
+	pthread_mutex_unlock(&fs->elock);
+}
+
+/* A read of a batch or view file failed (rc < 0): EIO, or ENOMEM. */
+static void fail_read(struct bfs_fs *fs, fuse_req_t req, int rc)
+{
+	pthread_mutex_lock(&fs->elock);
+	fs->failed_reads++;
+	pthread_mutex_unlock(&fs->elock);
+	fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+}
+
 /* A bufvec of up to two memory pieces (npy header + data). */
 struct bufvec2 {
 	struct fuse_bufvec v;
@@ -675,10 +693,7 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 
 	rc = bfs_cache_get(&e, fs->cache, n->epoch, n->batch);
 	if (rc) {
-		pthread_mutex_lock(&fs->elock);
-		fs->failed_reads++;
-		pthread_mutex_unlock(&fs->elock);
-		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+		fail_read(fs, req, rc);
 		return;
 	}
 	memset(&bv, 0, sizeof(bv));
@@ -721,10 +736,7 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	}
 	fuse_reply_data(req, &bv.v, FUSE_BUF_SPLICE_MOVE);
 	bfs_cache_put(fs->cache, e);
-	pthread_mutex_lock(&fs->elock);
-	fs->reads++;
-	fs->bytes_read += size;
-	pthread_mutex_unlock(&fs->elock);
+	count_read(fs, size);
 }
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
@@ -819,18 +831,12 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 	vref_put(fs, r);
 	fuse_reply_buf(req, (const char *)buf, end - pos);
 	free(buf);
-	pthread_mutex_lock(&fs->elock);
-	fs->reads++;
-	fs->bytes_read += end - (uint64_t)off;
-	pthread_mutex_unlock(&fs->elock);
+	count_read(fs, end - pos);
 	return;
 fail:
 	vref_put(fs, r);
 	free(buf);
-	pthread_mutex_lock(&fs->elock);
-	fs->failed_reads++;
-	pthread_mutex_unlock(&fs->elock);
-	fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+	fail_read(fs, req, rc);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
