@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import oracle
-from test_mount import (USER_SCHEMA, Dataset, _dataset, batchfs, ds_gzip, ds_plain,  # noqa: F401
-                        ds_seq, ds_user, effective, fact, gen, index_dir, mounter,
-                        read_errno, walk_files, work)
+from test_mount import (USER_SCHEMA, Dataset, _dataset, batchfs, corrupt_data_crc,  # noqa: F401
+                        ds_gzip, ds_plain, ds_seq, ds_user, effective, fact, gen, index_dir,
+                        mounter, read_errno, walk_files, work)
 
 
 # ---------------------------------------------------------------- helpers
@@ -561,13 +561,7 @@ def ds_corrupt(gen, work):
         local -= counts[si]
         si += 1
     shard = shards[si]
-    r = oracle.scan_records(shard)[local]
-    crc_at = r["data_offset"] + r["length"]
-    raw = bytearray(open(shard, "rb").read())
-    raw[crc_at] ^= 0x5A
-    with open(shard, "wb") as f:
-        f.write(raw)
-    assert [x["data_ok"] for x in oracle.scan_records(shard)].count(False) == 1
+    r, crc_at = corrupt_data_crc(shard, local)
     ds = Dataset(src, decoded, len(shards))
     ds.bad_global, ds.bad_shard, ds.bad_index = bad, shard, local
     ds.bad_offsets = {r["offset"], r["data_offset"], crc_at}

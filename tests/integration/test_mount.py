@@ -847,6 +847,19 @@ def test_mount_t_fuse_batchfs(batchfs, ds_plain, tmp_path, index_dir):
 # ---------------------------------------------------------------- corruption
 
 
+def corrupt_data_crc(shard, index):
+    """Flip a byte of record `index`'s data CRC in a plain shard; returns the
+    record (oracle.scan_records) and the CRC's offset."""
+    r = oracle.scan_records(shard)[index]
+    crc_at = r["data_offset"] + r["length"]
+    raw = bytearray(open(shard, "rb").read())
+    raw[crc_at] ^= 0x5A
+    with open(shard, "wb") as f:
+        f.write(raw)
+    assert [x["data_ok"] for x in oracle.scan_records(shard)].count(False) == 1
+    return r, crc_at
+
+
 @pytest.fixture
 def corrupt_ds(gen, tmp_path):
     """2 plain shards x 100 records with record 37 of shard 1 (global 137)
@@ -855,14 +868,7 @@ def corrupt_ds(gen, tmp_path):
     oracle.generate(gen, src, 200, ["x:float:4", "y:int64:1"], shards=2, seed=21)
     decoded = oracle.read_dataset(str(src))
     shard = oracle.list_shards(str(src))[1]
-    recs = oracle.scan_records(shard)
-    r = recs[37]
-    crc_at = r["data_offset"] + r["length"]
-    raw = bytearray(open(shard, "rb").read())
-    raw[crc_at] ^= 0x5A
-    with open(shard, "wb") as f:
-        f.write(raw)
-    assert [x["data_ok"] for x in oracle.scan_records(shard)].count(False) == 1
+    r, crc_at = corrupt_data_crc(shard, 37)
     ds = Dataset(src, decoded, 2)
     ds.bad_global = 137
     ds.bad_shard, ds.bad_index, ds.bad_offsets = shard, 37, {r["offset"], r["data_offset"], crc_at}
