@@ -781,57 +781,212 @@ static int fill_substitute(const struct bfs_batcher *b, struct bfs_bind *bd, uin
 			   SKIP_MAX_TRIES);
 }
 
-int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,
-		      uint64_t epoch, uint64_t batch, bfs_corrupt_fn on_corrupt, void *ctx)
+/* ------------------------------------------------------ building in parts */
+
+/* Rows of a part: at least this many, and parts of at least this many
+ * output bytes, so that a part's fixed cost (a bind context, an arena, a
+ * read_many call) stays small against its decoding. */
+#define PART_MIN_ROWS 16
+#define PART_MIN_BYTES ((uint64_t)128 << 10)
+
+struct part {
+	uint64_t j0, n;   /* unit-local rows [j0, j0 + n) */
+	uint64_t *start;  /* nslots ragged totals before j0 (NULL: no ragged) */
+	uint64_t *end;    /* ... and before j0 + n */
+	int rc;
+	char *msg;        /* rc's message, copied from the thread that ran it */
+};
+
+struct bfs_build {
+	const struct bfs_batcher *b;
+	uint64_t epoch, unit, r0;
+	size_t n;
+	struct bfs_geom *g;
+	uint8_t *data;
+	uint64_t *recs;   /* the global record of every row */
+	unsigned nparts;
+	struct part *parts;
+	uint64_t *totals; /* 2 * nparts * nslots */
+};
+
+void bfs_build_free(struct bfs_build *jb)
+{
+	if (!jb)
+		return;
+	for (unsigned k = 0; jb->parts && k < jb->nparts; k++)
+		free(jb->parts[k].msg);
+	free(jb->parts);
+	free(jb->totals);
+	free(jb->recs);
+	free(jb->data);
+	bfs_geom_free(jb->g);
+	free(jb);
+}
+
+unsigned bfs_build_parts_for(const struct bfs_geom *g, unsigned max)
+{
+	uint64_t by_rows = g->batch / PART_MIN_ROWS, by_bytes = g->st_size / PART_MIN_BYTES;
+	uint64_t k = by_rows < by_bytes ? by_rows : by_bytes;
+
+	return k < 1 ? 1 : k > max ? max : (unsigned)k;
+}
+
+int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
+		  uint64_t unit, struct bfs_geom *g, unsigned nparts)
 {
 	const struct bfs_plan *p = b->plan;
-	struct bfs_geom *g = NULL;
-	struct cursor *cur = NULL;
-	uint8_t *data = NULL, *rbuf = NULL, *arena = NULL;
-	uint8_t **dst = NULL;
-	uint64_t *recs = NULL, arena_size = 0;
-	uint32_t *lens = NULL;
-	int *errs = NULL;
-	char **msgs = NULL;
-	uint32_t cap = bfs_dataset_max_record_len(b->ds);
-	struct bfs_bind *bd = NULL;
+	size_t nslots = p->nslots;
+	struct bfs_build *jb = calloc(1, sizeof(*jb));
 	struct bfs_perm perm;
-	uint64_t r0 = 0, rows = 0;
-	size_t n = 0;
+	uint64_t rows = 0;
 	int rc;
 
-	g = *out_geom; /* the caller may have computed it already */
-	*out_geom = NULL;
-	if (!g) {
-		rc = bfs_batcher_geom(&g, b, epoch, batch);
-		if (rc)
-			return rc;
-	}
-	if (unit_rows(b, batch, &r0, &rows) != 0 || rows != g->batch) {
+	*out = NULL;
+	if (!jb) {
 		bfs_geom_free(g);
+		return -ENOMEM;
+	}
+	jb->b = b;
+	jb->epoch = epoch;
+	jb->unit = unit;
+	jb->g = g;
+	if (!jb->g && (rc = bfs_batcher_geom(&jb->g, b, epoch, unit)) != 0) {
+		free(jb);
+		return rc;
+	}
+	if (unit_rows(b, unit, &jb->r0, &rows) != 0 || rows != jb->g->batch) {
+		bfs_build_free(jb);
 		return -ENOENT;
 	}
-	n = (size_t)g->batch;
+	jb->n = (size_t)rows;
+	jb->nparts = nparts < 1 ? 1 : rows && nparts > rows ? (unsigned)rows : rows ? nparts : 1;
+	jb->data = calloc(1, jb->g->st_size ? jb->g->st_size : 1);
+	jb->recs = malloc((jb->n ? jb->n : 1) * sizeof(*jb->recs));
+	jb->parts = calloc(jb->nparts, sizeof(*jb->parts));
+	jb->totals = calloc(2 * (size_t)jb->nparts * (nslots ? nslots : 1), sizeof(uint64_t));
+	if (!jb->data || !jb->recs || !jb->parts || !jb->totals) {
+		rc = bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",
+				 (unsigned long long)jb->g->st_size);
+		bfs_build_free(jb);
+		return rc;
+	}
+	memcpy(jb->data, jb->g->st_header, jb->g->st_hlen);
 	bfs_batcher_perm(b, epoch, &perm);
-	data = calloc(1, g->st_size ? g->st_size : 1);
-	cur = calloc(p->ntensors ? p->ntensors : 1, sizeof(*cur));
-	rbuf = malloc(cap ? cap : 1);
-	recs = malloc((n ? n : 1) * sizeof(*recs));
-	lens = malloc((n ? n : 1) * sizeof(*lens));
-	dst = malloc((n ? n : 1) * sizeof(*dst));
-	errs = malloc((n ? n : 1) * sizeof(*errs));
-	msgs = calloc(n ? n : 1, sizeof(*msgs));
-	if (!data || !cur || !rbuf || !recs || !lens || !dst || !errs || !msgs ||
+	bfs_batcher_row_records(b, &perm, jb->r0, jb->n, jb->recs);
+	/* each part starts its ragged cursors where the rows before it end,
+	 * as the index counted them */
+	for (unsigned k = 0, row = 0; k < jb->nparts; k++) {
+		struct part *pt = &jb->parts[k];
+		uint64_t hi = (uint64_t)jb->n * (k + 1) / jb->nparts;
+
+		pt->j0 = row;
+		pt->n = hi - row;
+		if (nslots) {
+			pt->start = jb->totals + 2 * (size_t)k * nslots;
+			pt->end = pt->start + nslots;
+			if (k)
+				memcpy(pt->start, jb->parts[k - 1].end, nslots * sizeof(uint64_t));
+			memcpy(pt->end, pt->start, nslots * sizeof(uint64_t));
+			for (uint64_t j = pt->j0; j < hi; j++)
+				for (size_t s = 0; s < nslots; s++)
+					pt->end[s] += b->counts[s][jb->recs[j]];
+		}
+		row = (unsigned)hi;
+	}
+	*out = jb;
+	return 0;
+}
+
+unsigned bfs_build_nparts(const struct bfs_build *jb)
+{
+	return jb->nparts;
+}
+
+/* The write cursors of part pt: fixed-size tensors address rows directly;
+ * a ragged tensor starts at its part's first value and may not write past
+ * its part's last, so parts never touch each other's bytes, even when a
+ * record no longer holds what the index counted. */
+static void part_cursors(const struct bfs_build *jb, const struct part *pt, struct cursor *cur)
+{
+	const struct bfs_plan *p = jb->b->plan;
+
+	for (size_t t = 0; t < p->ntensors; t++) {
+		const struct bfs_tensor_tmpl *tm = &p->t[t];
+		int s = tm->ragged_slot;
+
+		cur[t].base = jb->data + jb->g->g[t].offset;
+		cur[t].nbytes = jb->g->g[t].nbytes;
+		cur[t].pos = cur[t].nvals = 0;
+		if (s < 0 || !pt->start)
+			continue;
+		if (tm->spec->layout == BFS_LAYOUT_RAGGED && tm->role == BFS_ROLE_VALUES) {
+			cur[t].pos = pt->start[s];
+			cur[t].nbytes = pt->end[s] * bfs_dtype_size(tm->dtype);
+		} else if (tm->spec->layout == BFS_LAYOUT_RAGGED2 && tm->role == BFS_ROLE_VALUES) {
+			cur[t].nvals = pt->start[s];
+			cur[t].pos = pt->start[s + 1];
+			cur[t].nbytes = pt->end[s + 1];
+		} else if (tm->spec->layout == BFS_LAYOUT_RAGGED2 && tm->role == BFS_ROLE_VALUE_SPLITS) {
+			cur[t].nbytes = (pt->end[s] + 1) * 8;
+		}
+	}
+}
+
+/* Ragged tensors must be filled exactly as the index counted. */
+static int part_check(const struct bfs_build *jb, const struct part *pt, const struct cursor *cur)
+{
+	const struct bfs_plan *p = jb->b->plan;
+
+	for (size_t t = 0; pt->end && t < p->ntensors; t++) {
+		const struct bfs_tensor_tmpl *tm = &p->t[t];
+		int s = tm->ragged_slot;
+		uint64_t want, got;
+
+		if (tm->role != BFS_ROLE_VALUES)
+			continue;
+		if (tm->spec->layout == BFS_LAYOUT_RAGGED) {
+			want = pt->end[s];
+			got = cur[t].pos;
+		} else {
+			want = pt->end[s + 1];
+			got = cur[t].pos;
+			if (got == want && cur[t].nvals != pt->end[s])
+				want = ~got; /* as many bytes, another count of values */
+		}
+		if (got != want)
+			return bfs_err_set(-EIO,
+					   "feature '%s': rows %llu..%llu of epoch %llu hold other values "
+					   "than the index counted (source changed?)",
+					   tm->spec->name, (unsigned long long)(jb->r0 + pt->j0),
+					   (unsigned long long)(jb->r0 + pt->j0 + pt->n - 1),
+					   (unsigned long long)jb->epoch);
+	}
+	return 0;
+}
+
+static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_corrupt, void *ctx)
+{
+	const struct bfs_batcher *b = jb->b;
+	const struct bfs_plan *p = b->plan;
+	size_t n = (size_t)pt->n;
+	const uint64_t *recs = jb->recs + pt->j0;
+	struct cursor *cur = calloc(p->ntensors ? p->ntensors : 1, sizeof(*cur));
+	uint32_t cap = bfs_dataset_max_record_len(b->ds);
+	uint8_t *rbuf = malloc(cap ? cap : 1), *arena = NULL;
+	uint32_t *lens = malloc((n ? n : 1) * sizeof(*lens));
+	uint8_t **dst = malloc((n ? n : 1) * sizeof(*dst));
+	int *errs = malloc((n ? n : 1) * sizeof(*errs));
+	char **msgs = calloc(n ? n : 1, sizeof(*msgs));
+	struct bfs_bind *bd = NULL;
+	uint64_t arena_size = 0;
+	int rc;
+
+	if (!cur || !rbuf || !lens || !dst || !errs || !msgs ||
 	    bfs_bind_new(&bd, b->ctx_keys, b->nctx_keys, b->list_keys, b->nlist_keys))
 		goto nomem;
-	memcpy(data, g->st_header, g->st_hlen);
-	for (size_t t = 0; t < p->ntensors; t++) {
-		cur[t].base = data + g->g[t].offset;
-		cur[t].nbytes = g->g[t].nbytes;
-	}
+	part_cursors(jb, pt, cur);
 	/* read phase: every row's record into one arena, in file order, so a
 	 * compressed shard is inflated once per run of nearby records */
-	bfs_batcher_row_records(b, &perm, r0, n, recs);
 	bfs_dataset_record_lens(b->ds, recs, n, lens);
 	for (size_t j = 0; j < n; j++)
 		arena_size += lens[j];
@@ -844,76 +999,94 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 	}
 	rc = bfs_dataset_read_many(b->ds, recs, n, dst, b->o.verify, errs, msgs);
 	if (rc)
-		goto fail;
+		goto out;
 	/* fill phase, in row order (ragged values are appended row by row) */
-	for (size_t j = 0; j < n; j++) {
-		if (errs[j] == 0)
-			rc = fill_from_bytes(b, bd, recs[j], dst[j], lens[j], j, cur);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t j = pt->j0 + i;
+
+		if (errs[i] == 0)
+			rc = fill_from_bytes(b, bd, recs[i], dst[i], lens[i], j, cur);
 		else
-			rc = bfs_err_set(errs[j], "%s", msgs[j] ? msgs[j] : "read failed");
+			rc = bfs_err_set(errs[i], "%s", msgs[i] ? msgs[i] : "read failed");
 		if (rc == 0)
 			continue;
 		if (rc == -ENOMEM)
-			goto fail;
-		if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP && b->plan->nslots == 0 &&
-		    b->nrecords > 1) {
+			goto out;
+		if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP && p->nslots == 0 && b->nrecords > 1) {
 			if (on_corrupt)
 				on_corrupt(ctx, bfs_err_msg(), true);
-			rc = fill_substitute(b, bd, recs[j], j, cur, rbuf, cap, on_corrupt, ctx);
+			rc = fill_substitute(b, bd, recs[i], j, cur, rbuf, cap, on_corrupt, ctx);
 			if (rc == 0)
 				continue;
 			if (rc == -ENOMEM)
-				goto fail;
+				goto out;
 		}
 		if (on_corrupt)
 			on_corrupt(ctx, bfs_err_msg(), false);
 		rc = -EIO;
-		goto fail;
+		goto out;
 	}
-	/* ragged tensors must be filled exactly as the index counted */
-	for (size_t t = 0; t < p->ntensors; t++) {
-		const struct bfs_tensor_tmpl *tm = &p->t[t];
-		uint64_t want = g->g[t].nbytes, got;
-
-		if (tm->role != BFS_ROLE_VALUES)
-			continue;
-		got = tm->spec->layout == BFS_LAYOUT_RAGGED ? cur[t].pos * bfs_dtype_size(tm->dtype)
-							    : cur[t].pos;
-		if (got != want) {
-			rc = bfs_err_set(-EIO,
-					 "feature '%s': rows %llu..%llu of epoch %llu hold %llu bytes of "
-					 "values, the index counted %llu (source changed?)",
-					 tm->spec->name, (unsigned long long)r0,
-					 (unsigned long long)(r0 + n - 1), (unsigned long long)epoch,
-					 (unsigned long long)got, (unsigned long long)want);
-			if (on_corrupt)
-				on_corrupt(ctx, bfs_err_msg(), false);
-			goto fail;
-		}
-	}
-	*out = data;
-	*out_geom = g;
-	data = NULL;
-	g = NULL;
-	rc = 0;
+	rc = part_check(jb, pt, cur);
+	if (rc && on_corrupt)
+		on_corrupt(ctx, bfs_err_msg(), false);
 	goto out;
 nomem:
 	rc = bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",
-			 (unsigned long long)g->st_size);
-fail:
+			 (unsigned long long)jb->g->st_size);
 out:
 	for (size_t j = 0; msgs && j < n; j++)
 		free(msgs[j]);
 	free(msgs);
 	free(errs);
 	free(dst);
-	free(recs);
 	free(lens);
 	free(arena);
 	free(cur);
 	free(rbuf);
-	free(data);
 	bfs_bind_free(bd);
-	bfs_geom_free(g);
 	return rc;
+}
+
+int bfs_build_part(struct bfs_build *jb, unsigned k, bfs_corrupt_fn on_corrupt, void *ctx)
+{
+	struct part *pt = &jb->parts[k];
+
+	pt->rc = run_part(jb, pt, on_corrupt, ctx);
+	if (pt->rc)
+		pt->msg = strdup(bfs_err_msg());
+	return pt->rc;
+}
+
+int bfs_build_finish(struct bfs_build *jb, uint8_t **out, struct bfs_geom **out_geom)
+{
+	int rc = 0;
+
+	for (unsigned k = 0; k < jb->nparts && !rc; k++)
+		if (jb->parts[k].rc) {
+			rc = jb->parts[k].rc;
+			bfs_err_format("%s", jb->parts[k].msg ? jb->parts[k].msg : "");
+		}
+	if (rc == 0) {
+		*out = jb->data;
+		*out_geom = jb->g;
+		jb->data = NULL;
+		jb->g = NULL;
+	}
+	bfs_build_free(jb);
+	return rc;
+}
+
+int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,
+		      uint64_t epoch, uint64_t batch, bfs_corrupt_fn on_corrupt, void *ctx)
+{
+	struct bfs_build *jb;
+	struct bfs_geom *g = *out_geom; /* the caller may have computed it already */
+	int rc;
+
+	*out_geom = NULL;
+	rc = bfs_build_new(&jb, b, epoch, batch, g, 1);
+	if (rc)
+		return rc;
+	bfs_build_part(jb, 0, on_corrupt, ctx);
+	return bfs_build_finish(jb, out, out_geom);
 }

@@ -93,4 +93,25 @@ int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_
 int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,
 		      uint64_t epoch, uint64_t batch, bfs_corrupt_fn on_corrupt, void *ctx);
 
+/* The same build split into parts of consecutive rows that any threads may
+ * decode at once, one part each, so several cores can serve one batch (or
+ * chunk) that a reader waits for. bfs_build_new takes a geometry as
+ * bfs_batcher_build does (g may be NULL; it is owned by the job even on
+ * failure), reads the rows' records and the ragged totals before each part,
+ * and splits into nparts parts (at most one per row).
+ * bfs_build_parts_for suggests a count, at most max, that keeps each part
+ * large enough for its fixed costs not to matter.
+ * bfs_build_part(k) may run on any thread, once per k; after every part
+ * has returned, one thread calls bfs_build_finish, which frees the job and
+ * gives the bytes and geometry (or the first failing part's error, its
+ * message set on the calling thread). bfs_build_free drops a job unfinished. */
+struct bfs_build;
+int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
+		  uint64_t unit, struct bfs_geom *g, unsigned nparts);
+unsigned bfs_build_parts_for(const struct bfs_geom *g, unsigned max);
+unsigned bfs_build_nparts(const struct bfs_build *jb);
+int bfs_build_part(struct bfs_build *jb, unsigned k, bfs_corrupt_fn on_corrupt, void *ctx);
+int bfs_build_finish(struct bfs_build *jb, uint8_t **out, struct bfs_geom **out_geom);
+void bfs_build_free(struct bfs_build *jb);
+
 #endif

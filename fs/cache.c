@@ -34,6 +34,8 @@ struct bfs_cache {
 	size_t nread;    /* lock; entries on list [1] */
 	uint64_t chunk_bytes; /* lock; bytes of entries on list [2] */
 	size_t keep_read; /* read entries kept beyond what readers hold */
+	struct bfs_cache_entry *jobs; /* lock; loading entries with a job, oldest first */
+	unsigned max_parts;
 	struct req *queue;      /* lock; ring */
 	size_t qcap, qhead, qlen; /* lock */
 	bool stop;              /* lock */
@@ -114,6 +116,7 @@ static void entry_free(struct bfs_cache_entry *x)
 {
 	if (!x)
 		return;
+	bfs_build_free(x->job);
 	free(x->buf);
 	bfs_geom_free(x->geom);
 	free(x);
@@ -184,21 +187,10 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Decode entry x (state LOADING, one reference held by the caller), outside
- * the lock, then publish the result. */
-static void load(struct bfs_cache *c, struct bfs_cache_entry *x)
+/* The end of a load: publish the result of entry x (LOADING). Lock held. */
+static void publish(struct bfs_cache *c, struct bfs_cache_entry *x, int rc, uint8_t *buf,
+		    struct bfs_geom *g)
 {
-	uint8_t *buf = NULL;
-	struct bfs_geom *g = x->geom; /* computed by reserve() */
-	uint64_t t0 = now_ns();
-	int rc;
-
-	x->geom = NULL;
-	rc = bfs_batcher_build(&buf, &g, c->b, x->epoch, x->batch, c->on_error, c->ctx);
-	uint64_t dt = now_ns() - t0;
-
-	pthread_mutex_lock(&c->lock);
-	c->st.decode_ns += dt;
 	if (rc == 0) {
 		x->buf = buf;
 		x->geom = g;
@@ -217,7 +209,117 @@ static void load(struct bfs_cache *c, struct bfs_cache_entry *x)
 		c->st.decode_errors++;
 	}
 	pthread_cond_broadcast(&c->changed);
+}
+
+/* Drop a reference to x; the last one frees a failed entry (no longer in
+ * the table). Lock held. */
+static void unref(struct bfs_cache_entry *x)
+{
+	if (--x->refs == 0 && x->state == ST_FAILED)
+		entry_free(x);
+}
+
+/* Every part of x has run: finish its job, outside the lock. Lock held;
+ * the caller holds a reference. */
+static void finish_job(struct bfs_cache *c, struct bfs_cache_entry *x)
+{
+	struct bfs_cache_entry **pp = &c->jobs;
+	struct bfs_build *jb = x->job;
+	struct bfs_geom *g = NULL;
+	uint8_t *buf = NULL;
+	int rc;
+
+	while (*pp && *pp != x)
+		pp = &(*pp)->jnext;
+	if (*pp)
+		*pp = x->jnext;
+	x->jnext = NULL;
+	x->job = NULL;
 	pthread_mutex_unlock(&c->lock);
+	rc = bfs_build_finish(jb, &buf, &g);
+	pthread_mutex_lock(&c->lock);
+	publish(c, x, rc, buf, g);
+}
+
+/* Run part k of x (claimed by the caller), outside the lock; the thread
+ * that completes the last part finishes the job. Lock held. */
+static void run_part(struct bfs_cache *c, struct bfs_cache_entry *x, unsigned k)
+{
+	uint64_t t0 = now_ns();
+
+	x->refs++;
+	pthread_mutex_unlock(&c->lock);
+	bfs_build_part(x->job, k, c->on_error, c->ctx);
+	uint64_t dt = now_ns() - t0;
+	pthread_mutex_lock(&c->lock);
+	c->st.decode_ns += dt;
+	if (++x->done == x->nparts)
+		finish_job(c, x);
+	unref(x);
+}
+
+/* Start decoding x (LOADING, just reserved, one reference held by the
+ * caller): split it into parts and offer them to every thread. Lock held;
+ * dropped while the job is set up. */
+static void start_job(struct bfs_cache *c, struct bfs_cache_entry *x)
+{
+	struct bfs_geom *g = x->geom; /* computed by reserve() */
+	struct bfs_build *jb = NULL;
+	struct bfs_cache_entry **pp;
+	unsigned np = bfs_build_parts_for(g, c->max_parts);
+	uint64_t t0 = now_ns();
+	int rc;
+
+	x->geom = NULL;
+	pthread_mutex_unlock(&c->lock);
+	rc = bfs_build_new(&jb, c->b, x->epoch, x->batch, g, np);
+	uint64_t dt = now_ns() - t0;
+	pthread_mutex_lock(&c->lock);
+	c->st.decode_ns += dt;
+	if (rc) {
+		publish(c, x, rc, NULL, NULL);
+		return;
+	}
+	x->job = jb;
+	x->nparts = bfs_build_nparts(jb);
+	x->claimed = x->done = 0;
+	for (pp = &c->jobs; *pp; pp = &(*pp)->jnext)
+		;
+	*pp = x;
+	x->jnext = NULL;
+	pthread_cond_broadcast(&c->work);    /* idle workers: parts to take */
+	pthread_cond_broadcast(&c->changed); /* its waiters: the same */
+}
+
+/* The next part to decode: of a unit a reader waits for, else of the
+ * oldest unit being decoded. Lock held. */
+static struct bfs_cache_entry *pick_part(struct bfs_cache *c)
+{
+	struct bfs_cache_entry *first = NULL;
+
+	for (struct bfs_cache_entry *x = c->jobs; x; x = x->jnext) {
+		if (x->claimed == x->nparts)
+			continue;
+		if (x->waiters)
+			return x;
+		if (!first)
+			first = x;
+	}
+	return first;
+}
+
+/* A reader's wait for x (LOADING; the caller holds a reference): decode
+ * x's unclaimed parts, then sleep until it is ready or failed. Lock held. */
+static void wait_loaded(struct bfs_cache *c, struct bfs_cache_entry *x)
+{
+	x->waiters++;
+	while (x->state == ST_LOADING) {
+		if (x->job && x->claimed < x->nparts)
+			run_part(c, x, x->claimed++);
+		else
+			pthread_cond_wait(&c->changed, &c->lock);
+	}
+	x->waiters--;
 }
 
 /* Create a LOADING entry for (e, b) holding one reference, or return NULL
@@ -304,15 +406,19 @@ static void *worker(void *arg)
 	struct bfs_cache *c = arg;
 
 	pthread_mutex_lock(&c->lock);
-	for (;;) {
-		struct bfs_cache_entry *x;
+	while (!c->stop) {
+		struct bfs_cache_entry *x = pick_part(c);
 		struct req r;
 		int err = 0;
 
-		while (!c->stop && c->qlen == 0)
+		if (x) {
+			run_part(c, x, x->claimed++);
+			continue;
+		}
+		if (c->qlen == 0) {
 			pthread_cond_wait(&c->work, &c->lock);
-		if (c->stop)
-			break;
+			continue;
+		}
 		r = c->queue[c->qhead];
 		c->qhead = (c->qhead + 1) % c->qcap;
 		c->qlen--;
@@ -321,11 +427,8 @@ static void *worker(void *arg)
 		x = reserve(c, r.epoch, r.batch, false, &err);
 		if (!x)
 			continue;
-		pthread_mutex_unlock(&c->lock);
-		load(c, x);
-		pthread_mutex_lock(&c->lock);
-		if (--x->refs == 0 && x->state == ST_FAILED)
-			entry_free(x);
+		start_job(c, x);
+		unref(x);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
@@ -346,14 +449,12 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ep
 				c->st.hits++;
 				break;
 			}
-			c->st.prefetch_hits++; /* being decoded by someone: wait */
-			while (x->state == ST_LOADING)
-				pthread_cond_wait(&c->changed, &c->lock);
+			c->st.prefetch_hits++; /* being decoded by someone: help, wait */
+			wait_loaded(c, x);
 			if (x->state == ST_READY)
 				break;
 			rc = x->err;
-			if (--x->refs == 0)
-				entry_free(x);
+			unref(x);
 			goto out;
 		}
 		x = reserve(c, epoch, batch, true, &rc);
@@ -364,14 +465,12 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ep
 		c->st.misses++;
 		x->touched = true;
 		queue_ahead(c, epoch, batch);
-		pthread_mutex_unlock(&c->lock);
-		load(c, x);
-		pthread_mutex_lock(&c->lock);
+		start_job(c, x);
+		wait_loaded(c, x);
 		if (x->state == ST_READY)
 			break;
 		rc = x->err;
-		if (--x->refs == 0)
-			entry_free(x);
+		unref(x);
 		goto out;
 	}
 	lru_unlink(c, x);
@@ -417,6 +516,7 @@ int bfs_cache_new(struct bfs_cache **out, const struct bfs_batcher *b, uint64_t 
 	c->nthreads = threads;
 	c->prefetch = prefetch;
 	c->keep_read = (size_t)prefetch + 8;
+	c->max_parts = 2 * (threads ? threads : 1);
 	c->on_error = on_error;
 	c->ctx = ctx;
 	c->st.budget = budget;

@@ -7,7 +7,10 @@
  * number with BFS_CHUNK set (batch.h) names a chunk of the epoch view
  * (all/), held and prefetched the same way. However many
  * readers ask at once, a batch is decoded once: the first asker (or a
- * prefetch worker) decodes, the others wait for it.
+ * prefetch worker) starts it, in parts of consecutive rows (batch.h) that
+ * any thread may take: workers help first the units a reader waits for, and
+ * a reader waiting for a unit decodes its remaining parts itself, so every
+ * core works on the batch a reader needs now.
  *
  * Budget: bytes of entries held (ready or being decoded) stay within
  * cache_size, except that a demand load never waits for room: while readers
@@ -33,7 +36,10 @@ struct bfs_cache_entry {
 	int refs;
 	int state;
 	bool touched;
-	struct bfs_cache_entry *hnext, *lprev, *lnext;
+	int waiters;            /* readers blocked on this entry */
+	struct bfs_build *job;  /* while loading: its parts */
+	unsigned nparts, claimed, done;
+	struct bfs_cache_entry *hnext, *lprev, *lnext, *jnext;
 	uint64_t bytes;
 	int err;
 };

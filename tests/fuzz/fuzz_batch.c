@@ -10,6 +10,8 @@
  * The epoch view (all/, in chunks of 1-3 rows so that boundaries fall
  * everywhere) must equal the epoch's batches end to end: its fixed rows and
  * values their concatenation, its row_splits/value_splits theirs shifted.
+ * A batch built in parts (bfs_build_*, 1 to 5 parts, run last part first)
+ * must equal the batch built whole, and fail exactly when it fails.
  *
  * bfs_fuzz_batch() is called by fuzz_replay.c (plain main, every make check)
  * and, built with -DBFS_LIBFUZZER, by libFuzzer's LLVMFuzzerTestOneInput.
@@ -45,8 +47,38 @@ static void ignore_corrupt(void *ctx, const char *msg, bool skipped)
 	(void)ctx, (void)msg, (void)skipped;
 }
 
+/* Build (e, k) in nparts parts, the last part first. */
+static int build_in_parts(const struct bfs_batcher *b, uint64_t e, uint64_t k, unsigned nparts,
+			  uint8_t **buf, struct bfs_geom **g)
+{
+	struct bfs_build *jb = NULL;
+	int rc = bfs_build_new(&jb, b, e, k, NULL, nparts);
+
+	if (rc)
+		return rc;
+	for (unsigned i = bfs_build_nparts(jb); i-- > 0;)
+		bfs_build_part(jb, i, ignore_corrupt, NULL);
+	return bfs_build_finish(jb, buf, g);
+}
+
+static void check_parts(const struct bfs_batcher *b, uint64_t e, uint64_t k, int whole_rc,
+			const uint8_t *whole)
+{
+	unsigned nparts = 1 + (unsigned)((e * 7 + k) % 5);
+	struct bfs_geom *g = NULL;
+	uint8_t *buf = NULL;
+	int rc = build_in_parts(b, e, k, nparts, &buf, &g);
+
+	FUZZ_ASSERT((rc == 0) == (whole_rc == 0));
+	if (rc == 0)
+		FUZZ_ASSERT(memcmp(buf, whole, g->st_size) == 0);
+	free(buf);
+	bfs_geom_free(g);
+}
+
 static void check_batch(const struct bfs_batcher *b, uint64_t e, uint64_t k)
 {
+	int rc;
 	const struct bfs_plan *p = bfs_batcher_plan(b);
 	struct bfs_geom *g = NULL, *bg = NULL;
 	uint8_t *buf = NULL;
@@ -66,7 +98,9 @@ static void check_batch(const struct bfs_batcher *b, uint64_t e, uint64_t k)
 		FUZZ_ASSERT(n > 0 && (uint64_t)n == tg->npy_hlen && n % 64 == 0);
 		FUZZ_ASSERT(bfs_npy_size(tg) == tg->npy_hlen + tg->nbytes);
 	}
-	if (bfs_batcher_build(&buf, &bg, b, e, k, ignore_corrupt, NULL) == 0) {
+	rc = bfs_batcher_build(&buf, &bg, b, e, k, ignore_corrupt, NULL);
+	check_parts(b, e, k, rc, buf);
+	if (rc == 0) {
 		FUZZ_ASSERT(buf && bg);
 		FUZZ_ASSERT(bg->st_size == g->st_size && bg->st_hlen == g->st_hlen);
 		FUZZ_ASSERT(bg->ntensors == g->ntensors && bg->batch == g->batch);

@@ -3,13 +3,18 @@
  * .safetensors headers, and (with the real decoder) batch assembly.
  */
 #include "batch.h"
+#include "crc32c.h"
+#include "dataset.h"
+#include "pbtest.h"
 #include "perm.h"
+#include "schema.h"
 #include "tensor.h"
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------- permutation */
 
@@ -258,6 +263,158 @@ START_TEST(plan_rejects_name_clash)
 }
 END_TEST
 
+/* ------------------------------------------------------ building in parts */
+
+static void put_record(FILE *f, const struct pb *m, bool break_crc)
+{
+	uint8_t hdr[12], tail[4];
+	uint64_t len = m->n;
+	uint32_t c;
+
+	memcpy(hdr, &len, 8);
+	c = bfs_crc32c_mask(bfs_crc32c(0, hdr, 8));
+	memcpy(hdr + 8, &c, 4);
+	c = bfs_crc32c_mask(bfs_crc32c(0, m->d, m->n)) ^ (break_crc ? 1u : 0u);
+	memcpy(tail, &c, 4);
+	ck_assert(fwrite(hdr, 1, 12, f) == 12 && fwrite(m->d, 1, m->n, f) == m->n &&
+		  fwrite(tail, 1, 4, f) == 4);
+}
+
+/* 300 records: x float [2], tok int64 0..5 values (ragged), w 0..3 byte
+ * strings (ragged twice), p int64 0..6 values (padded); record `bad` has
+ * a broken data CRC (none when bad < 0). */
+static void write_dataset(const char *path, long bad)
+{
+	FILE *f = fopen(path, "wb");
+
+	ck_assert(f != NULL);
+	for (long i = 0; i < 300; i++) {
+		struct pb feats = { 0 }, fx, ft, fw, fp, ex;
+		float x[2] = { (float)i, -(float)i / 3 };
+		int64_t v[6];
+		char wb[3][8];
+		const char *ws[3] = { wb[0], wb[1], wb[2] };
+
+		for (int k = 0; k < 6; k++)
+			v[k] = i * 10 + k;
+		for (int k = 0; k < 3; k++)
+			snprintf(wb[k], sizeof(wb[k]), "%.*s%ld", (int)((i + k) % 4), "abcd", i);
+		fx = pb_float_feature(x, 2, i % 2);
+		ft = pb_int_feature(v, (size_t)(i * 7 % 6), true);
+		fw = pb_bytes_feature(ws, (size_t)(i % 4));
+		fp = pb_int_feature(v, (size_t)(i * 5 % 7), i % 3 == 0);
+		pb_add(&feats, "x", &fx);
+		pb_add(&feats, "tok", &ft);
+		pb_add(&feats, "w", &fw);
+		pb_add(&feats, "p", &fp);
+		ex = pb_example(&feats, NULL);
+		put_record(f, &ex, i == bad);
+	}
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static const char parts_schema[] =
+	"{\"features\": {\"x\": {\"kind\": \"float\", \"shape\": [2]},"
+	" \"tok\": {\"kind\": \"int64\", \"shape\": [-1], \"ragged\": true},"
+	" \"w\": {\"kind\": \"bytes\", \"shape\": [-1, -1], \"ragged\": true},"
+	" \"p\": {\"kind\": \"int64\", \"shape\": [-1], \"max_len\": 6}}}";
+
+static void ignore_corrupt(void *ctx, const char *msg, bool skipped)
+{
+	(void)msg, (void)skipped;
+	++*(int *)ctx;
+}
+
+/* Every batch and chunk of two epochs, built whole and in 2..7 parts run
+ * in reverse order: the same bytes, or both fail. */
+static void check_parts_equal(long bad, const char *schema_json, enum bfs_on_corrupt oc)
+{
+	char path[] = "/tmp/check_batch_parts_XXXXXX";
+	int fd = mkstemp(path);
+	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO };
+	struct bfs_batcher_opts bopt = { .batch_size = 37, .seed = 5, .shuffle = true, .world = 1,
+					 .verify = true, .on_corrupt = oc, .jobs = 1,
+					 .chunk_rows = 50 };
+	struct bfs_dataset *ds = NULL;
+	struct bfs_schema *sc = NULL;
+	struct bfs_batcher *b = NULL;
+	int fails = 0, seen = 0;
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	write_dataset(path, bad);
+	ck_assert_int_eq(bfs_dataset_open(&ds, path, &dopt), 0);
+	ck_assert_msg(bfs_schema_from_json(&sc, schema_json, strlen(schema_json)) == 0, "%s",
+		      bfs_err_msg());
+	ck_assert_int_eq(bfs_batcher_new(&b, ds, sc, &bopt), 0);
+	for (uint64_t e = 0; e < 2; e++) {
+		uint64_t nb = bfs_batcher_nbatches(b), nc = bfs_batcher_nchunks(b);
+		for (uint64_t u = 0; u < nb + nc; u++) {
+			uint64_t unit = u < nb ? u : (u - nb) | BFS_CHUNK;
+			uint8_t *whole = NULL;
+			struct bfs_geom *wg = NULL;
+			int wrc = bfs_batcher_geom(&wg, b, e, unit);
+			uint64_t rows = wg ? wg->batch : 0;
+
+			ck_assert_int_eq(wrc, 0);
+			wrc = bfs_batcher_build(&whole, &wg, b, e, unit, ignore_corrupt, &seen);
+
+			fails += wrc != 0;
+			for (unsigned np = 2; np <= 7; np++) {
+				struct bfs_build *jb = NULL;
+				struct bfs_geom *g = NULL;
+				uint8_t *buf = NULL;
+				int rc;
+
+				ck_assert_int_eq(bfs_build_new(&jb, b, e, unit, NULL, np), 0);
+				ck_assert_uint_eq(bfs_build_nparts(jb), np < rows ? np : rows);
+				for (unsigned k = bfs_build_nparts(jb); k-- > 0;)
+					bfs_build_part(jb, k, ignore_corrupt, &seen);
+				rc = bfs_build_finish(jb, &buf, &g);
+				ck_assert_int_eq(rc, wrc);
+				if (rc == 0) {
+					ck_assert_uint_eq(g->st_size, wg->st_size);
+					ck_assert(memcmp(buf, whole, g->st_size) == 0);
+				} else {
+					ck_assert_ptr_null(buf);
+					ck_assert(strstr(bfs_err_msg(), "record") != NULL);
+				}
+				free(buf);
+				bfs_geom_free(g);
+			}
+			free(whole);
+			bfs_geom_free(wg);
+		}
+	}
+	/* the broken record fails (or is replaced in) its batch and chunk */
+	ck_assert_int_eq(fails, bad >= 0 && oc == BFS_ON_CORRUPT_FAIL ? 4 : 0);
+	ck_assert(bad < 0 ? seen == 0 : seen > 0);
+	bfs_batcher_free(b);
+	bfs_schema_free(sc);
+	bfs_dataset_close(ds);
+	unlink(path);
+}
+
+START_TEST(build_in_parts_equals_whole_build)
+{
+	check_parts_equal(-1, parts_schema, BFS_ON_CORRUPT_FAIL);
+}
+END_TEST
+
+START_TEST(build_in_parts_fails_like_whole_build)
+{
+	check_parts_equal(123, parts_schema, BFS_ON_CORRUPT_FAIL);
+}
+END_TEST
+
+START_TEST(build_in_parts_substitutes_like_whole_build)
+{
+	static const char fixed[] = "{\"features\": {\"x\": {\"kind\": \"float\", \"shape\": [2]}}}";
+
+	check_parts_equal(123, fixed, BFS_ON_CORRUPT_SKIP);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("batch");
@@ -274,6 +431,9 @@ static Suite *suite(void)
 	tcase_add_test(tensor, npy_header_matches_numpy_layout);
 	tcase_add_test(tensor, plan_names_and_geometry_follow_layouts);
 	tcase_add_test(tensor, plan_rejects_name_clash);
+	tcase_add_test(tensor, build_in_parts_equals_whole_build);
+	tcase_add_test(tensor, build_in_parts_fails_like_whole_build);
+	tcase_add_test(tensor, build_in_parts_substitutes_like_whole_build);
 	suite_add_tcase(s, perm);
 	suite_add_tcase(s, tensor);
 	return s;
