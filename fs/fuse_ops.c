@@ -546,8 +546,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_open(req, fi);
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+/* READDIR, and READDIRPLUS (plus): each entry with its attributes and a
+ * lookup reference, so that a reader who lists a batch folder and then opens
+ * its files costs no LOOKUP round trip per file. */
+static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
 	struct bfs_fs *fs = FS(req);
 	struct bfs_vnode dir, n;
@@ -555,7 +557,6 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t used = 0;
 	int rc = bfs_vfs_get(fs->vfs, ino, &dir);
 
-	(void)fi;
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -568,31 +569,56 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* offsets: 0 ".", 1 "..", 2+i child i */
 	for (uint64_t i = (uint64_t)off;; i++) {
 		char name[512];
-		struct stat st;
+		struct fuse_entry_param e;
 		size_t ent;
 
-		memset(&st, 0, sizeof(st));
+		memset(&e, 0, sizeof(e));
 		if (i == 0) {
 			strcpy(name, ".");
-			st.st_ino = dir.ino;
-			st.st_mode = S_IFDIR;
+			e.attr.st_ino = dir.ino;
+			e.attr.st_mode = S_IFDIR;
 		} else if (i == 1) {
 			strcpy(name, "..");
-			st.st_ino = bfs_vfs_parent(fs->vfs, &dir);
-			st.st_mode = S_IFDIR;
+			e.attr.st_ino = bfs_vfs_parent(fs->vfs, &dir);
+			e.attr.st_mode = S_IFDIR;
 		} else {
 			if (bfs_vfs_child(fs->vfs, &dir, i - 2, &n, name, sizeof(name)) != 0)
 				break;
-			st.st_ino = n.ino;
-			st.st_mode = bfs_vnode_is_dir(&n) ? S_IFDIR : S_IFREG;
+			e.attr.st_ino = n.ino;
+			e.attr.st_mode = bfs_vnode_is_dir(&n) ? S_IFDIR : S_IFREG;
+			/* an entry whose attributes fail is listed without them: its
+			 * LOOKUP then reports the error */
+			if (plus && fill_attr(fs, &n, &e.attr) == 0) {
+				e.ino = n.ino;
+				e.generation = 1;
+				e.attr_timeout = is_dynamic(&n) ? 0 : LONG_TIMEOUT;
+				e.entry_timeout = LONG_TIMEOUT;
+			}
 		}
-		ent = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(i + 1));
+		ent = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+						    (off_t)(i + 1))
+			   : fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
+					       (off_t)(i + 1));
 		if (ent > size - used)
 			break;
 		used += ent;
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	read_dir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	read_dir(req, ino, size, off, true);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -978,6 +1004,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.getattr = op_getattr,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
 	.open = op_open,
 	.release = op_release,
 	.read = op_read,
