@@ -2,6 +2,7 @@
  * main.c — the batchfs command: dispatch to the tools (inspect, schema,
  * index) or mount: options → dataset → schema → batcher → FUSE session.
  */
+#include "fdcache.h"
 #include "fuse_ops.h"
 #include "options.h"
 #include "tools.h"
@@ -301,6 +302,9 @@ int main(int argc, char **argv)
 	char **fargv = NULL;
 	int ret;
 
+	/* shards are opened through a bounded cache of half the soft limit
+	 * (decoder/fdcache.h): use all the descriptors we may have */
+	(void)bfs_nofile_raise();
 	if (argc >= 2 && strcmp(argv[1], "inspect") == 0)
 		return bfs_tool_inspect(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "schema") == 0)
