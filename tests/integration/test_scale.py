@@ -69,3 +69,31 @@ def test_thousands_of_shards_under_ulimit_256(batchfs, gen, tmp_path, compressio
         finally:
             m.stop()
         assert m.proc.returncode == 0, m.log_text()
+
+
+WIDE = (["f%03d:float:1" % i for i in range(300)] + ["i%02d:int64:1" % i for i in range(50)] +
+        ["s%d:bytes:1,len=1..8" % i for i in range(10)])
+
+
+def test_wide_records_every_file_and_readme(mounter, gen, tmp_path):  # noqa: F811
+    """360 features (as the bench's 'wide'): every .npy (listing included) and .safetensors of every batch
+    against the oracle, and README.txt says to read .safetensors."""
+    ds = _dataset(gen, tmp_path / "wide", 300, WIDE, shards=2, seed=5)
+    B = 64
+    m = mounter(ds.path, batch_size=B)
+    _check_all_batches(m, ds, B)
+    bdir = m.path("epoch-0000", "batch-000000")
+    names = os.listdir(bdir)
+    ntensors = len(oracle.tensor_files(oracle.expected_batch(ds.decoded, effective(m), [0])))
+    assert len(names) == ntensors >= 360 and len(set(names)) == ntensors
+    readme = m.read("README.txt").decode()
+    assert "Many features (%d tensors per batch)" % ntensors in readme, readme
+    assert "%s/epoch-0000/all.safetensors" % m.mnt in readme
+    for name in names[::37]:
+        assert os.stat(os.path.join(bdir, name)).st_size > 0
+
+
+def test_narrow_schema_readme_has_no_wide_note(mounter, gen, tmp_path):  # noqa: F811
+    ds = _dataset(gen, tmp_path / "narrow", 50, ["x:float:2", "y:int64:1"], seed=6)
+    m = mounter(ds.path, batch_size=16)
+    assert "Many features" not in m.read("README.txt").decode()
