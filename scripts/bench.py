@@ -1042,7 +1042,10 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     say()
     say("== %s: %s records (%s), %d plain shards, %.1f MB TFRecord; batch_size %d, "
         "%s batches; tree %.1f MB in %d files%s" % (
-            name, "{:,}".format(nrec), ", ".join(w["features"]), len(shards), shard_bytes / 1e6,
+            name, "{:,}".format(nrec), ", ".join(w["features"]) if len(w["features"]) <= 8 else
+            "%d features: %s, ..., %s" % (len(w["features"]), ", ".join(w["features"][:3]),
+                                          w["features"][-1]),
+            len(shards), shard_bytes / 1e6,
             bs, res["batches"], tree_bytes / 1e6, res["files"],
             "; freshly generated" if fresh else ""))
     t.emit()
