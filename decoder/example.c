@@ -377,6 +377,14 @@ static size_t sort_dedup(const struct any_entry ***slots, struct any_entry **ent
 
 	for (size_t i = 0; i < n; i++)
 		slots[i] = (const struct any_entry **)&entries[i];
+	/* keys already strictly increasing (the usual writer's order): sorted,
+	 * no duplicate, in n - 1 comparisons */
+	for (k = 1; k < n; k++)
+		if (strcmp(entries[k - 1]->key, entries[k]->key) >= 0)
+			break;
+	if (k >= n)
+		return n;
+	k = 0;
 	qsort(slots, n, sizeof(*slots), entry_slot_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (i + 1 < n && strcmp((*slots[i])->key, (*slots[i + 1])->key) == 0)

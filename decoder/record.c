@@ -26,6 +26,7 @@
 #include "record.h"
 
 #include "crc32c.h"
+#include "fdcache.h"
 #include "mapguard.h"
 
 #include <fcntl.h>
@@ -37,6 +38,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <stdatomic.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -51,8 +53,9 @@
 #define WINSIZE 32768
 
 struct bfs_shard {
-	int fd;
+	struct bfs_fdslot fs; /* the descriptor, through the LRU cache: use fs.fd only while pinned */
 	char *path;
+	char *open_path; /* path made absolute: the daemon reopens shards after chdir("/") */
 	enum bfs_compression comp;
 	uint64_t file_size;
 	int64_t mtime_ns;
@@ -66,6 +69,8 @@ struct bfs_shard {
 	bfs_bad_record_fn bad_fn; /* see bfs_shard_set_bad_fn */
 	void *bad_ctx;
 };
+
+static atomic_long nmapped; /* shards mapped now (see maybe_map) */
 
 void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx)
 {
@@ -219,11 +224,19 @@ int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compressio
 		goto out_close;
 	}
 	s->path = strdup(path);
-	if (!s->path) {
+	if (path[0] == '/') {
+		s->open_path = strdup(path);
+	} else {
+		char *cwd = getcwd(NULL, 0);
+		if (cwd && asprintf(&s->open_path, "%s/%s", cwd, path) < 0)
+			s->open_path = NULL;
+		free(cwd);
+	}
+	if (!s->path || !s->open_path) {
 		err = bfs_err_set(-ENOMEM, "out of memory");
 		goto out_free;
 	}
-	s->fd = fd;
+	bfs_fdslot_init(&s->fs, s->open_path, fd, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 	s->comp = comp;
 	s->file_size = (uint64_t)st.st_size;
 	s->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
@@ -231,6 +244,8 @@ int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compressio
 	return 0;
 
 out_free:
+	free(s->path);
+	free(s->open_path);
 	free(s);
 out_close:
 	close(fd);
@@ -241,11 +256,13 @@ void bfs_shard_close(struct bfs_shard *s)
 {
 	if (!s)
 		return;
-	if (s->map)
+	if (s->map) {
 		munmap((void *)(uintptr_t)s->map, (size_t)s->file_size);
-	if (s->fd >= 0)
-		close(s->fd);
+		atomic_fetch_sub(&nmapped, 1);
+	}
+	bfs_fdslot_release(&s->fs);
 	free(s->path);
+	free(s->open_path);
 	free(s->locs);
 	free(s->pts);
 	free(s);
@@ -345,6 +362,31 @@ static struct bfs_seek_point *push_point(struct bfs_shard *s)
  * SIGBUS guard) reads use pread. */
 #define MAP_MAX_AVG ((uint64_t)64 << 10)
 
+/* Every mapping is one of the process's vm.max_map_count areas (65530 by
+ * default), which malloc, thread stacks and libraries share: shards map
+ * while fewer than a quarter of them are taken by shards, and read with
+ * pread past that (a dataset of 20,000 tiny shards maps 16,382 of them). A
+ * mapping needs no descriptor once made. */
+
+static long map_budget(void)
+{
+	static atomic_long budget;
+	long b = atomic_load(&budget);
+
+	if (!b) {
+		FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+		long m = 0;
+
+		if (!f || fscanf(f, "%ld", &m) != 1 || m <= 0)
+			m = 65530;
+		if (f)
+			fclose(f);
+		b = m / 4 > 0 ? m / 4 : 1;
+		atomic_store(&budget, b);
+	}
+	return b;
+}
+
 static void maybe_map(struct bfs_shard *s)
 {
 	void *m;
@@ -353,9 +395,20 @@ static void maybe_map(struct bfs_shard *s)
 	    s->file_size > SIZE_MAX || s->file_size / s->nlocs >= MAP_MAX_AVG ||
 	    bfs_mapguard_init() != 0)
 		return;
-	m = mmap(NULL, (size_t)s->file_size, PROT_READ, MAP_SHARED, s->fd, 0);
+	if (atomic_fetch_add(&nmapped, 1) >= map_budget()) {
+		atomic_fetch_sub(&nmapped, 1);
+		return;
+	}
+	if (bfs_fdslot_pin(&s->fs) != 0) {
+		atomic_fetch_sub(&nmapped, 1);
+		return; /* reads will pin it again and name the error */
+	}
+	m = mmap(NULL, (size_t)s->file_size, PROT_READ, MAP_SHARED, s->fs.fd, 0);
+	bfs_fdslot_unpin(&s->fs);
 	if (m != MAP_FAILED)
 		s->map = m;
+	else
+		atomic_fetch_sub(&nmapped, 1);
 }
 
 int bfs_shard_set_index(struct bfs_shard *s, const struct bfs_record_loc *locs, uint64_t n,
@@ -451,7 +504,7 @@ static int zin_refill(struct zin *z)
 static int zin_init(struct zin *z, const struct bfs_shard *s, size_t cap)
 {
 	memset(z, 0, sizeof(*z));
-	z->fd = s->fd;
+	z->fd = s->fs.fd;
 	z->file_size = s->file_size;
 	z->cap = cap;
 	z->buf = malloc(cap);
@@ -503,7 +556,7 @@ static int scan_fill_plain(struct scan *sc)
 	/* the shard is the file as it was at open: ignore anything appended */
 	if (sc->s->file_size - sc->produced < want)
 		want = (size_t)(sc->s->file_size - sc->produced);
-	n = want ? pread_full(sc->s->fd, sc->buf + sc->end, want, sc->produced) : 0;
+	n = want ? pread_full(sc->s->fs.fd, sc->buf + sc->end, want, sc->produced) : 0;
 
 	if (n < 0)
 		return bfs_err_set((int)n, "record %" PRIu64 " at offset %" PRIu64 ": read: %s",
@@ -657,6 +710,11 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 	sc.buf = malloc(sc.cap);
 	if (!sc.buf)
 		return bfs_err_set(-ENOMEM, "out of memory");
+	err = bfs_fdslot_pin(&s->fs);
+	if (err) {
+		free(sc.buf);
+		return err;
+	}
 	if (!plain) {
 		err = zin_init(&sc.z, s, SCAN_IN_CHUNK);
 		if (err)
@@ -771,6 +829,7 @@ out:
 	free(sc.buf);
 	if (!err)
 		maybe_map(s);
+	bfs_fdslot_unpin(&s->fs);
 	return err;
 }
 
@@ -880,7 +939,7 @@ static uint64_t current_size(const struct bfs_shard *s)
 {
 	struct stat st;
 
-	return fstat(s->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	return fstat(s->fs.fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
 static int truncated(const struct bfs_shard *s, uint64_t i)
@@ -941,7 +1000,7 @@ static int read_plain(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify
 			skip = 0;
 			k++;
 		}
-		n = preadv(s->fd, v, k, (off_t)(loc->offset + got));
+		n = preadv(s->fs.fd, v, k, (off_t)(loc->offset + got));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -994,7 +1053,7 @@ static int zr_start(struct zreader *r, const struct bfs_seek_point *pt)
 		r->raw = true;
 		if (pt->bits) {
 			uint8_t b;
-			ssize_t n = pread_full(r->s->fd, &b, 1, pt->in_off - 1);
+			ssize_t n = pread_full(r->s->fs.fd, &b, 1, pt->in_off - 1);
 
 			if (n != 1)
 				return zr_err(r, n < 0 ? (int)n : -EIO, "cannot read seek point byte");
@@ -1157,7 +1216,8 @@ out:
 	return err;
 }
 
-int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
+/* bfs_shard_read with the descriptor pinned. */
+static int read_one(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
 {
 	if (i >= s->nlocs)
 		return bfs_err_set(-ENOENT, "record %" PRIu64 ": no such record (%" PRIu64 " indexed)",
@@ -1172,6 +1232,17 @@ int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap
 	return read_z(s, i, dst, verify);
 }
 
+int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
+{
+	int err = bfs_fdslot_pin(&s->fs);
+
+	if (err)
+		return err;
+	err = read_one(s, i, dst, dst_cap, verify);
+	bfs_fdslot_unpin(&s->fs);
+	return err;
+}
+
 /* ---- batched reads ------------------------------------------------------ */
 
 /* Restart inflate at a later seek point rather than discard more than this. */
@@ -1184,18 +1255,36 @@ static void fail_one(const struct bfs_shard *s, int err, int *errs, char **msgs,
 		msgs[k] = NULL;
 }
 
+static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
+			     uint8_t *const *dst, bool verify, int *errs, char **msgs);
+
 void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
 			 bool verify, int *errs, char **msgs)
 {
-	struct zreader r;
-	uint64_t pos = 0;
-	bool live = false;
 	int err;
 
 	for (size_t k = 0; k < n; k++) {
 		errs[k] = 0;
 		msgs[k] = NULL;
 	}
+	err = bfs_fdslot_pin(&s->fs);
+	if (err) {
+		for (size_t k = 0; k < n; k++)
+			fail_one(s, err, errs, msgs, k);
+		return;
+	}
+	read_many_pinned(s, idx, n, dst, verify, errs, msgs);
+	bfs_fdslot_unpin(&s->fs);
+}
+
+static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
+			     uint8_t *const *dst, bool verify, int *errs, char **msgs)
+{
+	struct zreader r;
+	uint64_t pos = 0;
+	bool live = false;
+	int err;
+
 	if (s->comp == BFS_COMP_NONE) {
 		bool any_mapped = false;
 
@@ -1207,8 +1296,8 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
 				err = read_mapped(s, idx[k], dst[k], verify);
 				any_mapped = true;
 			} else {
-				err = bfs_shard_read(s, idx[k], dst[k], in ? s->locs[idx[k]].len : 0,
-						     verify);
+				err = read_one(s, idx[k], dst[k], in ? s->locs[idx[k]].len : 0,
+					       verify);
 			}
 			if (err)
 				fail_one(s, err, errs, msgs, k);

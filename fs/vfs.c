@@ -3,6 +3,8 @@
  */
 #include "vfs.h"
 
+#include "keymap.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,7 +23,15 @@ struct bfs_vfs {
 	uint64_t nbatches, epochs;
 	uint64_t T, span;
 	size_t nnodes;
-	struct tnode *nodes; /* sorted by (parent, name) for listing */
+	struct tnode *nodes; /* in plan order (names sorted) */
+	/* (parent, name) -> node in O(1), however many features: open
+	 * addressing over node index + 1 (0: empty), at most half full */
+	int *htab;
+	size_t hmask;
+	/* each folder's children in node order: kids[kid_start[p + 1] ..
+	 * kid_start[p + 2]) for folder node p, the batch folder being p = -1 */
+	int *kids;
+	size_t *kid_start;
 };
 
 static const char *const top_names[] = { "README.txt", "schema.json", "stats.json",
@@ -34,15 +44,83 @@ void bfs_vfs_free(struct bfs_vfs *v)
 	for (size_t i = 0; i < v->nnodes; i++)
 		free(v->nodes[i].name);
 	free(v->nodes);
+	free(v->htab);
+	free(v->kids);
+	free(v->kid_start);
 	free(v);
+}
+
+static size_t node_hash(int parent, const char *name, size_t len)
+{
+	return (size_t)bfs_keymap_mix(bfs_keymap_hash((const uint8_t *)name, len) +
+				      (uint64_t)(parent + 1));
 }
 
 static int find_node(const struct bfs_vfs *v, int parent, const char *name)
 {
-	for (size_t i = 0; i < v->nnodes; i++)
-		if (v->nodes[i].parent == parent && strcmp(v->nodes[i].name, name) == 0)
-			return (int)i;
+	size_t len = strlen(name);
+
+	if (!v->htab)
+		return -1;
+	for (size_t k = node_hash(parent, name, len) & v->hmask; v->htab[k];
+	     k = (k + 1) & v->hmask) {
+		const struct tnode *t = &v->nodes[v->htab[k] - 1];
+		if (t->parent == parent && strcmp(t->name, name) == 0)
+			return v->htab[k] - 1;
+	}
 	return -1;
+}
+
+static void hash_put(struct bfs_vfs *v, int n)
+{
+	const struct tnode *t = &v->nodes[n];
+	size_t k = node_hash(t->parent, t->name, strlen(t->name)) & v->hmask;
+
+	while (v->htab[k])
+		k = (k + 1) & v->hmask;
+	v->htab[k] = n + 1;
+}
+
+/* Keep the table at most half full once node n is added. */
+static int hash_add(struct bfs_vfs *v, int n)
+{
+	if (!v->htab || 2 * (size_t)(n + 1) > v->hmask + 1) {
+		size_t size = v->htab ? 2 * (v->hmask + 1) : 64;
+		int *t = calloc(size, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		free(v->htab);
+		v->htab = t;
+		v->hmask = size - 1;
+		for (int i = 0; i < n; i++)
+			hash_put(v, i);
+	}
+	hash_put(v, n);
+	return 0;
+}
+
+/* The children lists, once every node is in. */
+static int index_kids(struct bfs_vfs *v)
+{
+	size_t *fill;
+
+	v->kids = calloc(v->nnodes + 1, sizeof(*v->kids));
+	v->kid_start = calloc(v->nnodes + 2, sizeof(*v->kid_start));
+	fill = calloc(v->nnodes + 1, sizeof(*fill));
+	if (!v->kids || !v->kid_start || !fill) {
+		free(fill);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < v->nnodes; i++)
+		v->kid_start[v->nodes[i].parent + 2]++;
+	for (size_t p = 1; p < v->nnodes + 2; p++)
+		v->kid_start[p] += v->kid_start[p - 1];
+	for (size_t i = 0; i < v->nnodes; i++) {
+		size_t p = (size_t)(v->nodes[i].parent + 1);
+		v->kids[v->kid_start[p] + fill[p]++] = (int)i;
+	}
+	free(fill);
+	return 0;
 }
 
 static int add_node(struct bfs_vfs *v, size_t *cap, int parent, const char *name, size_t len,
@@ -61,6 +139,10 @@ static int add_node(struct bfs_vfs *v, size_t *cap, int parent, const char *name
 		return -ENOMEM;
 	v->nodes[v->nnodes].parent = parent;
 	v->nodes[v->nnodes].tensor = tensor;
+	if (hash_add(v, (int)v->nnodes) != 0) {
+		free(v->nodes[v->nnodes].name);
+		return -ENOMEM;
+	}
 	return (int)v->nnodes++;
 }
 
@@ -117,6 +199,8 @@ int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbat
 		}
 		rc = add_node(v, &cap, parent, file, strlen(file), (int)t);
 	}
+	if (rc >= 0)
+		rc = index_kids(v);
 	if (rc < 0) {
 		bfs_vfs_free(v);
 		return rc;
@@ -314,18 +398,16 @@ int bfs_vfs_child(const struct bfs_vfs *v, const struct bfs_vnode *dir, uint64_t
 			 (idx & 1) ? ".safetensors" : "");
 		return bfs_vfs_lookup(v, dir, name, out);
 	default: {
-		int parent = dir->type == BFS_V_BATCH ? -1 : dir->node;
-		uint64_t k = 0;
-		for (size_t i = 0; i < v->nnodes; i++) {
-			if (v->nodes[i].parent != parent)
-				continue;
-			if (k++ == idx) {
-				snprintf(name, cap, "%s", v->nodes[i].name);
-				set_node(v, out, dir->epoch, dir->batch, (int)i);
-				return 0;
-			}
-		}
-		return -ENOENT;
+		size_t p = (size_t)((dir->type == BFS_V_BATCH ? -1 : dir->node) + 1);
+		size_t first = v->kid_start[p], n = v->kid_start[p + 1] - first;
+		int i;
+
+		if (idx >= n)
+			return -ENOENT;
+		i = v->kids[first + idx];
+		snprintf(name, cap, "%s", v->nodes[i].name);
+		set_node(v, out, dir->epoch, dir->batch, i);
+		return 0;
 	}
 	}
 }

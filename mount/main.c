@@ -2,6 +2,7 @@
  * main.c — the batchfs command: dispatch to the tools (inspect, schema,
  * index) or mount: options → dataset → schema → batcher → FUSE session.
  */
+#include "fdcache.h"
 #include "fuse_ops.h"
 #include "options.h"
 #include "tools.h"
@@ -128,6 +129,35 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, first_npy,
 		     mnt, mnt) < 0)
 		return NULL;
+	return s;
+}
+
+/* Tensors in a batch from which README.txt points wide readers at the
+ * .safetensors files. */
+#define WIDE_TENSORS 32
+
+/* README.txt of a schema with many tensors: say how to read them. Takes
+ * and returns ownership (NULL stays NULL). */
+static char *add_wide_note(char *readme, size_t ntensors, const char *mnt)
+{
+	char *s = NULL;
+
+	if (!readme || ntensors < WIDE_TENSORS)
+		return readme;
+	if (asprintf(&s,
+		     "%s\n"
+		     "Many features (%zu tensors per batch): read the .safetensors files,\n"
+		     "  %s/epoch-0000/batch-000000.safetensors   (one batch)\n"
+		     "  %s/epoch-0000/all.safetensors            (the whole epoch)\n"
+		     "or slices of all/, not every batch's .npy files one by one. A\n"
+		     ".safetensors file holds all %zu tensors of a batch in one file: one\n"
+		     "open and a few large reads. The .npy files cost %zu lookups, opens and\n"
+		     "small reads per batch, each a round trip through the kernel to the\n"
+		     "daemon, and with many narrow features those round trips, not decoding,\n"
+		     "take the time.\n",
+		     readme, ntensors, mnt, mnt, ntensors, ntensors) < 0)
+		s = NULL;
+	free(readme);
 	return s;
 }
 
@@ -262,6 +292,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		snprintf(first_npy, sizeof(first_npy), "%s.npy", bfs_batcher_plan(b)->t[0].name);
 	opts = bfs_options_describe(o);
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
+	readme = add_wide_note(readme, bfs_batcher_plan(b)->ntensors, mnt);
 	struct bfs_fs_config cfg = {
 		.ds = ds,
 		.batcher = b,
@@ -301,6 +332,9 @@ int main(int argc, char **argv)
 	char **fargv = NULL;
 	int ret;
 
+	/* shards are opened through a bounded cache of half the soft limit
+	 * (decoder/fdcache.h): use all the descriptors we may have */
+	(void)bfs_nofile_raise();
 	if (argc >= 2 && strcmp(argv[1], "inspect") == 0)
 		return bfs_tool_inspect(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "schema") == 0)

@@ -95,6 +95,30 @@ WORKLOADS = {
         "python_records": 20_000,
     },
 }
+
+# wide records (feature-store exports, tabular sets): many narrow features
+_WIDE = (["f%03d:float:1" % i for i in range(300)] + ["i%02d:int64:1" % i for i in range(50)] +
+         ["s%d:bytes:1,len=4" % i for i in range(10)])
+WORKLOADS["wide"] = {
+    "records": 40_000, "shards": 8, "batch_size": 256,
+    "features": _WIDE,
+    "spec": dict([("f%03d" % i, ["float", []]) for i in range(300)] +
+                 [("i%02d" % i, ["int64", []]) for i in range(50)] +
+                 [("s%d" % i, ["raw", "uint8", [4]]) for i in range(10)]),
+    "schema": {"features": dict(
+        [("f%03d" % i, {"kind": "float", "shape": []}) for i in range(300)] +
+        [("i%02d" % i, {"kind": "int64", "shape": []}) for i in range(50)] +
+        [("s%d" % i, {"kind": "bytes", "dtype": "uint8", "shape": [4]}) for i in range(10)])},
+    "python_records": 2_000,
+    "wide": True,
+}
+WORKLOADS["wide2000"] = {
+    "records": 6_000, "shards": 4, "batch_size": 256,
+    "features": ["f%04d:float:1" % i for i in range(2000)],
+    "spec": {"f%04d" % i: ["float", []] for i in range(2000)},
+    "python_records": 500,
+    "wide": True,
+}
 NPM_RECORDS = 2_000
 NULL_SPAN = 256 * MiB  # nullfs serves from a buffer this large: copies come from DRAM
 INDEX_RECORDS = 10_000_000
@@ -741,6 +765,74 @@ def torch_rows(args, tools, name, w, res, t, mnt, mopts, src, nrec, bs, shard_by
 # ---------------------------------------------------------------- one workload
 
 
+def values_per_record(features):
+    """Mean values per record of bfs_gen FEATURE specs (a bytes value counts
+    as one value), for the per-value decoder rates."""
+    n = 0.0
+    for f in features:
+        count = f.split(",")[0].split(":")[2]
+        lo, _, hi = count.partition("..")
+        n += (int(lo) + int(hi or lo)) / 2
+    return n
+
+
+def wide_rows(args, tools, res, t, src, mnt, mopts, nrec, shard_bytes, span, mb):
+    """Wide records: the batches' .safetensors alone (what README.txt
+    tells a wide reader to read), cold on a fresh mount, and the null FUSE
+    serving the same files."""
+    man = os.path.join(args.work, "manifest-safetensors.txt")
+    drop_caches(args)
+    with Mount([tools["batchfs"], "-f", src, mnt, "-o", mopts], mnt) as m:
+        st = m.read(tools, mnt + "/epoch-0000", "--only", ".safetensors", *BATCHES_ONLY)
+        check_child([tools["readtree"], "--manifest", man, "--only", ".safetensors"] +
+                    list(BATCHES_ONLY) + [mnt + "/epoch-0000"])
+    with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,keep_cache%s" % (man, span)],
+               mnt) as m:
+        null = m.read(tools, mnt)
+    res["st_cold"] = nrec / st["seconds"]
+    res["st_null"] = nrec / null["seconds"]
+    res["st_cold_cpu"], res["st_null_cpu"] = st["daemon_cpu"], null["daemon_cpu"]
+    t.add("batchfs cold epoch, .safetensors only (fresh mount)", res["st_cold"],
+          mb(shard_bytes, st["seconds"]), mb(st["bytes"], st["seconds"]), None, st["seconds"],
+          st["daemon_cpu"], "%d files" % st["files"])
+    t.add("null FUSE, the same .safetensors, first read", res["st_null"],
+          mb(shard_bytes, null["seconds"]), mb(null["bytes"], null["seconds"]), None,
+          null["seconds"], null["daemon_cpu"])
+
+
+def wide_ratios(results):
+    """Per-value decoder rate of each wide workload against 'small' in the
+    same run, and its cold .safetensors epoch against the null FUSE."""
+    by = {r["name"]: r for r in results}
+    small = by.get("small")
+    for r in results:
+        if not WORKLOADS[r["name"]].get("wide"):
+            continue
+        n = r["name"]
+        vw = values_per_record(WORKLOADS[n]["features"])
+        for key, what in (("dec1_shuffled", "1 thread shuffled"),
+                          ("dec_all_shuffled", "all cores shuffled")):
+            if small and small.get(key) and r.get(key):
+                vs = values_per_record(WORKLOADS["small"]["features"])
+                a, b = r[key] * vw, small[key] * vs
+                q = a / b
+                say("%-7s decoder values/s (build, %s) / 'small' values/s = %s / %s = %s  "
+                    "target >= 70%%  %s" % (n, what, fmt_rate(a), fmt_rate(b), fmt_q(q, 0.70),
+                                           verdict(q >= 0.70)))
+            else:
+                say("%-7s decoder values/s / 'small': n/a (run 'small' in the same invocation)"
+                    % n)
+        if r.get("st_cold") and r.get("st_null"):
+            q = r["st_cold"] / r["st_null"]
+            say("%-7s .safetensors cold epoch / null FUSE first read of the same files = "
+                "%s / %s = %s  target >= 70%%  %s" % (n, fmt_rate(r["st_cold"]),
+                                                     fmt_rate(r["st_null"]), fmt_q(q, 0.70),
+                                                     verdict(q >= 0.70)))
+            if r.get("st_cold_cpu") is not None and r.get("dec1_cpu") is not None:
+                say("%-7s   (CPU: daemon %.2f s for it, decoder 1 thread shuffled %.2f s)" % (
+                    n, r["st_cold_cpu"], r["dec1_cpu"]))
+
+
 def bench_workload(args, tools, name, w, npm_dir, npm_note):
     scale = 10 if args.quick else 1
     nrec = w["records"] // scale
@@ -829,6 +921,8 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
                mnt) as m:
         dio = m.read(tools, mnt, "--bs", str(MiB))
         dio_hwm = m.hwm()
+    if w.get("wide"):
+        wide_rows(args, tools, res, t, src, mnt, mopts, nrec, shard_bytes, span, mb)
     res["null_first"] = nrec / first["seconds"]
     res["null_first_cpu"] = first["daemon_cpu"]
     res["null_again"] = nrec / again["seconds"]
@@ -948,7 +1042,10 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     say()
     say("== %s: %s records (%s), %d plain shards, %.1f MB TFRecord; batch_size %d, "
         "%s batches; tree %.1f MB in %d files%s" % (
-            name, "{:,}".format(nrec), ", ".join(w["features"]), len(shards), shard_bytes / 1e6,
+            name, "{:,}".format(nrec), ", ".join(w["features"]) if len(w["features"]) <= 8 else
+            "%d features: %s, ..., %s" % (len(w["features"]), ", ".join(w["features"][:3]),
+                                          w["features"][-1]),
+            len(shards), shard_bytes / 1e6,
             bs, res["batches"], tree_bytes / 1e6, res["files"],
             "; freshly generated" if fresh else ""))
     t.emit()
@@ -1056,7 +1153,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default="/tmp/batchfs-bench")
     ap.add_argument("--quick", action="store_true", help="10x fewer records")
-    ap.add_argument("--workload", action="append", choices=sorted(WORKLOADS))
+    ap.add_argument("--workload", action="append", choices=list(WORKLOADS))
     ap.add_argument("--drop-caches", action="store_true",
                     help="(root) drop the page cache before the floor and the cold epoch")
     ap.add_argument("--batch-size", type=int, help="override every workload's batch size")
@@ -1090,7 +1187,7 @@ def main():
         return 0
     if args.drop_caches and os.geteuid() != 0:
         ap.error("--drop-caches needs root")
-    names = args.workload or ["small", "image", "varlen"]
+    names = args.workload or ["small", "image", "varlen", "wide", "wide2000"]
     os.makedirs(args.work, exist_ok=True)
 
     log("building")
@@ -1197,6 +1294,7 @@ def main():
                 verdict(r["hwm"] <= limit), st.get("cache_peak_bytes", 0) / MiB,
                 fmt_parts(r.get("hwm_parts"))))
         new_ratios(r)
+    wide_ratios(results)
     if ix:
         say("index   %s records: in memory %s bytes = %.6f B/record %s; on disk under "
             "index_dir %s bytes = %.6f B/record %s  (target <= 16; built in %.1f s)" % (

@@ -219,6 +219,58 @@ START_TEST(duplicate_keys_keep_the_last_and_sort_by_name)
 }
 END_TEST
 
+/* 300 keys written in order (the common case, decoded in one pass), then
+ * the same with a duplicate at the start, in the middle and at the end:
+ * the last of each duplicate wins and names stay sorted, in the fast, the
+ * reference (compared inside decode_ok's bind_diff) and the bound decoder. */
+START_TEST(wide_maps_in_key_order_keep_map_semantics)
+{
+	enum { N = 300 };
+	static const int dup_at[][2] = { { -1, -1 }, { 0, 0 }, { 150, 151 }, { 299, N } };
+
+	for (size_t c = 0; c < sizeof(dup_at) / sizeof(dup_at[0]); c++) {
+		struct pb feats = { 0 };
+		struct bfs_example *ex, *ref = NULL;
+
+		for (int i = 0; i <= N; i++) {
+			char name[8];
+			int64_t v = i;
+
+			if (i == dup_at[c][1]) { /* a second f<dup> with value 1000 + dup */
+				int64_t d = 1000 + dup_at[c][0];
+				struct pb f = pb_int_feature(&d, 1, true);
+				snprintf(name, sizeof(name), "f%03d", dup_at[c][0]);
+				pb_add(&feats, name, &f);
+			}
+			if (i == N)
+				break;
+			struct pb f = pb_int_feature(&v, 1, true);
+			snprintf(name, sizeof(name), "f%03d", i);
+			pb_add(&feats, name, &f);
+		}
+		struct pb m = pb_example(&feats, NULL);
+		ex = decode_ok(&m);
+		ck_assert_int_eq(bfs_example_decode_ref(&ref, m.d, m.n), 0);
+		ck_assert_uint_eq(ex->nfeatures, N);
+		ck_assert_uint_eq(ref->nfeatures, N);
+		for (int i = 0; i < N; i++) {
+			char name[8];
+			/* the duplicate is written after the first f<dup> unless it
+			 * precedes it (case 1: dup_at {0, 0} puts it first) */
+			int64_t want = i == dup_at[c][0] && dup_at[c][1] > dup_at[c][0] ? 1000 + i : i;
+			snprintf(name, sizeof(name), "f%03d", i);
+			ck_assert_str_eq(ex->features[i].name, name);
+			ck_assert_str_eq(ref->features[i].name, name);
+			ck_assert_int_eq(ex->features[i].v.i[0], want);
+			ck_assert_int_eq(ref->features[i].v.i[0], want);
+			ck_assert_int_eq(bfs_example_find(ex, name)->i[0], want);
+		}
+		bfs_example_free(ex);
+		bfs_example_free(ref);
+	}
+}
+END_TEST
+
 START_TEST(duplicate_lists_keep_the_last)
 {
 	const int64_t one = 1, two = 2;
@@ -778,6 +830,7 @@ static Suite *example_suite(void)
 	tcase_add_test(tc, packed_and_unpacked_runs_in_one_list_concatenate);
 	tcase_add_test(tc, unknown_fields_are_skipped_at_every_level);
 	tcase_add_test(tc, duplicate_keys_keep_the_last_and_sort_by_name);
+	tcase_add_test(tc, wide_maps_in_key_order_keep_map_semantics);
 	tcase_add_test(tc, duplicate_lists_keep_the_last);
 	tcase_add_test(tc, empty_feature_and_entry_without_value_count_as_missing);
 	tcase_add_test(tc, empty_lists_have_a_kind_and_no_values);

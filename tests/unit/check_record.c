@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "crc32c.h"
+#include "fdcache.h"
 #include "record.h"
 
 #include <check.h>
@@ -1083,6 +1084,115 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
 	return remove(p);
 }
 
+/* ---- descriptors -------------------------------------------------------- */
+
+static size_t open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+enum { NSH = 40, PER = 3, FDLIM = 4 };
+
+static const char *fd_name(int i)
+{
+	static char name[16];
+
+	snprintf(name, sizeof(name), "fd-%02d", i % 100);
+	return name;
+}
+
+/* Forty shards (plain, gzip, zlib in turn) under a cache of four idle
+ * descriptors: opening, scanning and reading every record in an order that
+ * jumps between shards all keep at most four open, and every record reads
+ * back as written; a shard renamed over while its descriptor was closed is
+ * an error naming the change, never the new file's bytes. */
+START_TEST(many_shards_share_a_bounded_descriptor_cache)
+{
+	static const enum wkind kinds[] = { W_PLAIN, W_GZIP, W_ZLIB };
+	struct bfs_shard *sh[NSH];
+	struct recs r[NSH];
+	uint8_t buf[512];
+	size_t base, n;
+
+	bfs_fdcache_set_limit(FDLIM);
+	ck_assert_uint_eq(bfs_fdcache_limit(), FDLIM);
+	base = open_fds();
+	for (int i = 0; i < NSH; i++) {
+		uint8_t *stream;
+
+		recs_gen(&r[i], PER, 200, 900 + (uint64_t)i, i & 1);
+		stream = recs_frame(&r[i], &n);
+		write_shard(tmp_path(fd_name(i)), kinds[i % 3], stream, n);
+		free(stream);
+	}
+	for (int i = 0; i < NSH; i++) {
+		ck_assert_int_eq(bfs_shard_open(&sh[i], tmp_path(fd_name(i)), BFS_COMP_AUTO), 0);
+		ck_assert_uint_le(bfs_fdcache_open(), FDLIM);
+	}
+	ck_assert_uint_le(open_fds(), base + FDLIM);
+	for (int i = 0; i < NSH; i++) {
+		struct collect c = { &r[i], 0, 0 };
+		ck_assert_int_eq(bfs_shard_scan(sh[i], true, collect_fn, &c), 0);
+		ck_assert_int_eq(c.mismatches, 0);
+		ck_assert_uint_eq(c.seen, PER);
+	}
+	ck_assert_uint_le(open_fds(), base + FDLIM);
+	/* record k of every shard, then k+1: each read reopens its shard */
+	for (int rep = 0; rep < 2; rep++) {
+		for (int k = 0; k < PER; k++) {
+			for (int i = 0; i < NSH; i++) {
+				ck_assert_int_eq(bfs_shard_read(sh[i], (uint64_t)k, buf, sizeof(buf), true), 0);
+				ck_assert_mem_eq(buf, r[i].data[k], r[i].len[k]);
+			}
+			ck_assert_uint_le(bfs_fdcache_open(), FDLIM);
+		}
+	}
+	for (int i = 0; i < NSH; i++) {
+		uint64_t idx[PER] = { 2, 0, 1 };
+		uint8_t out[PER][512];
+		uint8_t *dst[PER] = { out[0], out[1], out[2] };
+		int errs[PER];
+		char *msgs[PER];
+
+		bfs_shard_read_many(sh[i], idx, PER, dst, true, errs, msgs);
+		for (int k = 0; k < PER; k++) {
+			ck_assert_int_eq(errs[k], 0);
+			ck_assert_mem_eq(out[k], r[i].data[idx[k]], r[i].len[idx[k]]);
+		}
+	}
+	ck_assert_uint_le(open_fds(), base + FDLIM);
+
+	/* shard 1 (gzip) is not among the last four used: replace it */
+	{
+		uint8_t *stream = recs_frame(&r[2], &n);
+		char tmp[80];
+
+		snprintf(tmp, sizeof(tmp), "%s.new", fd_name(1));
+		write_shard(tmp_path(tmp), W_GZIP, stream, n);
+		free(stream);
+		char from[600];
+
+		snprintf(from, sizeof(from), "%s", tmp_path(tmp));
+		ck_assert_int_eq(rename(from, tmp_path(fd_name(1))), 0);
+		ck_assert_int_eq(bfs_shard_read(sh[1], 0, buf, sizeof(buf), true), -EIO);
+		ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "replaced"));
+	}
+	for (int i = 0; i < NSH; i++) {
+		bfs_shard_close(sh[i]);
+		recs_free(&r[i]);
+	}
+	ck_assert_uint_eq(bfs_fdcache_open(), 0);
+	ck_assert_uint_eq(open_fds(), base);
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *su = suite_create("record");
@@ -1131,6 +1241,7 @@ static Suite *record_suite(void)
 	tcase_add_loop_test(tc, concurrent_reads_from_four_threads_agree_with_the_scan, 0,
 			    BFS_ARRAY_SIZE(concurrent_kinds));
 	tcase_add_test(tc, set_index_roundtrips_into_a_fresh_shard);
+	tcase_add_test(tc, many_shards_share_a_bounded_descriptor_cache);
 	tcase_set_timeout(tc, 600);
 	suite_add_tcase(su, tc);
 

@@ -1,0 +1,99 @@
+"""Real-world dataset shapes (issue 13): thousands of shards under a small
+descriptor limit, and records with hundreds of features. Every byte is
+checked against the oracle.
+
+Fixtures come from test_mount.py."""
+
+import os
+import stat
+
+import pytest
+
+import oracle
+from test_mount import (Mount, _dataset, batchfs, check_batch_dir, check_safetensors,  # noqa: F401
+                        effective, gen, index_dir, mounter, work)
+
+NOFILE = 256
+
+
+def _limited(batchfs, tmp_path, nofile):
+    """A wrapper that runs batchfs under `ulimit -n nofile` (soft and hard)."""
+    w = tmp_path / "batchfs-ulimit"
+    w.write_text("#!/bin/sh\nulimit -n %d || exit 99\nexec %s \"$@\"\n" % (nofile, batchfs))
+    w.chmod(w.stat().st_mode | stat.S_IXUSR)
+    return str(w)
+
+
+def _open_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def _check_all_batches(m, ds, B, npy_every=1):
+    schema = effective(m)
+    nb = oracle.batches_per_epoch(ds.n, B)
+    ep = m.path("epoch-0000")
+    for i in range(nb):
+        exp = oracle.expected_batch(ds.decoded, schema, oracle.batch_records(ds.n, B, i))
+        check_safetensors(os.path.join(ep, "batch-%06d.safetensors" % i), exp)
+        if i % npy_every == 0:
+            check_batch_dir(os.path.join(ep, "batch-%06d" % i), exp)
+
+
+@pytest.mark.parametrize("compression,shards", [("none", 3000), ("gzip", 1200)])
+def test_thousands_of_shards_under_ulimit_256(batchfs, gen, tmp_path, compression, shards):  # noqa: F811
+    """More shards than descriptors: the index is built (by parallel scan
+    workers), the schema inferred and every record served with at most
+    NOFILE descriptors, through the bounded descriptor cache; a re-mount
+    reuses the index."""
+    ds = _dataset(gen, tmp_path / "src", 2 * shards, ["x:float:3", "y:int64:1",
+                                                     "t:int64:0..4", "b:bytes:1,len=1..6"],
+                  shards=shards, seed=13, compression=compression)
+    assert ds.nshards == shards
+    binary = _limited(batchfs, tmp_path, NOFILE)
+    ix = str(tmp_path / "ix")
+    B = 64
+    for run in range(2):
+        m = Mount(binary, ds.path, tmp_path / ("mnt%d" % run),
+                  "batch_size=%d,index_dir=%s,threads=2,prefetch=4" % (B, ix),
+                  str(tmp_path / ("log%d" % run)))
+        try:
+            m.start()
+            stats = m.json("stats.json")
+            assert stats["records"] == ds.n
+            assert stats["index_reused"] == (run == 1), stats
+            _check_all_batches(m, ds, B, npy_every=7)
+            stats = m.json("stats.json")
+            assert stats["failed_reads"] == 0 and stats["decode_errors"] == 0, stats
+            assert _open_fds(m.proc.pid) <= NOFILE
+            assert "Too many open files" not in m.log_text()
+        finally:
+            m.stop()
+        assert m.proc.returncode == 0, m.log_text()
+
+
+WIDE = (["f%03d:float:1" % i for i in range(300)] + ["i%02d:int64:1" % i for i in range(50)] +
+        ["s%d:bytes:1,len=1..8" % i for i in range(10)])
+
+
+def test_wide_records_every_file_and_readme(mounter, gen, tmp_path):  # noqa: F811
+    """360 features (as the bench's 'wide'): every .npy (listing included) and .safetensors of every batch
+    against the oracle, and README.txt says to read .safetensors."""
+    ds = _dataset(gen, tmp_path / "wide", 300, WIDE, shards=2, seed=5)
+    B = 64
+    m = mounter(ds.path, batch_size=B)
+    _check_all_batches(m, ds, B)
+    bdir = m.path("epoch-0000", "batch-000000")
+    names = os.listdir(bdir)
+    ntensors = len(oracle.tensor_files(oracle.expected_batch(ds.decoded, effective(m), [0])))
+    assert len(names) == ntensors >= 360 and len(set(names)) == ntensors
+    readme = m.read("README.txt").decode()
+    assert "Many features (%d tensors per batch)" % ntensors in readme, readme
+    assert "%s/epoch-0000/all.safetensors" % m.mnt in readme
+    for name in names[::37]:
+        assert os.stat(os.path.join(bdir, name)).st_size > 0
+
+
+def test_narrow_schema_readme_has_no_wide_note(mounter, gen, tmp_path):  # noqa: F811
+    ds = _dataset(gen, tmp_path / "narrow", 50, ["x:float:2", "y:int64:1"], seed=6)
+    m = mounter(ds.path, batch_size=16)
+    assert "Many features" not in m.read("README.txt").decode()
