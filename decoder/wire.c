@@ -131,7 +131,7 @@ struct fill {
 static int list_values(struct cur l, uint64_t kind_field, struct counts *n, struct fill *fl,
 		       struct bfs_values *v)
 {
-	struct field f;
+	struct field f = { 0 }; /* f.val is set whenever it is read; gcc cannot tell */
 
 	while (l.p < l.end) {
 		if (!next_field(&l, &f))
