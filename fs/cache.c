@@ -22,6 +22,9 @@ struct bfs_cache {
 	unsigned nthreads, prefetch;
 	bfs_cache_error_fn on_error;
 	void *ctx;
+	bfs_cache_pin_fn pin; /* set before the workers start */
+	bfs_cache_unpin_fn unpin;
+	void *pin_ctx;
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an entry left ST_LOADING */
@@ -114,7 +117,10 @@ static void entry_free(struct bfs_cache_entry *x)
 {
 	if (!x)
 		return;
-	free(x->buf);
+	if (x->unpin)
+		x->unpin(x->unpin_ctx, x->buf);
+	else
+		free(x->buf);
 	bfs_geom_free(x->geom);
 	free(x);
 }
@@ -196,12 +202,16 @@ static void load(struct bfs_cache *c, struct bfs_cache_entry *x)
 	x->geom = NULL;
 	rc = bfs_batcher_build(&buf, &g, c->b, x->epoch, x->batch, c->on_error, c->ctx);
 	uint64_t dt = now_ns() - t0;
+	bool pinned = rc == 0 && c->pin && c->pin(c->pin_ctx, &buf, g->st_size) == 0;
 
 	pthread_mutex_lock(&c->lock);
 	c->st.decode_ns += dt;
 	if (rc == 0) {
 		x->buf = buf;
 		x->geom = g;
+		x->pinned = pinned;
+		x->unpin = pinned ? c->unpin : NULL;
+		x->unpin_ctx = c->pin_ctx;
 		x->state = ST_READY;
 		if (x->batch & BFS_CHUNK)
 			c->st.chunks_decoded++;
@@ -448,6 +458,14 @@ int bfs_cache_start(struct bfs_cache *c)
 		c->started++;
 	}
 	return c->started ? 0 : -EAGAIN;
+}
+
+void bfs_cache_set_pinning(struct bfs_cache *c, bfs_cache_pin_fn pin, bfs_cache_unpin_fn unpin,
+			   void *ctx)
+{
+	c->pin = pin;
+	c->unpin = unpin;
+	c->pin_ctx = ctx;
 }
 
 void bfs_cache_free(struct bfs_cache *c)
