@@ -220,17 +220,25 @@ def _deleter(addr):
 _pyapi = ctypes.pythonapi
 _pyapi.PyCapsule_New.restype = ctypes.py_object
 _pyapi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-_pyapi.PyCapsule_IsValid.restype = ctypes.c_int
-_pyapi.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-_pyapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_pyapi.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+
+# capsule address -> DLManagedTensor address, for capsules not yet freed
+_caps = {}
+# looked up without the error check of ctypes.pythonapi: a destructor runs
+# while the capsule is being freed, when no exception may be raised
+_capi = ctypes.CDLL(None)
+_capi.PyCapsule_GetName.restype = ctypes.c_char_p
+_capi.PyCapsule_GetName.argtypes = [ctypes.c_void_p]
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def _capsule_destructor(cap):
-    # a capsule nobody consumed (still named "dltensor") frees its tensor
-    if _pyapi.PyCapsule_IsValid(cap, b"dltensor"):
-        _release(_pyapi.PyCapsule_GetPointer(cap, b"dltensor"))
+    # a capsule nobody consumed (still named "dltensor") frees its tensor; a
+    # consumer renames it "used_dltensor" and calls the deleter itself
+    with _live_lock:
+        addr = _caps.pop(cap, None)
+    if addr is not None and _capi.PyCapsule_GetName(cap) == b"dltensor":
+        _release(addr)
 
 
 class DLPackTensor:
@@ -262,20 +270,25 @@ class DLPackTensor:
         ndim = len(t["shape"])
         shape = (ctypes.c_int64 * max(1, ndim))(*t["shape"])
         code, bits = _DTYPES[t["dtype"]]
-        m.dl_tensor.data = self.batch.base
+        # the tensor's own address and no byte_offset: PyTorch before 2.x
+        # ignores byte_offset, and CuPy and PyTorch produce it this way too
+        m.dl_tensor.data = self.batch.base + t["offset"]
         m.dl_tensor.device = DLDevice(self.device_type, self.batch.device)
         m.dl_tensor.ndim = ndim
         m.dl_tensor.dtype = DLDataType(code, bits, 1)
         m.dl_tensor.shape = shape
         m.dl_tensor.strides = None  # compact, C order
-        m.dl_tensor.byte_offset = t["offset"]
+        m.dl_tensor.byte_offset = 0
         m.manager_ctx = None
         m.deleter = _deleter
         addr = ctypes.addressof(m)
         with _live_lock:
             _live[addr] = (m, shape, self.batch)
-        return _pyapi.PyCapsule_New(addr, b"dltensor",
-                                    ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+        cap = _pyapi.PyCapsule_New(addr, b"dltensor",
+                                   ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+        with _live_lock:
+            _caps[id(cap)] = addr
+        return cap
 
 
 def open_batch(path, nonblock=False):
