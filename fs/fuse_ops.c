@@ -91,6 +91,7 @@ struct cfh {
 	pthread_mutex_t m; /* guards waited, err */
 	bool waited;
 	int err;
+	int refs; /* the open file's, plus one per read being replied to */
 };
 
 /* An OPEN of batch-B.cuda waiting for a free buffer. */
@@ -721,6 +722,7 @@ static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t e, uint64_t b
 		return;
 	}
 	h->slot = slot;
+	h->refs = 1;
 	pthread_mutex_init(&h->m, NULL);
 	pthread_mutex_lock(&fs->clock);
 	fs->cuda_opens++;
@@ -841,35 +843,14 @@ static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode 
 	cuda_start(fs, req, n->epoch, n->batch, fi, (unsigned)slot);
 }
 
-static void cuda_read(struct bfs_fs *fs, fuse_req_t req, struct cfh *h, size_t size, off_t off)
+/* Drop a reference to an open descriptor; the last one (after the RELEASE
+ * and every read's reply: the reader may close the file while its read's
+ * reply is still being written) gives its buffer back. */
+static void cfh_put(struct bfs_fs *fs, struct cfh *h)
 {
 	char err[400];
 
-	if (!h) {
-		fuse_reply_err(req, EIO);
-		return;
-	}
-	pthread_mutex_lock(&h->m);
-	if (!h->waited) {
-		h->err = bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err));
-		h->waited = true;
-		if (h->err)
-			cuda_fail(fs, "read", h->e->epoch, h->e->batch, err);
-	}
-	pthread_mutex_unlock(&h->m);
-	if (h->err) {
-		fail_read(fs, req, h->err);
-		return;
-	}
-	reply_slice(req, h->json, h->len, off, size);
-}
-
-static void cuda_release(struct bfs_fs *fs, fuse_req_t req, struct cfh *h)
-{
-	char err[400];
-
-	fuse_reply_err(req, 0);
-	if (!h)
+	if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
 	/* the copy must be over before its source and buffer are reused */
 	if (bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err)) != 0)
@@ -879,6 +860,37 @@ static void cuda_release(struct bfs_fs *fs, fuse_req_t req, struct cfh *h)
 	pthread_mutex_destroy(&h->m);
 	free(h->json);
 	free(h);
+}
+
+static void cuda_read(struct bfs_fs *fs, fuse_req_t req, struct cfh *h, size_t size, off_t off)
+{
+	char err[400];
+
+	if (!h) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_lock(&h->m);
+	if (!h->waited) {
+		h->err = bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err));
+		h->waited = true;
+		if (h->err)
+			cuda_fail(fs, "read", h->e->epoch, h->e->batch, err);
+	}
+	pthread_mutex_unlock(&h->m);
+	if (h->err)
+		fail_read(fs, req, h->err);
+	else
+		reply_slice(req, h->json, h->len, off, size);
+	cfh_put(fs, h);
+}
+
+static void cuda_release(struct bfs_fs *fs, fuse_req_t req, struct cfh *h)
+{
+	fuse_reply_err(req, 0);
+	if (h)
+		cfh_put(fs, h);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
