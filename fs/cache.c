@@ -22,6 +22,9 @@ struct bfs_cache {
 	unsigned nthreads, prefetch;
 	bfs_cache_error_fn on_error;
 	void *ctx;
+	bfs_cache_pin_fn pin; /* set before the workers start */
+	bfs_cache_unpin_fn unpin;
+	void *pin_ctx;
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an entry left ST_LOADING */
@@ -117,7 +120,10 @@ static void entry_free(struct bfs_cache_entry *x)
 	if (!x)
 		return;
 	bfs_build_free(x->job);
-	free(x->buf);
+	if (x->unpin)
+		x->unpin(x->unpin_ctx, x->buf);
+	else
+		free(x->buf);
 	bfs_geom_free(x->geom);
 	free(x);
 }
@@ -189,11 +195,14 @@ static uint64_t now_ns(void)
 
 /* The end of a load: publish the result of entry x (LOADING). Lock held. */
 static void publish(struct bfs_cache *c, struct bfs_cache_entry *x, int rc, uint8_t *buf,
-		    struct bfs_geom *g)
+		    struct bfs_geom *g, bool pinned)
 {
 	if (rc == 0) {
 		x->buf = buf;
 		x->geom = g;
+		x->pinned = pinned;
+		x->unpin = pinned ? c->unpin : NULL;
+		x->unpin_ctx = c->pin_ctx;
 		x->state = ST_READY;
 		if (x->batch & BFS_CHUNK)
 			c->st.chunks_decoded++;
@@ -237,8 +246,9 @@ static void finish_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 	x->job = NULL;
 	pthread_mutex_unlock(&c->lock);
 	rc = bfs_build_finish(jb, &buf, &g);
+	bool pinned = rc == 0 && c->pin && c->pin(c->pin_ctx, &buf, g->st_size) == 0;
 	pthread_mutex_lock(&c->lock);
-	publish(c, x, rc, buf, g);
+	publish(c, x, rc, buf, g, pinned);
 }
 
 /* Run part k of x (claimed by the caller), outside the lock; the thread
@@ -277,7 +287,7 @@ static void start_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 	pthread_mutex_lock(&c->lock);
 	c->st.decode_ns += dt;
 	if (rc) {
-		publish(c, x, rc, NULL, NULL);
+		publish(c, x, rc, NULL, NULL, false);
 		return;
 	}
 	x->job = jb;
@@ -548,6 +558,14 @@ int bfs_cache_start(struct bfs_cache *c)
 		c->started++;
 	}
 	return c->started ? 0 : -EAGAIN;
+}
+
+void bfs_cache_set_pinning(struct bfs_cache *c, bfs_cache_pin_fn pin, bfs_cache_unpin_fn unpin,
+			   void *ctx)
+{
+	c->pin = pin;
+	c->unpin = unpin;
+	c->pin_ctx = ctx;
 }
 
 void bfs_cache_free(struct bfs_cache *c)

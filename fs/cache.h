@@ -32,6 +32,7 @@ struct bfs_cache_entry {
 	uint64_t epoch, batch;
 	uint8_t *buf;          /* geom->st_size bytes; immutable once ready */
 	struct bfs_geom *geom; /* immutable once ready */
+	bool pinned;           /* buf came from the pinning hook; immutable once ready */
 	/* private below: guarded by the cache lock */
 	int refs;
 	int state;
@@ -42,6 +43,8 @@ struct bfs_cache_entry {
 	struct bfs_cache_entry *hnext, *lprev, *lnext, *jnext;
 	uint64_t bytes;
 	int err;
+	void (*unpin)(void *ctx, uint8_t *buf); /* frees a pinned buf */
+	void *unpin_ctx;
 };
 
 struct bfs_cache_stats {
@@ -66,6 +69,15 @@ void bfs_cache_free(struct bfs_cache *c); /* stops workers; accepts NULL */
 int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t epoch,
 		  uint64_t batch);
 void bfs_cache_put(struct bfs_cache *c, struct bfs_cache_entry *e);
+
+/* Pinned buffers (the CUDA path): once set (before bfs_cache_start), every
+ * decoded buffer is handed to pin(), which may replace it by a pinned copy
+ * (returning 0; the entry is then `pinned` and freed through unpin()) or
+ * fail (the entry keeps its ordinary buffer). */
+typedef int (*bfs_cache_pin_fn)(void *ctx, uint8_t **buf, uint64_t size);
+typedef void (*bfs_cache_unpin_fn)(void *ctx, uint8_t *buf);
+void bfs_cache_set_pinning(struct bfs_cache *c, bfs_cache_pin_fn pin, bfs_cache_unpin_fn unpin,
+			   void *ctx);
 
 void bfs_cache_stats(const struct bfs_cache *c, struct bfs_cache_stats *out);
 

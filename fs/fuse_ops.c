@@ -7,10 +7,12 @@
 #include "fuse_ops.h"
 
 #include "cache.h"
+#include "cudapath.h"
 #include "epoch.h"
 #include "vfs.h"
 
 #include <fuse_lowlevel.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -70,6 +72,34 @@ struct bfs_fs {
 	uint64_t *error_hashes; /* [MAX_ERROR_LINES], for de-duplication */
 	uint64_t corrupt, skipped, failed_reads, dropped_lines;
 	uint64_t reads, bytes_read;
+
+	/* the CUDA path (-o cuda); NULL when off */
+	struct bfs_cudapath *cuda;
+	pthread_mutex_t clock; /* guards everything below */
+	bool *cuda_busy;       /* [pool]: the buffer belongs to an open descriptor */
+	struct cwait *wait_head, *wait_tail; /* opens waiting for a buffer, FIFO */
+	uint64_t cuda_opens, cuda_waits, cuda_eagain, cuda_errors;
+};
+
+/* An open batch-B.cuda: a pool buffer holding the batch, copied from the
+ * pinned cache entry, which is held until the descriptor is closed. */
+struct cfh {
+	unsigned slot;
+	struct bfs_cache_entry *e;
+	char *json;
+	size_t len;
+	pthread_mutex_t m; /* guards waited, err */
+	bool waited;
+	int err;
+	int refs; /* the open file's, plus one per read being replied to */
+};
+
+/* An OPEN of batch-B.cuda waiting for a free buffer. */
+struct cwait {
+	fuse_req_t req;
+	uint64_t epoch, batch;
+	struct fuse_file_info fi;
+	struct cwait *next;
 };
 
 /* ------------------------------------------------------------- errors */
@@ -136,7 +166,27 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 	char *s = NULL;
 	int n;
 
+	char cuda[512] = "";
+
 	bfs_cache_stats(fs->cache, &st);
+	if (fs->cuda) {
+		struct bfs_cudapath_stats cs;
+		bfs_cudapath_stats(fs->cuda, &cs);
+		pthread_mutex_lock(&fs->clock);
+		unsigned busy = 0;
+		for (unsigned i = 0; i < bfs_cudapath_pool(fs->cuda); i++)
+			busy += fs->cuda_busy[i];
+		snprintf(cuda, sizeof(cuda),
+			 "  \"cuda\": {\"device\": %d, \"pool\": %u, \"busy\": %u, "
+			 "\"opens\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"eagain\": %" PRIu64
+			 ", \"errors\": %" PRIu64 ", \"copies\": %" PRIu64
+			 ", \"bytes_copied\": %" PRIu64 ", \"pinned_buffers\": %" PRIu64
+			 ", \"device_bytes\": %" PRIu64 "},\n",
+			 bfs_cudapath_device(fs->cuda), bfs_cudapath_pool(fs->cuda), busy,
+			 fs->cuda_opens, fs->cuda_waits, fs->cuda_eagain, fs->cuda_errors, cs.copies,
+			 cs.bytes, cs.pinned, cs.device_bytes);
+		pthread_mutex_unlock(&fs->clock);
+	}
 	pthread_mutex_lock(&fs->elock);
 	n = asprintf(&s,
 		     "{\n"
@@ -164,6 +214,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     "  \"corrupt_records\": %" PRIu64 ",\n"
 		     "  \"skipped_records\": %" PRIu64 ",\n"
 		     "  \"failed_reads\": %" PRIu64 ",\n"
+		     "%s"
 		     "  \"uptime_seconds\": %lld\n"
 		     "}\n",
 		     bfs_dataset_nrecords(fs->ds), bfs_batcher_nbatches(fs->b),
@@ -173,7 +224,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     st.prefetch_hits, st.evictions, st.entries, st.bytes, st.peak_bytes, st.budget,
 		     st.prefetch_issued, st.batches_decoded, st.chunks_decoded,
 		     (double)st.decode_ns / 1e9,
-		     st.decode_errors, fs->corrupt, fs->skipped, fs->failed_reads,
+		     st.decode_errors, fs->corrupt, fs->skipped, fs->failed_reads, cuda,
 		     (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
 	if (n < 0)
@@ -413,6 +464,22 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 		if (owned)
 			bfs_geom_free(g);
 		return 0;
+	case BFS_V_CUDA: {
+		size_t len = 0;
+		char *d;
+		rc = get_geom(fs, n->epoch, n->batch, &g, &owned);
+		if (rc)
+			return rc;
+		d = bfs_cudapath_describe(bfs_batcher_plan(fs->b), g, fs->cfg.cuda_device, NULL,
+					  &len);
+		if (owned)
+			bfs_geom_free(g);
+		free(d);
+		if (!d)
+			return -ENOMEM;
+		*size = len;
+		return 0;
+	}
 	default:
 		*size = 0;
 		return 0;
@@ -621,6 +688,237 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	read_dir(req, ino, size, off, true);
 }
 
+/* ------------------------------------------------------------ the CUDA path */
+
+static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off, size_t size);
+static void fail_read(struct bfs_fs *fs, fuse_req_t req, int rc);
+
+static void cuda_fail(struct bfs_fs *fs, const char *what, uint64_t e, uint64_t b,
+		      const char *msg)
+{
+	char line[600];
+
+	pthread_mutex_lock(&fs->clock);
+	fs->cuda_errors++;
+	pthread_mutex_unlock(&fs->clock);
+	snprintf(line, sizeof(line), "epoch-%04" PRIu64 "/batch-%06" PRIu64 "/batch-%06" PRIu64
+		 ".cuda: %s: %s", e, b, b, what, msg);
+	bfs_fs_report(fs, line, false);
+}
+
+static void cuda_put_slot(struct bfs_fs *fs, unsigned slot);
+
+/* Copy (epoch e, batch b) into pool buffer `slot` (ours) and answer the
+ * OPEN: the copy runs on the buffer's stream while the reply goes out. On
+ * failure the buffer goes back to the pool. */
+static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t e, uint64_t b,
+		       struct fuse_file_info *fi, unsigned slot)
+{
+	struct cfh *h = calloc(1, sizeof(*h));
+	char hex[BFS_CUDA_HANDLE_HEX + 1], err[400];
+	int rc = h ? 0 : -ENOMEM;
+
+	if (!rc)
+		rc = bfs_cache_get(&h->e, fs->cache, e, b);
+	if (!rc && !h->e->pinned) {
+		cuda_fail(fs, "open", e, b, "the batch is not in pinned memory (cudaHostAlloc failed)");
+		rc = -ENOMEM;
+	}
+	if (!rc) {
+		rc = bfs_cudapath_copy(fs->cuda, slot, h->e->buf, h->e->geom->st_size, hex, err,
+				       sizeof(err));
+		if (rc)
+			cuda_fail(fs, "open", e, b, err);
+	}
+	if (!rc) {
+		h->json = bfs_cudapath_describe(bfs_batcher_plan(fs->b), h->e->geom,
+						fs->cfg.cuda_device, hex, &h->len);
+		if (!h->json) {
+			/* the copy may be in flight: wait before the buffer is reused */
+			bfs_cudapath_wait(fs->cuda, slot, err, sizeof(err));
+			rc = -ENOMEM;
+		}
+	}
+	if (rc) {
+		if (h && h->e)
+			bfs_cache_put(fs->cache, h->e);
+		free(h);
+		cuda_put_slot(fs, slot);
+		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : rc == -ENOENT ? ENOENT : EIO);
+		return;
+	}
+	h->slot = slot;
+	h->refs = 1;
+	pthread_mutex_init(&h->m, NULL);
+	pthread_mutex_lock(&fs->clock);
+	fs->cuda_opens++;
+	pthread_mutex_unlock(&fs->clock);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = 1; /* every read comes here: it waits for the copy */
+	fi->keep_cache = 0;
+	if (fuse_reply_open(req, fi) != 0) { /* the opener is gone: no RELEASE will come */
+		bfs_cudapath_wait(fs->cuda, slot, err, sizeof(err));
+		bfs_cache_put(fs->cache, h->e);
+		pthread_mutex_destroy(&h->m);
+		free(h->json);
+		free(h);
+		cuda_put_slot(fs, slot);
+	}
+}
+
+/* A buffer comes back: to the first waiting OPEN, else to the pool. */
+static void cuda_put_slot(struct bfs_fs *fs, unsigned slot)
+{
+	struct cwait *w;
+
+	pthread_mutex_lock(&fs->clock);
+	w = fs->wait_head;
+	if (w) {
+		fs->wait_head = w->next;
+		if (!fs->wait_head)
+			fs->wait_tail = NULL;
+	} else {
+		fs->cuda_busy[slot] = false;
+	}
+	pthread_mutex_unlock(&fs->clock);
+	if (w) {
+		cuda_start(fs, w->req, w->epoch, w->batch, &w->fi, slot);
+		free(w);
+	}
+}
+
+/* Lock held: a free buffer, or -1. */
+static int cuda_take_slot(struct bfs_fs *fs)
+{
+	for (unsigned i = 0; i < bfs_cudapath_pool(fs->cuda); i++)
+		if (!fs->cuda_busy[i]) {
+			fs->cuda_busy[i] = true;
+			return (int)i;
+		}
+	return -1;
+}
+
+/* The opener of a waiting OPEN got a signal: it gives up (EINTR). */
+static void cuda_interrupted(fuse_req_t req, void *data)
+{
+	struct bfs_fs *fs = data;
+	struct cwait *w = NULL;
+
+	pthread_mutex_lock(&fs->clock);
+	for (struct cwait **pp = &fs->wait_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
+		if ((*pp)->req == req) {
+			w = *pp;
+			*pp = w->next;
+			if (fs->wait_tail == w)
+				fs->wait_tail = prev;
+			break;
+		}
+	pthread_mutex_unlock(&fs->clock);
+	if (w) {
+		fuse_reply_err(req, EINTR);
+		free(w);
+	}
+}
+
+/* OPEN of batch-B.cuda: take a pool buffer, or wait for one without holding
+ * a thread (the request is answered when a descriptor is closed), or
+ * EAGAIN under O_NONBLOCK. */
+static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode *n,
+		      struct fuse_file_info *fi)
+{
+	struct cwait *w = calloc(1, sizeof(*w));
+	int slot;
+
+	if (!w) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	w->req = req;
+	w->epoch = n->epoch;
+	w->batch = n->batch;
+	w->fi = *fi;
+	if (!(fi->flags & O_NONBLOCK))
+		fuse_req_interrupt_func(req, cuda_interrupted, fs);
+	pthread_mutex_lock(&fs->clock);
+	slot = cuda_take_slot(fs);
+	if (slot < 0) {
+		if (fi->flags & O_NONBLOCK) {
+			fs->cuda_eagain++;
+			pthread_mutex_unlock(&fs->clock);
+			free(w);
+			fuse_reply_err(req, EAGAIN);
+			return;
+		}
+		if (fuse_req_interrupted(req)) {
+			pthread_mutex_unlock(&fs->clock);
+			free(w);
+			fuse_reply_err(req, EINTR);
+			return;
+		}
+		fs->cuda_waits++;
+		if (fs->wait_tail)
+			fs->wait_tail->next = w;
+		else
+			fs->wait_head = w;
+		fs->wait_tail = w;
+		pthread_mutex_unlock(&fs->clock);
+		return;
+	}
+	pthread_mutex_unlock(&fs->clock);
+	free(w);
+	cuda_start(fs, req, n->epoch, n->batch, fi, (unsigned)slot);
+}
+
+/* Drop a reference to an open descriptor; the last one (after the RELEASE
+ * and every read's reply: the reader may close the file while its read's
+ * reply is still being written) gives its buffer back. */
+static void cfh_put(struct bfs_fs *fs, struct cfh *h)
+{
+	char err[400];
+
+	if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	/* the copy must be over before its source and buffer are reused */
+	if (bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err)) != 0)
+		cuda_fail(fs, "close", h->e->epoch, h->e->batch, err);
+	bfs_cache_put(fs->cache, h->e);
+	cuda_put_slot(fs, h->slot);
+	pthread_mutex_destroy(&h->m);
+	free(h->json);
+	free(h);
+}
+
+static void cuda_read(struct bfs_fs *fs, fuse_req_t req, struct cfh *h, size_t size, off_t off)
+{
+	char err[400];
+
+	if (!h) {
+		fuse_reply_err(req, EIO);
+		return;
+	}
+	__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_lock(&h->m);
+	if (!h->waited) {
+		h->err = bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err));
+		h->waited = true;
+		if (h->err)
+			cuda_fail(fs, "read", h->e->epoch, h->e->batch, err);
+	}
+	pthread_mutex_unlock(&h->m);
+	if (h->err)
+		fail_read(fs, req, h->err);
+	else
+		reply_slice(req, h->json, h->len, off, size);
+	cfh_put(fs, h);
+}
+
+static void cuda_release(struct bfs_fs *fs, fuse_req_t req, struct cfh *h)
+{
+	fuse_reply_err(req, 0);
+	if (h)
+		cfh_put(fs, h);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_fs *fs = FS(req);
@@ -637,6 +935,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (n.type == BFS_V_CUDA) {
+		cuda_open(fs, req, &n, fi);
 		return;
 	}
 	if (fs->no_open) { /* the kernel opens every file without asking from now on */
@@ -665,8 +967,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	struct bfs_vnode n;
 
-	(void)ino;
+	if (bfs_vfs_get(FS(req)->vfs, ino, &n) == 0 && n.type == BFS_V_CUDA) {
+		cuda_release(FS(req), req, (struct cfh *)(uintptr_t)fi->fh);
+		return;
+	}
 	fh_put(h);
 	fuse_reply_err(req, 0);
 }
@@ -904,6 +1210,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		else
 			read_batch_file(fs, req, &n, size, off);
 		return;
+	case BFS_V_CUDA:
+		cuda_read(fs, req, (struct cfh *)(uintptr_t)fi->fh, size, off);
+		return;
 	default:
 		fuse_reply_err(req, EISDIR);
 	}
@@ -1030,6 +1339,9 @@ void bfs_fs_free(struct bfs_fs *fs)
 	if (!fs)
 		return;
 	bfs_cache_free(fs->cache);
+	bfs_cudapath_free(fs->cuda);
+	free(fs->cuda_busy);
+	pthread_mutex_destroy(&fs->clock);
 	for (size_t i = 0; i < NVIEWS; i++)
 		if (fs->views[i].r) {
 			bfs_epoch_view_free(fs->views[i].r->v);
@@ -1063,6 +1375,7 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 	pthread_mutex_init(&fs->elock, NULL);
 	pthread_mutex_init(&fs->vlock, NULL);
 	pthread_mutex_init(&fs->dlock, NULL);
+	pthread_mutex_init(&fs->clock, NULL);
 	fs->cfg = *cfg;
 	if (getenv("BATCHFS_OPEN_REQUESTS") && strcmp(getenv("BATCHFS_OPEN_REQUESTS"), "1") == 0)
 		fs->cfg.keep_open = true;
@@ -1081,7 +1394,23 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 	}
 	fs->readme_len = strlen(fs->readme);
 	fs->schema_len = strlen(fs->schema_json);
-	rc = bfs_vfs_new(&fs->vfs, plan, nb, cfg->epochs);
+	if (cfg->cuda_device >= 0) {
+		/* only dlopen here: CUDA itself starts in the detached daemon
+		 * (bfs_fs_run). The descriptors need OPEN and RELEASE requests. */
+		char err[400];
+		unsigned pool = cfg->cuda_pool ? cfg->cuda_pool : BFS_CUDA_POOL_DEFAULT;
+		if (bfs_cudapath_load(&fs->cuda, cfg->cuda_device, pool, err, sizeof(err)) != 0) {
+			rc = bfs_err_set(-EINVAL, "option 'cuda': %s", err);
+			goto fail;
+		}
+		fs->cuda_busy = calloc(pool, sizeof(*fs->cuda_busy));
+		if (!fs->cuda_busy) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		fs->cfg.keep_open = true;
+	}
+	rc = bfs_vfs_new(&fs->vfs, plan, nb, cfg->epochs, cfg->cuda_device >= 0);
 	if (rc)
 		goto fail;
 	if (plan->nslots == 0 && nb > 0) {
@@ -1095,6 +1424,8 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 			   bfs_fs_report, fs);
 	if (rc)
 		goto fail;
+	if (fs->cuda)
+		bfs_cache_set_pinning(fs->cache, bfs_cudapath_pin, bfs_cudapath_unpin, fs->cuda);
 	*out = fs;
 	return 0;
 fail:
@@ -1144,6 +1475,82 @@ static void raise_readahead(const char *mountpoint, unsigned kb)
 	}
 }
 
+/* Detach (unless foreground) and only then start CUDA: a CUDA context does
+ * not survive a fork. The parent waits for the daemon's word: "ok" (exit 0)
+ * or one line saying why CUDA did not start (the daemon has unmounted by
+ * then; exit 1), so that `-o cuda` without a usable GPU fails the mount
+ * command itself. Returns 0 in the daemon (or foreground) when CUDA runs,
+ * -1 when it does not (the caller unmounts). */
+static int cuda_daemonize(struct bfs_fs *fs, bool foreground, struct fuse_session **se)
+{
+	char err[480], msg[512];
+	int p[2], nullfd;
+	pid_t pid;
+
+	if (foreground) {
+		if (bfs_cudapath_init(fs->cuda, err, sizeof(err)) != 0) {
+			fprintf(stderr, "batchfs: option 'cuda': %s\n", err);
+			return -1;
+		}
+		if (chdir("/") != 0) {
+			/* as fuse_daemonize in the foreground: not expected to fail */
+		}
+		return 0;
+	}
+	if (pipe(p) != 0) {
+		fprintf(stderr, "batchfs: cannot detach: %s\n", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "batchfs: cannot detach: %s\n", strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid > 0) { /* the mount command: wait for the daemon's word */
+		size_t got = 0;
+		ssize_t k;
+		close(p[1]);
+		while (got < sizeof(msg) - 1 &&
+		       ((k = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0 ||
+			(k < 0 && errno == EINTR)))
+			got += k > 0 ? (size_t)k : 0;
+		msg[got] = '\0';
+		if (got == 2 && strcmp(msg, "ok") == 0)
+			_exit(0);
+		fprintf(stderr, "batchfs: %s\n", got ? msg : "the daemon exited before CUDA started");
+		_exit(1);
+	}
+	close(p[0]);
+	if (setsid() == -1 || chdir("/") != 0) {
+		/* as fuse_daemonize: neither is expected to fail */
+	}
+	if (bfs_cudapath_init(fs->cuda, err, sizeof(err)) != 0) {
+		/* unmount first, so that the mount is gone when the command exits */
+		fuse_session_unmount(*se);
+		snprintf(msg, sizeof(msg), "option 'cuda': %s", err);
+		if (write(p[1], msg, strlen(msg)) < 0) {
+			/* the parent is gone: nothing to tell */
+		}
+		close(p[1]);
+		_exit(1);
+	}
+	nullfd = open("/dev/null", O_RDWR);
+	if (nullfd >= 0) {
+		dup2(nullfd, 0);
+		dup2(nullfd, 1);
+		dup2(nullfd, 2);
+		if (nullfd > 2)
+			close(nullfd);
+	}
+	if (write(p[1], "ok", 2) != 2) {
+		/* the parent is gone: serve anyway */
+	}
+	close(p[1]);
+	return 0;
+}
+
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	       bool foreground)
 {
@@ -1168,8 +1575,12 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	}
 	raise_readahead(mountpoint, READ_CHUNK >> 10);
 	/* detach only now that the mount is ready; threads start after fork */
-	if (fuse_daemonize(foreground) != 0)
+	if (fs->cuda) {
+		if (cuda_daemonize(fs, foreground, &se) != 0)
+			goto out_unmount;
+	} else if (fuse_daemonize(foreground) != 0) {
 		goto out_unmount;
+	}
 	if (bfs_cache_start(fs->cache) != 0)
 		fprintf(stderr, "batchfs: prefetch workers did not start; decoding on demand\n");
 	lc = fuse_loop_cfg_create();

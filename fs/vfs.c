@@ -22,6 +22,7 @@ struct tnode {
 struct bfs_vfs {
 	uint64_t nbatches, epochs;
 	uint64_t T, span;
+	bool cuda; /* batch folders hold batch-B.cuda, after the template nodes */
 	size_t nnodes;
 	struct tnode *nodes; /* in plan order (names sorted) */
 	/* (parent, name) -> node in O(1), however many features: open
@@ -147,7 +148,7 @@ static int add_node(struct bfs_vfs *v, size_t *cap, int parent, const char *name
 }
 
 int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbatches,
-		uint64_t epochs)
+		uint64_t epochs, bool cuda)
 {
 	struct bfs_vfs *v = calloc(1, sizeof(*v));
 	size_t cap = 0;
@@ -207,7 +208,8 @@ int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbat
 	}
 	v->nbatches = nbatches;
 	v->epochs = epochs;
-	v->T = 2 + v->nnodes;
+	v->cuda = cuda;
+	v->T = 2 + v->nnodes + (cuda ? 1 : 0);
 	v->span = 1 + (nbatches + 1) * v->T; /* batches, then the epoch view */
 	*out = v;
 	return 0;
@@ -263,7 +265,11 @@ int bfs_vfs_get(const struct bfs_vfs *v, uint64_t ino, struct bfs_vnode *out)
 		out->type = BFS_V_BATCH;
 	else if (k == 1)
 		out->type = BFS_V_SAFETENSORS;
-	else {
+	else if (k == 2 + v->nnodes) {
+		if (out->all) /* all/ has no descriptor */
+			return -ENOENT;
+		out->type = BFS_V_CUDA;
+	} else {
 		out->node = (int)(k - 2);
 		out->tensor = v->nodes[out->node].tensor;
 		out->type = out->tensor >= 0 ? BFS_V_NPY : BFS_V_DIR;
@@ -359,6 +365,14 @@ int bfs_vfs_lookup(const struct bfs_vfs *v, const struct bfs_vnode *dir, const c
 		return -ENOENT;
 	case BFS_V_BATCH:
 	case BFS_V_DIR:
+		if (v->cuda && dir->type == BFS_V_BATCH && !dir->all &&
+		    parse_num(name, "batch-", 6, ".cuda", &num) && num == dir->batch) {
+			out->type = BFS_V_CUDA;
+			out->epoch = dir->epoch;
+			out->batch = num;
+			out->ino = batch_ino(v, dir->epoch, num, 2 + v->nnodes);
+			return out->ino ? 0 : -ENOENT;
+		}
 		n = find_node(v, dir->type == BFS_V_BATCH ? -1 : dir->node, name);
 		if (n < 0)
 			return -ENOENT;
@@ -402,8 +416,13 @@ int bfs_vfs_child(const struct bfs_vfs *v, const struct bfs_vnode *dir, uint64_t
 		size_t first = v->kid_start[p], n = v->kid_start[p + 1] - first;
 		int i;
 
-		if (idx >= n)
+		if (idx >= n) {
+			if (v->cuda && dir->type == BFS_V_BATCH && !dir->all && idx == n) {
+				snprintf(name, cap, "batch-%06" PRIu64 ".cuda", dir->batch);
+				return bfs_vfs_lookup(v, dir, name, out);
+			}
 			return -ENOENT;
+		}
 		i = v->kids[first + idx];
 		snprintf(name, cap, "%s", v->nodes[i].name);
 		set_node(v, out, dir->epoch, dir->batch, i);
@@ -425,6 +444,8 @@ uint64_t bfs_vfs_parent(const struct bfs_vfs *v, const struct bfs_vnode *n)
 	case BFS_V_BATCH:
 	case BFS_V_SAFETENSORS:
 		return epoch_ino(v, n->epoch);
+	case BFS_V_CUDA:
+		return batch_ino(v, n->epoch, n->batch, 0);
 	default: {
 		int p = v->nodes[n->node].parent;
 		return p < 0 ? batch_ino(v, n->epoch, n->batch, 0)

@@ -11,7 +11,8 @@
  *   BASE + e*SPAN + 1 + b*T + 0    epoch-E/batch-B/
  *   BASE + e*SPAN + 1 + b*T + 1    epoch-E/batch-B.safetensors
  *   BASE + e*SPAN + 1 + b*T + 2+k  template node k inside batch-B/
- * with T = 2 + template nodes, SPAN = 1 + (batches+1)*T: b = batches names
+ *   BASE + e*SPAN + 1 + b*T + 2+N  batch-B/batch-B.cuda (with cuda only; N nodes)
+ * with T = 2 + template nodes (+1 with cuda), SPAN = 1 + (batches+1)*T: b = batches names
  * the epoch view, epoch-E/all/ and epoch-E/all.safetensors (vnode.all).
  *
  * Thread-safety: immutable after creation.
@@ -35,6 +36,7 @@ enum bfs_vtype {
 	BFS_V_SAFETENSORS, /* batch-B.safetensors (or all.safetensors) */
 	BFS_V_DIR,         /* a folder inside batch-B/ */
 	BFS_V_NPY,         /* a tensor file */
+	BFS_V_CUDA,        /* batch-B/batch-B.cuda: the CUDA descriptor (-o cuda) */
 };
 
 struct bfs_vnode {
@@ -49,7 +51,7 @@ struct bfs_vnode {
 struct bfs_vfs;
 
 int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbatches,
-		uint64_t epochs_listed);
+		uint64_t epochs_listed, bool cuda);
 void bfs_vfs_free(struct bfs_vfs *v);
 
 static inline bool bfs_vnode_is_dir(const struct bfs_vnode *n)

@@ -34,7 +34,8 @@ static void usage(FILE *f)
 		"  verify=crc|none  on_corrupt=fail|skip  cache_size=SIZE (1G)\n"
 		"  prefetch=N (2 x threads)  threads=N (nproc)  index_dir=DIR\n"
 		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
-		"  compression=auto|none|gzip|zlib  follow_symlinks  cuda[=DEV]\n"
+		"  compression=auto|none|gzip|zlib  follow_symlinks\n"
+		"  cuda[=DEV]  cuda_pool=N (4: device buffers for batch-B.cuda descriptors)\n"
 		"  -f  foreground    -d  debug (foreground, log requests)\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -189,10 +190,6 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	}
 	if (!realpath(o->mountpoint, mnt))
 		snprintf(mnt, sizeof(mnt), "%s", o->mountpoint);
-	if (o->cuda_device >= 0) {
-		fprintf(stderr, "batchfs: option 'cuda': this build has no CUDA path yet\n");
-		return 1;
-	}
 	if (bfs_fs_check_args(fargc, fargv) != 0)
 		return 1;
 	/* Decoded batches come and go under cache_size: keep freed batch
@@ -305,6 +302,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.options_text = opts,
 		.fuse_threads = 16,
 		.cuda_device = o->cuda_device,
+		.cuda_pool = o->cuda_pool,
 	};
 	rc = bfs_fs_new(&fs, &cfg);
 	if (rc) {

@@ -33,6 +33,7 @@ enum {
 	K_FOLLOW,
 	K_CUDA,
 	K_CUDA_DEV,
+	K_CUDA_POOL,
 	K_FG,
 	K_DEBUG,
 	K_HELP,
@@ -60,6 +61,7 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("follow_symlinks", K_FOLLOW),
 	FUSE_OPT_KEY("cuda", K_CUDA),
 	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
+	FUSE_OPT_KEY("cuda_pool=", K_CUDA_POOL),
 	FUSE_OPT_KEY("-f", K_FG),
 	FUSE_OPT_KEY("-d", K_DEBUG),
 	FUSE_OPT_KEY("debug", K_DEBUG),
@@ -290,6 +292,11 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 			return bad(c, arg, "need a CUDA device number");
 		o->cuda_device = (int)n;
 		return 0;
+	case K_CUDA_POOL:
+		if (bfs_parse_u64(&n, v) || n == 0 || n > 1024)
+			return bad(c, arg, "need a whole number of device buffers from 1 to 1024");
+		o->cuda_pool = (unsigned)n;
+		return 0;
 	case K_FG:
 		o->foreground = true;
 		return 0;
@@ -358,6 +365,11 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 		fuse_opt_free_args(&args);
 		return 1;
 	}
+	if (o->cuda_pool && o->cuda_device < 0) {
+		fprintf(stderr, "batchfs: option 'cuda_pool=%u': only with cuda[=DEV]\n", o->cuda_pool);
+		fuse_opt_free_args(&args);
+		return 1;
+	}
 	if (o->prefetch == BFS_PREFETCH_DEFAULT)
 		o->prefetch = 2 * o->threads;
 	if (!o->index_dir && bfs_default_index_dir(&o->index_dir) != 0) {
@@ -414,7 +426,7 @@ static char *escape_value(const char *v)
 char *bfs_options_describe(const struct bfs_options *o)
 {
 	char *s = NULL, *features = NULL;
-	char cache[32], chunk[48] = "";
+	char cache[32], chunk[48] = "", cuda[64] = "";
 
 	if (o->cache_size % (1u << 20))
 		snprintf(cache, sizeof(cache), "%llu", (unsigned long long)o->cache_size);
@@ -422,11 +434,14 @@ char *bfs_options_describe(const struct bfs_options *o)
 		snprintf(cache, sizeof(cache), "%lluM", (unsigned long long)(o->cache_size >> 20));
 	if (o->chunk_rows)
 		snprintf(chunk, sizeof(chunk), ",chunk_rows=%llu", (unsigned long long)o->chunk_rows);
+	if (o->cuda_device >= 0)
+		snprintf(cuda, sizeof(cuda), ",cuda=%d,cuda_pool=%u", o->cuda_device,
+			 o->cuda_pool ? o->cuda_pool : 4);
 	if (o->features && !(features = escape_value(o->features)))
 		return NULL;
 	if (asprintf(&s,
 		     "batch_size=%llu,seed=%llu,shuffle=%s,epochs=%llu%s,rank=%llu,world=%llu,"
-		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,compression=%s%s%s%s",
+		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,compression=%s%s%s%s%s",
 		     (unsigned long long)o->batch_size, (unsigned long long)o->seed,
 		     o->shuffle ? "global" : "none", (unsigned long long)o->epochs,
 		     o->drop_remainder ? ",drop_remainder" : "", (unsigned long long)o->rank,
@@ -434,7 +449,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 		     o->on_corrupt == BFS_ON_CORRUPT_SKIP ? "skip" : "fail", cache, o->prefetch,
 		     chunk, o->threads, bfs_compression_name(o->compression),
 		     features ? ",features=" : "", features ? features : "",
-		     o->follow_symlinks ? ",follow_symlinks" : "") < 0)
+		     o->follow_symlinks ? ",follow_symlinks" : "", cuda) < 0)
 		s = NULL;
 	free(features);
 	return s;

@@ -36,6 +36,7 @@ struct bfs_options {
 	enum bfs_compression compression;
 	bool follow_symlinks;
 	int cuda_device; /* -1 off */
+	unsigned cuda_pool; /* device buffers of the CUDA path; 0: the default (4) */
 	bool foreground;
 	bool debug;
 	char *source;
