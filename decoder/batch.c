@@ -237,7 +237,7 @@ static int count_ragged(struct bfs_batcher *b)
 		ctx[j].hi = b->nrecords * (j + 1) / jobs;
 		ctx[j].err = 0;
 		if (j > 0)
-			started[j] = pthread_create(&tid[j], NULL, count_worker, &ctx[j]) == 0;
+			started[j] = bfs_thread_start(&tid[j], count_worker, &ctx[j]) == 0;
 		if (j > 0 && !started[j])
 			count_worker(&ctx[j]);
 	}

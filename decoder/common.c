@@ -125,3 +125,27 @@ enum bfs_dtype bfs_dtype_parse(const char *s)
 			return (enum bfs_dtype)i;
 	return BFS_DT_INVALID;
 }
+
+void bfs_stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGQUIT);
+}
+
+int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg)
+{
+	sigset_t stop, old;
+	int rc;
+
+	bfs_stop_signals(&stop);
+	/* the new thread inherits the mask in force at pthread_create */
+	rc = pthread_sigmask(SIG_BLOCK, &stop, &old);
+	if (rc)
+		return rc;
+	rc = pthread_create(tid, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}

@@ -14,6 +14,8 @@
 #define BFS_COMMON_H
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,6 +63,16 @@ void bfs_err_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void bfs_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *bfs_err_msg(void);
 void bfs_err_clear(void);
+
+/* pthread_create with SIGINT, SIGTERM, SIGHUP and SIGQUIT blocked in the new
+ * thread (the caller's mask is left as it was): a helper thread never takes
+ * a signal meant to stop the process, so the one thread that waits for them
+ * (the mount's signal thread, or the main thread of a tool) gets it.
+ * Returns 0 or a positive errno, like pthread_create. Every thread batchfs
+ * starts goes through it. */
+int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg);
+/* Fill `set` with the signals above: the ones that stop batchfs. */
+void bfs_stop_signals(sigset_t *set);
 
 #define BFS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -557,7 +557,7 @@ static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bo
 	if (jobs > ds->nshards)
 		jobs = (unsigned)ds->nshards;
 	for (unsigned t = 1; t < jobs; t++)
-		if (pthread_create(&tids[started], NULL, scan_worker, &sc) == 0)
+		if (bfs_thread_start(&tids[started], scan_worker, &sc) == 0)
 			started++;
 	scan_worker(&sc);
 	for (unsigned t = 0; t < started; t++)

@@ -553,7 +553,7 @@ int bfs_cache_start(struct bfs_cache *c)
 	if (!c->tids)
 		return -ENOMEM;
 	for (unsigned i = 0; i < c->nthreads; i++) {
-		if (pthread_create(&c->tids[i], NULL, worker, c) != 0)
+		if (bfs_thread_start(&c->tids[i], worker, c) != 0)
 			break;
 		c->started++;
 	}

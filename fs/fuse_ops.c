@@ -17,6 +17,8 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1551,14 +1553,75 @@ static int cuda_daemonize(struct bfs_fs *fs, bool foreground, struct fuse_sessio
 	return 0;
 }
 
+/* Signals. SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in every
+ * thread of a mount (the main thread blocks them before any thread starts;
+ * bfs_thread_start blocks them for the helpers), so the kernel can only
+ * hand them to the one thread that waits for them with sigwait. That
+ * thread ends the session loop: it marks the session exited, then wakes
+ * libfuse's loop thread, which sleeps in sem_wait until a worker leaves;
+ * a handled signal (WAKE_SIGNAL, a no-op handler) interrupts that wait.
+ * The loop thread may go to sleep just after a wake, so the signal thread
+ * wakes it every few milliseconds until the loop has returned. The loop
+ * thread then cancels the workers (blocked in read on /dev/fuse), closes
+ * the device (the kernel aborts the connection) and unmounts. */
+#define WAKE_SIGNAL SIGUSR1
+#define WAKE_EVERY_NS 5000000L
+
+struct sigctl {
+	struct fuse_session *se;
+	pthread_t loop_thread;
+	pthread_t tid;
+	atomic_bool loop_done; /* the loop returned: stop waking it */
+	atomic_bool quit;      /* the mount ended: the signal thread leaves */
+};
+
+static void wake_handler(int sig)
+{
+	(void)sig;
+}
+
+static void *signal_thread(void *arg)
+{
+	struct sigctl *sc = arg;
+	const struct timespec pause = { 0, WAKE_EVERY_NS };
+	sigset_t set;
+	int sig = 0;
+
+	bfs_stop_signals(&set);
+	do {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+	} while (sig == 0);
+	if (atomic_load(&sc->quit))
+		return NULL;
+	fuse_session_exit(sc->se);
+	while (!atomic_load(&sc->loop_done)) {
+		pthread_kill(sc->loop_thread, WAKE_SIGNAL);
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	       bool foreground)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc = NULL;
 	struct fuse_session *se = NULL;
+	struct sigctl sc = { 0 };
+	struct sigaction sa = { 0 };
+	sigset_t stop;
+	bool sig_started = false;
 	int ret = 1;
 
+	/* from here on, only the signal thread takes a stopping signal; one
+	 * that comes before it starts waits, pending, and is taken then */
+	bfs_stop_signals(&stop);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	sa.sa_handler = wake_handler; /* no SA_RESTART: sem_wait returns EINTR */
+	sigemptyset(&sa.sa_mask);
+	sigaction(WAKE_SIGNAL, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
 	for (int i = 0; i < argc; i++)
 		if (fuse_opt_add_arg(&args, argv[i]) != 0)
 			goto out;
@@ -1567,11 +1630,9 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		fprintf(stderr, "batchfs: could not create the FUSE session (bad FUSE option?)\n");
 		goto out;
 	}
-	if (fuse_set_signal_handlers(se) != 0)
-		goto out_session;
 	if (fuse_session_mount(se, mountpoint) != 0) {
 		fprintf(stderr, "batchfs: %s: could not mount\n", mountpoint);
-		goto out_signals;
+		goto out_session;
 	}
 	raise_readahead(mountpoint, READ_CHUNK >> 10);
 	/* detach only now that the mount is ready; threads start after fork */
@@ -1581,6 +1642,15 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	} else if (fuse_daemonize(foreground) != 0) {
 		goto out_unmount;
 	}
+	sc.se = se;
+	sc.loop_thread = pthread_self();
+	atomic_init(&sc.loop_done, false);
+	atomic_init(&sc.quit, false);
+	if (bfs_thread_start(&sc.tid, signal_thread, &sc) != 0) {
+		fprintf(stderr, "batchfs: could not start the signal thread\n");
+		goto out_unmount;
+	}
+	sig_started = true;
 	if (bfs_cache_start(fs->cache) != 0)
 		fprintf(stderr, "batchfs: prefetch workers did not start; decoding on demand\n");
 	lc = fuse_loop_cfg_create();
@@ -1593,13 +1663,22 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	ret = 0;
 	fuse_loop_cfg_destroy(lc);
 out_unmount:
+	if (sig_started) {
+		atomic_store(&sc.loop_done, true);
+		atomic_store(&sc.quit, true);
+		/* wakes a signal thread still in sigwait; one that took a
+		 * signal leaves on its own now that loop_done is set */
+		pthread_kill(sc.tid, SIGTERM);
+		pthread_join(sc.tid, NULL);
+	}
 	fuse_session_unmount(se);
-out_signals:
-	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);
 out:
 	fuse_opt_free_args(&args);
+	/* the stopping signals stay blocked (and the wake handler in place):
+	 * a second Ctrl-C while the mount winds down must not turn a clean
+	 * exit into death by signal */
 	return ret;
 }
 

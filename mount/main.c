@@ -309,7 +309,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
 	}
-	ret = bfs_fs_run(fs, fargc, fargv, o->mountpoint, o->foreground);
+	/* the absolute path: libfuse chdirs to / before it unmounts */
+	ret = bfs_fs_run(fs, fargc, fargv, mnt, o->foreground);
 out:
 	bfs_fs_free(fs);
 	bfs_batcher_free(b);

@@ -5,6 +5,7 @@ fusermount3; skips cleanly while batchfs is missing or a placeholder.
 Every mount runs in the foreground (`batchfs -f`) under a finalizer that
 unmounts (fusermount3 -u, then -uz) and kills the process."""
 
+import contextlib
 import errno
 import glob
 import json
@@ -805,12 +806,21 @@ def test_unmount_with_signal(mounter, ds_plain, sig):
 _SH_DEFAULT_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
 
-def test_mount_t_fuse_batchfs(batchfs, ds_plain, tmp_path, index_dir):
+def mount_helper_usable():
+    """None if mount(8) and mount.fuse3 are there and we are root, else why not."""
     if shutil.which("mount") is None or not (os.path.exists("/sbin/mount.fuse3") or
                                              os.path.exists("/usr/sbin/mount.fuse3")):
-        pytest.skip("mount(8) or mount.fuse3 missing")
+        return "mount(8) or mount.fuse3 missing"
     if os.geteuid() != 0:
-        pytest.skip("mount -t needs root")
+        return "mount(8) with a fuse.batchfs type needs root here"
+    return None
+
+
+@contextlib.contextmanager
+def batchfs_on_sh_path(batchfs):
+    """Make `batchfs` on the shell's default PATH this binary for the block
+    (a temporary /usr/local/sbin symlink unless it already is); skips when
+    another batchfs would be found first."""
     found = shutil.which("batchfs", path=os.pathsep.join(_SH_DEFAULT_PATH))
     link = None
     if found is None or not os.path.samefile(found, batchfs):
@@ -822,25 +832,35 @@ def test_mount_t_fuse_batchfs(batchfs, ds_plain, tmp_path, index_dir):
         os.makedirs("/usr/local/sbin", exist_ok=True)
         os.symlink(batchfs, cand)
         link = cand
+    try:
+        yield
+    finally:
+        if link:
+            os.unlink(link)
+
+
+def test_mount_t_fuse_batchfs(batchfs, ds_plain, tmp_path, index_dir):
+    why = mount_helper_usable()
+    if why:
+        pytest.skip(why)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     log = tmp_path / "mount.log"
-    try:
-        # output to a file, not a pipe: the daemon may keep inherited fds open
-        with open(log, "wb") as lf:
-            r = subprocess.run(["mount", "-t", "fuse.batchfs", ds_plain.path, str(mnt),
-                                "-o", "batch_size=8,index_dir=" + index_dir],
-                               stdin=subprocess.DEVNULL, stdout=lf, stderr=lf, timeout=MOUNT_DEADLINE)
-        assert r.returncode == 0, log.read_text(errors="replace")
-        _wait(lambda: os.path.ismount(str(mnt)) and os.path.exists(str(mnt / "schema.json")),
-              MOUNT_DEADLINE, "mount -t fuse.batchfs")
-        s = json.loads((mnt / "schema.json").read_bytes())
-        assert fact(s, "batch_size") == 8
-        assert np.load(str(mnt / "epoch-0000" / "batch-000000" / "x.npy")).shape == (8, 4)
-    finally:
-        _unmount(str(mnt))
-        if link:
-            os.unlink(link)
+    with batchfs_on_sh_path(batchfs):
+        try:
+            # output to a file, not a pipe: the daemon may keep inherited fds open
+            with open(log, "wb") as lf:
+                r = subprocess.run(["mount", "-t", "fuse.batchfs", ds_plain.path, str(mnt),
+                                    "-o", "batch_size=8,index_dir=" + index_dir],
+                                   stdin=subprocess.DEVNULL, stdout=lf, stderr=lf, timeout=MOUNT_DEADLINE)
+            assert r.returncode == 0, log.read_text(errors="replace")
+            _wait(lambda: os.path.ismount(str(mnt)) and os.path.exists(str(mnt / "schema.json")),
+                  MOUNT_DEADLINE, "mount -t fuse.batchfs")
+            s = json.loads((mnt / "schema.json").read_bytes())
+            assert fact(s, "batch_size") == 8
+            assert np.load(str(mnt / "epoch-0000" / "batch-000000" / "x.npy")).shape == (8, 4)
+        finally:
+            _unmount(str(mnt))
     assert not os.path.ismount(str(mnt))
 
 
