@@ -70,6 +70,7 @@ struct bfs_fs {
 	uint64_t *error_hashes; /* [MAX_ERROR_LINES], for de-duplication */
 	uint64_t corrupt, skipped, failed_reads, dropped_lines;
 	uint64_t reads, bytes_read;
+	double records_served; /* rows' worth of tensor data read, see served_rows */
 };
 
 /* ------------------------------------------------------------- errors */
@@ -164,6 +165,11 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     "  \"corrupt_records\": %" PRIu64 ",\n"
 		     "  \"skipped_records\": %" PRIu64 ",\n"
 		     "  \"failed_reads\": %" PRIu64 ",\n"
+		     "  \"records_served\": %" PRIu64 ",\n"
+		     "  \"records_decoded\": %" PRIu64 ",\n"
+		     "  \"prefetch_ready\": %" PRIu64 ",\n"
+		     "  \"prefetch_queued\": %" PRIu64 ",\n"
+		     "  \"decoding\": %" PRIu64 ",\n"
 		     "  \"uptime_seconds\": %lld\n"
 		     "}\n",
 		     bfs_dataset_nrecords(fs->ds), bfs_batcher_nbatches(fs->b),
@@ -174,6 +180,8 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     st.prefetch_issued, st.batches_decoded, st.chunks_decoded,
 		     (double)st.decode_ns / 1e9,
 		     st.decode_errors, fs->corrupt, fs->skipped, fs->failed_reads,
+		     (uint64_t)(fs->records_served + 0.5), st.records_decoded, st.prefetch_ready,
+		     st.prefetch_queued, st.decoding,
 		     (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
 	if (n < 0)
@@ -656,12 +664,28 @@ static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off,
 	fuse_reply_buf(req, data + off, size);
 }
 
+/* The records' worth of tensor data in bytes [pos, end) of a file whose
+ * data (after hlen bytes of header) is part of a unit (batch, or epoch
+ * view) of geometry g: the bytes of tensor data read, over the unit's bytes
+ * of tensor data per record. So reading every .npy of a batch, or its
+ * .safetensors, counts its records once; a header counts nothing. */
+static double served_rows(const struct bfs_geom *g, uint64_t hlen, uint64_t pos, uint64_t end)
+{
+	uint64_t total = g->st_size - g->st_hlen;
+	uint64_t a = pos > hlen ? pos : hlen;
+
+	if (end <= a || total == 0)
+		return 0;
+	return (double)(end - a) * (double)g->batch / (double)total;
+}
+
 /* A read of a batch or view file answered: its bytes and the counters. */
-static void count_read(struct bfs_fs *fs, uint64_t bytes)
+static void count_read(struct bfs_fs *fs, uint64_t bytes, double records)
 {
 	pthread_mutex_lock(&fs->elock);
 	fs->reads++;
 	fs->bytes_read += bytes;
+	fs->records_served += records;
 	pthread_mutex_unlock(&fs->elock);
 }
 
@@ -687,8 +711,9 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	struct bufvec2 bv;
 	char hdr[1024];
 	const struct bfs_tensor_geom *g;
-	uint64_t fsize, hlen, pos = (uint64_t)off;
+	uint64_t fsize, hlen, rows_hlen, pos = (uint64_t)off;
 	const uint8_t *data;
+	double rows;
 	int rc;
 
 	rc = bfs_cache_get(&e, fs->cache, n->epoch, n->batch);
@@ -703,11 +728,13 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 		hlen = 0;
 		data = e->buf;
 		g = NULL;
+		rows_hlen = e->geom->st_hlen;
 	} else {
 		g = &e->geom->g[n->tensor];
 		fsize = bfs_npy_size(g);
 		hlen = g->npy_hlen;
 		data = e->buf + g->offset;
+		rows_hlen = hlen;
 	}
 	if (pos >= fsize) {
 		bfs_cache_put(fs->cache, e);
@@ -716,6 +743,7 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	}
 	if (size > fsize - pos)
 		size = (size_t)(fsize - pos);
+	rows = served_rows(e->geom, rows_hlen, pos, pos + size);
 	struct fuse_buf *b = bv.v.buf;
 	size_t left = size;
 	if (pos < hlen) {
@@ -736,7 +764,7 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	}
 	fuse_reply_data(req, &bv.v, FUSE_BUF_SPLICE_MOVE);
 	bfs_cache_put(fs->cache, e);
-	count_read(fs, size);
+	count_read(fs, size, rows);
 }
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
@@ -828,10 +856,11 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 	}
 	if (rc)
 		goto fail;
+	double rows = served_rows(g, hlen, pos, end);
 	vref_put(fs, r);
 	fuse_reply_buf(req, (const char *)buf, end - pos);
 	free(buf);
-	count_read(fs, end - pos);
+	count_read(fs, end - pos, rows);
 	return;
 fail:
 	vref_put(fs, r);
