@@ -762,9 +762,11 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 		b->size = left;
 		bv.v.count++;
 	}
+	/* counted before the reply: a reader that reads stats.json after its
+	 * read returned sees the read in it */
+	count_read(fs, size, rows);
 	fuse_reply_data(req, &bv.v, FUSE_BUF_SPLICE_MOVE);
 	bfs_cache_put(fs->cache, e);
-	count_read(fs, size, rows);
 }
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
@@ -858,9 +860,9 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 		goto fail;
 	double rows = served_rows(g, hlen, pos, end);
 	vref_put(fs, r);
+	count_read(fs, end - pos, rows); /* before the reply, as above */
 	fuse_reply_buf(req, (const char *)buf, end - pos);
 	free(buf);
-	count_read(fs, end - pos, rows);
 	return;
 fail:
 	vref_put(fs, r);

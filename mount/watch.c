@@ -581,7 +581,7 @@ static void plain_line(const struct snap *p, const struct snap *s)
 	char a[32], b[32], c[32], d[32], e[32], f[32];
 
 	printf("%6.0f %9s %8s %9s %10s %5s %6s %10.1f %6.0f %6.0f %6.0f %12.0f\n",
-	       val(s, "uptime_seconds"), fmt_f(a, sizeof(a), rate(p, s, "records_served"), 0),
+	       val(s, "uptime_seconds"), fmt_f(a, sizeof(a), rate(p, s, "records_served"), 1),
 	       fmt_f(b, sizeof(b), rate(p, s, "bytes_read") / 1e6, 1),
 	       fmt_f(c, sizeof(c), rate(p, s, "reads"), 0),
 	       fmt_f(d, sizeof(d), rate(p, s, "records_decoded"), 0),
