@@ -2,7 +2,7 @@
 
     scripts/bench [--quick] [--workload small|image|varlen]... [--work DIR]
                   [--drop-caches] [--no-npm] [--no-index10m] [--cache-size SIZE]
-                  [--build-dir DIR] [--peers DIR]
+                  [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
 For each workload (generated with the project's own bfs_gen; plain shards):
   raw cat of the shards                       the floor
