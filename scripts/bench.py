@@ -1219,6 +1219,8 @@ def main():
     chart_dir = args.chart_dir or os.path.join(args.work, "charts")
     try:
         import benchchart
+        with open(os.path.join(args.work, "bench-results.json"), "w") as f:
+            json.dump(benchchart.saved(run, results), f, indent=1)
         for p in benchchart.write_charts(run, results, chart_dir):
             say("chart: %s" % p)
     except ImportError as e:

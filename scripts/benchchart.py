@@ -1,6 +1,8 @@
 """benchchart — one SVG chart per workload of a scripts/bench run.
 
     write_charts(run, results, chart_dir) -> [paths written]
+    scripts/benchchart.py WORK/bench-results.json [--chart-dir DIR] [--png]
+        (draws them again from the run's saved result records)
 
 `run` describes the run: {"id": unique per run, "machine": ..., "date": ...,
 "command": the command line}. `results` are the run's per-workload result
@@ -75,7 +77,7 @@ def bars_of(result):
     return [(label, v, kind_of(label), v / ref if ref else None) for label, v in rows]
 
 
-def write_chart(run, result, path):
+def write_chart(run, result, path, fmt="svg"):
     """One workload's chart as SVG at path; returns its bars (bars_of)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -118,18 +120,50 @@ def write_chart(run, result, path):
                                                      run["id"], run.get("command", "?")),
                  fontsize=7, ha="left", va="bottom", gid="caption")
         fig.tight_layout(rect=(0, 0.03, 1, 1))
-        fig.savefig(path, format="svg", metadata={"Date": None})
+        if fmt == "svg":
+            fig.savefig(path, format="svg", metadata={"Date": None})
+        else:
+            fig.savefig(path, format=fmt, dpi=90)
         plt.close(fig)
     return bars
 
 
-def write_charts(run, results, chart_dir):
+def write_charts(run, results, chart_dir, fmt="svg"):
     """A chart per result: chart_dir/bench-NAME.svg. Returns the paths."""
     check_same_run(run, results)
     os.makedirs(chart_dir, exist_ok=True)
     paths = []
     for r in results:
-        p = os.path.join(chart_dir, "bench-%s.svg" % r["name"])
-        write_chart(run, r, p)
+        p = os.path.join(chart_dir, "bench-%s.%s" % (r["name"], fmt))
+        write_chart(run, r, p, fmt)
         paths.append(p)
     return paths
+
+
+def saved(run, results):
+    """What scripts/bench saves for the charts: the run and, per workload,
+    the fields the charts use."""
+    return {"run": run, "results": [{k: r[k] for k in ("name", "records", "run", "rows")
+                                     if k in r} for r in results]}
+
+
+def main(argv=None):
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="scripts/benchchart.py",
+                                 description="Draw the charts of one scripts/bench run again "
+                                             "from its WORK/bench-results.json.")
+    ap.add_argument("results", help="bench-results.json written by scripts/bench")
+    ap.add_argument("--chart-dir", default=".", help="where the charts go (default: .)")
+    ap.add_argument("--png", action="store_true", help="PNG instead of SVG (to look at)")
+    args = ap.parse_args(argv)
+    with open(args.results) as f:
+        data = json.load(f)
+    for p in write_charts(data["run"], data["results"], args.chart_dir,
+                          "png" if args.png else "svg"):
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

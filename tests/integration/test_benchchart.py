@@ -135,3 +135,23 @@ def test_a_workload_without_numbers_is_refused(tmp_path):
              "rows": rows(("batchfs cold first epoch (fresh mount)", None))}
     with pytest.raises(ValueError, match="no measured row"):
         benchchart.write_charts(RUN, [empty], str(tmp_path))
+
+
+def test_redrawn_from_the_saved_results(tmp_path):
+    import json
+    extra = small()
+    extra["stats"] = {"reads": 1}  # what bench keeps besides: not saved for the charts
+    data = benchchart.saved(RUN, [extra, varlen()])
+    assert set(data["results"][0]) == {"name", "records", "run", "rows"}
+    saved = tmp_path / "bench-results.json"
+    saved.write_text(json.dumps(data))
+    out = tmp_path / "again"
+    assert benchchart.main([str(saved), "--chart-dir", str(out)]) == 0
+    assert sorted(os.listdir(out)) == ["bench-small.svg", "bench-varlen.svg"]
+    bars, text = bars_in(str(out / "bench-small.svg"))
+    assert len(bars) == len([r for r in small()["rows"] if r["rec_s"]])
+    # a saved file whose results came from two runs is refused like any mix
+    data["results"][1]["run"] = "another"
+    saved.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="same run"):
+        benchchart.main([str(saved), "--chart-dir", str(tmp_path / "mixed")])
