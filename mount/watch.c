@@ -170,6 +170,12 @@ static int snap_parse(struct snap *s, const char *text, size_t len, char *why, s
 			e->num = strtod(e->raw, &q);
 			e->isnum = *e->raw != '\0' && *q == '\0' && errno == 0 &&
 				   strchr("-0123456789", *e->raw) != NULL;
+			/* anything else must be a string, object, array or null:
+			 * --json passes values on as they are */
+			if (!e->isnum && !strchr("\"{[", *e->raw) && strcmp(e->raw, "null") != 0) {
+				p = v0;
+				goto bad;
+			}
 		}
 		p = skip_ws(p, end);
 		if (p < end && *p == ',') {

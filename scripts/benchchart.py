@@ -89,7 +89,7 @@ def write_chart(run, result, path, fmt="svg"):
         raise ValueError("benchchart: workload %s has no measured row" % result.get("name"))
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "batchfs-bench",
                                 "font.size": 9}):
-        fig, ax = plt.subplots(figsize=(10, 1.6 + 0.34 * len(bars)))
+        fig, ax = plt.subplots(figsize=(11, 1.9 + 0.34 * len(bars)))
         y = list(range(len(bars)))[::-1]  # first row at the top
         lo = min(v for _, v, _, _ in bars)
         hi = max(v for _, v, _, _ in bars)
@@ -116,10 +116,10 @@ def write_chart(run, result, path, fmt="svg"):
                   loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(kinds), fontsize=8,
                   frameon=False)
         ax.grid(axis="x", which="major", alpha=0.3)
-        fig.text(0.01, 0.005, "%s; %s; run %s: %s" % (run.get("machine", "?"), run.get("date", "?"),
-                                                     run["id"], run.get("command", "?")),
-                 fontsize=7, ha="left", va="bottom", gid="caption")
-        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        fig.text(0.01, 0.005, "%s, %s\nrun %s: %s" % (
+            run.get("machine", "?"), run.get("date", "?"), run["id"], run.get("command", "?")),
+            fontsize=7, ha="left", va="bottom", gid="caption", linespacing=1.4)
+        fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
         if fmt == "svg":
             fig.savefig(path, format="svg", metadata={"Date": None})
         else:
