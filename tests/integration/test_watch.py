@@ -229,6 +229,21 @@ def test_bad_use_gets_one_line(batchfs, tmp_path):  # noqa: F811
     r = run(batchfs, "stats", str(fake))
     assert r.returncode == 1
     assert r.stderr.decode().startswith("batchfs: %s/stats.json: not a JSON object" % fake)
+    for text in ('{"reads": 50r0}', '{"reads": 1,}', '{"reads": 1} x', '{"reads" 1}'):
+        (fake / "stats.json").write_text(text)
+        r = run(batchfs, "stats", "--json", str(fake))
+        assert r.returncode == 1 and r.stdout == b"", text
+        assert r.stderr.decode().startswith("batchfs: %s/stats.json: not a flat JSON object" % fake)
+        assert r.stderr.count(b"\n") == 1
+    # keys it does not know (a newer daemon) pass through --json as they are
+    newer = {"reads": 3, "bytes_read": 12, "new_counter": 1.5, "label": "a \"b\"",
+             "nested": {"x": [1, {"y": "]"}]}, "off": None, "on": True}
+    (fake / "stats.json").write_text(json.dumps(newer, indent=2) + " " * 300)
+    r = run(batchfs, "stats", "--json", str(fake))
+    assert r.returncode == 0 and json.loads(r.stdout) == newer, r
+    r = run(batchfs, "stats", str(fake))
+    assert r.returncode == 0 and re.search(r"^served +- records, 12 B in 3 reads", r.stdout.decode(),
+                                           re.M), r.stdout
     help_text = run(batchfs, "--help").stdout.decode()
     assert "batchfs stats [--json] MOUNTPOINT" in help_text and "batchfs top " in help_text
 
