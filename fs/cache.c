@@ -35,6 +35,7 @@ struct bfs_cache {
 	 * of the epoch view read at least once */
 	struct bfs_cache_entry *lru_head[3], *lru_tail[3];
 	size_t nread;    /* lock; entries on list [1] */
+	size_t nahead;   /* lock; entries on list [0] */
 	uint64_t chunk_bytes; /* lock; bytes of entries on list [2] */
 	size_t keep_read; /* read entries kept beyond what readers hold */
 	struct bfs_cache_entry *jobs; /* lock; loading entries with a job, oldest first */
@@ -97,6 +98,7 @@ static void lru_unlink(struct bfs_cache *c, struct bfs_cache_entry *x)
 		c->lru_tail[l] = x->lprev;
 	x->lprev = x->lnext = NULL;
 	c->nread -= l == 1;
+	c->nahead -= l == 0;
 	c->chunk_bytes -= l == 2 ? x->bytes : 0;
 }
 
@@ -112,6 +114,7 @@ static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
 	if (!c->lru_tail[l])
 		c->lru_tail[l] = x;
 	c->nread += l == 1;
+	c->nahead += l == 0;
 	c->chunk_bytes += l == 2 ? x->bytes : 0;
 }
 
@@ -197,7 +200,9 @@ static uint64_t now_ns(void)
 static void publish(struct bfs_cache *c, struct bfs_cache_entry *x, int rc, uint8_t *buf,
 		    struct bfs_geom *g, bool pinned)
 {
+	c->st.decoding--;
 	if (rc == 0) {
+		c->st.records_decoded += g->batch;
 		x->buf = buf;
 		x->geom = g;
 		x->pinned = pinned;
@@ -371,6 +376,7 @@ static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t e, uint64_t
 	c->table[bucket(e, b)] = x;
 	c->st.bytes += need;
 	c->st.entries++;
+	c->st.decoding++;
 	if (c->st.bytes > c->st.peak_bytes)
 		c->st.peak_bytes = c->st.bytes;
 	return x;
@@ -511,6 +517,8 @@ void bfs_cache_stats(const struct bfs_cache *c, struct bfs_cache_stats *out)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&c->lock);
 	*out = c->st;
+	out->prefetch_ready = c->nahead;
+	out->prefetch_queued = c->qlen;
 	pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
 }
 

@@ -51,6 +51,10 @@ struct bfs_cache_stats {
 	uint64_t hits, misses, evictions, prefetch_issued, prefetch_hits;
 	uint64_t batches_decoded, chunks_decoded, decode_ns, decode_errors;
 	uint64_t bytes, peak_bytes, budget, entries;
+	uint64_t records_decoded; /* rows of the batches and chunks decoded */
+	/* now: decoded ahead and not read yet, waiting in the prefetch queue,
+	 * being decoded (by a worker or a reader) */
+	uint64_t prefetch_ready, prefetch_queued, decoding;
 };
 
 typedef void (*bfs_cache_error_fn)(void *ctx, const char *msg, bool skipped);

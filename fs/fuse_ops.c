@@ -74,6 +74,7 @@ struct bfs_fs {
 	uint64_t *error_hashes; /* [MAX_ERROR_LINES], for de-duplication */
 	uint64_t corrupt, skipped, failed_reads, dropped_lines;
 	uint64_t reads, bytes_read;
+	double records_served; /* rows' worth of tensor data read, see served_rows */
 
 	/* the CUDA path (-o cuda); NULL when off */
 	struct bfs_cudapath *cuda;
@@ -216,6 +217,11 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     "  \"corrupt_records\": %" PRIu64 ",\n"
 		     "  \"skipped_records\": %" PRIu64 ",\n"
 		     "  \"failed_reads\": %" PRIu64 ",\n"
+		     "  \"records_served\": %" PRIu64 ",\n"
+		     "  \"records_decoded\": %" PRIu64 ",\n"
+		     "  \"prefetch_ready\": %" PRIu64 ",\n"
+		     "  \"prefetch_queued\": %" PRIu64 ",\n"
+		     "  \"decoding\": %" PRIu64 ",\n"
 		     "%s"
 		     "  \"uptime_seconds\": %lld\n"
 		     "}\n",
@@ -226,7 +232,9 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     st.prefetch_hits, st.evictions, st.entries, st.bytes, st.peak_bytes, st.budget,
 		     st.prefetch_issued, st.batches_decoded, st.chunks_decoded,
 		     (double)st.decode_ns / 1e9,
-		     st.decode_errors, fs->corrupt, fs->skipped, fs->failed_reads, cuda,
+		     st.decode_errors, fs->corrupt, fs->skipped, fs->failed_reads,
+		     (uint64_t)(fs->records_served + 0.5), st.records_decoded, st.prefetch_ready,
+		     st.prefetch_queued, st.decoding, cuda,
 		     (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
 	if (n < 0)
@@ -990,12 +998,28 @@ static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off,
 	fuse_reply_buf(req, data + off, size);
 }
 
+/* The records' worth of tensor data in bytes [pos, end) of a file whose
+ * data (after hlen bytes of header) is part of a unit (batch, or epoch
+ * view) of geometry g: the bytes of tensor data read, over the unit's bytes
+ * of tensor data per record. So reading every .npy of a batch, or its
+ * .safetensors, counts its records once; a header counts nothing. */
+static double served_rows(const struct bfs_geom *g, uint64_t hlen, uint64_t pos, uint64_t end)
+{
+	uint64_t total = g->st_size - g->st_hlen;
+	uint64_t a = pos > hlen ? pos : hlen;
+
+	if (end <= a || total == 0)
+		return 0;
+	return (double)(end - a) * (double)g->batch / (double)total;
+}
+
 /* A read of a batch or view file answered: its bytes and the counters. */
-static void count_read(struct bfs_fs *fs, uint64_t bytes)
+static void count_read(struct bfs_fs *fs, uint64_t bytes, double records)
 {
 	pthread_mutex_lock(&fs->elock);
 	fs->reads++;
 	fs->bytes_read += bytes;
+	fs->records_served += records;
 	pthread_mutex_unlock(&fs->elock);
 }
 
@@ -1021,8 +1045,9 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	struct bufvec2 bv;
 	char hdr[1024];
 	const struct bfs_tensor_geom *g;
-	uint64_t fsize, hlen, pos = (uint64_t)off;
+	uint64_t fsize, hlen, rows_hlen, pos = (uint64_t)off;
 	const uint8_t *data;
+	double rows;
 	int rc;
 
 	rc = bfs_cache_get(&e, fs->cache, n->epoch, n->batch);
@@ -1037,11 +1062,13 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 		hlen = 0;
 		data = e->buf;
 		g = NULL;
+		rows_hlen = e->geom->st_hlen;
 	} else {
 		g = &e->geom->g[n->tensor];
 		fsize = bfs_npy_size(g);
 		hlen = g->npy_hlen;
 		data = e->buf + g->offset;
+		rows_hlen = hlen;
 	}
 	if (pos >= fsize) {
 		bfs_cache_put(fs->cache, e);
@@ -1050,6 +1077,7 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	}
 	if (size > fsize - pos)
 		size = (size_t)(fsize - pos);
+	rows = served_rows(e->geom, rows_hlen, pos, pos + size);
 	struct fuse_buf *b = bv.v.buf;
 	size_t left = size;
 	if (pos < hlen) {
@@ -1068,9 +1096,11 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 		b->size = left;
 		bv.v.count++;
 	}
+	/* counted before the reply: a reader that reads stats.json after its
+	 * read returned sees the read in it */
+	count_read(fs, size, rows);
 	fuse_reply_data(req, &bv.v, FUSE_BUF_SPLICE_MOVE);
 	bfs_cache_put(fs->cache, e);
-	count_read(fs, size);
 }
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
@@ -1162,10 +1192,11 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 	}
 	if (rc)
 		goto fail;
+	double rows = served_rows(g, hlen, pos, end);
 	vref_put(fs, r);
+	count_read(fs, end - pos, rows); /* before the reply, as above */
 	fuse_reply_buf(req, (const char *)buf, end - pos);
 	free(buf);
-	count_read(fs, end - pos);
 	return;
 fail:
 	vref_put(fs, r);

@@ -6,6 +6,7 @@
 #include "fuse_ops.h"
 #include "options.h"
 #include "tools.h"
+#include "watch.h"
 
 #include <limits.h>
 #include <malloc.h>
@@ -25,6 +26,8 @@ static void usage(FILE *f)
 		"       batchfs inspect [--records N] [--json] PATH...\n"
 		"       batchfs schema [--index-dir DIR] SOURCE\n"
 		"       batchfs index [--jobs N] [--index-dir DIR] SOURCE\n"
+		"       batchfs stats [--json] MOUNTPOINT          a mount's counters, once\n"
+		"       batchfs top [--interval S] [--count N] MOUNTPOINT   live view (q quits)\n"
 		"       batchfs --help | --version\n"
 		"\n"
 		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob.\n"
@@ -340,6 +343,10 @@ int main(int argc, char **argv)
 		return bfs_tool_schema(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "index") == 0)
 		return bfs_tool_index(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "stats") == 0)
+		return bfs_tool_stats(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "top") == 0)
+		return bfs_tool_top(argc - 1, argv + 1);
 	if (argc < 2) {
 		usage(stderr);
 		return 1;

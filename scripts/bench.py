@@ -2,7 +2,7 @@
 
     scripts/bench [--quick] [--workload small|image|varlen]... [--work DIR]
                   [--drop-caches] [--no-npm] [--no-index10m] [--cache-size SIZE]
-                  [--build-dir DIR] [--peers DIR]
+                  [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
 For each workload (generated with the project's own bfs_gen; plain shards):
   raw cat of the shards                       the floor
@@ -1050,6 +1050,7 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
             "; freshly generated" if fresh else ""))
     t.emit()
     res["shard_bytes"] = shard_bytes
+    res["rows"] = [{"label": row[0], "rec_s": row[1]} for row in t.rows]  # for the chart
     return res
 
 
@@ -1166,6 +1167,8 @@ def main():
                          "the two commits with the same baselines")
     ap.add_argument("--peers", default=os.path.join(os.path.dirname(TOP), "shared", "peers"),
                     help="the peers to run beside batchfs (tfr_decode.c, vahidk-tfrecord/)")
+    ap.add_argument("--chart-dir", metavar="DIR",
+                    help="where the SVG charts go, one per workload (default: WORK/charts)")
     ap.add_argument("--build-dir", default=os.path.join(TOP, "build"),
                     help="where scripts/build builds (default: build/ of the checkout)")
     # internal: the Python baseline, run as a child so that its RSS is its own
@@ -1246,9 +1249,17 @@ def main():
     say("load average at start: %.2f on %d cores%s" % (
         load0, os.cpu_count(), "  WARNING: other processes are using the CPU; timings are "
         "pessimistic and noisy (compare CPU s)" if load0 > 0.5 else ""))
+    # what the charts say about this run; each result carries its id, so a
+    # chart is drawn only from numbers of one run (scripts/benchchart.py)
+    run = {"id": "%s-%d" % (time.strftime("%Y%m%d-%H%M%S"), os.getpid()),
+           "machine": "%s, %d cores, kernel %s, load %.1f at start" % (
+               cpu, os.cpu_count(), os.uname().release, load0),
+           "date": time.strftime("%Y-%m-%d %H:%M"),
+           "command": " ".join(["scripts/bench"] + sys.argv[1:])}
     results = []
     for name in names:
         results.append(bench_workload(args, tools, name, WORKLOADS[name], npm_dir, npm_note))
+        results[-1]["run"] = run["id"]
     ix = None if args.no_index10m else bench_index10m(args, tools)
     say()
     say("load average at end: %.2f on %d cores" % (loadavg(), os.cpu_count()))
@@ -1303,6 +1314,15 @@ def main():
                 "{:,}".format(ix["disk"]), ix["disk"] / ix["records"],
                 verdict(ix["disk"] <= 16 * ix["records"]), ix["seconds"]))
     say()
+    chart_dir = args.chart_dir or os.path.join(args.work, "charts")
+    try:
+        import benchchart
+        with open(os.path.join(args.work, "bench-results.json"), "w") as f:
+            json.dump(benchchart.saved(run, results), f, indent=1)
+        for p in benchchart.write_charts(run, results, chart_dir):
+            say("chart: %s" % p)
+    except ImportError as e:
+        say("charts: n/a (%s; Debian's python3-matplotlib draws them)" % e)
     say("total wall time of the benchmark: %.0f s" % (time.perf_counter() - t_start))
     with open(os.path.join(args.work, "bench-results.txt"), "w") as f:
         f.write("\n".join(OUT_LINES) + "\n")

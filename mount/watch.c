@@ -1,0 +1,730 @@
+/*
+ * watch.c — `batchfs stats` and `batchfs top`: a mount's stats.json read the
+ * way a person or a script reads it. No jansson here (schema.c is its only
+ * user): stats.json is one flat object that the daemon writes itself, so a
+ * small strict reader of {"key": value, ...} is enough; a value that is not
+ * a number (a string, an object) is kept as text and shown as is.
+ */
+#include "watch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ snapshot */
+
+struct kv {
+	char *key;
+	char *raw; /* the value's JSON text */
+	double num;
+	bool isnum;
+};
+
+struct snap {
+	struct kv *v;
+	size_t n;
+	double t; /* CLOCK_MONOTONIC seconds when read */
+};
+
+static void snap_clear(struct snap *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->v[i].key);
+		free(s->v[i].raw);
+	}
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+static double mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* p at an opening '"': returns just past the closing one, or NULL. */
+static const char *skip_string(const char *p, const char *end)
+{
+	for (p++; p < end; p++) {
+		if (*p == '\\')
+			p++;
+		else if (*p == '"')
+			return p + 1;
+	}
+	return NULL;
+}
+
+/* p at the start of a value: returns just past it, or NULL. */
+static const char *skip_value(const char *p, const char *end)
+{
+	int depth = 0;
+
+	if (p < end && *p == '"')
+		return skip_string(p, end);
+	while (p < end) {
+		char c = *p;
+		if (c == '"') {
+			p = skip_string(p, end);
+			if (!p)
+				return NULL;
+			continue;
+		}
+		if (c == '{' || c == '[') {
+			depth++;
+		} else if (c == '}' || c == ']') {
+			if (depth == 0)
+				break;
+			if (--depth == 0)
+				return p + 1;
+		} else if (depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\t' ||
+					  c == '\r')) {
+			break;
+		}
+		p++;
+	}
+	return depth == 0 ? p : NULL;
+}
+
+/* Parse stats.json text into s. Returns 0, or -1 with a reason in why. */
+static int snap_parse(struct snap *s, const char *text, size_t len, char *why, size_t whylen)
+{
+	const char *p = text, *end = text + len, *k0, *k1, *v0;
+	size_t cap = 0;
+
+	p = skip_ws(p, end);
+	if (p == end || *p != '{') {
+		snprintf(why, whylen, "not a JSON object (byte %zu)", (size_t)(p - text));
+		return -1;
+	}
+	p = skip_ws(p + 1, end);
+	if (p < end && *p == '}') {
+		p++;
+		goto tail;
+	}
+	for (;;) {
+		if (p == end || *p != '"')
+			goto bad;
+		k0 = p + 1;
+		p = skip_string(p, end);
+		if (!p)
+			goto bad_at_end;
+		k1 = p - 1;
+		p = skip_ws(p, end);
+		if (p == end || *p != ':')
+			goto bad;
+		p = skip_ws(p + 1, end);
+		v0 = p;
+		p = skip_value(p, end);
+		if (!p)
+			goto bad_at_end;
+		if (p == v0)
+			goto bad;
+		if (s->n == cap) {
+			size_t ncap = cap ? 2 * cap : 32;
+			struct kv *nv = realloc(s->v, ncap * sizeof(*nv));
+			if (!nv) {
+				snprintf(why, whylen, "out of memory");
+				return -1;
+			}
+			s->v = nv;
+			cap = ncap;
+		}
+		struct kv *e = &s->v[s->n];
+		e->key = strndup(k0, (size_t)(k1 - k0));
+		e->raw = strndup(v0, (size_t)(p - v0));
+		if (!e->key || !e->raw) {
+			free(e->key);
+			free(e->raw);
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		s->n++;
+		e->isnum = true;
+		if (strcmp(e->raw, "true") == 0) {
+			e->num = 1;
+		} else if (strcmp(e->raw, "false") == 0) {
+			e->num = 0;
+		} else {
+			char *q;
+			errno = 0;
+			e->num = strtod(e->raw, &q);
+			e->isnum = *e->raw != '\0' && *q == '\0' && errno == 0 &&
+				   strchr("-0123456789", *e->raw) != NULL;
+			/* anything else must be a string, object, array or null:
+			 * --json passes values on as they are */
+			if (!e->isnum && !strchr("\"{[", *e->raw) && strcmp(e->raw, "null") != 0) {
+				p = v0;
+				goto bad;
+			}
+		}
+		p = skip_ws(p, end);
+		if (p < end && *p == ',') {
+			p = skip_ws(p + 1, end);
+			continue;
+		}
+		if (p < end && *p == '}') {
+			p++;
+			break;
+		}
+		goto bad;
+	}
+tail:
+	p = skip_ws(p, end);
+	while (p < end && *p == '\0') /* tolerate NUL padding */
+		p++;
+	if (p != end)
+		goto bad;
+	return 0;
+bad:
+	snprintf(why, whylen, "not a flat JSON object: unexpected %s at byte %zu",
+		 p == end ? "end" : "character", (size_t)(p - text));
+	return -1;
+bad_at_end:
+	snprintf(why, whylen, "not a flat JSON object: unterminated value");
+	return -1;
+}
+
+/* Read MNT/stats.json afresh into s (cleared first). Returns 0, or -1 with
+ * one line (without "batchfs: ") in err. */
+static int snap_read(struct snap *s, const char *mnt, char *err, size_t errcap)
+{
+	char path[4096], why[160];
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	struct stat st;
+	int fd, rc = -1;
+
+	snap_clear(s);
+	snprintf(path, sizeof(path), "%s/stats.json", mnt);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			snprintf(err, errcap, "%s: not a batchfs mount (no stats.json)", mnt);
+		else
+			snprintf(err, errcap, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	/* a GETATTR makes the daemon take a fresh snapshot */
+	if (fstat(fd, &st) != 0) {
+		snprintf(err, errcap, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		if (len == cap) {
+			size_t ncap = cap ? 2 * cap : 8192;
+			char *nb;
+			if (ncap > (1u << 20)) {
+				snprintf(err, errcap, "%s: larger than 1 MiB, not stats.json", path);
+				goto out;
+			}
+			nb = realloc(buf, ncap);
+			if (!nb) {
+				snprintf(err, errcap, "%s: out of memory", path);
+				goto out;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t k = read(fd, buf + len, cap - len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			snprintf(err, errcap, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+		if (k == 0)
+			break;
+		len += (size_t)k;
+	}
+	if (snap_parse(s, buf ? buf : "", len, why, sizeof(why)) != 0) {
+		snprintf(err, errcap, "%s: %s", path, why);
+		snap_clear(s);
+		goto out;
+	}
+	s->t = mono_now();
+	rc = 0;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+static const struct kv *find(const struct snap *s, const char *key)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].key, key) == 0)
+			return &s->v[i];
+	return NULL;
+}
+
+/* A counter's value; NAN when absent (an older daemon) or not a number. */
+static double val(const struct snap *s, const char *key)
+{
+	const struct kv *e = find(s, key);
+
+	return e && e->isnum ? e->num : NAN;
+}
+
+/* Its change per second from a to b; NAN without two samples. */
+static double rate(const struct snap *a, const struct snap *b, const char *key)
+{
+	double dt;
+
+	if (!a || !a->n)
+		return NAN;
+	dt = b->t - a->t;
+	if (dt <= 0)
+		return NAN;
+	return (val(b, key) - val(a, key)) / dt;
+}
+
+/* --------------------------------------------------------------- text */
+
+/* An integer with thousands separators, "-" for NAN. */
+static const char *fmt_n(char *buf, size_t cap, double x)
+{
+	char digits[32];
+	size_t n, o = 0;
+	bool neg = x < 0;
+
+	if (isnan(x)) {
+		snprintf(buf, cap, "-");
+		return buf;
+	}
+	snprintf(digits, sizeof(digits), "%.0f", neg ? -x : x);
+	n = strlen(digits);
+	if (neg && o + 1 < cap)
+		buf[o++] = '-';
+	for (size_t i = 0; i < n && o + 2 < cap; i++) {
+		if (i && (n - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = digits[i];
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* A byte count in binary units: "512 B", "48.0 MiB". */
+static const char *fmt_bytes(char *buf, size_t cap, double x)
+{
+	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	int u = 0;
+
+	if (isnan(x)) {
+		snprintf(buf, cap, "-");
+		return buf;
+	}
+	while (x >= 1024 && u < 5) {
+		x /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, cap, "%.0f B", x);
+	else
+		snprintf(buf, cap, "%.1f %s", x, unit[u]);
+	return buf;
+}
+
+/* "12.3" or "-" */
+static const char *fmt_f(char *buf, size_t cap, double x, int prec)
+{
+	if (isnan(x) || isinf(x))
+		snprintf(buf, cap, "-");
+	else
+		snprintf(buf, cap, "%.*f", prec, x);
+	return buf;
+}
+
+/* hits / (hits + waits + misses) in percent, NAN when there was no access */
+static double hit_pct(double hits, double waits, double misses)
+{
+	double all = hits + waits + misses;
+
+	return all > 0 ? 100.0 * hits / all : NAN;
+}
+
+static double sum_errors(const struct snap *s)
+{
+	double e = 0;
+	static const char *keys[] = { "corrupt_records", "failed_reads", "decode_errors" };
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		double v = val(s, keys[i]);
+		if (!isnan(v))
+			e += v;
+	}
+	return e;
+}
+
+/* ---------------------------------------------------------- arguments */
+
+static int bad_arg(const char *cmd, const char *msg, const char *arg)
+{
+	fprintf(stderr, "batchfs %s: %s%s%s\n", cmd, msg, arg ? ": " : "", arg ? arg : "");
+	fprintf(stderr, "usage: batchfs %s\n",
+		strcmp(cmd, "top") == 0 ? "top [--interval SECONDS] [--count N] MOUNTPOINT"
+					: "stats [--json] MOUNTPOINT");
+	return 2;
+}
+
+/* --------------------------------------------------------------- stats */
+
+static void print_json(const struct snap *s)
+{
+	printf("{\n");
+	for (size_t i = 0; i < s->n; i++)
+		printf("  \"%s\": %s%s\n", s->v[i].key, s->v[i].raw, i + 1 < s->n ? "," : "");
+	printf("}\n");
+}
+
+static void print_human(const struct snap *s, const char *mnt)
+{
+	char a[64], b[64], c[64], d[64], e[64];
+	double up = val(s, "uptime_seconds");
+	double br = val(s, "bytes_read");
+
+	printf("mount       %s (up %s s)\n", mnt, fmt_n(a, sizeof(a), up));
+	printf("records     %s, %s batches per epoch\n", fmt_n(a, sizeof(a), val(s, "records")),
+	       fmt_n(b, sizeof(b), val(s, "batches_per_epoch")));
+	printf("served      %s records, %s in %s reads (%s failed)",
+	       fmt_n(a, sizeof(a), val(s, "records_served")), fmt_bytes(b, sizeof(b), br),
+	       fmt_n(c, sizeof(c), val(s, "reads")), fmt_n(d, sizeof(d), val(s, "failed_reads")));
+	if (up > 0 && !isnan(br))
+		printf("; %s MB/s since mount", fmt_f(e, sizeof(e), br / 1e6 / up, 1));
+	printf("\n");
+	printf("decoded     %s records: %s batches, %s chunks of all/, in %s s of decoding "
+	       "(%s errors)\n",
+	       fmt_n(a, sizeof(a), val(s, "records_decoded")),
+	       fmt_n(b, sizeof(b), val(s, "batches_decoded")),
+	       fmt_n(c, sizeof(c), val(s, "chunks_decoded")),
+	       fmt_f(d, sizeof(d), val(s, "decode_seconds"), 2),
+	       fmt_n(e, sizeof(e), val(s, "decode_errors")));
+	printf("cache       %s%% hits (%s hits, %s waits for a decode, %s misses)\n",
+	       fmt_f(a, sizeof(a),
+		     hit_pct(val(s, "cache_hits"), val(s, "cache_waits"), val(s, "cache_misses")),
+		     1),
+	       fmt_n(b, sizeof(b), val(s, "cache_hits")), fmt_n(c, sizeof(c), val(s, "cache_waits")),
+	       fmt_n(d, sizeof(d), val(s, "cache_misses")));
+	printf("            %s of %s held (peak %s) in %s entries, %s evictions\n",
+	       fmt_bytes(a, sizeof(a), val(s, "cache_bytes")),
+	       fmt_bytes(b, sizeof(b), val(s, "cache_budget")),
+	       fmt_bytes(c, sizeof(c), val(s, "cache_peak_bytes")),
+	       fmt_n(d, sizeof(d), val(s, "cache_entries")),
+	       fmt_n(e, sizeof(e), val(s, "cache_evictions")));
+	printf("prefetch    %s ready ahead, %s queued, %s decoding now; %s issued\n",
+	       fmt_n(a, sizeof(a), val(s, "prefetch_ready")),
+	       fmt_n(b, sizeof(b), val(s, "prefetch_queued")),
+	       fmt_n(c, sizeof(c), val(s, "decoding")),
+	       fmt_n(d, sizeof(d), val(s, "prefetch_issued")));
+	printf("errors      %s corrupt records, %s skipped, %s failed reads, %s decode errors\n",
+	       fmt_n(a, sizeof(a), val(s, "corrupt_records")),
+	       fmt_n(b, sizeof(b), val(s, "skipped_records")),
+	       fmt_n(c, sizeof(c), val(s, "failed_reads")),
+	       fmt_n(d, sizeof(d), val(s, "decode_errors")));
+	printf("index       %s, %s (%s corrupt records); schema %s\n",
+	       val(s, "index_reused") > 0 ? "reused" : "built at mount",
+	       fmt_bytes(a, sizeof(a), val(s, "index_bytes")),
+	       fmt_n(b, sizeof(b), val(s, "index_corrupt_records")),
+	       val(s, "schema_reused") > 0 ? "reused" : "inferred or given at mount");
+}
+
+int bfs_tool_stats(int argc, char **argv)
+{
+	const char *mnt = NULL;
+	bool json = false;
+	struct snap s = { 0 };
+	char err[4400];
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			json = true;
+		else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return printf("usage: batchfs stats [--json] MOUNTPOINT\n"), 0;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return bad_arg("stats", "unknown option", argv[i]);
+		else if (mnt)
+			return bad_arg("stats", "one MOUNTPOINT only, got another", argv[i]);
+		else
+			mnt = argv[i];
+	}
+	if (!mnt)
+		return bad_arg("stats", "MOUNTPOINT missing", NULL);
+	if (snap_read(&s, mnt, err, sizeof(err)) != 0) {
+		fprintf(stderr, "batchfs: %s\n", err);
+		return 1;
+	}
+	if (json)
+		print_json(&s);
+	else
+		print_human(&s, mnt);
+	snap_clear(&s);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* ----------------------------------------------------------------- top */
+
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop(int sig)
+{
+	stop_sig = sig;
+}
+
+static struct termios saved_tio;
+static bool tio_saved, screen_on;
+
+static void screen_leave(void)
+{
+	if (screen_on) {
+		fputs("\033[?25h\033[?1049l", stdout); /* cursor back, main screen */
+		fflush(stdout);
+		screen_on = false;
+	}
+	if (tio_saved) {
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
+		tio_saved = false;
+	}
+}
+
+/* One frame of the terminal view, from the previous sample (may be empty)
+ * and the current one; lines are cut to the terminal's width. */
+static void draw_frame(const struct snap *p, const struct snap *s, const char *mnt,
+		       double interval)
+{
+	char a[64], b[64], c[64], d[64];
+	const char *lines[12];
+	char store[12][512];
+	int nl = 0, cols = 80;
+	struct winsize ws;
+
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		cols = ws.ws_col;
+#define LINE(...)                                                                  \
+	do {                                                                       \
+		snprintf(store[nl], sizeof(store[nl]), __VA_ARGS__);               \
+		lines[nl] = store[nl];                                             \
+		nl++;                                                              \
+	} while (0)
+	LINE("batchfs top  %s   up %s s   every %.1f s   q quits", mnt,
+	     fmt_n(a, sizeof(a), val(s, "uptime_seconds")), interval);
+	LINE("records %s, %s batches per epoch", fmt_n(a, sizeof(a), val(s, "records")),
+	     fmt_n(b, sizeof(b), val(s, "batches_per_epoch")));
+	LINE("%s", "");
+	LINE("served   %11s records/s %8s MB/s %9s reads/s",
+	     fmt_n(a, sizeof(a), rate(p, s, "records_served")),
+	     fmt_f(b, sizeof(b), rate(p, s, "bytes_read") / 1e6, 1),
+	     fmt_n(c, sizeof(c), rate(p, s, "reads")));
+	LINE("decode   %11s records/s %8s batches/s %5s chunks/s  busy %s",
+	     fmt_n(a, sizeof(a), rate(p, s, "records_decoded")),
+	     fmt_f(b, sizeof(b), rate(p, s, "batches_decoded"), 1),
+	     fmt_f(c, sizeof(c), rate(p, s, "chunks_decoded"), 1),
+	     fmt_f(d, sizeof(d), rate(p, s, "decode_seconds"), 2));
+	double ih = NAN;
+	if (p && p->n) {
+		ih = hit_pct(val(s, "cache_hits") - val(p, "cache_hits"),
+			     val(s, "cache_waits") - val(p, "cache_waits"),
+			     val(s, "cache_misses") - val(p, "cache_misses"));
+	}
+	LINE("cache    %s%% hits now, %s%% since mount; %s entries",
+	     fmt_f(a, sizeof(a), ih, 1),
+	     fmt_f(b, sizeof(b),
+		   hit_pct(val(s, "cache_hits"), val(s, "cache_waits"), val(s, "cache_misses")),
+		   1),
+	     fmt_n(c, sizeof(c), val(s, "cache_entries")));
+	LINE("         %s held of %s (peak %s), %s evictions",
+	     fmt_bytes(a, sizeof(a), val(s, "cache_bytes")),
+	     fmt_bytes(b, sizeof(b), val(s, "cache_budget")),
+	     fmt_bytes(c, sizeof(c), val(s, "cache_peak_bytes")),
+	     fmt_n(d, sizeof(d), val(s, "cache_evictions")));
+	LINE("prefetch depth %s: %s ready ahead, %s queued; %s decoding now",
+	     fmt_n(a, sizeof(a), val(s, "prefetch_ready") + val(s, "prefetch_queued")),
+	     fmt_n(b, sizeof(b), val(s, "prefetch_ready")),
+	     fmt_n(c, sizeof(c), val(s, "prefetch_queued")), fmt_n(d, sizeof(d), val(s, "decoding")));
+	LINE("errors   %s corrupt records, %s skipped, %s failed reads, %s decode errors",
+	     fmt_n(a, sizeof(a), val(s, "corrupt_records")),
+	     fmt_n(b, sizeof(b), val(s, "skipped_records")),
+	     fmt_n(c, sizeof(c), val(s, "failed_reads")),
+	     fmt_n(d, sizeof(d), val(s, "decode_errors")));
+	LINE("totals   %s records served, %s in %s reads",
+	     fmt_n(a, sizeof(a), val(s, "records_served")),
+	     fmt_bytes(b, sizeof(b), val(s, "bytes_read")), fmt_n(c, sizeof(c), val(s, "reads")));
+#undef LINE
+	fputs("\033[H", stdout);
+	for (int i = 0; i < nl; i++) {
+		int w = (int)strlen(lines[i]);
+		fwrite(lines[i], 1, (size_t)(w < cols ? w : cols), stdout);
+		fputs("\033[K\n", stdout);
+	}
+	fputs("\033[J", stdout);
+	fflush(stdout);
+}
+
+static const char plain_head[] = "uptime     rec/s     MB/s   reads/s  dec_rec/s  busy   hit%"
+				 "  cache_MiB  ahead queued errors       served\n";
+
+static void plain_line(const struct snap *p, const struct snap *s)
+{
+	char a[32], b[32], c[32], d[32], e[32], f[32];
+
+	printf("%6.0f %9s %8s %9s %10s %5s %6s %10.1f %6.0f %6.0f %6.0f %12.0f\n",
+	       val(s, "uptime_seconds"), fmt_f(a, sizeof(a), rate(p, s, "records_served"), 1),
+	       fmt_f(b, sizeof(b), rate(p, s, "bytes_read") / 1e6, 1),
+	       fmt_f(c, sizeof(c), rate(p, s, "reads"), 0),
+	       fmt_f(d, sizeof(d), rate(p, s, "records_decoded"), 0),
+	       fmt_f(e, sizeof(e), rate(p, s, "decode_seconds"), 2),
+	       fmt_f(f, sizeof(f),
+		     hit_pct(val(s, "cache_hits") - val(p, "cache_hits"),
+			     val(s, "cache_waits") - val(p, "cache_waits"),
+			     val(s, "cache_misses") - val(p, "cache_misses")),
+		     1),
+	       val(s, "cache_bytes") / 1048576.0, val(s, "prefetch_ready"),
+	       val(s, "prefetch_queued"), sum_errors(s), val(s, "records_served"));
+	fflush(stdout);
+}
+
+int bfs_tool_top(int argc, char **argv)
+{
+	const char *mnt = NULL;
+	double interval = 1.0;
+	long count = 0; /* 0: until q, Ctrl-C or a signal */
+	struct snap prev = { 0 }, cur = { 0 };
+	struct sigaction sa;
+	sigset_t block, orig;
+	bool tty, keys;
+	char err[4400];
+	int ret = 1;
+
+	for (int i = 1; i < argc; i++) {
+		char *endp;
+		if (strcmp(argv[i], "--interval") == 0 || strcmp(argv[i], "-n") == 0) {
+			if (++i == argc)
+				return bad_arg("top", "--interval needs SECONDS", NULL);
+			errno = 0;
+			interval = strtod(argv[i], &endp);
+			if (*endp || errno || !(interval >= 0.05 && interval <= 3600))
+				return bad_arg("top", "--interval: seconds from 0.05 to 3600, got",
+					       argv[i]);
+		} else if (strcmp(argv[i], "--count") == 0 || strcmp(argv[i], "-c") == 0) {
+			if (++i == argc)
+				return bad_arg("top", "--count needs N", NULL);
+			errno = 0;
+			count = strtol(argv[i], &endp, 10);
+			if (*endp || errno || count < 1)
+				return bad_arg("top", "--count: a positive integer, got", argv[i]);
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			printf("usage: batchfs top [--interval SECONDS] [--count N] MOUNTPOINT\n");
+			return 0;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			return bad_arg("top", "unknown option", argv[i]);
+		} else if (mnt) {
+			return bad_arg("top", "one MOUNTPOINT only, got another", argv[i]);
+		} else {
+			mnt = argv[i];
+		}
+	}
+	if (!mnt)
+		return bad_arg("top", "MOUNTPOINT missing", NULL);
+	if (snap_read(&cur, mnt, err, sizeof(err)) != 0) {
+		fprintf(stderr, "batchfs: %s\n", err);
+		return 1;
+	}
+
+	/* Signals stay blocked except inside ppoll, so none is lost between a
+	 * check of stop_sig and the wait. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &orig);
+
+	tty = isatty(STDOUT_FILENO);
+	keys = tty && isatty(STDIN_FILENO);
+	if (keys && tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
+		struct termios t = saved_tio;
+		t.c_lflag &= (tcflag_t) ~(ICANON | ECHO); /* keys one by one, unechoed; ISIG stays */
+		t.c_cc[VMIN] = 1;
+		t.c_cc[VTIME] = 0;
+		tio_saved = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+	}
+	if (tty) {
+		fputs("\033[?1049h\033[?25l\033[H\033[2J", stdout); /* own screen, no cursor */
+		screen_on = true;
+		draw_frame(NULL, &cur, mnt, interval);
+	} else {
+		fputs(plain_head, stdout);
+		fflush(stdout);
+	}
+
+	for (long n = 0; !count || n < count;) {
+		double due = cur.t + interval, left;
+		bool quit = false;
+
+		while (!stop_sig && !quit && (left = due - mono_now()) > 0) {
+			struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+			struct timespec ts = { .tv_sec = (time_t)left,
+					       .tv_nsec = (long)((left - (double)(time_t)left) * 1e9) };
+			int r = ppoll(&pfd, keys ? 1 : 0, &ts, &orig);
+			if (r > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
+				char ch;
+				ssize_t k = read(STDIN_FILENO, &ch, 1);
+				if (k <= 0 || ch == 'q' || ch == 'Q' || ch == 3 /* ^C */)
+					quit = true;
+			}
+		}
+		if (stop_sig || quit) {
+			ret = 0;
+			goto out;
+		}
+		snap_clear(&prev);
+		prev = cur;
+		memset(&cur, 0, sizeof(cur));
+		if (snap_read(&cur, mnt, err, sizeof(err)) != 0) {
+			/* the mount went away: say so on the restored screen */
+			screen_leave();
+			fprintf(stderr, "batchfs: %s\n", err);
+			ret = 1;
+			goto out;
+		}
+		n++;
+		if (tty)
+			draw_frame(&prev, &cur, mnt, interval);
+		else
+			plain_line(&prev, &cur);
+		if (ferror(stdout)) /* a closed pipe */
+			goto out;
+	}
+	ret = 0;
+out:
+	screen_leave();
+	sigprocmask(SIG_SETMASK, &orig, NULL);
+	snap_clear(&prev);
+	snap_clear(&cur);
+	return ret;
+}
