@@ -227,10 +227,61 @@ static int scalar_from_json(const struct bfs_feature_spec *f, const char *key, j
 	return 0;
 }
 
+/* "content"/"max_width"/"max_height" (inference's note) and "decode":
+ * "image" with "resize" and "filter". */
+static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *shp)
+{
+	json_t *jdec = json_object_get(obj, "decode"), *jres = json_object_get(obj, "resize");
+	json_t *jfil = json_object_get(obj, "filter"), *jcon = json_object_get(obj, "content");
+	json_t *jmw = json_object_get(obj, "max_width"), *jmh = json_object_get(obj, "max_height");
+
+	if (jcon) {
+		if (f->kind != BFS_KIND_BYTES || f->is_list)
+			return spec_err(f, "\"content\" only applies to a bytes feature");
+		if (!json_is_string(jcon) ||
+		    (f->content = bfs_image_fmt_parse(json_string_value(jcon))) == BFS_IMAGE_UNKNOWN)
+			return spec_err(f, "\"content\" must be \"jpeg\" or \"png\"");
+	}
+	if ((jmw || jmh) && !jcon)
+		return spec_err(f, "\"max_width\"/\"max_height\" only go with \"content\"");
+	if (jmw && (!json_is_integer(jmw) || json_integer_value(jmw) < 0 ||
+		    json_integer_value(jmw) > UINT32_MAX))
+		return spec_err(f, "\"max_width\" must be an integer in 0..%u", UINT32_MAX);
+	if (jmh && (!json_is_integer(jmh) || json_integer_value(jmh) < 0 ||
+		    json_integer_value(jmh) > UINT32_MAX))
+		return spec_err(f, "\"max_height\" must be an integer in 0..%u", UINT32_MAX);
+	f->content_w = jmw ? (int64_t)json_integer_value(jmw) : 0;
+	f->content_h = jmh ? (int64_t)json_integer_value(jmh) : 0;
+	if (!jdec) {
+		if (jres || jfil)
+			return spec_err(f, "\"resize\"/\"filter\" only apply with \"decode\": \"image\"");
+		return 0;
+	}
+	if (!json_is_string(jdec) || strcmp(json_string_value(jdec), "image") != 0)
+		return spec_err(f, "\"decode\" must be \"image\"");
+	if (f->kind != BFS_KIND_BYTES || f->is_list || f->layout != BFS_LAYOUT_FIXED)
+		return spec_err(f, "\"decode\": \"image\" needs a bytes feature of fixed \"shape\" [H, W, C]");
+	if (f->dtype != BFS_DT_U8)
+		return spec_err(f, "\"decode\": \"image\" gives \"dtype\" \"uint8\", not \"%s\"",
+				bfs_dtype_name(f->dtype));
+	if (f->ndim != 3 || f->shape[0] < 1 || f->shape[1] < 1 || f->shape[0] > UINT16_MAX ||
+	    f->shape[1] > UINT16_MAX || (f->shape[2] != 1 && f->shape[2] != 3 && f->shape[2] != 4))
+		return spec_err(f, "bad \"shape\" %s for \"decode\": \"image\": [H, W, C] with H and W in 1..65535, C 1, 3 or 4",
+				shp);
+	f->image = true;
+	if (jres && (!json_is_string(jres) || bfs_resize_parse(json_string_value(jres), &f->resize)))
+		return spec_err(f, "\"resize\" must be \"stretch\", \"fit\" or \"crop\"");
+	if (jfil && (!json_is_string(jfil) || bfs_filter_parse(json_string_value(jfil), &f->filter)))
+		return spec_err(f, "\"filter\" must be \"bilinear\" or \"area\"");
+	return 0;
+}
+
 static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 {
 	static const char *const known[] = { "kind", "shape", "dtype", "max_len",
-					     "pad", "default", "ragged", "max_steps" };
+					     "pad", "default", "ragged", "max_steps",
+					     "decode", "resize", "filter", "content",
+					     "max_width", "max_height" };
 	json_t *jkind, *jshape, *jdtype, *jmax_len, *jpad, *jdflt, *jragged, *jsteps, *v;
 	const char *key;
 	char shp[160];
@@ -411,7 +462,7 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 			return err;
 		f->has_default = true;
 	}
-	return 0;
+	return image_from_json(f, obj, shp);
 }
 
 /* Parse the specs of one JSON object ("features" or "feature_lists"). */
@@ -578,6 +629,16 @@ static json_t *spec_to_json(const struct bfs_feature_spec *f)
 		set_new(o, "ragged", json_true(), &ok);
 	} else if (f->has_default) {
 		set_new(o, "default", json_scalar(f, f->dflt), &ok);
+	}
+	if (f->image) {
+		set_new(o, "decode", json_string("image"), &ok);
+		set_new(o, "resize", json_string(bfs_resize_name(f->resize)), &ok);
+		set_new(o, "filter", json_string(bfs_filter_name(f->filter)), &ok);
+	}
+	if (f->content != BFS_IMAGE_UNKNOWN) {
+		set_new(o, "content", json_string(bfs_image_fmt_name(f->content)), &ok);
+		set_new(o, "max_width", json_integer((json_int_t)f->content_w), &ok);
+		set_new(o, "max_height", json_integer((json_int_t)f->content_h), &ok);
 	}
 	if (!ok) {
 		json_decref(o);
@@ -758,6 +819,11 @@ struct fstat {
 	uint64_t max_steps;
 	uint64_t step_min_count, step_max_count; /* values per step (untyped: 0) */
 	uint64_t step_max_len;                   /* longest bytes value of a step */
+	/* bytes: the image format of every value so far (UNKNOWN before the
+	 * first), or not_image once one is not that; the largest size */
+	enum bfs_image_fmt img;
+	bool not_image;
+	uint32_t img_w, img_h;
 };
 
 struct bfs_infer {
@@ -833,6 +899,27 @@ static void stat_init(struct fstat *st, char *name, enum bfs_kind kind)
 	st->step_min_count = UINT64_MAX;
 }
 
+/* Note the image format and size of one bytes value (header only). */
+static void stat_add_image(struct fstat *st, const uint8_t *data, size_t len)
+{
+	enum bfs_image_fmt fmt;
+	uint32_t w, h;
+
+	if (st->not_image)
+		return;
+	if (bfs_image_sniff(data, len) == BFS_IMAGE_UNKNOWN ||
+	    bfs_image_probe(data, len, &fmt, &w, &h) != 0 ||
+	    (st->img != BFS_IMAGE_UNKNOWN && st->img != fmt)) {
+		st->not_image = true;
+		return;
+	}
+	st->img = fmt;
+	if (w > st->img_w)
+		st->img_w = w;
+	if (h > st->img_h)
+		st->img_h = h;
+}
+
 static void stat_add_values(struct fstat *st, const struct bfs_values *v)
 {
 	st->present++;
@@ -848,6 +935,7 @@ static void stat_add_values(struct fstat *st, const struct bfs_values *v)
 				st->min_len = n;
 			if (n > st->max_len)
 				st->max_len = n;
+			stat_add_image(st, v->b[j].data, n);
 		}
 	}
 }
@@ -1045,6 +1133,11 @@ static int spec_from_stat(struct bfs_feature_spec *f, const struct fstat *st, ui
 	}
 	if (st->max_len > (uint64_t)BFS_MAX_LEN_CAP)
 		return cap_err("feature", st->name, "bytes in one value", st->max_len);
+	if (!st->not_image && st->img != BFS_IMAGE_UNKNOWN) {
+		f->content = st->img;
+		f->content_w = st->img_w;
+		f->content_h = st->img_h;
+	}
 	if (st->max_count > 1) {
 		f->layout = BFS_LAYOUT_RAGGED2;
 		f->ndim = 2;
@@ -1187,6 +1280,8 @@ static int check_feature(const struct bfs_feature_spec *f, const struct bfs_valu
 		}
 		if (v->count != 1)
 			return check_err(f, "%zu values, a fixed-shape bytes feature takes exactly 1", v->count);
+		if (f->image)
+			return 0; /* any length: it is decoded to the shape */
 		want *= bfs_dtype_size(f->dtype);
 		if (v->b[0].len != want)
 			return check_err(f, "value of %zu bytes, schema shape %s of %s needs %llu", v->b[0].len,
@@ -1274,4 +1369,80 @@ void bfs_spec_ragged_counts(const struct bfs_feature_spec *f, const struct bfs_e
 	if (v->kind == BFS_KIND_BYTES)
 		for (size_t i = 0; i < v->count; i++)
 			*nbytes += v->b[i].len;
+}
+
+/* ---- image= --------------------------------------------------------------------------- */
+
+/* "224" -> 224 in 1..max; -1 when not a plain decimal in range. */
+static long dim_parse(const char *p, size_t len, long max)
+{
+	long v = 0;
+
+	if (len == 0 || len > 6)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		v = v * 10 + (p[i] - '0');
+	}
+	return v >= 1 && v <= max ? v : -1;
+}
+
+int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
+{
+	const char *colon = strrchr(arg, ':'), *size, *x;
+	size_t name_len, size_len;
+	long h, w, c = 3;
+	ssize_t at;
+	struct bfs_feature_spec *f;
+
+	if (!colon)
+		return bfs_err_set(-EINVAL, "image=%.200s: expected FEATURE:HxW[:C]", arg);
+	/* FEATURE:HxW:C when the last part is the channel count */
+	if (!strchr(colon + 1, 'x') && colon > arg) {
+		const char *prev = colon - 1;
+		while (prev > arg && *prev != ':')
+			prev--;
+		if (*prev != ':')
+			return bfs_err_set(-EINVAL, "image=%.200s: expected FEATURE:HxW[:C]", arg);
+		c = dim_parse(colon + 1, strlen(colon + 1), 4);
+		if (c != 1 && c != 3 && c != 4)
+			return bfs_err_set(-EINVAL, "image=%.200s: channels must be 1, 3 or 4", arg);
+		size = prev + 1;
+		size_len = (size_t)(colon - size);
+		name_len = (size_t)(prev - arg);
+	} else {
+		size = colon + 1;
+		size_len = strlen(size);
+		name_len = (size_t)(colon - arg);
+	}
+	x = memchr(size, 'x', size_len);
+	h = x ? dim_parse(size, (size_t)(x - size), UINT16_MAX) : -1;
+	w = x ? dim_parse(x + 1, size_len - (size_t)(x + 1 - size), UINT16_MAX) : -1;
+	if (h < 0 || w < 0)
+		return bfs_err_set(-EINVAL, "image=%.200s: size must be HxW with H and W in 1..65535",
+				   arg);
+	at = name_len ? spec_find_n(s->features, s->nfeatures, arg, name_len) : -1;
+	if (at < 0)
+		return bfs_err_set(-ENOENT, "image=%.200s: no feature '%.*s' in the schema", arg,
+				   (int)(name_len > 200 ? 200 : name_len), arg);
+	f = &s->features[at];
+	if (f->kind != BFS_KIND_BYTES)
+		return bfs_err_set(-EINVAL, "image=%.200s: feature '%.200s' is %s, not bytes", arg,
+				   f->name, bfs_kind_name(f->kind));
+	if (f->layout == BFS_LAYOUT_RAGGED2)
+		return bfs_err_set(-EINVAL,
+				   "image=%.200s: feature '%.200s' has several values per record, an image feature one",
+				   arg, f->name);
+	f->layout = BFS_LAYOUT_FIXED;
+	f->dtype = BFS_DT_U8;
+	f->ndim = 3;
+	f->shape[0] = h;
+	f->shape[1] = w;
+	f->shape[2] = c;
+	f->max_len = 0;
+	f->image = true;
+	f->resize = BFS_RESIZE_STRETCH;
+	f->filter = BFS_FILTER_BILINEAR;
+	return 0;
 }

@@ -131,6 +131,42 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 	return s;
 }
 
+/* README.txt's lines on images: how each JPEG/PNG feature is served, and
+ * the image= option that decodes one that is not decoded yet. */
+static char *image_notes(const struct bfs_schema *s)
+{
+	char *out = strdup(""), *t;
+
+	for (size_t i = 0; out && i < s->nfeatures; i++) {
+		const struct bfs_feature_spec *f = &s->features[i];
+		int n = 0;
+
+		if (f->image)
+			n = asprintf(&t, "%s  %s: decoded from JPEG/PNG to uint8 [B, %lld, %lld, %lld] "
+					 "(resize %s, filter %s)\n",
+				     out, f->name, (long long)f->shape[0], (long long)f->shape[1],
+				     (long long)f->shape[2], bfs_resize_name(f->resize),
+				     bfs_filter_name(f->filter));
+		else if (f->content != BFS_IMAGE_UNKNOWN)
+			n = asprintf(&t, "%s  %s: %s images up to %lldx%lld (width x height), served as "
+					 "bytes;\n    decode them into uint8 [B, 224, 224, 3] with "
+					 "-o image=%s:224x224\n",
+				     out, f->name, bfs_image_fmt_name(f->content), (long long)f->content_w,
+				     (long long)f->content_h, f->name);
+		else
+			continue;
+		free(out);
+		out = n < 0 ? NULL : t;
+	}
+	if (out && *out) {
+		if (asprintf(&t, "\nImages:\n%s", out) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+	}
+	return out;
+}
+
 static void print_bad(void *ctx, const char *shard, const char *msg)
 {
 	(void)ctx;
@@ -210,6 +246,13 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		fprintf(stderr, "batchfs: option 'features=%s': %s\n", o->features, bfs_err_msg());
 		goto out;
 	}
+	for (unsigned i = 0; i < o->nimage; i++) {
+		if (bfs_schema_set_image(schema, o->image[i]) != 0) {
+			fprintf(stderr, "batchfs: option '%s'\n",
+				bfs_err_msg()); /* the message starts with image=... */
+			goto out;
+		}
+	}
 	if (schema->nfeatures + schema->nlists == 0) {
 		fprintf(stderr, "batchfs: %s: no features to serve (the records hold no typed "
 				"feature)\n",
@@ -228,6 +271,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.max_batch_bytes = o->cache_size,
 		.jobs = o->threads,
 		.chunk_rows = o->chunk_rows,
+		.image_max_pixels = o->image_max_pixels,
 	};
 	rc = bfs_batcher_new(&b, ds, schema, &bo);
 	if (rc) {
@@ -262,6 +306,14 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		snprintf(first_npy, sizeof(first_npy), "%s.npy", bfs_batcher_plan(b)->t[0].name);
 	opts = bfs_options_describe(o);
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
+	if (readme) {
+		char *notes = image_notes(schema), *full = NULL;
+		if (notes && *notes && asprintf(&full, "%s%s", readme, notes) >= 0) {
+			free(readme);
+			readme = full;
+		}
+		free(notes);
+	}
 	struct bfs_fs_config cfg = {
 		.ds = ds,
 		.batcher = b,
