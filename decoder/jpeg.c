@@ -45,13 +45,21 @@ static tjhandle thread_handle(void)
 	return h;
 }
 
+/* The error of the thread's handle, which is then dropped: a decompressor
+ * that failed mid-image is not trusted with the next one. */
 static int jpeg_err(tjhandle h)
 {
 	const char *m = tjGetErrorStr2(h);
 	size_t n = m ? strlen(m) : 0;
+	int rc;
 
 	/* the library's messages end without a period; keep them one line */
-	return bfs_err_set(-EBADMSG, "jpeg: %.*s", (int)(n > 200 ? 200 : n), m ? m : "decode failed");
+	rc = bfs_err_set(-EBADMSG, "jpeg: %.*s", (int)(n > 200 ? 200 : n), m ? m : "decode failed");
+	if (pthread_getspecific(handle_key) == h) {
+		(void)pthread_setspecific(handle_key, NULL);
+		tjDestroy(h);
+	}
+	return rc;
 }
 
 /* libjpeg's headers are in a JPEG of at least a few bytes; TurboJPEG takes

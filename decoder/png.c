@@ -61,6 +61,10 @@ int bfs_png_decode(const uint8_t *data, size_t len, unsigned c, uint8_t **out, u
 		goto out;
 	}
 	e = spng_decode_image(ctx, pix, n, fmt, c == 4 ? SPNG_DECODE_TRNS : 0);
+	/* the chunks after the image data, to IEND: this is also what checks the
+	 * last IDAT chunk's CRC, which the image decode stops short of */
+	if (!e)
+		e = spng_decode_chunks(ctx);
 	if (e) {
 		rc = png_err(e);
 		goto out;

@@ -167,3 +167,56 @@ def psnr(a, b):
     d = a.astype(np.float64) - b.astype(np.float64)
     mse = np.mean(d * d)
     return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+# ------------------------------------------------------------ numpy references
+# The resize DESIGN.md's filters describe, written independently of
+# decoder/resize.c as dense weight matrices (float64): out = Wy @ img @ Wx.T.
+
+
+def _axis_weights(n_src, start, size, n_out, filt):
+    W = np.zeros((n_out, n_src))
+    scale = size / n_out
+    for i in range(n_out):
+        if filt == "bilinear":
+            c = start + (i + 0.5) * scale - 0.5
+            f0 = int(np.floor(c))
+            fr = c - f0
+            a, b = min(max(f0, 0), n_src - 1), min(max(f0 + 1, 0), n_src - 1)
+            W[i, a] += 1 - fr
+            W[i, b] += fr
+        else:  # area: overlap of [a, b) with each source pixel [p, p+1)
+            a, b = start + i * scale, start + (i + 1) * scale
+            for p in range(max(int(np.floor(a)), 0), min(int(np.ceil(b)), n_src)):
+                W[i, p] = min(b, p + 1) - max(a, p)
+            W[i] /= W[i].sum()
+    return W
+
+
+def resize_ref(img, region, out_h, out_w, filt):
+    """img uint8 [h, w, c]; region (x, y, w, h) in source pixels."""
+    x, y, rw, rh = region
+    Wy = _axis_weights(img.shape[0], y, rh, out_h, filt)
+    Wx = _axis_weights(img.shape[1], x, rw, out_w, filt)
+    f = img.astype(np.float64)
+    out = np.stack([Wy @ f[:, :, k] @ Wx.T for k in range(f.shape[2])], -1)
+    return np.clip(np.floor(out + 0.5), 0, 255).astype(np.uint8)
+
+
+def place_ref(img, H, W, mode, filt):
+    """The whole resize as DESIGN.md states it: stretch, fit (keep aspect,
+    centred, pad 0) or crop (keep aspect, cover, centre crop)."""
+    h, w = img.shape[:2]
+    c = img.shape[2]
+    if mode == "stretch":
+        return resize_ref(img, (0, 0, w, h), H, W, filt)
+    if mode == "crop":
+        s = max(W / w, H / h)
+        cw, ch = min(W / s, w), min(H / s, h)
+        return resize_ref(img, ((w - cw) / 2, (h - ch) / 2, cw, ch), H, W, filt)
+    s = min(W / w, H / h)
+    bw, bh = max(1, min(W, int(np.floor(w * s + 0.5)))), max(1, min(H, int(np.floor(h * s + 0.5))))
+    out = np.zeros((H, W, c), np.uint8)
+    ox, oy = (W - bw) // 2, (H - bh) // 2
+    out[oy:oy + bh, ox:ox + bw] = resize_ref(img, (0, 0, w, h), bh, bw, filt)
+    return out
