@@ -126,12 +126,23 @@ uint64_t bfs_spec_elems(const struct bfs_feature_spec *f)
 	return p;
 }
 
+static void names_free(struct bfs_feature_spec *f)
+{
+	for (size_t i = 0; i < f->nnames; i++)
+		free(f->names[i]);
+	free(f->names);
+	f->names = NULL;
+	f->nnames = 0;
+}
+
 void bfs_schema_free(struct bfs_schema *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nfeatures; i++)
+	for (size_t i = 0; i < s->nfeatures; i++) {
 		free(s->features[i].name);
+		names_free(&s->features[i]);
+	}
 	for (size_t i = 0; i < s->nlists; i++)
 		free(s->lists[i].name);
 	free(s->features);
@@ -150,11 +161,26 @@ static int specs_clone(struct bfs_feature_spec **out, const struct bfs_feature_s
 	if (!a)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
+		bool ok;
 		a[i] = src[i];
+		a[i].names = NULL;
+		a[i].nnames = 0;
 		a[i].name = strdup(src[i].name);
-		if (!a[i].name) {
-			for (size_t j = 0; j < i; j++)
+		ok = a[i].name != NULL;
+		if (ok && src[i].nnames) {
+			a[i].names = calloc(src[i].nnames, sizeof(char *));
+			ok = a[i].names != NULL;
+			for (size_t k = 0; ok && k < src[i].nnames; k++) {
+				a[i].names[k] = strdup(src[i].names[k]);
+				ok = a[i].names[k] != NULL;
+				a[i].nnames = k + 1;
+			}
+		}
+		if (!ok) {
+			for (size_t j = 0; j <= i; j++) {
 				free(a[j].name);
+				names_free(&a[j]);
+			}
 			free(a);
 			return -ENOMEM;
 		}
@@ -227,6 +253,33 @@ static int scalar_from_json(const struct bfs_feature_spec *f, const char *key, j
 	return 0;
 }
 
+/* "names": class names of an int64 label. */
+static int names_from_json(struct bfs_feature_spec *f, json_t *jn)
+{
+	size_t n;
+
+	if (!jn)
+		return 0;
+	if (f->kind != BFS_KIND_INT64 || f->is_list || !json_is_array(jn))
+		return spec_err(f, "\"names\" must be an array of strings on an int64 feature");
+	n = json_array_size(jn);
+	if (n > 10000000)
+		return spec_err(f, "\"names\" has %zu entries, too many", n);
+	for (size_t i = 0; i < n; i++)
+		if (!json_is_string(json_array_get(jn, i)))
+			return spec_err(f, "\"names\" entry %zu is not a string", i);
+	f->names = calloc(n ? n : 1, sizeof(char *));
+	if (!f->names)
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		f->names[i] = strdup(json_string_value(json_array_get(jn, i)));
+		if (!f->names[i])
+			return bfs_err_set(-ENOMEM, "schema: out of memory");
+		f->nnames = i + 1;
+	}
+	return 0;
+}
+
 /* "content"/"max_width"/"max_height" (inference's note) and "decode":
  * "image" with "resize" and "filter". */
 static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *shp)
@@ -281,7 +334,7 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 	static const char *const known[] = { "kind", "shape", "dtype", "max_len",
 					     "pad", "default", "ragged", "max_steps",
 					     "decode", "resize", "filter", "content",
-					     "max_width", "max_height" };
+					     "max_width", "max_height", "names" };
 	json_t *jkind, *jshape, *jdtype, *jmax_len, *jpad, *jdflt, *jragged, *jsteps, *v;
 	const char *key;
 	char shp[160];
@@ -462,6 +515,9 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 			return err;
 		f->has_default = true;
 	}
+	err = names_from_json(f, json_object_get(obj, "names"));
+	if (err < 0)
+		return err;
 	return image_from_json(f, obj, shp);
 }
 
@@ -512,8 +568,10 @@ static int specs_from_json(struct bfs_feature_spec **out, size_t *nout, json_t *
 	return 0;
 
 out_free:
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(a[i].name);
+		names_free(&a[i]);
+	}
 	free(a);
 	return err;
 }
@@ -635,6 +693,15 @@ static json_t *spec_to_json(const struct bfs_feature_spec *f)
 		set_new(o, "resize", json_string(bfs_resize_name(f->resize)), &ok);
 		set_new(o, "filter", json_string(bfs_filter_name(f->filter)), &ok);
 	}
+	if (f->nnames) {
+		json_t *a = json_array();
+		for (size_t i = 0; a && i < f->nnames; i++)
+			if (json_array_append_new(a, json_string(f->names[i])) < 0) {
+				json_decref(a);
+				a = NULL;
+			}
+		set_new(o, "names", a, &ok);
+	}
 	if (f->content != BFS_IMAGE_UNKNOWN) {
 		set_new(o, "content", json_string(bfs_image_fmt_name(f->content)), &ok);
 		set_new(o, "max_width", json_integer((json_int_t)f->content_w), &ok);
@@ -746,10 +813,12 @@ static void specs_keep(struct bfs_feature_spec *a, size_t *n, const bool *keep)
 	size_t k = 0;
 
 	for (size_t i = 0; i < *n; i++) {
-		if (keep[i])
+		if (keep[i]) {
 			a[k++] = a[i];
-		else
+		} else {
 			free(a[i].name);
+			names_free(&a[i]);
+		}
 	}
 	*n = k;
 }
@@ -1445,4 +1514,196 @@ int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
 	f->resize = BFS_RESIZE_STRETCH;
 	f->filter = BFS_FILTER_BILINEAR;
 	return 0;
+}
+
+/* ---- TFDS features.json ----------------------------------------------------------------- */
+
+static struct bfs_feature_spec *spec_find(struct bfs_schema *s, const char *name)
+{
+	ssize_t at = spec_find_n(s->features, s->nfeatures, name, strlen(name));
+	return at < 0 ? NULL : &s->features[at];
+}
+
+/* {"dimensions": ["28", "28", "1"]} (strings or integers; -1 unknown). ndim
+ * -1 when malformed; *known false when a dimension is unknown. */
+static int tfds_dims(json_t *shape, int64_t *dims, bool *known)
+{
+	json_t *d = shape ? json_object_get(shape, "dimensions") : NULL;
+	int n;
+
+	*known = true;
+	if (!shape)
+		return -1;
+	if (!d)
+		return 0; /* {} : a scalar */
+	if (!json_is_array(d) || json_array_size(d) > BFS_MAX_DIMS)
+		return -1;
+	n = (int)json_array_size(d);
+	for (int i = 0; i < n; i++) {
+		json_t *v = json_array_get(d, (size_t)i);
+		long long x;
+		if (json_is_integer(v))
+			x = (long long)json_integer_value(v);
+		else if (json_is_string(v))
+			x = strtoll(json_string_value(v), NULL, 10);
+		else
+			return -1;
+		if (x < 0)
+			*known = false;
+		dims[i] = x;
+	}
+	return n;
+}
+
+static int set_names_lines(struct bfs_feature_spec *f, const char *text)
+{
+	size_t n = 0;
+	const char *p;
+
+	names_free(f);
+	for (p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		n++;
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+	f->names = calloc(n ? n : 1, sizeof(char *));
+	if (!f->names)
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	for (p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		if (len && p[len - 1] == '\r')
+			len--;
+		f->names[f->nnames] = strndup(p, len);
+		if (!f->names[f->nnames])
+			return bfs_err_set(-ENOMEM, "schema: out of memory");
+		f->nnames++;
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+	return 0;
+}
+
+static int tfds_class_label(struct bfs_feature_spec *f, json_t *cl, bfs_labels_fn labels, void *ctx)
+{
+	char *text = labels ? labels(ctx, f->name) : NULL;
+	json_t *jn = json_object_get(cl, "names"), *jc = json_object_get(cl, "numClasses");
+	long long nc = -1;
+	int rc;
+
+	if (f->kind != BFS_KIND_INT64)
+		return 0;
+	if (text) {
+		rc = set_names_lines(f, text);
+		free(text);
+		return rc;
+	}
+	if (jn && json_is_array(jn)) {
+		names_free(f);
+		return names_from_json(f, jn);
+	}
+	if (json_is_integer(jc))
+		nc = (long long)json_integer_value(jc);
+	else if (json_is_string(jc))
+		nc = strtoll(json_string_value(jc), NULL, 10);
+	if (nc <= 0 || nc > 10000000)
+		return 0;
+	names_free(f);
+	f->names = calloc((size_t)nc, sizeof(char *));
+	if (!f->names)
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	for (long long i = 0; i < nc; i++) {
+		if (asprintf(&f->names[i], "%lld", i) < 0) {
+			f->names[i] = NULL;
+			return bfs_err_set(-ENOMEM, "schema: out of memory");
+		}
+		f->nnames = (size_t)i + 1;
+	}
+	return 0;
+}
+
+static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
+		     bfs_labels_fn labels, void *ctx, int depth)
+{
+	const char *key;
+	json_t *v;
+	int rc;
+
+	if (!json_is_object(features))
+		return bfs_err_set(-EINVAL, "features.json: \"features\" of '%s' is not an object",
+				   prefix[0] ? prefix : "(top)");
+	if (depth > 16)
+		return bfs_err_set(-EINVAL, "features.json: nested more than 16 deep at '%s'", prefix);
+	json_object_foreach(features, key, v) {
+		char name[1024];
+		struct bfs_feature_spec *f;
+		json_t *x;
+		int64_t dims[BFS_MAX_DIMS];
+		bool known;
+		int nd;
+
+		snprintf(name, sizeof(name), "%s%s%s", prefix, prefix[0] ? "/" : "", key);
+		if (!json_is_object(v))
+			return bfs_err_set(-EINVAL, "features.json: feature '%s' is not an object", name);
+		if ((x = json_object_get(v, "featuresDict"))) {
+			rc = tfds_walk(s, json_object_get(x, "features"), name, labels, ctx, depth + 1);
+			if (rc)
+				return rc;
+			continue;
+		}
+		f = spec_find(s, name);
+		if (!f)
+			continue; /* in no record (or not selected): nothing to refine */
+		if ((x = json_object_get(v, "image"))) {
+			nd = tfds_dims(json_object_get(x, "shape"), dims, &known);
+			if (nd == 3 && known && dims[0] > 0 && dims[1] > 0 && dims[0] <= UINT16_MAX &&
+			    dims[1] <= UINT16_MAX && (dims[2] == 1 || dims[2] == 3 || dims[2] == 4) &&
+			    f->kind == BFS_KIND_BYTES && f->layout != BFS_LAYOUT_RAGGED2) {
+				f->layout = BFS_LAYOUT_FIXED;
+				f->dtype = BFS_DT_U8;
+				f->ndim = 3;
+				memcpy(f->shape, dims, 3 * sizeof(*dims));
+				f->max_len = 0;
+				f->image = true;
+				f->resize = BFS_RESIZE_STRETCH;
+				f->filter = BFS_FILTER_BILINEAR;
+			}
+		} else if ((x = json_object_get(v, "classLabel"))) {
+			rc = tfds_class_label(f, x, labels, ctx);
+			if (rc)
+				return rc;
+		} else if ((x = json_object_get(v, "tensor"))) {
+			nd = tfds_dims(json_object_get(x, "shape"), dims, &known);
+			if (nd < 0)
+				return bfs_err_set(-EINVAL, "features.json: feature '%s': bad \"shape\"", name);
+			if (known && f->layout == BFS_LAYOUT_FIXED && f->kind != BFS_KIND_BYTES) {
+				uint64_t p = 1;
+				for (int i = 0; i < nd; i++)
+					p *= (uint64_t)dims[i];
+				if (p == bfs_spec_elems(f)) {
+					f->ndim = nd;
+					memcpy(f->shape, dims, (size_t)nd * sizeof(*dims));
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len,
+			  bfs_labels_fn labels, void *ctx)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, 0, &jerr), *fd;
+	int rc;
+
+	if (!root)
+		return bfs_err_set(-EINVAL, "features.json: JSON error at line %d, column %d: %s",
+				   jerr.line, jerr.column, jerr.text);
+	fd = json_object_get(root, "featuresDict");
+	if (!fd)
+		rc = bfs_err_set(-EINVAL, "features.json: no top-level \"featuresDict\"");
+	else
+		rc = tfds_walk(s, json_object_get(fd, "features"), "", labels, ctx, 0);
+	json_decref(root);
+	return rc;
 }

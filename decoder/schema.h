@@ -96,6 +96,9 @@ struct bfs_feature_spec {
 	 * PNG ("content"), with the largest width and height seen */
 	enum bfs_image_fmt content;
 	int64_t content_w, content_h;
+	/* "names": a class label's names, value i is names[i] (TFDS ClassLabel) */
+	char **names;
+	size_t nnames;
 };
 
 struct bfs_schema {
@@ -146,6 +149,18 @@ int bfs_schema_select(struct bfs_schema *s, const char *csv);
  * naming what is wrong, -ENOENT for an unknown feature; s is unchanged
  * then. */
 int bfs_schema_set_image(struct bfs_schema *s, const char *arg);
+
+/* A TFDS folder's features.json refines an inferred schema: Image features
+ * of fully known shape decode at it (their encodingFormat is what the
+ * bytes are sniffed for anyway), ClassLabel features get their names
+ * (labels_file(ctx, NAME) returns the malloc'd text of NAME.labels.txt, or
+ * NULL; else "names" in features.json; else "0".."numClasses-1"),
+ * Tensor/Scalar features of fully known shape get that shape when their
+ * value count agrees. Nested FeaturesDicts name their features A/B.
+ * -EINVAL naming features.json and the field on malformed JSON. */
+typedef char *(*bfs_labels_fn)(void *ctx, const char *feature);
+int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len,
+			  bfs_labels_fn labels_file, void *ctx);
 
 /* Inference accumulator. A failed add leaves it as it was (a record can be
  * skipped and inference go on). A name that cannot be a path
