@@ -2,64 +2,27 @@
  * jpeg.c — JPEG through libjpeg-turbo's TurboJPEG API (the only file that
  * includes <turbojpeg.h>). See image_impl.h.
  *
- * One decompressor handle per thread, made on first use and destroyed when
- * the thread exits. Any warning (a truncated scan, corrupt data the
+ * A fresh decompressor handle for every image (a few microseconds against
+ * the milliseconds of a decode): fuzzing showed a reused handle could make
+ * the same bytes decode differently after some earlier input. Any warning (a truncated scan, corrupt data the
  * library would paper over with grey) fails the decode: a record must
  * never turn into an image that is silently wrong.
  */
 #include "image_impl.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <turbojpeg.h>
 
-static pthread_key_t handle_key;
-static pthread_once_t handle_once = PTHREAD_ONCE_INIT;
-
-static void handle_destroy(void *h)
-{
-	if (h)
-		tjDestroy(h);
-}
-
-static void handle_key_make(void)
-{
-	(void)pthread_key_create(&handle_key, handle_destroy);
-}
-
-static tjhandle thread_handle(void)
-{
-	tjhandle h;
-
-	pthread_once(&handle_once, handle_key_make);
-	h = pthread_getspecific(handle_key);
-	if (!h) {
-		h = tjInitDecompress();
-		if (h && pthread_setspecific(handle_key, h) != 0) {
-			tjDestroy(h);
-			h = NULL;
-		}
-	}
-	return h;
-}
-
-/* The error of the thread's handle, which is then dropped: a decompressor
- * that failed mid-image is not trusted with the next one. */
+/* The error of a handle, as one line. */
 static int jpeg_err(tjhandle h)
 {
 	const char *m = tjGetErrorStr2(h);
 	size_t n = m ? strlen(m) : 0;
-	int rc;
 
 	/* the library's messages end without a period; keep them one line */
-	rc = bfs_err_set(-EBADMSG, "jpeg: %.*s", (int)(n > 200 ? 200 : n), m ? m : "decode failed");
-	if (pthread_getspecific(handle_key) == h) {
-		(void)pthread_setspecific(handle_key, NULL);
-		tjDestroy(h);
-	}
-	return rc;
+	return bfs_err_set(-EBADMSG, "jpeg: %.*s", (int)(n > 200 ? 200 : n), m ? m : "decode failed");
 }
 
 /* libjpeg's headers are in a JPEG of at least a few bytes; TurboJPEG takes
@@ -86,14 +49,17 @@ static int header(tjhandle h, const uint8_t *data, size_t len, int *w, int *hh, 
 
 int bfs_jpeg_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h)
 {
-	tjhandle th = thread_handle();
+	tjhandle th;
 	int iw, ih, cs, rc;
 
-	if (!th)
-		return bfs_err_set(-ENOMEM, "jpeg: cannot create a decompressor");
 	if ((rc = check_len(len)))
 		return rc;
-	if ((rc = header(th, data, len, &iw, &ih, &cs)))
+	th = tjInitDecompress();
+	if (!th)
+		return bfs_err_set(-ENOMEM, "jpeg: cannot create a decompressor");
+	rc = header(th, data, len, &iw, &ih, &cs);
+	tjDestroy(th);
+	if (rc)
 		return rc;
 	*w = (uint32_t)iw;
 	*h = (uint32_t)ih;
@@ -135,19 +101,22 @@ static void cmyk_to(uint8_t *dst, const uint8_t *src, size_t npix, unsigned c)
 int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom, uint8_t **out,
 		    uint32_t *ow, uint32_t *oh)
 {
-	tjhandle th = thread_handle();
+	tjhandle th = NULL;
 	tjscalingfactor sf = { 1, (int)denom };
 	int iw, ih, cs, sw, sh, pf, rc;
 	uint8_t *pix = NULL, *tmp = NULL;
 	unsigned dc;
 
 	*out = NULL;
-	if (!th)
-		return bfs_err_set(-ENOMEM, "jpeg: cannot create a decompressor");
 	if (denom != 1 && denom != 2 && denom != 4 && denom != 8)
 		return bfs_err_set(-EINVAL, "jpeg: scale 1/%u is not offered", denom);
-	if ((rc = check_len(len)) || (rc = header(th, data, len, &iw, &ih, &cs)))
+	if ((rc = check_len(len)))
 		return rc;
+	th = tjInitDecompress();
+	if (!th)
+		return bfs_err_set(-ENOMEM, "jpeg: cannot create a decompressor");
+	if ((rc = header(th, data, len, &iw, &ih, &cs)))
+		goto out;
 	sw = TJSCALED(iw, sf);
 	sh = TJSCALED(ih, sf);
 	if (cs == TJCS_CMYK || cs == TJCS_YCCK) {
@@ -158,25 +127,31 @@ int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom,
 		dc = c;
 	}
 	pix = malloc((size_t)sw * (size_t)sh * dc);
-	if (!pix)
-		return bfs_err_set(-ENOMEM, "jpeg: no memory for a %dx%d image", sw, sh);
+	if (!pix) {
+		rc = bfs_err_set(-ENOMEM, "jpeg: no memory for a %dx%d image", sw, sh);
+		goto out;
+	}
 	if (tjDecompress2(th, data, (unsigned long)len, pix, sw, 0, sh, pf, TJFLAG_STOPONWARNING) != 0) {
 		rc = jpeg_err(th);
-		free(pix);
-		return rc;
+		goto out;
 	}
 	if (pf == TJPF_CMYK) {
 		tmp = malloc((size_t)sw * (size_t)sh * c);
 		if (!tmp) {
-			free(pix);
-			return bfs_err_set(-ENOMEM, "jpeg: no memory for a %dx%d image", sw, sh);
+			rc = bfs_err_set(-ENOMEM, "jpeg: no memory for a %dx%d image", sw, sh);
+			goto out;
 		}
 		cmyk_to(tmp, pix, (size_t)sw * (size_t)sh, c);
 		free(pix);
 		pix = tmp;
 	}
 	*out = pix;
+	pix = NULL;
 	*ow = (uint32_t)sw;
 	*oh = (uint32_t)sh;
-	return 0;
+	rc = 0;
+out:
+	free(pix);
+	tjDestroy(th);
+	return rc;
 }
