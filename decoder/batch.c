@@ -4,6 +4,7 @@
 #include "batch.h"
 
 #include "example.h"
+#include "image.h"
 #include "keymap.h"
 
 #include <pthread.h>
@@ -650,6 +651,39 @@ static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_value
 	return fail_feature(f, "unknown layout");
 }
 
+/* Row j of an image feature: its one JPEG/PNG value decoded and resized to
+ * the spec's [H, W, C]. */
+static int fill_image(const struct bfs_batcher *b, const struct bfs_feature_spec *f,
+		      const struct bfs_values *v, uint64_t j, struct cursor *c_main)
+{
+	struct bfs_image_target t = {
+		.h = (uint32_t)f->shape[0],
+		.w = (uint32_t)f->shape[1],
+		.c = (uint32_t)f->shape[2],
+		.resize = f->resize,
+		.filter = f->filter,
+		.max_pixels = b->o.image_max_pixels,
+	};
+	uint64_t isz = (uint64_t)t.h * t.w * t.c;
+	int rc;
+
+	if (!present(v))
+		return fail_feature(f, "missing (an image feature needs one value)");
+	if ((rc = check_kind(f, v)))
+		return rc;
+	if (v->count != 1)
+		return fail_feature(f, "%zu values, an image feature takes 1", v->count);
+	if ((j + 1) * isz > c_main->nbytes)
+		return fail_feature(f, "internal error: row %llu is outside the tensor",
+				    (unsigned long long)j);
+	rc = bfs_image_decode(c_main->base + j * isz, &t, v->b[0].data, v->b[0].len);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc)
+		return fail_feature(f, "%s", bfs_err_msg());
+	return 0;
+}
+
 static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_list *fl,
 		     uint64_t j, struct cursor *c_main, struct cursor *c_len)
 {
@@ -716,7 +750,10 @@ static int fill_row(const struct bfs_batcher *b, const struct bfs_bind *bd,
 		struct cursor *c_aux2 = dr->aux2 >= 0 ? &cur[dr->aux2] : NULL;
 		int rc;
 
-		if (f->is_list)
+		if (f->image)
+			rc = fill_image(b, f, bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name),
+					j, &cur[dr->main]);
+		else if (f->is_list)
 			rc = fill_list(f, bd ? bfs_bind_list(bd, dr->key) : bfs_example_find_list(ex, f->name),
 				       j, &cur[dr->main], c_aux);
 		else

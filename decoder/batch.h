@@ -35,6 +35,7 @@ struct bfs_batcher_opts {
 	uint64_t max_batch_bytes; /* 0: no limit */
 	unsigned jobs;            /* threads for the one-time ragged count pass */
 	uint64_t chunk_rows;      /* rows per chunk of all/; 0: about 2 MiB of rows */
+	uint64_t image_max_pixels; /* image features: larger images are corrupt; 0: default */
 };
 
 struct bfs_batcher;

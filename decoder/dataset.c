@@ -80,6 +80,52 @@ static bool leads_outside(const char *root_real, const char *path)
 	return !(strncmp(real, root_real, rl) == 0 && (real[rl] == '/' || real[rl] == '\0'));
 }
 
+bool bfs_source_not_shard(const char *name)
+{
+	static const char *const ext[] = { ".json", ".txt", ".md", ".crc", ".pbtxt", ".idx" };
+	size_t n = strlen(name);
+
+	if (name[0] == '_')
+		return true;
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(ext); i++) {
+		size_t e = strlen(ext[i]);
+		if (n >= e && strcmp(name + n - e, ext[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+int bfs_source_passed_over(char ***out, size_t *nout, const char *dir)
+{
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int rc = 0;
+
+	*out = NULL;
+	*nout = 0;
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) != NULL && !rc)
+		if (de->d_name[0] != '.' && bfs_source_not_shard(de->d_name))
+			rc = push_path(&v, &n, &cap, de->d_name);
+	closedir(d);
+	if (rc) {
+		bfs_source_free(v, n);
+		return rc;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), str_cmp);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
 static int resolve_dir(char ***v, size_t *n, size_t *cap, const char *dir, bool follow)
 {
 	char root_real[PATH_MAX];
@@ -96,7 +142,7 @@ static int resolve_dir(char ***v, size_t *n, size_t *cap, const char *dir, bool 
 		char path[PATH_MAX];
 		struct stat st, lst;
 
-		if (de->d_name[0] == '.')
+		if (de->d_name[0] == '.' || bfs_source_not_shard(de->d_name))
 			continue;
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >= sizeof(path))
 			continue;

@@ -15,6 +15,7 @@
  * Does not: know schemas, tensors, files or threads.
  */
 #include "example.h"
+#include "image.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -717,6 +718,20 @@ static void sb_escaped(struct sbuf *sb, const uint8_t *p, size_t n)
 
 #define TEXT_MAX_BYTES 64 /* longer bytes values are summarized */
 
+/* One JPEG/PNG value: "jpeg 640x480 (43112 bytes)" instead of its bytes. */
+static bool sb_image(struct sbuf *sb, const struct bfs_values *v)
+{
+	enum bfs_image_fmt fmt;
+	uint32_t w, h;
+
+	if (v->kind != BFS_KIND_BYTES || v->count != 1 ||
+	    bfs_image_sniff(v->b[0].data, v->b[0].len) == BFS_IMAGE_UNKNOWN ||
+	    bfs_image_probe(v->b[0].data, v->b[0].len, &fmt, &w, &h) != 0)
+		return false;
+	sb_printf(sb, "%s %ux%u (%zu bytes)", bfs_image_fmt_name(fmt), w, h, v->b[0].len);
+	return true;
+}
+
 /* "int64 [1, 2, ... (3 more)]" for one feature or step. */
 static void sb_values(struct sbuf *sb, const struct bfs_values *v, size_t max_values)
 {
@@ -726,6 +741,8 @@ static void sb_values(struct sbuf *sb, const struct bfs_values *v, size_t max_va
 		sb_printf(sb, "none");
 		return;
 	}
+	if (sb_image(sb, v))
+		return;
 	sb_printf(sb, "%s [", bfs_kind_name(v->kind));
 	if (v->kind == BFS_KIND_BYTES) {
 		uint64_t total = 0;

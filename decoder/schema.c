@@ -126,12 +126,23 @@ uint64_t bfs_spec_elems(const struct bfs_feature_spec *f)
 	return p;
 }
 
+static void names_free(struct bfs_feature_spec *f)
+{
+	for (size_t i = 0; i < f->nnames; i++)
+		free(f->names[i]);
+	free(f->names);
+	f->names = NULL;
+	f->nnames = 0;
+}
+
 void bfs_schema_free(struct bfs_schema *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nfeatures; i++)
+	for (size_t i = 0; i < s->nfeatures; i++) {
 		free(s->features[i].name);
+		names_free(&s->features[i]);
+	}
 	for (size_t i = 0; i < s->nlists; i++)
 		free(s->lists[i].name);
 	free(s->features);
@@ -150,11 +161,26 @@ static int specs_clone(struct bfs_feature_spec **out, const struct bfs_feature_s
 	if (!a)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
+		bool ok;
 		a[i] = src[i];
+		a[i].names = NULL;
+		a[i].nnames = 0;
 		a[i].name = strdup(src[i].name);
-		if (!a[i].name) {
-			for (size_t j = 0; j < i; j++)
+		ok = a[i].name != NULL;
+		if (ok && src[i].nnames) {
+			a[i].names = calloc(src[i].nnames, sizeof(char *));
+			ok = a[i].names != NULL;
+			for (size_t k = 0; ok && k < src[i].nnames; k++) {
+				a[i].names[k] = strdup(src[i].names[k]);
+				ok = a[i].names[k] != NULL;
+				a[i].nnames = k + 1;
+			}
+		}
+		if (!ok) {
+			for (size_t j = 0; j <= i; j++) {
 				free(a[j].name);
+				names_free(&a[j]);
+			}
 			free(a);
 			return -ENOMEM;
 		}
@@ -227,10 +253,88 @@ static int scalar_from_json(const struct bfs_feature_spec *f, const char *key, j
 	return 0;
 }
 
+/* "names": class names of an int64 label. */
+static int names_from_json(struct bfs_feature_spec *f, json_t *jn)
+{
+	size_t n;
+
+	if (!jn)
+		return 0;
+	if (f->kind != BFS_KIND_INT64 || f->is_list || !json_is_array(jn))
+		return spec_err(f, "\"names\" must be an array of strings on an int64 feature");
+	n = json_array_size(jn);
+	if (n > 10000000)
+		return spec_err(f, "\"names\" has %zu entries, too many", n);
+	for (size_t i = 0; i < n; i++)
+		if (!json_is_string(json_array_get(jn, i)))
+			return spec_err(f, "\"names\" entry %zu is not a string", i);
+	f->names = calloc(n ? n : 1, sizeof(char *));
+	if (!f->names)
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		f->names[i] = strdup(json_string_value(json_array_get(jn, i)));
+		if (!f->names[i])
+			return bfs_err_set(-ENOMEM, "schema: out of memory");
+		f->nnames = i + 1;
+	}
+	return 0;
+}
+
+/* "content"/"max_width"/"max_height" (inference's note) and "decode":
+ * "image" with "resize" and "filter". */
+static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *shp)
+{
+	json_t *jdec = json_object_get(obj, "decode"), *jres = json_object_get(obj, "resize");
+	json_t *jfil = json_object_get(obj, "filter"), *jcon = json_object_get(obj, "content");
+	json_t *jmw = json_object_get(obj, "max_width"), *jmh = json_object_get(obj, "max_height");
+
+	if (jcon) {
+		if (f->kind != BFS_KIND_BYTES || f->is_list)
+			return spec_err(f, "\"content\" only applies to a bytes feature");
+		if (!json_is_string(jcon) ||
+		    (f->content = bfs_image_fmt_parse(json_string_value(jcon))) == BFS_IMAGE_UNKNOWN)
+			return spec_err(f, "\"content\" must be \"jpeg\" or \"png\"");
+	}
+	if ((jmw || jmh) && !jcon)
+		return spec_err(f, "\"max_width\"/\"max_height\" only go with \"content\"");
+	if (jmw && (!json_is_integer(jmw) || json_integer_value(jmw) < 0 ||
+		    json_integer_value(jmw) > UINT32_MAX))
+		return spec_err(f, "\"max_width\" must be an integer in 0..%u", UINT32_MAX);
+	if (jmh && (!json_is_integer(jmh) || json_integer_value(jmh) < 0 ||
+		    json_integer_value(jmh) > UINT32_MAX))
+		return spec_err(f, "\"max_height\" must be an integer in 0..%u", UINT32_MAX);
+	f->content_w = jmw ? (int64_t)json_integer_value(jmw) : 0;
+	f->content_h = jmh ? (int64_t)json_integer_value(jmh) : 0;
+	if (!jdec) {
+		if (jres || jfil)
+			return spec_err(f, "\"resize\"/\"filter\" only apply with \"decode\": \"image\"");
+		return 0;
+	}
+	if (!json_is_string(jdec) || strcmp(json_string_value(jdec), "image") != 0)
+		return spec_err(f, "\"decode\" must be \"image\"");
+	if (f->kind != BFS_KIND_BYTES || f->is_list || f->layout != BFS_LAYOUT_FIXED)
+		return spec_err(f, "\"decode\": \"image\" needs a bytes feature of fixed \"shape\" [H, W, C]");
+	if (f->dtype != BFS_DT_U8)
+		return spec_err(f, "\"decode\": \"image\" gives \"dtype\" \"uint8\", not \"%s\"",
+				bfs_dtype_name(f->dtype));
+	if (f->ndim != 3 || f->shape[0] < 1 || f->shape[1] < 1 || f->shape[0] > UINT16_MAX ||
+	    f->shape[1] > UINT16_MAX || (f->shape[2] != 1 && f->shape[2] != 3 && f->shape[2] != 4))
+		return spec_err(f, "bad \"shape\" %s for \"decode\": \"image\": [H, W, C] with H and W in 1..65535, C 1, 3 or 4",
+				shp);
+	f->image = true;
+	if (jres && (!json_is_string(jres) || bfs_resize_parse(json_string_value(jres), &f->resize)))
+		return spec_err(f, "\"resize\" must be \"stretch\", \"fit\" or \"crop\"");
+	if (jfil && (!json_is_string(jfil) || bfs_filter_parse(json_string_value(jfil), &f->filter)))
+		return spec_err(f, "\"filter\" must be \"bilinear\" or \"area\"");
+	return 0;
+}
+
 static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 {
 	static const char *const known[] = { "kind", "shape", "dtype", "max_len",
-					     "pad", "default", "ragged", "max_steps" };
+					     "pad", "default", "ragged", "max_steps",
+					     "decode", "resize", "filter", "content",
+					     "max_width", "max_height", "names" };
 	json_t *jkind, *jshape, *jdtype, *jmax_len, *jpad, *jdflt, *jragged, *jsteps, *v;
 	const char *key;
 	char shp[160];
@@ -411,7 +515,10 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 			return err;
 		f->has_default = true;
 	}
-	return 0;
+	err = names_from_json(f, json_object_get(obj, "names"));
+	if (err < 0)
+		return err;
+	return image_from_json(f, obj, shp);
 }
 
 /* Parse the specs of one JSON object ("features" or "feature_lists"). */
@@ -461,8 +568,10 @@ static int specs_from_json(struct bfs_feature_spec **out, size_t *nout, json_t *
 	return 0;
 
 out_free:
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(a[i].name);
+		names_free(&a[i]);
+	}
 	free(a);
 	return err;
 }
@@ -579,6 +688,25 @@ static json_t *spec_to_json(const struct bfs_feature_spec *f)
 	} else if (f->has_default) {
 		set_new(o, "default", json_scalar(f, f->dflt), &ok);
 	}
+	if (f->image) {
+		set_new(o, "decode", json_string("image"), &ok);
+		set_new(o, "resize", json_string(bfs_resize_name(f->resize)), &ok);
+		set_new(o, "filter", json_string(bfs_filter_name(f->filter)), &ok);
+	}
+	if (f->nnames) {
+		json_t *a = json_array();
+		for (size_t i = 0; a && i < f->nnames; i++)
+			if (json_array_append_new(a, json_string(f->names[i])) < 0) {
+				json_decref(a);
+				a = NULL;
+			}
+		set_new(o, "names", a, &ok);
+	}
+	if (f->content != BFS_IMAGE_UNKNOWN) {
+		set_new(o, "content", json_string(bfs_image_fmt_name(f->content)), &ok);
+		set_new(o, "max_width", json_integer((json_int_t)f->content_w), &ok);
+		set_new(o, "max_height", json_integer((json_int_t)f->content_h), &ok);
+	}
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -685,10 +813,12 @@ static void specs_keep(struct bfs_feature_spec *a, size_t *n, const bool *keep)
 	size_t k = 0;
 
 	for (size_t i = 0; i < *n; i++) {
-		if (keep[i])
+		if (keep[i]) {
 			a[k++] = a[i];
-		else
+		} else {
 			free(a[i].name);
+			names_free(&a[i]);
+		}
 	}
 	*n = k;
 }
@@ -758,6 +888,11 @@ struct fstat {
 	uint64_t max_steps;
 	uint64_t step_min_count, step_max_count; /* values per step (untyped: 0) */
 	uint64_t step_max_len;                   /* longest bytes value of a step */
+	/* bytes: the image format of every value so far (UNKNOWN before the
+	 * first), or not_image once one is not that; the largest size */
+	enum bfs_image_fmt img;
+	bool not_image;
+	uint32_t img_w, img_h;
 };
 
 struct bfs_infer {
@@ -833,6 +968,27 @@ static void stat_init(struct fstat *st, char *name, enum bfs_kind kind)
 	st->step_min_count = UINT64_MAX;
 }
 
+/* Note the image format and size of one bytes value (header only). */
+static void stat_add_image(struct fstat *st, const uint8_t *data, size_t len)
+{
+	enum bfs_image_fmt fmt;
+	uint32_t w, h;
+
+	if (st->not_image)
+		return;
+	if (bfs_image_sniff(data, len) == BFS_IMAGE_UNKNOWN ||
+	    bfs_image_probe(data, len, &fmt, &w, &h) != 0 ||
+	    (st->img != BFS_IMAGE_UNKNOWN && st->img != fmt)) {
+		st->not_image = true;
+		return;
+	}
+	st->img = fmt;
+	if (w > st->img_w)
+		st->img_w = w;
+	if (h > st->img_h)
+		st->img_h = h;
+}
+
 static void stat_add_values(struct fstat *st, const struct bfs_values *v)
 {
 	st->present++;
@@ -848,6 +1004,7 @@ static void stat_add_values(struct fstat *st, const struct bfs_values *v)
 				st->min_len = n;
 			if (n > st->max_len)
 				st->max_len = n;
+			stat_add_image(st, v->b[j].data, n);
 		}
 	}
 }
@@ -1045,6 +1202,11 @@ static int spec_from_stat(struct bfs_feature_spec *f, const struct fstat *st, ui
 	}
 	if (st->max_len > (uint64_t)BFS_MAX_LEN_CAP)
 		return cap_err("feature", st->name, "bytes in one value", st->max_len);
+	if (!st->not_image && st->img != BFS_IMAGE_UNKNOWN) {
+		f->content = st->img;
+		f->content_w = st->img_w;
+		f->content_h = st->img_h;
+	}
 	if (st->max_count > 1) {
 		f->layout = BFS_LAYOUT_RAGGED2;
 		f->ndim = 2;
@@ -1187,6 +1349,8 @@ static int check_feature(const struct bfs_feature_spec *f, const struct bfs_valu
 		}
 		if (v->count != 1)
 			return check_err(f, "%zu values, a fixed-shape bytes feature takes exactly 1", v->count);
+		if (f->image)
+			return 0; /* any length: it is decoded to the shape */
 		want *= bfs_dtype_size(f->dtype);
 		if (v->b[0].len != want)
 			return check_err(f, "value of %zu bytes, schema shape %s of %s needs %llu", v->b[0].len,
@@ -1274,4 +1438,272 @@ void bfs_spec_ragged_counts(const struct bfs_feature_spec *f, const struct bfs_e
 	if (v->kind == BFS_KIND_BYTES)
 		for (size_t i = 0; i < v->count; i++)
 			*nbytes += v->b[i].len;
+}
+
+/* ---- image= --------------------------------------------------------------------------- */
+
+/* "224" -> 224 in 1..max; -1 when not a plain decimal in range. */
+static long dim_parse(const char *p, size_t len, long max)
+{
+	long v = 0;
+
+	if (len == 0 || len > 6)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		v = v * 10 + (p[i] - '0');
+	}
+	return v >= 1 && v <= max ? v : -1;
+}
+
+int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
+{
+	const char *colon = strrchr(arg, ':'), *size, *x;
+	size_t name_len, size_len;
+	long h, w, c = 3;
+	ssize_t at;
+	struct bfs_feature_spec *f;
+
+	if (!colon)
+		return bfs_err_set(-EINVAL, "image=%.200s: expected FEATURE:HxW[:C]", arg);
+	/* FEATURE:HxW:C when the last part is the channel count */
+	if (!strchr(colon + 1, 'x') && colon > arg) {
+		const char *prev = colon - 1;
+		while (prev > arg && *prev != ':')
+			prev--;
+		if (*prev != ':')
+			return bfs_err_set(-EINVAL, "image=%.200s: expected FEATURE:HxW[:C]", arg);
+		c = dim_parse(colon + 1, strlen(colon + 1), 4);
+		if (c != 1 && c != 3 && c != 4)
+			return bfs_err_set(-EINVAL, "image=%.200s: channels must be 1, 3 or 4", arg);
+		size = prev + 1;
+		size_len = (size_t)(colon - size);
+		name_len = (size_t)(prev - arg);
+	} else {
+		size = colon + 1;
+		size_len = strlen(size);
+		name_len = (size_t)(colon - arg);
+	}
+	x = memchr(size, 'x', size_len);
+	h = x ? dim_parse(size, (size_t)(x - size), UINT16_MAX) : -1;
+	w = x ? dim_parse(x + 1, size_len - (size_t)(x + 1 - size), UINT16_MAX) : -1;
+	if (h < 0 || w < 0)
+		return bfs_err_set(-EINVAL, "image=%.200s: size must be HxW with H and W in 1..65535",
+				   arg);
+	at = name_len ? spec_find_n(s->features, s->nfeatures, arg, name_len) : -1;
+	if (at < 0)
+		return bfs_err_set(-ENOENT, "image=%.200s: no feature '%.*s' in the schema", arg,
+				   (int)(name_len > 200 ? 200 : name_len), arg);
+	f = &s->features[at];
+	if (f->kind != BFS_KIND_BYTES)
+		return bfs_err_set(-EINVAL, "image=%.200s: feature '%.200s' is %s, not bytes", arg,
+				   f->name, bfs_kind_name(f->kind));
+	if (f->layout == BFS_LAYOUT_RAGGED2)
+		return bfs_err_set(-EINVAL,
+				   "image=%.200s: feature '%.200s' has several values per record, an image feature one",
+				   arg, f->name);
+	f->layout = BFS_LAYOUT_FIXED;
+	f->dtype = BFS_DT_U8;
+	f->ndim = 3;
+	f->shape[0] = h;
+	f->shape[1] = w;
+	f->shape[2] = c;
+	f->max_len = 0;
+	f->image = true;
+	f->resize = BFS_RESIZE_STRETCH;
+	f->filter = BFS_FILTER_BILINEAR;
+	return 0;
+}
+
+/* ---- TFDS features.json ----------------------------------------------------------------- */
+
+static struct bfs_feature_spec *spec_find(struct bfs_schema *s, const char *name)
+{
+	ssize_t at = spec_find_n(s->features, s->nfeatures, name, strlen(name));
+	return at < 0 ? NULL : &s->features[at];
+}
+
+/* {"dimensions": ["28", "28", "1"]} (strings or integers; -1 unknown). ndim
+ * -1 when malformed; *known false when a dimension is unknown. */
+static int tfds_dims(json_t *shape, int64_t *dims, bool *known)
+{
+	json_t *d = shape ? json_object_get(shape, "dimensions") : NULL;
+	int n;
+
+	*known = true;
+	if (!shape)
+		return -1;
+	if (!d)
+		return 0; /* {} : a scalar */
+	if (!json_is_array(d) || json_array_size(d) > BFS_MAX_DIMS)
+		return -1;
+	n = (int)json_array_size(d);
+	for (int i = 0; i < n; i++) {
+		json_t *v = json_array_get(d, (size_t)i);
+		long long x;
+		if (json_is_integer(v))
+			x = (long long)json_integer_value(v);
+		else if (json_is_string(v))
+			x = strtoll(json_string_value(v), NULL, 10);
+		else
+			return -1;
+		if (x < 0)
+			*known = false;
+		dims[i] = x;
+	}
+	return n;
+}
+
+static int set_names_lines(struct bfs_feature_spec *f, const char *text)
+{
+	size_t n = 0;
+	const char *p;
+
+	names_free(f);
+	for (p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		n++;
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+	f->names = calloc(n ? n : 1, sizeof(char *));
+	if (!f->names)
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	for (p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		if (len && p[len - 1] == '\r')
+			len--;
+		f->names[f->nnames] = strndup(p, len);
+		if (!f->names[f->nnames])
+			return bfs_err_set(-ENOMEM, "schema: out of memory");
+		f->nnames++;
+		p = nl ? nl + 1 : p + strlen(p);
+	}
+	return 0;
+}
+
+static int tfds_class_label(struct bfs_feature_spec *f, json_t *cl, bfs_labels_fn labels, void *ctx)
+{
+	char *text = labels ? labels(ctx, f->name) : NULL;
+	json_t *jn = json_object_get(cl, "names"), *jc = json_object_get(cl, "numClasses");
+	long long nc = -1;
+	int rc;
+
+	if (f->kind != BFS_KIND_INT64)
+		return 0;
+	if (text) {
+		rc = set_names_lines(f, text);
+		free(text);
+		return rc;
+	}
+	if (jn && json_is_array(jn)) {
+		names_free(f);
+		return names_from_json(f, jn);
+	}
+	if (json_is_integer(jc))
+		nc = (long long)json_integer_value(jc);
+	else if (json_is_string(jc))
+		nc = strtoll(json_string_value(jc), NULL, 10);
+	if (nc <= 0 || nc > 10000000)
+		return 0;
+	names_free(f);
+	f->names = calloc((size_t)nc, sizeof(char *));
+	if (!f->names)
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	for (long long i = 0; i < nc; i++) {
+		if (asprintf(&f->names[i], "%lld", i) < 0) {
+			f->names[i] = NULL;
+			return bfs_err_set(-ENOMEM, "schema: out of memory");
+		}
+		f->nnames = (size_t)i + 1;
+	}
+	return 0;
+}
+
+static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
+		     bfs_labels_fn labels, void *ctx, int depth)
+{
+	const char *key;
+	json_t *v;
+	int rc;
+
+	if (!json_is_object(features))
+		return bfs_err_set(-EINVAL, "features.json: \"features\" of '%s' is not an object",
+				   prefix[0] ? prefix : "(top)");
+	if (depth > 16)
+		return bfs_err_set(-EINVAL, "features.json: nested more than 16 deep at '%s'", prefix);
+	json_object_foreach(features, key, v) {
+		char name[1024];
+		struct bfs_feature_spec *f;
+		json_t *x;
+		int64_t dims[BFS_MAX_DIMS];
+		bool known;
+		int nd;
+
+		snprintf(name, sizeof(name), "%s%s%s", prefix, prefix[0] ? "/" : "", key);
+		if (!json_is_object(v))
+			return bfs_err_set(-EINVAL, "features.json: feature '%s' is not an object", name);
+		if ((x = json_object_get(v, "featuresDict"))) {
+			rc = tfds_walk(s, json_object_get(x, "features"), name, labels, ctx, depth + 1);
+			if (rc)
+				return rc;
+			continue;
+		}
+		f = spec_find(s, name);
+		if (!f)
+			continue; /* in no record (or not selected): nothing to refine */
+		if ((x = json_object_get(v, "image"))) {
+			nd = tfds_dims(json_object_get(x, "shape"), dims, &known);
+			if (nd == 3 && known && dims[0] > 0 && dims[1] > 0 && dims[0] <= UINT16_MAX &&
+			    dims[1] <= UINT16_MAX && (dims[2] == 1 || dims[2] == 3 || dims[2] == 4) &&
+			    f->kind == BFS_KIND_BYTES && f->layout != BFS_LAYOUT_RAGGED2) {
+				f->layout = BFS_LAYOUT_FIXED;
+				f->dtype = BFS_DT_U8;
+				f->ndim = 3;
+				memcpy(f->shape, dims, 3 * sizeof(*dims));
+				f->max_len = 0;
+				f->image = true;
+				f->resize = BFS_RESIZE_STRETCH;
+				f->filter = BFS_FILTER_BILINEAR;
+			}
+		} else if ((x = json_object_get(v, "classLabel"))) {
+			rc = tfds_class_label(f, x, labels, ctx);
+			if (rc)
+				return rc;
+		} else if ((x = json_object_get(v, "tensor"))) {
+			nd = tfds_dims(json_object_get(x, "shape"), dims, &known);
+			if (nd < 0)
+				return bfs_err_set(-EINVAL, "features.json: feature '%s': bad \"shape\"", name);
+			if (known && f->layout == BFS_LAYOUT_FIXED && f->kind != BFS_KIND_BYTES) {
+				uint64_t p = 1;
+				for (int i = 0; i < nd; i++)
+					p *= (uint64_t)dims[i];
+				if (p == bfs_spec_elems(f)) {
+					f->ndim = nd;
+					memcpy(f->shape, dims, (size_t)nd * sizeof(*dims));
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len,
+			  bfs_labels_fn labels, void *ctx)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, 0, &jerr), *fd;
+	int rc;
+
+	if (!root)
+		return bfs_err_set(-EINVAL, "features.json: JSON error at line %d, column %d: %s",
+				   jerr.line, jerr.column, jerr.text);
+	fd = json_object_get(root, "featuresDict");
+	if (!fd)
+		rc = bfs_err_set(-EINVAL, "features.json: no top-level \"featuresDict\"");
+	else
+		rc = tfds_walk(s, json_object_get(fd, "features"), "", labels, ctx, 0);
+	json_decref(root);
+	return rc;
 }

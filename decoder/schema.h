@@ -40,6 +40,13 @@
  * FIXED uint8 [L]; one value of varying length, or missing somewhere →
  * PADDED max_len bytes; more than one value anywhere → RAGGED2.
  * A feature never seen with a kind set is left out (its type is unknowable).
+ * A bytes feature whose values are all JPEG (or all PNG) gets "content":
+ * "jpeg" (or "png") with "max_width"/"max_height", the largest seen; it
+ * is not decoded unless the schema says "decode": "image" (or image=).
+ *
+ * Image features: {"kind": "bytes", "dtype": "uint8", "shape": [H, W, C],
+ * "decode": "image", "resize": "stretch"|"fit"|"crop", "filter":
+ * "bilinear"|"area"}; a record's value is one JPEG or PNG (image.h).
  *
  * Does not: read files, know FUSE or threads. Thread-safety: a finished
  * schema is immutable and may be shared read-only.
@@ -49,6 +56,7 @@
 
 #include "common.h"
 #include "example.h"
+#include "image.h"
 
 #define BFS_MAX_DIMS 8
 /* Caps for values from a schema file or inference. */
@@ -79,6 +87,18 @@ struct bfs_feature_spec {
 	union bfs_scalar dflt;
 	int64_t max_steps;     /* feature lists only */
 	bool is_list;          /* lives under "feature_lists" */
+	/* "decode": "image": FIXED bytes, uint8, shape [H, W, C] (C 1, 3 or 4);
+	 * each value is a JPEG/PNG decoded and resized to it (image.h) */
+	bool image;
+	enum bfs_resize_mode resize;
+	enum bfs_filter filter;
+	/* inference's note on a bytes feature whose values are all JPEG or all
+	 * PNG ("content"), with the largest width and height seen */
+	enum bfs_image_fmt content;
+	int64_t content_w, content_h;
+	/* "names": a class label's names, value i is names[i] (TFDS ClassLabel) */
+	char **names;
+	size_t nnames;
 };
 
 struct bfs_schema {
@@ -123,6 +143,24 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s,
 /* Keep only the named features (comma-separated; a feature list is named
  * "feature_lists/NAME"). -ENOENT naming an unknown one. */
 int bfs_schema_select(struct bfs_schema *s, const char *csv);
+
+/* image=FEATURE:HxW[:C] — make FEATURE (a bytes feature of s) an image
+ * feature of that shape (C 3 unless given), stretch + bilinear. -EINVAL
+ * naming what is wrong, -ENOENT for an unknown feature; s is unchanged
+ * then. */
+int bfs_schema_set_image(struct bfs_schema *s, const char *arg);
+
+/* A TFDS folder's features.json refines an inferred schema: Image features
+ * of fully known shape decode at it (their encodingFormat is what the
+ * bytes are sniffed for anyway), ClassLabel features get their names
+ * (labels_file(ctx, NAME) returns the malloc'd text of NAME.labels.txt, or
+ * NULL; else "names" in features.json; else "0".."numClasses-1"),
+ * Tensor/Scalar features of fully known shape get that shape when their
+ * value count agrees. Nested FeaturesDicts name their features A/B.
+ * -EINVAL naming features.json and the field on malformed JSON. */
+typedef char *(*bfs_labels_fn)(void *ctx, const char *feature);
+int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len,
+			  bfs_labels_fn labels_file, void *ctx);
 
 /* Inference accumulator. A failed add leaves it as it was (a record can be
  * skipped and inference go on). A name that cannot be a path

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <dirent.h>
 
 #ifndef BFS_VERSION
 #define BFS_VERSION "0.0.0"
@@ -39,6 +40,7 @@ static void usage(FILE *f)
 		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
 		"  compression=auto|none|gzip|zlib  follow_symlinks\n"
 		"  cuda[=DEV]  cuda_pool=N (4: device buffers for batch-B.cuda descriptors)\n"
+		"  image=FEATURE:HxW[:C]  image_max_pixels=N (64M)  split=NAME (TFDS folder)\n"
 		"  -f  foreground    -d  debug (foreground, log requests)\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -165,6 +167,168 @@ static char *add_wide_note(char *readme, size_t ntensors, const char *mnt)
 	return s;
 }
 
+/* README.txt's lines on images: how each JPEG/PNG feature is served, and
+ * the image= option that decodes one that is not decoded yet. */
+static char *image_notes(const struct bfs_schema *s)
+{
+	char *out = strdup(""), *t;
+
+	for (size_t i = 0; out && i < s->nfeatures; i++) {
+		const struct bfs_feature_spec *f = &s->features[i];
+		int n = 0;
+
+		if (f->image)
+			n = asprintf(&t, "%s  %s: decoded from JPEG/PNG to uint8 [B, %lld, %lld, %lld] "
+					 "(resize %s, filter %s)\n",
+				     out, f->name, (long long)f->shape[0], (long long)f->shape[1],
+				     (long long)f->shape[2], bfs_resize_name(f->resize),
+				     bfs_filter_name(f->filter));
+		else if (f->content != BFS_IMAGE_UNKNOWN)
+			n = asprintf(&t, "%s  %s: %s images up to %lldx%lld (width x height), served as "
+					 "bytes;\n    decode them into uint8 [B, 224, 224, 3] with "
+					 "-o image=%s:224x224\n",
+				     out, f->name, bfs_image_fmt_name(f->content), (long long)f->content_w,
+				     (long long)f->content_h, f->name);
+		else
+			continue;
+		free(out);
+		out = n < 0 ? NULL : t;
+	}
+	if (out && *out) {
+		if (asprintf(&t, "\nImages:\n%s", out) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+	}
+	return out;
+}
+
+/* ---- TFDS dataset folders (DESIGN.md: split=) */
+
+static bool file_exists(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	return (size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) < sizeof(p) && stat(p, &st) == 0 &&
+	       S_ISREG(st.st_mode);
+}
+
+static bool is_tfds_dir(const char *dir)
+{
+	struct stat st;
+
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && file_exists(dir, "dataset_info.json") &&
+	       file_exists(dir, "features.json");
+}
+
+/* The splits of a TFDS folder, from its shard names NAME-SPLIT.tfrecord-*:
+ * "test, train" (malloc'd, sorted, each once). */
+static char *tfds_splits(const char *dir)
+{
+	char **names = NULL, *out = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return NULL;
+	while ((de = readdir(d)) != NULL) {
+		const char *t = strstr(de->d_name, ".tfrecord"), *dash = NULL;
+		if (!t || de->d_name[0] == '.')
+			continue;
+		for (const char *q = de->d_name; q < t; q++)
+			if (*q == '-')
+				dash = q;
+		if (!dash || dash + 1 == t)
+			continue;
+		char *split = strndup(dash + 1, (size_t)(t - dash - 1));
+		bool dup = false;
+		for (size_t i = 0; split && i < n; i++)
+			dup = dup || strcmp(names[i], split) == 0;
+		if (!split || dup) {
+			free(split);
+			continue;
+		}
+		if (n == cap) {
+			char **nn = realloc(names, (cap = cap ? cap * 2 : 8) * sizeof(*nn));
+			if (!nn) {
+				free(split);
+				break;
+			}
+			names = nn;
+		}
+		names[n++] = split;
+	}
+	closedir(d);
+	for (size_t i = 0; i < n; i++) /* sort: few names */
+		for (size_t j = i + 1; j < n; j++)
+			if (strcmp(names[j], names[i]) < 0) {
+				char *t = names[i];
+				names[i] = names[j];
+				names[j] = t;
+			}
+	out = strdup(n ? "" : "none");
+	for (size_t i = 0; out && i < n; i++) {
+		char *t = NULL;
+		if (asprintf(&t, "%s%s%s", out, i ? ", " : "", names[i]) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return out;
+}
+
+static bool split_listed(const char *list, const char *split)
+{
+	size_t n = strlen(split);
+
+	for (const char *p = list; (p = strstr(p, split)) != NULL; p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+static char *labels_file(void *ctx, const char *feature)
+{
+	char p[PATH_MAX];
+	size_t len;
+
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s.labels.txt", (const char *)ctx, feature) >= sizeof(p))
+		return NULL;
+	return read_file(p, &len);
+}
+
+/* README.txt's line on the files of a directory SOURCE that were passed over. */
+static char *passed_over_note(const char *source, const char *split)
+{
+	char **names = NULL, *out = NULL, *t;
+	size_t n = 0;
+
+	if (split && asprintf(&out, "\nTFDS dataset folder: split '%s' (its *-%s.tfrecord-* shards)\n",
+			      split, split) < 0)
+		return NULL;
+	if (bfs_source_passed_over(&names, &n, source) != 0 || n == 0) {
+		bfs_source_free(names, n);
+		return out;
+	}
+	if (asprintf(&t, "%s\nPassed over in %s (not shards):\n", out ? out : "", source) < 0)
+		t = NULL;
+	free(out);
+	out = t;
+	for (size_t i = 0; out && i < n; i++) {
+		if (asprintf(&t, "%s  %s\n", out, names[i]) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+	}
+	bfs_source_free(names, n);
+	return out;
+}
+
 static void print_bad(void *ctx, const char *shard, const char *msg)
 {
 	(void)ctx;
@@ -182,6 +346,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL;
 	char mnt[PATH_MAX];
 	char first_npy[512] = "FEATURE.npy";
+	char tfds_glob[PATH_MAX + 64];
+	const char *source = o->source;
 	const char **shard_names = NULL;
 	struct stat st;
 	size_t len;
@@ -215,13 +381,41 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			return 1;
 		}
 	}
+	if (is_tfds_dir(o->source)) {
+		char *splits = tfds_splits(o->source);
+		if (!o->split || !splits || !split_listed(splits, o->split)) {
+			if (o->split)
+				fprintf(stderr, "batchfs: option 'split=%s': %s has no such split (splits: %s)\n",
+					o->split, o->source, splits ? splits : "none");
+			else
+				fprintf(stderr, "batchfs: %s: a TFDS dataset folder needs -o split=NAME (splits: %s)\n",
+					o->source, splits ? splits : "none");
+			free(splits);
+			bfs_schema_free(user);
+			return 1;
+		}
+		free(splits);
+		if ((size_t)snprintf(tfds_glob, sizeof(tfds_glob), "%s/*-%s.tfrecord*", o->source,
+				     o->split) >= sizeof(tfds_glob)) {
+			fprintf(stderr, "batchfs: %s: path too long\n", o->source);
+			bfs_schema_free(user);
+			return 1;
+		}
+		source = tfds_glob;
+	} else if (o->split) {
+		fprintf(stderr, "batchfs: option 'split=%s': %s is not a TFDS dataset folder (it needs "
+				"dataset_info.json and features.json)\n",
+			o->split, o->source);
+		bfs_schema_free(user);
+		return 1;
+	}
 	dopt.comp = o->compression;
 	dopt.follow_symlinks = o->follow_symlinks;
 	dopt.index_dir = o->index_dir;
 	dopt.jobs = o->threads;
 	dopt.infer = user == NULL;
 	dopt.on_bad = print_bad;
-	rc = bfs_dataset_open(&ds, o->source, &dopt);
+	rc = bfs_dataset_open(&ds, source, &dopt);
 	if (rc) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
@@ -235,10 +429,30 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 			goto out;
 		}
+		if (source == tfds_glob) { /* the folder's features.json refines it */
+			char fj[PATH_MAX + 32];
+			snprintf(fj, sizeof(fj), "%s/features.json", o->source);
+			text = read_file(fj, &len);
+			rc = text ? bfs_schema_apply_tfds(schema, text, len, labels_file, o->source)
+				  : bfs_err_set(-EIO, "cannot read it");
+			free(text);
+			text = NULL;
+			if (rc) {
+				fprintf(stderr, "batchfs: %s: %s\n", fj, bfs_err_msg());
+				goto out;
+			}
+		}
 	}
 	if (o->features && bfs_schema_select(schema, o->features) != 0) {
 		fprintf(stderr, "batchfs: option 'features=%s': %s\n", o->features, bfs_err_msg());
 		goto out;
+	}
+	for (unsigned i = 0; i < o->nimage; i++) {
+		if (bfs_schema_set_image(schema, o->image[i]) != 0) {
+			fprintf(stderr, "batchfs: option '%s'\n",
+				bfs_err_msg()); /* the message starts with image=... */
+			goto out;
+		}
 	}
 	if (schema->nfeatures + schema->nlists == 0) {
 		fprintf(stderr, "batchfs: %s: no features to serve (the records hold no typed "
@@ -258,6 +472,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.max_batch_bytes = o->cache_size,
 		.jobs = o->threads,
 		.chunk_rows = o->chunk_rows,
+		.image_max_pixels = o->image_max_pixels,
 	};
 	rc = bfs_batcher_new(&b, ds, schema, &bo);
 	if (rc) {
@@ -293,6 +508,16 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	opts = bfs_options_describe(o);
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
 	readme = add_wide_note(readme, bfs_batcher_plan(b)->ntensors, mnt);
+	if (readme) {
+		char *notes = image_notes(schema), *full = NULL;
+		char *passed = passed_over_note(o->source, source == tfds_glob ? o->split : NULL);
+		if (asprintf(&full, "%s%s%s", readme, notes ? notes : "", passed ? passed : "") >= 0) {
+			free(readme);
+			readme = full;
+		}
+		free(notes);
+		free(passed);
+	}
 	struct bfs_fs_config cfg = {
 		.ds = ds,
 		.batcher = b,

@@ -31,6 +31,9 @@ enum {
 	K_INDEX_DIR,
 	K_COMPRESSION,
 	K_FOLLOW,
+	K_SPLIT,
+	K_IMAGE,
+	K_IMAGE_MAX_PIXELS,
 	K_CUDA,
 	K_CUDA_DEV,
 	K_CUDA_POOL,
@@ -59,6 +62,9 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("index_dir=", K_INDEX_DIR),
 	FUSE_OPT_KEY("compression=", K_COMPRESSION),
 	FUSE_OPT_KEY("follow_symlinks", K_FOLLOW),
+	FUSE_OPT_KEY("split=", K_SPLIT),
+	FUSE_OPT_KEY("image=", K_IMAGE),
+	FUSE_OPT_KEY("image_max_pixels=", K_IMAGE_MAX_PIXELS),
 	FUSE_OPT_KEY("cuda", K_CUDA),
 	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
 	FUSE_OPT_KEY("cuda_pool=", K_CUDA_POOL),
@@ -284,6 +290,24 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 	case K_FOLLOW:
 		o->follow_symlinks = true;
 		return 0;
+	case K_SPLIT:
+		if (!*v || strchr(v, '/'))
+			return bad(c, arg, "need the name of a split, such as train");
+		return set_str(&o->split, v);
+	case K_IMAGE:
+		if (!strchr(v, ':'))
+			return bad(c, arg, "need FEATURE:HxW[:C], such as image/encoded:224x224");
+		if (o->nimage == BFS_ARRAY_SIZE(o->image))
+			return bad(c, arg, "at most 8 image= options");
+		if (set_str(&o->image[o->nimage], v))
+			return -1;
+		o->nimage++;
+		return 0;
+	case K_IMAGE_MAX_PIXELS:
+		if (bfs_parse_size(&n, v) || n == 0)
+			return bad(c, arg, "need a whole number of pixels of at least 1 (K/M/G suffixes)");
+		o->image_max_pixels = n;
+		return 0;
 	case K_CUDA:
 		o->cuda_device = 0;
 		return 0;
@@ -398,6 +422,9 @@ void bfs_options_destroy(struct bfs_options *o)
 	free(o->schema_file);
 	free(o->features);
 	free(o->index_dir);
+	free(o->split);
+	for (unsigned i = 0; i < o->nimage; i++)
+		free(o->image[i]);
 	free(o->source);
 	free(o->mountpoint);
 }
@@ -425,8 +452,8 @@ static char *escape_value(const char *v)
 
 char *bfs_options_describe(const struct bfs_options *o)
 {
-	char *s = NULL, *features = NULL;
-	char cache[32], chunk[48] = "", cuda[64] = "";
+	char *s = NULL, *features = NULL, *img = NULL, *t;
+	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "";
 
 	if (o->cache_size % (1u << 20))
 		snprintf(cache, sizeof(cache), "%llu", (unsigned long long)o->cache_size);
@@ -437,11 +464,26 @@ char *bfs_options_describe(const struct bfs_options *o)
 	if (o->cuda_device >= 0)
 		snprintf(cuda, sizeof(cuda), ",cuda=%d,cuda_pool=%u", o->cuda_device,
 			 o->cuda_pool ? o->cuda_pool : 4);
-	if (o->features && !(features = escape_value(o->features)))
+	if (o->image_max_pixels)
+		snprintf(pix, sizeof(pix), ",image_max_pixels=%llu",
+			 (unsigned long long)o->image_max_pixels);
+	if (asprintf(&img, "%s%s%s", o->split ? ",split=" : "", o->split ? o->split : "", pix) < 0)
 		return NULL;
+	for (unsigned i = 0; i < o->nimage; i++) {
+		if (asprintf(&t, "%s,image=%s", img, o->image[i]) < 0) {
+			free(img);
+			return NULL;
+		}
+		free(img);
+		img = t;
+	}
+	if (o->features && !(features = escape_value(o->features))) {
+		free(img);
+		return NULL;
+	}
 	if (asprintf(&s,
 		     "batch_size=%llu,seed=%llu,shuffle=%s,epochs=%llu%s,rank=%llu,world=%llu,"
-		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,compression=%s%s%s%s%s",
+		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,compression=%s%s%s%s%s%s",
 		     (unsigned long long)o->batch_size, (unsigned long long)o->seed,
 		     o->shuffle ? "global" : "none", (unsigned long long)o->epochs,
 		     o->drop_remainder ? ",drop_remainder" : "", (unsigned long long)o->rank,
@@ -449,8 +491,9 @@ char *bfs_options_describe(const struct bfs_options *o)
 		     o->on_corrupt == BFS_ON_CORRUPT_SKIP ? "skip" : "fail", cache, o->prefetch,
 		     chunk, o->threads, bfs_compression_name(o->compression),
 		     features ? ",features=" : "", features ? features : "",
-		     o->follow_symlinks ? ",follow_symlinks" : "", cuda) < 0)
+		     o->follow_symlinks ? ",follow_symlinks" : "", cuda, img) < 0)
 		s = NULL;
 	free(features);
+	free(img);
 	return s;
 }

@@ -156,6 +156,9 @@ static void print_spec_line(FILE *f, const struct bfs_feature_spec *s)
 		fprintf(f, ", max_len %" PRId64, s->max_len);
 	if (s->is_list)
 		fprintf(f, ", max_steps %" PRId64, s->max_steps);
+	if (s->content != BFS_IMAGE_UNKNOWN)
+		fprintf(f, ", %s images up to %" PRId64 "x%" PRId64, bfs_image_fmt_name(s->content),
+			s->content_w, s->content_h);
 	fputc('\n', f);
 }
 

@@ -26,6 +26,7 @@ int bfs_fuzz_schema(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_wire(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_batch(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_options(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_image(const uint8_t *data, size_t size) __attribute__((weak));
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
@@ -40,6 +41,7 @@ static const struct {
 	{ "wire", bfs_fuzz_wire },
 	{ "batch", bfs_fuzz_batch },
 	{ "options", bfs_fuzz_options },
+	{ "image", bfs_fuzz_image },
 };
 
 static int replay_file(fuzz_fn fn, const char *path)

@@ -1,0 +1,61 @@
+/*
+ * fuzz_image.c — fuzz target for the image path (image.c, jpeg.c, png.c,
+ * resize.c): arbitrary bytes decoded into a small target. The first byte
+ * picks the target (channels, resize mode, filter, size), the rest is the
+ * image; a second decode of the same bytes must fail or succeed alike and
+ * give the same pixels (a decoder handle left in a bad state by one image
+ * must not change the next).
+ *
+ * bfs_fuzz_image() is called by fuzz_replay.c (plain main, every make check)
+ * and, built with -DBFS_LIBFUZZER, by libFuzzer's LLVMFuzzerTestOneInput.
+ */
+#include "image.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int bfs_fuzz_image(const uint8_t *data, size_t size);
+
+int bfs_fuzz_image(const uint8_t *data, size_t size)
+{
+	static const uint32_t sides[4] = { 1, 7, 16, 33 };
+	struct bfs_image_target t;
+	enum bfs_image_fmt fmt;
+	uint32_t w, h;
+	uint8_t *a, *b;
+	size_t n;
+	int r1, r2;
+
+	if (size < 1)
+		return 0;
+	t.c = (data[0] & 3) == 0 ? 1 : (data[0] & 3) == 1 ? 3 : 4;
+	t.resize = (enum bfs_resize_mode)((data[0] >> 2) % 3);
+	t.filter = (data[0] >> 4) & 1 ? BFS_FILTER_AREA : BFS_FILTER_BILINEAR;
+	t.h = sides[(data[0] >> 5) & 3];
+	t.w = sides[((data[0] >> 5) + 1) & 3];
+	t.max_pixels = (uint64_t)1 << 22; /* keeps each run small */
+	data++;
+	size--;
+	(void)bfs_image_probe(data, size, &fmt, &w, &h);
+	n = (size_t)t.h * t.w * t.c;
+	a = malloc(n);
+	b = malloc(n);
+	if (!a || !b)
+		abort();
+	r1 = bfs_image_decode(a, &t, data, size);
+	r2 = bfs_image_decode(b, &t, data, size);
+	if (r1 != r2 || (r1 == 0 && memcmp(a, b, n) != 0))
+		abort();
+	free(a);
+	free(b);
+	return 0;
+}
+
+#ifdef BFS_LIBFUZZER
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	return bfs_fuzz_image(data, size);
+}
+#endif
