@@ -97,7 +97,8 @@ static int parse(struct bfs_cuda_batch *b, const char *path, const char *text, s
 	b->t = calloc(b->n ? b->n : 1, sizeof(*b->t));
 	if (!b->t)
 		return fail(ENOMEM, "out of memory");
-	json_array_foreach(ts, i, v) {
+	json_array_foreach(ts, i, v)
+	{
 		struct bfs_cuda_tensor *t = &b->t[i];
 		json_t *shape = json_object_get(v, "shape"), *d;
 		size_t k;
@@ -107,15 +108,17 @@ static int parse(struct bfs_cuda_batch *b, const char *path, const char *text, s
 		    json_array_size(shape) > BFS_CUDA_MAX_DIMS ||
 		    !json_is_integer(json_object_get(v, "offset")) ||
 		    !json_is_integer(json_object_get(v, "nbytes")))
-			return fail(EPROTO, "%s: tensor %zu: needs name, dtype, shape, offset, nbytes",
+			return fail(EPROTO,
+				    "%s: tensor %zu: needs name, dtype, shape, offset, nbytes",
 				    path, i);
 		t->ndim = (int)json_array_size(shape);
 		json_array_foreach(shape, k, d) t->shape[k] = (int64_t)json_integer_value(d);
 		t->offset = (uint64_t)json_integer_value(json_object_get(v, "offset"));
 		t->nbytes = (uint64_t)json_integer_value(json_object_get(v, "nbytes"));
 		if (t->offset > b->bytes || t->nbytes > b->bytes - t->offset)
-			return fail(EPROTO, "%s: tensor '%s': bytes %llu+%llu lie outside the buffer",
-				    path, t->name, (unsigned long long)t->offset,
+			return fail(EPROTO,
+				    "%s: tensor '%s': bytes %llu+%llu lie outside the buffer", path,
+				    t->name, (unsigned long long)t->offset,
 				    (unsigned long long)t->nbytes);
 	}
 	return 0;
@@ -141,8 +144,8 @@ API int bfs_cuda_open(struct bfs_cuda_batch **out, const char *path, int flags)
 	if (b->fd < 0) {
 		e = errno;
 		free(b);
-		return fail(e, "%s: %s", path, e == EAGAIN ? "every device buffer is in use"
-							  : strerror(e));
+		return fail(e, "%s: %s", path,
+			    e == EAGAIN ? "every device buffer is in use" : strerror(e));
 	}
 	/* the read returns once the daemon's copy is complete */
 	for (;;) {
@@ -227,7 +230,8 @@ API int bfs_cuda_to_host(const struct bfs_cuda_batch *b, const struct bfs_cuda_t
 	cudaError_t rc = rt.Memcpy(dst, t->dptr, t->nbytes, cudaMemcpyDeviceToHost);
 
 	if (rc != cudaSuccess)
-		return fail(EIO, "tensor '%s': cudaMemcpy: %s", t->name, bfs_cudart_strerror(&rt, rc));
+		return fail(EIO, "tensor '%s': cudaMemcpy: %s", t->name,
+			    bfs_cudart_strerror(&rt, rc));
 	return 0;
 }
 

@@ -16,13 +16,13 @@ static const char *const candidates[] = {
 	"/usr/local/cuda/lib64/libcudart.so",
 };
 
-#define SYM(field, name)                                                                  \
-	do {                                                                              \
-		*(void **)(&rt->field) = dlsym(rt->dl, name);                             \
-		if (!rt->field) {                                                         \
-			snprintf(err, errlen, "%s has no %s", rt->path, name);            \
-			goto fail;                                                        \
-		}                                                                         \
+#define SYM(field, name)                                                                           \
+	do {                                                                                       \
+		*(void **)(&rt->field) = dlsym(rt->dl, name);                                      \
+		if (!rt->field) {                                                                  \
+			snprintf(err, errlen, "%s has no %s", rt->path, name);                     \
+			goto fail;                                                                 \
+		}                                                                                  \
 	} while (0)
 
 int bfs_cudart_load(struct bfs_cudart *rt, char *err, size_t errlen)

@@ -21,7 +21,7 @@ struct driver {
 	const struct bfs_feature_spec *spec;
 	size_t key; /* its index in the batcher's context or list keymap */
 	int main; /* MAIN, or VALUES for ragged */
-	int aux;  /* LENGTHS, VALUE_SPLITS, or ROW_SPLITS of RAGGED */
+	int aux; /* LENGTHS, VALUE_SPLITS, or ROW_SPLITS of RAGGED */
 	int aux2; /* ROW_SPLITS of RAGGED2 */
 };
 
@@ -32,8 +32,8 @@ struct bfs_batcher {
 	struct bfs_batcher_opts o;
 	uint64_t nrecords;
 	uint64_t global_nb; /* batches per epoch, single sequence */
-	uint64_t nb;        /* batches per epoch for this rank */
-	uint64_t rows;      /* rows of the epoch view (all/): its batches end to end */
+	uint64_t nb; /* batches per epoch for this rank */
+	uint64_t rows; /* rows of the epoch view (all/): its batches end to end */
 	uint64_t chunk_rows, nchunks; /* all/ is decoded in chunks of this many rows */
 	/* ragged counts: counts[slot][record]; NULL when plan->nslots == 0 */
 	uint32_t **counts;
@@ -77,8 +77,8 @@ uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch)
 	return left < b->o.batch_size ? left : b->o.batch_size;
 }
 
-uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p,
-			    uint64_t batch, uint64_t j)
+uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t batch,
+			    uint64_t j)
 {
 	return bfs_perm_apply(p, global_batch(b, batch) * b->o.batch_size + j);
 }
@@ -348,11 +348,14 @@ static void size_chunks(struct bfs_batcher *b)
 		size_t slot = (size_t)tm->ragged_slot + (tm->spec->layout == BFS_LAYOUT_RAGGED2);
 		for (uint64_t r = 0; r < b->nrecords; r++)
 			sum += b->counts[slot][r];
-		row += (double)sum * (double)(tm->spec->layout == BFS_LAYOUT_RAGGED2
-						      ? 1 : bfs_dtype_size(tm->dtype)) /
+		row += (double)sum *
+		       (double)(tm->spec->layout == BFS_LAYOUT_RAGGED2
+					? 1
+					: bfs_dtype_size(tm->dtype)) /
 		       (double)b->nrecords;
 	}
-	b->chunk_rows = row >= (double)CHUNK_BYTES ? 1 : (uint64_t)((double)CHUNK_BYTES / (row + 1));
+	b->chunk_rows =
+		row >= (double)CHUNK_BYTES ? 1 : (uint64_t)((double)CHUNK_BYTES / (row + 1));
 	if (b->o.chunk_rows)
 		b->chunk_rows = b->o.chunk_rows;
 	if (b->chunk_rows == 0)
@@ -581,14 +584,17 @@ static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_value
 				if ((rc = check_kind(f, v)))
 					return rc;
 				if (v->count > 1)
-					return fail_feature(f, "%zu values, schema expects at most 1",
+					return fail_feature(f,
+							    "%zu values, schema expects at most 1",
 							    v->count);
 				if (v->count == 1) {
 					len = v->b[0].len;
 					if (len > ml)
-						return fail_feature(
-							f, "value is %llu bytes, longer than max_len %llu",
-							(unsigned long long)len, (unsigned long long)ml);
+						return fail_feature(f,
+								    "value is %llu bytes, longer "
+								    "than max_len %llu",
+								    (unsigned long long)len,
+								    (unsigned long long)ml);
 					memcpy(c_main->base + j * ml, v->b[0].data, len);
 				}
 			}
@@ -601,7 +607,8 @@ static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_value
 			len = v->count;
 			if (len > ml)
 				return fail_feature(f, "%llu values, longer than max_len %llu",
-						    (unsigned long long)len, (unsigned long long)ml);
+						    (unsigned long long)len,
+						    (unsigned long long)ml);
 			put_values(c_main->base + j * ml * isz, v);
 		}
 		if (len < ml)
@@ -688,7 +695,7 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_
 		     uint64_t j, struct cursor *c_main, struct cursor *c_len)
 {
 	uint64_t per_step = bfs_spec_elems(f);
-	uint64_t isz = bfs_dtype_size(f->kind == BFS_KIND_FLOAT ? BFS_DT_F32
+	uint64_t isz = bfs_dtype_size(f->kind == BFS_KIND_FLOAT	  ? BFS_DT_F32
 				      : f->kind == BFS_KIND_INT64 ? BFS_DT_I64
 								  : BFS_DT_U8);
 	uint64_t step_bytes = per_step * isz;
@@ -728,9 +735,10 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_
 					    (unsigned long long)max_vals);
 		for (size_t k = 0; k < v->count; k++) {
 			if (v->b[k].len > max_bytes)
-				return fail_feature(f, "step %llu value %zu is %zu bytes, more than %llu",
-						    (unsigned long long)s, k, v->b[k].len,
-						    (unsigned long long)max_bytes);
+				return fail_feature(
+					f, "step %llu value %zu is %zu bytes, more than %llu",
+					(unsigned long long)s, k, v->b[k].len,
+					(unsigned long long)max_bytes);
 			memcpy(dst + k * max_bytes, v->b[k].data, v->b[k].len);
 		}
 	}
@@ -751,13 +759,19 @@ static int fill_row(const struct bfs_batcher *b, const struct bfs_bind *bd,
 		int rc;
 
 		if (f->image)
-			rc = fill_image(b, f, bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name),
+			rc = fill_image(b, f,
+					bd ? bfs_bind_values(bd, dr->key)
+					   : bfs_example_find(ex, f->name),
 					j, &cur[dr->main]);
 		else if (f->is_list)
-			rc = fill_list(f, bd ? bfs_bind_list(bd, dr->key) : bfs_example_find_list(ex, f->name),
+			rc = fill_list(f,
+				       bd ? bfs_bind_list(bd, dr->key)
+					  : bfs_example_find_list(ex, f->name),
 				       j, &cur[dr->main], c_aux);
 		else
-			rc = fill_feature(f, bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name),
+			rc = fill_feature(f,
+					  bd ? bfs_bind_values(bd, dr->key)
+					     : bfs_example_find(ex, f->name),
 					  j, &cur[dr->main], c_aux, c_aux2);
 		if (rc)
 			return rc;
@@ -771,8 +785,9 @@ static void name_record(const struct bfs_batcher *b, uint64_t rec)
 	uint64_t local, off;
 
 	bfs_dataset_locate(b->ds, rec, &sh, &local, &off);
-	bfs_err_prefix("%s: record %llu at offset %llu", bfs_shard_path(bfs_dataset_shard(b->ds, sh)),
-		       (unsigned long long)local, (unsigned long long)off);
+	bfs_err_prefix("%s: record %llu at offset %llu",
+		       bfs_shard_path(bfs_dataset_shard(b->ds, sh)), (unsigned long long)local,
+		       (unsigned long long)off);
 }
 
 /* Decode and fill row j from raw record bytes (bound decoding, else the
@@ -827,11 +842,11 @@ static int fill_substitute(const struct bfs_batcher *b, struct bfs_bind *bd, uin
 #define PART_MIN_BYTES ((uint64_t)128 << 10)
 
 struct part {
-	uint64_t j0, n;   /* unit-local rows [j0, j0 + n) */
-	uint64_t *start;  /* nslots ragged totals before j0 (NULL: no ragged) */
-	uint64_t *end;    /* ... and before j0 + n */
+	uint64_t j0, n; /* unit-local rows [j0, j0 + n) */
+	uint64_t *start; /* nslots ragged totals before j0 (NULL: no ragged) */
+	uint64_t *end; /* ... and before j0 + n */
 	int rc;
-	char *msg;        /* rc's message, copied from the thread that ran it */
+	char *msg; /* rc's message, copied from the thread that ran it */
 };
 
 struct bfs_build {
@@ -840,7 +855,7 @@ struct bfs_build {
 	size_t n;
 	struct bfs_geom *g;
 	uint8_t *data;
-	uint64_t *recs;   /* the global record of every row */
+	uint64_t *recs; /* the global record of every row */
 	unsigned nparts;
 	struct part *parts;
 	uint64_t *totals; /* 2 * nparts * nslots */
@@ -963,7 +978,8 @@ static void part_cursors(const struct bfs_build *jb, const struct part *pt, stru
 			cur[t].nvals = pt->start[s];
 			cur[t].pos = pt->start[s + 1];
 			cur[t].nbytes = pt->end[s + 1];
-		} else if (tm->spec->layout == BFS_LAYOUT_RAGGED2 && tm->role == BFS_ROLE_VALUE_SPLITS) {
+		} else if (tm->spec->layout == BFS_LAYOUT_RAGGED2 &&
+			   tm->role == BFS_ROLE_VALUE_SPLITS) {
 			cur[t].nbytes = (pt->end[s] + 1) * 8;
 		}
 	}
@@ -991,12 +1007,13 @@ static int part_check(const struct bfs_build *jb, const struct part *pt, const s
 				want = ~got; /* as many bytes, another count of values */
 		}
 		if (got != want)
-			return bfs_err_set(-EIO,
-					   "feature '%s': rows %llu..%llu of epoch %llu hold other values "
-					   "than the index counted (source changed?)",
-					   tm->spec->name, (unsigned long long)(jb->r0 + pt->j0),
-					   (unsigned long long)(jb->r0 + pt->j0 + pt->n - 1),
-					   (unsigned long long)jb->epoch);
+			return bfs_err_set(
+				-EIO,
+				"feature '%s': rows %llu..%llu of epoch %llu hold other values "
+				"than the index counted (source changed?)",
+				tm->spec->name, (unsigned long long)(jb->r0 + pt->j0),
+				(unsigned long long)(jb->r0 + pt->j0 + pt->n - 1),
+				(unsigned long long)jb->epoch);
 	}
 	return 0;
 }

@@ -33,8 +33,8 @@ struct bfs_batcher_opts {
 	bool verify;
 	enum bfs_on_corrupt on_corrupt;
 	uint64_t max_batch_bytes; /* 0: no limit */
-	unsigned jobs;            /* threads for the one-time ragged count pass */
-	uint64_t chunk_rows;      /* rows per chunk of all/; 0: about 2 MiB of rows */
+	unsigned jobs; /* threads for the one-time ragged count pass */
+	uint64_t chunk_rows; /* rows per chunk of all/; 0: about 2 MiB of rows */
 	uint64_t image_max_pixels; /* image features: larger images are corrupt; 0: default */
 };
 
@@ -59,8 +59,8 @@ uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b);
 /* Records in local batch `batch` (B, or the remainder for the last). */
 uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch);
 /* Global record index of row j of (epoch, local batch). */
-uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p,
-			    uint64_t batch, uint64_t j);
+uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t batch,
+			    uint64_t j);
 
 /* The whole epoch as one array (all/): the rank's batches end to end, so
  * row i*B + j is row j of local batch i. It is decoded in chunks of

@@ -45,12 +45,12 @@ enum bfs_dtype {
 	BFS_DT_F64,
 };
 
-const char *bfs_kind_name(enum bfs_kind k);         /* "bytes", "float", "int64", "none" */
-enum bfs_kind bfs_kind_parse(const char *s);         /* BFS_KIND_NONE if unknown */
-size_t bfs_dtype_size(enum bfs_dtype t);             /* 0 for INVALID */
-const char *bfs_dtype_name(enum bfs_dtype t);        /* numpy name: "uint8", "float32" ... */
-enum bfs_dtype bfs_dtype_parse(const char *s);       /* by numpy name; INVALID if unknown */
-const char *bfs_dtype_npy_descr(enum bfs_dtype t);   /* "<f4", "|u1", ... */
+const char *bfs_kind_name(enum bfs_kind k); /* "bytes", "float", "int64", "none" */
+enum bfs_kind bfs_kind_parse(const char *s); /* BFS_KIND_NONE if unknown */
+size_t bfs_dtype_size(enum bfs_dtype t); /* 0 for INVALID */
+const char *bfs_dtype_name(enum bfs_dtype t); /* numpy name: "uint8", "float32" ... */
+enum bfs_dtype bfs_dtype_parse(const char *s); /* by numpy name; INVALID if unknown */
+const char *bfs_dtype_npy_descr(enum bfs_dtype t); /* "<f4", "|u1", ... */
 const char *bfs_dtype_safetensors(enum bfs_dtype t); /* "F32", "U8", ... */
 
 /* Thread-local error detail. bfs_err_set formats into it (printf-style) and

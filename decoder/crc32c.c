@@ -147,7 +147,7 @@ __attribute__((target("sse4.2"))) static uint64_t hw_3way(uint64_t c0, const uin
 }
 
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const void *buf,
-							  size_t len)
+							    size_t len)
 {
 	const uint8_t *p = buf;
 	uint64_t c = (uint32_t)~crc;

@@ -248,7 +248,9 @@ static int shard_abs(char *dst, size_t cap, const struct bfs_shard *s)
 	if (!realpath(bfs_shard_path(s), dst)) {
 		if (strlen(bfs_shard_path(s)) >= cap)
 			return -ENAMETOOLONG;
-		strcpy(dst, bfs_shard_path(s)); /* NOLINT(clang-analyzer-security.insecureAPI.strcpy): length checked above */
+		strcpy(dst,
+		       bfs_shard_path(
+			       s)); /* NOLINT(clang-analyzer-security.insecureAPI.strcpy): length checked above */
 	}
 	(void)cap;
 	return 0;
@@ -478,7 +480,7 @@ static void schema_save(const char *dir, const char *file, const struct bfs_sche
 struct scan_ctx {
 	struct bfs_dataset *ds;
 	const struct bfs_dataset_opts *o;
-	bool *need_scan;     /* [nshards] */
+	bool *need_scan; /* [nshards] */
 	bool infer;
 	struct bfs_infer *inf;
 	pthread_mutex_t lock; /* guards next, inf, err, done_bytes, undecodable */
@@ -493,8 +495,7 @@ struct rec_ctx {
 	size_t shard;
 };
 
-static int on_record(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data,
-		     uint32_t len)
+static int on_record(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data, uint32_t len)
 {
 	struct rec_ctx *rc = ctx;
 	struct scan_ctx *sc = rc->sc;
@@ -632,8 +633,7 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 	free(ds);
 }
 
-int bfs_dataset_open(struct bfs_dataset **out, const char *source,
-		     const struct bfs_dataset_opts *o)
+int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct bfs_dataset_opts *o)
 {
 	struct bfs_dataset *ds = calloc(1, sizeof(*ds));
 	char **paths = NULL;
@@ -771,8 +771,8 @@ uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds)
 	return b;
 }
 
-int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard,
-		       uint64_t *local, uint64_t *offset)
+int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard, uint64_t *local,
+		       uint64_t *offset)
 {
 	size_t lo = 0, hi = ds->nshards;
 
@@ -846,7 +846,7 @@ int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, s
 
 struct rec_ref {
 	uint64_t local; /* record within its shard */
-	size_t k;       /* index into the caller's arrays */
+	size_t k; /* index into the caller's arrays */
 	size_t shard;
 };
 

@@ -31,10 +31,10 @@ struct bfs_dataset_opts {
 	enum bfs_compression comp;
 	bool follow_symlinks; /* allow links that lead outside SOURCE */
 	const char *index_dir; /* NULL: no cache */
-	unsigned jobs;         /* scan threads; 0 = 1 */
-	bool infer;            /* infer (or load the cached) schema */
+	unsigned jobs; /* scan threads; 0 = 1 */
+	bool infer; /* infer (or load the cached) schema */
 	bfs_progress_fn progress;
-	void *progress_ctx;   /* also passed to on_bad */
+	void *progress_ctx; /* also passed to on_bad */
 	/* a record with a bad data CRC met while indexing (msg borrowed) */
 	void (*on_bad)(void *ctx, const char *shard, const char *msg);
 };
@@ -54,7 +54,7 @@ uint64_t bfs_dataset_nrecords(const struct bfs_dataset *ds);
 uint32_t bfs_dataset_max_record_len(const struct bfs_dataset *ds);
 /* Inferred schema (NULL unless opts.infer). Borrowed. */
 const struct bfs_schema *bfs_dataset_schema(const struct bfs_dataset *ds);
-bool bfs_dataset_index_reused(const struct bfs_dataset *ds);  /* every shard from cache */
+bool bfs_dataset_index_reused(const struct bfs_dataset *ds); /* every shard from cache */
 bool bfs_dataset_schema_reused(const struct bfs_dataset *ds);
 uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds); /* in memory */
 uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds); /* skipped by inference */
@@ -62,8 +62,8 @@ uint64_t bfs_dataset_bad_records(const struct bfs_dataset *ds); /* bad data CRC 
 
 /* Global record → (shard, record within shard, byte offset). -ENOENT if out
  * of range. */
-int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard,
-		       uint64_t *local, uint64_t *offset);
+int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard, uint64_t *local,
+		       uint64_t *offset);
 
 /* Data length of global record `rec` (0 if out of range). */
 uint32_t bfs_dataset_record_len(const struct bfs_dataset *ds, uint64_t rec);

@@ -7,17 +7,17 @@
 #include <string.h>
 
 enum vkind {
-	VK_ROWS,        /* bytes per row fixed: chunk c holds rows [c*C, c*C + len) */
-	VK_VALUES,      /* ragged values: chunk c holds elements [P[c], P[c+1]) of its slot */
-	VK_ROW_SPLITS,  /* int64 [rows+1]: chunk c holds [c*C, c*C + len], shifted by P[c] */
+	VK_ROWS, /* bytes per row fixed: chunk c holds rows [c*C, c*C + len) */
+	VK_VALUES, /* ragged values: chunk c holds elements [P[c], P[c+1]) of its slot */
+	VK_ROW_SPLITS, /* int64 [rows+1]: chunk c holds [c*C, c*C + len], shifted by P[c] */
 	VK_VALUE_SPLITS /* int64 [nvalues+1]: chunk c holds [P[c], P[c+1]], shifted by Pbytes[c] */
 };
 
 struct view_tensor {
 	enum vkind kind;
-	uint64_t unit;  /* VK_ROWS: bytes per row; VK_VALUES: bytes per element; splits: 8 */
-	size_t slot;    /* VK_VALUES: the slot its elements count in; splits: the values slot */
-	size_t shift;   /* splits: the slot whose totals shift a chunk's offsets */
+	uint64_t unit; /* VK_ROWS: bytes per row; VK_VALUES: bytes per element; splits: 8 */
+	size_t slot; /* VK_VALUES: the slot its elements count in; splits: the values slot */
+	size_t shift; /* splits: the slot whose totals shift a chunk's offsets */
 };
 
 static uint64_t prefix(const struct bfs_epoch_view *v, uint64_t c, size_t slot)
@@ -157,8 +157,8 @@ uint64_t bfs_epoch_view_chunk(const struct bfs_epoch_view *v, size_t t, uint64_t
 }
 
 uint64_t bfs_epoch_view_copy(const struct bfs_epoch_view *v, size_t t, uint64_t c,
-			     const uint8_t *cbuf, const struct bfs_geom *cg, uint64_t off, uint64_t n,
-			     uint8_t *dst)
+			     const uint8_t *cbuf, const struct bfs_geom *cg, uint64_t off,
+			     uint64_t n, uint8_t *dst)
 {
 	const struct view_tensor *x = &v->vt[t];
 	const uint8_t *src = cbuf + cg->g[t].offset;

@@ -43,7 +43,7 @@ uint64_t bfs_epoch_view_chunk(const struct bfs_epoch_view *v, size_t t, uint64_t
  * c | BFS_CHUNK). Returns the bytes written: at least 1 when off lies in
  * chunk c (as bfs_epoch_view_chunk says), 0 otherwise. */
 uint64_t bfs_epoch_view_copy(const struct bfs_epoch_view *v, size_t t, uint64_t c,
-			     const uint8_t *cbuf, const struct bfs_geom *cg, uint64_t off, uint64_t n,
-			     uint8_t *dst);
+			     const uint8_t *cbuf, const struct bfs_geom *cg, uint64_t off,
+			     uint64_t n, uint8_t *dst);
 
 #endif

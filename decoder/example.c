@@ -39,16 +39,16 @@ enum wire_type {
 
 /* The messages of tf_example.proto, as the walker sees them. */
 enum wire_msg {
-	M_SEQEX,     /* 1: Features, 2: FeatureLists */
-	M_FEATURES,  /* 1: FeatureEntry */
-	M_FENTRY,    /* 1: key, 2: Feature */
-	M_FLISTS,    /* 1: FeatureListEntry */
-	M_FLENTRY,   /* 1: key, 2: FeatureList */
-	M_FLIST,     /* 1: Feature */
-	M_FEATURE,   /* 1: BytesList, 2: FloatList, 3: Int64List */
-	M_BYTES,     /* 1: bytes */
-	M_FLOATS,    /* 1: float, packed or not */
-	M_INTS,      /* 1: int64, packed or not */
+	M_SEQEX, /* 1: Features, 2: FeatureLists */
+	M_FEATURES, /* 1: FeatureEntry */
+	M_FENTRY, /* 1: key, 2: Feature */
+	M_FLISTS, /* 1: FeatureListEntry */
+	M_FLENTRY, /* 1: key, 2: FeatureList */
+	M_FLIST, /* 1: Feature */
+	M_FEATURE, /* 1: BytesList, 2: FloatList, 3: Int64List */
+	M_BYTES, /* 1: bytes */
+	M_FLOATS, /* 1: float, packed or not */
+	M_INTS, /* 1: int64, packed or not */
 };
 
 static const char *const wire_msg_name[] = {
@@ -221,11 +221,13 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 		field = tag >> 3;
 		wt = (unsigned)(tag & 7);
 		if (field == 0 || field > 0x1fffffff)
-			return bfs_err_set(-EBADMSG, "invalid field number %llu at byte %zu (in %s%s%s%s)",
+			return bfs_err_set(-EBADMSG,
+					   "invalid field number %llu at byte %zu (in %s%s%s%s)",
 					   (unsigned long long)field, at, wire_msg_name[m],
 					   name[0] ? " of '" : "", name, name[0] ? "'" : "");
 		if (wt == WT_SGROUP || wt == WT_EGROUP || wt > WT_I32)
-			return bfs_err_set(-EBADMSG, "%s wire type %u at byte %zu (field %llu of %s%s%s%s)",
+			return bfs_err_set(-EBADMSG,
+					   "%s wire type %u at byte %zu (field %llu of %s%s%s%s)",
 					   wt > WT_I32 ? "invalid" : "unsupported group", wt, at,
 					   (unsigned long long)field, wire_msg_name[m],
 					   name[0] ? " of '" : "", name, name[0] ? "'" : "");
@@ -247,9 +249,11 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 			}
 			if (len > end - pos)
 				return bfs_err_set(-EBADMSG,
-						   "field %llu length %llu at byte %zu overruns its %s of %zu bytes",
-						   (unsigned long long)field, (unsigned long long)len, at,
-						   wire_msg_name[m], end - start);
+						   "field %llu length %llu at byte %zu overruns "
+						   "its %s of %zu bytes",
+						   (unsigned long long)field,
+						   (unsigned long long)len, at, wire_msg_name[m],
+						   end - start);
 			pos += (size_t)len;
 			continue;
 		}
@@ -257,7 +261,8 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 		/* Known fields: packed floats/ints may also come unpacked. */
 		if (what == F_FLOAT && wt == WT_I32) {
 			if (end - pos < 4)
-				return bfs_err_set(-EBADMSG, "truncated float at byte %zu (feature '%s')",
+				return bfs_err_set(-EBADMSG,
+						   "truncated float at byte %zu (feature '%s')",
 						   pos, name);
 			pos += 4;
 			continue;
@@ -269,19 +274,23 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 			continue;
 		}
 		if (wt != WT_LEN)
-			return bfs_err_set(-EBADMSG,
-					   "field %llu of %s%s%s%s has wire type %u at byte %zu, expected %s",
-					   (unsigned long long)field, wire_msg_name[m],
-					   name[0] ? " of '" : "", name, name[0] ? "'" : "", wt, at,
-					   what == F_FLOAT ? "2 or 5" : what == F_INT ? "0 or 2" : "2");
+			return bfs_err_set(
+				-EBADMSG,
+				"field %llu of %s%s%s%s has wire type %u at byte %zu, expected %s",
+				(unsigned long long)field, wire_msg_name[m], name[0] ? " of '" : "",
+				name, name[0] ? "'" : "", wt, at,
+				what == F_FLOAT ? "2 or 5"
+				: what == F_INT ? "0 or 2"
+						: "2");
 		err = wire_varint(buf, &pos, end, &len);
 		if (err < 0)
 			return err;
 		if (len > end - pos)
-			return bfs_err_set(-EBADMSG,
-					   "field %llu length %llu at byte %zu overruns its %s of %zu bytes",
-					   (unsigned long long)field, (unsigned long long)len, at,
-					   wire_msg_name[m], end - start);
+			return bfs_err_set(
+				-EBADMSG,
+				"field %llu length %llu at byte %zu overruns its %s of %zu bytes",
+				(unsigned long long)field, (unsigned long long)len, at,
+				wire_msg_name[m], end - start);
 
 		switch (what) {
 		case F_MSG:
@@ -290,14 +299,16 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 			if (m == M_FENTRY) {
 				if (seen_kind[0])
 					return bfs_err_set(-EBADMSG,
-							   "feature '%s': value appears twice in one map entry (at byte %zu)",
+							   "feature '%s': value appears twice in "
+							   "one map entry (at byte %zu)",
 							   name, at);
 				seen_kind[0] = true;
 			}
 			if (m == M_FEATURE) {
 				if (seen_kind[field])
 					return bfs_err_set(-EBADMSG,
-							   "feature '%s': %s appears twice in one Feature (at byte %zu)",
+							   "feature '%s': %s appears twice in one "
+							   "Feature (at byte %zu)",
 							   name, wire_msg_name[sub], at);
 				seen_kind[field] = true;
 			}
@@ -307,13 +318,16 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 			break;
 		case F_KEY:
 			if (memchr(buf + pos, '\0', (size_t)len))
-				return bfs_err_set(-EBADMSG, "feature name '%s' at byte %zu contains a NUL byte",
-						   name, at);
+				return bfs_err_set(
+					-EBADMSG,
+					"feature name '%s' at byte %zu contains a NUL byte", name,
+					at);
 			break;
 		case F_FLOAT:
 			if (len % 4)
 				return bfs_err_set(-EBADMSG,
-						   "feature '%s': packed floats of %llu bytes at byte %zu (not a multiple of 4)",
+						   "feature '%s': packed floats of %llu bytes at "
+						   "byte %zu (not a multiple of 4)",
 						   name, (unsigned long long)len, at);
 			break;
 		case F_INT: {
@@ -403,7 +417,8 @@ static size_t feature_nbytes(const Tensorflow__Feature *f)
 	return 0;
 }
 
-static void fill_values(struct bfs_values *v, const Tensorflow__Feature *f, struct bfs_bytes **bytes)
+static void fill_values(struct bfs_values *v, const Tensorflow__Feature *f,
+			struct bfs_bytes **bytes)
 {
 	memset(v, 0, sizeof(*v));
 	v->kind = BFS_KIND_NONE;
@@ -469,8 +484,9 @@ int bfs_example_decode_ref(struct bfs_example **out, const uint8_t *data, size_t
 		err = wire_check(data, len, true);
 		if (err < 0)
 			return err;
-		return bfs_err_set(-EBADMSG,
-				   "not a tf.train.Example or SequenceExample (protobuf parse failed)");
+		return bfs_err_set(
+			-EBADMSG,
+			"not a tf.train.Example or SequenceExample (protobuf parse failed)");
 	}
 	ctx = msg->context;
 	fls = msg->feature_lists;
@@ -497,7 +513,8 @@ int bfs_example_decode_ref(struct bfs_example **out, const uint8_t *data, size_t
 	if (__builtin_mul_overflow(nctx, sizeof(struct bfs_feature), &off) || !add_ok(&size, off))
 		goto overflow;
 	off_list = size;
-	if (__builtin_mul_overflow(nfl, sizeof(struct bfs_feature_list), &off) || !add_ok(&size, off))
+	if (__builtin_mul_overflow(nfl, sizeof(struct bfs_feature_list), &off) ||
+	    !add_ok(&size, off))
 		goto overflow;
 	off_steps = size;
 	if (__builtin_mul_overflow(nsteps, sizeof(struct bfs_values), &off) || !add_ok(&size, off))
@@ -600,8 +617,7 @@ const struct bfs_values *bfs_example_find(const struct bfs_example *ex, const ch
 	return NULL;
 }
 
-const struct bfs_feature_list *bfs_example_find_list(const struct bfs_example *ex,
-						     const char *name)
+const struct bfs_feature_list *bfs_example_find_list(const struct bfs_example *ex, const char *name)
 {
 	size_t lo = 0, hi = ex ? ex->nlists : 0; /* no example: nothing found */
 
@@ -753,8 +769,8 @@ static void sb_values(struct sbuf *sb, const struct bfs_values *v, size_t max_va
 				summary = true;
 		}
 		if (summary) {
-			sb_printf(sb, "%zu value%s, %llu bytes]", v->count, v->count == 1 ? "" : "s",
-				  (unsigned long long)total);
+			sb_printf(sb, "%zu value%s, %llu bytes]", v->count,
+				  v->count == 1 ? "" : "s", (unsigned long long)total);
 			return;
 		}
 	}

@@ -10,7 +10,7 @@
 
 struct example_impl {
 	struct bfs_example pub; /* first: bfs_example_free finds the rest */
-	void *msg;              /* the protobuf-c message, or NULL (fast decoder) */
+	void *msg; /* the protobuf-c message, or NULL (fast decoder) */
 };
 
 #endif

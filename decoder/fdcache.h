@@ -25,12 +25,12 @@
 #include <stdint.h>
 
 struct bfs_fdslot {
-	int fd;            /* -1: closed (valid to read only while pinned) */
+	int fd; /* -1: closed (valid to read only while pinned) */
 	unsigned pins;
-	bool linked;       /* in the LRU list (open and unpinned) */
+	bool linked; /* in the LRU list (open and unpinned) */
 	struct bfs_fdslot *prev, *next;
 	uint64_t dev, ino; /* the file first opened */
-	const char *path;  /* borrowed from the owner */
+	const char *path; /* borrowed from the owner */
 };
 
 /* Take ownership of the open descriptor `fd` of `path` (borrowed; must

@@ -82,7 +82,8 @@ int bfs_image_probe(const uint8_t *data, size_t len, enum bfs_image_fmt *fmt, ui
 	default:
 		if (len == 0)
 			return bfs_err_set(-EBADMSG, "empty value (0 bytes), not an image");
-		return bfs_err_set(-EBADMSG, "not a JPEG or PNG image (first bytes %02x %02x %02x %02x)",
+		return bfs_err_set(-EBADMSG,
+				   "not a JPEG or PNG image (first bytes %02x %02x %02x %02x)",
 				   data[0], len > 1 ? data[1] : 0, len > 2 ? data[2] : 0,
 				   len > 3 ? data[3] : 0);
 	}
@@ -164,15 +165,17 @@ int bfs_image_decode(uint8_t *dst, const struct bfs_image_target *t, const uint8
 	int rc;
 
 	if (!t->w || !t->h || (t->c != 1 && t->c != 3 && t->c != 4))
-		return bfs_err_set(-EINVAL, "image target %ux%ux%u is not a size", t->h, t->w, t->c);
+		return bfs_err_set(-EINVAL, "image target %ux%ux%u is not a size", t->h, t->w,
+				   t->c);
 	rc = bfs_image_probe(data, len, &fmt, &w, &h);
 	if (rc)
 		return rc;
 	if ((uint64_t)w * h > cap)
-		return bfs_err_set(-EBADMSG,
-				   "%s image %ux%u has %llu pixels, over the cap image_max_pixels=%llu",
-				   bfs_image_fmt_name(fmt), w, h, (unsigned long long)((uint64_t)w * h),
-				   (unsigned long long)cap);
+		return bfs_err_set(
+			-EBADMSG,
+			"%s image %ux%u has %llu pixels, over the cap image_max_pixels=%llu",
+			bfs_image_fmt_name(fmt), w, h, (unsigned long long)((uint64_t)w * h),
+			(unsigned long long)cap);
 	place(&p, t, w, h);
 	if (fmt == BFS_IMAGE_JPEG) {
 		denom = dct_denom(p.scale);
@@ -200,13 +203,13 @@ int bfs_image_decode(uint8_t *dst, const struct bfs_image_target *t, const uint8
 		rc = 0;
 	} else {
 		rc = bfs_resize(pix, dw, dh, (size_t)dw * t->c, t->c, p.src,
-				dst + (size_t)p.oy * stride + (size_t)p.ox * t->c, p.bw, p.bh, stride,
-				t->filter);
+				dst + (size_t)p.oy * stride + (size_t)p.ox * t->c, p.bw, p.bh,
+				stride, t->filter);
 		if (rc == -ENOMEM)
 			rc = bfs_err_set(-ENOMEM, "image: no memory to resize");
 		else if (rc)
-			rc = bfs_err_set(-EBADMSG, "image: cannot resize %ux%u to %ux%u", dw, dh, p.bw,
-					 p.bh);
+			rc = bfs_err_set(-EBADMSG, "image: cannot resize %ux%u to %ux%u", dw, dh,
+					 p.bw, p.bh);
 	}
 	free(pix);
 	return rc;

@@ -22,7 +22,8 @@ static int jpeg_err(tjhandle h)
 	size_t n = m ? strlen(m) : 0;
 
 	/* the library's messages end without a period; keep them one line */
-	return bfs_err_set(-EBADMSG, "jpeg: %.*s", (int)(n > 200 ? 200 : n), m ? m : "decode failed");
+	return bfs_err_set(-EBADMSG, "jpeg: %.*s", (int)(n > 200 ? 200 : n),
+			   m ? m : "decode failed");
 }
 
 /* libjpeg's headers are in a JPEG of at least a few bytes; TurboJPEG takes
@@ -131,7 +132,8 @@ int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom,
 		rc = bfs_err_set(-ENOMEM, "jpeg: no memory for a %dx%d image", sw, sh);
 		goto out;
 	}
-	if (tjDecompress2(th, data, (unsigned long)len, pix, sw, 0, sh, pf, TJFLAG_STOPONWARNING) != 0) {
+	if (tjDecompress2(th, data, (unsigned long)len, pix, sw, 0, sh, pf, TJFLAG_STOPONWARNING) !=
+	    0) {
 		rc = jpeg_err(th);
 		goto out;
 	}

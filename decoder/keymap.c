@@ -39,8 +39,8 @@ int bfs_keymap_new(struct bfs_keymap **out, const char *const *names, size_t n)
 		if (m->t[k].name)
 			continue;
 		m->t[k] = (struct bfs_keymap_slot){
-			h, len <= 8 ? bfs_keymap_word((const uint8_t *)names[i], len) : 0, names[i], len,
-			(long)i
+			h, len <= 8 ? bfs_keymap_word((const uint8_t *)names[i], len) : 0, names[i],
+			len, (long)i
 		};
 	}
 	*out = m;

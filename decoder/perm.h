@@ -17,7 +17,7 @@ struct bfs_perm {
 	uint64_t key[6];
 	unsigned half; /* bits per Feistel half */
 	uint64_t mask;
-	int identity;  /* n <= 1 or shuffle=none */
+	int identity; /* n <= 1 or shuffle=none */
 };
 
 /* Set up the permutation of [0, n) for (seed, epoch). shuffle=0 gives the

@@ -57,7 +57,8 @@ int bfs_png_decode(const uint8_t *data, size_t len, unsigned c, uint8_t **out, u
 	}
 	pix = malloc(n ? n : 1);
 	if (!pix) {
-		rc = bfs_err_set(-ENOMEM, "png: no memory for a %ux%u image", ihdr.width, ihdr.height);
+		rc = bfs_err_set(-ENOMEM, "png: no memory for a %ux%u image", ihdr.width,
+				 ihdr.height);
 		goto out;
 	}
 	e = spng_decode_image(ctx, pix, n, fmt, c == 4 ? SPNG_DECODE_TRNS : 0);

@@ -45,15 +45,16 @@
 
 #define HDR_LEN 12
 #define FOOT_LEN 4
-#define SCAN_CHUNK ((size_t)1 << 20)  /* initial scan buffer, uncompressed */
+#define SCAN_CHUNK ((size_t)1 << 20) /* initial scan buffer, uncompressed */
 #define SCAN_IN_CHUNK ((size_t)256 << 10) /* compressed input per pread, scan */
-#define READ_IN_CHUNK ((size_t)64 << 10)  /* compressed input per pread, read */
-#define DISCARD_CHUNK ((size_t)32 << 10)  /* output skipped on the way to a record */
-#define SEEK_SPAN ((uint64_t)1 << 20)     /* uncompressed bytes between seek points */
+#define READ_IN_CHUNK ((size_t)64 << 10) /* compressed input per pread, read */
+#define DISCARD_CHUNK ((size_t)32 << 10) /* output skipped on the way to a record */
+#define SEEK_SPAN ((uint64_t)1 << 20) /* uncompressed bytes between seek points */
 #define WINSIZE 32768
 
 struct bfs_shard {
-	struct bfs_fdslot fs; /* the descriptor, through the LRU cache: use fs.fd only while pinned */
+	struct bfs_fdslot
+		fs; /* the descriptor, through the LRU cache: use fs.fd only while pinned */
 	char *path;
 	char *open_path; /* path made absolute: the daemon reopens shards after chdir("/") */
 	enum bfs_compression comp;
@@ -82,8 +83,7 @@ void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx)
 
 static inline uint32_t get_le32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static inline uint32_t masked_crc(const uint8_t *p, size_t n)
@@ -425,15 +425,16 @@ int bfs_shard_set_index(struct bfs_shard *s, const struct bfs_record_loc *locs, 
 		uint64_t end;
 
 		if (locs[i].len > BFS_RECORD_MAX_LEN ||
-		    __builtin_add_overflow(locs[i].offset, (uint64_t)HDR_LEN + FOOT_LEN + locs[i].len,
-					   &end) ||
+		    __builtin_add_overflow(locs[i].offset,
+					   (uint64_t)HDR_LEN + FOOT_LEN + locs[i].len, &end) ||
 		    (i + 1 < n && locs[i + 1].offset < end))
-			return bfs_err_set(-EINVAL, "index: record %" PRIu64 " is invalid or out of order",
-					   i);
+			return bfs_err_set(
+				-EINVAL, "index: record %" PRIu64 " is invalid or out of order", i);
 	}
 	for (size_t i = 0; i < npts; i++) {
 		if (pts[i].bits > 7 || pts[i].in_off > s->file_size ||
-		    (pts[i].bits && pts[i].in_off == 0) || (i && pts[i].out_off <= pts[i - 1].out_off))
+		    (pts[i].bits && pts[i].in_off == 0) ||
+		    (i && pts[i].out_off <= pts[i - 1].out_off))
 			return bfs_err_set(-EINVAL, "index: seek point %zu is invalid", i);
 	}
 	if (n) {
@@ -739,7 +740,7 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 		}
 		if (have == 0)
 			break; /* clean end at a record boundary */
-#define REC_ERR(e, fmt, ...)                                                                \
+#define REC_ERR(e, fmt, ...)                                                                       \
 	bfs_err_set(e, "record %" PRIu64 " at offset %" PRIu64 ": " fmt, sc.rec, off, __VA_ARGS__)
 		if (have < 8) {
 			err = REC_ERR(-EBADMSG, "truncated length (%" PRId64 " of 8 bytes)", have);
@@ -767,7 +768,8 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 		}
 		if (plain) {
 			/* check against the file before allocating anything */
-			uint64_t left = s->file_size > off + HDR_LEN ? s->file_size - off - HDR_LEN : 0;
+			uint64_t left =
+				s->file_size > off + HDR_LEN ? s->file_size - off - HDR_LEN : 0;
 			if (len > left) {
 				err = REC_ERR(-EBADMSG,
 					      "truncated data (declared %" PRIu64 " bytes, %" PRIu64
@@ -784,7 +786,8 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 		}
 		if ((uint64_t)have < HDR_LEN + len) {
 			err = REC_ERR(-EBADMSG,
-				      "truncated data (declared %" PRIu64 " bytes, %" PRId64 " left)",
+				      "truncated data (declared %" PRIu64 " bytes, %" PRId64
+				      " left)",
 				      len, have - HDR_LEN);
 			goto out;
 		}
@@ -844,8 +847,8 @@ static int check_header(const struct bfs_shard *s, uint64_t i, const uint8_t *hd
 	if (verify && (calc = masked_crc(hdr, 8)) != stored)
 		return bfs_err_set(-EBADMSG,
 				   "record %" PRIu64 " at offset %" PRIu64
-				   ": length CRC mismatch (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32
-				   ")",
+				   ": length CRC mismatch (stored 0x%08" PRIx32
+				   ", computed 0x%08" PRIx32 ")",
 				   i, loc->offset, stored, calc);
 	if (len != loc->len)
 		return bfs_err_set(-EBADMSG,
@@ -865,8 +868,8 @@ static int check_data(const struct bfs_shard *s, uint64_t i, const uint8_t *data
 	if (calc != stored)
 		return bfs_err_set(-EBADMSG,
 				   "record %" PRIu64 " at offset %" PRIu64
-				   ": data CRC mismatch (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32
-				   ")",
+				   ": data CRC mismatch (stored 0x%08" PRIx32
+				   ", computed 0x%08" PRIx32 ")",
 				   i, loc->offset, stored, calc);
 	return 0;
 }
@@ -944,7 +947,8 @@ static uint64_t current_size(const struct bfs_shard *s)
 
 static int truncated(const struct bfs_shard *s, uint64_t i)
 {
-	return bfs_err_set(-EIO, "record %" PRIu64 " at offset %" PRIu64 ": short read; file truncated?",
+	return bfs_err_set(-EIO,
+			   "record %" PRIu64 " at offset %" PRIu64 ": short read; file truncated?",
 			   i, s->locs[i].offset);
 }
 
@@ -1005,8 +1009,9 @@ static int read_plain(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify
 			continue;
 		if (n < 0) {
 			err = -errno;
-			return bfs_err_set(err, "record %" PRIu64 " at offset %" PRIu64 ": read: %s",
-					   i, loc->offset, strerror(-err));
+			return bfs_err_set(err,
+					   "record %" PRIu64 " at offset %" PRIu64 ": read: %s", i,
+					   loc->offset, strerror(-err));
 		}
 		if (n == 0)
 			return bfs_err_set(-EIO,
@@ -1056,7 +1061,8 @@ static int zr_start(struct zreader *r, const struct bfs_seek_point *pt)
 			ssize_t n = pread_full(r->s->fs.fd, &b, 1, pt->in_off - 1);
 
 			if (n != 1)
-				return zr_err(r, n < 0 ? (int)n : -EIO, "cannot read seek point byte");
+				return zr_err(r, n < 0 ? (int)n : -EIO,
+					      "cannot read seek point byte");
 			ret = inflatePrime(&r->z.zs, pt->bits, b >> (8 - pt->bits));
 			if (ret != Z_OK)
 				return zr_err(r, -EBADMSG, "bad seek point");
@@ -1220,12 +1226,13 @@ out:
 static int read_one(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
 {
 	if (i >= s->nlocs)
-		return bfs_err_set(-ENOENT, "record %" PRIu64 ": no such record (%" PRIu64 " indexed)",
-				   i, s->nlocs);
+		return bfs_err_set(-ENOENT,
+				   "record %" PRIu64 ": no such record (%" PRIu64 " indexed)", i,
+				   s->nlocs);
 	if (s->locs[i].len > dst_cap)
 		return bfs_err_set(-EFBIG,
-				   "record %" PRIu64 " at offset %" PRIu64
-				   ": %" PRIu32 " bytes do not fit in a %zu-byte buffer",
+				   "record %" PRIu64 " at offset %" PRIu64 ": %" PRIu32
+				   " bytes do not fit in a %zu-byte buffer",
 				   i, s->locs[i].offset, s->locs[i].len, dst_cap);
 	if (s->comp == BFS_COMP_NONE)
 		return read_plain(s, i, dst, verify);
@@ -1334,8 +1341,8 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 		uint64_t i = idx[k];
 
 		if (i >= s->nlocs) {
-			fail_one(s, bfs_err_set(-ENOENT, "record %" PRIu64 ": no such record", i), errs,
-				 msgs, k);
+			fail_one(s, bfs_err_set(-ENOENT, "record %" PRIu64 ": no such record", i),
+				 errs, msgs, k);
 			continue;
 		}
 		loc = &s->locs[i];

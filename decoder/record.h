@@ -44,14 +44,14 @@ int bfs_compression_parse(enum bfs_compression *out, const char *s);
 /* Index of one record. 12 bytes of payload. */
 struct bfs_record_loc {
 	uint64_t offset; /* of the record's 12-byte header, in the uncompressed stream */
-	uint32_t len;    /* data length */
+	uint32_t len; /* data length */
 } __attribute__((packed, aligned(4))); /* 12 bytes per record in memory too */
 
 /* A zran seek point: enough state to restart inflate mid-stream. */
 struct bfs_seek_point {
-	uint64_t out_off;   /* uncompressed offset this point restarts at */
-	uint64_t in_off;    /* compressed byte offset of the first full byte */
-	uint8_t bits;       /* bits (0-7) of the byte before in_off still to use */
+	uint64_t out_off; /* uncompressed offset this point restarts at */
+	uint64_t in_off; /* compressed byte offset of the first full byte */
+	uint8_t bits; /* bits (0-7) of the byte before in_off still to use */
 	uint8_t new_member; /* 1: in_off starts a new gzip/zlib member header (window empty) */
 	uint8_t window[32768]; /* the 32 KiB of output preceding out_off; zero-filled
 				* at the front when the member produced less */
@@ -67,15 +67,15 @@ struct bfs_shard;
 int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compression comp);
 void bfs_shard_close(struct bfs_shard *s); /* accepts NULL */
 
-const char *bfs_shard_path(const struct bfs_shard *s);            /* borrowed */
+const char *bfs_shard_path(const struct bfs_shard *s); /* borrowed */
 enum bfs_compression bfs_shard_compression(const struct bfs_shard *s);
-uint64_t bfs_shard_file_size(const struct bfs_shard *s);           /* st_size at open */
-int64_t bfs_shard_mtime_ns(const struct bfs_shard *s);              /* st_mtim at open */
+uint64_t bfs_shard_file_size(const struct bfs_shard *s); /* st_size at open */
+int64_t bfs_shard_mtime_ns(const struct bfs_shard *s); /* st_mtim at open */
 
 /* Callback for each record during a scan. data is borrowed, valid only during
  * the call. Return 0 to continue, <0 to stop the scan with that error. */
-typedef int (*bfs_record_fn)(void *ctx, uint64_t index, uint64_t offset,
-			     const uint8_t *data, uint32_t len);
+typedef int (*bfs_record_fn)(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data,
+			     uint32_t len);
 
 /* During a verifying scan a data CRC mismatch stops the scan with an error,
  * unless a bad-record function is set: then the record is indexed, reported

@@ -15,9 +15,9 @@
 #include <string.h>
 
 struct taps {
-	uint32_t n;     /* taps per output index */
+	uint32_t n; /* taps per output index */
 	uint32_t *first; /* [out] first source index */
-	float *w;        /* [out][n] weights; unused taps 0 */
+	float *w; /* [out][n] weights; unused taps 0 */
 };
 
 static void taps_free(struct taps *t)

@@ -104,7 +104,8 @@ static void fmt_shape(char *dst, size_t cap, int ndim, const int64_t *shape)
 
 	n += (size_t)snprintf(dst, cap, "[");
 	for (int i = 0; i < ndim && n < cap; i++)
-		n += (size_t)snprintf(dst + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+		n += (size_t)snprintf(dst + n, cap - n, "%s%lld", i ? ", " : "",
+				      (long long)shape[i]);
 	if (n < cap)
 		snprintf(dst + n, cap - n, "]");
 }
@@ -292,7 +293,8 @@ static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *
 		if (f->kind != BFS_KIND_BYTES || f->is_list)
 			return spec_err(f, "\"content\" only applies to a bytes feature");
 		if (!json_is_string(jcon) ||
-		    (f->content = bfs_image_fmt_parse(json_string_value(jcon))) == BFS_IMAGE_UNKNOWN)
+		    (f->content = bfs_image_fmt_parse(json_string_value(jcon))) ==
+			    BFS_IMAGE_UNKNOWN)
 			return spec_err(f, "\"content\" must be \"jpeg\" or \"png\"");
 	}
 	if ((jmw || jmh) && !jcon)
@@ -307,33 +309,40 @@ static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *
 	f->content_h = jmh ? (int64_t)json_integer_value(jmh) : 0;
 	if (!jdec) {
 		if (jres || jfil)
-			return spec_err(f, "\"resize\"/\"filter\" only apply with \"decode\": \"image\"");
+			return spec_err(
+				f, "\"resize\"/\"filter\" only apply with \"decode\": \"image\"");
 		return 0;
 	}
 	if (!json_is_string(jdec) || strcmp(json_string_value(jdec), "image") != 0)
 		return spec_err(f, "\"decode\" must be \"image\"");
 	if (f->kind != BFS_KIND_BYTES || f->is_list || f->layout != BFS_LAYOUT_FIXED)
-		return spec_err(f, "\"decode\": \"image\" needs a bytes feature of fixed \"shape\" [H, W, C]");
+		return spec_err(
+			f,
+			"\"decode\": \"image\" needs a bytes feature of fixed \"shape\" [H, W, C]");
 	if (f->dtype != BFS_DT_U8)
 		return spec_err(f, "\"decode\": \"image\" gives \"dtype\" \"uint8\", not \"%s\"",
 				bfs_dtype_name(f->dtype));
 	if (f->ndim != 3 || f->shape[0] < 1 || f->shape[1] < 1 || f->shape[0] > UINT16_MAX ||
 	    f->shape[1] > UINT16_MAX || (f->shape[2] != 1 && f->shape[2] != 3 && f->shape[2] != 4))
-		return spec_err(f, "bad \"shape\" %s for \"decode\": \"image\": [H, W, C] with H and W in 1..65535, C 1, 3 or 4",
+		return spec_err(f,
+				"bad \"shape\" %s for \"decode\": \"image\": [H, W, C] with H and "
+				"W in 1..65535, C 1, 3 or 4",
 				shp);
 	f->image = true;
-	if (jres && (!json_is_string(jres) || bfs_resize_parse(json_string_value(jres), &f->resize)))
+	if (jres &&
+	    (!json_is_string(jres) || bfs_resize_parse(json_string_value(jres), &f->resize)))
 		return spec_err(f, "\"resize\" must be \"stretch\", \"fit\" or \"crop\"");
-	if (jfil && (!json_is_string(jfil) || bfs_filter_parse(json_string_value(jfil), &f->filter)))
+	if (jfil &&
+	    (!json_is_string(jfil) || bfs_filter_parse(json_string_value(jfil), &f->filter)))
 		return spec_err(f, "\"filter\" must be \"bilinear\" or \"area\"");
 	return 0;
 }
 
 static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 {
-	static const char *const known[] = { "kind", "shape", "dtype", "max_len",
-					     "pad", "default", "ragged", "max_steps",
-					     "decode", "resize", "filter", "content",
+	static const char *const known[] = { "kind",	  "shape",	"dtype",  "max_len",
+					     "pad",	  "default",	"ragged", "max_steps",
+					     "decode",	  "resize",	"filter", "content",
 					     "max_width", "max_height", "names" };
 	json_t *jkind, *jshape, *jdtype, *jmax_len, *jpad, *jdflt, *jragged, *jsteps, *v;
 	const char *key;
@@ -347,7 +356,8 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 		return spec_err(f, "cannot be a path: %s", bfs_err_msg());
 	if (!json_is_object(obj))
 		return spec_err(f, "must be a JSON object");
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		size_t i;
 		for (i = 0; i < BFS_ARRAY_SIZE(known); i++)
 			if (strcmp(key, known[i]) == 0)
@@ -367,7 +377,8 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 	/* kind */
 	if (!jkind)
 		return spec_err(f, "\"kind\" is missing (bytes, float or int64)");
-	if (!json_is_string(jkind) || (f->kind = bfs_kind_parse(json_string_value(jkind))) == BFS_KIND_NONE)
+	if (!json_is_string(jkind) ||
+	    (f->kind = bfs_kind_parse(json_string_value(jkind))) == BFS_KIND_NONE)
 		return spec_err(f, "\"kind\" must be \"bytes\", \"float\" or \"int64\"");
 
 	/* shape */
@@ -385,7 +396,9 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 			return spec_err(f, "\"shape\" must be an array of integers");
 		f->shape[i] = (int64_t)json_integer_value(d);
 		if (f->shape[i] < -1)
-			return spec_err(f, "\"shape\" dimension %d is %lld (negative; only -1 is allowed, as [-1] or [-1, -1])",
+			return spec_err(f,
+					"\"shape\" dimension %d is %lld (negative; only -1 is "
+					"allowed, as [-1] or [-1, -1])",
 					i, (long long)f->shape[i]);
 		if (f->shape[i] == -1)
 			has_neg = true;
@@ -410,30 +423,41 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 		if (ragged)
 			return spec_err(f, "\"ragged\" does not apply to a feature list");
 		if (has_neg)
-			return spec_err(f, "bad \"shape\" %s: the step shape of a feature list is fixed (no -1)",
+			return spec_err(f,
+					"bad \"shape\" %s: the step shape of a feature list is "
+					"fixed (no -1)",
 					shp);
 		if (f->kind == BFS_KIND_BYTES && f->ndim != 1 && f->ndim != 2)
-			return spec_err(f, "bad \"shape\" %s: a bytes feature list takes [max_bytes] or [max_values, max_bytes]",
+			return spec_err(f,
+					"bad \"shape\" %s: a bytes feature list takes [max_bytes] "
+					"or [max_values, max_bytes]",
 					shp);
 		f->layout = BFS_LAYOUT_FIXED;
 	} else if (ragged) {
 		if (f->kind == BFS_KIND_BYTES) {
 			if (f->ndim != 2 || f->shape[0] != -1 || f->shape[1] != -1)
-				return spec_err(f, "bad \"shape\" %s: a ragged bytes feature takes [-1, -1]", shp);
+				return spec_err(
+					f,
+					"bad \"shape\" %s: a ragged bytes feature takes [-1, -1]",
+					shp);
 			f->layout = BFS_LAYOUT_RAGGED2;
 		} else {
 			if (f->ndim != 1 || f->shape[0] != -1)
-				return spec_err(f, "bad \"shape\" %s: a ragged %s feature takes [-1]", shp,
-						bfs_kind_name(f->kind));
+				return spec_err(f,
+						"bad \"shape\" %s: a ragged %s feature takes [-1]",
+						shp, bfs_kind_name(f->kind));
 			f->layout = BFS_LAYOUT_RAGGED;
 		}
 	} else if (has_neg) {
 		if (f->ndim == 1)
 			f->layout = BFS_LAYOUT_PADDED;
-		else if (f->kind == BFS_KIND_BYTES && f->ndim == 2 && f->shape[0] == -1 && f->shape[1] == -1)
+		else if (f->kind == BFS_KIND_BYTES && f->ndim == 2 && f->shape[0] == -1 &&
+			 f->shape[1] == -1)
 			return spec_err(f, "bad \"shape\" [-1, -1]: needs \"ragged\": true");
 		else
-			return spec_err(f, "bad \"shape\" %s: -1 only as [-1] (padded or ragged) or [-1, -1] (ragged bytes)",
+			return spec_err(f,
+					"bad \"shape\" %s: -1 only as [-1] (padded or ragged) or "
+					"[-1, -1] (ragged bytes)",
 					shp);
 	} else {
 		f->layout = BFS_LAYOUT_FIXED;
@@ -445,7 +469,8 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 		if (jdtype && (!json_is_string(jdtype) ||
 			       bfs_dtype_parse(json_string_value(jdtype)) != f->dtype))
 			return spec_err(f, "\"dtype\" must be \"%s\" for this %s %s (or left out)",
-					bfs_dtype_name(f->dtype), bfs_kind_name(f->kind), spec_what(f));
+					bfs_dtype_name(f->dtype), bfs_kind_name(f->kind),
+					spec_what(f));
 	} else {
 		f->dtype = BFS_DT_U8;
 		if (jdtype) {
@@ -453,28 +478,32 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 				return spec_err(f, "\"dtype\" must be a string");
 			f->dtype = bfs_dtype_parse(json_string_value(jdtype));
 			if (f->dtype == BFS_DT_INVALID)
-				return spec_err(f, "unknown \"dtype\" \"%.40s\"", json_string_value(jdtype));
+				return spec_err(f, "unknown \"dtype\" \"%.40s\"",
+						json_string_value(jdtype));
 		}
 	}
 
 	/* sizes */
 	if (elems > (uint64_t)BFS_MAX_LEN_CAP)
-		return spec_err(f, "\"shape\" %s holds more than %lld values", shp, (long long)BFS_MAX_LEN_CAP);
+		return spec_err(f, "\"shape\" %s holds more than %lld values", shp,
+				(long long)BFS_MAX_LEN_CAP);
 	if (f->layout == BFS_LAYOUT_FIXED && f->kind == BFS_KIND_BYTES && !f->is_list) {
 		nbytes = elems * bfs_dtype_size(f->dtype);
 		if (nbytes > (uint64_t)BFS_MAX_LEN_CAP)
-			return spec_err(f, "\"shape\" %s of %s is %llu bytes, over the cap %lld", shp,
-					bfs_dtype_name(f->dtype), (unsigned long long)nbytes,
+			return spec_err(f, "\"shape\" %s of %s is %llu bytes, over the cap %lld",
+					shp, bfs_dtype_name(f->dtype), (unsigned long long)nbytes,
 					(long long)BFS_MAX_LEN_CAP);
 	}
 
 	/* max_len */
 	if (f->layout == BFS_LAYOUT_PADDED) {
 		if (!jmax_len)
-			return spec_err(f, "\"max_len\" is missing (needed by shape [-1] unless \"ragged\": true)");
+			return spec_err(f, "\"max_len\" is missing (needed by shape [-1] unless "
+					   "\"ragged\": true)");
 		if (!json_is_integer(jmax_len) || json_integer_value(jmax_len) < 0 ||
 		    json_integer_value(jmax_len) > BFS_MAX_LEN_CAP)
-			return spec_err(f, "\"max_len\" must be an integer in 0..%lld", (long long)BFS_MAX_LEN_CAP);
+			return spec_err(f, "\"max_len\" must be an integer in 0..%lld",
+					(long long)BFS_MAX_LEN_CAP);
 		f->max_len = (int64_t)json_integer_value(jmax_len);
 	} else if (jmax_len) {
 		return spec_err(f, "\"max_len\" only applies to shape [-1] without \"ragged\"");
@@ -486,10 +515,12 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 			return spec_err(f, "\"max_steps\" is missing");
 		if (!json_is_integer(jsteps) || json_integer_value(jsteps) < 0 ||
 		    json_integer_value(jsteps) > BFS_MAX_LEN_CAP)
-			return spec_err(f, "\"max_steps\" must be an integer in 0..%lld", (long long)BFS_MAX_LEN_CAP);
+			return spec_err(f, "\"max_steps\" must be an integer in 0..%lld",
+					(long long)BFS_MAX_LEN_CAP);
 		f->max_steps = (int64_t)json_integer_value(jsteps);
 		if (f->max_steps && elems > (uint64_t)BFS_MAX_LEN_CAP / (uint64_t)f->max_steps)
-			return spec_err(f, "\"max_steps\" %lld of shape %s hold more than %lld values",
+			return spec_err(f,
+					"\"max_steps\" %lld of shape %s hold more than %lld values",
 					(long long)f->max_steps, shp, (long long)BFS_MAX_LEN_CAP);
 	} else if (jsteps) {
 		return spec_err(f, "\"max_steps\" only applies under \"feature_lists\"");
@@ -497,10 +528,11 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 
 	/* pad */
 	if (jpad) {
-		bool ok = f->kind != BFS_KIND_BYTES &&
-			  (f->is_list || f->layout == BFS_LAYOUT_PADDED);
+		bool ok =
+			f->kind != BFS_KIND_BYTES && (f->is_list || f->layout == BFS_LAYOUT_PADDED);
 		if (!ok)
-			return spec_err(f, "\"pad\" only applies to padded numeric features and numeric feature lists");
+			return spec_err(f, "\"pad\" only applies to padded numeric features and "
+					   "numeric feature lists");
 		err = scalar_from_json(f, "pad", jpad, &f->pad);
 		if (err < 0)
 			return err;
@@ -509,7 +541,8 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 	/* default */
 	if (jdflt) {
 		if (f->is_list || f->kind == BFS_KIND_BYTES || f->layout != BFS_LAYOUT_FIXED)
-			return spec_err(f, "\"default\" only applies to fixed-shape numeric features");
+			return spec_err(f,
+					"\"default\" only applies to fixed-shape numeric features");
 		err = scalar_from_json(f, "default", jdflt, &f->dflt);
 		if (err < 0)
 			return err;
@@ -543,7 +576,8 @@ static int specs_from_json(struct bfs_feature_spec **out, size_t *nout, json_t *
 	a = calloc(cap, sizeof(*a));
 	if (!a)
 		return bfs_err_set(-ENOMEM, "schema: out of memory");
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		struct bfs_feature_spec *f = &a[n];
 		f->is_list = is_list;
 		f->name = strdup(key);
@@ -559,7 +593,8 @@ static int specs_from_json(struct bfs_feature_spec **out, size_t *nout, json_t *
 	qsort(a, n, sizeof(*a), spec_cmp);
 	for (size_t i = 1; i < n; i++) {
 		if (strcmp(a[i - 1].name, a[i].name) == 0) {
-			err = bfs_err_set(-EINVAL, "schema: \"%s\" names '%.200s' twice", sect, a[i].name);
+			err = bfs_err_set(-EINVAL, "schema: \"%s\" names '%.200s' twice", sect,
+					  a[i].name);
 			goto out_free;
 		}
 	}
@@ -579,8 +614,9 @@ out_free:
 /* Top-level fields a mount writes into schema.json; accepted and ignored. */
 static bool is_fact_key(const char *key)
 {
-	static const char *const facts[] = { "records", "batch_size", "batches_per_epoch", "seed",
-					     "shuffle", "rank", "world", "shards" };
+	static const char *const facts[] = { "records", "batch_size", "batches_per_epoch",
+					     "seed",	"shuffle",    "rank",
+					     "world",	"shards" };
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(facts); i++)
 		if (strcmp(key, facts[i]) == 0)
@@ -598,16 +634,18 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
-		return bfs_err_set(-EINVAL, "schema: JSON error at line %d, column %d: %s", jerr.line,
-				   jerr.column, jerr.text);
+		return bfs_err_set(-EINVAL, "schema: JSON error at line %d, column %d: %s",
+				   jerr.line, jerr.column, jerr.text);
 	if (!json_is_object(root)) {
 		err = bfs_err_set(-EINVAL, "schema: the top level must be a JSON object");
 		goto out_root;
 	}
-	json_object_foreach(root, key, v) {
+	json_object_foreach(root, key, v)
+	{
 		if (strcmp(key, "features") && strcmp(key, "feature_lists") && !is_fact_key(key)) {
 			err = bfs_err_set(-EINVAL,
-					  "schema: unknown top-level field \"%.100s\" (expected \"features\", \"feature_lists\")",
+					  "schema: unknown top-level field \"%.100s\" (expected "
+					  "\"features\", \"feature_lists\")",
 					  key);
 			goto out_root;
 		}
@@ -617,7 +655,8 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 		err = bfs_err_set(-ENOMEM, "schema: out of memory");
 		goto out_root;
 	}
-	err = specs_from_json(&s->features, &s->nfeatures, json_object_get(root, "features"), false);
+	err = specs_from_json(&s->features, &s->nfeatures, json_object_get(root, "features"),
+			      false);
 	if (err < 0)
 		goto out_schema;
 	err = specs_from_json(&s->lists, &s->nlists, json_object_get(root, "feature_lists"), true);
@@ -751,7 +790,9 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 		if (facts->shards) {
 			json_t *a = json_array();
 			for (size_t i = 0; a && i < facts->nshards; i++)
-				if (json_array_append_new(a, json_string(facts->shards[i] ? facts->shards[i] : "")) < 0) {
+				if (json_array_append_new(a, json_string(facts->shards[i]
+										 ? facts->shards[i]
+										 : "")) < 0) {
 					json_decref(a);
 					a = NULL;
 				}
@@ -762,7 +803,9 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 		text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(root);
 	if (!text)
-		return bfs_err_set(-ENOMEM, "schema: cannot write JSON (out of memory, or a name that is not UTF-8)");
+		return bfs_err_set(
+			-ENOMEM,
+			"schema: cannot write JSON (out of memory, or a name that is not UTF-8)");
 	/* One final newline, as a file should end. */
 	n = strlen(text);
 	res = malloc(n + 2);
@@ -880,14 +923,14 @@ out:
 struct fstat {
 	char *name;
 	enum bfs_kind kind;
-	uint64_t present;              /* records with the kind set */
+	uint64_t present; /* records with the kind set */
 	uint64_t min_count, max_count; /* values per record, over `present` */
-	uint64_t nvalues;              /* bytes values seen */
-	uint64_t min_len, max_len;     /* bytes value lengths, over nvalues */
+	uint64_t nvalues; /* bytes values seen */
+	uint64_t min_len, max_len; /* bytes value lengths, over nvalues */
 	/* feature lists */
 	uint64_t max_steps;
 	uint64_t step_min_count, step_max_count; /* values per step (untyped: 0) */
-	uint64_t step_max_len;                   /* longest bytes value of a step */
+	uint64_t step_max_len; /* longest bytes value of a step */
 	/* bytes: the image format of every value so far (UNKNOWN before the
 	 * first), or not_image once one is not that; the largest size */
 	enum bfs_image_fmt img;
@@ -936,8 +979,10 @@ static int list_kind(const struct bfs_feature_list *l, enum bfs_kind *out)
 		if (sk == BFS_KIND_NONE)
 			continue;
 		if (k != BFS_KIND_NONE && sk != k)
-			return bfs_err_set(-EBADMSG, "feature list '%.200s': step %zu has kind %s, earlier steps %s",
-					   l->name, j, bfs_kind_name(sk), bfs_kind_name(k));
+			return bfs_err_set(
+				-EBADMSG,
+				"feature list '%.200s': step %zu has kind %s, earlier steps %s",
+				l->name, j, bfs_kind_name(sk), bfs_kind_name(k));
 		k = sk;
 	}
 	*out = k;
@@ -1054,8 +1099,10 @@ static int infer_check(const struct fstat *st, size_t nst, const struct bfs_exam
 			continue;
 		if (j < nst && c == 0) {
 			if (st[j].kind != kind)
-				return bfs_err_set(-EBADMSG, "%s '%.200s': kind %s, but earlier records have %s",
-						   what, name, bfs_kind_name(kind), bfs_kind_name(st[j].kind));
+				return bfs_err_set(
+					-EBADMSG,
+					"%s '%.200s': kind %s, but earlier records have %s", what,
+					name, bfs_kind_name(kind), bfs_kind_name(st[j].kind));
 			continue;
 		}
 		err = bfs_schema_name_ok(name);
@@ -1257,9 +1304,11 @@ static int list_spec_from_stat(struct bfs_feature_spec *f, const struct fstat *s
 	elems = bfs_spec_elems(f);
 	if (elems > (uint64_t)BFS_MAX_LEN_CAP ||
 	    (st->max_steps && elems > (uint64_t)BFS_MAX_LEN_CAP / st->max_steps))
-		return bfs_err_set(-EFBIG, "feature list '%.200s': %llu steps of %llu values, over the cap %lld",
-				   st->name, (unsigned long long)st->max_steps, (unsigned long long)elems,
-				   (long long)BFS_MAX_LEN_CAP);
+		return bfs_err_set(
+			-EFBIG,
+			"feature list '%.200s': %llu steps of %llu values, over the cap %lld",
+			st->name, (unsigned long long)st->max_steps, (unsigned long long)elems,
+			(long long)BFS_MAX_LEN_CAP);
 	return 0;
 }
 
@@ -1343,27 +1392,32 @@ static int check_feature(const struct bfs_feature_spec *f, const struct bfs_valu
 		fmt_shape(shp, sizeof(shp), f->ndim, f->shape);
 		if (f->kind != BFS_KIND_BYTES) {
 			if (v->count != want)
-				return check_err(f, "%zu values, schema shape %s needs %llu", v->count, shp,
-						 (unsigned long long)want);
+				return check_err(f, "%zu values, schema shape %s needs %llu",
+						 v->count, shp, (unsigned long long)want);
 			return 0;
 		}
 		if (v->count != 1)
-			return check_err(f, "%zu values, a fixed-shape bytes feature takes exactly 1", v->count);
+			return check_err(f,
+					 "%zu values, a fixed-shape bytes feature takes exactly 1",
+					 v->count);
 		if (f->image)
 			return 0; /* any length: it is decoded to the shape */
 		want *= bfs_dtype_size(f->dtype);
 		if (v->b[0].len != want)
-			return check_err(f, "value of %zu bytes, schema shape %s of %s needs %llu", v->b[0].len,
-					 shp, bfs_dtype_name(f->dtype), (unsigned long long)want);
+			return check_err(f, "value of %zu bytes, schema shape %s of %s needs %llu",
+					 v->b[0].len, shp, bfs_dtype_name(f->dtype),
+					 (unsigned long long)want);
 		return 0;
 	case BFS_LAYOUT_PADDED:
 		if (f->kind != BFS_KIND_BYTES) {
 			if (v->count > (uint64_t)f->max_len)
-				return check_err(f, "%zu values, over max_len %lld", v->count, (long long)f->max_len);
+				return check_err(f, "%zu values, over max_len %lld", v->count,
+						 (long long)f->max_len);
 			return 0;
 		}
 		if (v->count > 1)
-			return check_err(f, "%zu values, a padded bytes feature takes at most 1", v->count);
+			return check_err(f, "%zu values, a padded bytes feature takes at most 1",
+					 v->count);
 		if (v->count && v->b[0].len > (uint64_t)f->max_len)
 			return check_err(f, "value of %zu bytes, over max_len %lld", v->b[0].len,
 					 (long long)f->max_len);
@@ -1381,7 +1435,8 @@ static int check_list(const struct bfs_feature_spec *f, const struct bfs_feature
 	if (!l)
 		return 0;
 	if (l->nsteps > (uint64_t)f->max_steps)
-		return check_err(f, "%zu steps, over max_steps %lld", l->nsteps, (long long)f->max_steps);
+		return check_err(f, "%zu steps, over max_steps %lld", l->nsteps,
+				 (long long)f->max_steps);
 	fmt_shape(shp, sizeof(shp), f->ndim, f->shape);
 	if (f->kind == BFS_KIND_BYTES) {
 		maxv = f->ndim == 2 ? (uint64_t)f->shape[0] : 1;
@@ -1394,16 +1449,20 @@ static int check_list(const struct bfs_feature_spec *f, const struct bfs_feature
 		if (v->kind == BFS_KIND_NONE)
 			continue;
 		if (v->kind != f->kind)
-			return check_err(f, "step %zu: kind %s, schema says %s", j, bfs_kind_name(v->kind),
-					 bfs_kind_name(f->kind));
+			return check_err(f, "step %zu: kind %s, schema says %s", j,
+					 bfs_kind_name(v->kind), bfs_kind_name(f->kind));
 		if (v->count > maxv)
-			return check_err(f, "step %zu: %zu values, step shape %s takes at most %llu", j,
-					 v->count, shp, (unsigned long long)maxv);
+			return check_err(f,
+					 "step %zu: %zu values, step shape %s takes at most %llu",
+					 j, v->count, shp, (unsigned long long)maxv);
 		if (f->kind == BFS_KIND_BYTES)
 			for (size_t k = 0; k < v->count; k++)
 				if (v->b[k].len > maxb)
-					return check_err(f, "step %zu: value of %zu bytes, step shape %s takes at most %llu",
-							 j, v->b[k].len, shp, (unsigned long long)maxb);
+					return check_err(f,
+							 "step %zu: value of %zu bytes, step shape "
+							 "%s takes at most %llu",
+							 j, v->b[k].len, shp,
+							 (unsigned long long)maxb);
 	}
 	return 0;
 }
@@ -1476,7 +1535,8 @@ int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
 			return bfs_err_set(-EINVAL, "image=%.200s: expected FEATURE:HxW[:C]", arg);
 		c = dim_parse(colon + 1, strlen(colon + 1), 4);
 		if (c != 1 && c != 3 && c != 4)
-			return bfs_err_set(-EINVAL, "image=%.200s: channels must be 1, 3 or 4", arg);
+			return bfs_err_set(-EINVAL, "image=%.200s: channels must be 1, 3 or 4",
+					   arg);
 		size = prev + 1;
 		size_len = (size_t)(colon - size);
 		name_len = (size_t)(prev - arg);
@@ -1489,8 +1549,8 @@ int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
 	h = x ? dim_parse(size, (size_t)(x - size), UINT16_MAX) : -1;
 	w = x ? dim_parse(x + 1, size_len - (size_t)(x + 1 - size), UINT16_MAX) : -1;
 	if (h < 0 || w < 0)
-		return bfs_err_set(-EINVAL, "image=%.200s: size must be HxW with H and W in 1..65535",
-				   arg);
+		return bfs_err_set(-EINVAL,
+				   "image=%.200s: size must be HxW with H and W in 1..65535", arg);
 	at = name_len ? spec_find_n(s->features, s->nfeatures, arg, name_len) : -1;
 	if (at < 0)
 		return bfs_err_set(-ENOENT, "image=%.200s: no feature '%.*s' in the schema", arg,
@@ -1501,7 +1561,8 @@ int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
 				   f->name, bfs_kind_name(f->kind));
 	if (f->layout == BFS_LAYOUT_RAGGED2)
 		return bfs_err_set(-EINVAL,
-				   "image=%.200s: feature '%.200s' has several values per record, an image feature one",
+				   "image=%.200s: feature '%.200s' has several values per record, "
+				   "an image feature one",
 				   arg, f->name);
 	f->layout = BFS_LAYOUT_FIXED;
 	f->dtype = BFS_DT_U8;
@@ -1632,8 +1693,10 @@ static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
 		return bfs_err_set(-EINVAL, "features.json: \"features\" of '%s' is not an object",
 				   prefix[0] ? prefix : "(top)");
 	if (depth > 16)
-		return bfs_err_set(-EINVAL, "features.json: nested more than 16 deep at '%s'", prefix);
-	json_object_foreach(features, key, v) {
+		return bfs_err_set(-EINVAL, "features.json: nested more than 16 deep at '%s'",
+				   prefix);
+	json_object_foreach(features, key, v)
+	{
 		char name[1024];
 		struct bfs_feature_spec *f;
 		json_t *x;
@@ -1643,9 +1706,11 @@ static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
 
 		snprintf(name, sizeof(name), "%s%s%s", prefix, prefix[0] ? "/" : "", key);
 		if (!json_is_object(v))
-			return bfs_err_set(-EINVAL, "features.json: feature '%s' is not an object", name);
+			return bfs_err_set(-EINVAL, "features.json: feature '%s' is not an object",
+					   name);
 		if ((x = json_object_get(v, "featuresDict"))) {
-			rc = tfds_walk(s, json_object_get(x, "features"), name, labels, ctx, depth + 1);
+			rc = tfds_walk(s, json_object_get(x, "features"), name, labels, ctx,
+				       depth + 1);
 			if (rc)
 				return rc;
 			continue;
@@ -1655,8 +1720,9 @@ static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
 			continue; /* in no record (or not selected): nothing to refine */
 		if ((x = json_object_get(v, "image"))) {
 			nd = tfds_dims(json_object_get(x, "shape"), dims, &known);
-			if (nd == 3 && known && dims[0] > 0 && dims[1] > 0 && dims[0] <= UINT16_MAX &&
-			    dims[1] <= UINT16_MAX && (dims[2] == 1 || dims[2] == 3 || dims[2] == 4) &&
+			if (nd == 3 && known && dims[0] > 0 && dims[1] > 0 &&
+			    dims[0] <= UINT16_MAX && dims[1] <= UINT16_MAX &&
+			    (dims[2] == 1 || dims[2] == 3 || dims[2] == 4) &&
 			    f->kind == BFS_KIND_BYTES && f->layout != BFS_LAYOUT_RAGGED2) {
 				f->layout = BFS_LAYOUT_FIXED;
 				f->dtype = BFS_DT_U8;
@@ -1674,7 +1740,9 @@ static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
 		} else if ((x = json_object_get(v, "tensor"))) {
 			nd = tfds_dims(json_object_get(x, "shape"), dims, &known);
 			if (nd < 0)
-				return bfs_err_set(-EINVAL, "features.json: feature '%s': bad \"shape\"", name);
+				return bfs_err_set(-EINVAL,
+						   "features.json: feature '%s': bad \"shape\"",
+						   name);
 			if (known && f->layout == BFS_LAYOUT_FIXED && f->kind != BFS_KIND_BYTES) {
 				uint64_t p = 1;
 				for (int i = 0; i < nd; i++)
@@ -1689,8 +1757,8 @@ static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
 	return 0;
 }
 
-int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len,
-			  bfs_labels_fn labels, void *ctx)
+int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len, bfs_labels_fn labels,
+			  void *ctx)
 {
 	json_error_t jerr;
 	json_t *root = json_loadb(text, len, 0, &jerr), *fd;

@@ -75,18 +75,18 @@ union bfs_scalar {
 };
 
 struct bfs_feature_spec {
-	char *name;            /* owned */
-	enum bfs_kind kind;    /* BYTES, FLOAT or INT64 */
+	char *name; /* owned */
+	enum bfs_kind kind; /* BYTES, FLOAT or INT64 */
 	enum bfs_layout layout;
-	enum bfs_dtype dtype;  /* element type of the main output tensor */
-	int ndim;              /* shape as in JSON (per record, or per step for lists) */
+	enum bfs_dtype dtype; /* element type of the main output tensor */
+	int ndim; /* shape as in JSON (per record, or per step for lists) */
 	int64_t shape[BFS_MAX_DIMS];
-	int64_t max_len;       /* PADDED: max values / bytes. Lists: unused */
-	union bfs_scalar pad;  /* PADDED numeric pad value (default 0) */
-	bool has_default;      /* FIXED numeric only */
+	int64_t max_len; /* PADDED: max values / bytes. Lists: unused */
+	union bfs_scalar pad; /* PADDED numeric pad value (default 0) */
+	bool has_default; /* FIXED numeric only */
 	union bfs_scalar dflt;
-	int64_t max_steps;     /* feature lists only */
-	bool is_list;          /* lives under "feature_lists" */
+	int64_t max_steps; /* feature lists only */
+	bool is_list; /* lives under "feature_lists" */
 	/* "decode": "image": FIXED bytes, uint8, shape [H, W, C] (C 1, 3 or 4);
 	 * each value is a JPEG/PNG decoded and resized to it (image.h) */
 	bool image;
@@ -105,7 +105,7 @@ struct bfs_schema {
 	size_t nfeatures;
 	struct bfs_feature_spec *features; /* sorted by name */
 	size_t nlists;
-	struct bfs_feature_spec *lists;    /* sorted by name */
+	struct bfs_feature_spec *lists; /* sorted by name */
 };
 
 /* Facts a mount adds to schema.json. Any pointer may be NULL. */

@@ -79,7 +79,8 @@ static int add_spec(struct bfs_plan *p, size_t *cap, const struct bfs_feature_sp
 		slot = (int)p->nslots++;
 		rc = add_tmpl(p, cap, f, ".values", BFS_ROLE_VALUES, dt, slot);
 		if (!rc)
-			rc = add_tmpl(p, cap, f, ".row_splits", BFS_ROLE_ROW_SPLITS, BFS_DT_I64, slot);
+			rc = add_tmpl(p, cap, f, ".row_splits", BFS_ROLE_ROW_SPLITS, BFS_DT_I64,
+				      slot);
 		return rc;
 	case BFS_LAYOUT_RAGGED2:
 		slot = (int)p->nslots;
@@ -89,7 +90,8 @@ static int add_spec(struct bfs_plan *p, size_t *cap, const struct bfs_feature_sp
 			rc = add_tmpl(p, cap, f, ".value_splits", BFS_ROLE_VALUE_SPLITS, BFS_DT_I64,
 				      slot);
 		if (!rc)
-			rc = add_tmpl(p, cap, f, ".row_splits", BFS_ROLE_ROW_SPLITS, BFS_DT_I64, slot);
+			rc = add_tmpl(p, cap, f, ".row_splits", BFS_ROLE_ROW_SPLITS, BFS_DT_I64,
+				      slot);
 		return rc;
 	}
 	return bfs_err_set(-EINVAL, "feature '%s': unknown layout", f->name);
@@ -168,8 +170,8 @@ static int tensor_shape(struct bfs_tensor_geom *g, const struct bfs_tensor_tmpl 
 		break;
 	case BFS_ROLE_VALUES:
 		/* RAGGED: total values; RAGGED2: total bytes */
-		g->shape[g->ndim++] = (int64_t)totals[t->ragged_slot +
-						      (f->layout == BFS_LAYOUT_RAGGED2 ? 1 : 0)];
+		g->shape[g->ndim++] =
+			(int64_t)totals[t->ragged_slot + (f->layout == BFS_LAYOUT_RAGGED2 ? 1 : 0)];
 		break;
 	case BFS_ROLE_VALUE_SPLITS:
 		g->shape[g->ndim++] = (int64_t)totals[t->ragged_slot] + 1;
@@ -309,7 +311,7 @@ void bfs_geom_free(struct bfs_geom *l)
 }
 
 int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch,
-		   const uint64_t *totals, uint64_t max_bytes)
+		 const uint64_t *totals, uint64_t max_bytes)
 {
 	struct bfs_geom *l = calloc(1, sizeof(*l));
 	struct sbuf sb = { 0 };
@@ -359,7 +361,8 @@ int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch
 		sb_printf(&sb, "%s\"", i ? "," : "");
 		sb_name(&sb, p->t[i].name);
 		sb_printf(&sb, "\":{\"data_offsets\":[%llu,%llu],\"dtype\":\"%s\",\"shape\":[",
-			  (unsigned long long)g->offset, (unsigned long long)(g->offset + g->nbytes),
+			  (unsigned long long)g->offset,
+			  (unsigned long long)(g->offset + g->nbytes),
 			  bfs_dtype_safetensors(p->t[i].dtype));
 		for (int d = 0; d < g->ndim; d++)
 			sb_printf(&sb, "%s%lld", d ? "," : "", (long long)g->shape[d]);

@@ -20,20 +20,20 @@
 #define BFS_TENSOR_MAX_DIMS (BFS_MAX_DIMS + 2)
 
 enum bfs_role {
-	BFS_ROLE_MAIN = 0,     /* F (fixed, padded, feature list) */
-	BFS_ROLE_LENGTHS,      /* F.lengths, int32 [B] */
-	BFS_ROLE_VALUES,       /* F.values */
+	BFS_ROLE_MAIN = 0, /* F (fixed, padded, feature list) */
+	BFS_ROLE_LENGTHS, /* F.lengths, int32 [B] */
+	BFS_ROLE_VALUES, /* F.values */
 	BFS_ROLE_VALUE_SPLITS, /* F.value_splits, int64 [nvalues+1] */
-	BFS_ROLE_ROW_SPLITS,   /* F.row_splits, int64 [B+1] */
+	BFS_ROLE_ROW_SPLITS, /* F.row_splits, int64 [B+1] */
 };
 
 /* One output tensor of a schema, independent of the batch. */
 struct bfs_tensor_tmpl {
-	char *name;                          /* owned; "tokens.lengths", "feature_lists/s" */
+	char *name; /* owned; "tokens.lengths", "feature_lists/s" */
 	const struct bfs_feature_spec *spec; /* borrowed from the schema */
 	enum bfs_role role;
 	enum bfs_dtype dtype;
-	int ragged_slot;                     /* index into per-batch ragged totals, or -1 */
+	int ragged_slot; /* index into per-batch ragged totals, or -1 */
 };
 
 /* Per-batch ragged totals: for each RAGGED spec one slot (total values);
@@ -41,7 +41,7 @@ struct bfs_tensor_tmpl {
 struct bfs_plan {
 	size_t ntensors;
 	struct bfs_tensor_tmpl *t; /* sorted by name */
-	size_t nslots;             /* ragged total slots */
+	size_t nslots; /* ragged total slots */
 	const struct bfs_schema *schema; /* borrowed: must outlive the plan */
 };
 
@@ -50,17 +50,17 @@ struct bfs_tensor_geom {
 	int ndim;
 	int64_t shape[BFS_TENSOR_MAX_DIMS];
 	uint64_t nbytes;
-	uint64_t offset;   /* of its data within the .safetensors file */
+	uint64_t offset; /* of its data within the .safetensors file */
 	uint32_t npy_hlen; /* length of its .npy header (a multiple of 64) */
 };
 
 struct bfs_geom {
-	uint64_t batch;     /* records in the batch (B, or the remainder) */
-	uint64_t st_hlen;   /* 8 + JSON header length; data starts here */
-	uint64_t st_size;   /* whole .safetensors file */
+	uint64_t batch; /* records in the batch (B, or the remainder) */
+	uint64_t st_hlen; /* 8 + JSON header length; data starts here */
+	uint64_t st_size; /* whole .safetensors file */
 	size_t ntensors;
 	struct bfs_tensor_geom *g; /* [ntensors], parallel to plan->t */
-	char *st_header;           /* the first st_hlen bytes of the file */
+	char *st_header; /* the first st_hlen bytes of the file */
 };
 
 /* Errors: -ENOMEM; -EINVAL if a name would clash. */
@@ -70,7 +70,7 @@ void bfs_plan_free(struct bfs_plan *p);
 /* totals: [plan->nslots] (may be NULL when nslots == 0).
  * Errors: -EFBIG when sizes overflow 64 bits or exceed `max_bytes`. */
 int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch,
-		   const uint64_t *totals, uint64_t max_bytes);
+		 const uint64_t *totals, uint64_t max_bytes);
 void bfs_geom_free(struct bfs_geom *l);
 
 /* Write the .npy v1.0 header for (dtype, shape) into dst; returns its length

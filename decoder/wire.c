@@ -219,7 +219,9 @@ static int feature(struct cur c, struct counts *n, struct fill *fl, struct bfs_v
 			return AGAIN; /* a second list in one Feature: protobuf merges */
 		seen = true;
 		if (fl) {
-			v->kind = f.num == 1 ? BFS_KIND_BYTES : f.num == 2 ? BFS_KIND_FLOAT : BFS_KIND_INT64;
+			v->kind = f.num == 1   ? BFS_KIND_BYTES
+				  : f.num == 2 ? BFS_KIND_FLOAT
+					       : BFS_KIND_INT64;
 			v->b = f.num == 1 ? fl->bv : NULL;
 			v->f = f.num == 2 ? fl->f : NULL;
 			v->i = f.num == 3 ? fl->i : NULL;
@@ -285,8 +287,8 @@ static int next_entry(struct cur *c, struct cur *key, struct cur *val, bool *has
 	/* the canonical encoding, one-byte lengths: 0a LEN { 0a KLEN key 12 VLEN value } */
 	if (c->end - p >= 6 && p[0] == 0x0a && p[1] < 0x80 &&
 	    (size_t)p[1] + 2 <= (size_t)(c->end - p) && p[2] == 0x0a && p[3] < 0x80 &&
-	    (size_t)p[3] + 6 <= (size_t)p[1] + 2 && p[4 + p[3]] == 0x12 &&
-	    p[5 + p[3]] < 0x80 && (size_t)p[3] + 4 + p[5 + p[3]] == p[1]) {
+	    (size_t)p[3] + 6 <= (size_t)p[1] + 2 && p[4 + p[3]] == 0x12 && p[5 + p[3]] < 0x80 &&
+	    (size_t)p[3] + 4 + p[5 + p[3]] == p[1]) {
 		key->p = p + 4;
 		key->end = key->p + p[3];
 		for (const uint8_t *q = key->p; q < key->end; q++)
@@ -532,25 +534,25 @@ int bfs_example_decode_fast(struct bfs_example **out, const uint8_t *data, size_
 
 /* One bound name's state for the record being decoded. */
 struct bound {
-	struct cur rng;   /* the Feature (context) or FeatureList (list) message */
-	bool has_val;     /* the map entry had a value */
-	bool direct;      /* already filled by the walk (direct_feature) */
-	struct counts n;  /* what filling it takes */
-	int64_t one_i;    /* the value of a single-int64 list, filled directly */
+	struct cur rng; /* the Feature (context) or FeatureList (list) message */
+	bool has_val; /* the map entry had a value */
+	bool direct; /* already filled by the walk (direct_feature) */
+	struct counts n; /* what filling it takes */
+	int64_t one_i; /* the value of a single-int64 list, filled directly */
 	struct bfs_bytes one_b; /* the value of a single-bytes list, filled directly */
 };
 
 struct bfs_bind {
 	const struct bfs_keymap *cmap, *lmap;
 	size_t nctx, nlists;
-	struct bfs_values *vals;        /* [nctx]: kind NONE when absent */
+	struct bfs_values *vals; /* [nctx]: kind NONE when absent */
 	struct bfs_feature_list *lists; /* [nlists] */
 	/* a slot holds this record's values only when its generation is gen:
 	 * starting a record forgets every slot at once */
 	uint32_t gen;
-	uint32_t *cgen, *lgen;          /* [nctx], [nlists] */
-	struct bound *cb, *lb;          /* [nctx], [nlists] */
-	size_t *seen;                   /* slots bound in this record: ctx k, or nctx + list k */
+	uint32_t *cgen, *lgen; /* [nctx], [nlists] */
+	struct bound *cb, *lb; /* [nctx], [nlists] */
+	size_t *seen; /* slots bound in this record: ctx k, or nctx + list k */
 	size_t nseen;
 	/* scratch for the values, grown to the largest record met */
 	int64_t *i;

@@ -28,21 +28,21 @@ struct bfs_cache {
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an entry left ST_LOADING */
-	pthread_cond_t work;    /* the queue got a request, or stop */
+	pthread_cond_t work; /* the queue got a request, or stop */
 	struct bfs_cache_entry *table[NBUCKETS]; /* lock */
 	/* lock; READY entries, newest first, on three lists: [0] prefetched and
 	 * not read yet, [1] batches read at least once (x->touched), [2] chunks
 	 * of the epoch view read at least once */
 	struct bfs_cache_entry *lru_head[3], *lru_tail[3];
-	size_t nread;    /* lock; entries on list [1] */
-	size_t nahead;   /* lock; entries on list [0] */
+	size_t nread; /* lock; entries on list [1] */
+	size_t nahead; /* lock; entries on list [0] */
 	uint64_t chunk_bytes; /* lock; bytes of entries on list [2] */
 	size_t keep_read; /* read entries kept beyond what readers hold */
 	struct bfs_cache_entry *jobs; /* lock; loading entries with a job, oldest first */
 	unsigned max_parts;
-	struct req *queue;      /* lock; ring */
+	struct req *queue; /* lock; ring */
 	size_t qcap, qhead, qlen; /* lock */
-	bool stop;              /* lock */
+	bool stop; /* lock */
 	pthread_t *tids;
 	unsigned started;
 	struct bfs_cache_stats st; /* lock */
@@ -302,7 +302,7 @@ static void start_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 		;
 	*pp = x;
 	x->jnext = NULL;
-	pthread_cond_broadcast(&c->work);    /* idle workers: parts to take */
+	pthread_cond_broadcast(&c->work); /* idle workers: parts to take */
 	pthread_cond_broadcast(&c->changed); /* its waiters: the same */
 }
 
@@ -450,8 +450,7 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t epoch,
-		  uint64_t batch)
+int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t epoch, uint64_t batch)
 {
 	struct bfs_cache_entry *x;
 	int rc = 0;

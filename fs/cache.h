@@ -30,15 +30,15 @@ struct bfs_cache;
 
 struct bfs_cache_entry {
 	uint64_t epoch, batch;
-	uint8_t *buf;          /* geom->st_size bytes; immutable once ready */
+	uint8_t *buf; /* geom->st_size bytes; immutable once ready */
 	struct bfs_geom *geom; /* immutable once ready */
-	bool pinned;           /* buf came from the pinning hook; immutable once ready */
+	bool pinned; /* buf came from the pinning hook; immutable once ready */
 	/* private below: guarded by the cache lock */
 	int refs;
 	int state;
 	bool touched;
-	int waiters;            /* readers blocked on this entry */
-	struct bfs_build *job;  /* while loading: its parts */
+	int waiters; /* readers blocked on this entry */
+	struct bfs_build *job; /* while loading: its parts */
 	unsigned nparts, claimed, done;
 	struct bfs_cache_entry *hnext, *lprev, *lnext, *jnext;
 	uint64_t bytes;

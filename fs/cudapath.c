@@ -125,7 +125,8 @@ int bfs_cudapath_pin(void *arg, uint8_t **buf, uint64_t size)
 	struct bfs_cudapath *cp = arg;
 	void *p = NULL;
 
-	if (!cp->ready || cp->rt.HostAlloc(&p, size ? size : 1, cudaHostAllocDefault) != cudaSuccess)
+	if (!cp->ready ||
+	    cp->rt.HostAlloc(&p, size ? size : 1, cudaHostAllocDefault) != cudaSuccess)
 		return -ENOMEM;
 	memcpy(p, *buf, size);
 	free(*buf);
@@ -282,8 +283,8 @@ char *bfs_cudapath_describe(const struct bfs_plan *plan, const struct bfs_geom *
 		return NULL;
 	memset(zeros, '0', BFS_CUDA_HANDLE_HEX);
 	zeros[BFS_CUDA_HANDLE_HEX] = '\0';
-	put(&b, "{\"version\":1,\"handle\":\"%s\",\"device\":%d,\"bytes\":%" PRIu64
-		",\"tensors\":[",
+	put(&b,
+	    "{\"version\":1,\"handle\":\"%s\",\"device\":%d,\"bytes\":%" PRIu64 ",\"tensors\":[",
 	    hex ? hex : zeros, device, g->st_size);
 	for (size_t t = 0; t < g->ntensors; t++) {
 		const struct bfs_tensor_geom *tg = &g->g[t];

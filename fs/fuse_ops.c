@@ -58,8 +58,8 @@ struct bfs_fs {
 	/* no OPEN/RELEASE (OPENDIR) round trips: the kernel took ENOSYS for them */
 	bool no_open, no_opendir;
 	pthread_mutex_t dlock; /* guards dyn and dyn_gen */
-	struct fh *dyn[2];     /* latest snapshots of stats.json, errors.txt */
-	uint64_t dyn_gen;      /* bumped per snapshot: their mtime, in ns */
+	struct fh *dyn[2]; /* latest snapshots of stats.json, errors.txt */
+	uint64_t dyn_gen; /* bumped per snapshot: their mtime, in ns */
 
 	pthread_mutex_t vlock; /* guards views and view_tick */
 	struct {
@@ -69,7 +69,7 @@ struct bfs_fs {
 	uint64_t view_tick;
 
 	pthread_mutex_t elock; /* guards everything below */
-	char *errors;          /* errors.txt */
+	char *errors; /* errors.txt */
 	size_t errors_len, errors_cap, error_lines;
 	uint64_t *error_hashes; /* [MAX_ERROR_LINES], for de-duplication */
 	uint64_t corrupt, skipped, failed_reads, dropped_lines;
@@ -79,7 +79,7 @@ struct bfs_fs {
 	/* the CUDA path (-o cuda); NULL when off */
 	struct bfs_cudapath *cuda;
 	pthread_mutex_t clock; /* guards everything below */
-	bool *cuda_busy;       /* [pool]: the buffer belongs to an open descriptor */
+	bool *cuda_busy; /* [pool]: the buffer belongs to an open descriptor */
 	struct cwait *wait_head, *wait_tail; /* opens waiting for a buffer, FIFO */
 	uint64_t cuda_opens, cuda_waits, cuda_eagain, cuda_errors;
 };
@@ -147,10 +147,10 @@ void bfs_fs_report(void *arg, const char *msg, bool skipped)
 				}
 			}
 			if (need <= fs->errors_cap) {
-				fs->errors_len += (size_t)snprintf(fs->errors + fs->errors_len,
-								   fs->errors_cap - fs->errors_len,
-								   "%s%s\n", msg,
-								   skipped ? " (skipped)" : "");
+				fs->errors_len +=
+					(size_t)snprintf(fs->errors + fs->errors_len,
+							 fs->errors_cap - fs->errors_len, "%s%s\n",
+							 msg, skipped ? " (skipped)" : "");
 				fs->error_hashes[fs->error_lines++] = h;
 			}
 		} else {
@@ -186,8 +186,8 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 			 ", \"bytes_copied\": %" PRIu64 ", \"pinned_buffers\": %" PRIu64
 			 ", \"device_bytes\": %" PRIu64 "},\n",
 			 bfs_cudapath_device(fs->cuda), bfs_cudapath_pool(fs->cuda), busy,
-			 fs->cuda_opens, fs->cuda_waits, fs->cuda_eagain, fs->cuda_errors, cs.copies,
-			 cs.bytes, cs.pinned, cs.device_bytes);
+			 fs->cuda_opens, fs->cuda_waits, fs->cuda_eagain, fs->cuda_errors,
+			 cs.copies, cs.bytes, cs.pinned, cs.device_bytes);
 		pthread_mutex_unlock(&fs->clock);
 	}
 	pthread_mutex_lock(&fs->elock);
@@ -228,13 +228,12 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     bfs_dataset_nrecords(fs->ds), bfs_batcher_nbatches(fs->b),
 		     bfs_dataset_index_reused(fs->ds) ? "true" : "false",
 		     bfs_dataset_schema_reused(fs->ds) ? "true" : "false",
-		     bfs_dataset_index_bytes(fs->ds), bfs_dataset_bad_records(fs->ds), fs->reads, fs->bytes_read, st.hits, st.misses,
-		     st.prefetch_hits, st.evictions, st.entries, st.bytes, st.peak_bytes, st.budget,
-		     st.prefetch_issued, st.batches_decoded, st.chunks_decoded,
-		     (double)st.decode_ns / 1e9,
-		     st.decode_errors, fs->corrupt, fs->skipped, fs->failed_reads,
-		     (uint64_t)(fs->records_served + 0.5), st.records_decoded, st.prefetch_ready,
-		     st.prefetch_queued, st.decoding, cuda,
+		     bfs_dataset_index_bytes(fs->ds), bfs_dataset_bad_records(fs->ds), fs->reads,
+		     fs->bytes_read, st.hits, st.misses, st.prefetch_hits, st.evictions, st.entries,
+		     st.bytes, st.peak_bytes, st.budget, st.prefetch_issued, st.batches_decoded,
+		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, fs->corrupt,
+		     fs->skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
+		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding, cuda,
 		     (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
 	if (n < 0)
@@ -341,7 +340,7 @@ done:
 struct fh {
 	char *text; /* snapshot of a dynamic file */
 	size_t len;
-	int refs;   /* the open file's, plus one per read being replied to */
+	int refs; /* the open file's, plus one per read being replied to */
 };
 
 /* Drop a reference to a snapshot; the last one frees it. A read holds one
@@ -703,16 +702,16 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off, size_t size);
 static void fail_read(struct bfs_fs *fs, fuse_req_t req, int rc);
 
-static void cuda_fail(struct bfs_fs *fs, const char *what, uint64_t e, uint64_t b,
-		      const char *msg)
+static void cuda_fail(struct bfs_fs *fs, const char *what, uint64_t e, uint64_t b, const char *msg)
 {
 	char line[600];
 
 	pthread_mutex_lock(&fs->clock);
 	fs->cuda_errors++;
 	pthread_mutex_unlock(&fs->clock);
-	snprintf(line, sizeof(line), "epoch-%04" PRIu64 "/batch-%06" PRIu64 "/batch-%06" PRIu64
-		 ".cuda: %s: %s", e, b, b, what, msg);
+	snprintf(line, sizeof(line),
+		 "epoch-%04" PRIu64 "/batch-%06" PRIu64 "/batch-%06" PRIu64 ".cuda: %s: %s", e, b,
+		 b, what, msg);
 	bfs_fs_report(fs, line, false);
 }
 
@@ -731,7 +730,8 @@ static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t e, uint64_t b
 	if (!rc)
 		rc = bfs_cache_get(&h->e, fs->cache, e, b);
 	if (!rc && !h->e->pinned) {
-		cuda_fail(fs, "open", e, b, "the batch is not in pinned memory (cudaHostAlloc failed)");
+		cuda_fail(fs, "open", e, b,
+			  "the batch is not in pinned memory (cudaHostAlloc failed)");
 		rc = -ENOMEM;
 	}
 	if (!rc) {
@@ -1122,8 +1122,9 @@ static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, 
 		k = bfs_epoch_view_copy(v, t, c, e->buf, e->geom, a, b - a, dst);
 		bfs_cache_put(fs->cache, e);
 		if (k == 0) {
-			bfs_fs_report(fs, "all/: a chunk's sizes differ from the index (source changed?)",
-				      false);
+			bfs_fs_report(
+				fs, "all/: a chunk's sizes differ from the index (source changed?)",
+				false);
 			return -EIO;
 		}
 		a += k;
@@ -1171,8 +1172,9 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 			memcpy(buf, g->st_header + pos, k);
 		} else {
 			const struct bfs_tensor_geom *tg = &g->g[n->tensor];
-			bfs_npy_header(hdr, sizeof(hdr), bfs_batcher_plan(fs->b)->t[n->tensor].dtype,
-				       tg->ndim, tg->shape);
+			bfs_npy_header(hdr, sizeof(hdr),
+				       bfs_batcher_plan(fs->b)->t[n->tensor].dtype, tg->ndim,
+				       tg->shape);
 			memcpy(buf, hdr + pos, k);
 		}
 	}
@@ -1327,8 +1329,7 @@ static void op_write(fuse_req_t req, fuse_ino_t i, const char *b, size_t s, off_
 	op_rofs_entry(req);
 }
 
-static void op_setxattr(fuse_req_t req, fuse_ino_t i, const char *n, const char *v, size_t s,
-			int f)
+static void op_setxattr(fuse_req_t req, fuse_ino_t i, const char *n, const char *v, size_t s, int f)
 {
 	(void)i, (void)n, (void)v, (void)s, (void)f;
 	op_rofs_entry(req);
@@ -1552,7 +1553,8 @@ static int cuda_daemonize(struct bfs_fs *fs, bool foreground, struct fuse_sessio
 		msg[got] = '\0';
 		if (got == 2 && strcmp(msg, "ok") == 0)
 			_exit(0);
-		fprintf(stderr, "batchfs: %s\n", got ? msg : "the daemon exited before CUDA started");
+		fprintf(stderr, "batchfs: %s\n",
+			got ? msg : "the daemon exited before CUDA started");
 		_exit(1);
 	}
 	close(p[0]);
@@ -1603,7 +1605,7 @@ struct sigctl {
 	pthread_t loop_thread;
 	pthread_t tid;
 	atomic_bool loop_done; /* the loop returned: stop waking it */
-	atomic_bool quit;      /* the mount ended: the signal thread leaves */
+	atomic_bool quit; /* the mount ended: the signal thread leaves */
 };
 
 static void wake_handler(int sig)
@@ -1633,8 +1635,7 @@ static void *signal_thread(void *arg)
 	return NULL;
 }
 
-int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
-	       bool foreground)
+int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc = NULL;

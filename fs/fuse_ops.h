@@ -12,18 +12,18 @@
 #include "dataset.h"
 
 struct bfs_fs_config {
-	const struct bfs_dataset *ds;   /* borrowed */
+	const struct bfs_dataset *ds; /* borrowed */
 	const struct bfs_batcher *batcher; /* borrowed */
-	uint64_t epochs;                /* epoch directories listed */
+	uint64_t epochs; /* epoch directories listed */
 	uint64_t cache_size;
 	unsigned threads, prefetch;
-	const char *readme;             /* README.txt contents (copied) */
-	const char *schema_json;        /* schema.json contents (copied) */
-	const char *options_text;       /* effective options, for stats.json (copied) */
-	unsigned fuse_threads;          /* max FUSE worker threads */
-	int cuda_device;                /* -1: off */
-	unsigned cuda_pool;             /* device buffers (0: BFS_CUDA_POOL_DEFAULT) */
-	bool keep_open;                 /* answer OPEN/OPENDIR requests (set by the
+	const char *readme; /* README.txt contents (copied) */
+	const char *schema_json; /* schema.json contents (copied) */
+	const char *options_text; /* effective options, for stats.json (copied) */
+	unsigned fuse_threads; /* max FUSE worker threads */
+	int cuda_device; /* -1: off */
+	unsigned cuda_pool; /* device buffers (0: BFS_CUDA_POOL_DEFAULT) */
+	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
 					 * environment's BATCHFS_OPEN_REQUESTS=1, for
 					 * measuring what skipping them saves) */
 };
@@ -42,8 +42,7 @@ void bfs_fs_report(void *fs, const char *msg, bool skipped);
  * ready), start the prefetch workers and serve until unmounted or
  * SIGINT/SIGTERM/SIGHUP. Returns 0 on a clean unmount, 1 on failure (one
  * line on stderr). */
-int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
-	       bool foreground);
+int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground);
 
 /* Check that libfuse accepts these arguments (unknown -o options) without
  * mounting anything. Returns 0, or 1 after libfuse printed why. */

@@ -14,9 +14,9 @@
 #define BASE 16
 
 struct tnode {
-	char *name;   /* one path component; files end in ".npy" */
-	int parent;   /* -1: the batch folder */
-	int tensor;   /* -1: a folder */
+	char *name; /* one path component; files end in ".npy" */
+	int parent; /* -1: the batch folder */
+	int tensor; /* -1: a folder */
 };
 
 struct bfs_vfs {
@@ -35,8 +35,7 @@ struct bfs_vfs {
 	size_t *kid_start;
 };
 
-static const char *const top_names[] = { "README.txt", "schema.json", "stats.json",
-					 "errors.txt" };
+static const char *const top_names[] = { "README.txt", "schema.json", "stats.json", "errors.txt" };
 
 void bfs_vfs_free(struct bfs_vfs *v)
 {
@@ -302,8 +301,7 @@ static bool parse_num(const char *name, const char *prefix, int width, const cha
 	return true;
 }
 
-static void set_node(const struct bfs_vfs *v, struct bfs_vnode *out, uint64_t e, uint64_t b,
-		     int n)
+static void set_node(const struct bfs_vfs *v, struct bfs_vnode *out, uint64_t e, uint64_t b, int n)
 {
 	memset(out, 0, sizeof(*out));
 	out->epoch = e;

@@ -32,20 +32,20 @@ enum bfs_vtype {
 	BFS_V_STATS,
 	BFS_V_ERRORS,
 	BFS_V_EPOCH,
-	BFS_V_BATCH,       /* batch-B/ (or all/) */
+	BFS_V_BATCH, /* batch-B/ (or all/) */
 	BFS_V_SAFETENSORS, /* batch-B.safetensors (or all.safetensors) */
-	BFS_V_DIR,         /* a folder inside batch-B/ */
-	BFS_V_NPY,         /* a tensor file */
-	BFS_V_CUDA,        /* batch-B/batch-B.cuda: the CUDA descriptor (-o cuda) */
+	BFS_V_DIR, /* a folder inside batch-B/ */
+	BFS_V_NPY, /* a tensor file */
+	BFS_V_CUDA, /* batch-B/batch-B.cuda: the CUDA descriptor (-o cuda) */
 };
 
 struct bfs_vnode {
 	enum bfs_vtype type;
 	uint64_t ino;
 	uint64_t epoch, batch;
-	int node;   /* template node (BFS_V_DIR, BFS_V_NPY), else -1 */
+	int node; /* template node (BFS_V_DIR, BFS_V_NPY), else -1 */
 	int tensor; /* plan tensor index (BFS_V_NPY), else -1 */
-	bool all;   /* in the epoch view: all/ or all.safetensors */
+	bool all; /* in the epoch view: all/ or all.safetensors */
 };
 
 struct bfs_vfs;

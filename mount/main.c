@@ -84,7 +84,8 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "  schema.json        the effective schema and dataset facts\n"
 		     "  stats.json         live counters (cache, decode, errors)\n"
 		     "  errors.txt         one line per corrupt or rejected record\n"
-		     "  epoch-EEEE/batch-BBBBBB/NAME.npy       one .npy per feature, shape [B, ...]\n"
+		     "  epoch-EEEE/batch-BBBBBB/NAME.npy       one .npy per feature, shape [B, "
+		     "...]\n"
 		     "  epoch-EEEE/batch-BBBBBB.safetensors    the same tensors in one file\n"
 		     "  epoch-EEEE/all/NAME.npy                the whole epoch as one array: the\n"
 		     "                                         epoch's batches end to end\n"
@@ -116,7 +117,8 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "      def __len__(self):\n"
 		     "          return (len(self.a) + self.bs - 1) // self.bs\n"
 		     "      def __getitem__(self, i):\n"
-		     "          return torch.from_numpy(np.array(self.a[i * self.bs:(i + 1) * self.bs]))\n"
+		     "          return torch.from_numpy(np.array(self.a[i * self.bs:(i + 1) * "
+		     "self.bs]))\n"
 		     "  dl = torch.utils.data.DataLoader(Rows('%s/epoch-0000/all/%s', 100),\n"
 		     "                                   batch_size=None, num_workers=2)\n"
 		     "\n"
@@ -178,17 +180,20 @@ static char *image_notes(const struct bfs_schema *s)
 		int n = 0;
 
 		if (f->image)
-			n = asprintf(&t, "%s  %s: decoded from JPEG/PNG to uint8 [B, %lld, %lld, %lld] "
-					 "(resize %s, filter %s)\n",
+			n = asprintf(&t,
+				     "%s  %s: decoded from JPEG/PNG to uint8 [B, %lld, %lld, %lld] "
+				     "(resize %s, filter %s)\n",
 				     out, f->name, (long long)f->shape[0], (long long)f->shape[1],
 				     (long long)f->shape[2], bfs_resize_name(f->resize),
 				     bfs_filter_name(f->filter));
 		else if (f->content != BFS_IMAGE_UNKNOWN)
-			n = asprintf(&t, "%s  %s: %s images up to %lldx%lld (width x height), served as "
-					 "bytes;\n    decode them into uint8 [B, 224, 224, 3] with "
-					 "-o image=%s:224x224\n",
-				     out, f->name, bfs_image_fmt_name(f->content), (long long)f->content_w,
-				     (long long)f->content_h, f->name);
+			n = asprintf(
+				&t,
+				"%s  %s: %s images up to %lldx%lld (width x height), served as "
+				"bytes;\n    decode them into uint8 [B, 224, 224, 3] with "
+				"-o image=%s:224x224\n",
+				out, f->name, bfs_image_fmt_name(f->content),
+				(long long)f->content_w, (long long)f->content_h, f->name);
 		else
 			continue;
 		free(out);
@@ -210,16 +215,16 @@ static bool file_exists(const char *dir, const char *name)
 	char p[PATH_MAX];
 	struct stat st;
 
-	return (size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) < sizeof(p) && stat(p, &st) == 0 &&
-	       S_ISREG(st.st_mode);
+	return (size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) < sizeof(p) &&
+	       stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 static bool is_tfds_dir(const char *dir)
 {
 	struct stat st;
 
-	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && file_exists(dir, "dataset_info.json") &&
-	       file_exists(dir, "features.json");
+	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       file_exists(dir, "dataset_info.json") && file_exists(dir, "features.json");
 }
 
 /* The splits of a TFDS folder, from its shard names NAME-SPLIT.tfrecord-*:
@@ -297,7 +302,8 @@ static char *labels_file(void *ctx, const char *feature)
 	char p[PATH_MAX];
 	size_t len;
 
-	if ((size_t)snprintf(p, sizeof(p), "%s/%s.labels.txt", (const char *)ctx, feature) >= sizeof(p))
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s.labels.txt", (const char *)ctx, feature) >=
+	    sizeof(p))
 		return NULL;
 	return read_file(p, &len);
 }
@@ -308,8 +314,9 @@ static char *passed_over_note(const char *source, const char *split)
 	char **names = NULL, *out = NULL, *t;
 	size_t n = 0;
 
-	if (split && asprintf(&out, "\nTFDS dataset folder: split '%s' (its *-%s.tfrecord-* shards)\n",
-			      split, split) < 0)
+	if (split &&
+	    asprintf(&out, "\nTFDS dataset folder: split '%s' (its *-%s.tfrecord-* shards)\n",
+		     split, split) < 0)
 		return NULL;
 	if (bfs_source_passed_over(&names, &n, source) != 0 || n == 0) {
 		bfs_source_free(names, n);
@@ -385,10 +392,14 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		char *splits = tfds_splits(o->source);
 		if (!o->split || !splits || !split_listed(splits, o->split)) {
 			if (o->split)
-				fprintf(stderr, "batchfs: option 'split=%s': %s has no such split (splits: %s)\n",
+				fprintf(stderr,
+					"batchfs: option 'split=%s': %s has no such split (splits: "
+					"%s)\n",
 					o->split, o->source, splits ? splits : "none");
 			else
-				fprintf(stderr, "batchfs: %s: a TFDS dataset folder needs -o split=NAME (splits: %s)\n",
+				fprintf(stderr,
+					"batchfs: %s: a TFDS dataset folder needs -o split=NAME "
+					"(splits: %s)\n",
 					o->source, splits ? splits : "none");
 			free(splits);
 			bfs_schema_free(user);
@@ -403,8 +414,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		}
 		source = tfds_glob;
 	} else if (o->split) {
-		fprintf(stderr, "batchfs: option 'split=%s': %s is not a TFDS dataset folder (it needs "
-				"dataset_info.json and features.json)\n",
+		fprintf(stderr,
+			"batchfs: option 'split=%s': %s is not a TFDS dataset folder (it needs "
+			"dataset_info.json and features.json)\n",
 			o->split, o->source);
 		bfs_schema_free(user);
 		return 1;
@@ -455,8 +467,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		}
 	}
 	if (schema->nfeatures + schema->nlists == 0) {
-		fprintf(stderr, "batchfs: %s: no features to serve (the records hold no typed "
-				"feature)\n",
+		fprintf(stderr,
+			"batchfs: %s: no features to serve (the records hold no typed "
+			"feature)\n",
 			o->source);
 		goto out;
 	}
@@ -477,7 +490,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	rc = bfs_batcher_new(&b, ds, schema, &bo);
 	if (rc) {
 		if (rc == -EFBIG)
-			fprintf(stderr, "batchfs: option 'batch_size=%llu': %s (raise cache_size)\n",
+			fprintf(stderr,
+				"batchfs: option 'batch_size=%llu': %s (raise cache_size)\n",
 				(unsigned long long)o->batch_size, bfs_err_msg());
 		else
 			fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
@@ -511,7 +525,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
 		char *passed = passed_over_note(o->source, source == tfds_glob ? o->split : NULL);
-		if (asprintf(&full, "%s%s%s", readme, notes ? notes : "", passed ? passed : "") >= 0) {
+		if (asprintf(&full, "%s%s%s", readme, notes ? notes : "", passed ? passed : "") >=
+		    0) {
 			free(readme);
 			readme = full;
 		}

@@ -89,13 +89,52 @@ struct parse_ctx {
 static bool is_mount_flag(const char *arg)
 {
 	static const char *const flags[] = {
-		"ro", "rw", "dev", "nodev", "suid", "nosuid", "exec", "noexec", "async", "sync",
-		"atime", "noatime", "diratime", "nodiratime", "relatime", "norelatime",
-		"strictatime", "nostrictatime", "lazytime", "nolazytime", "dirsync", "auto",
-		"noauto", "user", "nouser", "users", "_netdev", "nofail", "defaults",
-		"allow_other", "allow_root", "auto_unmount", "default_permissions", "kernel_cache",
-		"auto_cache", "noforget", "direct_io", "hard_remove", "use_ino", "readdir_ino",
-		"big_writes", "nonempty", "blkdev", "clone_fd", "writeback_cache", "no_remote_lock",
+		"ro",
+		"rw",
+		"dev",
+		"nodev",
+		"suid",
+		"nosuid",
+		"exec",
+		"noexec",
+		"async",
+		"sync",
+		"atime",
+		"noatime",
+		"diratime",
+		"nodiratime",
+		"relatime",
+		"norelatime",
+		"strictatime",
+		"nostrictatime",
+		"lazytime",
+		"nolazytime",
+		"dirsync",
+		"auto",
+		"noauto",
+		"user",
+		"nouser",
+		"users",
+		"_netdev",
+		"nofail",
+		"defaults",
+		"allow_other",
+		"allow_root",
+		"auto_unmount",
+		"default_permissions",
+		"kernel_cache",
+		"auto_cache",
+		"noforget",
+		"direct_io",
+		"hard_remove",
+		"use_ino",
+		"readdir_ino",
+		"big_writes",
+		"nonempty",
+		"blkdev",
+		"clone_fd",
+		"writeback_cache",
+		"no_remote_lock",
 	};
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(flags); i++)
 		if (strcmp(arg, flags[i]) == 0)
@@ -200,7 +239,9 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 		else if (c->nonopt == 1)
 			set_str(&o->mountpoint, arg);
 		else
-			return bad(c, arg, "unexpected argument (usage: batchfs [OPTIONS] SOURCE MOUNTPOINT)");
+			return bad(
+				c, arg,
+				"unexpected argument (usage: batchfs [OPTIONS] SOURCE MOUNTPOINT)");
 		c->nonopt++;
 		return 0;
 	case K_BATCH_SIZE:
@@ -305,7 +346,8 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 		return 0;
 	case K_IMAGE_MAX_PIXELS:
 		if (bfs_parse_size(&n, v) || n == 0)
-			return bad(c, arg, "need a whole number of pixels of at least 1 (K/M/G suffixes)");
+			return bad(c, arg,
+				   "need a whole number of pixels of at least 1 (K/M/G suffixes)");
 		o->image_max_pixels = n;
 		return 0;
 	case K_CUDA:
@@ -390,7 +432,8 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 		return 1;
 	}
 	if (o->cuda_pool && o->cuda_device < 0) {
-		fprintf(stderr, "batchfs: option 'cuda_pool=%u': only with cuda[=DEV]\n", o->cuda_pool);
+		fprintf(stderr, "batchfs: option 'cuda_pool=%u': only with cuda[=DEV]\n",
+			o->cuda_pool);
 		fuse_opt_free_args(&args);
 		return 1;
 	}
@@ -401,7 +444,8 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 		return 1;
 	}
 	/* read-only, and the kernel checks permissions from our modes */
-	if (fuse_opt_add_arg(&args, "-oro,default_permissions,fsname=batchfs,subtype=batchfs") != 0) {
+	if (fuse_opt_add_arg(&args, "-oro,default_permissions,fsname=batchfs,subtype=batchfs") !=
+	    0) {
 		fuse_opt_free_args(&args);
 		return 1;
 	}
@@ -460,7 +504,8 @@ char *bfs_options_describe(const struct bfs_options *o)
 	else
 		snprintf(cache, sizeof(cache), "%lluM", (unsigned long long)(o->cache_size >> 20));
 	if (o->chunk_rows)
-		snprintf(chunk, sizeof(chunk), ",chunk_rows=%llu", (unsigned long long)o->chunk_rows);
+		snprintf(chunk, sizeof(chunk), ",chunk_rows=%llu",
+			 (unsigned long long)o->chunk_rows);
 	if (o->cuda_device >= 0)
 		snprintf(cuda, sizeof(cuda), ",cuda=%d,cuda_pool=%u", o->cuda_device,
 			 o->cuda_pool ? o->cuda_pool : 4);
@@ -483,7 +528,8 @@ char *bfs_options_describe(const struct bfs_options *o)
 	}
 	if (asprintf(&s,
 		     "batch_size=%llu,seed=%llu,shuffle=%s,epochs=%llu%s,rank=%llu,world=%llu,"
-		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,compression=%s%s%s%s%s%s",
+		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,compression=%"
+		     "s%s%s%s%s%s",
 		     (unsigned long long)o->batch_size, (unsigned long long)o->seed,
 		     o->shuffle ? "global" : "none", (unsigned long long)o->epochs,
 		     o->drop_remainder ? ",drop_remainder" : "", (unsigned long long)o->rank,

@@ -33,8 +33,8 @@ struct bfs_options {
 	unsigned threads;
 	uint64_t chunk_rows; /* rows decoded together for all/; 0: about 2 MiB of them */
 	char *index_dir;
-	char *split;          /* split=NAME: a TFDS dataset folder's split */
-	char *image[8];       /* image=FEATURE:HxW[:C], in the order given */
+	char *split; /* split=NAME: a TFDS dataset folder's split */
+	char *image[8]; /* image=FEATURE:HxW[:C], in the order given */
 	unsigned nimage;
 	uint64_t image_max_pixels; /* 0: the default (image.h) */
 	enum bfs_compression compression;

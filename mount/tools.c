@@ -132,7 +132,8 @@ static int inspect_record(void *arg, uint64_t index, uint64_t offset, const uint
 		} else {
 			char *text = NULL;
 			if (bfs_example_to_text(&text, ex, 16) == 0) {
-				fprintf(c->out, "record %" PRIu64 " (offset %" PRIu64 ", %u bytes):\n%s",
+				fprintf(c->out,
+					"record %" PRIu64 " (offset %" PRIu64 ", %u bytes):\n%s",
 					index, offset, len, text);
 				free(text);
 			}
@@ -164,8 +165,9 @@ static void print_spec_line(FILE *f, const struct bfs_feature_spec *s)
 
 static int inspect_file(const char *path, uint64_t max_records, bool json, bool *first_file)
 {
-	struct inspect_ctx c = { .path = path, .max_records = max_records, .json = json,
-				 .out = stdout };
+	struct inspect_ctx c = {
+		.path = path, .max_records = max_records, .json = json, .out = stdout
+	};
 	struct bfs_shard *s = NULL;
 	struct bfs_schema *sch = NULL;
 	int rc;
@@ -235,7 +237,8 @@ int bfs_tool_inspect(int argc, char **argv)
 		switch (ch) {
 		case 'n':
 			if (bfs_parse_u64(&max_records, optarg)) {
-				fprintf(stderr, "batchfs inspect: --records '%s': need a whole number\n",
+				fprintf(stderr,
+					"batchfs inspect: --records '%s': need a whole number\n",
 					optarg);
 				return 1;
 			}
@@ -324,7 +327,8 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 		switch (ch) {
 		case 'j':
 			if (bfs_parse_u64(&jobs, optarg) || jobs == 0 || jobs > 64) {
-				fprintf(stderr, "batchfs %s: --jobs '%s': need 1 to 64\n", cmd, optarg);
+				fprintf(stderr, "batchfs %s: --jobs '%s': need 1 to 64\n", cmd,
+					optarg);
 				return 1;
 			}
 			break;

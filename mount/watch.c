@@ -96,8 +96,8 @@ static const char *skip_value(const char *p, const char *end)
 				break;
 			if (--depth == 0)
 				return p + 1;
-		} else if (depth == 0 && (c == ',' || c == ' ' || c == '\n' || c == '\t' ||
-					  c == '\r')) {
+		} else if (depth == 0 &&
+			   (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r')) {
 			break;
 		}
 		p++;
@@ -234,7 +234,8 @@ static int snap_read(struct snap *s, const char *mnt, char *err, size_t errcap)
 			size_t ncap = cap ? 2 * cap : 8192;
 			char *nb;
 			if (ncap > (1u << 20)) {
-				snprintf(err, errcap, "%s: larger than 1 MiB, not stats.json", path);
+				snprintf(err, errcap, "%s: larger than 1 MiB, not stats.json",
+					 path);
 				goto out;
 			}
 			nb = realloc(buf, ncap);
@@ -423,7 +424,8 @@ static void print_human(const struct snap *s, const char *mnt)
 	       fmt_f(a, sizeof(a),
 		     hit_pct(val(s, "cache_hits"), val(s, "cache_waits"), val(s, "cache_misses")),
 		     1),
-	       fmt_n(b, sizeof(b), val(s, "cache_hits")), fmt_n(c, sizeof(c), val(s, "cache_waits")),
+	       fmt_n(b, sizeof(b), val(s, "cache_hits")),
+	       fmt_n(c, sizeof(c), val(s, "cache_waits")),
 	       fmt_n(d, sizeof(d), val(s, "cache_misses")));
 	printf("            %s of %s held (peak %s) in %s entries, %s evictions\n",
 	       fmt_bytes(a, sizeof(a), val(s, "cache_bytes")),
@@ -508,8 +510,7 @@ static void screen_leave(void)
 
 /* One frame of the terminal view, from the previous sample (may be empty)
  * and the current one; lines are cut to the terminal's width. */
-static void draw_frame(const struct snap *p, const struct snap *s, const char *mnt,
-		       double interval)
+static void draw_frame(const struct snap *p, const struct snap *s, const char *mnt, double interval)
 {
 	char a[64], b[64], c[64], d[64];
 	const char *lines[12];
@@ -519,11 +520,11 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 
 	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
 		cols = ws.ws_col;
-#define LINE(...)                                                                  \
-	do {                                                                       \
-		snprintf(store[nl], sizeof(store[nl]), __VA_ARGS__);               \
-		lines[nl] = store[nl];                                             \
-		nl++;                                                              \
+#define LINE(...)                                                                                  \
+	do {                                                                                       \
+		snprintf(store[nl], sizeof(store[nl]), __VA_ARGS__);                               \
+		lines[nl] = store[nl];                                                             \
+		nl++;                                                                              \
 	} while (0)
 	LINE("batchfs top  %s   up %s s   every %.1f s   q quits", mnt,
 	     fmt_n(a, sizeof(a), val(s, "uptime_seconds")), interval);
@@ -545,11 +546,9 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 			     val(s, "cache_waits") - val(p, "cache_waits"),
 			     val(s, "cache_misses") - val(p, "cache_misses"));
 	}
-	LINE("cache    %s%% hits now, %s%% since mount; %s entries",
-	     fmt_f(a, sizeof(a), ih, 1),
+	LINE("cache    %s%% hits now, %s%% since mount; %s entries", fmt_f(a, sizeof(a), ih, 1),
 	     fmt_f(b, sizeof(b),
-		   hit_pct(val(s, "cache_hits"), val(s, "cache_waits"), val(s, "cache_misses")),
-		   1),
+		   hit_pct(val(s, "cache_hits"), val(s, "cache_waits"), val(s, "cache_misses")), 1),
 	     fmt_n(c, sizeof(c), val(s, "cache_entries")));
 	LINE("         %s held of %s (peak %s), %s evictions",
 	     fmt_bytes(a, sizeof(a), val(s, "cache_bytes")),
@@ -559,7 +558,8 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 	LINE("prefetch depth %s: %s ready ahead, %s queued; %s decoding now",
 	     fmt_n(a, sizeof(a), val(s, "prefetch_ready") + val(s, "prefetch_queued")),
 	     fmt_n(b, sizeof(b), val(s, "prefetch_ready")),
-	     fmt_n(c, sizeof(c), val(s, "prefetch_queued")), fmt_n(d, sizeof(d), val(s, "decoding")));
+	     fmt_n(c, sizeof(c), val(s, "prefetch_queued")),
+	     fmt_n(d, sizeof(d), val(s, "decoding")));
 	LINE("errors   %s corrupt records, %s skipped, %s failed reads, %s decode errors",
 	     fmt_n(a, sizeof(a), val(s, "corrupt_records")),
 	     fmt_n(b, sizeof(b), val(s, "skipped_records")),
@@ -668,7 +668,8 @@ int bfs_tool_top(int argc, char **argv)
 	keys = tty && isatty(STDIN_FILENO);
 	if (keys && tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
 		struct termios t = saved_tio;
-		t.c_lflag &= (tcflag_t) ~(ICANON | ECHO); /* keys one by one, unechoed; ISIG stays */
+		t.c_lflag &=
+			(tcflag_t) ~(ICANON | ECHO); /* keys one by one, unechoed; ISIG stays */
 		t.c_cc[VMIN] = 1;
 		t.c_cc[VTIME] = 0;
 		tio_saved = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
@@ -689,7 +690,8 @@ int bfs_tool_top(int argc, char **argv)
 		while (!stop_sig && !quit && (left = due - mono_now()) > 0) {
 			struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
 			struct timespec ts = { .tv_sec = (time_t)left,
-					       .tv_nsec = (long)((left - (double)(time_t)left) * 1e9) };
+					       .tv_nsec = (long)((left - (double)(time_t)left) *
+								 1e9) };
 			int r = ppoll(&pfd, keys ? 1 : 0, &ts, &orig);
 			if (r > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
 				char ch;

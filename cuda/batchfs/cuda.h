@@ -27,13 +27,13 @@ extern "C" {
 #define BFS_CUDA_NONBLOCK 1 /* fail with EAGAIN instead of waiting for a free buffer */
 
 struct bfs_cuda_tensor {
-	const char *name;  /* "image", "tokens.lengths", "feature_lists/s" */
+	const char *name; /* "image", "tokens.lengths", "feature_lists/s" */
 	const char *dtype; /* numpy name: "float32", "int64", "uint8", ... */
 	int ndim;
 	int64_t shape[BFS_CUDA_MAX_DIMS];
-	uint64_t offset;   /* within the batch's buffer */
+	uint64_t offset; /* within the batch's buffer */
 	uint64_t nbytes;
-	void *dptr;        /* device pointer: the buffer's base + offset */
+	void *dptr; /* device pointer: the buffer's base + offset */
 };
 
 struct bfs_cuda_batch;

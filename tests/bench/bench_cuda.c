@@ -29,14 +29,14 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-#define CK(call)                                                                            \
-	do {                                                                                \
-		cudaError_t rc_ = (call);                                                   \
-		if (rc_ != cudaSuccess) {                                                   \
-			fprintf(stderr, "bench_cuda: %s: %s\n", #call,                      \
-				bfs_cudart_strerror(&rt, rc_));                             \
-			return 1;                                                           \
-		}                                                                           \
+#define CK(call)                                                                                   \
+	do {                                                                                       \
+		cudaError_t rc_ = (call);                                                          \
+		if (rc_ != cudaSuccess) {                                                          \
+			fprintf(stderr, "bench_cuda: %s: %s\n", #call,                             \
+				bfs_cudart_strerror(&rt, rc_));                                    \
+			return 1;                                                                  \
+		}                                                                                  \
 	} while (0)
 
 int main(int argc, char **argv)
@@ -50,16 +50,20 @@ int main(int argc, char **argv)
 	int rounds, dev;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: bench_cuda SOURCE INDEX_DIR BATCH_SIZE [BATCHES] [ROUNDS] [DEVICE]\n");
+		fprintf(stderr, "usage: bench_cuda SOURCE INDEX_DIR BATCH_SIZE [BATCHES] [ROUNDS] "
+				"[DEVICE]\n");
 		return 2;
 	}
 	dopt.index_dir = argv[2];
 	want = argc > 4 ? strtoull(argv[4], NULL, 10) : 32;
 	rounds = argc > 5 ? atoi(argv[5]) : 5;
 	dev = argc > 6 ? atoi(argv[6]) : 0;
-	struct bfs_batcher_opts bo = { .batch_size = strtoull(argv[3], NULL, 10), .world = 1,
-				       .verify = true, .on_corrupt = BFS_ON_CORRUPT_FAIL,
-				       .jobs = 4, .shuffle = true };
+	struct bfs_batcher_opts bo = { .batch_size = strtoull(argv[3], NULL, 10),
+				       .world = 1,
+				       .verify = true,
+				       .on_corrupt = BFS_ON_CORRUPT_FAIL,
+				       .jobs = 4,
+				       .shuffle = true };
 	if (bfs_dataset_open(&ds, argv[1], &dopt) != 0 ||
 	    bfs_batcher_new(&b, ds, bfs_dataset_schema(ds), &bo) != 0) {
 		fprintf(stderr, "bench_cuda: %s\n", bfs_err_msg());

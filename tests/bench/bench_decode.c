@@ -149,7 +149,9 @@ static int run_scan(const struct opts *o, unsigned nthreads)
 	t0 = now();
 	c0 = cpu_now();
 	for (unsigned t = 0; t < nthreads; t++) {
-		jobs[t] = (struct scan_job){ .paths = paths, .npaths = n, .t = t, .nthreads = nthreads };
+		jobs[t] = (struct scan_job){
+			.paths = paths, .npaths = n, .t = t, .nthreads = nthreads
+		};
 		if (pthread_create(&tids[t], NULL, scan_worker, &jobs[t]) != 0)
 			abort();
 	}
@@ -301,8 +303,9 @@ static int run_build(const struct opts *o, const struct bfs_dataset *ds, bool sh
 	t0 = now();
 	c0 = cpu_now();
 	for (unsigned t = 0; t < nthreads; t++) {
-		jobs[t] = (struct build_job){ .b = b, .nbatches = nb, .hold = o->hold, .t = t,
-					      .nthreads = nthreads };
+		jobs[t] = (struct build_job){
+			.b = b, .nbatches = nb, .hold = o->hold, .t = t, .nthreads = nthreads
+		};
 		if (pthread_create(&tids[t], NULL, build_worker, &jobs[t]) != 0)
 			abort();
 	}
@@ -326,7 +329,8 @@ static int run_build(const struct opts *o, const struct bfs_dataset *ds, bool sh
 	uint64_t n = bfs_dataset_nrecords(ds);
 	uint64_t in = dataset_in_bytes(ds);
 	total.in_bytes = total.records == n ? in
-			 : n ? (uint64_t)((double)in * (double)total.records / (double)n) : 0;
+			 : n ? (uint64_t)((double)in * (double)total.records / (double)n)
+			     : 0;
 	report("build", shuffle ? "shuffled" : "file", nthreads, o->hold, secs, cpu, &total);
 	return 0;
 }
@@ -403,7 +407,8 @@ int main(int argc, char **argv)
 		       "}\n",
 		       now() - t0, bfs_dataset_nrecords(ds),
 		       bfs_dataset_index_reused(ds) ? "true" : "false",
-		       bfs_dataset_schema_reused(ds) ? "true" : "false", bfs_dataset_index_bytes(ds));
+		       bfs_dataset_schema_reused(ds) ? "true" : "false",
+		       bfs_dataset_index_bytes(ds));
 		fflush(stdout);
 		for (int sh = 0; sh < 2 && !ret; sh++) {
 			if ((sh == 0 && !ofile) || (sh == 1 && !oshuf))

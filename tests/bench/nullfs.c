@@ -66,20 +66,18 @@ struct cfg {
 
 static struct node *nodes; /* ino i is nodes[i - 1]; the root is ino 1 */
 static size_t nnodes, capnodes;
-static uint8_t *data;      /* as long as the largest file */
+static uint8_t *data; /* as long as the largest file */
 static struct cfg cfg;
 
-static const struct fuse_opt opt_spec[] = {
-	{ "files=%u", offsetof(struct cfg, files), 0 },
-	{ "size=%s", offsetof(struct cfg, size), 0 },
-	{ "manifest=%s", offsetof(struct cfg, manifest), 0 },
-	{ "direct_io", offsetof(struct cfg, direct_io), 1 },
-	{ "keep_cache", offsetof(struct cfg, keep_cache), 1 },
-	{ "nosplice", offsetof(struct cfg, nosplice), 1 },
-	{ "threads=%u", offsetof(struct cfg, threads), 0 },
-	{ "span=%s", offsetof(struct cfg, span), 0 },
-	FUSE_OPT_END
-};
+static const struct fuse_opt opt_spec[] = { { "files=%u", offsetof(struct cfg, files), 0 },
+					    { "size=%s", offsetof(struct cfg, size), 0 },
+					    { "manifest=%s", offsetof(struct cfg, manifest), 0 },
+					    { "direct_io", offsetof(struct cfg, direct_io), 1 },
+					    { "keep_cache", offsetof(struct cfg, keep_cache), 1 },
+					    { "nosplice", offsetof(struct cfg, nosplice), 1 },
+					    { "threads=%u", offsetof(struct cfg, threads), 0 },
+					    { "span=%s", offsetof(struct cfg, span), 0 },
+					    FUSE_OPT_END };
 
 /* ------------------------------------------------------------ the tree */
 
@@ -88,8 +86,7 @@ static struct node *N(fuse_ino_t ino)
 	return ino >= 1 && ino <= nnodes ? &nodes[ino - 1] : NULL;
 }
 
-static fuse_ino_t add_node(fuse_ino_t parent, const char *name, size_t len, int dir,
-			   uint64_t size)
+static fuse_ino_t add_node(fuse_ino_t parent, const char *name, size_t len, int dir, uint64_t size)
 {
 	struct node *p;
 
@@ -160,10 +157,23 @@ static int parse_size(const char *s, uint64_t *out)
 	unsigned long long v = strtoull(s, &end, 10);
 
 	switch (*end) {
-	case 'K': case 'k': v <<= 10; end++; break;
-	case 'M': case 'm': v <<= 20; end++; break;
-	case 'G': case 'g': v <<= 30; end++; break;
-	default: break;
+	case 'K':
+	case 'k':
+		v <<= 10;
+		end++;
+		break;
+	case 'M':
+	case 'm':
+		v <<= 20;
+		end++;
+		break;
+	case 'G':
+	case 'g':
+		v <<= 30;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (end == s || *end)
 		return -1;
@@ -204,7 +214,8 @@ static int load_manifest(const char *path, uint64_t *maxsize)
 			const char *slash = strchr(p, '/');
 			if (!slash) {
 				if (find_kid_linear(N(dir), p, strlen(p))) {
-					fprintf(stderr, "nullfs: %s:%lu: duplicate path\n", path, lineno);
+					fprintf(stderr, "nullfs: %s:%lu: duplicate path\n", path,
+						lineno);
 					fclose(f);
 					free(line);
 					return -1;
@@ -217,7 +228,8 @@ static int load_manifest(const char *path, uint64_t *maxsize)
 				if (!k)
 					k = add_node(dir, p, (size_t)(slash - p), 1, 0);
 				if (!N(k)->dir) {
-					fprintf(stderr, "nullfs: %s:%lu: a file used as a directory\n",
+					fprintf(stderr,
+						"nullfs: %s:%lu: a file used as a directory\n",
 						path, lineno);
 					fclose(f);
 					free(line);
@@ -261,8 +273,10 @@ static int build_tree(void)
 			qsort(nodes[i].kids, nodes[i].nkids, sizeof(fuse_ino_t), cmp_kids);
 	uint64_t span = maxsize;
 	if (cfg.span && (parse_size(cfg.span, &span) != 0 || span < maxsize)) {
-		fprintf(stderr, "nullfs: span=%s: a size of at least the largest file (%" PRIu64
-				" bytes)\n", cfg.span, maxsize);
+		fprintf(stderr,
+			"nullfs: span=%s: a size of at least the largest file (%" PRIu64
+			" bytes)\n",
+			cfg.span, maxsize);
 		return -1;
 	}
 	/* file offsets in creation (= manifest = reading) order, wrapping */
@@ -483,9 +497,10 @@ int main(int argc, char **argv)
 	if (fuse_parse_cmdline(&args, &opts) != 0)
 		return 1;
 	if (opts.show_help || !opts.mountpoint) {
-		fprintf(stderr, "usage: nullfs MOUNTPOINT [-f] [-o files=K,size=BYTES | -o manifest=FILE]\n"
-				"       [-o direct_io] [-o keep_cache] [-o nosplice] [-o threads=N]\n"
-				"       [-o span=BYTES]\n");
+		fprintf(stderr,
+			"usage: nullfs MOUNTPOINT [-f] [-o files=K,size=BYTES | -o manifest=FILE]\n"
+			"       [-o direct_io] [-o keep_cache] [-o nosplice] [-o threads=N]\n"
+			"       [-o span=BYTES]\n");
 		ret = opts.show_help ? 0 : 2;
 		goto out;
 	}

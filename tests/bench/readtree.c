@@ -133,7 +133,7 @@ static int walk_dir(struct walk *w, const char *dir)
 		} else if (S_ISREG(st.st_mode) && wanted(w, name)) {
 			rc = read_file(w, path, &st);
 		}
-	next:
+next:
 		free(path);
 		free(ents[i]);
 	}

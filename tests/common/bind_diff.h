@@ -75,7 +75,7 @@ static void bind_diff_entry(uint8_t **p, const char *key, const uint8_t *val, si
 static uint8_t *bind_diff_warmup(const char **cn, size_t nc, const char **ln, size_t nl,
 				 size_t *len)
 {
-	static const uint8_t feat[] = { 0x1a, 0x03, 0x0a, 0x01, 0x07 };   /* int64_list {7} */
+	static const uint8_t feat[] = { 0x1a, 0x03, 0x0a, 0x01, 0x07 }; /* int64_list {7} */
 	static const uint8_t flist[] = { 0x0a, 0x05, 0x1a, 0x03, 0x0a, 0x01, 0x07 };
 	size_t cap = 64, sub;
 	uint8_t *buf, *p, *mark;

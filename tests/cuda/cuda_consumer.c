@@ -39,7 +39,8 @@ int main(int argc, char **argv)
 		FILE *f;
 
 		if (!host || bfs_cuda_to_host(b, t, host) != 0) {
-			fprintf(stderr, "cuda_consumer: %s\n", host ? bfs_cuda_error() : "out of memory");
+			fprintf(stderr, "cuda_consumer: %s\n",
+				host ? bfs_cuda_error() : "out of memory");
 			return 1;
 		}
 		snprintf(path, sizeof(path), "%s/%zu.bin", argv[a + 1], i);

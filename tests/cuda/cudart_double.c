@@ -157,17 +157,28 @@ EXPORT cudaError_t cudaSetDevice(int d)
 EXPORT const char *cudaGetErrorString(cudaError_t rc)
 {
 	switch (rc) {
-	case cudaSuccess: return "no error";
-	case cudaErrorInvalidValue: return "invalid argument";
-	case cudaErrorMemoryAllocation: return "out of memory";
-	case cudaErrorInitializationError: return "initialization error";
-	case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-	case cudaErrorInvalidDevice: return "invalid device ordinal";
-	case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-	case cudaErrorNotReady: return "device not ready";
-	case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
-	case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
-	default: return "unknown error";
+	case cudaSuccess:
+		return "no error";
+	case cudaErrorInvalidValue:
+		return "invalid argument";
+	case cudaErrorMemoryAllocation:
+		return "out of memory";
+	case cudaErrorInitializationError:
+		return "initialization error";
+	case cudaErrorNoDevice:
+		return "no CUDA-capable device is detected";
+	case cudaErrorInvalidDevice:
+		return "invalid device ordinal";
+	case cudaErrorInvalidResourceHandle:
+		return "invalid resource handle";
+	case cudaErrorNotReady:
+		return "device not ready";
+	case cudaErrorHostMemoryAlreadyRegistered:
+		return "part or all of the requested memory range is already mapped";
+	case cudaErrorHostMemoryNotRegistered:
+		return "pointer does not correspond to a registered memory region";
+	default:
+		return "unknown error";
 	}
 }
 

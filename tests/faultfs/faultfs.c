@@ -128,8 +128,7 @@ static int ff_open(const char *path, struct fuse_file_info *fi)
 	return 0;
 }
 
-static int ff_read(const char *path, char *buf, size_t size, off_t off,
-		   struct fuse_file_info *fi)
+static int ff_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	long ms;
 	ssize_t n;
@@ -170,7 +169,8 @@ int main(int argc, char **argv)
 	int fargc = 0;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: faultfs SOURCE_DIR MOUNTPOINT CONTROL_FILE [FUSE options]\n");
+		fprintf(stderr,
+			"usage: faultfs SOURCE_DIR MOUNTPOINT CONTROL_FILE [FUSE options]\n");
 		return 2;
 	}
 	source = realpath(argv[1], NULL);

@@ -32,12 +32,12 @@
 
 int bfs_fuzz_batch(const uint8_t *data, size_t size);
 
-#define FUZZ_ASSERT(cond)                                                                  \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "fuzz_batch: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                           \
-		}                                                                          \
+#define FUZZ_ASSERT(cond)                                                                          \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_batch: %s:%d: %s\n", __FILE__, __LINE__, #cond);     \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 #define MAX_BATCHES 24
@@ -184,19 +184,22 @@ static void check_view(const struct bfs_batcher *b, uint64_t e)
 				pos = n;
 			}
 			while (pos < n) {
-				uint64_t c = bfs_epoch_view_chunk(v, t, pos), k, want_n = 1 + pos % 13;
+				uint64_t c = bfs_epoch_view_chunk(v, t, pos), k,
+					 want_n = 1 + pos % 13;
 				uint8_t *cb = NULL;
 				struct bfs_geom *cg = NULL;
 				if (bfs_batcher_build(&cb, &cg, b, e, c | BFS_CHUNK, ignore_corrupt,
 						      NULL) != 0) {
 					/* every batch built, so every chunk must */
-					fprintf(stderr, "fuzz_batch: chunk %llu of epoch %llu: %s\n",
+					fprintf(stderr,
+						"fuzz_batch: chunk %llu of epoch %llu: %s\n",
 						(unsigned long long)c, (unsigned long long)e,
 						bfs_err_msg());
 					abort();
 				}
 				k = bfs_epoch_view_copy(v, t, c, cb, cg, pos,
-							want_n < n - pos ? want_n : n - pos, got + pos);
+							want_n < n - pos ? want_n : n - pos,
+							got + pos);
 				FUZZ_ASSERT(k > 0);
 				pos += k;
 				free(cb);

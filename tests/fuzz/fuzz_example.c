@@ -18,13 +18,13 @@
 
 int bfs_fuzz_example(const uint8_t *data, size_t size);
 
-#define FUZZ_ASSERT(cond)                                                                   \
-	do {                                                                                \
-		if (!(cond)) {                                                              \
-			fprintf(stderr, "fuzz_example: %s:%d: %s (%s)\n", __FILE__, __LINE__, #cond, \
-				bfs_err_msg());                                             \
-			abort();                                                            \
-		}                                                                           \
+#define FUZZ_ASSERT(cond)                                                                          \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_example: %s:%d: %s (%s)\n", __FILE__, __LINE__,      \
+				#cond, bfs_err_msg());                                             \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 int bfs_fuzz_example(const uint8_t *data, size_t size)
@@ -56,12 +56,15 @@ int bfs_fuzz_example(const uint8_t *data, size_t size)
 		free(text);
 		text = NULL;
 		for (size_t j = 0; j < ex[i]->nfeatures; j++) {
-			FUZZ_ASSERT(bfs_example_find(ex[i], ex[i]->features[j].name) == &ex[i]->features[j].v);
+			FUZZ_ASSERT(bfs_example_find(ex[i], ex[i]->features[j].name) ==
+				    &ex[i]->features[j].v);
 			if (j)
-				FUZZ_ASSERT(strcmp(ex[i]->features[j - 1].name, ex[i]->features[j].name) < 0);
+				FUZZ_ASSERT(strcmp(ex[i]->features[j - 1].name,
+						   ex[i]->features[j].name) < 0);
 		}
 		for (size_t j = 0; j < ex[i]->nlists; j++)
-			FUZZ_ASSERT(bfs_example_find_list(ex[i], ex[i]->lists[j].name) == &ex[i]->lists[j]);
+			FUZZ_ASSERT(bfs_example_find_list(ex[i], ex[i]->lists[j].name) ==
+				    &ex[i]->lists[j]);
 		added[i] = bfs_infer_add(inf, ex[i]) == 0;
 	}
 	FUZZ_ASSERT(bfs_infer_finish(&s, inf) == 0 || s == NULL);

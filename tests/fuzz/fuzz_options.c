@@ -23,12 +23,12 @@ int bfs_fuzz_options(const uint8_t *data, size_t size);
 
 #define MAX_ARGS 32
 
-#define FUZZ_ASSERT(cond)                                                                  \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "fuzz_options: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                           \
-		}                                                                          \
+#define FUZZ_ASSERT(cond)                                                                          \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "fuzz_options: %s:%d: %s\n", __FILE__, __LINE__, #cond);   \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 static void check_roundtrip(const struct bfs_options *o, const char *desc)

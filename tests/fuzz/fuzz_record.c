@@ -30,8 +30,7 @@ struct seen {
 	uint64_t n;
 };
 
-static int remember(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data,
-		    uint32_t len)
+static int remember(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data, uint32_t len)
 {
 	struct seen *sn = ctx;
 
@@ -44,8 +43,7 @@ static int remember(void *ctx, uint64_t index, uint64_t offset, const uint8_t *d
 	return 0;
 }
 
-static void one_pass(const char *path, enum bfs_compression comp, bool verify,
-		     struct seen *sn)
+static void one_pass(const char *path, enum bfs_compression comp, bool verify, struct seen *sn)
 {
 	struct bfs_shard *s = NULL;
 	uint8_t *buf = NULL;

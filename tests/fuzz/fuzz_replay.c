@@ -35,12 +35,9 @@ static const struct {
 	const char *name;
 	fuzz_fn fn;
 } targets[] = {
-	{ "record", bfs_fuzz_record },
-	{ "example", bfs_fuzz_example },
-	{ "schema", bfs_fuzz_schema },
-	{ "wire", bfs_fuzz_wire },
-	{ "batch", bfs_fuzz_batch },
-	{ "options", bfs_fuzz_options },
+	{ "record", bfs_fuzz_record }, { "example", bfs_fuzz_example },
+	{ "schema", bfs_fuzz_schema }, { "wire", bfs_fuzz_wire },
+	{ "batch", bfs_fuzz_batch },   { "options", bfs_fuzz_options },
 	{ "image", bfs_fuzz_image },
 };
 
@@ -157,7 +154,8 @@ int main(int argc, char **argv)
 			printf("fuzz_replay: %s: %d inputs\n", argv[1], argc - 2);
 			return rc;
 		}
-		fprintf(stderr, "usage: fuzz_replay [record|example|schema|wire|batch|options FILE...]\n");
+		fprintf(stderr,
+			"usage: fuzz_replay [record|example|schema|wire|batch|options FILE...]\n");
 		return 2;
 	}
 	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
@@ -165,7 +163,8 @@ int main(int argc, char **argv)
 		size_t count = 0;
 
 		if (!fn) {
-			printf("fuzz_replay: %s: skipped (target not linked in)\n", targets[i].name);
+			printf("fuzz_replay: %s: skipped (target not linked in)\n",
+			       targets[i].name);
 			continue;
 		}
 		if (replay_dir(targets[i].name, fn, &count) != 0)

@@ -52,7 +52,8 @@ static void crc_init(void)
 	}
 	for (uint32_t i = 0; i < 256; i++)
 		for (int t = 1; t < 8; t++)
-			crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
+			crc_tab[t][i] =
+				(crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
 }
 
 /* Slicing-by-8 over the reflected Castagnoli polynomial. */
@@ -64,14 +65,14 @@ static uint32_t crc32c(const uint8_t *p, size_t n)
 		n--;
 	}
 	while (n >= 8) {
-		uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
-				   (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 |
-			      (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+		uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				   (uint32_t)p[3] << 24);
+		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+			      (uint32_t)p[7] << 24;
 		c = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
-		    crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^
-		    crc_tab[3][hi & 0xff] ^ crc_tab[2][(hi >> 8) & 0xff] ^
-		    crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
+		    crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^
+		    crc_tab[2][(hi >> 8) & 0xff] ^ crc_tab[1][(hi >> 16) & 0xff] ^
+		    crc_tab[0][hi >> 24];
 		p += 8;
 		n -= 8;
 	}
@@ -135,10 +136,14 @@ static int64_t gen_int64(struct rng *r)
 {
 	uint64_t x = rng_next(r);
 	switch (x & 3) {
-	case 0: return (int64_t)((x >> 8) % 101) - 50;         /* small, both signs */
-	case 1: return (int64_t)((x >> 8) % 1000);              /* small, non-negative */
-	case 2: return (int64_t)(int32_t)(uint32_t)(x >> 16);    /* 32-bit signed */
-	default: return (int64_t)rng_next(r);                   /* any 64-bit value */
+	case 0:
+		return (int64_t)((x >> 8) % 101) - 50; /* small, both signs */
+	case 1:
+		return (int64_t)((x >> 8) % 1000); /* small, non-negative */
+	case 2:
+		return (int64_t)(int32_t)(uint32_t)(x >> 16); /* 32-bit signed */
+	default:
+		return (int64_t)rng_next(r); /* any 64-bit value */
 	}
 }
 
@@ -147,8 +152,10 @@ static uint32_t gen_float_bits(struct rng *r)
 	uint64_t x = rng_next(r);
 	uint32_t sign = (uint32_t)(x & 1) << 31;
 	switch ((x >> 1) & 15) {
-	case 0: return sign;               /* +-0.0 */
-	case 1: return 0x3f800000u | sign; /* +-1.0 */
+	case 0:
+		return sign; /* +-0.0 */
+	case 1:
+		return 0x3f800000u | sign; /* +-1.0 */
 	default: {
 		uint32_t exp = 127 - 24 + (uint32_t)((x >> 5) % 49); /* 2^-24 .. 2^24 */
 		uint32_t mant = (uint32_t)(x >> 20) & 0x7fffffu;
@@ -245,18 +252,18 @@ struct spec {
 	size_t namelen;
 	enum kind kind;
 	bool is_list;
-	int64_t cnt_lo, cnt_hi;   /* values per record (or per step) */
+	int64_t cnt_lo, cnt_hi; /* values per record (or per step) */
 	int64_t steps_lo, steps_hi;
-	int64_t len_lo, len_hi;   /* bytes value length */
+	int64_t len_lo, len_hi; /* bytes value length */
 	double missing, empty;
 };
 
 /* One generated Feature (one record's values, or one step's). */
 struct fval {
-	int state;        /* 0 missing, 1 Feature {}, 2 has a kind */
-	size_t n;         /* number of values */
-	size_t off;       /* start in the record's value arrays */
-	size_t size;      /* encoded size of the Feature message */
+	int state; /* 0 missing, 1 Feature {}, 2 has a kind */
+	size_t n; /* number of values */
+	size_t off; /* start in the record's value arrays */
+	size_t size; /* encoded size of the Feature message */
 };
 
 struct gen {
@@ -269,15 +276,15 @@ struct gen {
 	size_t nints, capints;
 	uint32_t *floats;
 	size_t nfloats, capfloats;
-	size_t *blens;        /* byte lengths of bytes values */
-	size_t *boffs;        /* offsets of bytes values in bdata */
+	size_t *blens; /* byte lengths of bytes values */
+	size_t *boffs; /* offsets of bytes values in bdata */
 	size_t nb, capb;
 	struct buf bdata;
-	struct fval *fv;      /* per (spec, step) features */
+	struct fval *fv; /* per (spec, step) features */
 	size_t nfv, capfv;
-	size_t *spec_first;   /* index in fv of the first Feature of spec i */
-	size_t *spec_count;   /* number of Features (1 for context, steps for lists) */
-	int *spec_state;      /* lists: 0 missing, 2 present */
+	size_t *spec_first; /* index in fv of the first Feature of spec i */
+	size_t *spec_count; /* number of Features (1 for context, steps for lists) */
+	int *spec_state; /* lists: 0 missing, 2 present */
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -697,8 +704,8 @@ static void encode_record(struct gen *g, struct buf *b)
 	}
 done:
 	if (b->len != total) {
-		fprintf(stderr, "bfs_gen: internal error: encoded %zu bytes, sized %zu\n",
-			b->len, total);
+		fprintf(stderr, "bfs_gen: internal error: encoded %zu bytes, sized %zu\n", b->len,
+			total);
 		exit(1);
 	}
 }
@@ -843,7 +850,8 @@ int main(int argc, char **argv)
 				usage();
 			i++;
 		} else if (!strcmp(a, "--shards") && v) {
-			if (!parse_u64(v, v + strlen(v), &nshards) || nshards < 1 || nshards > 99999)
+			if (!parse_u64(v, v + strlen(v), &nshards) || nshards < 1 ||
+			    nshards > 99999)
 				usage();
 			i++;
 		} else if (!strcmp(a, "--level") && v) {
@@ -884,7 +892,8 @@ int main(int argc, char **argv)
 		usage();
 	for (size_t i = 0; i < g.nspecs; i++)
 		if (g.specs[i].is_list && !g.seq) {
-			fprintf(stderr, "bfs_gen: feature list '@%s' needs --seq\n", g.specs[i].name);
+			fprintf(stderr, "bfs_gen: feature list '@%s' needs --seq\n",
+				g.specs[i].name);
 			usage();
 		}
 	g.seed = seed;
@@ -895,8 +904,10 @@ int main(int argc, char **argv)
 	if (mkdir(outdir, 0755) != 0 && errno != EEXIST)
 		io_fail(outdir);
 
-	const char *ext = comp == C_GZIP ? ".tfrecord.gz" : comp == C_ZLIB ? ".tfrecord.zz" : ".tfrecord";
-	struct buf rec = {0};
+	const char *ext = comp == C_GZIP   ? ".tfrecord.gz"
+			  : comp == C_ZLIB ? ".tfrecord.zz"
+					   : ".tfrecord";
+	struct buf rec = { 0 };
 	uint64_t total_bytes = 0;
 	for (int64_t s = 0; s < nshards; s++) {
 		char *path;

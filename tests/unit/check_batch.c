@@ -151,9 +151,18 @@ START_TEST(npy_header_matches_numpy_layout)
 		int64_t shape[3];
 		const char *dict;
 	} cases[] = {
-		{ BFS_DT_F32, 2, { 32, 784 }, "{'descr': '<f4', 'fortran_order': False, 'shape': (32, 784), }" },
-		{ BFS_DT_I64, 1, { 7 }, "{'descr': '<i8', 'fortran_order': False, 'shape': (7,), }" },
-		{ BFS_DT_U8, 3, { 2, 3, 4 }, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3, 4), }" },
+		{ BFS_DT_F32,
+		  2,
+		  { 32, 784 },
+		  "{'descr': '<f4', 'fortran_order': False, 'shape': (32, 784), }" },
+		{ BFS_DT_I64,
+		  1,
+		  { 7 },
+		  "{'descr': '<i8', 'fortran_order': False, 'shape': (7,), }" },
+		{ BFS_DT_U8,
+		  3,
+		  { 2, 3, 4 },
+		  "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3, 4), }" },
 		{ BFS_DT_I32, 0, { 0 }, "{'descr': '<i4', 'fortran_order': False, 'shape': (), }" },
 	};
 	char h[1024];
@@ -212,20 +221,21 @@ START_TEST(plan_names_and_geometry_follow_layouts)
 	ck_assert_int_eq(bfs_plan_new(&p, &s), 0);
 	ck_assert_uint_eq(p->ntensors, 8);
 	ck_assert_uint_eq(p->nslots, 3);
-	static const char *names[] = { "label", "tags.row_splits", "tags.value_splits",
-				       "tags.values", "tokens", "tokens.lengths",
-				       "words.row_splits", "words.values" };
+	static const char *names[] = {
+		"label",  "tags.row_splits", "tags.value_splits", "tags.values",
+		"tokens", "tokens.lengths",  "words.row_splits",  "words.values"
+	};
 	for (size_t i = 0; i < 8; i++)
 		ck_assert_str_eq(p->t[i].name, names[i]);
 	ck_assert_int_eq(bfs_geom_new(&g, p, 4, totals, 0), 0);
-	ck_assert_uint_eq(g->g[0].nbytes, 4 * 8);       /* label [4] int64 */
-	ck_assert_uint_eq(g->g[1].nbytes, 5 * 8);       /* tags.row_splits [5] */
-	ck_assert_uint_eq(g->g[2].nbytes, 6 * 8);       /* tags.value_splits [6] */
-	ck_assert_uint_eq(g->g[3].nbytes, 40);          /* tags.values [40] u8 */
-	ck_assert_uint_eq(g->g[4].nbytes, 4 * 16 * 8);  /* tokens [4,16] */
-	ck_assert_uint_eq(g->g[5].nbytes, 4 * 4);       /* tokens.lengths [4] i32 */
-	ck_assert_uint_eq(g->g[6].nbytes, 5 * 8);       /* words.row_splits */
-	ck_assert_uint_eq(g->g[7].nbytes, 10 * 4);      /* words.values f32 */
+	ck_assert_uint_eq(g->g[0].nbytes, 4 * 8); /* label [4] int64 */
+	ck_assert_uint_eq(g->g[1].nbytes, 5 * 8); /* tags.row_splits [5] */
+	ck_assert_uint_eq(g->g[2].nbytes, 6 * 8); /* tags.value_splits [6] */
+	ck_assert_uint_eq(g->g[3].nbytes, 40); /* tags.values [40] u8 */
+	ck_assert_uint_eq(g->g[4].nbytes, 4 * 16 * 8); /* tokens [4,16] */
+	ck_assert_uint_eq(g->g[5].nbytes, 4 * 4); /* tokens.lengths [4] i32 */
+	ck_assert_uint_eq(g->g[6].nbytes, 5 * 8); /* words.row_splits */
+	ck_assert_uint_eq(g->g[7].nbytes, 10 * 4); /* words.values f32 */
 	ck_assert_uint_eq(g->st_hlen % 64, 0);
 	/* tensors are contiguous, in order, no holes */
 	uint64_t off = g->st_hlen;
@@ -332,8 +342,13 @@ static void check_parts_equal(long bad, const char *schema_json, enum bfs_on_cor
 	char path[] = "/tmp/check_batch_parts_XXXXXX";
 	int fd = mkstemp(path);
 	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO };
-	struct bfs_batcher_opts bopt = { .batch_size = 37, .seed = 5, .shuffle = true, .world = 1,
-					 .verify = true, .on_corrupt = oc, .jobs = 1,
+	struct bfs_batcher_opts bopt = { .batch_size = 37,
+					 .seed = 5,
+					 .shuffle = true,
+					 .world = 1,
+					 .verify = true,
+					 .on_corrupt = oc,
+					 .jobs = 1,
 					 .chunk_rows = 50 };
 	struct bfs_dataset *ds = NULL;
 	struct bfs_schema *sc = NULL;
@@ -409,7 +424,8 @@ END_TEST
 
 START_TEST(build_in_parts_substitutes_like_whole_build)
 {
-	static const char fixed[] = "{\"features\": {\"x\": {\"kind\": \"float\", \"shape\": [2]}}}";
+	static const char fixed[] =
+		"{\"features\": {\"x\": {\"kind\": \"float\", \"shape\": [2]}}}";
 
 	check_parts_equal(123, fixed, BFS_ON_CORRUPT_SKIP);
 }

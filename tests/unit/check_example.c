@@ -257,7 +257,8 @@ START_TEST(wide_maps_in_key_order_keep_map_semantics)
 			char name[8];
 			/* the duplicate is written after the first f<dup> unless it
 			 * precedes it (case 1: dup_at {0, 0} puts it first) */
-			int64_t want = i == dup_at[c][0] && dup_at[c][1] > dup_at[c][0] ? 1000 + i : i;
+			int64_t want =
+				i == dup_at[c][0] && dup_at[c][1] > dup_at[c][0] ? 1000 + i : i;
 			snprintf(name, sizeof(name), "f%03d", i);
 			ck_assert_str_eq(ex->features[i].name, name);
 			ck_assert_str_eq(ref->features[i].name, name);
@@ -302,8 +303,8 @@ START_TEST(empty_feature_and_entry_without_value_count_as_missing)
 	struct bfs_example *ex;
 	const struct bfs_values *v;
 
-	pb_add(&feats, "empty", &empty);  /* Feature {} */
-	pb_add(&feats, "novalue", NULL);  /* entry with a key only */
+	pb_add(&feats, "empty", &empty); /* Feature {} */
+	pb_add(&feats, "novalue", NULL); /* entry with a key only */
 	struct pb m = pb_example(&feats, NULL);
 	ex = decode_ok(&m);
 	ck_assert_uint_eq(ex->nfeatures, 2);
@@ -513,23 +514,29 @@ static const struct bad_case bad_cases[] = {
 	{ "plain text", B('h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'), "wire type" },
 	{ "truncated tag varint", B(0x80), "truncated varint at byte 0" },
 	{ "truncated length varint", B(0x0a, 0x80, 0x80), "truncated varint at byte 1" },
-	{ "varint over 10 bytes", B(0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+	{ "varint over 10 bytes",
+	  B(0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
 	  "varint longer than 10 bytes at byte 1" },
-	{ "length overruns the message", B(0x0a, 0x05, 0x0a, 0x00), "field 1 length 5 at byte 0 overruns its Example of 4 bytes" },
+	{ "length overruns the message", B(0x0a, 0x05, 0x0a, 0x00),
+	  "field 1 length 5 at byte 0 overruns its Example of 4 bytes" },
 	{ "unknown length overruns", B(0x1a, 0x7f, 0x00), "field 3 length 127 at byte 0 overruns" },
 	{ "unknown fixed64 truncated", B(0x19, 0x00, 0x00), "field 3 length 8 at byte 0 overruns" },
 	{ "wire type 7", B(0x0f, 0x00), "invalid wire type 7 at byte 0" },
 	{ "wire type 6 nested", B(0x0a, 0x02, 0x0e, 0x00), "invalid wire type 6 at byte 2" },
 	{ "group", B(0x1b, 0x1c), "unsupported group wire type 3 at byte 0" },
 	{ "field number 0", B(0x02, 0x00), "invalid field number 0 at byte 0" },
-	{ "Features as a varint", B(0x08, 0x01), "field 1 of Example has wire type 0 at byte 0, expected 2" },
+	{ "Features as a varint", B(0x08, 0x01),
+	  "field 1 of Example has wire type 0 at byte 0, expected 2" },
 	{ "key as fixed32", B(0x0a, 0x07, 0x0a, 0x05, 0x0d, 0, 0, 0, 0),
 	  "field 1 of Features map entry has wire type 5 at byte 4" },
-	{ "float list as varint", B(0x0a, 0x09, 0x0a, 0x07, 0x0a, 0x01, 'x', 0x12, 0x02, 0x10, 0x01),
+	{ "float list as varint",
+	  B(0x0a, 0x09, 0x0a, 0x07, 0x0a, 0x01, 'x', 0x12, 0x02, 0x10, 0x01),
 	  "field 2 of Feature of 'x' has wire type 0 at byte 9, expected 2" },
-	{ "float as varint", B(0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 'x', 0x12, 0x04, 0x12, 0x02, 0x08, 0x01),
+	{ "float as varint",
+	  B(0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 'x', 0x12, 0x04, 0x12, 0x02, 0x08, 0x01),
 	  "field 1 of FloatList of 'x' has wire type 0 at byte 11, expected 2 or 5" },
-	{ "int64 as fixed32", B(0x0a, 0x0e, 0x0a, 0x0c, 0x0a, 0x01, 'x', 0x12, 0x07, 0x1a, 0x05, 0x0d, 0, 0, 0, 0),
+	{ "int64 as fixed32",
+	  B(0x0a, 0x0e, 0x0a, 0x0c, 0x0a, 0x01, 'x', 0x12, 0x07, 0x1a, 0x05, 0x0d, 0, 0, 0, 0),
 	  "field 1 of Int64List of 'x' has wire type 5 at byte 11, expected 0 or 2" },
 	{ "packed floats not a multiple of 4",
 	  B(0x0a, 0x0e, 0x0a, 0x0c, 0x0a, 0x01, 'x', 0x12, 0x07, 0x12, 0x05, 0x0a, 0x03, 0, 0, 0),
@@ -543,12 +550,15 @@ static const struct bad_case bad_cases[] = {
 	{ "NUL in a name", B(0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01, 0x00),
 	  "feature name '?' at byte 4 contains a NUL byte" },
 	{ "the same list twice in a Feature",
-	  B(0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x01, 'x', 0x12, 0x06, 0x1a, 0x02, 0x08, 0x01, 0x1a, 0x00),
+	  B(0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x01, 'x', 0x12, 0x06, 0x1a, 0x02, 0x08, 0x01, 0x1a,
+	    0x00),
 	  "feature 'x': Int64List appears twice in one Feature" },
 	{ "a map entry with two values",
-	  B(0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x01, 'x', 0x12, 0x02, 0x1a, 0x00, 0x12, 0x02, 0x1a, 0x00),
+	  B(0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x01, 'x', 0x12, 0x02, 0x1a, 0x00, 0x12, 0x02, 0x1a,
+	    0x00),
 	  "feature 'x': value appears twice in one map entry (at byte 11)" },
-	{ "bad FeatureList step", B(0x12, 0x09, 0x0a, 0x07, 0x0a, 0x01, 's', 0x12, 0x02, 0x0a, 0x05),
+	{ "bad FeatureList step",
+	  B(0x12, 0x09, 0x0a, 0x07, 0x0a, 0x01, 's', 0x12, 0x02, 0x0a, 0x05),
 	  "field 1 length 5 at byte 9 overruns its FeatureList of 2 bytes" },
 };
 
@@ -667,7 +677,6 @@ START_TEST(text_form_of_a_sequence_example_lists_steps)
 }
 END_TEST
 
-
 /* ---- bound decoding (the batch builder's) ------------------------------------------ */
 
 /* Every shape bound decoding fills during its walk (one float unpacked, a
@@ -741,7 +750,8 @@ static void real_record(void *vctx, const uint8_t *data, size_t len)
 
 	if (bfs_example_decode(&ex, data, len) < 0) {
 		if (!ctx->failed)
-			fprintf(stderr, "%s: record %ld: %s\n", ctx->file, ctx->decoded, bfs_err_msg());
+			fprintf(stderr, "%s: record %ld: %s\n", ctx->file, ctx->decoded,
+				bfs_err_msg());
 		ctx->failed++;
 		return;
 	}
@@ -750,7 +760,8 @@ static void real_record(void *vctx, const uint8_t *data, size_t len)
 	/* bound decoding (the batch builder's) agrees with the reference */
 	{
 		const char *bad = bind_diff(data, len);
-		ck_assert_msg(bad == NULL, "%s: record %ld: bind: %s", ctx->file, ctx->decoded, bad);
+		ck_assert_msg(bad == NULL, "%s: record %ld: bind: %s", ctx->file, ctx->decoded,
+			      bad);
 	}
 	/* the fast decoder takes every real record and agrees with the reference */
 	{
@@ -790,7 +801,8 @@ START_TEST(every_record_of_the_real_files_decodes)
 	long total = 0;
 
 	if (!files || !nfiles) {
-		fprintf(stderr, "check_example: no real test data in %s, skipped\n", realdata_dir());
+		fprintf(stderr, "check_example: no real test data in %s, skipped\n",
+			realdata_dir());
 		realdata_files_free(files, nfiles);
 		return;
 	}
@@ -843,7 +855,8 @@ static Suite *example_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("malformed");
-	tcase_add_loop_test(tc, malformed_input_is_rejected_with_a_reason, 0, (int)BFS_ARRAY_SIZE(bad_cases));
+	tcase_add_loop_test(tc, malformed_input_is_rejected_with_a_reason, 0,
+			    (int)BFS_ARRAY_SIZE(bad_cases));
 	tcase_add_test(tc, every_truncation_of_a_record_is_handled);
 	suite_add_tcase(s, tc);
 

@@ -216,8 +216,7 @@ struct collect {
 	int mismatches;
 };
 
-static int collect_fn(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data,
-		      uint32_t len)
+static int collect_fn(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data, uint32_t len)
 {
 	struct collect *c = ctx;
 
@@ -278,8 +277,15 @@ END_TEST
 
 START_TEST(crc32c_long_buffers_agree_across_interleave_boundaries)
 {
-	static const size_t lens[] = { 767, 768, 769, 24575, 24576, 24577, 24576 + 768 + 13,
-				       100000, 3 * 8192 * 5 + 3 * 256 * 2 + 7 };
+	static const size_t lens[] = { 767,
+				       768,
+				       769,
+				       24575,
+				       24576,
+				       24577,
+				       24576 + 768 + 13,
+				       100000,
+				       3 * 8192 * 5 + 3 * 256 * 2 + 7 };
 	size_t max = 130000;
 	uint8_t *buf = malloc(max);
 
@@ -299,8 +305,8 @@ END_TEST
 
 START_TEST(crc32c_mask_roundtrips_and_matches_known_values)
 {
-	static const uint32_t vals[] = { 0, 1, 0x7fffffff, 0x80000000, 0xffffffff, 0xE3069283,
-					 0xdeadbeef };
+	static const uint32_t vals[] = { 0,	     1,		 0x7fffffff, 0x80000000,
+					 0xffffffff, 0xE3069283, 0xdeadbeef };
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(vals); i++)
 		ck_assert_uint_eq(bfs_crc32c_unmask(bfs_crc32c_mask(vals[i])), vals[i]);
 	ck_assert_uint_eq(bfs_crc32c_mask(0), 0xa282ead8u);
@@ -317,9 +323,9 @@ START_TEST(compression_names_parse_and_print)
 		int err;
 		enum bfs_compression c;
 	} cases[] = {
-		{ "auto", 0, BFS_COMP_AUTO }, { "none", 0, BFS_COMP_NONE },
-		{ "gzip", 0, BFS_COMP_GZIP }, { "GZIP", 0, BFS_COMP_GZIP },
-		{ "zlib", 0, BFS_COMP_ZLIB }, { "lz4", -EINVAL, BFS_COMP_AUTO },
+		{ "auto", 0, BFS_COMP_AUTO },	{ "none", 0, BFS_COMP_NONE },
+		{ "gzip", 0, BFS_COMP_GZIP },	{ "GZIP", 0, BFS_COMP_GZIP },
+		{ "zlib", 0, BFS_COMP_ZLIB },	{ "lz4", -EINVAL, BFS_COMP_AUTO },
 		{ "", -EINVAL, BFS_COMP_AUTO },
 	};
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(cases); i++) {
@@ -347,8 +353,7 @@ static const struct {
 };
 
 /* Scan with a checking callback, then read every record back. */
-static void check_roundtrip(const char *path, enum bfs_compression want_comp,
-			    const struct recs *r)
+static void check_roundtrip(const char *path, enum bfs_compression want_comp, const struct recs *r)
 {
 	struct bfs_shard *s = NULL;
 	struct collect c = { r, 0, 0 };
@@ -440,15 +445,15 @@ END_TEST
 /* Mutations applied to a valid 3-record plain stream (records of 40, 50 and 60
  * bytes, so record 1 starts at offset 56 and record 2 at 122). */
 enum mut {
-	M_NONE,           /* valid */
-	M_TRUNC_LEN,      /* only 5 bytes of record 2 */
-	M_TRUNC_LEN_CRC,  /* 10 bytes of record 2 */
-	M_TRUNC_DATA,     /* record 2's header + 20 of 60 bytes */
+	M_NONE, /* valid */
+	M_TRUNC_LEN, /* only 5 bytes of record 2 */
+	M_TRUNC_LEN_CRC, /* 10 bytes of record 2 */
+	M_TRUNC_DATA, /* record 2's header + 20 of 60 bytes */
 	M_TRUNC_DATA_CRC, /* record 2 without its last 2 bytes */
-	M_BAD_LEN_CRC,    /* record 1's length CRC flipped */
-	M_BAD_DATA_CRC,   /* a data byte of record 1 flipped */
-	M_HUGE_4G,        /* record 1 declares 2^32 bytes, valid length CRC */
-	M_HUGE_2_63,      /* record 1 declares 2^63 bytes, valid length CRC */
+	M_BAD_LEN_CRC, /* record 1's length CRC flipped */
+	M_BAD_DATA_CRC, /* a data byte of record 1 flipped */
+	M_HUGE_4G, /* record 1 declares 2^32 bytes, valid length CRC */
+	M_HUGE_2_63, /* record 1 declares 2^63 bytes, valid length CRC */
 	M_DECLARED_PAST_END, /* record 2 declares 1000 bytes, valid length CRC */
 };
 
@@ -505,7 +510,7 @@ static size_t build_mutated(uint8_t *buf, enum mut m)
 	case M_HUGE_2_63:
 	case M_DECLARED_PAST_END: {
 		size_t at = m == M_DECLARED_PAST_END ? r2 : r1;
-		put_le64(buf + at, m == M_HUGE_4G ? (uint64_t)1 << 32
+		put_le64(buf + at, m == M_HUGE_4G     ? (uint64_t)1 << 32
 				   : m == M_HUGE_2_63 ? (uint64_t)1 << 63
 						      : 1000);
 		put_le32(buf + at + 8, bfs_crc32c_mask(bfs_crc32c(0, buf + at, 8)));
@@ -714,8 +719,7 @@ START_TEST(trailing_garbage_after_gzip_member_is_an_error)
 }
 END_TEST
 
-static int stop_at_3(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data,
-		     uint32_t len)
+static int stop_at_3(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data, uint32_t len)
 {
 	(void)ctx;
 	(void)offset;
@@ -860,8 +864,9 @@ static void big_make(struct big *b, const char *name, size_t nrec, enum wkind ki
 		if (i % 97 == 0)
 			continue; /* random bytes */
 		for (uint32_t k = 0; k < b->r.len[i]; k++)
-			d[k] = i % 13 == 0 ? (uint8_t)("abcdefgh ijk\n"[rng() % 13])
-					   : (uint8_t)("0123456789abcdef"[(k + i) % 16] ^ (i & 0x3f));
+			d[k] = i % 13 == 0
+				       ? (uint8_t)("abcdefgh ijk\n"[rng() % 13])
+				       : (uint8_t)("0123456789abcdef"[(k + i) % 16] ^ (i & 0x3f));
 	}
 	stream = recs_frame(&b->r, &n);
 	snprintf(b->path, sizeof(b->path), "%s", tmp_path(name));
@@ -1055,8 +1060,7 @@ START_TEST(real_shards_scan_with_manifest_counts_and_detected_compression)
 		return;
 	}
 	crcs = calloc(real_cases[_i].records + 1, sizeof(*crcs));
-	ck_assert_msg(bfs_shard_open(&s, path, BFS_COMP_AUTO) == 0, "%s: %s", path,
-		      bfs_err_msg());
+	ck_assert_msg(bfs_shard_open(&s, path, BFS_COMP_AUTO) == 0, "%s: %s", path, bfs_err_msg());
 	ck_assert_int_eq(bfs_shard_compression(s), real_cases[_i].comp);
 	/* count first: crc_fn indexes crcs[] sized from the manifest */
 	ck_assert_msg(bfs_shard_scan(s, true, NULL, NULL) == 0, "%s", bfs_err_msg());
@@ -1148,7 +1152,9 @@ START_TEST(many_shards_share_a_bounded_descriptor_cache)
 	for (int rep = 0; rep < 2; rep++) {
 		for (int k = 0; k < PER; k++) {
 			for (int i = 0; i < NSH; i++) {
-				ck_assert_int_eq(bfs_shard_read(sh[i], (uint64_t)k, buf, sizeof(buf), true), 0);
+				ck_assert_int_eq(
+					bfs_shard_read(sh[i], (uint64_t)k, buf, sizeof(buf), true),
+					0);
 				ck_assert_mem_eq(buf, r[i].data[k], r[i].len[k]);
 			}
 			ck_assert_uint_le(bfs_fdcache_open(), FDLIM);

@@ -74,7 +74,8 @@ static void values_fill(struct bfs_values *v, struct bfs_bytes *b, const struct 
 }
 
 /* Build a record from features (sorted by name) and lists (sorted). */
-static struct bfs_example *hrec_build(struct hrec *r, const struct fdesc *feats, const struct fdesc *lists)
+static struct bfs_example *hrec_build(struct hrec *r, const struct fdesc *feats,
+				      const struct fdesc *lists)
 {
 	memset(r, 0, sizeof(*r));
 	for (size_t i = 0; feats && feats[i].name; i++) {
@@ -118,7 +119,8 @@ static struct bfs_schema *schema_ok(const char *text)
 	return s;
 }
 
-static const struct bfs_feature_spec *spec_find(const struct bfs_schema *s, const char *name, bool list)
+static const struct bfs_feature_spec *spec_find(const struct bfs_schema *s, const char *name,
+						bool list)
 {
 	size_t n = list ? s->nlists : s->nfeatures;
 	const struct bfs_feature_spec *a = list ? s->lists : s->features;
@@ -168,7 +170,8 @@ static void assert_roundtrip(const struct bfs_schema *s)
 	char *text = NULL, *text2 = NULL;
 
 	ck_assert_int_eq(bfs_schema_to_json(&text, s, NULL), 0);
-	ck_assert_msg(bfs_schema_from_json(&back, text, strlen(text)) == 0, "%s\n%s", bfs_err_msg(), text);
+	ck_assert_msg(bfs_schema_from_json(&back, text, strlen(text)) == 0, "%s\n%s", bfs_err_msg(),
+		      text);
 	schema_assert_eq(s, back);
 	ck_assert_int_eq(bfs_schema_to_json(&text2, back, NULL), 0);
 	ck_assert_str_eq(text, text2);
@@ -184,7 +187,9 @@ static void assert_roundtrip(const struct bfs_schema *s)
 
 struct infer_case {
 	const char *what;
-	struct fdesc recs[NREC][3]; /* up to 2 features per record, NULL-terminated; empty record: {{0}} */
+	struct fdesc
+		recs[NREC]
+		    [3]; /* up to 2 features per record, NULL-terminated; empty record: {{0}} */
 	int nrec;
 	/* expected spec of feature "x" */
 	enum bfs_kind kind;
@@ -200,32 +205,123 @@ struct infer_case {
 #define BY BFS_KIND_BYTES
 
 static const struct infer_case infer_cases[] = {
-	{ "fixed scalar", { { { "x", I, 1 } }, { { "x", I, 1 } }, { { "x", I, 1 } } }, 3,
-	  I, BFS_LAYOUT_FIXED, BFS_DT_I64, 0, 0, 0 },
-	{ "fixed vector", { { { "x", FL, 3 } }, { { "x", FL, 3 } } }, 2,
-	  FL, BFS_LAYOUT_FIXED, BFS_DT_F32, 1, 3, 0 },
-	{ "always empty list is fixed [0]", { { { "x", I, 0 } }, { { "x", I, 0 } } }, 2,
-	  I, BFS_LAYOUT_FIXED, BFS_DT_I64, 1, 0, 0 },
-	{ "counts that differ are padded to the largest", { { { "x", I, 1 } }, { { "x", I, 4 } }, { { "x", I, 2 } } }, 3,
-	  I, BFS_LAYOUT_PADDED, BFS_DT_I64, 1, -1, 4 },
-	{ "missing in some records is padded", { { { "x", FL, 2 } }, { { "y", I, 1 } }, { { "x", FL, 2 } } }, 3,
-	  FL, BFS_LAYOUT_PADDED, BFS_DT_F32, 1, -1, 2 },
-	{ "Feature {} in some records is padded", { { { "x", I, 1 } }, { { "x", I, -1 } } }, 2,
-	  I, BFS_LAYOUT_PADDED, BFS_DT_I64, 1, -1, 1 },
-	{ "bytes of one length L are fixed uint8 [L]", { { { "x", BY, 1, 5 } }, { { "x", BY, 1, 5 } } }, 2,
-	  BY, BFS_LAYOUT_FIXED, BFS_DT_U8, 1, 5, 0 },
-	{ "bytes of varying length are padded", { { { "x", BY, 1, 5 } }, { { "x", BY, 1, 7 } } }, 2,
-	  BY, BFS_LAYOUT_PADDED, BFS_DT_U8, 1, -1, 7 },
-	{ "bytes missing in some records are padded", { { { "x", BY, 1, 5 } }, { { 0 } } }, 2,
-	  BY, BFS_LAYOUT_PADDED, BFS_DT_U8, 1, -1, 5 },
-	{ "bytes with no value in some records are padded", { { { "x", BY, 1, 5 } }, { { "x", BY, 0 } } }, 2,
-	  BY, BFS_LAYOUT_PADDED, BFS_DT_U8, 1, -1, 5 },
-	{ "bytes with several values are ragged twice", { { { "x", BY, 1, 5 } }, { { "x", BY, 3, 2, 9 } } }, 2,
-	  BY, BFS_LAYOUT_RAGGED2, BFS_DT_U8, 2, -1, 0 },
-	{ "empty bytes values are fixed [0]", { { { "x", BY, 1, 0 } }, { { "x", BY, 1, 0 } } }, 2,
-	  BY, BFS_LAYOUT_FIXED, BFS_DT_U8, 1, 0, 0 },
-	{ "a single record fixes the shape", { { { "x", I, 5 } } }, 1,
-	  I, BFS_LAYOUT_FIXED, BFS_DT_I64, 1, 5, 0 },
+	{ "fixed scalar",
+	  { { { "x", I, 1 } }, { { "x", I, 1 } }, { { "x", I, 1 } } },
+	  3,
+	  I,
+	  BFS_LAYOUT_FIXED,
+	  BFS_DT_I64,
+	  0,
+	  0,
+	  0 },
+	{ "fixed vector",
+	  { { { "x", FL, 3 } }, { { "x", FL, 3 } } },
+	  2,
+	  FL,
+	  BFS_LAYOUT_FIXED,
+	  BFS_DT_F32,
+	  1,
+	  3,
+	  0 },
+	{ "always empty list is fixed [0]",
+	  { { { "x", I, 0 } }, { { "x", I, 0 } } },
+	  2,
+	  I,
+	  BFS_LAYOUT_FIXED,
+	  BFS_DT_I64,
+	  1,
+	  0,
+	  0 },
+	{ "counts that differ are padded to the largest",
+	  { { { "x", I, 1 } }, { { "x", I, 4 } }, { { "x", I, 2 } } },
+	  3,
+	  I,
+	  BFS_LAYOUT_PADDED,
+	  BFS_DT_I64,
+	  1,
+	  -1,
+	  4 },
+	{ "missing in some records is padded",
+	  { { { "x", FL, 2 } }, { { "y", I, 1 } }, { { "x", FL, 2 } } },
+	  3,
+	  FL,
+	  BFS_LAYOUT_PADDED,
+	  BFS_DT_F32,
+	  1,
+	  -1,
+	  2 },
+	{ "Feature {} in some records is padded",
+	  { { { "x", I, 1 } }, { { "x", I, -1 } } },
+	  2,
+	  I,
+	  BFS_LAYOUT_PADDED,
+	  BFS_DT_I64,
+	  1,
+	  -1,
+	  1 },
+	{ "bytes of one length L are fixed uint8 [L]",
+	  { { { "x", BY, 1, 5 } }, { { "x", BY, 1, 5 } } },
+	  2,
+	  BY,
+	  BFS_LAYOUT_FIXED,
+	  BFS_DT_U8,
+	  1,
+	  5,
+	  0 },
+	{ "bytes of varying length are padded",
+	  { { { "x", BY, 1, 5 } }, { { "x", BY, 1, 7 } } },
+	  2,
+	  BY,
+	  BFS_LAYOUT_PADDED,
+	  BFS_DT_U8,
+	  1,
+	  -1,
+	  7 },
+	{ "bytes missing in some records are padded",
+	  { { { "x", BY, 1, 5 } }, { { 0 } } },
+	  2,
+	  BY,
+	  BFS_LAYOUT_PADDED,
+	  BFS_DT_U8,
+	  1,
+	  -1,
+	  5 },
+	{ "bytes with no value in some records are padded",
+	  { { { "x", BY, 1, 5 } }, { { "x", BY, 0 } } },
+	  2,
+	  BY,
+	  BFS_LAYOUT_PADDED,
+	  BFS_DT_U8,
+	  1,
+	  -1,
+	  5 },
+	{ "bytes with several values are ragged twice",
+	  { { { "x", BY, 1, 5 } }, { { "x", BY, 3, 2, 9 } } },
+	  2,
+	  BY,
+	  BFS_LAYOUT_RAGGED2,
+	  BFS_DT_U8,
+	  2,
+	  -1,
+	  0 },
+	{ "empty bytes values are fixed [0]",
+	  { { { "x", BY, 1, 0 } }, { { "x", BY, 1, 0 } } },
+	  2,
+	  BY,
+	  BFS_LAYOUT_FIXED,
+	  BFS_DT_U8,
+	  1,
+	  0,
+	  0 },
+	{ "a single record fixes the shape",
+	  { { { "x", I, 5 } } },
+	  1,
+	  I,
+	  BFS_LAYOUT_FIXED,
+	  BFS_DT_I64,
+	  1,
+	  5,
+	  0 },
 };
 
 START_TEST(inference_follows_the_design_rules)
@@ -246,20 +342,24 @@ START_TEST(inference_follows_the_design_rules)
 	ck_assert_msg(f != NULL, "%s: no spec", c->what);
 	ck_assert_msg(f->kind == c->kind && f->layout == c->layout && f->dtype == c->dtype &&
 			      f->ndim == c->ndim,
-		      "%s: kind %d layout %d dtype %d ndim %d", c->what, f->kind, f->layout, f->dtype, f->ndim);
+		      "%s: kind %d layout %d dtype %d ndim %d", c->what, f->kind, f->layout,
+		      f->dtype, f->ndim);
 	if (c->ndim)
-		ck_assert_msg(f->shape[0] == c->shape0, "%s: shape[0] %lld", c->what, (long long)f->shape[0]);
+		ck_assert_msg(f->shape[0] == c->shape0, "%s: shape[0] %lld", c->what,
+			      (long long)f->shape[0]);
 	if (c->ndim == 2)
 		ck_assert_int_eq(f->shape[1], -1);
 	if (c->layout == BFS_LAYOUT_PADDED)
-		ck_assert_msg(f->max_len == c->max_len, "%s: max_len %lld", c->what, (long long)f->max_len);
+		ck_assert_msg(f->max_len == c->max_len, "%s: max_len %lld", c->what,
+			      (long long)f->max_len);
 	ck_assert(!f->is_list);
 	ck_assert(!f->has_default);
 	assert_roundtrip(s);
 	/* every record fits the schema inferred from them */
 	for (int i = 0; i < c->nrec; i++) {
 		struct bfs_example *ex = hrec_build(r, c->recs[i], NULL);
-		ck_assert_msg(bfs_schema_check(s, ex) == 0, "%s: record %d: %s", c->what, i, bfs_err_msg());
+		ck_assert_msg(bfs_schema_check(s, ex) == 0, "%s: record %d: %s", c->what, i,
+			      bfs_err_msg());
 	}
 	bfs_schema_free(s);
 	bfs_infer_free(inf);
@@ -343,9 +443,11 @@ START_TEST(names_that_cannot_be_paths_fail_inference)
 	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, bad, NULL)), -EBADMSG);
 	ck_assert_str_eq(bfs_err_msg(), "feature cannot be a path: name 'a//b' contains '//'");
 	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, NULL, bad_list)), -EBADMSG);
-	ck_assert_str_eq(bfs_err_msg(), "feature list cannot be a path: name '..' has a '..' component");
+	ck_assert_str_eq(bfs_err_msg(),
+			 "feature list cannot be a path: name '..' has a '..' component");
 	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, latin1, NULL)), -EBADMSG);
-	ck_assert_str_eq(bfs_err_msg(), "feature cannot be a path: name 'caf\xe9' is not valid UTF-8");
+	ck_assert_str_eq(bfs_err_msg(),
+			 "feature cannot be a path: name 'caf\xe9' is not valid UTF-8");
 	/* a name that never gets a kind never becomes a path */
 	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, untyped, NULL)), 0);
 	bfs_infer_free(inf);
@@ -357,10 +459,16 @@ START_TEST(feature_lists_infer_their_step_shape)
 {
 	/* like tft-seqex-data: int lists of 2 steps x 2 values, bytes of 0..2
 	 * values per step; plus scalar steps and one-value bytes steps */
-	const struct fdesc l0[] = { { "b1", BY, 1, 4, 0, 2 }, { "i", I, 2, 0, 0, 2 }, { "s", BY, 2, 6, 3, 2 },
-				    { "sc", FL, 1, 0, 0, 3 }, { 0 } };
-	const struct fdesc l1[] = { { "b1", BY, 1, 5, 0, 1 }, { "i", I, 2, 0, 0, 1 }, { "s", BY, 0, 0, 0, 2 },
-				    { "sc", FL, 1, 0, 0, 1 }, { 0 } };
+	const struct fdesc l0[] = { { "b1", BY, 1, 4, 0, 2 },
+				    { "i", I, 2, 0, 0, 2 },
+				    { "s", BY, 2, 6, 3, 2 },
+				    { "sc", FL, 1, 0, 0, 3 },
+				    { 0 } };
+	const struct fdesc l1[] = { { "b1", BY, 1, 5, 0, 1 },
+				    { "i", I, 2, 0, 0, 1 },
+				    { "s", BY, 0, 0, 0, 2 },
+				    { "sc", FL, 1, 0, 0, 1 },
+				    { 0 } };
 	const struct fdesc ctx[] = { { "i", I, 1 }, { 0 } };
 	struct hrec *r = malloc(sizeof(*r));
 	struct bfs_infer *inf;
@@ -411,14 +519,16 @@ START_TEST(feature_list_kind_conflicts_are_errors)
 	bfs_infer_new(&inf);
 	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, NULL, l0)), 0);
 	ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, NULL, l1)), -EBADMSG);
-	ck_assert_str_eq(bfs_err_msg(), "feature list 's': kind float, but earlier records have int64");
+	ck_assert_str_eq(bfs_err_msg(),
+			 "feature list 's': kind float, but earlier records have int64");
 	/* steps of one list that disagree */
 	ex = hrec_build(r, NULL, l0);
 	r->steps[0][1] = r->steps[0][0];
 	r->steps[0][1].kind = BFS_KIND_BYTES;
 	r->l[0].nsteps = 2;
 	ck_assert_int_eq(bfs_infer_add(inf, ex), -EBADMSG);
-	ck_assert_str_eq(bfs_err_msg(), "feature list 's': step 1 has kind bytes, earlier steps int64");
+	ck_assert_str_eq(bfs_err_msg(),
+			 "feature list 's': step 1 has kind bytes, earlier steps int64");
 	bfs_infer_free(inf);
 	free(r);
 }
@@ -454,7 +564,8 @@ START_TEST(json_roundtrip_keeps_every_field)
 	for (size_t i = 1; i < s->nfeatures; i++)
 		ck_assert(strcmp(s->features[i - 1].name, s->features[i].name) < 0);
 	f = spec_find(s, "raw", false);
-	ck_assert(f->layout == BFS_LAYOUT_FIXED && f->dtype == BFS_DT_F32 && bfs_spec_elems(f) == 6);
+	ck_assert(f->layout == BFS_LAYOUT_FIXED && f->dtype == BFS_DT_F32 &&
+		  bfs_spec_elems(f) == 6);
 	f = spec_find(s, "tokens", false);
 	ck_assert(f->layout == BFS_LAYOUT_PADDED && f->max_len == 512 && f->pad.i == -7);
 	ck_assert_int_eq(bfs_spec_elems(f), 512);
@@ -487,8 +598,9 @@ END_TEST
 
 START_TEST(to_json_is_indented_sorted_and_ends_in_a_newline)
 {
-	struct bfs_schema *s = schema_ok("{'features': {'b': {'kind': 'int64', 'shape': [-1], 'max_len': 2},"
-					 " 'a': {'kind': 'float', 'shape': [2], 'default': 0.5}}}");
+	struct bfs_schema *s =
+		schema_ok("{'features': {'b': {'kind': 'int64', 'shape': [-1], 'max_len': 2},"
+			  " 'a': {'kind': 'float', 'shape': [2], 'default': 0.5}}}");
 	char *text;
 
 	ck_assert_int_eq(bfs_schema_to_json(&text, s, NULL), 0);
@@ -520,11 +632,19 @@ END_TEST
 
 START_TEST(to_json_adds_the_mount_facts)
 {
-	struct bfs_schema *s = schema_ok("{'features': {'a': {'kind': 'int64', 'shape': []}}}"), *back;
+	struct bfs_schema *s = schema_ok("{'features': {'a': {'kind': 'int64', 'shape': []}}}"),
+			  *back;
 	const char *shards[] = { "/data/a.tfrecord", "/data/b.tfrecord.gz" };
 	struct bfs_schema_facts facts = {
-		.records = 1000, .batch_size = 32, .batches_per_epoch = 32, .seed = UINT64_MAX,
-		.shuffle = "global", .rank = 1, .world = 4, .nshards = 2, .shards = shards,
+		.records = 1000,
+		.batch_size = 32,
+		.batches_per_epoch = 32,
+		.seed = UINT64_MAX,
+		.shuffle = "global",
+		.rank = 1,
+		.world = 4,
+		.nshards = 2,
+		.shards = shards,
 	};
 	char *text;
 
@@ -536,7 +656,8 @@ START_TEST(to_json_adds_the_mount_facts)
 	ck_assert_ptr_nonnull(strstr(text, "\n  \"shuffle\": \"global\",\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\n  \"rank\": 1,\n"));
 	ck_assert_ptr_nonnull(strstr(text, "\n  \"world\": 4\n"));
-	ck_assert_ptr_nonnull(strstr(text, "\n  \"shards\": [\n    \"/data/a.tfrecord\",\n    \"/data/b.tfrecord.gz\"\n  ],\n"));
+	ck_assert_ptr_nonnull(strstr(text, "\n  \"shards\": [\n    \"/data/a.tfrecord\",\n    "
+					   "\"/data/b.tfrecord.gz\"\n  ],\n"));
 	ck_assert_ptr_null(strstr(text, "feature_lists"));
 	/* a mount's schema.json is a valid schema= file */
 	ck_assert_int_eq(bfs_schema_from_json(&back, text, strlen(text)), 0);
@@ -573,63 +694,115 @@ static const struct json_err_case json_err_cases[] = {
 	{ "{'feature_lists': 1}", "schema: \"feature_lists\" must be a JSON object" },
 	{ FEAT("3"), "schema: feature 'x': must be a JSON object" },
 	{ FEAT("{'shape': []}"), "schema: feature 'x': \"kind\" is missing" },
-	{ FEAT("{'kind': 'string', 'shape': []}"), "feature 'x': \"kind\" must be \"bytes\", \"float\" or \"int64\"" },
+	{ FEAT("{'kind': 'string', 'shape': []}"),
+	  "feature 'x': \"kind\" must be \"bytes\", \"float\" or \"int64\"" },
 	{ FEAT("{'kind': 3, 'shape': []}"), "feature 'x': \"kind\" must be" },
 	{ FEAT("{'kind': 'none', 'shape': []}"), "feature 'x': \"kind\" must be" },
 	{ FEAT("{'kind': 'int64'}"), "feature 'x': \"shape\" is missing" },
-	{ FEAT("{'kind': 'int64', 'shape': '3'}"), "feature 'x': \"shape\" must be an array of integers" },
-	{ FEAT("{'kind': 'int64', 'shape': [1.5]}"), "feature 'x': \"shape\" must be an array of integers" },
-	{ FEAT("{'kind': 'int64', 'shape': [1,1,1,1,1,1,1,1,1]}"), "feature 'x': \"shape\" has 9 dimensions, at most 8 allowed" },
-	{ FEAT("{'kind': 'int64', 'shape': [-2]}"), "feature 'x': \"shape\" dimension 0 is -2 (negative" },
-	{ FEAT("{'kind': 'int64', 'shape': [3, -1]}"), "feature 'x': bad \"shape\" [3, -1]: -1 only as [-1]" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1, -1], 'max_len': 3}"), "feature 'x': bad \"shape\" [-1, -1]: -1 only as" },
-	{ FEAT("{'kind': 'int64', 'shape': [3000000000]}"), "feature 'x': \"shape\" dimension 0 is 3000000000, over the cap" },
-	{ FEAT("{'kind': 'int64', 'shape': [65536, 65536]}"), "feature 'x': \"shape\" [65536, 65536] holds more than 2147483648 values" },
-	{ FEAT("{'kind': 'bytes', 'shape': [1073741824], 'dtype': 'float64'}"), "feature 'x': \"shape\" [1073741824] of float64 is 8589934592 bytes, over the cap" },
-	{ FEAT("{'kind': 'bytes', 'shape': [-1, -1]}"), "feature 'x': bad \"shape\" [-1, -1]: needs \"ragged\": true" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1]}"), "feature 'x': \"max_len\" is missing (needed by shape [-1] unless \"ragged\": true)" },
+	{ FEAT("{'kind': 'int64', 'shape': '3'}"),
+	  "feature 'x': \"shape\" must be an array of integers" },
+	{ FEAT("{'kind': 'int64', 'shape': [1.5]}"),
+	  "feature 'x': \"shape\" must be an array of integers" },
+	{ FEAT("{'kind': 'int64', 'shape': [1,1,1,1,1,1,1,1,1]}"),
+	  "feature 'x': \"shape\" has 9 dimensions, at most 8 allowed" },
+	{ FEAT("{'kind': 'int64', 'shape': [-2]}"),
+	  "feature 'x': \"shape\" dimension 0 is -2 (negative" },
+	{ FEAT("{'kind': 'int64', 'shape': [3, -1]}"),
+	  "feature 'x': bad \"shape\" [3, -1]: -1 only as [-1]" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1, -1], 'max_len': 3}"),
+	  "feature 'x': bad \"shape\" [-1, -1]: -1 only as" },
+	{ FEAT("{'kind': 'int64', 'shape': [3000000000]}"),
+	  "feature 'x': \"shape\" dimension 0 is 3000000000, over the cap" },
+	{ FEAT("{'kind': 'int64', 'shape': [65536, 65536]}"),
+	  "feature 'x': \"shape\" [65536, 65536] holds more than 2147483648 values" },
+	{ FEAT("{'kind': 'bytes', 'shape': [1073741824], 'dtype': 'float64'}"),
+	  "feature 'x': \"shape\" [1073741824] of float64 is 8589934592 bytes, over the cap" },
+	{ FEAT("{'kind': 'bytes', 'shape': [-1, -1]}"),
+	  "feature 'x': bad \"shape\" [-1, -1]: needs \"ragged\": true" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1]}"),
+	  "feature 'x': \"max_len\" is missing (needed by shape [-1] unless \"ragged\": true)" },
 	{ FEAT("{'kind': 'bytes', 'shape': [-1]}"), "feature 'x': \"max_len\" is missing" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': -1}"), "feature 'x': \"max_len\" must be an integer in 0..2147483648" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 4294967296}"), "feature 'x': \"max_len\" must be an integer" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': '3'}"), "feature 'x': \"max_len\" must be an integer" },
-	{ FEAT("{'kind': 'int64', 'shape': [3], 'max_len': 3}"), "feature 'x': \"max_len\" only applies to shape [-1] without \"ragged\"" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1], 'ragged': true, 'max_len': 3}"), "feature 'x': \"max_len\" only applies" },
-	{ FEAT("{'kind': 'int64', 'shape': [2], 'ragged': true}"), "feature 'x': bad \"shape\" [2]: a ragged int64 feature takes [-1]" },
-	{ FEAT("{'kind': 'bytes', 'shape': [-1], 'ragged': true}"), "feature 'x': bad \"shape\" [-1]: a ragged bytes feature takes [-1, -1]" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1], 'ragged': 'yes'}"), "feature 'x': \"ragged\" must be true or false" },
-	{ FEAT("{'kind': 'float', 'shape': [], 'dtype': 'int64'}"), "feature 'x': \"dtype\" must be \"float32\" for this float feature" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1], 'ragged': true, 'dtype': 'int32'}"), "feature 'x': \"dtype\" must be \"int64\"" },
-	{ FEAT("{'kind': 'bytes', 'shape': [3], 'dtype': 'complex64'}"), "feature 'x': unknown \"dtype\" \"complex64\"" },
-	{ FEAT("{'kind': 'bytes', 'shape': [3], 'dtype': 7}"), "feature 'x': \"dtype\" must be a string" },
-	{ FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 3, 'dtype': 'float32'}"), "feature 'x': \"dtype\" must be \"uint8\" for this bytes feature" },
-	{ FEAT("{'kind': 'int64', 'shape': [], 'pad': 0}"), "feature 'x': \"pad\" only applies to padded numeric features" },
-	{ FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 3, 'pad': 0}"), "feature 'x': \"pad\" only applies" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 3, 'pad': 1.5}"), "feature 'x': \"pad\" must be an integer for kind int64" },
-	{ FEAT("{'kind': 'float', 'shape': [-1], 'max_len': 3, 'pad': '0'}"), "feature 'x': \"pad\" must be a number" },
-	{ FEAT("{'kind': 'float', 'shape': [-1], 'max_len': 3, 'pad': 1e39}"), "feature 'x': \"pad\" 1e+39 is out of float32 range" },
-	{ FEAT("{'kind': 'float', 'shape': [], 'default': -1e300}"), "feature 'x': \"default\" -1e+300 is out of float32 range" },
-	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 3, 'default': 0}"), "feature 'x': \"default\" only applies to fixed-shape numeric features" },
-	{ FEAT("{'kind': 'bytes', 'shape': [3], 'default': 0}"), "feature 'x': \"default\" only applies" },
-	{ FEAT("{'kind': 'int64', 'shape': [], 'default': 'zero'}"), "feature 'x': \"default\" must be an integer for kind int64" },
-	{ FEAT("{'kind': 'int64', 'shape': [], 'maxlen': 3}"), "feature 'x': unknown field \"maxlen\"" },
-	{ FEAT("{'kind': 'int64', 'shape': [], 'max_steps': 3}"), "feature 'x': \"max_steps\" only applies under \"feature_lists\"" },
-	{ "{'features': {'a//b': {'kind': 'int64', 'shape': []}}}", "schema: feature 'a//b': cannot be a path: name 'a//b' contains '//'" },
-	{ "{'features': {'': {'kind': 'int64', 'shape': []}}}", "schema: feature '': cannot be a path: name '' is empty" },
-	{ "{'features': {'a/../b': {'kind': 'int64', 'shape': []}}}", "cannot be a path: name 'a/../b' has a '..' component" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': -1}"),
+	  "feature 'x': \"max_len\" must be an integer in 0..2147483648" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 4294967296}"),
+	  "feature 'x': \"max_len\" must be an integer" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': '3'}"),
+	  "feature 'x': \"max_len\" must be an integer" },
+	{ FEAT("{'kind': 'int64', 'shape': [3], 'max_len': 3}"),
+	  "feature 'x': \"max_len\" only applies to shape [-1] without \"ragged\"" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1], 'ragged': true, 'max_len': 3}"),
+	  "feature 'x': \"max_len\" only applies" },
+	{ FEAT("{'kind': 'int64', 'shape': [2], 'ragged': true}"),
+	  "feature 'x': bad \"shape\" [2]: a ragged int64 feature takes [-1]" },
+	{ FEAT("{'kind': 'bytes', 'shape': [-1], 'ragged': true}"),
+	  "feature 'x': bad \"shape\" [-1]: a ragged bytes feature takes [-1, -1]" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1], 'ragged': 'yes'}"),
+	  "feature 'x': \"ragged\" must be true or false" },
+	{ FEAT("{'kind': 'float', 'shape': [], 'dtype': 'int64'}"),
+	  "feature 'x': \"dtype\" must be \"float32\" for this float feature" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1], 'ragged': true, 'dtype': 'int32'}"),
+	  "feature 'x': \"dtype\" must be \"int64\"" },
+	{ FEAT("{'kind': 'bytes', 'shape': [3], 'dtype': 'complex64'}"),
+	  "feature 'x': unknown \"dtype\" \"complex64\"" },
+	{ FEAT("{'kind': 'bytes', 'shape': [3], 'dtype': 7}"),
+	  "feature 'x': \"dtype\" must be a string" },
+	{ FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 3, 'dtype': 'float32'}"),
+	  "feature 'x': \"dtype\" must be \"uint8\" for this bytes feature" },
+	{ FEAT("{'kind': 'int64', 'shape': [], 'pad': 0}"),
+	  "feature 'x': \"pad\" only applies to padded numeric features" },
+	{ FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 3, 'pad': 0}"),
+	  "feature 'x': \"pad\" only applies" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 3, 'pad': 1.5}"),
+	  "feature 'x': \"pad\" must be an integer for kind int64" },
+	{ FEAT("{'kind': 'float', 'shape': [-1], 'max_len': 3, 'pad': '0'}"),
+	  "feature 'x': \"pad\" must be a number" },
+	{ FEAT("{'kind': 'float', 'shape': [-1], 'max_len': 3, 'pad': 1e39}"),
+	  "feature 'x': \"pad\" 1e+39 is out of float32 range" },
+	{ FEAT("{'kind': 'float', 'shape': [], 'default': -1e300}"),
+	  "feature 'x': \"default\" -1e+300 is out of float32 range" },
+	{ FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 3, 'default': 0}"),
+	  "feature 'x': \"default\" only applies to fixed-shape numeric features" },
+	{ FEAT("{'kind': 'bytes', 'shape': [3], 'default': 0}"),
+	  "feature 'x': \"default\" only applies" },
+	{ FEAT("{'kind': 'int64', 'shape': [], 'default': 'zero'}"),
+	  "feature 'x': \"default\" must be an integer for kind int64" },
+	{ FEAT("{'kind': 'int64', 'shape': [], 'maxlen': 3}"),
+	  "feature 'x': unknown field \"maxlen\"" },
+	{ FEAT("{'kind': 'int64', 'shape': [], 'max_steps': 3}"),
+	  "feature 'x': \"max_steps\" only applies under \"feature_lists\"" },
+	{ "{'features': {'a//b': {'kind': 'int64', 'shape': []}}}",
+	  "schema: feature 'a//b': cannot be a path: name 'a//b' contains '//'" },
+	{ "{'features': {'': {'kind': 'int64', 'shape': []}}}",
+	  "schema: feature '': cannot be a path: name '' is empty" },
+	{ "{'features': {'a/../b': {'kind': 'int64', 'shape': []}}}",
+	  "cannot be a path: name 'a/../b' has a '..' component" },
 	{ "{'features': {'/a': {'kind': 'int64', 'shape': []}}}", "name '/a' starts with '/'" },
 	{ "{'features': {'a/': {'kind': 'int64', 'shape': []}}}", "name 'a/' ends with '/'" },
-	{ "{'features': {'./a': {'kind': 'int64', 'shape': []}}}", "name './a' has a '.' component" },
-	{ LIST("{'kind': 'int64', 'shape': [2]}"), "schema: feature list 's': \"max_steps\" is missing" },
-	{ LIST("{'kind': 'int64', 'shape': [2], 'max_steps': -1}"), "feature list 's': \"max_steps\" must be an integer in 0.." },
-	{ LIST("{'kind': 'int64', 'shape': [-1], 'max_steps': 3}"), "feature list 's': bad \"shape\" [-1]: the step shape of a feature list is fixed" },
-	{ LIST("{'kind': 'int64', 'shape': [-1], 'max_steps': 3, 'ragged': true}"), "feature list 's': \"ragged\" does not apply to a feature list" },
-	{ LIST("{'kind': 'bytes', 'shape': [], 'max_steps': 3}"), "feature list 's': bad \"shape\" []: a bytes feature list takes [max_bytes] or [max_values, max_bytes]" },
-	{ LIST("{'kind': 'bytes', 'shape': [3], 'max_steps': 3, 'dtype': 'int8'}"), "feature list 's': \"dtype\" must be \"uint8\" for this bytes feature list" },
-	{ LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 3, 'max_len': 2}"), "feature list 's': \"max_len\" only applies" },
-	{ LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 3, 'default': 2}"), "feature list 's': \"default\" only applies" },
-	{ LIST("{'kind': 'bytes', 'shape': [2], 'max_steps': 3, 'pad': 2}"), "feature list 's': \"pad\" only applies" },
-	{ LIST("{'kind': 'int64', 'shape': [65536], 'max_steps': 65536}"), "feature list 's': \"max_steps\" 65536 of shape [65536] hold more than" },
-	{ "{'feature_lists': {'a/./b': {'kind': 'int64', 'shape': [], 'max_steps': 1}}}", "schema: feature list 'a/./b': cannot be a path" },
+	{ "{'features': {'./a': {'kind': 'int64', 'shape': []}}}",
+	  "name './a' has a '.' component" },
+	{ LIST("{'kind': 'int64', 'shape': [2]}"),
+	  "schema: feature list 's': \"max_steps\" is missing" },
+	{ LIST("{'kind': 'int64', 'shape': [2], 'max_steps': -1}"),
+	  "feature list 's': \"max_steps\" must be an integer in 0.." },
+	{ LIST("{'kind': 'int64', 'shape': [-1], 'max_steps': 3}"),
+	  "feature list 's': bad \"shape\" [-1]: the step shape of a feature list is fixed" },
+	{ LIST("{'kind': 'int64', 'shape': [-1], 'max_steps': 3, 'ragged': true}"),
+	  "feature list 's': \"ragged\" does not apply to a feature list" },
+	{ LIST("{'kind': 'bytes', 'shape': [], 'max_steps': 3}"),
+	  "feature list 's': bad \"shape\" []: a bytes feature list takes [max_bytes] or "
+	  "[max_values, max_bytes]" },
+	{ LIST("{'kind': 'bytes', 'shape': [3], 'max_steps': 3, 'dtype': 'int8'}"),
+	  "feature list 's': \"dtype\" must be \"uint8\" for this bytes feature list" },
+	{ LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 3, 'max_len': 2}"),
+	  "feature list 's': \"max_len\" only applies" },
+	{ LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 3, 'default': 2}"),
+	  "feature list 's': \"default\" only applies" },
+	{ LIST("{'kind': 'bytes', 'shape': [2], 'max_steps': 3, 'pad': 2}"),
+	  "feature list 's': \"pad\" only applies" },
+	{ LIST("{'kind': 'int64', 'shape': [65536], 'max_steps': 65536}"),
+	  "feature list 's': \"max_steps\" 65536 of shape [65536] hold more than" },
+	{ "{'feature_lists': {'a/./b': {'kind': 'int64', 'shape': [], 'max_steps': 1}}}",
+	  "schema: feature list 'a/./b': cannot be a path" },
 };
 
 START_TEST(from_json_errors_name_the_feature_and_field)
@@ -644,7 +817,8 @@ START_TEST(from_json_errors_name_the_feature_and_field)
 	ck_assert_msg(err == -EINVAL, "%s: got %d", j, err);
 	ck_assert_ptr_eq(s, (struct bfs_schema *)0x1);
 	ck_assert_msg(strncmp(bfs_err_msg(), "schema: ", 8) == 0, "%s: '%s'", j, bfs_err_msg());
-	ck_assert_msg(strstr(bfs_err_msg(), c->msg), "%s:\n  got  '%s'\n  want '%s'", j, bfs_err_msg(), c->msg);
+	ck_assert_msg(strstr(bfs_err_msg(), c->msg), "%s:\n  got  '%s'\n  want '%s'", j,
+		      bfs_err_msg(), c->msg);
 	free(j);
 }
 END_TEST
@@ -672,54 +846,156 @@ struct check_case {
 
 static const struct check_case check_cases[] = {
 	{ "fits", FEAT("{'kind': 'int64', 'shape': [2]}"), { { "x", I, 2 } }, { { 0 } }, NULL },
-	{ "wrong kind", FEAT("{'kind': 'int64', 'shape': []}"), { { "x", FL, 1 } }, { { 0 } },
+	{ "wrong kind",
+	  FEAT("{'kind': 'int64', 'shape': []}"),
+	  { { "x", FL, 1 } },
+	  { { 0 } },
 	  "feature 'x': kind float, schema says int64" },
-	{ "count does not fit", FEAT("{'kind': 'int64', 'shape': [2]}"), { { "x", I, 3 } }, { { 0 } },
+	{ "count does not fit",
+	  FEAT("{'kind': 'int64', 'shape': [2]}"),
+	  { { "x", I, 3 } },
+	  { { 0 } },
 	  "feature 'x': 3 values, schema shape [2] needs 2" },
-	{ "scalar with none", FEAT("{'kind': 'float', 'shape': []}"), { { "x", FL, 0 } }, { { 0 } },
+	{ "scalar with none",
+	  FEAT("{'kind': 'float', 'shape': []}"),
+	  { { "x", FL, 0 } },
+	  { { 0 } },
 	  "feature 'x': 0 values, schema shape [] needs 1" },
-	{ "over max_len", FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 2}"), { { "x", I, 3 } }, { { 0 } },
+	{ "over max_len",
+	  FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 2}"),
+	  { { "x", I, 3 } },
+	  { { 0 } },
 	  "feature 'x': 3 values, over max_len 2" },
-	{ "up to max_len", FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 2}"), { { "x", I, 2 } }, { { 0 } }, NULL },
-	{ "missing without default", FEAT("{'kind': 'int64', 'shape': [2]}"), { { "y", I, 2 } }, { { 0 } },
+	{ "up to max_len",
+	  FEAT("{'kind': 'int64', 'shape': [-1], 'max_len': 2}"),
+	  { { "x", I, 2 } },
+	  { { 0 } },
+	  NULL },
+	{ "missing without default",
+	  FEAT("{'kind': 'int64', 'shape': [2]}"),
+	  { { "y", I, 2 } },
+	  { { 0 } },
 	  "feature 'x': missing, and the schema gives no default" },
-	{ "Feature {} without default", FEAT("{'kind': 'int64', 'shape': [2]}"), { { "x", I, -1 } }, { { 0 } },
+	{ "Feature {} without default",
+	  FEAT("{'kind': 'int64', 'shape': [2]}"),
+	  { { "x", I, -1 } },
+	  { { 0 } },
 	  "feature 'x': missing, and the schema gives no default" },
-	{ "missing with default", FEAT("{'kind': 'float', 'shape': [2], 'default': 1}"), { { 0 } }, { { 0 } }, NULL },
-	{ "missing padded", FEAT("{'kind': 'float', 'shape': [-1], 'max_len': 3}"), { { 0 } }, { { 0 } }, NULL },
-	{ "missing ragged", FEAT("{'kind': 'float', 'shape': [-1], 'ragged': true}"), { { "x", FL, -1 } }, { { 0 } }, NULL },
-	{ "missing fixed bytes", FEAT("{'kind': 'bytes', 'shape': [5]}"), { { 0 } }, { { 0 } },
+	{ "missing with default",
+	  FEAT("{'kind': 'float', 'shape': [2], 'default': 1}"),
+	  { { 0 } },
+	  { { 0 } },
+	  NULL },
+	{ "missing padded",
+	  FEAT("{'kind': 'float', 'shape': [-1], 'max_len': 3}"),
+	  { { 0 } },
+	  { { 0 } },
+	  NULL },
+	{ "missing ragged",
+	  FEAT("{'kind': 'float', 'shape': [-1], 'ragged': true}"),
+	  { { "x", FL, -1 } },
+	  { { 0 } },
+	  NULL },
+	{ "missing fixed bytes",
+	  FEAT("{'kind': 'bytes', 'shape': [5]}"),
+	  { { 0 } },
+	  { { 0 } },
 	  "feature 'x': missing, and the schema gives no default" },
-	{ "fixed bytes of the wrong length", FEAT("{'kind': 'bytes', 'shape': [5]}"), { { "x", BY, 1, 4 } }, { { 0 } },
+	{ "fixed bytes of the wrong length",
+	  FEAT("{'kind': 'bytes', 'shape': [5]}"),
+	  { { "x", BY, 1, 4 } },
+	  { { 0 } },
 	  "feature 'x': value of 4 bytes, schema shape [5] of uint8 needs 5" },
-	{ "fixed bytes as float32", FEAT("{'kind': 'bytes', 'shape': [2], 'dtype': 'float32'}"), { { "x", BY, 1, 8 } }, { { 0 } }, NULL },
-	{ "fixed bytes with two values", FEAT("{'kind': 'bytes', 'shape': [5]}"), { { "x", BY, 2, 5, 5 } }, { { 0 } },
+	{ "fixed bytes as float32",
+	  FEAT("{'kind': 'bytes', 'shape': [2], 'dtype': 'float32'}"),
+	  { { "x", BY, 1, 8 } },
+	  { { 0 } },
+	  NULL },
+	{ "fixed bytes with two values",
+	  FEAT("{'kind': 'bytes', 'shape': [5]}"),
+	  { { "x", BY, 2, 5, 5 } },
+	  { { 0 } },
 	  "feature 'x': 2 values, a fixed-shape bytes feature takes exactly 1" },
-	{ "padded bytes with two values", FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 8}"), { { "x", BY, 2, 1, 1 } }, { { 0 } },
+	{ "padded bytes with two values",
+	  FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 8}"),
+	  { { "x", BY, 2, 1, 1 } },
+	  { { 0 } },
 	  "feature 'x': 2 values, a padded bytes feature takes at most 1" },
-	{ "padded bytes too long", FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 8}"), { { "x", BY, 1, 9 } }, { { 0 } },
+	{ "padded bytes too long",
+	  FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 8}"),
+	  { { "x", BY, 1, 9 } },
+	  { { 0 } },
 	  "feature 'x': value of 9 bytes, over max_len 8" },
-	{ "padded bytes with no value", FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 8}"), { { "x", BY, 0 } }, { { 0 } }, NULL },
-	{ "ragged bytes of any count", FEAT("{'kind': 'bytes', 'shape': [-1, -1], 'ragged': true}"), { { "x", BY, 5, 100, 200 } }, { { 0 } }, NULL },
-	{ "ragged of the wrong kind", FEAT("{'kind': 'int64', 'shape': [-1], 'ragged': true}"), { { "x", BY, 1, 1 } }, { { 0 } },
+	{ "padded bytes with no value",
+	  FEAT("{'kind': 'bytes', 'shape': [-1], 'max_len': 8}"),
+	  { { "x", BY, 0 } },
+	  { { 0 } },
+	  NULL },
+	{ "ragged bytes of any count",
+	  FEAT("{'kind': 'bytes', 'shape': [-1, -1], 'ragged': true}"),
+	  { { "x", BY, 5, 100, 200 } },
+	  { { 0 } },
+	  NULL },
+	{ "ragged of the wrong kind",
+	  FEAT("{'kind': 'int64', 'shape': [-1], 'ragged': true}"),
+	  { { "x", BY, 1, 1 } },
+	  { { 0 } },
 	  "feature 'x': kind bytes, schema says int64" },
-	{ "features not in the schema are ignored", FEAT("{'kind': 'int64', 'shape': []}"), { { "a", BY, 3, 1, 1 }, { "x", I, 1 } }, { { 0 } }, NULL },
-	{ "list fits", LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"), { { 0 } }, { { "s", I, 2, 0, 0, 2 } }, NULL },
-	{ "list missing", LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"), { { 0 } }, { { 0 } }, NULL },
-	{ "list with too many steps", LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"), { { 0 } }, { { "s", I, 1, 0, 0, 3 } },
+	{ "features not in the schema are ignored",
+	  FEAT("{'kind': 'int64', 'shape': []}"),
+	  { { "a", BY, 3, 1, 1 }, { "x", I, 1 } },
+	  { { 0 } },
+	  NULL },
+	{ "list fits",
+	  LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", I, 2, 0, 0, 2 } },
+	  NULL },
+	{ "list missing",
+	  LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { 0 } },
+	  NULL },
+	{ "list with too many steps",
+	  LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", I, 1, 0, 0, 3 } },
 	  "feature list 's': 3 steps, over max_steps 2" },
-	{ "list step with too many values", LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"), { { 0 } }, { { "s", I, 3, 0, 0, 2 } },
+	{ "list step with too many values",
+	  LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", I, 3, 0, 0, 2 } },
 	  "feature list 's': step 0: 3 values, step shape [2] takes at most 2" },
-	{ "list step of the wrong kind", LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"), { { 0 } }, { { "s", FL, 1, 0, 0, 1 } },
+	{ "list step of the wrong kind",
+	  LIST("{'kind': 'int64', 'shape': [2], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", FL, 1, 0, 0, 1 } },
 	  "feature list 's': step 0: kind float, schema says int64" },
-	{ "bytes list value too long", LIST("{'kind': 'bytes', 'shape': [5], 'max_steps': 2}"), { { 0 } }, { { "s", BY, 1, 7, 0, 1 } },
+	{ "bytes list value too long",
+	  LIST("{'kind': 'bytes', 'shape': [5], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", BY, 1, 7, 0, 1 } },
 	  "feature list 's': step 0: value of 7 bytes, step shape [5] takes at most 5" },
-	{ "bytes list of one value per step", LIST("{'kind': 'bytes', 'shape': [5], 'max_steps': 2}"), { { 0 } }, { { "s", BY, 2, 1, 1, 1 } },
+	{ "bytes list of one value per step",
+	  LIST("{'kind': 'bytes', 'shape': [5], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", BY, 2, 1, 1, 1 } },
 	  "feature list 's': step 0: 2 values, step shape [5] takes at most 1" },
-	{ "bytes list of values per step", LIST("{'kind': 'bytes', 'shape': [2, 5], 'max_steps': 2}"), { { 0 } }, { { "s", BY, 2, 5, 3, 2 } }, NULL },
-	{ "bytes list of too many values", LIST("{'kind': 'bytes', 'shape': [2, 5], 'max_steps': 2}"), { { 0 } }, { { "s", BY, 3, 5, 3, 2 } },
+	{ "bytes list of values per step",
+	  LIST("{'kind': 'bytes', 'shape': [2, 5], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", BY, 2, 5, 3, 2 } },
+	  NULL },
+	{ "bytes list of too many values",
+	  LIST("{'kind': 'bytes', 'shape': [2, 5], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", BY, 3, 5, 3, 2 } },
 	  "feature list 's': step 0: 3 values, step shape [2, 5] takes at most 2" },
-	{ "list step Feature {}", LIST("{'kind': 'int64', 'shape': [], 'max_steps': 2}"), { { 0 } }, { { "s", I, -1, 0, 0, 2 } }, NULL },
+	{ "list step Feature {}",
+	  LIST("{'kind': 'int64', 'shape': [], 'max_steps': 2}"),
+	  { { 0 } },
+	  { { "s", I, -1, 0, 0, 2 } },
+	  NULL },
 };
 
 START_TEST(check_names_the_feature_and_what_is_wrong)
@@ -735,8 +1011,8 @@ START_TEST(check_names_the_feature_and_what_is_wrong)
 		ck_assert_msg(err == 0, "%s: %s", c->what, bfs_err_msg());
 	} else {
 		ck_assert_msg(err == -EBADMSG, "%s: got %d", c->what, err);
-		ck_assert_msg(strcmp(bfs_err_msg(), c->msg) == 0, "%s:\n  got  '%s'\n  want '%s'", c->what,
-			      bfs_err_msg(), c->msg);
+		ck_assert_msg(strcmp(bfs_err_msg(), c->msg) == 0, "%s:\n  got  '%s'\n  want '%s'",
+			      c->what, bfs_err_msg(), c->msg);
 	}
 	bfs_schema_free(s);
 	free(r);
@@ -745,8 +1021,9 @@ END_TEST
 
 START_TEST(ragged_counts_are_values_and_bytes)
 {
-	struct bfs_schema *s = schema_ok("{'features': {'r': {'kind': 'int64', 'shape': [-1], 'ragged': true},"
-					 " 't': {'kind': 'bytes', 'shape': [-1, -1], 'ragged': true}}}");
+	struct bfs_schema *s =
+		schema_ok("{'features': {'r': {'kind': 'int64', 'shape': [-1], 'ragged': true},"
+			  " 't': {'kind': 'bytes', 'shape': [-1, -1], 'ragged': true}}}");
 	const struct fdesc rec[] = { { "r", I, 3 }, { "t", BY, 3, 2, 5 }, { 0 } };
 	const struct fdesc wrong[] = { { "r", FL, 3 }, { "t", BY, -1 }, { 0 } };
 	struct hrec *r = malloc(sizeof(*r));
@@ -830,14 +1107,33 @@ static const struct {
 	const char *name;
 	bool ok;
 } names[] = {
-	{ "label", true }, { "image/encoded", true }, { "a/b/c", true }, { "...", true },
-	{ ".hidden", true }, { "a..b", true }, { "a/.b/c", true }, { "x y\t", true },
-	{ "\xc3\xa9t\xc3\xa9/\xe2\x96\x81w/\xf0\x9f\x98\x80", true }, { "\xff", false },
-	{ "\xc3", false }, { "\xc0\xaf", false }, { "\xed\xa0\x80", false }, { "\xf4\x90\x80\x80", false },
+	{ "label", true },
+	{ "image/encoded", true },
+	{ "a/b/c", true },
+	{ "...", true },
+	{ ".hidden", true },
+	{ "a..b", true },
+	{ "a/.b/c", true },
+	{ "x y\t", true },
+	{ "\xc3\xa9t\xc3\xa9/\xe2\x96\x81w/\xf0\x9f\x98\x80", true },
+	{ "\xff", false },
+	{ "\xc3", false },
+	{ "\xc0\xaf", false },
+	{ "\xed\xa0\x80", false },
+	{ "\xf4\x90\x80\x80", false },
 	{ "a\xe2\x96", false },
-	{ "", false }, { "/a", false }, { "a/", false }, { "/", false }, { "a//b", false },
-	{ ".", false }, { "..", false }, { "a/.", false }, { "./a", false }, { "a/../b", false },
-	{ "a/./b", false }, { "../", false },
+	{ "", false },
+	{ "/a", false },
+	{ "a/", false },
+	{ "/", false },
+	{ "a//b", false },
+	{ ".", false },
+	{ "..", false },
+	{ "a/.", false },
+	{ "./a", false },
+	{ "a/../b", false },
+	{ "a/./b", false },
+	{ "../", false },
 };
 
 START_TEST(names_must_be_usable_as_paths)
@@ -869,7 +1165,8 @@ static void real_add(void *vctx, const uint8_t *data, size_t len)
 		if (bfs_schema_check(ctx->s, ex) < 0 && !ctx->bad++)
 			fprintf(stderr, "record %ld: %s\n", ctx->n, bfs_err_msg());
 	} else {
-		ck_assert_msg(bfs_infer_add(ctx->inf, ex) == 0, "record %ld: %s", ctx->n, bfs_err_msg());
+		ck_assert_msg(bfs_infer_add(ctx->inf, ex) == 0, "record %ld: %s", ctx->n,
+			      bfs_err_msg());
 	}
 	ctx->n++;
 	bfs_example_free(ex);
@@ -897,7 +1194,8 @@ static struct bfs_schema *real_schema(const char *file)
 	ctx.s = s;
 	ctx.n = 0;
 	realdata_records(buf, len, real_add, &ctx);
-	ck_assert_msg(ctx.bad == 0, "%s: %ld records do not fit the inferred schema", file, ctx.bad);
+	ck_assert_msg(ctx.bad == 0, "%s: %ld records do not fit the inferred schema", file,
+		      ctx.bad);
 	assert_roundtrip(s);
 	bfs_infer_free(ctx.inf);
 	free(buf);
@@ -917,9 +1215,11 @@ static void expect(const struct bfs_schema *s, const char *name, bool list, enum
 	if (ndim > 1)
 		ck_assert_msg(f->shape[1] == d1, "%s: shape[1] %lld", name, (long long)f->shape[1]);
 	if (list)
-		ck_assert_msg(f->max_steps == max_len, "%s: max_steps %lld", name, (long long)f->max_steps);
+		ck_assert_msg(f->max_steps == max_len, "%s: max_steps %lld", name,
+			      (long long)f->max_steps);
 	else if (layout == BFS_LAYOUT_PADDED)
-		ck_assert_msg(f->max_len == max_len, "%s: max_len %lld", name, (long long)f->max_len);
+		ck_assert_msg(f->max_len == max_len, "%s: max_len %lld", name,
+			      (long long)f->max_len);
 }
 
 #define FIXED BFS_LAYOUT_FIXED
@@ -1010,7 +1310,8 @@ static Suite *schema_suite(void)
 	Suite *s = suite_create("schema");
 	TCase *tc = tcase_create("infer");
 
-	tcase_add_loop_test(tc, inference_follows_the_design_rules, 0, (int)BFS_ARRAY_SIZE(infer_cases));
+	tcase_add_loop_test(tc, inference_follows_the_design_rules, 0,
+			    (int)BFS_ARRAY_SIZE(infer_cases));
 	tcase_add_test(tc, features_never_typed_are_left_out);
 	tcase_add_test(tc, no_records_infer_an_empty_schema);
 	tcase_add_test(tc, kind_conflict_is_an_error_that_changes_nothing);
@@ -1023,18 +1324,21 @@ static Suite *schema_suite(void)
 	tcase_add_test(tc, json_roundtrip_keeps_every_field);
 	tcase_add_test(tc, to_json_is_indented_sorted_and_ends_in_a_newline);
 	tcase_add_test(tc, to_json_adds_the_mount_facts);
-	tcase_add_loop_test(tc, from_json_errors_name_the_feature_and_field, 0, (int)BFS_ARRAY_SIZE(json_err_cases));
+	tcase_add_loop_test(tc, from_json_errors_name_the_feature_and_field, 0,
+			    (int)BFS_ARRAY_SIZE(json_err_cases));
 	tcase_add_test(tc, from_json_takes_only_len_bytes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("check");
-	tcase_add_loop_test(tc, check_names_the_feature_and_what_is_wrong, 0, (int)BFS_ARRAY_SIZE(check_cases));
+	tcase_add_loop_test(tc, check_names_the_feature_and_what_is_wrong, 0,
+			    (int)BFS_ARRAY_SIZE(check_cases));
 	tcase_add_test(tc, ragged_counts_are_values_and_bytes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("select");
 	tcase_add_test(tc, select_keeps_the_named_features);
-	tcase_add_loop_test(tc, select_of_an_unknown_name_changes_nothing, 0, (int)BFS_ARRAY_SIZE(select_errors));
+	tcase_add_loop_test(tc, select_of_an_unknown_name_changes_nothing, 0,
+			    (int)BFS_ARRAY_SIZE(select_errors));
 	tcase_add_loop_test(tc, names_must_be_usable_as_paths, 0, (int)BFS_ARRAY_SIZE(names));
 	suite_add_tcase(s, tc);
 

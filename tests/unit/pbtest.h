@@ -126,7 +126,8 @@ static PB_UNUSED struct pb pb_float_feature(const float *v, size_t n, bool packe
 		struct pb raw = { 0 };
 		for (size_t i = 0; i < n; i++) {
 			uint32_t u = pb_f32bits(v[i]);
-			uint8_t le[4] = { (uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24) };
+			uint8_t le[4] = { (uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16),
+					  (uint8_t)(u >> 24) };
 			pb_raw(&raw, le, 4);
 		}
 		pb_sub(&list, 1, &raw);
@@ -247,7 +248,8 @@ fail:
 /* Call fn(ctx, data, len) for each record of a TFRecord image; the number of
  * records, or -1 if the framing is broken. */
 static PB_UNUSED long realdata_records(const uint8_t *buf, size_t n,
-				       void (*fn)(void *ctx, const uint8_t *data, size_t len), void *ctx)
+				       void (*fn)(void *ctx, const uint8_t *data, size_t len),
+				       void *ctx)
 {
 	size_t pos = 0;
 	long count = 0;
