@@ -179,9 +179,9 @@ int bfs_image_decode(uint8_t *dst, const struct bfs_image_target *t, const uint8
 	place(&p, t, w, h);
 	if (fmt == BFS_IMAGE_JPEG) {
 		denom = dct_denom(p.scale);
-		rc = bfs_jpeg_decode(data, len, t->c, denom, &pix, &dw, &dh);
+		rc = bfs_jpeg_decode(data, len, t->c, denom, cap, &pix, &dw, &dh);
 	} else {
-		rc = bfs_png_decode(data, len, t->c, &pix, &dw, &dh);
+		rc = bfs_png_decode(data, len, t->c, cap, &pix, &dw, &dh);
 	}
 	if (rc)
 		return rc;

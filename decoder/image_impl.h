@@ -12,13 +12,16 @@
 #include "common.h"
 
 int bfs_jpeg_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h);
-/* Decode at 1/denom size (denom 1, 2, 4 or 8); *w, *h get the decoded size. */
-int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom, uint8_t **out,
-		    uint32_t *w, uint32_t *h);
+/* Decode at 1/denom size (denom 1, 2, 4 or 8); *w, *h get the decoded size.
+ * The decoders check the size their library reads against max_pixels
+ * themselves: a file may hold more than one header, and the one the caller
+ * probed need not be the one the library decodes. */
+int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom,
+		    uint64_t max_pixels, uint8_t **out, uint32_t *w, uint32_t *h);
 
 int bfs_png_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h);
-int bfs_png_decode(const uint8_t *data, size_t len, unsigned c, uint8_t **out, uint32_t *w,
-		   uint32_t *h);
+int bfs_png_decode(const uint8_t *data, size_t len, unsigned c, uint64_t max_pixels, uint8_t **out,
+		   uint32_t *w, uint32_t *h);
 
 /* PIL's RGB -> L (ITU-R 601-2 luma, 16-bit fixed point). */
 static inline uint8_t bfs_luma(unsigned r, unsigned g, unsigned b)

@@ -99,8 +99,8 @@ static void cmyk_to(uint8_t *dst, const uint8_t *src, size_t npix, unsigned c)
 	}
 }
 
-int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom, uint8_t **out,
-		    uint32_t *ow, uint32_t *oh)
+int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom,
+		    uint64_t max_pixels, uint8_t **out, uint32_t *ow, uint32_t *oh)
 {
 	tjhandle th = NULL;
 	tjscalingfactor sf = { 1, (int)denom };
@@ -118,8 +118,17 @@ int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom,
 		return bfs_err_set(-ENOMEM, "jpeg: cannot create a decompressor");
 	if ((rc = header(th, data, len, &iw, &ih, &cs)))
 		goto out;
+	if ((uint64_t)iw * (uint64_t)ih > max_pixels) {
+		rc = bfs_err_set(-EBADMSG, "jpeg: image %dx%d is over the cap of %llu pixels", iw,
+				 ih, (unsigned long long)max_pixels);
+		goto out;
+	}
 	sw = TJSCALED(iw, sf);
 	sh = TJSCALED(ih, sf);
+	if (sw <= 0 || sh <= 0 || sw > iw || sh > ih) {
+		rc = bfs_err_set(-EBADMSG, "jpeg: scaled size %dx%d of %dx%d", sw, sh, iw, ih);
+		goto out;
+	}
 	if (cs == TJCS_CMYK || cs == TJCS_YCCK) {
 		pf = TJPF_CMYK;
 		dc = 4;

@@ -37,8 +37,8 @@ int bfs_png_header(const uint8_t *d, size_t len, uint32_t *w, uint32_t *h)
 	return 0;
 }
 
-int bfs_png_decode(const uint8_t *data, size_t len, unsigned c, uint8_t **out, uint32_t *ow,
-		   uint32_t *oh)
+int bfs_png_decode(const uint8_t *data, size_t len, unsigned c, uint64_t max_pixels, uint8_t **out,
+		   uint32_t *ow, uint32_t *oh)
 {
 	spng_ctx *ctx = spng_ctx_new(0);
 	struct spng_ihdr ihdr;
@@ -53,6 +53,11 @@ int bfs_png_decode(const uint8_t *data, size_t len, unsigned c, uint8_t **out, u
 	if ((e = spng_set_png_buffer(ctx, data, len)) || (e = spng_get_ihdr(ctx, &ihdr)) ||
 	    (e = spng_decoded_image_size(ctx, fmt, &n))) {
 		rc = png_err(e);
+		goto out;
+	}
+	if ((uint64_t)ihdr.width * ihdr.height > max_pixels) {
+		rc = bfs_err_set(-EBADMSG, "png: image %ux%u is over the cap of %llu pixels",
+				 ihdr.width, ihdr.height, (unsigned long long)max_pixels);
 		goto out;
 	}
 	pix = malloc(n ? n : 1);

@@ -148,7 +148,7 @@ int bfs_resize(const uint8_t *src, uint32_t sw, uint32_t sh, size_t sstride, uns
 			for (uint32_t k = 0; k < tx.n && f + k < sw; k++) {
 				const uint8_t *p = s + (size_t)(f + k) * c;
 				for (unsigned ch = 0; ch < c; ch++)
-					v[ch] += w[k] * p[ch];
+					v[ch] += w[k] * (float)p[ch];
 			}
 			for (unsigned ch = 0; ch < c; ch++)
 				o[(size_t)i * c + ch] = v[ch];

@@ -512,14 +512,23 @@ char *bfs_options_describe(const struct bfs_options *o)
 	if (o->image_max_pixels)
 		snprintf(pix, sizeof(pix), ",image_max_pixels=%llu",
 			 (unsigned long long)o->image_max_pixels);
-	if (asprintf(&img, "%s%s%s", o->split ? ",split=" : "", o->split ? o->split : "", pix) < 0)
+	/* split and image values are the user's text: escaped like features */
+	t = o->split ? escape_value(o->split) : NULL;
+	if (o->split && !t)
+		return NULL;
+	if (asprintf(&img, "%s%s%s", t ? ",split=" : "", t ? t : "", pix) < 0)
+		img = NULL;
+	free(t);
+	if (!img)
 		return NULL;
 	for (unsigned i = 0; i < o->nimage; i++) {
-		if (asprintf(&t, "%s,image=%s", img, o->image[i]) < 0) {
-			free(img);
-			return NULL;
-		}
+		char *v = escape_value(o->image[i]);
+		int r = v ? asprintf(&t, "%s,image=%s", img, v) : -1;
+
+		free(v);
 		free(img);
+		if (r < 0)
+			return NULL;
 		img = t;
 	}
 	if (o->features && !(features = escape_value(o->features))) {
@@ -528,8 +537,8 @@ char *bfs_options_describe(const struct bfs_options *o)
 	}
 	if (asprintf(&s,
 		     "batch_size=%llu,seed=%llu,shuffle=%s,epochs=%llu%s,rank=%llu,world=%llu,"
-		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,compression=%"
-		     "s%s%s%s%s%s",
+		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,"
+		     "compression=%s%s%s%s%s%s",
 		     (unsigned long long)o->batch_size, (unsigned long long)o->seed,
 		     o->shuffle ? "global" : "none", (unsigned long long)o->epochs,
 		     o->drop_remainder ? ",drop_remainder" : "", (unsigned long long)o->rank,
