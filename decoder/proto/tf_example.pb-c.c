@@ -7,705 +7,903 @@
 #endif
 
 #include "tf_example.pb-c.h"
-void tensorflow__bytes_list__init(Tensorflow__BytesList *message)
+void   tensorflow__bytes_list__init
+                     (Tensorflow__BytesList         *message)
 {
-	static const Tensorflow__BytesList init_value = TENSORFLOW__BYTES_LIST__INIT;
-	*message = init_value;
+  static const Tensorflow__BytesList init_value = TENSORFLOW__BYTES_LIST__INIT;
+  *message = init_value;
 }
-size_t tensorflow__bytes_list__get_packed_size(const Tensorflow__BytesList *message)
+size_t tensorflow__bytes_list__get_packed_size
+                     (const Tensorflow__BytesList *message)
 {
-	assert(message->base.descriptor == &tensorflow__bytes_list__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__bytes_list__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__bytes_list__pack(const Tensorflow__BytesList *message, uint8_t *out)
+size_t tensorflow__bytes_list__pack
+                     (const Tensorflow__BytesList *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__bytes_list__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__bytes_list__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__bytes_list__pack_to_buffer(const Tensorflow__BytesList *message,
-					      ProtobufCBuffer *buffer)
+size_t tensorflow__bytes_list__pack_to_buffer
+                     (const Tensorflow__BytesList *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__bytes_list__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__bytes_list__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__BytesList *tensorflow__bytes_list__unpack(ProtobufCAllocator *allocator, size_t len,
-						      const uint8_t *data)
+Tensorflow__BytesList *
+       tensorflow__bytes_list__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__BytesList *)protobuf_c_message_unpack(
-		&tensorflow__bytes_list__descriptor, allocator, len, data);
+  return (Tensorflow__BytesList *)
+     protobuf_c_message_unpack (&tensorflow__bytes_list__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__bytes_list__free_unpacked(Tensorflow__BytesList *message,
-					   ProtobufCAllocator *allocator)
+void   tensorflow__bytes_list__free_unpacked
+                     (Tensorflow__BytesList *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__bytes_list__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__bytes_list__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void tensorflow__float_list__init(Tensorflow__FloatList *message)
+void   tensorflow__float_list__init
+                     (Tensorflow__FloatList         *message)
 {
-	static const Tensorflow__FloatList init_value = TENSORFLOW__FLOAT_LIST__INIT;
-	*message = init_value;
+  static const Tensorflow__FloatList init_value = TENSORFLOW__FLOAT_LIST__INIT;
+  *message = init_value;
 }
-size_t tensorflow__float_list__get_packed_size(const Tensorflow__FloatList *message)
+size_t tensorflow__float_list__get_packed_size
+                     (const Tensorflow__FloatList *message)
 {
-	assert(message->base.descriptor == &tensorflow__float_list__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__float_list__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__float_list__pack(const Tensorflow__FloatList *message, uint8_t *out)
+size_t tensorflow__float_list__pack
+                     (const Tensorflow__FloatList *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__float_list__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__float_list__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__float_list__pack_to_buffer(const Tensorflow__FloatList *message,
-					      ProtobufCBuffer *buffer)
+size_t tensorflow__float_list__pack_to_buffer
+                     (const Tensorflow__FloatList *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__float_list__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__float_list__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__FloatList *tensorflow__float_list__unpack(ProtobufCAllocator *allocator, size_t len,
-						      const uint8_t *data)
+Tensorflow__FloatList *
+       tensorflow__float_list__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__FloatList *)protobuf_c_message_unpack(
-		&tensorflow__float_list__descriptor, allocator, len, data);
+  return (Tensorflow__FloatList *)
+     protobuf_c_message_unpack (&tensorflow__float_list__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__float_list__free_unpacked(Tensorflow__FloatList *message,
-					   ProtobufCAllocator *allocator)
+void   tensorflow__float_list__free_unpacked
+                     (Tensorflow__FloatList *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__float_list__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__float_list__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void tensorflow__int64_list__init(Tensorflow__Int64List *message)
+void   tensorflow__int64_list__init
+                     (Tensorflow__Int64List         *message)
 {
-	static const Tensorflow__Int64List init_value = TENSORFLOW__INT64_LIST__INIT;
-	*message = init_value;
+  static const Tensorflow__Int64List init_value = TENSORFLOW__INT64_LIST__INIT;
+  *message = init_value;
 }
-size_t tensorflow__int64_list__get_packed_size(const Tensorflow__Int64List *message)
+size_t tensorflow__int64_list__get_packed_size
+                     (const Tensorflow__Int64List *message)
 {
-	assert(message->base.descriptor == &tensorflow__int64_list__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__int64_list__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__int64_list__pack(const Tensorflow__Int64List *message, uint8_t *out)
+size_t tensorflow__int64_list__pack
+                     (const Tensorflow__Int64List *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__int64_list__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__int64_list__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__int64_list__pack_to_buffer(const Tensorflow__Int64List *message,
-					      ProtobufCBuffer *buffer)
+size_t tensorflow__int64_list__pack_to_buffer
+                     (const Tensorflow__Int64List *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__int64_list__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__int64_list__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__Int64List *tensorflow__int64_list__unpack(ProtobufCAllocator *allocator, size_t len,
-						      const uint8_t *data)
+Tensorflow__Int64List *
+       tensorflow__int64_list__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__Int64List *)protobuf_c_message_unpack(
-		&tensorflow__int64_list__descriptor, allocator, len, data);
+  return (Tensorflow__Int64List *)
+     protobuf_c_message_unpack (&tensorflow__int64_list__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__int64_list__free_unpacked(Tensorflow__Int64List *message,
-					   ProtobufCAllocator *allocator)
+void   tensorflow__int64_list__free_unpacked
+                     (Tensorflow__Int64List *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__int64_list__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__int64_list__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void tensorflow__feature__init(Tensorflow__Feature *message)
+void   tensorflow__feature__init
+                     (Tensorflow__Feature         *message)
 {
-	static const Tensorflow__Feature init_value = TENSORFLOW__FEATURE__INIT;
-	*message = init_value;
+  static const Tensorflow__Feature init_value = TENSORFLOW__FEATURE__INIT;
+  *message = init_value;
 }
-size_t tensorflow__feature__get_packed_size(const Tensorflow__Feature *message)
+size_t tensorflow__feature__get_packed_size
+                     (const Tensorflow__Feature *message)
 {
-	assert(message->base.descriptor == &tensorflow__feature__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__feature__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__feature__pack(const Tensorflow__Feature *message, uint8_t *out)
+size_t tensorflow__feature__pack
+                     (const Tensorflow__Feature *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__feature__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__feature__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__feature__pack_to_buffer(const Tensorflow__Feature *message,
-					   ProtobufCBuffer *buffer)
+size_t tensorflow__feature__pack_to_buffer
+                     (const Tensorflow__Feature *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__feature__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__feature__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__Feature *tensorflow__feature__unpack(ProtobufCAllocator *allocator, size_t len,
-						 const uint8_t *data)
+Tensorflow__Feature *
+       tensorflow__feature__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__Feature *)protobuf_c_message_unpack(&tensorflow__feature__descriptor,
-								allocator, len, data);
+  return (Tensorflow__Feature *)
+     protobuf_c_message_unpack (&tensorflow__feature__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__feature__free_unpacked(Tensorflow__Feature *message, ProtobufCAllocator *allocator)
+void   tensorflow__feature__free_unpacked
+                     (Tensorflow__Feature *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__feature__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__feature__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void tensorflow__features__feature_entry__init(Tensorflow__Features__FeatureEntry *message)
+void   tensorflow__features__feature_entry__init
+                     (Tensorflow__Features__FeatureEntry         *message)
 {
-	static const Tensorflow__Features__FeatureEntry init_value =
-		TENSORFLOW__FEATURES__FEATURE_ENTRY__INIT;
-	*message = init_value;
+  static const Tensorflow__Features__FeatureEntry init_value = TENSORFLOW__FEATURES__FEATURE_ENTRY__INIT;
+  *message = init_value;
 }
-void tensorflow__features__init(Tensorflow__Features *message)
+void   tensorflow__features__init
+                     (Tensorflow__Features         *message)
 {
-	static const Tensorflow__Features init_value = TENSORFLOW__FEATURES__INIT;
-	*message = init_value;
+  static const Tensorflow__Features init_value = TENSORFLOW__FEATURES__INIT;
+  *message = init_value;
 }
-size_t tensorflow__features__get_packed_size(const Tensorflow__Features *message)
+size_t tensorflow__features__get_packed_size
+                     (const Tensorflow__Features *message)
 {
-	assert(message->base.descriptor == &tensorflow__features__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__features__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__features__pack(const Tensorflow__Features *message, uint8_t *out)
+size_t tensorflow__features__pack
+                     (const Tensorflow__Features *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__features__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__features__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__features__pack_to_buffer(const Tensorflow__Features *message,
-					    ProtobufCBuffer *buffer)
+size_t tensorflow__features__pack_to_buffer
+                     (const Tensorflow__Features *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__features__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__features__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__Features *tensorflow__features__unpack(ProtobufCAllocator *allocator, size_t len,
-						   const uint8_t *data)
+Tensorflow__Features *
+       tensorflow__features__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__Features *)protobuf_c_message_unpack(&tensorflow__features__descriptor,
-								 allocator, len, data);
+  return (Tensorflow__Features *)
+     protobuf_c_message_unpack (&tensorflow__features__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__features__free_unpacked(Tensorflow__Features *message,
-					 ProtobufCAllocator *allocator)
+void   tensorflow__features__free_unpacked
+                     (Tensorflow__Features *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__features__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__features__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void tensorflow__feature_list__init(Tensorflow__FeatureList *message)
+void   tensorflow__feature_list__init
+                     (Tensorflow__FeatureList         *message)
 {
-	static const Tensorflow__FeatureList init_value = TENSORFLOW__FEATURE_LIST__INIT;
-	*message = init_value;
+  static const Tensorflow__FeatureList init_value = TENSORFLOW__FEATURE_LIST__INIT;
+  *message = init_value;
 }
-size_t tensorflow__feature_list__get_packed_size(const Tensorflow__FeatureList *message)
+size_t tensorflow__feature_list__get_packed_size
+                     (const Tensorflow__FeatureList *message)
 {
-	assert(message->base.descriptor == &tensorflow__feature_list__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__feature_list__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__feature_list__pack(const Tensorflow__FeatureList *message, uint8_t *out)
+size_t tensorflow__feature_list__pack
+                     (const Tensorflow__FeatureList *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__feature_list__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__feature_list__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__feature_list__pack_to_buffer(const Tensorflow__FeatureList *message,
-						ProtobufCBuffer *buffer)
+size_t tensorflow__feature_list__pack_to_buffer
+                     (const Tensorflow__FeatureList *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__feature_list__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__feature_list__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__FeatureList *tensorflow__feature_list__unpack(ProtobufCAllocator *allocator, size_t len,
-							  const uint8_t *data)
+Tensorflow__FeatureList *
+       tensorflow__feature_list__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__FeatureList *)protobuf_c_message_unpack(
-		&tensorflow__feature_list__descriptor, allocator, len, data);
+  return (Tensorflow__FeatureList *)
+     protobuf_c_message_unpack (&tensorflow__feature_list__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__feature_list__free_unpacked(Tensorflow__FeatureList *message,
-					     ProtobufCAllocator *allocator)
+void   tensorflow__feature_list__free_unpacked
+                     (Tensorflow__FeatureList *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__feature_list__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__feature_list__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void tensorflow__feature_lists__feature_list_entry__init(
-	Tensorflow__FeatureLists__FeatureListEntry *message)
+void   tensorflow__feature_lists__feature_list_entry__init
+                     (Tensorflow__FeatureLists__FeatureListEntry         *message)
 {
-	static const Tensorflow__FeatureLists__FeatureListEntry init_value =
-		TENSORFLOW__FEATURE_LISTS__FEATURE_LIST_ENTRY__INIT;
-	*message = init_value;
+  static const Tensorflow__FeatureLists__FeatureListEntry init_value = TENSORFLOW__FEATURE_LISTS__FEATURE_LIST_ENTRY__INIT;
+  *message = init_value;
 }
-void tensorflow__feature_lists__init(Tensorflow__FeatureLists *message)
+void   tensorflow__feature_lists__init
+                     (Tensorflow__FeatureLists         *message)
 {
-	static const Tensorflow__FeatureLists init_value = TENSORFLOW__FEATURE_LISTS__INIT;
-	*message = init_value;
+  static const Tensorflow__FeatureLists init_value = TENSORFLOW__FEATURE_LISTS__INIT;
+  *message = init_value;
 }
-size_t tensorflow__feature_lists__get_packed_size(const Tensorflow__FeatureLists *message)
+size_t tensorflow__feature_lists__get_packed_size
+                     (const Tensorflow__FeatureLists *message)
 {
-	assert(message->base.descriptor == &tensorflow__feature_lists__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__feature_lists__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__feature_lists__pack(const Tensorflow__FeatureLists *message, uint8_t *out)
+size_t tensorflow__feature_lists__pack
+                     (const Tensorflow__FeatureLists *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__feature_lists__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__feature_lists__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__feature_lists__pack_to_buffer(const Tensorflow__FeatureLists *message,
-						 ProtobufCBuffer *buffer)
+size_t tensorflow__feature_lists__pack_to_buffer
+                     (const Tensorflow__FeatureLists *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__feature_lists__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__feature_lists__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__FeatureLists *tensorflow__feature_lists__unpack(ProtobufCAllocator *allocator,
-							    size_t len, const uint8_t *data)
+Tensorflow__FeatureLists *
+       tensorflow__feature_lists__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__FeatureLists *)protobuf_c_message_unpack(
-		&tensorflow__feature_lists__descriptor, allocator, len, data);
+  return (Tensorflow__FeatureLists *)
+     protobuf_c_message_unpack (&tensorflow__feature_lists__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__feature_lists__free_unpacked(Tensorflow__FeatureLists *message,
-					      ProtobufCAllocator *allocator)
+void   tensorflow__feature_lists__free_unpacked
+                     (Tensorflow__FeatureLists *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__feature_lists__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__feature_lists__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void tensorflow__example__init(Tensorflow__Example *message)
+void   tensorflow__example__init
+                     (Tensorflow__Example         *message)
 {
-	static const Tensorflow__Example init_value = TENSORFLOW__EXAMPLE__INIT;
-	*message = init_value;
+  static const Tensorflow__Example init_value = TENSORFLOW__EXAMPLE__INIT;
+  *message = init_value;
 }
-size_t tensorflow__example__get_packed_size(const Tensorflow__Example *message)
+size_t tensorflow__example__get_packed_size
+                     (const Tensorflow__Example *message)
 {
-	assert(message->base.descriptor == &tensorflow__example__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__example__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__example__pack(const Tensorflow__Example *message, uint8_t *out)
+size_t tensorflow__example__pack
+                     (const Tensorflow__Example *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__example__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__example__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__example__pack_to_buffer(const Tensorflow__Example *message,
-					   ProtobufCBuffer *buffer)
+size_t tensorflow__example__pack_to_buffer
+                     (const Tensorflow__Example *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__example__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__example__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__Example *tensorflow__example__unpack(ProtobufCAllocator *allocator, size_t len,
-						 const uint8_t *data)
+Tensorflow__Example *
+       tensorflow__example__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__Example *)protobuf_c_message_unpack(&tensorflow__example__descriptor,
-								allocator, len, data);
+  return (Tensorflow__Example *)
+     protobuf_c_message_unpack (&tensorflow__example__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__example__free_unpacked(Tensorflow__Example *message, ProtobufCAllocator *allocator)
+void   tensorflow__example__free_unpacked
+                     (Tensorflow__Example *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__example__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__example__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-void tensorflow__sequence_example__init(Tensorflow__SequenceExample *message)
+void   tensorflow__sequence_example__init
+                     (Tensorflow__SequenceExample         *message)
 {
-	static const Tensorflow__SequenceExample init_value = TENSORFLOW__SEQUENCE_EXAMPLE__INIT;
-	*message = init_value;
+  static const Tensorflow__SequenceExample init_value = TENSORFLOW__SEQUENCE_EXAMPLE__INIT;
+  *message = init_value;
 }
-size_t tensorflow__sequence_example__get_packed_size(const Tensorflow__SequenceExample *message)
+size_t tensorflow__sequence_example__get_packed_size
+                     (const Tensorflow__SequenceExample *message)
 {
-	assert(message->base.descriptor == &tensorflow__sequence_example__descriptor);
-	return protobuf_c_message_get_packed_size((const ProtobufCMessage *)(message));
+  assert(message->base.descriptor == &tensorflow__sequence_example__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
 }
-size_t tensorflow__sequence_example__pack(const Tensorflow__SequenceExample *message, uint8_t *out)
+size_t tensorflow__sequence_example__pack
+                     (const Tensorflow__SequenceExample *message,
+                      uint8_t       *out)
 {
-	assert(message->base.descriptor == &tensorflow__sequence_example__descriptor);
-	return protobuf_c_message_pack((const ProtobufCMessage *)message, out);
+  assert(message->base.descriptor == &tensorflow__sequence_example__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
 }
-size_t tensorflow__sequence_example__pack_to_buffer(const Tensorflow__SequenceExample *message,
-						    ProtobufCBuffer *buffer)
+size_t tensorflow__sequence_example__pack_to_buffer
+                     (const Tensorflow__SequenceExample *message,
+                      ProtobufCBuffer *buffer)
 {
-	assert(message->base.descriptor == &tensorflow__sequence_example__descriptor);
-	return protobuf_c_message_pack_to_buffer((const ProtobufCMessage *)message, buffer);
+  assert(message->base.descriptor == &tensorflow__sequence_example__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
 }
-Tensorflow__SequenceExample *tensorflow__sequence_example__unpack(ProtobufCAllocator *allocator,
-								  size_t len, const uint8_t *data)
+Tensorflow__SequenceExample *
+       tensorflow__sequence_example__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
 {
-	return (Tensorflow__SequenceExample *)protobuf_c_message_unpack(
-		&tensorflow__sequence_example__descriptor, allocator, len, data);
+  return (Tensorflow__SequenceExample *)
+     protobuf_c_message_unpack (&tensorflow__sequence_example__descriptor,
+                                allocator, len, data);
 }
-void tensorflow__sequence_example__free_unpacked(Tensorflow__SequenceExample *message,
-						 ProtobufCAllocator *allocator)
+void   tensorflow__sequence_example__free_unpacked
+                     (Tensorflow__SequenceExample *message,
+                      ProtobufCAllocator *allocator)
 {
-	if (!message)
-		return;
-	assert(message->base.descriptor == &tensorflow__sequence_example__descriptor);
-	protobuf_c_message_free_unpacked((ProtobufCMessage *)message, allocator);
+  if(!message)
+    return;
+  assert(message->base.descriptor == &tensorflow__sequence_example__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor tensorflow__bytes_list__field_descriptors[1] = {
-	{
-		"value", 1, PROTOBUF_C_LABEL_REPEATED, PROTOBUF_C_TYPE_BYTES,
-		offsetof(Tensorflow__BytesList, n_value), offsetof(Tensorflow__BytesList, value),
-		NULL, NULL, 0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+static const ProtobufCFieldDescriptor tensorflow__bytes_list__field_descriptors[1] =
+{
+  {
+    "value",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_BYTES,
+    offsetof(Tensorflow__BytesList, n_value),
+    offsetof(Tensorflow__BytesList, value),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__bytes_list__field_indices_by_name[] = {
-	0, /* field[0] = value */
+  0,   /* field[0] = value */
 };
-static const ProtobufCIntRange tensorflow__bytes_list__number_ranges[1 + 1] = { { 1, 0 },
-										{ 0, 1 } };
-const ProtobufCMessageDescriptor tensorflow__bytes_list__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.BytesList",
-	"BytesList",
-	"Tensorflow__BytesList",
-	"tensorflow",
-	sizeof(Tensorflow__BytesList),
-	1,
-	tensorflow__bytes_list__field_descriptors,
-	tensorflow__bytes_list__field_indices_by_name,
-	1,
-	tensorflow__bytes_list__number_ranges,
-	(ProtobufCMessageInit)tensorflow__bytes_list__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__bytes_list__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
 };
-static const ProtobufCFieldDescriptor tensorflow__float_list__field_descriptors[1] = {
-	{
-		"value", 1, PROTOBUF_C_LABEL_REPEATED, PROTOBUF_C_TYPE_FLOAT,
-		offsetof(Tensorflow__FloatList, n_value), offsetof(Tensorflow__FloatList, value),
-		NULL, NULL, 0 | PROTOBUF_C_FIELD_FLAG_PACKED, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+const ProtobufCMessageDescriptor tensorflow__bytes_list__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.BytesList",
+  "BytesList",
+  "Tensorflow__BytesList",
+  "tensorflow",
+  sizeof(Tensorflow__BytesList),
+  1,
+  tensorflow__bytes_list__field_descriptors,
+  tensorflow__bytes_list__field_indices_by_name,
+  1,  tensorflow__bytes_list__number_ranges,
+  (ProtobufCMessageInit) tensorflow__bytes_list__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__float_list__field_descriptors[1] =
+{
+  {
+    "value",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_FLOAT,
+    offsetof(Tensorflow__FloatList, n_value),
+    offsetof(Tensorflow__FloatList, value),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__float_list__field_indices_by_name[] = {
-	0, /* field[0] = value */
+  0,   /* field[0] = value */
 };
-static const ProtobufCIntRange tensorflow__float_list__number_ranges[1 + 1] = { { 1, 0 },
-										{ 0, 1 } };
-const ProtobufCMessageDescriptor tensorflow__float_list__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.FloatList",
-	"FloatList",
-	"Tensorflow__FloatList",
-	"tensorflow",
-	sizeof(Tensorflow__FloatList),
-	1,
-	tensorflow__float_list__field_descriptors,
-	tensorflow__float_list__field_indices_by_name,
-	1,
-	tensorflow__float_list__number_ranges,
-	(ProtobufCMessageInit)tensorflow__float_list__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__float_list__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
 };
-static const ProtobufCFieldDescriptor tensorflow__int64_list__field_descriptors[1] = {
-	{
-		"value", 1, PROTOBUF_C_LABEL_REPEATED, PROTOBUF_C_TYPE_INT64,
-		offsetof(Tensorflow__Int64List, n_value), offsetof(Tensorflow__Int64List, value),
-		NULL, NULL, 0 | PROTOBUF_C_FIELD_FLAG_PACKED, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+const ProtobufCMessageDescriptor tensorflow__float_list__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.FloatList",
+  "FloatList",
+  "Tensorflow__FloatList",
+  "tensorflow",
+  sizeof(Tensorflow__FloatList),
+  1,
+  tensorflow__float_list__field_descriptors,
+  tensorflow__float_list__field_indices_by_name,
+  1,  tensorflow__float_list__number_ranges,
+  (ProtobufCMessageInit) tensorflow__float_list__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__int64_list__field_descriptors[1] =
+{
+  {
+    "value",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_INT64,
+    offsetof(Tensorflow__Int64List, n_value),
+    offsetof(Tensorflow__Int64List, value),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__int64_list__field_indices_by_name[] = {
-	0, /* field[0] = value */
+  0,   /* field[0] = value */
 };
-static const ProtobufCIntRange tensorflow__int64_list__number_ranges[1 + 1] = { { 1, 0 },
-										{ 0, 1 } };
-const ProtobufCMessageDescriptor tensorflow__int64_list__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.Int64List",
-	"Int64List",
-	"Tensorflow__Int64List",
-	"tensorflow",
-	sizeof(Tensorflow__Int64List),
-	1,
-	tensorflow__int64_list__field_descriptors,
-	tensorflow__int64_list__field_indices_by_name,
-	1,
-	tensorflow__int64_list__number_ranges,
-	(ProtobufCMessageInit)tensorflow__int64_list__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__int64_list__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
 };
-static const ProtobufCFieldDescriptor tensorflow__feature__field_descriptors[3] = {
-	{
-		"bytes_list", 1, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_MESSAGE,
-		offsetof(Tensorflow__Feature, kind_case), offsetof(Tensorflow__Feature, bytes_list),
-		&tensorflow__bytes_list__descriptor, NULL,
-		0 | PROTOBUF_C_FIELD_FLAG_ONEOF, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
-	{
-		"float_list", 2, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_MESSAGE,
-		offsetof(Tensorflow__Feature, kind_case), offsetof(Tensorflow__Feature, float_list),
-		&tensorflow__float_list__descriptor, NULL,
-		0 | PROTOBUF_C_FIELD_FLAG_ONEOF, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
-	{
-		"int64_list", 3, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_MESSAGE,
-		offsetof(Tensorflow__Feature, kind_case), offsetof(Tensorflow__Feature, int64_list),
-		&tensorflow__int64_list__descriptor, NULL,
-		0 | PROTOBUF_C_FIELD_FLAG_ONEOF, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+const ProtobufCMessageDescriptor tensorflow__int64_list__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.Int64List",
+  "Int64List",
+  "Tensorflow__Int64List",
+  "tensorflow",
+  sizeof(Tensorflow__Int64List),
+  1,
+  tensorflow__int64_list__field_descriptors,
+  tensorflow__int64_list__field_indices_by_name,
+  1,  tensorflow__int64_list__number_ranges,
+  (ProtobufCMessageInit) tensorflow__int64_list__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__feature__field_descriptors[3] =
+{
+  {
+    "bytes_list",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Tensorflow__Feature, kind_case),
+    offsetof(Tensorflow__Feature, bytes_list),
+    &tensorflow__bytes_list__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "float_list",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Tensorflow__Feature, kind_case),
+    offsetof(Tensorflow__Feature, float_list),
+    &tensorflow__float_list__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "int64_list",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Tensorflow__Feature, kind_case),
+    offsetof(Tensorflow__Feature, int64_list),
+    &tensorflow__int64_list__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__feature__field_indices_by_name[] = {
-	0, /* field[0] = bytes_list */
-	1, /* field[1] = float_list */
-	2, /* field[2] = int64_list */
+  0,   /* field[0] = bytes_list */
+  1,   /* field[1] = float_list */
+  2,   /* field[2] = int64_list */
 };
-static const ProtobufCIntRange tensorflow__feature__number_ranges[1 + 1] = { { 1, 0 }, { 0, 3 } };
-const ProtobufCMessageDescriptor tensorflow__feature__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.Feature",
-	"Feature",
-	"Tensorflow__Feature",
-	"tensorflow",
-	sizeof(Tensorflow__Feature),
-	3,
-	tensorflow__feature__field_descriptors,
-	tensorflow__feature__field_indices_by_name,
-	1,
-	tensorflow__feature__number_ranges,
-	(ProtobufCMessageInit)tensorflow__feature__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__feature__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
 };
-static const ProtobufCFieldDescriptor tensorflow__features__feature_entry__field_descriptors[2] = {
-	{
-		"key", 1, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_STRING, 0, /* quantifier_offset */
-		offsetof(Tensorflow__Features__FeatureEntry, key), NULL, &protobuf_c_empty_string,
-		0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
-	{
-		"value", 2, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_MESSAGE,
-		0, /* quantifier_offset */
-		offsetof(Tensorflow__Features__FeatureEntry, value),
-		&tensorflow__feature__descriptor, NULL, 0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+const ProtobufCMessageDescriptor tensorflow__feature__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.Feature",
+  "Feature",
+  "Tensorflow__Feature",
+  "tensorflow",
+  sizeof(Tensorflow__Feature),
+  3,
+  tensorflow__feature__field_descriptors,
+  tensorflow__feature__field_indices_by_name,
+  1,  tensorflow__feature__number_ranges,
+  (ProtobufCMessageInit) tensorflow__feature__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__features__feature_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Tensorflow__Features__FeatureEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Tensorflow__Features__FeatureEntry, value),
+    &tensorflow__feature__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__features__feature_entry__field_indices_by_name[] = {
-	0, /* field[0] = key */
-	1, /* field[1] = value */
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
 };
-static const ProtobufCIntRange tensorflow__features__feature_entry__number_ranges[1 + 1] = {
-	{ 1, 0 }, { 0, 2 }
+static const ProtobufCIntRange tensorflow__features__feature_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
 };
-const ProtobufCMessageDescriptor tensorflow__features__feature_entry__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.Features.FeatureEntry",
-	"FeatureEntry",
-	"Tensorflow__Features__FeatureEntry",
-	"tensorflow",
-	sizeof(Tensorflow__Features__FeatureEntry),
-	2,
-	tensorflow__features__feature_entry__field_descriptors,
-	tensorflow__features__feature_entry__field_indices_by_name,
-	1,
-	tensorflow__features__feature_entry__number_ranges,
-	(ProtobufCMessageInit)tensorflow__features__feature_entry__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+const ProtobufCMessageDescriptor tensorflow__features__feature_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.Features.FeatureEntry",
+  "FeatureEntry",
+  "Tensorflow__Features__FeatureEntry",
+  "tensorflow",
+  sizeof(Tensorflow__Features__FeatureEntry),
+  2,
+  tensorflow__features__feature_entry__field_descriptors,
+  tensorflow__features__feature_entry__field_indices_by_name,
+  1,  tensorflow__features__feature_entry__number_ranges,
+  (ProtobufCMessageInit) tensorflow__features__feature_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor tensorflow__features__field_descriptors[1] = {
-	{
-		"feature", 1, PROTOBUF_C_LABEL_REPEATED, PROTOBUF_C_TYPE_MESSAGE,
-		offsetof(Tensorflow__Features, n_feature), offsetof(Tensorflow__Features, feature),
-		&tensorflow__features__feature_entry__descriptor, NULL, 0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+static const ProtobufCFieldDescriptor tensorflow__features__field_descriptors[1] =
+{
+  {
+    "feature",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Tensorflow__Features, n_feature),
+    offsetof(Tensorflow__Features, feature),
+    &tensorflow__features__feature_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__features__field_indices_by_name[] = {
-	0, /* field[0] = feature */
+  0,   /* field[0] = feature */
 };
-static const ProtobufCIntRange tensorflow__features__number_ranges[1 + 1] = { { 1, 0 }, { 0, 1 } };
-const ProtobufCMessageDescriptor tensorflow__features__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.Features",
-	"Features",
-	"Tensorflow__Features",
-	"tensorflow",
-	sizeof(Tensorflow__Features),
-	1,
-	tensorflow__features__field_descriptors,
-	tensorflow__features__field_indices_by_name,
-	1,
-	tensorflow__features__number_ranges,
-	(ProtobufCMessageInit)tensorflow__features__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__features__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
 };
-static const ProtobufCFieldDescriptor tensorflow__feature_list__field_descriptors[1] = {
-	{
-		"feature", 1, PROTOBUF_C_LABEL_REPEATED, PROTOBUF_C_TYPE_MESSAGE,
-		offsetof(Tensorflow__FeatureList, n_feature),
-		offsetof(Tensorflow__FeatureList, feature), &tensorflow__feature__descriptor, NULL,
-		0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+const ProtobufCMessageDescriptor tensorflow__features__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.Features",
+  "Features",
+  "Tensorflow__Features",
+  "tensorflow",
+  sizeof(Tensorflow__Features),
+  1,
+  tensorflow__features__field_descriptors,
+  tensorflow__features__field_indices_by_name,
+  1,  tensorflow__features__number_ranges,
+  (ProtobufCMessageInit) tensorflow__features__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__feature_list__field_descriptors[1] =
+{
+  {
+    "feature",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Tensorflow__FeatureList, n_feature),
+    offsetof(Tensorflow__FeatureList, feature),
+    &tensorflow__feature__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__feature_list__field_indices_by_name[] = {
-	0, /* field[0] = feature */
+  0,   /* field[0] = feature */
 };
-static const ProtobufCIntRange tensorflow__feature_list__number_ranges[1 + 1] = { { 1, 0 },
-										  { 0, 1 } };
-const ProtobufCMessageDescriptor tensorflow__feature_list__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.FeatureList",
-	"FeatureList",
-	"Tensorflow__FeatureList",
-	"tensorflow",
-	sizeof(Tensorflow__FeatureList),
-	1,
-	tensorflow__feature_list__field_descriptors,
-	tensorflow__feature_list__field_indices_by_name,
-	1,
-	tensorflow__feature_list__number_ranges,
-	(ProtobufCMessageInit)tensorflow__feature_list__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__feature_list__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
 };
-static const ProtobufCFieldDescriptor
-	tensorflow__feature_lists__feature_list_entry__field_descriptors[2] = {
-		{
-			"key", 1, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_STRING,
-			0, /* quantifier_offset */
-			offsetof(Tensorflow__FeatureLists__FeatureListEntry, key), NULL,
-			&protobuf_c_empty_string, 0, /* flags */
-			0, NULL, NULL /* reserved1,reserved2, etc */
-		},
-		{
-			"value", 2, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_MESSAGE,
-			0, /* quantifier_offset */
-			offsetof(Tensorflow__FeatureLists__FeatureListEntry, value),
-			&tensorflow__feature_list__descriptor, NULL, 0, /* flags */
-			0, NULL, NULL /* reserved1,reserved2, etc */
-		},
-	};
+const ProtobufCMessageDescriptor tensorflow__feature_list__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.FeatureList",
+  "FeatureList",
+  "Tensorflow__FeatureList",
+  "tensorflow",
+  sizeof(Tensorflow__FeatureList),
+  1,
+  tensorflow__feature_list__field_descriptors,
+  tensorflow__feature_list__field_indices_by_name,
+  1,  tensorflow__feature_list__number_ranges,
+  (ProtobufCMessageInit) tensorflow__feature_list__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__feature_lists__feature_list_entry__field_descriptors[2] =
+{
+  {
+    "key",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Tensorflow__FeatureLists__FeatureListEntry, key),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "value",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Tensorflow__FeatureLists__FeatureListEntry, value),
+    &tensorflow__feature_list__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
 static const unsigned tensorflow__feature_lists__feature_list_entry__field_indices_by_name[] = {
-	0, /* field[0] = key */
-	1, /* field[1] = value */
+  0,   /* field[0] = key */
+  1,   /* field[1] = value */
 };
-static const ProtobufCIntRange
-	tensorflow__feature_lists__feature_list_entry__number_ranges[1 + 1] = { { 1, 0 },
-										{ 0, 2 } };
-const ProtobufCMessageDescriptor tensorflow__feature_lists__feature_list_entry__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.FeatureLists.FeatureListEntry",
-	"FeatureListEntry",
-	"Tensorflow__FeatureLists__FeatureListEntry",
-	"tensorflow",
-	sizeof(Tensorflow__FeatureLists__FeatureListEntry),
-	2,
-	tensorflow__feature_lists__feature_list_entry__field_descriptors,
-	tensorflow__feature_lists__feature_list_entry__field_indices_by_name,
-	1,
-	tensorflow__feature_lists__feature_list_entry__number_ranges,
-	(ProtobufCMessageInit)tensorflow__feature_lists__feature_list_entry__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__feature_lists__feature_list_entry__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
 };
-static const ProtobufCFieldDescriptor tensorflow__feature_lists__field_descriptors[1] = {
-	{
-		"feature_list", 1, PROTOBUF_C_LABEL_REPEATED, PROTOBUF_C_TYPE_MESSAGE,
-		offsetof(Tensorflow__FeatureLists, n_feature_list),
-		offsetof(Tensorflow__FeatureLists, feature_list),
-		&tensorflow__feature_lists__feature_list_entry__descriptor, NULL, 0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+const ProtobufCMessageDescriptor tensorflow__feature_lists__feature_list_entry__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.FeatureLists.FeatureListEntry",
+  "FeatureListEntry",
+  "Tensorflow__FeatureLists__FeatureListEntry",
+  "tensorflow",
+  sizeof(Tensorflow__FeatureLists__FeatureListEntry),
+  2,
+  tensorflow__feature_lists__feature_list_entry__field_descriptors,
+  tensorflow__feature_lists__feature_list_entry__field_indices_by_name,
+  1,  tensorflow__feature_lists__feature_list_entry__number_ranges,
+  (ProtobufCMessageInit) tensorflow__feature_lists__feature_list_entry__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__feature_lists__field_descriptors[1] =
+{
+  {
+    "feature_list",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Tensorflow__FeatureLists, n_feature_list),
+    offsetof(Tensorflow__FeatureLists, feature_list),
+    &tensorflow__feature_lists__feature_list_entry__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__feature_lists__field_indices_by_name[] = {
-	0, /* field[0] = feature_list */
+  0,   /* field[0] = feature_list */
 };
-static const ProtobufCIntRange tensorflow__feature_lists__number_ranges[1 + 1] = { { 1, 0 },
-										   { 0, 1 } };
-const ProtobufCMessageDescriptor tensorflow__feature_lists__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.FeatureLists",
-	"FeatureLists",
-	"Tensorflow__FeatureLists",
-	"tensorflow",
-	sizeof(Tensorflow__FeatureLists),
-	1,
-	tensorflow__feature_lists__field_descriptors,
-	tensorflow__feature_lists__field_indices_by_name,
-	1,
-	tensorflow__feature_lists__number_ranges,
-	(ProtobufCMessageInit)tensorflow__feature_lists__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__feature_lists__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
 };
-static const ProtobufCFieldDescriptor tensorflow__example__field_descriptors[1] = {
-	{
-		"features", 1, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_MESSAGE,
-		0, /* quantifier_offset */
-		offsetof(Tensorflow__Example, features), &tensorflow__features__descriptor, NULL,
-		0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+const ProtobufCMessageDescriptor tensorflow__feature_lists__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.FeatureLists",
+  "FeatureLists",
+  "Tensorflow__FeatureLists",
+  "tensorflow",
+  sizeof(Tensorflow__FeatureLists),
+  1,
+  tensorflow__feature_lists__field_descriptors,
+  tensorflow__feature_lists__field_indices_by_name,
+  1,  tensorflow__feature_lists__number_ranges,
+  (ProtobufCMessageInit) tensorflow__feature_lists__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__example__field_descriptors[1] =
+{
+  {
+    "features",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Tensorflow__Example, features),
+    &tensorflow__features__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__example__field_indices_by_name[] = {
-	0, /* field[0] = features */
+  0,   /* field[0] = features */
 };
-static const ProtobufCIntRange tensorflow__example__number_ranges[1 + 1] = { { 1, 0 }, { 0, 1 } };
-const ProtobufCMessageDescriptor tensorflow__example__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.Example",
-	"Example",
-	"Tensorflow__Example",
-	"tensorflow",
-	sizeof(Tensorflow__Example),
-	1,
-	tensorflow__example__field_descriptors,
-	tensorflow__example__field_indices_by_name,
-	1,
-	tensorflow__example__number_ranges,
-	(ProtobufCMessageInit)tensorflow__example__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__example__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
 };
-static const ProtobufCFieldDescriptor tensorflow__sequence_example__field_descriptors[2] = {
-	{
-		"context", 1, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_MESSAGE,
-		0, /* quantifier_offset */
-		offsetof(Tensorflow__SequenceExample, context), &tensorflow__features__descriptor,
-		NULL, 0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
-	{
-		"feature_lists", 2, PROTOBUF_C_LABEL_NONE, PROTOBUF_C_TYPE_MESSAGE,
-		0, /* quantifier_offset */
-		offsetof(Tensorflow__SequenceExample, feature_lists),
-		&tensorflow__feature_lists__descriptor, NULL, 0, /* flags */
-		0, NULL, NULL /* reserved1,reserved2, etc */
-	},
+const ProtobufCMessageDescriptor tensorflow__example__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.Example",
+  "Example",
+  "Tensorflow__Example",
+  "tensorflow",
+  sizeof(Tensorflow__Example),
+  1,
+  tensorflow__example__field_descriptors,
+  tensorflow__example__field_indices_by_name,
+  1,  tensorflow__example__number_ranges,
+  (ProtobufCMessageInit) tensorflow__example__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor tensorflow__sequence_example__field_descriptors[2] =
+{
+  {
+    "context",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Tensorflow__SequenceExample, context),
+    &tensorflow__features__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "feature_lists",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    0,   /* quantifier_offset */
+    offsetof(Tensorflow__SequenceExample, feature_lists),
+    &tensorflow__feature_lists__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned tensorflow__sequence_example__field_indices_by_name[] = {
-	0, /* field[0] = context */
-	1, /* field[1] = feature_lists */
+  0,   /* field[0] = context */
+  1,   /* field[1] = feature_lists */
 };
-static const ProtobufCIntRange tensorflow__sequence_example__number_ranges[1 + 1] = { { 1, 0 },
-										      { 0, 2 } };
-const ProtobufCMessageDescriptor tensorflow__sequence_example__descriptor = {
-	PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
-	"tensorflow.SequenceExample",
-	"SequenceExample",
-	"Tensorflow__SequenceExample",
-	"tensorflow",
-	sizeof(Tensorflow__SequenceExample),
-	2,
-	tensorflow__sequence_example__field_descriptors,
-	tensorflow__sequence_example__field_indices_by_name,
-	1,
-	tensorflow__sequence_example__number_ranges,
-	(ProtobufCMessageInit)tensorflow__sequence_example__init,
-	NULL,
-	NULL,
-	NULL /* reserved[123] */
+static const ProtobufCIntRange tensorflow__sequence_example__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor tensorflow__sequence_example__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "tensorflow.SequenceExample",
+  "SequenceExample",
+  "Tensorflow__SequenceExample",
+  "tensorflow",
+  sizeof(Tensorflow__SequenceExample),
+  2,
+  tensorflow__sequence_example__field_descriptors,
+  tensorflow__sequence_example__field_indices_by_name,
+  1,  tensorflow__sequence_example__number_ranges,
+  (ProtobufCMessageInit) tensorflow__sequence_example__init,
+  NULL,NULL,NULL    /* reserved[123] */
 };
