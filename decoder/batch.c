@@ -843,8 +843,9 @@ static int fill_substitute(const struct bfs_batcher *b, struct bfs_bind *bd, uin
 
 struct part {
 	uint64_t j0, n; /* unit-local rows [j0, j0 + n) */
-	uint64_t *start; /* nslots ragged totals before j0 (NULL: no ragged) */
-	uint64_t *end; /* ... and before j0 + n */
+	/* nslots ragged totals of the unit's rows before j0, and before
+	 * j0 + n: the next part's start (NULL: no ragged tensor) */
+	const uint64_t *start, *end;
 	int rc;
 	char *msg; /* rc's message, copied from the thread that ran it */
 };
@@ -858,7 +859,7 @@ struct bfs_build {
 	uint64_t *recs; /* the global record of every row */
 	unsigned nparts;
 	struct part *parts;
-	uint64_t *totals; /* 2 * nparts * nslots */
+	uint64_t *bounds; /* (nparts + 1) * nslots: totals before each part, then all */
 };
 
 void bfs_build_free(struct bfs_build *jb)
@@ -868,7 +869,7 @@ void bfs_build_free(struct bfs_build *jb)
 	for (unsigned k = 0; jb->parts && k < jb->nparts; k++)
 		free(jb->parts[k].msg);
 	free(jb->parts);
-	free(jb->totals);
+	free(jb->bounds);
 	free(jb->recs);
 	free(jb->data);
 	bfs_geom_free(jb->g);
@@ -911,12 +912,16 @@ int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t 
 		return -ENOENT;
 	}
 	jb->n = (size_t)rows;
-	jb->nparts = nparts < 1 ? 1 : rows && nparts > rows ? (unsigned)rows : rows ? nparts : 1;
+	if (nparts < 1 || rows == 0)
+		nparts = 1;
+	else if (nparts > rows)
+		nparts = (unsigned)rows;
+	jb->nparts = nparts;
 	jb->data = calloc(1, jb->g->st_size ? jb->g->st_size : 1);
 	jb->recs = malloc((jb->n ? jb->n : 1) * sizeof(*jb->recs));
 	jb->parts = calloc(jb->nparts, sizeof(*jb->parts));
-	jb->totals = calloc(2 * (size_t)jb->nparts * (nslots ? nslots : 1), sizeof(uint64_t));
-	if (!jb->data || !jb->recs || !jb->parts || !jb->totals) {
+	jb->bounds = calloc(((size_t)jb->nparts + 1) * (nslots ? nslots : 1), sizeof(uint64_t));
+	if (!jb->data || !jb->recs || !jb->parts || !jb->bounds) {
 		rc = bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",
 				 (unsigned long long)jb->g->st_size);
 		bfs_build_free(jb);
@@ -927,23 +932,20 @@ int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t 
 	bfs_batcher_row_records(b, &perm, jb->r0, jb->n, jb->recs);
 	/* each part starts its ragged cursors where the rows before it end,
 	 * as the index counted them */
-	for (unsigned k = 0, row = 0; k < jb->nparts; k++) {
+	for (unsigned k = 0; k < jb->nparts; k++) {
 		struct part *pt = &jb->parts[k];
-		uint64_t hi = (uint64_t)jb->n * (k + 1) / jb->nparts;
+		uint64_t *end = jb->bounds + ((size_t)k + 1) * nslots;
 
-		pt->j0 = row;
-		pt->n = hi - row;
-		if (nslots) {
-			pt->start = jb->totals + 2 * (size_t)k * nslots;
-			pt->end = pt->start + nslots;
-			if (k)
-				memcpy(pt->start, jb->parts[k - 1].end, nslots * sizeof(uint64_t));
-			memcpy(pt->end, pt->start, nslots * sizeof(uint64_t));
-			for (uint64_t j = pt->j0; j < hi; j++)
-				for (size_t s = 0; s < nslots; s++)
-					pt->end[s] += b->counts[s][jb->recs[j]];
-		}
-		row = (unsigned)hi;
+		pt->j0 = k ? pt[-1].j0 + pt[-1].n : 0;
+		pt->n = (uint64_t)jb->n * (k + 1) / jb->nparts - pt->j0;
+		if (!nslots)
+			continue;
+		pt->start = end - nslots;
+		pt->end = end;
+		memcpy(end, pt->start, nslots * sizeof(uint64_t));
+		for (uint64_t j = pt->j0; j < pt->j0 + pt->n; j++)
+			for (size_t s = 0; s < nslots; s++)
+				end[s] += b->counts[s][jb->recs[j]];
 	}
 	*out = jb;
 	return 0;
