@@ -149,3 +149,21 @@ int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
+
+size_t bfs_json_char(char out[7], unsigned char c)
+{
+	if (c == '"' || c == '\\') {
+		out[0] = '\\';
+		out[1] = (char)c;
+		return 2;
+	}
+	if (c < 0x20) {
+		static const char hex[] = "0123456789abcdef";
+		memcpy(out, "\\u00", 4);
+		out[4] = hex[c >> 4];
+		out[5] = hex[c & 15];
+		return 6;
+	}
+	out[0] = (char)c;
+	return 1;
+}

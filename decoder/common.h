@@ -76,6 +76,11 @@ void bfs_stop_signals(sigset_t *set);
 
 #define BFS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Byte c as it stands inside a JSON string (a quote or backslash escaped,
+ * a control character as \u00XX): written to out, which takes 7 bytes;
+ * returns how many it wrote (no terminator). */
+size_t bfs_json_char(char out[7], unsigned char c);
+
 /* A little-endian uint64 at p (any alignment). */
 static inline uint64_t bfs_get_le64(const uint8_t *p)
 {

@@ -224,20 +224,9 @@ static size_t json_escape(char *dst, size_t cap, const char *s)
 	size_t n = 0;
 
 	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char tmp[8];
-		size_t k;
+		char tmp[7];
+		size_t k = bfs_json_char(tmp, (unsigned char)*s);
 
-		if (c == '"' || c == '\\') {
-			tmp[0] = '\\';
-			tmp[1] = (char)c;
-			k = 2;
-		} else if (c < 0x20) {
-			k = (size_t)snprintf(tmp, sizeof(tmp), "\\u%04x", c);
-		} else {
-			tmp[0] = (char)c;
-			k = 1;
-		}
 		if (dst && n + k <= cap)
 			memcpy(dst + n, tmp, k);
 		n += k;

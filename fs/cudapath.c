@@ -259,16 +259,11 @@ static void put(struct sbuf *b, const char *fmt, ...)
 
 static void put_json_string(struct sbuf *b, const char *s)
 {
+	char tmp[7];
+
 	put(b, "\"");
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			put(b, "\\%c", c);
-		else if (c < 0x20)
-			put(b, "\\u%04x", c);
-		else
-			put(b, "%c", c);
-	}
+	for (; *s; s++)
+		put(b, "%.*s", (int)bfs_json_char(tmp, (unsigned char)*s), tmp);
 	put(b, "\"");
 }
 

@@ -23,16 +23,11 @@
 
 static void json_str(FILE *f, const char *s)
 {
+	char tmp[7];
+
 	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
+	for (; *s; s++)
+		fwrite(tmp, 1, bfs_json_char(tmp, (unsigned char)*s), f);
 	fputc('"', f);
 }
 
