@@ -262,8 +262,10 @@ static void put_json_string(struct sbuf *b, const char *s)
 	char tmp[7];
 
 	put(b, "\"");
-	for (; *s; s++)
-		put(b, "%.*s", (int)bfs_json_char(tmp, (unsigned char)*s), tmp);
+	for (; *s; s++) {
+		int k = (int)bfs_json_char(tmp, (unsigned char)*s);
+		put(b, "%.*s", k, tmp);
+	}
 	put(b, "\"");
 }
 

@@ -26,8 +26,10 @@ static void json_str(FILE *f, const char *s)
 	char tmp[7];
 
 	fputc('"', f);
-	for (; *s; s++)
-		fwrite(tmp, 1, bfs_json_char(tmp, (unsigned char)*s), f);
+	for (; *s; s++) {
+		size_t k = bfs_json_char(tmp, (unsigned char)*s);
+		fwrite(tmp, 1, k, f);
+	}
 	fputc('"', f);
 }
 
