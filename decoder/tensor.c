@@ -187,23 +187,63 @@ static int tensor_shape(struct bfs_tensor_geom *g, const struct bfs_tensor_tmpl 
 	return 0;
 }
 
+/* The decimal digits of v at dst (at most 20); returns how many. Headers
+ * are built for every batch and chunk: this is what snprintf cost there. */
+static size_t put_u64(char *dst, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		dst[i] = tmp[n - 1 - i];
+	return n;
+}
+
+static size_t put_i64(char *dst, int64_t v)
+{
+	if (v >= 0)
+		return put_u64(dst, (uint64_t)v);
+	dst[0] = '-';
+	return 1 + put_u64(dst + 1, (uint64_t)0 - (uint64_t)v);
+}
+
+static size_t put_str(char *dst, const char *s)
+{
+	size_t n = strlen(s);
+
+	memcpy(dst, s, n);
+	return n;
+}
+
 int bfs_npy_header(char *dst, size_t dst_cap, enum bfs_dtype dt, int ndim, const int64_t *shape)
 {
 	char dict[512];
-	char first[32];
 	int n, pad, total;
+	size_t k = 0;
 
-	n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (",
-		     bfs_dtype_npy_descr(dt));
-	for (int d = 0; d < ndim; d++)
-		n += snprintf(dict + n, sizeof(dict) - (size_t)n, "%s%lld", d ? ", " : "",
-			      (long long)shape[d]);
-	n += snprintf(dict + n, sizeof(dict) - (size_t)n, "%s), }", ndim == 1 ? "," : "");
-	if (ndim > 0) {
-		int digits = snprintf(first, sizeof(first), "%lld", (long long)shape[0]);
-		for (int i = digits; i < NPY_GROWTH_DIGITS; i++)
-			dict[n++] = ' ';
+	/* the fixed text and up to 16 dimensions of 22 characters fit dict */
+	if (ndim < 0 || ndim > 16)
+		return -EINVAL;
+	k += put_str(dict + k, "{'descr': '");
+	k += put_str(dict + k, bfs_dtype_npy_descr(dt));
+	k += put_str(dict + k, "', 'fortran_order': False, 'shape': (");
+	for (int d = 0; d < ndim; d++) {
+		if (d)
+			k += put_str(dict + k, ", ");
+		k += put_i64(dict + k, shape[d]);
 	}
+	k += put_str(dict + k, ndim == 1 ? ",), }" : "), }");
+	if (ndim > 0) {
+		char first[24];
+		size_t digits = put_i64(first, shape[0]);
+		for (size_t i = digits; i < NPY_GROWTH_DIGITS; i++)
+			dict[k++] = ' ';
+	}
+	n = (int)k;
 	/* magic(6) + version(2) + hlen(2) + dict + pad + '\n' */
 	pad = ALIGN - ((10 + n + 1) % ALIGN);
 	total = 10 + n + pad + 1;
@@ -257,26 +297,33 @@ static void sb_reserve(struct sbuf *b, size_t more)
 	b->cap = ncap;
 }
 
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
+static void sb_put(struct sbuf *b, const char *str)
 {
-	va_list ap;
-	int n;
+	size_t n = strlen(str);
 
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->err = -EINVAL;
-		return;
-	}
-	sb_reserve(b, (size_t)n);
+	sb_reserve(b, n);
 	if (b->err)
 		return;
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
+	memcpy(b->p + b->len, str, n + 1);
+	b->len += n;
+}
+
+static void sb_i64(struct sbuf *b, int64_t v)
+{
+	sb_reserve(b, 21);
+	if (b->err)
+		return;
+	b->len += put_i64(b->p + b->len, v);
+	b->p[b->len] = '\0';
+}
+
+static void sb_u64(struct sbuf *b, uint64_t v)
+{
+	sb_reserve(b, 20);
+	if (b->err)
+		return;
+	b->len += put_u64(b->p + b->len, v);
+	b->p[b->len] = '\0';
 }
 
 static void sb_name(struct sbuf *b, const char *name)
@@ -317,7 +364,7 @@ int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch
 		rc = -ENOMEM;
 		goto fail;
 	}
-	sb_printf(&sb, "{");
+	sb_put(&sb, "{");
 	for (size_t i = 0; i < p->ntensors; i++) {
 		struct bfs_tensor_geom *g = &l->g[i];
 		uint64_t n = bfs_dtype_size(p->t[i].dtype);
@@ -347,17 +394,23 @@ int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch
 			goto fail;
 		g->npy_hlen = (uint32_t)rc;
 
-		sb_printf(&sb, "%s\"", i ? "," : "");
+		sb_put(&sb, i ? ",\"" : "\"");
 		sb_name(&sb, p->t[i].name);
-		sb_printf(&sb, "\":{\"data_offsets\":[%llu,%llu],\"dtype\":\"%s\",\"shape\":[",
-			  (unsigned long long)g->offset,
-			  (unsigned long long)(g->offset + g->nbytes),
-			  bfs_dtype_safetensors(p->t[i].dtype));
-		for (int d = 0; d < g->ndim; d++)
-			sb_printf(&sb, "%s%lld", d ? "," : "", (long long)g->shape[d]);
-		sb_printf(&sb, "]}");
+		sb_put(&sb, "\":{\"data_offsets\":[");
+		sb_u64(&sb, g->offset);
+		sb_put(&sb, ",");
+		sb_u64(&sb, g->offset + g->nbytes);
+		sb_put(&sb, "],\"dtype\":\"");
+		sb_put(&sb, bfs_dtype_safetensors(p->t[i].dtype));
+		sb_put(&sb, "\",\"shape\":[");
+		for (int d = 0; d < g->ndim; d++) {
+			if (d)
+				sb_put(&sb, ",");
+			sb_i64(&sb, g->shape[d]);
+		}
+		sb_put(&sb, "]}");
 	}
-	sb_printf(&sb, "}");
+	sb_put(&sb, "}");
 	if (sb.err) {
 		rc = sb.err;
 		goto fail;

@@ -164,6 +164,10 @@ START_TEST(npy_header_matches_numpy_layout)
 		  { 2, 3, 4 },
 		  "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3, 4), }" },
 		{ BFS_DT_I32, 0, { 0 }, "{'descr': '<i4', 'fortran_order': False, 'shape': (), }" },
+		{ BFS_DT_F32,
+		  3,
+		  { 0, 10, 12345678901234 },
+		  "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 10, 12345678901234), }" },
 	};
 	char h[1024];
 
