@@ -23,6 +23,10 @@ struct driver {
 	int main; /* MAIN, or VALUES for ragged */
 	int aux; /* LENGTHS, VALUE_SPLITS, or ROW_SPLITS of RAGGED */
 	int aux2; /* ROW_SPLITS of RAGGED2 */
+	/* a fixed-shape numeric context feature: n values of isz bytes in all
+	 * (0: not such a feature); a row with exactly n values of the right
+	 * kind is one copy (fill_row), anything else takes fill_feature */
+	uint64_t fixed_n, fixed_bytes;
 };
 
 struct bfs_batcher {
@@ -413,6 +417,11 @@ static int make_drivers(struct bfs_batcher *b)
 		case BFS_ROLE_MAIN:
 		case BFS_ROLE_VALUES:
 			dr->main = (int)t;
+			if (f->layout == BFS_LAYOUT_FIXED && !f->is_list && !f->image &&
+			    (f->kind == BFS_KIND_FLOAT || f->kind == BFS_KIND_INT64)) {
+				dr->fixed_n = bfs_spec_elems(f);
+				dr->fixed_bytes = dr->fixed_n * (f->kind == BFS_KIND_FLOAT ? 4 : 8);
+			}
 			break;
 		case BFS_ROLE_LENGTHS:
 		case BFS_ROLE_VALUE_SPLITS:
@@ -758,7 +767,24 @@ static int fill_row(const struct bfs_batcher *b, const struct bfs_bind *bd,
 		struct cursor *c_aux2 = dr->aux2 >= 0 ? &cur[dr->aux2] : NULL;
 		int rc;
 
-		if (f->image)
+		if (dr->fixed_bytes) {
+			const struct bfs_values *v =
+				bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name);
+			if (v && v->kind == f->kind && v->count == dr->fixed_n) {
+				uint8_t *dst = cur[dr->main].base + j * dr->fixed_bytes;
+				const void *src = f->kind == BFS_KIND_FLOAT ? (const void *)v->f
+									    : (const void *)v->i;
+				/* scalars: a fixed-size copy the compiler inlines */
+				if (dr->fixed_bytes == 4)
+					memcpy(dst, src, 4);
+				else if (dr->fixed_bytes == 8)
+					memcpy(dst, src, 8);
+				else
+					memcpy(dst, src, dr->fixed_bytes);
+				continue;
+			}
+			rc = fill_feature(f, v, j, &cur[dr->main], c_aux, c_aux2);
+		} else if (f->image)
 			rc = fill_image(b, f,
 					bd ? bfs_bind_values(bd, dr->key)
 					   : bfs_example_find(ex, f->name),

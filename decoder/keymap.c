@@ -25,6 +25,12 @@ int bfs_keymap_new(struct bfs_keymap **out, const char *const *names, size_t n)
 		return -ENOMEM;
 	}
 	m->mask = size - 1;
+	m->n = n;
+	m->by_idx = calloc(n ? n : 1, sizeof(*m->by_idx));
+	if (!m->by_idx) {
+		bfs_keymap_free(m);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < n; i++) {
 		size_t len = strlen(names[i]);
 		uint64_t h = bfs_keymap_hash((const uint8_t *)names[i], len);
@@ -36,12 +42,15 @@ int bfs_keymap_new(struct bfs_keymap **out, const char *const *names, size_t n)
 				break; /* a repeated name keeps its first index */
 			k = (k + 1) & m->mask;
 		}
-		if (m->t[k].name)
+		if (m->t[k].name) {
+			m->by_idx[i] = &m->t[k];
 			continue;
+		}
 		m->t[k] = (struct bfs_keymap_slot){
 			h, len <= 8 ? bfs_keymap_word((const uint8_t *)names[i], len) : 0, names[i],
 			len, (long)i
 		};
+		m->by_idx[i] = &m->t[k];
 	}
 	*out = m;
 	return 0;
@@ -52,5 +61,6 @@ void bfs_keymap_free(struct bfs_keymap *m)
 	if (!m)
 		return;
 	free(m->t);
+	free(m->by_idx);
 	free(m);
 }

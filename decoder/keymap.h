@@ -15,6 +15,7 @@
 #define BFS_KEYMAP_H
 
 #include "common.h"
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -30,6 +31,8 @@ struct bfs_keymap_slot {
 struct bfs_keymap {
 	size_t mask; /* table size - 1; the table is at most half full */
 	struct bfs_keymap_slot *t;
+	size_t n;
+	const struct bfs_keymap_slot **by_idx; /* [n]: the slot of name i (of its first copy) */
 };
 
 /* Map names[i] (NUL-terminated, borrowed) to i. Equal names: the first wins.
@@ -92,6 +95,19 @@ static inline long bfs_keymap_find(const struct bfs_keymap *m, const uint8_t *ke
 			return s->idx;
 	}
 	return -1;
+}
+
+/* Whether key[0..len) is name k (k < n): one comparison, no hashing. The
+ * decoder uses it to confirm a guess (the key at the same position in the
+ * previous record) before falling back to bfs_keymap_find. */
+static inline bool bfs_keymap_is(const struct bfs_keymap *m, size_t k, const uint8_t *key,
+				 size_t len)
+{
+	const struct bfs_keymap_slot *s = m->by_idx[k];
+
+	if (s->len != len)
+		return false;
+	return len <= 8 ? s->word == bfs_keymap_word(key, len) : memcmp(s->name, key, len) == 0;
 }
 
 #endif

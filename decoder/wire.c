@@ -47,8 +47,12 @@ static inline bool varint_n(struct cur *c, uint64_t *out, unsigned max_bytes)
 	return false;
 }
 
-static inline bool varint(struct cur *c, uint64_t *out)
+static inline __attribute__((always_inline)) bool varint(struct cur *c, uint64_t *out)
 {
+	if (c->p < c->end && *c->p < 0x80) { /* one byte: most int64 values */
+		*out = *c->p++;
+		return true;
+	}
 	return varint_n(c, out, 10);
 }
 
@@ -277,9 +281,17 @@ static const char *copy_name(struct fill *fl, struct cur key)
 	return s;
 }
 
+static bool has_nul(struct cur key)
+{
+	return memchr(key.p, 0, (size_t)(key.end - key.p)) != NULL;
+}
+
 /* The next map entry of a Features or FeatureLists message: 1 if one was
- * read, 0 at the end, AGAIN on anything unusual. */
-static int next_entry(struct cur *c, struct cur *key, struct cur *val, bool *has_val)
+ * read, 0 at the end, AGAIN on anything unusual. Without check_nul a key
+ * of the canonical encoding may hold a NUL: the caller checks it unless the
+ * key equals a schema name (which cannot hold one). */
+static inline __attribute__((always_inline)) int
+next_entry_nul(struct cur *c, struct cur *key, struct cur *val, bool *has_val, bool check_nul)
 {
 	struct field f;
 	const uint8_t *p = c->p;
@@ -291,9 +303,8 @@ static int next_entry(struct cur *c, struct cur *key, struct cur *val, bool *has
 	    (size_t)p[3] + 4 + p[5 + p[3]] == p[1]) {
 		key->p = p + 4;
 		key->end = key->p + p[3];
-		for (const uint8_t *q = key->p; q < key->end; q++)
-			if (!*q)
-				return AGAIN; /* a NUL in a name */
+		if (check_nul && has_nul(*key))
+			return AGAIN; /* a NUL in a name */
 		val->p = key->end + 2;
 		val->end = val->p + p[5 + p[3]];
 		*has_val = true;
@@ -311,6 +322,11 @@ static int next_entry(struct cur *c, struct cur *key, struct cur *val, bool *has
 		return rc ? rc : 1;
 	}
 	return 0;
+}
+
+static int next_entry(struct cur *c, struct cur *key, struct cur *val, bool *has_val)
+{
+	return next_entry_nul(c, key, val, has_val, true);
 }
 
 /* Features map (context): entries into fl->feat. */
@@ -533,19 +549,28 @@ int bfs_example_decode_fast(struct bfs_example **out, const uint8_t *data, size_
 /* ------------------------------------------------------------------ bind */
 
 /* One bound name's state for the record being decoded. */
+/* What a map entry left for the second walk to fill. */
 struct bound {
 	struct cur rng; /* the Feature (context) or FeatureList (list) message */
 	bool has_val; /* the map entry had a value */
-	bool direct; /* already filled by the walk (direct_feature) */
 	struct counts n; /* what filling it takes */
+};
+
+/* A context name's values, touched for every key of every record: kept
+ * small and apart from its struct bound, which only the rare Feature that
+ * direct_feature does not fill needs. */
+struct slot {
+	struct bfs_values v; /* kind NONE when absent */
 	int64_t one_i; /* the value of a single-int64 list, filled directly */
 	struct bfs_bytes one_b; /* the value of a single-bytes list, filled directly */
+	bool has_val; /* the map entry had a value */
+	bool direct; /* already filled by the walk (direct_feature) */
 };
 
 struct bfs_bind {
 	const struct bfs_keymap *cmap, *lmap;
 	size_t nctx, nlists;
-	struct bfs_values *vals; /* [nctx]: kind NONE when absent */
+	struct slot *cs; /* [nctx] */
 	struct bfs_feature_list *lists; /* [nlists] */
 	/* a slot holds this record's values only when its generation is gen:
 	 * starting a record forgets every slot at once */
@@ -554,6 +579,15 @@ struct bfs_bind {
 	struct bound *cb, *lb; /* [nctx], [nlists] */
 	size_t *seen; /* slots bound in this record: ctx k, or nctx + list k */
 	size_t nseen;
+	/* guess[e]: the name k of the e-th Features entry of the last record
+	 * (-1: unknown). Writers put keys in the same order record after
+	 * record, so one comparison usually replaces a hash lookup. */
+	struct guess {
+		uint64_t word; /* bfs_keymap_word of the key when len <= 8 */
+		uint32_t len;
+		int32_t k;
+	} * guess;
+	size_t nguess;
 	/* scratch for the values, grown to the largest record met */
 	int64_t *i;
 	float *f;
@@ -573,7 +607,7 @@ int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nct
 	b->lmap = lists;
 	b->nctx = nctx;
 	b->nlists = nlists;
-	b->vals = calloc(nctx + 1, sizeof(*b->vals));
+	b->cs = calloc(nctx + 1, sizeof(*b->cs));
 	b->lists = calloc(nlists + 1, sizeof(*b->lists));
 	b->cgen = calloc(nctx + 1, sizeof(*b->cgen));
 	b->lgen = calloc(nlists + 1, sizeof(*b->lgen));
@@ -581,7 +615,12 @@ int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nct
 	b->cb = calloc(nctx + 1, sizeof(*b->cb));
 	b->lb = calloc(nlists + 1, sizeof(*b->lb));
 	b->seen = calloc(nctx + nlists + 1, sizeof(*b->seen));
-	if (!b->vals || !b->lists || !b->cgen || !b->lgen || !b->cb || !b->lb || !b->seen) {
+	b->nguess = 2 * nctx + 16;
+	b->guess = malloc(b->nguess * sizeof(*b->guess));
+	for (size_t e = 0; b->guess && e < b->nguess; e++)
+		b->guess[e].k = -1;
+	if (!b->guess || !b->cs || !b->lists || !b->cgen || !b->lgen || !b->cb || !b->lb ||
+	    !b->seen) {
 		bfs_bind_free(b);
 		return -ENOMEM;
 	}
@@ -593,13 +632,14 @@ void bfs_bind_free(struct bfs_bind *b)
 {
 	if (!b)
 		return;
-	free(b->vals);
+	free(b->cs);
 	free(b->lists);
 	free(b->cgen);
 	free(b->lgen);
 	free(b->cb);
 	free(b->lb);
 	free(b->seen);
+	free(b->guess);
 	free(b->i);
 	free(b->f);
 	free(b->bv);
@@ -611,7 +651,7 @@ static const struct bfs_values absent; /* kind BFS_KIND_NONE, count 0 */
 
 const struct bfs_values *bfs_bind_values(const struct bfs_bind *b, size_t k)
 {
-	return b->cgen[k] == b->gen ? &b->vals[k] : &absent;
+	return b->cgen[k] == b->gen ? &b->cs[k].v : &absent;
 }
 
 const struct bfs_feature_list *bfs_bind_list(const struct bfs_bind *b, size_t k)
@@ -634,7 +674,7 @@ static void forget(struct bfs_bind *b)
  * chunk: floats, one int64, one bytes value — filled during the walk, with
  * no second pass: floats and bytes point into the record. 1 if filled, 0 if
  * the Feature is anything else (the general path decides, and rejects). */
-static int direct_feature(struct cur c, struct bfs_values *v, struct bound *bd)
+static int direct_feature(struct cur c, struct bfs_values *v, struct slot *sl)
 {
 	struct field f, g;
 	struct cur l, pk;
@@ -654,9 +694,9 @@ static int direct_feature(struct cur c, struct bfs_values *v, struct bound *bd)
 	case 1:
 		if (g.wt != WT_LEN)
 			return 0;
-		bd->one_b.data = g.sub.p;
-		bd->one_b.len = bl;
-		v->b = &bd->one_b;
+		sl->one_b.data = g.sub.p;
+		sl->one_b.len = bl;
+		v->b = &sl->one_b;
 		v->count = 1;
 		return 1;
 	case 2:
@@ -668,17 +708,17 @@ static int direct_feature(struct cur c, struct bfs_values *v, struct bound *bd)
 		return 1;
 	default:
 		if (g.wt == WT_VARINT) {
-			bd->one_i = (int64_t)g.val;
+			sl->one_i = (int64_t)g.val;
 		} else if (g.wt == WT_LEN) {
 			uint64_t x;
 			pk = g.sub;
 			if (!varint(&pk, &x) || pk.p != pk.end)
 				return 0;
-			bd->one_i = (int64_t)x;
+			sl->one_i = (int64_t)x;
 		} else {
 			return 0;
 		}
-		v->i = &bd->one_i;
+		v->i = &sl->one_i;
 		v->count = 1;
 		return 1;
 	}
@@ -690,12 +730,32 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 {
 	struct cur key, val;
 	bool has_val;
+	size_t e = 0;
 	int rc;
 
-	while ((rc = next_entry(&c, &key, &val, &has_val)) == 1) {
+	while ((rc = next_entry_nul(&c, &key, &val, &has_val, false)) == 1) {
 		struct counts n = { 0 };
 		struct bound *bd;
-		long k = bfs_keymap_find(b->cmap, key.p, (size_t)(key.end - key.p));
+		struct slot *sl;
+		size_t klen = (size_t)(key.end - key.p);
+		struct guess *g = e < b->nguess ? &b->guess[e] : NULL;
+		long k;
+
+		e++;
+		if (g && g->k >= 0 && g->len == klen &&
+		    (klen <= 8 ? g->word == bfs_keymap_word(key.p, klen)
+			       : bfs_keymap_is(b->cmap, (size_t)g->k, key.p, klen))) {
+			k = g->k;
+		} else {
+			k = bfs_keymap_find(b->cmap, key.p, klen);
+			if (k < 0 && has_nul(key))
+				return AGAIN; /* a NUL in a name: as the fast decoder does */
+			if (g && k <= INT32_MAX) {
+				g->k = (int32_t)k;
+				g->len = (uint32_t)klen;
+				g->word = klen <= 8 ? bfs_keymap_word(key.p, klen) : 0;
+			}
+		}
 
 		if (k < 0) {
 			if (has_val && (rc = feature(val, &n, NULL, NULL)) != 0)
@@ -706,12 +766,13 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 			b->cgen[k] = b->gen;
 			b->seen[b->nseen++] = (size_t)k;
 		}
-		bd = &b->cb[k];
-		memset(&b->vals[k], 0, sizeof(b->vals[k]));
-		bd->has_val = has_val;
-		bd->direct = has_val && direct_feature(val, &b->vals[k], bd);
-		if (has_val && !bd->direct) {
-			memset(&b->vals[k], 0, sizeof(b->vals[k]));
+		sl = &b->cs[k];
+		memset(&sl->v, 0, sizeof(sl->v));
+		sl->has_val = has_val;
+		sl->direct = has_val && direct_feature(val, &sl->v, sl);
+		if (has_val && !sl->direct) {
+			bd = &b->cb[k];
+			memset(&sl->v, 0, sizeof(sl->v));
 			if ((rc = feature(val, &n, NULL, NULL)) != 0)
 				return rc;
 			bd->rng = val;
@@ -821,9 +882,10 @@ int bfs_example_bind(struct bfs_bind *b, const uint8_t *data, size_t len)
 	/* only the ranges are known so far: fill the slots from scratch */
 	for (size_t s = 0; s < b->nseen; s++) {
 		size_t k = b->seen[s];
-		const struct counts *n = k < b->nctx ? &b->cb[k].n : &b->lb[k - b->nctx].n;
-		if (k < b->nctx && (b->cb[k].direct || !b->cb[k].has_val))
+		const struct counts *n;
+		if (k < b->nctx && (b->cs[k].direct || !b->cs[k].has_val))
 			continue;
+		n = k < b->nctx ? &b->cb[k].n : &b->lb[k - b->nctx].n;
 		tot.ni += n->ni;
 		tot.nf += n->nf;
 		tot.nbv += n->nbv;
@@ -847,9 +909,9 @@ int bfs_example_bind(struct bfs_bind *b, const uint8_t *data, size_t len)
 		struct counts dummy = { 0 };
 
 		if (k < b->nctx) {
-			struct bound *bd = &b->cb[k];
-			if (bd->has_val && !bd->direct)
-				rc = feature(bd->rng, &dummy, &fl, &b->vals[k]);
+			struct slot *sl = &b->cs[k];
+			if (sl->has_val && !sl->direct)
+				rc = feature(b->cb[k].rng, &dummy, &fl, &sl->v);
 		} else {
 			struct bound *bd = &b->lb[k - b->nctx];
 			struct bfs_feature_list *l = &b->lists[k - b->nctx];

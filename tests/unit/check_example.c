@@ -734,6 +734,78 @@ START_TEST(bound_decoding_reads_every_shape_as_the_reference)
 }
 END_TEST
 
+/* The bound decoder guesses each key from the key at the same position in
+ * the previous record: records whose keys come in another order, a key
+ * that is a prefix of a name, a duplicate where a name was guessed, and an
+ * unknown key holding a NUL (the fast decoder's -EAGAIN) must read as if
+ * nothing was guessed. */
+static size_t guess_record(uint8_t *buf, const char *const *keys, const int *vals, size_t n)
+{
+	uint8_t *p = buf;
+
+	for (size_t i = 0; i < n; i++) {
+		/* 0a LEN { 0a KLEN key 12 05 int64_list { vals[i] } }; a key
+		 * "b" is written as the two bytes b, NUL */
+		size_t klen = strcmp(keys[i], "b") == 0 ? 2 : strlen(keys[i]);
+		*p++ = 0x0a;
+		*p++ = (uint8_t)(2 + klen + 2 + 5);
+		*p++ = 0x0a;
+		*p++ = (uint8_t)klen;
+		memcpy(p, keys[i], klen);
+		p += klen;
+		p = memcpy(p, (const uint8_t[]){ 0x12, 0x05, 0x1a, 0x03, 0x0a, 0x01 }, 6);
+		p += 6;
+		*p++ = (uint8_t)vals[i];
+	}
+	/* wrap as Example { features (1) { ... } } */
+	size_t body = (size_t)(p - buf);
+	memmove(buf + 3, buf, body);
+	buf[0] = 0x0a;
+	buf[1] = (uint8_t)(0x80 | (body & 0x7f));
+	buf[2] = (uint8_t)(body >> 7);
+	return body + 3;
+}
+
+START_TEST(bound_decoding_guesses_keys_and_checks_every_guess)
+{
+	static const char *const names[] = { "alpha", "bb", "a_long_feature_name_x" };
+	static const char *const order1[] = { "alpha", "bb", "a_long_feature_name_x" };
+	static const char *const order2[] = { "a_long_feature_name_x", "alpha", "bb" };
+	static const char *const order3[] = { "alph", "bb", "a_long_feature_name_y", "alpha",
+					      "alpha" };
+	static const char *const order4[] = { "alpha", "b", "bb" }; /* "b": b NUL */
+	struct bfs_keymap *km;
+	struct bfs_bind *b;
+	uint8_t buf[512];
+	size_t len;
+
+	ck_assert_int_eq(bfs_keymap_new(&km, names, 3), 0);
+	ck_assert_int_eq(bfs_bind_new(&b, km, 3, NULL, 0), 0);
+	len = guess_record(buf, order1, (const int[]){ 1, 2, 3 }, 3);
+	ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+	ck_assert_int_eq(bfs_bind_values(b, 0)->i[0], 1);
+	ck_assert_int_eq(bfs_bind_values(b, 2)->i[0], 3);
+	len = guess_record(buf, order2, (const int[]){ 4, 5, 6 }, 3);
+	ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+	ck_assert_int_eq(bfs_bind_values(b, 2)->i[0], 4);
+	ck_assert_int_eq(bfs_bind_values(b, 0)->i[0], 5);
+	ck_assert_int_eq(bfs_bind_values(b, 1)->i[0], 6);
+	/* a prefix of a guessed name, a name differing in its last byte, then
+	 * the name twice: the last one wins */
+	len = guess_record(buf, order3, (const int[]){ 7, 8, 9, 10, 11 }, 5);
+	ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+	ck_assert_int_eq(bfs_bind_values(b, 0)->i[0], 11);
+	ck_assert_int_eq(bfs_bind_values(b, 1)->i[0], 8);
+	ck_assert_int_eq(bfs_bind_values(b, 2)->kind, BFS_KIND_NONE);
+	/* "b\0" where "bb" was guessed: not a name, holds a NUL */
+	len = guess_record(buf, order4, (const int[]){ 1, 2, 3 }, 3);
+	ck_assert_int_eq(bfs_example_bind(b, buf, len), -EAGAIN);
+	ck_assert_int_eq(bfs_bind_values(b, 0)->kind, BFS_KIND_NONE);
+	bfs_bind_free(b);
+	bfs_keymap_free(km);
+}
+END_TEST
+
 /* ---- real files -------------------------------------------------------------------------- */
 
 struct real_ctx {
@@ -866,6 +938,7 @@ static Suite *example_suite(void)
 	suite_add_tcase(s, tc);
 
 	tcase_add_test(tc, bound_decoding_reads_every_shape_as_the_reference);
+	tcase_add_test(tc, bound_decoding_guesses_keys_and_checks_every_guess);
 	tc = tcase_create("real");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, every_record_of_the_real_files_decodes);
