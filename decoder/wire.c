@@ -576,8 +576,10 @@ struct bfs_bind {
 	 * starting a record forgets every slot at once */
 	uint32_t gen;
 	uint32_t *cgen, *lgen; /* [nctx], [nlists] */
+	uint32_t *sgen; /* [nctx]: gen when context name k is in seen */
 	struct bound *cb, *lb; /* [nctx], [nlists] */
-	size_t *seen; /* slots bound in this record: ctx k, or nctx + list k */
+	size_t *seen; /* slots the second walk fills: ctx k bound from a Feature that
+		       * direct_feature did not fill, or nctx + list k */
 	size_t nseen;
 	/* guess[e]: the name k of the e-th Features entry of the last record
 	 * (-1: unknown). Writers put keys in the same order record after
@@ -610,6 +612,7 @@ int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nct
 	b->cs = calloc(nctx + 1, sizeof(*b->cs));
 	b->lists = calloc(nlists + 1, sizeof(*b->lists));
 	b->cgen = calloc(nctx + 1, sizeof(*b->cgen));
+	b->sgen = calloc(nctx + 1, sizeof(*b->sgen));
 	b->lgen = calloc(nlists + 1, sizeof(*b->lgen));
 	b->gen = 1;
 	b->cb = calloc(nctx + 1, sizeof(*b->cb));
@@ -619,8 +622,8 @@ int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nct
 	b->guess = malloc(b->nguess * sizeof(*b->guess));
 	for (size_t e = 0; b->guess && e < b->nguess; e++)
 		b->guess[e].k = -1;
-	if (!b->guess || !b->cs || !b->lists || !b->cgen || !b->lgen || !b->cb || !b->lb ||
-	    !b->seen) {
+	if (!b->guess || !b->cs || !b->lists || !b->cgen || !b->sgen || !b->lgen || !b->cb ||
+	    !b->lb || !b->seen) {
 		bfs_bind_free(b);
 		return -ENOMEM;
 	}
@@ -635,6 +638,7 @@ void bfs_bind_free(struct bfs_bind *b)
 	free(b->cs);
 	free(b->lists);
 	free(b->cgen);
+	free(b->sgen);
 	free(b->lgen);
 	free(b->cb);
 	free(b->lb);
@@ -665,6 +669,7 @@ static void forget(struct bfs_bind *b)
 	b->nseen = 0;
 	if (++b->gen == 0) { /* wrapped: no stale slot may match the new gen */
 		memset(b->cgen, 0, b->nctx * sizeof(*b->cgen));
+		memset(b->sgen, 0, b->nctx * sizeof(*b->sgen));
 		memset(b->lgen, 0, b->nlists * sizeof(*b->lgen));
 		b->gen = 1;
 	}
@@ -762,15 +767,18 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 				return rc;
 			continue;
 		}
-		if (b->cgen[k] != b->gen) {
-			b->cgen[k] = b->gen;
-			b->seen[b->nseen++] = (size_t)k;
-		}
+		b->cgen[k] = b->gen;
 		sl = &b->cs[k];
 		memset(&sl->v, 0, sizeof(sl->v));
 		sl->has_val = has_val;
 		sl->direct = has_val && direct_feature(val, &sl->v, sl);
 		if (has_val && !sl->direct) {
+			/* the second walk fills it: listed once (a later
+			 * duplicate filled directly is skipped there) */
+			if (b->sgen[k] != b->gen) {
+				b->sgen[k] = b->gen;
+				b->seen[b->nseen++] = (size_t)k;
+			}
 			bd = &b->cb[k];
 			memset(&sl->v, 0, sizeof(sl->v));
 			if ((rc = feature(val, &n, NULL, NULL)) != 0)
