@@ -1,6 +1,8 @@
 /* perm.c — keyed Feistel permutation with cycle walking (see perm.h). */
 #include "perm.h"
 
+#include <string.h>
+
 #define GOLDEN 0x9E3779B97F4A7C15ull
 #define ROUNDS 6
 
@@ -48,16 +50,62 @@ static uint64_t encrypt(const struct bfs_perm *p, uint64_t x)
 	return (l << p->half) | r;
 }
 
+/* encrypt() over v[0..n), n a multiple of 8. */
+static void encrypt_scalar(const struct bfs_perm *p, uint64_t *v, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		v[k] = encrypt(p, v[k]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang_analyzer__)
+#define PERM_VECTOR 1
+typedef uint64_t v8u __attribute__((vector_size(64)));
+
+/* The same rounds on 8 positions per instruction (AVX-512DQ has a 64-bit
+ * multiply); used only where the CPU has it. */
+__attribute__((target("avx512f,avx512dq"))) static void encrypt_avx512(const struct bfs_perm *p,
+								       uint64_t *v, size_t n)
+{
+	const uint64_t half = p->half, mask = p->mask;
+
+	for (size_t k = 0; k < n; k += 8) {
+		v8u x, l, r;
+
+		memcpy(&x, v + k, sizeof(x));
+		l = x >> half;
+		r = x & mask;
+		for (unsigned i = 0; i < ROUNDS; i++) {
+			v8u z = r ^ p->key[i], t;
+			z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+			z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+			z ^= z >> 31;
+			t = l ^ (z & mask);
+			l = r;
+			r = t;
+		}
+		x = (l << half) | r;
+		memcpy(v + k, &x, sizeof(x));
+	}
+}
+#endif
+
 /* Many positions at once: each pass encrypts every position still out of
- * range, so the passes' iterations are independent (the CPU overlaps their
- * multiply chains, where one position's cycle walk waits on itself and
- * mispredicts its loop), and the list of positions still walking is
- * compacted without branches. Same results as bfs_perm_apply. */
-void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out)
+ * range (8 at a time where the CPU can), then keeps the ones still out of
+ * range, without branches. Same results as bfs_perm_apply. */
+void bfs_perm_apply_many_how(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out,
+			     bool vector)
 {
 	enum { BLOCK = 64 };
-	uint32_t todo[BLOCK];
+	uint64_t val[BLOCK];
+	uint32_t idx[BLOCK];
+	void (*enc)(const struct bfs_perm *, uint64_t *, size_t) = encrypt_scalar;
 
+#ifdef PERM_VECTOR
+	if (vector && __builtin_cpu_supports("avx512dq"))
+		enc = encrypt_avx512;
+#else
+	(void)vector;
+#endif
 	if (p->identity) {
 		for (size_t i = 0; i < n; i++)
 			out[i] = pos[i];
@@ -68,20 +116,30 @@ void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n
 		uint64_t *y = out + i0;
 
 		for (size_t k = 0; k < m; k++) {
-			y[k] = pos[i0 + k];
-			todo[k] = (uint32_t)k;
+			val[k] = pos[i0 + k];
+			idx[k] = (uint32_t)k;
 		}
 		while (left) {
-			size_t next = 0;
-			for (size_t k = 0; k < left; k++)
-				y[todo[k]] = encrypt(p, y[todo[k]]);
+			size_t next = 0, padded = (left + 7) & ~(size_t)7;
+			for (size_t k = left; k < padded; k++)
+				val[k] = 0; /* lanes past the end: encrypted, never kept */
+			enc(p, val, padded);
 			for (size_t k = 0; k < left; k++) {
-				todo[next] = todo[k];
-				next += y[todo[k]] >= p->n;
+				/* the last value written for a position is its
+				 * first one in range */
+				y[idx[k]] = val[k];
+				val[next] = val[k];
+				idx[next] = idx[k];
+				next += val[k] >= p->n;
 			}
 			left = next;
 		}
 	}
+}
+
+void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out)
+{
+	bfs_perm_apply_many_how(p, pos, n, out, true);
 }
 
 uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos)

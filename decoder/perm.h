@@ -9,6 +9,7 @@
 #ifndef BFS_PERM_H
 #define BFS_PERM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,9 @@ void bfs_perm_init(struct bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch
 uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos);
 /* out[i] = bfs_perm_apply(p, pos[i]) for i < n, faster. */
 void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out);
+/* The same with the vector rounds allowed or not (for tests of both). */
+void bfs_perm_apply_many_how(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out,
+			     bool vector);
 
 /* The 64-bit mixer used by the keys and the round function. */
 uint64_t bfs_mix64(uint64_t z);

@@ -62,26 +62,31 @@ END_TEST
 
 START_TEST(perm_apply_many_equals_apply)
 {
-	static const uint64_t ns[] = { 0, 1, 2, 3, 5, 64, 65, 1000, 400000, (1u << 20) + 7 };
+	static const uint64_t ns[] = {
+		0, 1, 2, 3, 5, 64, 65, 1000, 400000, (1u << 20) + 7, (1ull << 41) + 3
+	};
 	uint64_t pos[300], out[300];
 	struct bfs_perm p;
 
-	for (size_t i = 0; i < BFS_ARRAY_SIZE(ns); i++) {
-		for (int shuffle = 0; shuffle < 2; shuffle++) {
-			uint64_t n = ns[i];
-			bfs_perm_init(&p, n, 7 + i, i, shuffle);
-			for (size_t k = 0; k < 300; k++) /* scattered and repeated positions */
-				pos[k] = n ? (k * 2654435761u + i) % n : 0;
-			if (!n)
-				continue;
-			bfs_perm_apply_many(&p, pos, 300, out);
-			for (size_t k = 0; k < 300; k++)
-				ck_assert_uint_eq(out[k], bfs_perm_apply(&p, pos[k]));
-			for (size_t k = 0; k < 300; k++) /* in place */
-				out[k] = pos[k];
-			bfs_perm_apply_many(&p, out, 300, out);
-			for (size_t k = 0; k < 300; k++)
-				ck_assert_uint_eq(out[k], bfs_perm_apply(&p, pos[k]));
+	/* both the scalar rounds and (where the CPU has AVX-512DQ) the vector ones */
+	for (int vector = 0; vector < 2; vector++) {
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(ns); i++) {
+			for (int shuffle = 0; shuffle < 2; shuffle++) {
+				uint64_t n = ns[i];
+				bfs_perm_init(&p, n, 7 + i, i, shuffle);
+				for (size_t k = 0; k < 300; k++) /* scattered and repeated */
+					pos[k] = n ? (k * 2654435761u + i) % n : 0;
+				if (!n)
+					continue;
+				bfs_perm_apply_many_how(&p, pos, 300, out, vector);
+				for (size_t k = 0; k < 300; k++)
+					ck_assert_uint_eq(out[k], bfs_perm_apply(&p, pos[k]));
+				for (size_t k = 0; k < 300; k++) /* in place */
+					out[k] = pos[k];
+				bfs_perm_apply_many_how(&p, out, 300, out, vector);
+				for (size_t k = 0; k < 300; k++)
+					ck_assert_uint_eq(out[k], bfs_perm_apply(&p, pos[k]));
+			}
 		}
 	}
 }
