@@ -281,6 +281,23 @@ static const char *copy_name(struct fill *fl, struct cur key)
 	return s;
 }
 
+/* A length of one or two varint bytes at p (< end): the bytes it takes, or
+ * 0 for anything else (the general path decides). */
+static inline size_t short_len(const uint8_t *p, const uint8_t *end, size_t *len)
+{
+	if (p >= end)
+		return 0;
+	if (p[0] < 0x80) {
+		*len = p[0];
+		return 1;
+	}
+	if (end - p >= 2 && p[1] < 0x80) {
+		*len = (size_t)(p[0] & 0x7f) | (size_t)p[1] << 7;
+		return 2;
+	}
+	return 0;
+}
+
 static bool has_nul(struct cur key)
 {
 	return memchr(key.p, 0, (size_t)(key.end - key.p)) != NULL;
@@ -310,6 +327,30 @@ next_entry_nul(struct cur *c, struct cur *key, struct cur *val, bool *has_val, b
 		*has_val = true;
 		c->p = p + 2 + p[1];
 		return 1;
+	}
+	/* the same with one- or two-byte entry and value lengths (a value of
+	 * 128 bytes to 16 KiB: a list of 32 floats already is one) */
+	if (c->end - p >= 6 && p[0] == 0x0a) {
+		size_t elen, vlen, n1 = short_len(p + 1, c->end, &elen), n2;
+		const uint8_t *e = p + 1 + n1, *ee, *r;
+
+		if (n1 && elen >= 4 && elen <= (size_t)(c->end - e) && e[0] == 0x0a &&
+		    e[1] < 0x80 && (size_t)e[1] + 3 <= elen) {
+			ee = e + elen;
+			r = e + 2 + e[1];
+			if (r[0] == 0x12 && (n2 = short_len(r + 1, ee, &vlen)) != 0 &&
+			    vlen + n2 + 1 == (size_t)(ee - r)) {
+				key->p = e + 2;
+				key->end = r;
+				if (check_nul && has_nul(*key))
+					return AGAIN;
+				val->p = r + 1 + n2;
+				val->end = ee;
+				*has_val = true;
+				c->p = ee;
+				return 1;
+			}
+		}
 	}
 	while (c->p < c->end) {
 		if (!next_field(c, &f))
