@@ -1,6 +1,6 @@
 """scripts/bench — how fast batchfs is, next to its floors, ceilings and peers.
 
-    scripts/bench [--quick] [--workload small|image|varlen]... [--work DIR]
+    scripts/bench [--quick] [--workload small|image|varlen|wide|wide2000|photo]... [--work DIR]
                   [--drop-caches] [--no-npm] [--no-index10m] [--cache-size SIZE]
                   [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
@@ -30,6 +30,10 @@ For each workload (generated with the project's own bfs_gen; plain shards):
   into batches in one process (both on a fresh mount), and vahidk/tfrecord
   (../shared/peers/vahidk-tfrecord) with a shuffle queue under a DataLoader,
   on a fixed subset
+'photo' (JPEG photographs, -o image=image/encoded:224x224) has rows of its
+own (bench_photo): the one-core C loop tests/bench/bench_jpeg (TurboJPEG +
+decoder/resize.c), batchfs's cold epoch over the .npy batch tree with all
+threads and with threads=1, and vahidk/tfrecord + PIL under a DataLoader;
 then the ratio lines against the targets, and the index size per record
 on a generated 10-million-record dataset. Everything goes to stdout and to
 WORK/bench-results.txt.
