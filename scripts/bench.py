@@ -1,6 +1,6 @@
 """scripts/bench — how fast batchfs is, next to its floors, ceilings and peers.
 
-    scripts/bench [--quick] [--workload small|image|varlen]... [--work DIR]
+    scripts/bench [--quick] [--workload small|image|varlen|wide|wide2000|photo]... [--work DIR]
                   [--drop-caches] [--no-npm] [--no-index10m] [--cache-size SIZE]
                   [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
@@ -30,6 +30,10 @@ For each workload (generated with the project's own bfs_gen; plain shards):
   into batches in one process (both on a fresh mount), and vahidk/tfrecord
   (../shared/peers/vahidk-tfrecord) with a shuffle queue under a DataLoader,
   on a fixed subset
+'photo' (JPEG photographs, -o image=image/encoded:224x224) has rows of its
+own (bench_photo): the one-core C loop tests/bench/bench_jpeg (TurboJPEG +
+decoder/resize.c), batchfs's cold epoch over the .npy batch tree with all
+threads and with threads=1, and vahidk/tfrecord + PIL under a DataLoader;
 then the ratio lines against the targets, and the index size per record
 on a generated 10-million-record dataset. Everything goes to stdout and to
 WORK/bench-results.txt.
@@ -119,6 +123,17 @@ WORKLOADS["wide2000"] = {
     "python_records": 500,
     "wide": True,
 }
+# JPEG photographs decoded to uint8 [B, 224, 224, 3] (-o image=): its own
+# rows (bench_photo), not the generic ones
+WORKLOADS["photo"] = {
+    "records": 4_000, "shards": 8, "batch_size": 256,
+    "photo": True, "size": (224, 224), "feature": "image/encoded",
+    "python_records": 1_000,
+}
+# the photographs Debian ships with scikit-image (python3-skimage), RGB ones
+PHOTO_SOURCES = ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png",
+                 "motorcycle_right.png", "rocket.jpg", "hubble_deep_field.jpg", "retina.jpg",
+                 "ihc.png"]
 NPM_RECORDS = 2_000
 NULL_SPAN = 256 * MiB  # nullfs serves from a buffer this large: copies come from DRAM
 INDEX_RECORDS = 10_000_000
@@ -361,6 +376,60 @@ def generate(tools, work, name, w, records):
     return d, True
 
 
+def generate_photo(work, name, w, records):
+    """The 'photo' workload: JPEG records made from real photographs (the
+    RGB ones of PHOTO_SOURCES that python3-skimage ships). Record i: a
+    photograph chosen at random, a target size W x H each drawn from
+    300..800 px, the largest crop of that aspect ratio scaled by 0.6..1.0
+    at a random place, resampled to W x H (PIL bilinear) and encoded by PIL
+    as a baseline 4:2:0 JPEG of quality 70..95; written as tf.train.Example
+    {"image/encoded": bytes, "label": int64 0..999} in plain shards."""
+    import random
+
+    import imgdata
+    from PIL import Image
+
+    d = os.path.join(work, "data-" + name)
+    have = [n for n in PHOTO_SOURCES if os.path.exists(os.path.join(imgdata.SKIMAGE_DATA, n))]
+    params = {"records": records, "shards": w["shards"], "seed": GEN_SEED, "photos": have,
+              "kind": "photo-1"}
+    pfile = os.path.join(work, "data-%s.params.json" % name)
+    if os.path.isdir(d) and os.path.exists(pfile):
+        with open(pfile) as f:
+            if json.load(f) == params:
+                return d, False
+    if not have:
+        raise RuntimeError("no photographs in %s (Debian's python3-skimage ships them)" %
+                           imgdata.SKIMAGE_DATA)
+    shutil.rmtree(d, ignore_errors=True)
+    if os.path.exists(pfile):
+        os.unlink(pfile)
+    log("generating %s: %d JPEG records from %d photographs" % (name, records, len(have)))
+    photos = [imgdata.photo(n) for n in have]
+    rng = random.Random(GEN_SEED)
+    os.makedirs(d)
+    per = -(-records // w["shards"])
+    for si in range(w["shards"]):
+        path = os.path.join(d, "photo.tfrecord-%05d-of-%05d" % (si, w["shards"]))
+        with open(path, "wb") as f:
+            for _ in range(si * per, min(records, (si + 1) * per)):
+                im = rng.choice(photos)
+                ow, oh = rng.randint(300, 800), rng.randint(300, 800)
+                sw, sh = im.size
+                cw = min(sw, sh * ow / oh)
+                ch = cw * oh / ow
+                k = rng.uniform(0.6, 1.0)
+                cw, ch = cw * k, ch * k
+                x, y = rng.uniform(0, sw - cw), rng.uniform(0, sh - ch)
+                img = im.resize((ow, oh), Image.BILINEAR, box=(x, y, x + cw, y + ch))
+                jpg = imgdata.encode(img, "JPEG", quality=rng.randint(70, 95))
+                f.write(imgdata.frame(imgdata.example({w["feature"]: jpg,
+                                                       "label": rng.randrange(1000)})))
+    with open(pfile, "w") as f:
+        json.dump(params, f)
+    return d, True
+
+
 # ---------------------------------------------------------------- baselines
 
 
@@ -462,6 +531,15 @@ def torch_loop(mode, root, batch_size, limit, description):
         b = resource.getrusage(resource.RUSAGE_CHILDREN)
         return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
+    if mode == "vahidk_pil":  # its index files (tfrecord2idx), made before the clock starts
+        from tfrecord.tools.tfrecord2idx import create_index
+
+        os.makedirs(description["index_dir"], exist_ok=True)
+        for n in sorted(os.listdir(root)):
+            ip = os.path.join(description["index_dir"], n + ".idx")
+            if not n.startswith(".") and not os.path.exists(ip):
+                create_index(os.path.join(root, n), ip)
+
     records = batches = nbytes = 0
     t0 = time.perf_counter()
     c0 = cpu_now()
@@ -517,6 +595,33 @@ def torch_loop(mode, root, batch_size, limit, description):
         for b in loader:
             first = next(iter(b.values()))
             records += first.shape[0]
+            nbytes += sum(v.numel() * v.element_size() for v in b.values())
+            batches += 1
+            if limit and records >= limit:
+                break
+        del loader
+    elif mode == "vahidk_pil":
+        import io
+
+        from PIL import Image
+        from tfrecord.torch.dataset import MultiTFRecordDataset
+
+        feat, (h, w) = description["feature"], description["size"]
+        shards = sorted(n for n in os.listdir(root) if not n.startswith("."))
+
+        def decode(f):  # what a user's transform does: PIL decode, RGB, resize
+            im = Image.open(io.BytesIO(f[feat])).convert("RGB")
+            return {"image": np.asarray(im.resize((w, h), Image.BILINEAR)),
+                    "label": f["label"]}
+
+        ds = MultiTFRecordDataset(os.path.join(root, "{}"),
+                                  os.path.join(description["index_dir"], "{}.idx"),
+                                  {n: 1.0 for n in shards},
+                                  description={feat: "byte", "label": "int"},
+                                  shuffle_queue_size=1024, transform=decode, infinite=False)
+        loader = torch.utils.data.DataLoader(ds, batch_size=batch_size, num_workers=2)
+        for b in loader:
+            records += b["image"].shape[0]
             nbytes += sum(v.numel() * v.element_size() for v in b.values())
             batches += 1
             if limit and records >= limit:
@@ -1054,6 +1159,144 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     return res
 
 
+def bench_photo(args, tools, name, w):
+    """JPEG photographs read as uint8 [B, H, W, 3] through the mount
+    (-o image=FEATURE:HxW) against the one-core C loop (tests/bench/
+    bench_jpeg: TurboJPEG at the same DCT scale + decoder/resize.c) and the
+    Python loop users write (vahidk/tfrecord + PIL under a DataLoader with 2
+    workers). batchfs is read as the batch tree's .npy files (readtree
+    --only .npy, without all/ and the .safetensors): every record decoded
+    and served once, in batch order, as a DataLoader over the batch folders
+    reads it; the prefetch workers decode ahead of the reader."""
+    scale = 10 if args.quick else 1
+    nrec = w["records"] // scale
+    bs = args.batch_size or w["batch_size"]
+    h, wd = w["size"]
+    feat = w["feature"]
+    src, fresh = generate_photo(args.work, name, w, nrec)
+    shards = shard_paths(src)
+    shard_bytes = sum(os.path.getsize(p) for p in shards)
+    res = {"name": name, "records": nrec, "photo": True}
+    t = Table()
+
+    def mb(nbytes, secs):
+        return nbytes / secs / 1e6 if secs > 0 else None
+
+    run_child(["cat"] + shards, stdout=subprocess.DEVNULL)  # the page cache holds the shards
+
+    log("%s: C loop (TurboJPEG + resize, 1 core)" % name)
+    out, _, rss = check_child([tools["bench_jpeg"], "--feature", feat, "--size",
+                               "%dx%d" % (h, wd)] + shards)
+    j = json_lines(out)[0]
+    res["floor"] = j["records"] / j["seconds"]
+    res["floor_cpu"] = j["cpu_seconds"]
+    res["mpix"] = j["pixels"] / j["records"] / 1e6
+    t.add("decoder alone (floor): TurboJPEG + decoder/resize.c, C loop, 1 core", res["floor"],
+          mb(shard_bytes, j["seconds"]), mb(j["records"] * h * wd * 3, j["seconds"]), rss,
+          j["seconds"], j["cpu_seconds"], "tests/bench/bench_jpeg, file order; same DCT scale")
+
+    idx = os.path.join(args.work, "index-" + name)
+    shutil.rmtree(idx, ignore_errors=True)
+    log("%s: batchfs index" % name)
+    _, secs, rss = check_child([tools["batchfs"], "index", "--index-dir", idx, src])
+    t.add("batchfs index build (framing + schema scan)", nrec / secs, mb(shard_bytes, secs), None,
+          rss, secs, LAST_CPU[0])
+    base = "batch_size=%d,index_dir=%s,image=%s:%dx%d" % (bs, idx, feat, h, wd)
+    if args.cache_size:
+        base += ",cache_size=" + args.cache_size
+    mnt = os.path.join(args.work, "mnt")
+    ncpu = os.cpu_count() or 1
+    for threads, key, label in (
+            (None, "cold", "batchfs cold first epoch (fresh mount)"),
+            (1, "cold1", "batchfs cold first epoch, threads=1 (fresh mount)")):
+        log("%s: %s" % (name, label))
+        mopts = base + (",threads=%d" % threads if threads else "")
+        drop_caches(args)
+        with Mount([tools["batchfs"], "-f", src, mnt, "-o", mopts], mnt) as m:
+            r = m.read(tools, mnt + "/epoch-0000", "--only", ".npy", *BATCHES_ONLY)
+            st = read_stats(mnt)
+            hwm = m.hwm()
+        res[key] = nrec / r["seconds"]
+        res[key + "_cpu"] = r["daemon_cpu"]
+        if key == "cold":
+            res.update(stats=st, hwm=hwm, tree_bytes=r["bytes"], files=r["files"],
+                       batches=st.get("batches_per_epoch"))
+        t.add(label, res[key], mb(shard_bytes, r["seconds"]), mb(r["bytes"], r["seconds"]), hwm,
+              r["seconds"], r["daemon_cpu"], "%d decode threads; .npy files of the batch tree; "
+              "decode %.2f s in %d batches; mount %.2f s" % (
+                  threads or ncpu, st.get("decode_seconds", 0), st.get("batches_decoded", 0),
+                  m.mount_seconds))
+
+    label = "PyTorch: vahidk/tfrecord + PIL decode + resize, DataLoader(2 workers, batch %d)" % bs
+    vdir = os.path.join(args.peers, "vahidk-tfrecord")
+    if not os.path.isdir(os.path.join(vdir, "tfrecord")):
+        t.add(label, note="n/a (no %s)" % vdir)
+    else:
+        log("%s: vahidk/tfrecord + PIL" % name)
+        k = min(w["python_records"], nrec)
+        spec = {"feature": feat, "size": [h, wd],
+                "index_dir": os.path.join(args.work, "vahidk-index-" + name)}
+        shutil.rmtree(spec["index_dir"], ignore_errors=True)  # made afresh for these shards
+        rc, out, _, rss = run_child(
+            [PYTHON, os.path.abspath(__file__), "--batch-size", str(bs), "--torch-loop",
+             "vahidk_pil", "--root", src, "--records", str(k), "--spec", json.dumps(spec)],
+            env=dict(os.environ, PYTHONPATH=vdir))
+        if rc != 0:
+            t.add(label, note="failed (status %d)" % rc)
+        else:
+            j = json_lines(out)[0]
+            res["torch_pil"] = j["records"] / j["seconds"]
+            t.add(label, res["torch_pil"], mb(shard_bytes * j["records"] / nrec, j["seconds"]),
+                  mb(j["tensor_bytes"], j["seconds"]), rss, j["seconds"], j["cpu_seconds"],
+                  "first %s records; MultiTFRecordDataset with tfrecord2idx index files (made "
+                  "before the clock), shuffle queue 1024; transform: PIL open, convert('RGB'), "
+                  "resize((%d, %d), BILINEAR)" % ("{:,}".format(j["records"]), wd, h))
+
+    say()
+    say("== %s: %s JPEG records (%s, 300..800 px a side, %.2f Mpixel mean; made from %s), "
+        "%d plain shards, %.1f MB TFRecord; -o image=%s:%dx%d, batch_size %d, %s batches; "
+        "%.1f MB of .npy%s" % (
+            name, "{:,}".format(nrec), feat, res["mpix"], "scikit-image's photographs",
+            len(shards), shard_bytes / 1e6, feat, h, wd, bs, res.get("batches"),
+            res.get("tree_bytes", 0) / 1e6, "; freshly generated" if fresh else ""))
+    t.emit()
+    res["shard_bytes"] = shard_bytes
+    res["rows"] = [{"label": row[0], "rec_s": row[1]} for row in t.rows]
+    return res
+
+
+def photo_ratios(r):
+    n = r["name"]
+    a, f = r.get("cold"), r.get("floor")
+    ncpu = os.cpu_count() or 1
+    if a and f:
+        q = a / f
+        say("%-7s cold epoch (%d decode threads) / TurboJPEG + resize C loop (1 core) = %s / %s "
+            "= %s  target >= 1.6x  %s" % (n, ncpu, fmt_rate(a), fmt_rate(f),
+                                          fmt_q(q, 1.6, pct=False), verdict(q >= 1.6)))
+    if r.get("cold1") and f:
+        say("%-7s   (threads=1: %s / %s = %.2fx of the C loop; CPU: daemon %.2f s with %d "
+            "threads, %.2f s with 1, C loop %.2f s)" % (
+                n, fmt_rate(r["cold1"]), fmt_rate(f), r["cold1"] / f, r.get("cold_cpu") or 0,
+                ncpu, r.get("cold1_cpu") or 0, r.get("floor_cpu") or 0))
+    p = r.get("torch_pil")
+    if a and p:
+        q = a / p
+        say("%-7s cold epoch / vahidk/tfrecord + PIL under DataLoader(2 workers) = %s / %s = %s"
+            "  target >= 10x  %s" % (n, fmt_rate(a), fmt_rate(p),
+                                     fmt_q(q, 10, pct=False, digits=1), verdict(q >= 10)))
+    else:
+        say("%-7s cold epoch / vahidk/tfrecord + PIL: n/a" % n)
+    if r.get("hwm") is not None:
+        st = r.get("stats", {})
+        budget = st.get("cache_budget", 1 << 30)
+        limit = budget + st.get("index_bytes", 0) + 64 * MiB
+        say("%-7s daemon peak RSS (VmHWM) %.0f MiB vs cache_size %.0f MiB + index %.1f MiB + "
+            "64 MiB = %.0f MiB  %s" % (n, r["hwm"] / MiB, budget / MiB,
+                                       st.get("index_bytes", 0) / MiB, limit / MiB,
+                                       verdict(r["hwm"] <= limit)))
+
+
 def new_ratios(r):
     """The ratio lines of the whole-epoch file, the peers and the PyTorch
     loops; a row that could not be measured prints n/a and the reason."""
@@ -1190,7 +1433,7 @@ def main():
         return 0
     if args.drop_caches and os.geteuid() != 0:
         ap.error("--drop-caches needs root")
-    names = args.workload or ["small", "image", "varlen", "wide", "wide2000"]
+    names = args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"]
     os.makedirs(args.work, exist_ok=True)
 
     log("building")
@@ -1204,7 +1447,8 @@ def main():
              "gen": os.path.join(bdir, "tests", "gen", "bfs_gen"),
              "nullfs": os.path.join(bdir, "tests", "bench", "nullfs"),
              "readtree": os.path.join(bdir, "tests", "bench", "readtree"),
-             "bench_decode": os.path.join(bdir, "tests", "bench", "bench_decode")}
+             "bench_decode": os.path.join(bdir, "tests", "bench", "bench_decode"),
+             "bench_jpeg": os.path.join(bdir, "tests", "bench", "bench_jpeg")}
     if args.product_from:  # an earlier commit's daemon and decoder, the rest as built here
         pdir = os.path.abspath(args.product_from)
         tools["batchfs"] = os.path.join(pdir, "batchfs")
@@ -1258,7 +1502,9 @@ def main():
            "command": " ".join(["scripts/bench"] + sys.argv[1:])}
     results = []
     for name in names:
-        results.append(bench_workload(args, tools, name, WORKLOADS[name], npm_dir, npm_note))
+        w = WORKLOADS[name]
+        results.append(bench_photo(args, tools, name, w) if w.get("photo") else
+                       bench_workload(args, tools, name, w, npm_dir, npm_note))
         results[-1]["run"] = run["id"]
     ix = None if args.no_index10m else bench_index10m(args, tools)
     say()
@@ -1268,6 +1514,9 @@ def main():
     say("== ratios (records/s unless noted)")
     for r in results:
         n = r["name"]
+        if r.get("photo"):
+            photo_ratios(r)
+            continue
         low = min(x for x in (r["dec_all_shuffled"], r["null_first"]) if x)
         which = "decoder all cores shuffled" if low == r["dec_all_shuffled"] else \
             "null FUSE first read"
