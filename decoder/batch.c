@@ -913,6 +913,12 @@ unsigned bfs_build_parts_for(const struct bfs_geom *g, unsigned max)
 int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
 		  uint64_t unit, struct bfs_geom *g, unsigned nparts)
 {
+	return bfs_build_new_in(out, b, epoch, unit, g, nparts, NULL);
+}
+
+int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
+		     uint64_t unit, struct bfs_geom *g, unsigned nparts, uint8_t *buf)
+{
 	const struct bfs_plan *p = b->plan;
 	size_t nslots = p->nslots;
 	struct bfs_build *jb = calloc(1, sizeof(*jb));
@@ -923,14 +929,16 @@ int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t 
 	*out = NULL;
 	if (!jb) {
 		bfs_geom_free(g);
+		free(buf);
 		return -ENOMEM;
 	}
+	jb->data = buf; /* freed with the job from here on */
 	jb->b = b;
 	jb->epoch = epoch;
 	jb->unit = unit;
 	jb->g = g;
 	if (!jb->g && (rc = bfs_batcher_geom(&jb->g, b, epoch, unit)) != 0) {
-		free(jb);
+		bfs_build_free(jb);
 		return rc;
 	}
 	if (unit_rows(b, unit, &jb->r0, &rows) != 0 || rows != jb->g->batch) {
@@ -943,7 +951,10 @@ int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t 
 	else if (nparts > rows)
 		nparts = (unsigned)rows;
 	jb->nparts = nparts;
-	jb->data = calloc(1, jb->g->st_size ? jb->g->st_size : 1);
+	if (jb->data)
+		memset(jb->data, 0, jb->g->st_size);
+	else
+		jb->data = calloc(1, jb->g->st_size ? jb->g->st_size : 1);
 	jb->recs = malloc((jb->n ? jb->n : 1) * sizeof(*jb->recs));
 	jb->parts = calloc(jb->nparts, sizeof(*jb->parts));
 	jb->bounds = calloc(((size_t)jb->nparts + 1) * (nslots ? nslots : 1), sizeof(uint64_t));

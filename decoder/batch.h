@@ -109,6 +109,12 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
 struct bfs_build;
 int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
 		  uint64_t unit, struct bfs_geom *g, unsigned nparts);
+/* The same into buf, a malloc'd buffer of at least the geometry's st_size
+ * bytes (zeroed here, owned by the job even on failure): a caller that
+ * recycles large buffers spares the kernel's page faults and zeroing of
+ * fresh ones. buf NULL: allocate. */
+int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
+		     uint64_t unit, struct bfs_geom *g, unsigned nparts, uint8_t *buf);
 unsigned bfs_build_parts_for(const struct bfs_geom *g, unsigned max);
 unsigned bfs_build_nparts(const struct bfs_build *jb);
 int bfs_build_part(struct bfs_build *jb, unsigned k, bfs_corrupt_fn on_corrupt, void *ctx);

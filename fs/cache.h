@@ -42,6 +42,7 @@ struct bfs_cache_entry {
 	unsigned nparts, claimed, done;
 	struct bfs_cache_entry *hnext, *lprev, *lnext, *jnext;
 	uint64_t bytes;
+	uint64_t buf_cap; /* bytes allocated at buf (a reused spare may be larger) */
 	int err;
 	void (*unpin)(void *ctx, uint8_t *buf); /* frees a pinned buf */
 	void *unpin_ctx;
@@ -55,6 +56,7 @@ struct bfs_cache_stats {
 	/* now: decoded ahead and not read yet, waiting in the prefetch queue,
 	 * being decoded (by a worker or a reader) */
 	uint64_t prefetch_ready, prefetch_queued, decoding;
+	uint64_t buffers_reused; /* builds that reused a spare buffer */
 };
 
 typedef void (*bfs_cache_error_fn)(void *ctx, const char *msg, bool skipped);

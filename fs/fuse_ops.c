@@ -222,6 +222,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     "  \"prefetch_ready\": %" PRIu64 ",\n"
 		     "  \"prefetch_queued\": %" PRIu64 ",\n"
 		     "  \"decoding\": %" PRIu64 ",\n"
+		     "  \"buffers_reused\": %" PRIu64 ",\n"
 		     "%s"
 		     "  \"uptime_seconds\": %lld\n"
 		     "}\n",
@@ -233,7 +234,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     st.bytes, st.peak_bytes, st.budget, st.prefetch_issued, st.batches_decoded,
 		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, fs->corrupt,
 		     fs->skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
-		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding, cuda,
+		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding, st.buffers_reused, cuda,
 		     (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
 	if (n < 0)

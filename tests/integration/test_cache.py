@@ -86,3 +86,18 @@ def test_cache_size_bounds_held_bytes(mounter, ds_many):
     assert s["cache_budget"] == 16384
     # never over the bound by more than one batch
     assert s["cache_peak_bytes"] <= 16384 + 5000, s
+
+
+def test_recycled_batch_buffers_hold_only_their_own_bytes(mounter, gen, work):  # noqa: F811
+    # Batches of over 1 MiB: once read and trimmed, their buffers are reused
+    # for the next builds. A padded bytes feature (short values, zero
+    # padding up to the longest) shows any byte a reused buffer kept from
+    # the batch before: every batch of two epochs must equal the oracle.
+    from test_mount import check_epoch
+    ds = _dataset(gen, work / "cache-recycle", 4000, ["b:bytes:1,len=0..4000", "x:float:3"],
+                  shards=2, seed=21)
+    m = mounter(ds.path, batch_size=300, seed=5, prefetch=1, threads=2, epochs=2)
+    for epoch in (0, 1):
+        check_epoch(m, ds, B=300, seed=5, epoch=epoch)
+    s = stats(m)
+    assert s["buffers_reused"] >= 5, s
