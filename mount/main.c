@@ -33,8 +33,10 @@ static void usage(FILE *f)
 		"\n"
 		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob.\n"
 		"Mount options (-o k=v,k=v; standard FUSE options pass through):\n"
-		"  batch_size=N (32)  seed=N (0)  shuffle=global|none  epochs=N (1)\n"
+		"  batch_size=N (32)  seed=N (0)  shuffle=global|block|none  epochs=N (1)\n"
+		"  block_size=SIZE (4M)  window=N (64): blocks of shuffle=block\n"
 		"  drop_remainder  schema=FILE  features=a,b  rank=R,world=W\n"
+		"  world=W without rank: folders rank-0000/ ... rank-(W-1)/, one per rank\n"
 		"  verify=crc|none  on_corrupt=fail|skip  cache_size=SIZE (1G)\n"
 		"  prefetch=N (2 x threads)  threads=N (nproc)  index_dir=DIR\n"
 		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
@@ -477,6 +479,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.batch_size = o->batch_size,
 		.seed = o->seed,
 		.shuffle = o->shuffle,
+		.block = o->block,
+		.block_size = o->block_size,
+		.window = o->window,
 		.drop_remainder = o->drop_remainder,
 		.rank = o->rank,
 		.world = o->world,
@@ -507,7 +512,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.batch_size = o->batch_size,
 		.batches_per_epoch = bfs_batcher_nbatches(b),
 		.seed = o->seed,
-		.shuffle = o->shuffle ? "global" : "none",
+		.shuffle = !o->shuffle ? "none"
+			   : o->block  ? "block"
+				       : "global",
 		.rank = o->rank,
 		.world = o->world,
 		.nshards = bfs_dataset_nshards(ds),
