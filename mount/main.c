@@ -47,6 +47,28 @@ static void usage(FILE *f)
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
 
+/* world=W without rank: where each process reads (README.txt's paths above
+ * are rank 0's). Frees `readme`; NULL on failure. */
+static char *add_ranks_note(char *readme, const struct bfs_options *o, const char *mnt)
+{
+	char *s = NULL;
+
+	if (!readme || !o->all_ranks)
+		return readme;
+	if (asprintf(&s,
+		     "%s\n"
+		     "Ranks (world=%llu without rank): rank-0000/ ... rank-%04llu/ each hold\n"
+		     "what a mount with rank=R,world=%llu shows (its epochs); the paths above\n"
+		     "are rank 0's. A process of global rank R reads %s/rank-RRRR/, e.g.\n"
+		     "under torchrun:\n"
+		     "  root = '%s/rank-%%04d' %% int(os.environ['RANK'])\n",
+		     readme, (unsigned long long)o->world, (unsigned long long)(o->world - 1),
+		     (unsigned long long)o->world, mnt, mnt) < 0)
+		s = NULL;
+	free(readme);
+	return s;
+}
+
 static char *read_file(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
@@ -73,7 +95,14 @@ static char *read_file(const char *path, size_t *len)
 static char *make_readme(const struct bfs_options *o, const char *opts, const char *mnt,
 			 const struct bfs_batcher *b, uint64_t records, const char *first_npy)
 {
-	char *s = NULL;
+	char *s = NULL, *rank0 = NULL;
+	const char *root = mnt; /* where the examples read: rank 0's folder with ranks */
+
+	if (o->all_ranks) {
+		if (asprintf(&rank0, "%s/rank-0000", mnt) < 0)
+			return NULL;
+		root = rank0;
+	}
 
 	if (asprintf(&s,
 		     "batchfs %s — TFRecord shards as ready batch files\n"
@@ -136,9 +165,10 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "Unmount: fusermount3 -u %s\n",
 		     BFS_VERSION, o->source, opts, (unsigned long long)records,
 		     (unsigned long long)bfs_batcher_nbatches(b), (unsigned long long)o->batch_size,
-		     mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, first_npy,
-		     mnt, mnt) < 0)
-		return NULL;
+		     root, first_npy, root, first_npy, root, first_npy, root, first_npy, root,
+		     first_npy, root, mnt) < 0)
+		s = NULL;
+	free(rank0);
 	return s;
 }
 
@@ -351,6 +381,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	struct bfs_dataset *ds = NULL;
 	struct bfs_schema *user = NULL, *schema = NULL;
 	struct bfs_batcher *b = NULL;
+	struct bfs_batcher **ranks = NULL; /* world=W without rank: [W], [0] = b */
 	struct bfs_fs *fs = NULL;
 	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL;
 	char mnt[PATH_MAX];
@@ -502,6 +533,18 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
 	}
+	if (o->all_ranks) {
+		ranks = calloc(o->world, sizeof(*ranks));
+		if (!ranks)
+			goto out;
+		ranks[0] = b;
+		for (uint64_t r = 1; r < o->world; r++) {
+			if (bfs_batcher_new_rank(&ranks[r], b, r) != 0) {
+				fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
+				goto out;
+			}
+		}
+	}
 	shard_names = calloc(bfs_dataset_nshards(ds) + 1, sizeof(*shard_names));
 	if (!shard_names)
 		goto out;
@@ -528,6 +571,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		snprintf(first_npy, sizeof(first_npy), "%s.npy", bfs_batcher_plan(b)->t[0].name);
 	opts = bfs_options_describe(o);
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
+	readme = add_ranks_note(readme, o, mnt);
 	readme = add_wide_note(readme, bfs_batcher_plan(b)->ntensors, mnt);
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
@@ -553,6 +597,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.fuse_threads = 16,
 		.cuda_device = o->cuda_device,
 		.cuda_pool = o->cuda_pool,
+		.ranks = (const struct bfs_batcher *const *)ranks,
+		.nranks = ranks ? o->world : 0,
 	};
 	rc = bfs_fs_new(&fs, &cfg);
 	if (rc) {
@@ -563,6 +609,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	ret = bfs_fs_run(fs, fargc, fargv, mnt, o->foreground);
 out:
 	bfs_fs_free(fs);
+	for (uint64_t r = 1; ranks && r < o->world; r++)
+		bfs_batcher_free(ranks[r]);
+	free(ranks);
 	bfs_batcher_free(b);
 	bfs_schema_free(schema);
 	bfs_schema_free(user);
