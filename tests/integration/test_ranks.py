@@ -92,3 +92,19 @@ def test_world_without_rank_options(mounter, ds_plain):
     m2 = mounter(ds_plain.path, batch_size=50, rank=0, world=2)
     assert "epoch-0000" in os.listdir(m2.path())
     assert fact(m2.json("schema.json"), "world") == 2
+
+
+def test_batchdataset_over_a_rank_folder(mounter, ds_plain):
+    """README's torchrun snippet: BatchDataset(MNT/rank-RRRR) reads that rank."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    import numpy as np
+    from batchfs.torch import BatchDataset
+    m = mounter(ds_plain.path, batch_size=20, world=4, seed=1)
+    ds = BatchDataset(m.path("rank-0002"), epoch=0)
+    assert len(ds) == oracle.local_batches(ds_plain.n, 20, False, 4)
+    item = ds[1]
+    x = np.load(m.path("rank-0002", "epoch-0000", "batch-000001", "x.npy"))
+    assert np.array_equal(item["x"].numpy(), x)
+    assert not np.array_equal(x, np.load(m.path("rank-0001", "epoch-0000", "batch-000001",
+                                                 "x.npy")))
