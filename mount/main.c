@@ -647,8 +647,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 1;
 	}
-	if (bfs_options_parse(&o, argc, argv, &fargc, &fargv) != 0)
+	if (bfs_options_parse(&o, argc, argv, &fargc, &fargv) != 0) {
+		bfs_options_destroy(&o); /* what was parsed before the bad option */
 		return 1;
+	}
 	if (o.help) {
 		usage(stdout);
 		ret = 0;
