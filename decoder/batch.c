@@ -47,6 +47,8 @@ struct bfs_batcher {
 	struct bfs_keymap *ctx_keys, *list_keys;
 	size_t nctx_keys, nlist_keys;
 	const char **key_names; /* context names, then list names */
+	struct bfs_blocks *blocks; /* shuffle=block, else NULL */
+	const struct bfs_batcher *base; /* a rank's copy: everything above is base's */
 };
 
 static int make_drivers(struct bfs_batcher *b);
@@ -87,9 +89,17 @@ uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *
 	return bfs_perm_apply(p, global_batch(b, batch) * b->o.batch_size + j);
 }
 
-void bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out)
+int bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out)
 {
 	bfs_perm_init(out, b->nrecords, b->o.seed, epoch, b->o.shuffle);
+	if (b->blocks && b->nrecords > 0)
+		return bfs_block_order_get(&out->bo, b->blocks, epoch);
+	return 0;
+}
+
+const struct bfs_blocks *bfs_batcher_blocks(const struct bfs_batcher *b)
+{
+	return b->blocks;
 }
 
 uint64_t bfs_batcher_rows(const struct bfs_batcher *b)
@@ -262,6 +272,11 @@ void bfs_batcher_free(struct bfs_batcher *b)
 {
 	if (!b)
 		return;
+	if (b->base) { /* a rank's copy owns nothing */
+		free(b);
+		return;
+	}
+	bfs_blocks_free(b->blocks);
 	if (b->counts) {
 		for (size_t s = 0; s < b->plan->nslots; s++)
 			free(b->counts[s]);
@@ -310,6 +325,8 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 			goto fail;
 	}
 	rc = count_ragged(b);
+	if (!rc && o->shuffle && o->block)
+		rc = bfs_blocks_new(&b->blocks, ds, o->block_size, o->window, o->seed);
 	if (rc)
 		goto fail;
 	size_chunks(b);
@@ -318,6 +335,26 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 fail:
 	bfs_batcher_free(b);
 	return rc;
+}
+
+int bfs_batcher_new_rank(struct bfs_batcher **out, const struct bfs_batcher *base, uint64_t rank)
+{
+	struct bfs_batcher *b;
+
+	if (rank >= base->o.world)
+		return bfs_err_set(-EINVAL, "rank=%llu,world=%llu: need 0 <= rank < world",
+				   (unsigned long long)rank, (unsigned long long)base->o.world);
+	b = malloc(sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	*b = *base;
+	b->base = base;
+	b->o.rank = rank;
+	/* all/ ends with the rank's last batch (chunk_rows is the same) */
+	b->rows = b->nb ? (b->nb - 1) * b->o.batch_size + bfs_batcher_batch_len(b, b->nb - 1) : 0;
+	b->nchunks = (b->rows + b->chunk_rows - 1) / b->chunk_rows;
+	*out = b;
+	return 0;
 }
 
 /* all/ is decoded in chunks of about CHUNK_BYTES, whatever the batch size:
@@ -454,9 +491,13 @@ int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_
 		if (!tot)
 			return -ENOMEM;
 	}
-	bfs_batcher_perm(b, epoch, &p);
-	bfs_batcher_row_totals(b, &p, r0, len, tot);
-	rc = bfs_geom_new(out, b->plan, len, tot, (unit & BFS_CHUNK) ? 0 : b->o.max_batch_bytes);
+	rc = bfs_batcher_perm(b, epoch, &p);
+	if (!rc) {
+		bfs_batcher_row_totals(b, &p, r0, len, tot);
+		bfs_perm_release(&p);
+		rc = bfs_geom_new(out, b->plan, len, tot,
+				  (unit & BFS_CHUNK) ? 0 : b->o.max_batch_bytes);
+	}
 	if (tot != totals)
 		free(tot);
 	return rc;
@@ -965,8 +1006,13 @@ int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64
 		return rc;
 	}
 	memcpy(jb->data, jb->g->st_header, jb->g->st_hlen);
-	bfs_batcher_perm(b, epoch, &perm);
+	rc = bfs_batcher_perm(b, epoch, &perm);
+	if (rc) {
+		bfs_build_free(jb);
+		return rc;
+	}
 	bfs_batcher_row_records(b, &perm, jb->r0, jb->n, jb->recs);
+	bfs_perm_release(&perm);
 	/* each part starts its ragged cursors where the rows before it end,
 	 * as the index counted them */
 	for (unsigned k = 0; k < jb->nparts; k++) {

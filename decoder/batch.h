@@ -14,6 +14,7 @@
 #ifndef BFS_BATCH_H
 #define BFS_BATCH_H
 
+#include "blockshuf.h"
 #include "dataset.h"
 #include "perm.h"
 #include "schema.h"
@@ -28,6 +29,10 @@ struct bfs_batcher_opts {
 	uint64_t batch_size;
 	uint64_t seed;
 	bool shuffle;
+	/* with shuffle: shuffle=block (blockshuf.h) over blocks of about
+	 * block_size bytes, records shuffled within `window` blocks */
+	bool block;
+	uint64_t block_size, window;
 	bool drop_remainder;
 	uint64_t rank, world;
 	bool verify;
@@ -50,6 +55,10 @@ typedef void (*bfs_corrupt_fn)(void *ctx, const char *msg, bool skipped);
 int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 		    const struct bfs_schema *s, const struct bfs_batcher_opts *o);
 void bfs_batcher_free(struct bfs_batcher *b);
+/* The same batcher as rank `rank` of its world (world=W without rank: one
+ * mount serves every rank): shares the plan, the ragged counts and the
+ * blocks with `base`, which must outlive it. -EINVAL rank >= world. */
+int bfs_batcher_new_rank(struct bfs_batcher **out, const struct bfs_batcher *base, uint64_t rank);
 
 const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b);
 /* Batches per epoch shown to this rank. */
@@ -71,8 +80,12 @@ uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *
 uint64_t bfs_batcher_rows(const struct bfs_batcher *b);
 uint64_t bfs_batcher_chunk_rows(const struct bfs_batcher *b);
 uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b);
-/* The permutation of `epoch` (for bfs_batcher_record and friends). */
-void bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out);
+/* The order of `epoch` (for bfs_batcher_record and friends); release it
+ * with bfs_perm_release. -ENOMEM (shuffle=block makes an epoch's block
+ * order on first use). */
+int bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out);
+/* shuffle=block: the blocks cut (blockshuf.h), else NULL. */
+const struct bfs_blocks *bfs_batcher_blocks(const struct bfs_batcher *b);
 /* out[k] = the global record index of row r0 + k of the epoch view, k < n. */
 void bfs_batcher_row_records(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
 			     size_t n, uint64_t *out);

@@ -73,13 +73,17 @@ int bfs_epoch_view_new(struct bfs_epoch_view **out, const struct bfs_batcher *b,
 		goto fail;
 	/* the totals of every chunk, in epoch order */
 	if (v->nslots) {
-		bfs_batcher_perm(b, epoch, &perm);
+		rc = bfs_batcher_perm(b, epoch, &perm);
+		if (rc)
+			goto fail;
 		for (uint64_t c = 0; c < v->nchunks; c++) {
 			uint64_t *cur = v->prefix + c * v->nslots, *next = cur + v->nslots;
 			bfs_batcher_row_totals(b, &perm, c * v->chunk_rows, chunk_len(v, c), next);
 			for (size_t s = 0; s < v->nslots; s++)
 				next[s] += cur[s];
 		}
+		bfs_perm_release(&perm);
+		rc = -ENOMEM;
 	}
 	rc = bfs_geom_new(&v->geom, p, v->rows, v->prefix + v->nchunks * v->nslots, 0);
 	if (!rc)

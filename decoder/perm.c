@@ -1,6 +1,8 @@
 /* perm.c — keyed Feistel permutation with cycle walking (see perm.h). */
 #include "perm.h"
 
+#include "blockshuf.h"
+
 #include <string.h>
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
@@ -19,6 +21,7 @@ void bfs_perm_init(struct bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch
 	uint64_t base;
 
 	p->n = n;
+	p->bo = NULL;
 	p->identity = !shuffle || n <= 1;
 	if (p->identity) {
 		p->half = 0;
@@ -106,6 +109,10 @@ void bfs_perm_apply_many_how(const struct bfs_perm *p, const uint64_t *pos, size
 #else
 	(void)vector;
 #endif
+	if (p->bo) {
+		bfs_block_order_apply_many(p->bo, pos, n, out);
+		return;
+	}
 	if (p->identity) {
 		for (size_t i = 0; i < n; i++)
 			out[i] = pos[i];
@@ -146,10 +153,18 @@ uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos)
 {
 	uint64_t y;
 
+	if (p->bo)
+		return bfs_block_order_apply(p->bo, pos);
 	if (p->identity)
 		return pos;
 	y = encrypt(p, pos);
 	while (y >= p->n)
 		y = encrypt(p, y);
 	return y;
+}
+
+void bfs_perm_release(struct bfs_perm *p)
+{
+	bfs_block_order_put(p->bo);
+	p->bo = NULL;
 }

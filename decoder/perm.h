@@ -4,6 +4,9 @@
  * specified in README.md ("The global shuffle, exactly"); changing it
  * changes every user's data order, so it is versioned there.
  *
+ * The same type carries a shuffle=block order (blockshuf.h) when one is
+ * attached, so that callers map positions to records one way.
+ *
  * Pure functions; thread-safe.
  */
 #ifndef BFS_PERM_H
@@ -13,8 +16,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct bfs_block_order; /* blockshuf.h */
+
 struct bfs_perm {
 	uint64_t n;
+	/* shuffle=block: the epoch's block order (a reference, dropped by
+	 * bfs_perm_release), which apply then follows; NULL otherwise */
+	struct bfs_block_order *bo;
 	uint64_t key[6];
 	unsigned half; /* bits per Feistel half */
 	uint64_t mask;
@@ -24,6 +32,8 @@ struct bfs_perm {
 /* Set up the permutation of [0, n) for (seed, epoch). shuffle=0 gives the
  * identity. */
 void bfs_perm_init(struct bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch, int shuffle);
+/* Drop the block order a permutation holds (none: nothing to do). */
+void bfs_perm_release(struct bfs_perm *p);
 
 /* The record at position pos (< n). */
 uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos);

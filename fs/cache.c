@@ -15,11 +15,12 @@ enum { ST_LOADING = 1, ST_READY = 2, ST_FAILED = 3 };
 #define SPARE_MIN_BYTES ((uint64_t)1 << 20) /* smaller ones come from malloc's heap */
 
 struct req {
-	uint64_t epoch, batch;
+	uint64_t rank, epoch, batch;
 };
 
 struct bfs_cache {
-	const struct bfs_batcher *b;
+	const struct bfs_batcher *const *b; /* [nranks] */
+	size_t nranks;
 	uint64_t budget;
 	unsigned nthreads, prefetch;
 	bfs_cache_error_fn on_error;
@@ -101,23 +102,24 @@ static void drop_spares(struct bfs_cache *c, uint64_t need)
 	}
 }
 
-static size_t bucket(uint64_t e, uint64_t b)
+static size_t bucket(uint64_t r, uint64_t e, uint64_t b)
 {
-	uint64_t h = (e * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full);
+	uint64_t h = (e * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^
+		     (r * 0x165667B19E3779F9ull);
 	return (size_t)((h ^ (h >> 29)) % NBUCKETS);
 }
 
-static struct bfs_cache_entry *find(struct bfs_cache *c, uint64_t e, uint64_t b)
+static struct bfs_cache_entry *find(struct bfs_cache *c, uint64_t r, uint64_t e, uint64_t b)
 {
-	for (struct bfs_cache_entry *x = c->table[bucket(e, b)]; x; x = x->hnext)
-		if (x->epoch == e && x->batch == b)
+	for (struct bfs_cache_entry *x = c->table[bucket(r, e, b)]; x; x = x->hnext)
+		if (x->epoch == e && x->batch == b && x->rank == r)
 			return x;
 	return NULL;
 }
 
 static void unhash(struct bfs_cache *c, struct bfs_cache_entry *x)
 {
-	struct bfs_cache_entry **pp = &c->table[bucket(x->epoch, x->batch)];
+	struct bfs_cache_entry **pp = &c->table[bucket(x->rank, x->epoch, x->batch)];
 
 	while (*pp && *pp != x)
 		pp = &(*pp)->hnext;
@@ -349,7 +351,7 @@ static void start_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 	c->st.buffers_reused += buf != NULL;
 	x->geom = NULL;
 	pthread_mutex_unlock(&c->lock);
-	rc = bfs_build_new_in(&jb, c->b, x->epoch, x->batch, g, np, buf);
+	rc = bfs_build_new_in(&jb, c->b[x->rank], x->epoch, x->batch, g, np, buf);
 	uint64_t dt = now_ns() - t0;
 	pthread_mutex_lock(&c->lock);
 	c->st.decode_ns += dt;
@@ -402,8 +404,8 @@ static void wait_loaded(struct bfs_cache *c, struct bfs_cache_entry *x)
 /* Create a LOADING entry for (e, b) holding one reference, or return NULL
  * when it exists already or (prefetch only) does not fit. Lock held; drops
  * and retakes it to compute the geometry. */
-static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t e, uint64_t b, bool demand,
-				       int *err)
+static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t r, uint64_t e, uint64_t b,
+				       bool demand, int *err)
 {
 	struct bfs_geom *g = NULL;
 	struct bfs_cache_entry *x;
@@ -411,14 +413,18 @@ static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t e, uint64_t
 	int rc;
 
 	pthread_mutex_unlock(&c->lock);
-	rc = bfs_batcher_geom(&g, c->b, e, b);
+	if (r >= c->nranks) {
+		*err = -ENOENT;
+		return NULL;
+	}
+	rc = bfs_batcher_geom(&g, c->b[r], e, b);
 	pthread_mutex_lock(&c->lock);
 	if (rc) {
 		*err = rc;
 		return NULL;
 	}
 	need = g->st_size;
-	if (find(c, e, b) || (!make_room(c, need) && !demand)) {
+	if (find(c, r, e, b) || (!make_room(c, need) && !demand)) {
 		bfs_geom_free(g);
 		return NULL;
 	}
@@ -429,13 +435,14 @@ static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t e, uint64_t
 		return NULL;
 	}
 	x->geom = g; /* handed to bfs_batcher_build by load() */
+	x->rank = r;
 	x->epoch = e;
 	x->batch = b;
 	x->refs = 1;
 	x->state = ST_LOADING;
 	x->bytes = need;
-	x->hnext = c->table[bucket(e, b)];
-	c->table[bucket(e, b)] = x;
+	x->hnext = c->table[bucket(r, e, b)];
+	c->table[bucket(r, e, b)] = x;
 	c->st.bytes += need;
 	c->st.entries++;
 	c->st.decoding++;
@@ -444,7 +451,7 @@ static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t e, uint64_t
 	return x;
 }
 
-static void enqueue(struct bfs_cache *c, uint64_t e, uint64_t b)
+static void enqueue(struct bfs_cache *c, uint64_t r, uint64_t e, uint64_t b)
 {
 	if (!c->qcap)
 		return;
@@ -452,17 +459,17 @@ static void enqueue(struct bfs_cache *c, uint64_t e, uint64_t b)
 		c->qhead = (c->qhead + 1) % c->qcap;
 		c->qlen--;
 	}
-	c->queue[(c->qhead + c->qlen) % c->qcap] = (struct req){ e, b };
+	c->queue[(c->qhead + c->qlen) % c->qcap] = (struct req){ r, e, b };
 	c->qlen++;
 	c->st.prefetch_issued++;
 }
 
 /* Queue the `prefetch` batches (or chunks of the epoch view) after (e, b),
  * into the next epoch. Lock held. */
-static void queue_ahead(struct bfs_cache *c, uint64_t e, uint64_t b)
+static void queue_ahead(struct bfs_cache *c, uint64_t r, uint64_t e, uint64_t b)
 {
 	uint64_t flag = b & BFS_CHUNK;
-	uint64_t nb = flag ? bfs_batcher_nchunks(c->b) : bfs_batcher_nbatches(c->b);
+	uint64_t nb = flag ? bfs_batcher_nchunks(c->b[r]) : bfs_batcher_nbatches(c->b[r]);
 
 	b &= ~BFS_CHUNK;
 	if (!c->nthreads || !nb)
@@ -473,8 +480,8 @@ static void queue_ahead(struct bfs_cache *c, uint64_t e, uint64_t b)
 			nbt -= nb;
 			ne++;
 		}
-		if (!find(c, ne, nbt | flag))
-			enqueue(c, ne, nbt | flag);
+		if (!find(c, r, ne, nbt | flag))
+			enqueue(c, r, ne, nbt | flag);
 	}
 	pthread_cond_broadcast(&c->work);
 }
@@ -500,9 +507,9 @@ static void *worker(void *arg)
 		r = c->queue[c->qhead];
 		c->qhead = (c->qhead + 1) % c->qcap;
 		c->qlen--;
-		if (find(c, r.epoch, r.batch))
+		if (find(c, r.rank, r.epoch, r.batch))
 			continue;
-		x = reserve(c, r.epoch, r.batch, false, &err);
+		x = reserve(c, r.rank, r.epoch, r.batch, false, &err);
 		if (!x)
 			continue;
 		start_job(c, x);
@@ -512,14 +519,15 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t epoch, uint64_t batch)
+int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t rank, uint64_t epoch,
+		  uint64_t batch)
 {
 	struct bfs_cache_entry *x;
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
-		x = find(c, epoch, batch);
+		x = find(c, rank, epoch, batch);
 		if (x) {
 			x->refs++;
 			if (x->state == ST_READY) {
@@ -534,14 +542,14 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ep
 			unref(x);
 			goto out;
 		}
-		x = reserve(c, epoch, batch, true, &rc);
+		x = reserve(c, rank, epoch, batch, true, &rc);
 		if (rc)
 			goto out;
 		if (!x)
 			continue; /* someone created it meanwhile */
 		c->st.misses++;
 		x->touched = true;
-		queue_ahead(c, epoch, batch);
+		queue_ahead(c, rank, epoch, batch);
 		start_job(c, x);
 		wait_loaded(c, x);
 		if (x->state == ST_READY)
@@ -553,7 +561,7 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ep
 	lru_unlink(c, x);
 	if (!x->touched) {
 		x->touched = true;
-		queue_ahead(c, epoch, batch);
+		queue_ahead(c, rank, epoch, batch);
 	}
 	lru_push_front(c, x);
 	*out = x;
@@ -583,14 +591,16 @@ void bfs_cache_stats(const struct bfs_cache *c, struct bfs_cache_stats *out)
 	pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
 }
 
-int bfs_cache_new(struct bfs_cache **out, const struct bfs_batcher *b, uint64_t budget,
-		  unsigned threads, unsigned prefetch, bfs_cache_error_fn on_error, void *ctx)
+int bfs_cache_new(struct bfs_cache **out, const struct bfs_batcher *const *b, size_t nranks,
+		  uint64_t budget, unsigned threads, unsigned prefetch, bfs_cache_error_fn on_error,
+		  void *ctx)
 {
 	struct bfs_cache *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
 	c->b = b;
+	c->nranks = nranks;
 	c->budget = budget;
 	c->nthreads = threads;
 	c->prefetch = prefetch;

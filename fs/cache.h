@@ -2,7 +2,8 @@
  * cache.h — decoded batches, refcounted, under a byte budget, filled on
  * demand and ahead of the reader by a pool of prefetch workers.
  *
- * One entry per (epoch, batch): its buffer is the whole .safetensors file,
+ * One entry per (rank, epoch, batch) — the rank of a mount with rank folders
+ * (world=W without rank), else 0: its buffer is the whole .safetensors file,
  * and every .npy file of the batch reads from the same buffer. A batch
  * number with BFS_CHUNK set (batch.h) names a chunk of the epoch view
  * (all/), held and prefetched the same way. However many
@@ -29,7 +30,7 @@
 struct bfs_cache;
 
 struct bfs_cache_entry {
-	uint64_t epoch, batch;
+	uint64_t rank, epoch, batch;
 	uint8_t *buf; /* geom->st_size bytes; immutable once ready */
 	struct bfs_geom *geom; /* immutable once ready */
 	bool pinned; /* buf came from the pinning hook; immutable once ready */
@@ -61,18 +62,21 @@ struct bfs_cache_stats {
 
 typedef void (*bfs_cache_error_fn)(void *ctx, const char *msg, bool skipped);
 
-/* prefetch: batches decoded ahead of a reader; threads: prefetch workers
- * (started by bfs_cache_start, so that they are created after a fork). */
-int bfs_cache_new(struct bfs_cache **out, const struct bfs_batcher *b, uint64_t budget,
-		  unsigned threads, unsigned prefetch, bfs_cache_error_fn on_error, void *ctx);
+/* b[nranks]: the batcher of each rank (one, rank 0, without rank folders;
+ * borrowed). prefetch: batches decoded ahead of a reader; threads: prefetch
+ * workers (started by bfs_cache_start, so that they are created after a
+ * fork). */
+int bfs_cache_new(struct bfs_cache **out, const struct bfs_batcher *const *b, size_t nranks,
+		  uint64_t budget, unsigned threads, unsigned prefetch, bfs_cache_error_fn on_error,
+		  void *ctx);
 int bfs_cache_start(struct bfs_cache *c);
 void bfs_cache_free(struct bfs_cache *c); /* stops workers; accepts NULL */
 
-/* Get (epoch, batch), decoding it if needed; blocks until ready. A reference
+/* Get (rank, epoch, batch), decoding it if needed; blocks until ready. A reference
  * for the caller: release with bfs_cache_put. A demand access also queues
  * the batches that follow it for prefetch. Errors: -EIO (decode failed; the
  * message was already passed to on_error), -ENOENT, -ENOMEM. */
-int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t epoch,
+int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t rank, uint64_t epoch,
 		  uint64_t batch);
 void bfs_cache_put(struct bfs_cache *c, struct bfs_cache_entry *e);
 

@@ -42,7 +42,9 @@ struct vref {
 
 struct bfs_fs {
 	const struct bfs_dataset *ds;
-	const struct bfs_batcher *b;
+	const struct bfs_batcher *b; /* rank 0's (the plan, the facts) */
+	const struct bfs_batcher *const *rb; /* [nranks]: each rank's */
+	size_t nranks; /* 1 without rank folders */
 	struct bfs_cache *cache;
 	struct bfs_vfs *vfs;
 	struct bfs_fs_config cfg;
@@ -63,7 +65,7 @@ struct bfs_fs {
 
 	pthread_mutex_t vlock; /* guards views and view_tick */
 	struct {
-		uint64_t epoch, used;
+		uint64_t rank, epoch, used;
 		struct vref *r;
 	} views[NVIEWS];
 	uint64_t view_tick;
@@ -100,7 +102,7 @@ struct cfh {
 /* An OPEN of batch-B.cuda waiting for a free buffer. */
 struct cwait {
 	fuse_req_t req;
-	uint64_t epoch, batch;
+	uint64_t rank, epoch, batch;
 	struct fuse_file_info fi;
 	struct cwait *next;
 };
@@ -280,7 +282,7 @@ static void vref_put(struct bfs_fs *fs, struct vref *r)
 /* The view of `epoch` (a reference: vref_put it). Computing one costs a
  * pass over the epoch's permutation when a tensor is ragged; without
  * ragged tensors every epoch has the same view, kept once. */
-static int vref_get(struct bfs_fs *fs, uint64_t epoch, struct vref **out)
+static int vref_get(struct bfs_fs *fs, uint64_t rank, uint64_t epoch, struct vref **out)
 {
 	uint64_t key = bfs_batcher_plan(fs->b)->nslots ? epoch : 0;
 	struct vref *r = NULL, *drop = NULL;
@@ -289,7 +291,7 @@ static int vref_get(struct bfs_fs *fs, uint64_t epoch, struct vref **out)
 
 	pthread_mutex_lock(&fs->vlock);
 	for (size_t i = 0; i < NVIEWS; i++)
-		if (fs->views[i].r && fs->views[i].epoch == key) {
+		if (fs->views[i].r && fs->views[i].epoch == key && fs->views[i].rank == rank) {
 			r = fs->views[i].r;
 			r->refs++;
 			fs->views[i].used = ++fs->view_tick;
@@ -303,7 +305,7 @@ static int vref_get(struct bfs_fs *fs, uint64_t epoch, struct vref **out)
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	rc = bfs_epoch_view_new(&r->v, fs->b, key);
+	rc = bfs_epoch_view_new(&r->v, fs->rb[rank], key);
 	if (rc) {
 		free(r);
 		return rc;
@@ -311,7 +313,8 @@ static int vref_get(struct bfs_fs *fs, uint64_t epoch, struct vref **out)
 	r->refs = 2; /* the caller's and the table's */
 	pthread_mutex_lock(&fs->vlock);
 	for (size_t i = 0; i < NVIEWS; i++) {
-		if (fs->views[i].r && fs->views[i].epoch == key) { /* made meanwhile */
+		if (fs->views[i].r && fs->views[i].epoch == key &&
+		    fs->views[i].rank == rank) { /* made meanwhile */
 			r->refs = 0;
 			drop = r;
 			r = fs->views[i].r;
@@ -326,6 +329,7 @@ static int vref_get(struct bfs_fs *fs, uint64_t epoch, struct vref **out)
 	if (fs->views[lru].r && --fs->views[lru].r->refs == 0)
 		drop = fs->views[lru].r;
 	fs->views[lru].r = r;
+	fs->views[lru].rank = rank;
 	fs->views[lru].epoch = key;
 	fs->views[lru].used = ++fs->view_tick;
 done:
@@ -416,15 +420,19 @@ static struct fh *dyn_current(struct bfs_fs *fs, enum bfs_vtype type)
 
 /* Geometry of (epoch, batch): borrowed from the fixed ones, or computed
  * (*owned set: free it). */
-static int get_geom(struct bfs_fs *fs, uint64_t e, uint64_t b, struct bfs_geom **g, bool *owned)
+static int get_geom(struct bfs_fs *fs, uint64_t r, uint64_t e, uint64_t b, struct bfs_geom **g,
+		    bool *owned)
 {
+	bool last = b + 1 == bfs_batcher_nbatches(fs->b);
+
 	*owned = false;
-	if (fs->geom_full) {
-		*g = (b + 1 == bfs_batcher_nbatches(fs->b)) ? fs->geom_last : fs->geom_full;
+	/* (ranks differ only in their last batch, which may be short) */
+	if (fs->geom_full && (!last || fs->nranks == 1)) {
+		*g = last ? fs->geom_last : fs->geom_full;
 		return 0;
 	}
 	*owned = true;
-	return bfs_batcher_geom(g, fs->b, e, b);
+	return bfs_batcher_geom(g, fs->rb[r], e, b);
 }
 
 /* *mtime_ns (may be NULL) gets a dynamic file's snapshot number. */
@@ -458,7 +466,7 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 	case BFS_V_NPY:
 		if (n->all) {
 			struct vref *r;
-			rc = vref_get(fs, n->epoch, &r);
+			rc = vref_get(fs, n->rank, n->epoch, &r);
 			if (rc)
 				return rc;
 			g = r->v->geom;
@@ -467,7 +475,7 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 			vref_put(fs, r);
 			return 0;
 		}
-		rc = get_geom(fs, n->epoch, n->batch, &g, &owned);
+		rc = get_geom(fs, n->rank, n->epoch, n->batch, &g, &owned);
 		if (rc)
 			return rc;
 		*size = n->type == BFS_V_SAFETENSORS ? g->st_size : bfs_npy_size(&g->g[n->tensor]);
@@ -477,7 +485,7 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 	case BFS_V_CUDA: {
 		size_t len = 0;
 		char *d;
-		rc = get_geom(fs, n->epoch, n->batch, &g, &owned);
+		rc = get_geom(fs, n->rank, n->epoch, n->batch, &g, &owned);
 		if (rc)
 			return rc;
 		d = bfs_cudapath_describe(bfs_batcher_plan(fs->b), g, fs->cfg.cuda_device, NULL,
@@ -721,7 +729,7 @@ static void cuda_put_slot(struct bfs_fs *fs, unsigned slot);
 /* Copy (epoch e, batch b) into pool buffer `slot` (ours) and answer the
  * OPEN: the copy runs on the buffer's stream while the reply goes out. On
  * failure the buffer goes back to the pool. */
-static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t e, uint64_t b,
+static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e, uint64_t b,
 		       struct fuse_file_info *fi, unsigned slot)
 {
 	struct cfh *h = calloc(1, sizeof(*h));
@@ -729,7 +737,7 @@ static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t e, uint64_t b
 	int rc = h ? 0 : -ENOMEM;
 
 	if (!rc)
-		rc = bfs_cache_get(&h->e, fs->cache, e, b);
+		rc = bfs_cache_get(&h->e, fs->cache, r, e, b);
 	if (!rc && !h->e->pinned) {
 		cuda_fail(fs, "open", e, b,
 			  "the batch is not in pinned memory (cudaHostAlloc failed)");
@@ -793,7 +801,7 @@ static void cuda_put_slot(struct bfs_fs *fs, unsigned slot)
 	}
 	pthread_mutex_unlock(&fs->clock);
 	if (w) {
-		cuda_start(fs, w->req, w->epoch, w->batch, &w->fi, slot);
+		cuda_start(fs, w->req, w->rank, w->epoch, w->batch, &w->fi, slot);
 		free(w);
 	}
 }
@@ -845,6 +853,7 @@ static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode 
 		return;
 	}
 	w->req = req;
+	w->rank = n->rank;
 	w->epoch = n->epoch;
 	w->batch = n->batch;
 	w->fi = *fi;
@@ -877,7 +886,7 @@ static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode 
 	}
 	pthread_mutex_unlock(&fs->clock);
 	free(w);
-	cuda_start(fs, req, n->epoch, n->batch, fi, (unsigned)slot);
+	cuda_start(fs, req, n->rank, n->epoch, n->batch, fi, (unsigned)slot);
 }
 
 /* Drop a reference to an open descriptor; the last one (after the RELEASE
@@ -1051,7 +1060,7 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	double rows;
 	int rc;
 
-	rc = bfs_cache_get(&e, fs->cache, n->epoch, n->batch);
+	rc = bfs_cache_get(&e, fs->cache, n->rank, n->epoch, n->batch);
 	if (rc) {
 		fail_read(fs, req, rc);
 		return;
@@ -1106,8 +1115,8 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
  * hold them (decoded on demand, prefetched ahead). */
-static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, uint64_t epoch,
-			     size_t t, uint64_t a, uint64_t b, uint8_t *dst)
+static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, uint64_t rank,
+			     uint64_t epoch, size_t t, uint64_t a, uint64_t b, uint8_t *dst)
 {
 	if (v->nchunks == 0) { /* no rows: only offsets, all 0 */
 		memset(dst, 0, b - a);
@@ -1116,7 +1125,7 @@ static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, 
 	while (a < b) {
 		uint64_t c = bfs_epoch_view_chunk(v, t, a), k;
 		struct bfs_cache_entry *e = NULL;
-		int rc = bfs_cache_get(&e, fs->cache, epoch, c | BFS_CHUNK);
+		int rc = bfs_cache_get(&e, fs->cache, rank, epoch, c | BFS_CHUNK);
 
 		if (rc)
 			return rc;
@@ -1144,7 +1153,7 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 	struct vref *r = NULL;
 	uint8_t *buf = NULL;
 	char hdr[1024];
-	int rc = vref_get(fs, n->epoch, &r);
+	int rc = vref_get(fs, n->rank, n->epoch, &r);
 
 	if (rc)
 		goto fail;
@@ -1181,16 +1190,16 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 	}
 	if (n->type == BFS_V_NPY && end > hlen) {
 		uint64_t a = pos > hlen ? pos : hlen;
-		rc = view_tensor_bytes(fs, r->v, n->epoch, (size_t)n->tensor, a - hlen, end - hlen,
-				       buf + (a - pos));
+		rc = view_tensor_bytes(fs, r->v, n->rank, n->epoch, (size_t)n->tensor, a - hlen,
+				       end - hlen, buf + (a - pos));
 	} else if (n->type == BFS_V_SAFETENSORS) {
 		/* the tensors lie end to end after the header, in plan order */
 		for (size_t t = 0; t < g->ntensors && !rc; t++) {
 			uint64_t ts = g->g[t].offset, te = ts + g->g[t].nbytes;
 			uint64_t a = pos > ts ? pos : ts, b = end < te ? end : te;
 			if (a < b)
-				rc = view_tensor_bytes(fs, r->v, n->epoch, t, a - ts, b - ts,
-						       buf + (a - pos));
+				rc = view_tensor_bytes(fs, r->v, n->rank, n->epoch, t, a - ts,
+						       b - ts, buf + (a - pos));
 		}
 	}
 	if (rc)
@@ -1416,6 +1425,8 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 		fs->cfg.keep_open = true;
 	fs->ds = cfg->ds;
 	fs->b = cfg->batcher;
+	fs->rb = cfg->nranks ? cfg->ranks : &fs->b;
+	fs->nranks = cfg->nranks ? cfg->nranks : 1;
 	fs->mount_time = time(NULL);
 	fs->uid = getuid();
 	fs->gid = getgid();
@@ -1445,7 +1456,7 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 		}
 		fs->cfg.keep_open = true;
 	}
-	rc = bfs_vfs_new(&fs->vfs, plan, nb, cfg->epochs, cfg->cuda_device >= 0);
+	rc = bfs_vfs_new(&fs->vfs, plan, nb, cfg->epochs, cfg->cuda_device >= 0, cfg->nranks);
 	if (rc)
 		goto fail;
 	if (plan->nslots == 0 && nb > 0) {
@@ -1455,8 +1466,8 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 		if (rc)
 			goto fail;
 	}
-	rc = bfs_cache_new(&fs->cache, fs->b, cfg->cache_size, cfg->threads, cfg->prefetch,
-			   bfs_fs_report, fs);
+	rc = bfs_cache_new(&fs->cache, fs->rb, fs->nranks, cfg->cache_size, cfg->threads,
+			   cfg->prefetch, bfs_fs_report, fs);
 	if (rc)
 		goto fail;
 	if (fs->cuda)

@@ -14,6 +14,10 @@
 struct bfs_fs_config {
 	const struct bfs_dataset *ds; /* borrowed */
 	const struct bfs_batcher *batcher; /* borrowed */
+	/* world=W without rank: the batcher of each rank (ranks[0] may be
+	 * `batcher`), shown as rank-0000/ ... ; nranks 0: no rank folders */
+	const struct bfs_batcher *const *ranks;
+	size_t nranks;
 	uint64_t epochs; /* epoch directories listed */
 	uint64_t cache_size;
 	unsigned threads, prefetch;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BASE 16
+#define RANK0 16 /* the first rank folder's inode */
 
 struct tnode {
 	char *name; /* one path component; files end in ".npy" */
@@ -21,6 +21,8 @@ struct tnode {
 
 struct bfs_vfs {
 	uint64_t nbatches, epochs;
+	uint64_t nranks, stride; /* rank folders (0: none); stride max(1, nranks) */
+	uint64_t base; /* the first epoch's inode */
 	uint64_t T, span;
 	bool cuda; /* batch folders hold batch-B.cuda, after the template nodes */
 	size_t nnodes;
@@ -147,7 +149,7 @@ static int add_node(struct bfs_vfs *v, size_t *cap, int parent, const char *name
 }
 
 int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbatches,
-		uint64_t epochs, bool cuda)
+		uint64_t epochs, bool cuda, uint64_t nranks)
 {
 	struct bfs_vfs *v = calloc(1, sizeof(*v));
 	size_t cap = 0;
@@ -207,6 +209,9 @@ int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbat
 	}
 	v->nbatches = nbatches;
 	v->epochs = epochs;
+	v->nranks = nranks;
+	v->stride = nranks ? nranks : 1;
+	v->base = RANK0 + nranks;
 	v->cuda = cuda;
 	v->T = 2 + v->nnodes + (cuda ? 1 : 0);
 	v->span = 1 + (nbatches + 1) * v->T; /* batches, then the epoch view */
@@ -214,19 +219,30 @@ int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbat
 	return 0;
 }
 
-static uint64_t epoch_ino(const struct bfs_vfs *v, uint64_t e)
+/* The slot of rank r's epoch e (0 on overflow, never a valid slot + 1). */
+static bool slot_of(const struct bfs_vfs *v, uint64_t r, uint64_t e, uint64_t *slot)
 {
-	return BASE + e * v->span;
+	return !__builtin_mul_overflow(e, v->stride, slot) &&
+	       !__builtin_add_overflow(*slot, r, slot);
 }
 
-/* ino of (e, b, k) where k: 0 batch dir, 1 safetensors, 2+n template node n;
- * 0 on overflow. */
-static uint64_t batch_ino(const struct bfs_vfs *v, uint64_t e, uint64_t b, uint64_t k)
+static uint64_t epoch_ino(const struct bfs_vfs *v, uint64_t r, uint64_t e)
 {
-	uint64_t x;
+	uint64_t s;
 
-	if (__builtin_mul_overflow(e, v->span, &x) || __builtin_add_overflow(x, BASE + 1, &x) ||
-	    __builtin_add_overflow(x, b * v->T + k, &x))
+	if (!slot_of(v, r, e, &s) || __builtin_mul_overflow(s, v->span, &s) ||
+	    __builtin_add_overflow(s, v->base, &s))
+		return 0;
+	return s;
+}
+
+/* ino of (r, e, b, k) where k: 0 batch dir, 1 safetensors, 2+n template
+ * node n; 0 on overflow. */
+static uint64_t batch_ino(const struct bfs_vfs *v, uint64_t r, uint64_t e, uint64_t b, uint64_t k)
+{
+	uint64_t x = epoch_ino(v, r, e);
+
+	if (!x || __builtin_add_overflow(x, 1 + b * v->T + k, &x))
 		return 0;
 	return x;
 }
@@ -234,8 +250,9 @@ static uint64_t batch_ino(const struct bfs_vfs *v, uint64_t e, uint64_t b, uint6
 static bool epoch_ok(const struct bfs_vfs *v, uint64_t e)
 {
 	uint64_t x;
-	/* the epoch's last inode must not overflow */
-	return !__builtin_mul_overflow(e + 1, v->span, &x) && !__builtin_add_overflow(x, BASE, &x);
+	/* the last rank's epoch's last inode must not overflow */
+	return slot_of(v, v->stride - 1, e, &x) && !__builtin_add_overflow(x, 1, &x) &&
+	       !__builtin_mul_overflow(x, v->span, &x) && !__builtin_add_overflow(x, v->base, &x);
 }
 
 int bfs_vfs_get(const struct bfs_vfs *v, uint64_t ino, struct bfs_vnode *out)
@@ -247,10 +264,16 @@ int bfs_vfs_get(const struct bfs_vfs *v, uint64_t ino, struct bfs_vnode *out)
 		out->type = (enum bfs_vtype)ino;
 		return 0;
 	}
-	if (ino < BASE)
+	if (ino >= RANK0 && ino < v->base) {
+		out->type = BFS_V_RANK;
+		out->rank = ino - RANK0;
+		return 0;
+	}
+	if (ino < v->base)
 		return -ENOENT;
-	uint64_t x = ino - BASE;
-	out->epoch = x / v->span;
+	uint64_t x = ino - v->base;
+	out->epoch = x / v->span / v->stride;
+	out->rank = x / v->span % v->stride;
 	uint64_t local = x % v->span;
 	if (local == 0) {
 		out->type = BFS_V_EPOCH;
@@ -301,16 +324,33 @@ static bool parse_num(const char *name, const char *prefix, int width, const cha
 	return true;
 }
 
-static void set_node(const struct bfs_vfs *v, struct bfs_vnode *out, uint64_t e, uint64_t b, int n)
+static void set_node(const struct bfs_vfs *v, struct bfs_vnode *out, uint64_t r, uint64_t e,
+		     uint64_t b, int n)
 {
 	memset(out, 0, sizeof(*out));
+	out->rank = r;
 	out->epoch = e;
 	out->batch = b;
 	out->node = n;
 	out->tensor = v->nodes[n].tensor;
 	out->type = out->tensor >= 0 ? BFS_V_NPY : BFS_V_DIR;
 	out->all = b == v->nbatches;
-	out->ino = batch_ino(v, e, b, 2 + (uint64_t)n);
+	out->ino = batch_ino(v, r, e, b, 2 + (uint64_t)n);
+}
+
+/* epoch-E in the top folder or in a rank folder */
+static int lookup_epoch(const struct bfs_vfs *v, const struct bfs_vnode *dir, const char *name,
+			struct bfs_vnode *out)
+{
+	uint64_t num;
+
+	if (!parse_num(name, "epoch-", 4, "", &num) || !epoch_ok(v, num))
+		return -ENOENT;
+	out->type = BFS_V_EPOCH;
+	out->rank = dir->rank;
+	out->epoch = num;
+	out->ino = epoch_ino(v, dir->rank, num);
+	return out->ino ? 0 : -ENOENT;
 }
 
 int bfs_vfs_lookup(const struct bfs_vfs *v, const struct bfs_vnode *dir, const char *name,
@@ -332,32 +372,39 @@ int bfs_vfs_lookup(const struct bfs_vfs *v, const struct bfs_vnode *dir, const c
 				return 0;
 			}
 		}
-		if (parse_num(name, "epoch-", 4, "", &num) && epoch_ok(v, num)) {
-			out->type = BFS_V_EPOCH;
-			out->epoch = num;
-			out->ino = epoch_ino(v, num);
-			return 0;
+		if (v->nranks) {
+			if (parse_num(name, "rank-", 4, "", &num) && num < v->nranks) {
+				out->type = BFS_V_RANK;
+				out->rank = num;
+				out->ino = RANK0 + num;
+				return 0;
+			}
+			return -ENOENT;
 		}
-		return -ENOENT;
+		return lookup_epoch(v, dir, name, out); /* the top holds the epochs */
+	case BFS_V_RANK:
+		return lookup_epoch(v, dir, name, out);
 	case BFS_V_EPOCH:
+		out->rank = dir->rank;
 		out->epoch = dir->epoch;
 		if (strcmp(name, "all") == 0 || strcmp(name, "all.safetensors") == 0) {
 			out->type = name[3] ? BFS_V_SAFETENSORS : BFS_V_BATCH;
 			out->batch = v->nbatches;
 			out->all = true;
-			out->ino = batch_ino(v, dir->epoch, v->nbatches, name[3] ? 1 : 0);
+			out->ino =
+				batch_ino(v, dir->rank, dir->epoch, v->nbatches, name[3] ? 1 : 0);
 			return out->ino ? 0 : -ENOENT;
 		}
 		if (parse_num(name, "batch-", 6, "", &num) && num < v->nbatches) {
 			out->type = BFS_V_BATCH;
 			out->batch = num;
-			out->ino = batch_ino(v, dir->epoch, num, 0);
+			out->ino = batch_ino(v, dir->rank, dir->epoch, num, 0);
 			return out->ino ? 0 : -ENOENT;
 		}
 		if (parse_num(name, "batch-", 6, ".safetensors", &num) && num < v->nbatches) {
 			out->type = BFS_V_SAFETENSORS;
 			out->batch = num;
-			out->ino = batch_ino(v, dir->epoch, num, 1);
+			out->ino = batch_ino(v, dir->rank, dir->epoch, num, 1);
 			return out->ino ? 0 : -ENOENT;
 		}
 		return -ENOENT;
@@ -366,15 +413,16 @@ int bfs_vfs_lookup(const struct bfs_vfs *v, const struct bfs_vnode *dir, const c
 		if (v->cuda && dir->type == BFS_V_BATCH && !dir->all &&
 		    parse_num(name, "batch-", 6, ".cuda", &num) && num == dir->batch) {
 			out->type = BFS_V_CUDA;
+			out->rank = dir->rank;
 			out->epoch = dir->epoch;
 			out->batch = num;
-			out->ino = batch_ino(v, dir->epoch, num, 2 + v->nnodes);
+			out->ino = batch_ino(v, dir->rank, dir->epoch, num, 2 + v->nnodes);
 			return out->ino ? 0 : -ENOENT;
 		}
 		n = find_node(v, dir->type == BFS_V_BATCH ? -1 : dir->node, name);
 		if (n < 0)
 			return -ENOENT;
-		set_node(v, out, dir->epoch, dir->batch, n);
+		set_node(v, out, dir->rank, dir->epoch, dir->batch, n);
 		return out->ino ? 0 : -ENOENT;
 	default:
 		return -ENOTDIR;
@@ -393,6 +441,17 @@ int bfs_vfs_child(const struct bfs_vfs *v, const struct bfs_vnode *dir, uint64_t
 			return bfs_vfs_lookup(v, dir, name, out);
 		}
 		idx -= BFS_ARRAY_SIZE(top_names);
+		if (v->nranks) {
+			if (idx >= v->nranks)
+				return -ENOENT;
+			snprintf(name, cap, "rank-%04" PRIu64, idx);
+			return bfs_vfs_lookup(v, dir, name, out);
+		}
+		if (idx >= v->epochs)
+			return -ENOENT;
+		snprintf(name, cap, "epoch-%04" PRIu64, idx);
+		return bfs_vfs_lookup(v, dir, name, out);
+	case BFS_V_RANK:
 		if (idx >= v->epochs)
 			return -ENOENT;
 		snprintf(name, cap, "epoch-%04" PRIu64, idx);
@@ -423,7 +482,7 @@ int bfs_vfs_child(const struct bfs_vfs *v, const struct bfs_vnode *dir, uint64_t
 		}
 		i = v->kids[first + idx];
 		snprintf(name, cap, "%s", v->nodes[i].name);
-		set_node(v, out, dir->epoch, dir->batch, i);
+		set_node(v, out, dir->rank, dir->epoch, dir->batch, i);
 		return 0;
 	}
 	}
@@ -437,17 +496,19 @@ uint64_t bfs_vfs_parent(const struct bfs_vfs *v, const struct bfs_vnode *n)
 	case BFS_V_SCHEMA:
 	case BFS_V_STATS:
 	case BFS_V_ERRORS:
-	case BFS_V_EPOCH:
+	case BFS_V_RANK:
 		return 1;
+	case BFS_V_EPOCH:
+		return v->nranks ? RANK0 + n->rank : 1;
 	case BFS_V_BATCH:
 	case BFS_V_SAFETENSORS:
-		return epoch_ino(v, n->epoch);
+		return epoch_ino(v, n->rank, n->epoch);
 	case BFS_V_CUDA:
-		return batch_ino(v, n->epoch, n->batch, 0);
+		return batch_ino(v, n->rank, n->epoch, n->batch, 0);
 	default: {
 		int p = v->nodes[n->node].parent;
-		return p < 0 ? batch_ino(v, n->epoch, n->batch, 0)
-			     : batch_ino(v, n->epoch, n->batch, 2 + (uint64_t)p);
+		return p < 0 ? batch_ino(v, n->rank, n->epoch, n->batch, 0)
+			     : batch_ino(v, n->rank, n->epoch, n->batch, 2 + (uint64_t)p);
 	}
 	}
 }

@@ -7,6 +7,7 @@
  * once from the plan's tensor names ('/' in a name makes folders).
  *
  *   1 /            2 README.txt   3 schema.json   4 stats.json   5 errors.txt
+ *   16 + r                         rank-R/ (with rank folders)
  *   BASE + e*SPAN                  epoch-E/
  *   BASE + e*SPAN + 1 + b*T + 0    epoch-E/batch-B/
  *   BASE + e*SPAN + 1 + b*T + 1    epoch-E/batch-B.safetensors
@@ -14,6 +15,8 @@
  *   BASE + e*SPAN + 1 + b*T + 2+N  batch-B/batch-B.cuda (with cuda only; N nodes)
  * with T = 2 + template nodes (+1 with cuda), SPAN = 1 + (batches+1)*T: b = batches names
  * the epoch view, epoch-E/all/ and epoch-E/all.safetensors (vnode.all).
+ * With R rank folders, BASE = 16 + R and `e` above reads e*R + r: rank r's
+ * epoch e (each rank shows the same number of batches).
  *
  * Thread-safety: immutable after creation.
  */
@@ -37,11 +40,13 @@ enum bfs_vtype {
 	BFS_V_DIR, /* a folder inside batch-B/ */
 	BFS_V_NPY, /* a tensor file */
 	BFS_V_CUDA, /* batch-B/batch-B.cuda: the CUDA descriptor (-o cuda) */
+	BFS_V_RANK, /* rank-RRRR/ (world=W without rank) */
 };
 
 struct bfs_vnode {
 	enum bfs_vtype type;
 	uint64_t ino;
+	uint64_t rank; /* 0 unless the mount has rank folders */
 	uint64_t epoch, batch;
 	int node; /* template node (BFS_V_DIR, BFS_V_NPY), else -1 */
 	int tensor; /* plan tensor index (BFS_V_NPY), else -1 */
@@ -50,14 +55,16 @@ struct bfs_vnode {
 
 struct bfs_vfs;
 
+/* nranks 0: epochs at the top; else rank-0000/ ... rank-(nranks-1)/ at the
+ * top, each holding the epochs (nranks <= 2^15). */
 int bfs_vfs_new(struct bfs_vfs **out, const struct bfs_plan *plan, uint64_t nbatches,
-		uint64_t epochs_listed, bool cuda);
+		uint64_t epochs_listed, bool cuda, uint64_t nranks);
 void bfs_vfs_free(struct bfs_vfs *v);
 
 static inline bool bfs_vnode_is_dir(const struct bfs_vnode *n)
 {
 	return n->type == BFS_V_ROOT || n->type == BFS_V_EPOCH || n->type == BFS_V_BATCH ||
-	       n->type == BFS_V_DIR;
+	       n->type == BFS_V_DIR || n->type == BFS_V_RANK;
 }
 
 /* ino → node. -ENOENT if no such inode. */

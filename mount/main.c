@@ -33,8 +33,10 @@ static void usage(FILE *f)
 		"\n"
 		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob.\n"
 		"Mount options (-o k=v,k=v; standard FUSE options pass through):\n"
-		"  batch_size=N (32)  seed=N (0)  shuffle=global|none  epochs=N (1)\n"
+		"  batch_size=N (32)  seed=N (0)  shuffle=global|block|none  epochs=N (1)\n"
+		"  block_size=SIZE (4M)  window=N (64): blocks of shuffle=block\n"
 		"  drop_remainder  schema=FILE  features=a,b  rank=R,world=W\n"
+		"  world=W without rank: folders rank-0000/ ... rank-(W-1)/, one per rank\n"
 		"  verify=crc|none  on_corrupt=fail|skip  cache_size=SIZE (1G)\n"
 		"  prefetch=N (2 x threads)  threads=N (nproc)  index_dir=DIR\n"
 		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
@@ -43,6 +45,28 @@ static void usage(FILE *f)
 		"  image=FEATURE:HxW[:C]  image_max_pixels=N (64M)  split=NAME (TFDS folder)\n"
 		"  -f  foreground    -d  debug (foreground, log requests)\n"
 		"Unmount with: fusermount3 -u MOUNTPOINT\n");
+}
+
+/* world=W without rank: where each process reads (README.txt's paths above
+ * are rank 0's). Frees `readme`; NULL on failure. */
+static char *add_ranks_note(char *readme, const struct bfs_options *o, const char *mnt)
+{
+	char *s = NULL;
+
+	if (!readme || !o->all_ranks)
+		return readme;
+	if (asprintf(&s,
+		     "%s\n"
+		     "Ranks (world=%llu without rank): rank-0000/ ... rank-%04llu/ each hold\n"
+		     "what a mount with rank=R,world=%llu shows (its epochs); the paths above\n"
+		     "are rank 0's. A process of global rank R reads %s/rank-RRRR/, e.g.\n"
+		     "under torchrun:\n"
+		     "  root = '%s/rank-%%04d' %% int(os.environ['RANK'])\n",
+		     readme, (unsigned long long)o->world, (unsigned long long)(o->world - 1),
+		     (unsigned long long)o->world, mnt, mnt) < 0)
+		s = NULL;
+	free(readme);
+	return s;
 }
 
 static char *read_file(const char *path, size_t *len)
@@ -71,7 +95,14 @@ static char *read_file(const char *path, size_t *len)
 static char *make_readme(const struct bfs_options *o, const char *opts, const char *mnt,
 			 const struct bfs_batcher *b, uint64_t records, const char *first_npy)
 {
-	char *s = NULL;
+	char *s = NULL, *rank0 = NULL;
+	const char *root = mnt; /* where the examples read: rank 0's folder with ranks */
+
+	if (o->all_ranks) {
+		if (asprintf(&rank0, "%s/rank-0000", mnt) < 0)
+			return NULL;
+		root = rank0;
+	}
 
 	if (asprintf(&s,
 		     "batchfs %s — TFRecord shards as ready batch files\n"
@@ -134,9 +165,10 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "Unmount: fusermount3 -u %s\n",
 		     BFS_VERSION, o->source, opts, (unsigned long long)records,
 		     (unsigned long long)bfs_batcher_nbatches(b), (unsigned long long)o->batch_size,
-		     mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, first_npy, mnt, first_npy,
-		     mnt, mnt) < 0)
-		return NULL;
+		     root, first_npy, root, first_npy, root, first_npy, root, first_npy, root,
+		     first_npy, root, mnt) < 0)
+		s = NULL;
+	free(rank0);
 	return s;
 }
 
@@ -349,6 +381,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	struct bfs_dataset *ds = NULL;
 	struct bfs_schema *user = NULL, *schema = NULL;
 	struct bfs_batcher *b = NULL;
+	struct bfs_batcher **ranks = NULL; /* world=W without rank: [W], [0] = b */
 	struct bfs_fs *fs = NULL;
 	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL;
 	char mnt[PATH_MAX];
@@ -477,6 +510,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.batch_size = o->batch_size,
 		.seed = o->seed,
 		.shuffle = o->shuffle,
+		.block = o->block,
+		.block_size = o->block_size,
+		.window = o->window,
 		.drop_remainder = o->drop_remainder,
 		.rank = o->rank,
 		.world = o->world,
@@ -497,6 +533,18 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
 	}
+	if (o->all_ranks) {
+		ranks = calloc(o->world, sizeof(*ranks));
+		if (!ranks)
+			goto out;
+		ranks[0] = b;
+		for (uint64_t r = 1; r < o->world; r++) {
+			if (bfs_batcher_new_rank(&ranks[r], b, r) != 0) {
+				fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
+				goto out;
+			}
+		}
+	}
 	shard_names = calloc(bfs_dataset_nshards(ds) + 1, sizeof(*shard_names));
 	if (!shard_names)
 		goto out;
@@ -507,7 +555,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.batch_size = o->batch_size,
 		.batches_per_epoch = bfs_batcher_nbatches(b),
 		.seed = o->seed,
-		.shuffle = o->shuffle ? "global" : "none",
+		.shuffle = !o->shuffle ? "none"
+			   : o->block  ? "block"
+				       : "global",
 		.rank = o->rank,
 		.world = o->world,
 		.nshards = bfs_dataset_nshards(ds),
@@ -521,6 +571,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		snprintf(first_npy, sizeof(first_npy), "%s.npy", bfs_batcher_plan(b)->t[0].name);
 	opts = bfs_options_describe(o);
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
+	readme = add_ranks_note(readme, o, mnt);
 	readme = add_wide_note(readme, bfs_batcher_plan(b)->ntensors, mnt);
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
@@ -546,6 +597,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.fuse_threads = 16,
 		.cuda_device = o->cuda_device,
 		.cuda_pool = o->cuda_pool,
+		.ranks = (const struct bfs_batcher *const *)ranks,
+		.nranks = ranks ? o->world : 0,
 	};
 	rc = bfs_fs_new(&fs, &cfg);
 	if (rc) {
@@ -556,6 +609,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	ret = bfs_fs_run(fs, fargc, fargv, mnt, o->foreground);
 out:
 	bfs_fs_free(fs);
+	for (uint64_t r = 1; ranks && r < o->world; r++)
+		bfs_batcher_free(ranks[r]);
+	free(ranks);
 	bfs_batcher_free(b);
 	bfs_schema_free(schema);
 	bfs_schema_free(user);
@@ -591,8 +647,10 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 1;
 	}
-	if (bfs_options_parse(&o, argc, argv, &fargc, &fargv) != 0)
+	if (bfs_options_parse(&o, argc, argv, &fargc, &fargv) != 0) {
+		bfs_options_destroy(&o); /* what was parsed before the bad option */
 		return 1;
+	}
 	if (o.help) {
 		usage(stdout);
 		ret = 0;

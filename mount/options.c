@@ -16,6 +16,8 @@ enum {
 	K_BATCH_SIZE,
 	K_SEED,
 	K_SHUFFLE,
+	K_BLOCK_SIZE,
+	K_WINDOW,
 	K_EPOCHS,
 	K_DROP,
 	K_SCHEMA,
@@ -47,6 +49,8 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("batch_size=", K_BATCH_SIZE),
 	FUSE_OPT_KEY("seed=", K_SEED),
 	FUSE_OPT_KEY("shuffle=", K_SHUFFLE),
+	FUSE_OPT_KEY("block_size=", K_BLOCK_SIZE),
+	FUSE_OPT_KEY("window=", K_WINDOW),
 	FUSE_OPT_KEY("epochs=", K_EPOCHS),
 	FUSE_OPT_KEY("drop_remainder", K_DROP),
 	FUSE_OPT_KEY("schema=", K_SCHEMA),
@@ -83,6 +87,9 @@ struct parse_ctx {
 	int nonopt;
 	bool failed;
 	bool in_features; /* the last option was features=: libfuse split its commas */
+	bool rank_set, world_set;
+	const char *block_opt; /* the last block_size= or window= given */
+	char block_arg[64];
 };
 
 /* Flags of mount(8) and libfuse that can follow features=a,b in one -o. */
@@ -254,12 +261,25 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 			return bad(c, arg, "need a whole number from 0 to 2^64-1");
 		return 0;
 	case K_SHUFFLE:
-		if (strcmp(v, "global") == 0)
+		o->block = strcmp(v, "block") == 0;
+		if (strcmp(v, "global") == 0 || o->block)
 			o->shuffle = true;
 		else if (strcmp(v, "none") == 0)
 			o->shuffle = false;
 		else
-			return bad(c, arg, "need 'global' or 'none'");
+			return bad(c, arg, "need 'global', 'block' or 'none'");
+		return 0;
+	case K_BLOCK_SIZE:
+		if (bfs_parse_size(&o->block_size, v) || o->block_size == 0)
+			return bad(c, arg, "need a size such as 4M or 256K");
+		snprintf(c->block_arg, sizeof(c->block_arg), "%s", arg);
+		c->block_opt = c->block_arg;
+		return 0;
+	case K_WINDOW:
+		if (bfs_parse_u64(&o->window, v) || o->window == 0)
+			return bad(c, arg, "need a whole number of blocks, at least 1");
+		snprintf(c->block_arg, sizeof(c->block_arg), "%s", arg);
+		c->block_opt = c->block_arg;
 		return 0;
 	case K_EPOCHS:
 		if (bfs_parse_u64(&n, v) || n > 1000000)
@@ -280,10 +300,12 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 	case K_RANK:
 		if (bfs_parse_u64(&o->rank, v))
 			return bad(c, arg, "need a whole number");
+		c->rank_set = true;
 		return 0;
 	case K_WORLD:
 		if (bfs_parse_u64(&o->world, v) || o->world == 0)
 			return bad(c, arg, "need a whole number of at least 1");
+		c->world_set = true;
 		return 0;
 	case K_VERIFY:
 		if (strcmp(v, "crc") == 0)
@@ -401,6 +423,8 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 	memset(o, 0, sizeof(*o));
 	o->batch_size = 32;
 	o->shuffle = true;
+	o->block_size = 4ull << 20;
+	o->window = 64;
 	o->epochs = 1;
 	o->world = 1;
 	o->verify = true;
@@ -422,6 +446,19 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 	if (!o->source || !o->mountpoint) {
 		fprintf(stderr, "batchfs: need SOURCE and MOUNTPOINT (usage: batchfs [OPTIONS] "
 				"SOURCE MOUNTPOINT; see batchfs --help)\n");
+		fuse_opt_free_args(&args);
+		return 1;
+	}
+	if (c.block_opt && !o->block) {
+		fprintf(stderr, "batchfs: option '%s': only with shuffle=block\n", c.block_arg);
+		fuse_opt_free_args(&args);
+		return 1;
+	}
+	o->all_ranks = c.world_set && !c.rank_set;
+	if (o->world > 1u << 15 && o->all_ranks) {
+		fprintf(stderr,
+			"batchfs: option 'world=%llu': at most 32768 rank folders in one mount\n",
+			(unsigned long long)o->world);
 		fuse_opt_free_args(&args);
 		return 1;
 	}
@@ -497,12 +534,17 @@ static char *escape_value(const char *v)
 char *bfs_options_describe(const struct bfs_options *o)
 {
 	char *s = NULL, *features = NULL, *img = NULL, *t;
-	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "";
+	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "", blk[64] = "", rank[32] = "";
 
 	if (o->cache_size % (1u << 20))
 		snprintf(cache, sizeof(cache), "%llu", (unsigned long long)o->cache_size);
 	else
 		snprintf(cache, sizeof(cache), "%lluM", (unsigned long long)(o->cache_size >> 20));
+	if (o->shuffle && o->block)
+		snprintf(blk, sizeof(blk), ",block_size=%llu,window=%llu",
+			 (unsigned long long)o->block_size, (unsigned long long)o->window);
+	if (!o->all_ranks)
+		snprintf(rank, sizeof(rank), "rank=%llu,", (unsigned long long)o->rank);
 	if (o->chunk_rows)
 		snprintf(chunk, sizeof(chunk), ",chunk_rows=%llu",
 			 (unsigned long long)o->chunk_rows);
@@ -536,13 +578,15 @@ char *bfs_options_describe(const struct bfs_options *o)
 		return NULL;
 	}
 	if (asprintf(&s,
-		     "batch_size=%llu,seed=%llu,shuffle=%s,epochs=%llu%s,rank=%llu,world=%llu,"
+		     "batch_size=%llu,seed=%llu,shuffle=%s%s,epochs=%llu%s,%sworld=%llu,"
 		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,"
 		     "compression=%s%s%s%s%s%s",
 		     (unsigned long long)o->batch_size, (unsigned long long)o->seed,
-		     o->shuffle ? "global" : "none", (unsigned long long)o->epochs,
-		     o->drop_remainder ? ",drop_remainder" : "", (unsigned long long)o->rank,
-		     (unsigned long long)o->world, o->verify ? "crc" : "none",
+		     !o->shuffle ? "none"
+		     : o->block	 ? "block"
+				 : "global",
+		     blk, (unsigned long long)o->epochs, o->drop_remainder ? ",drop_remainder" : "",
+		     rank, (unsigned long long)o->world, o->verify ? "crc" : "none",
 		     o->on_corrupt == BFS_ON_CORRUPT_SKIP ? "skip" : "fail", cache, o->prefetch,
 		     chunk, o->threads, bfs_compression_name(o->compression),
 		     features ? ",features=" : "", features ? features : "",

@@ -21,11 +21,14 @@ struct bfs_options {
 	uint64_t batch_size;
 	uint64_t seed;
 	bool shuffle;
+	bool block; /* shuffle=block (with shuffle set) */
+	uint64_t block_size, window; /* shuffle=block: 4M, 64 */
 	uint64_t epochs;
 	bool drop_remainder;
 	char *schema_file;
 	char *features;
 	uint64_t rank, world;
+	bool all_ranks; /* world=W without rank: rank-0000/ ... rank-(W-1)/ */
 	bool verify;
 	enum bfs_on_corrupt on_corrupt;
 	uint64_t cache_size;

@@ -9,6 +9,10 @@ README.md only (it shares no code with the C decoder).
     perm(n, seed, epoch)            the README's Feistel permutation, all positions
     perm_at(p, n, seed, epoch)      the same, one position, plain Python ints
     batches_per_epoch(...), batch_positions(...), batch_records(...)
+    dataset_lengths(source)         (record data lengths, records per shard)
+    block_cut(lens, shard_nrec, block_size)   README's blocks of shuffle=block
+    block_perm(lens, shard_nrec, block_size, window, seed, epoch)
+                                    shuffle=block's order of a whole epoch
     infer_schema(decoded)           the inference rules of DESIGN.md / schema.h
     expected_batch(decoded, schema, indices)   tensor name -> numpy array
     npy_bytes(arr)                  np.save's bytes (numpy is the reference)
@@ -485,6 +489,58 @@ def perm(n, seed, epoch, positions=None):
     return y.astype(np.int64)
 
 
+# ------------------------------------------------------- shuffle=block
+
+def dataset_lengths(source):
+    """(data length of every record in global order, records per shard)."""
+    lens, per = [], []
+    for p in list_shards(source):
+        recs = scan_records(p)
+        lens.extend(r["length"] for r in recs)
+        per.append(len(recs))
+    return lens, per
+
+
+def block_cut(lens, shard_nrec, block_size):
+    """README's cut: a block takes the records that fit in block_size bytes
+    (data length + 16 each), at least one, and a shard's first record always
+    starts a block. Returns the first record of every block."""
+    starts, r = [], 0
+    for cnt in shard_nrec:
+        used = None  # bytes in the open block; None: the shard opens one
+        for _ in range(cnt):
+            size = lens[r] + 16
+            if used is None or used + size > block_size:
+                starts.append(r)
+                used = 0
+            used += size
+            r += 1
+    return starts
+
+
+_BLOCKS_TAG = 0x626C6F636B73
+
+
+def block_perm(lens, shard_nrec, block_size, window, seed, epoch):
+    """The record at every position of an epoch under shuffle=block, as the
+    README defines it, with the whole epoch materialised (no search)."""
+    n = len(lens)
+    starts = block_cut(lens, shard_nrec, block_size)
+    nb = len(starts)
+    ends = starts[1:] + [n]
+    sb = _mix(seed ^ _BLOCKS_TAG)
+    seq = [int(x) for x in perm(nb, sb, epoch)]  # block at each sequence position
+    out = []
+    for g in range(0, (nb + window - 1) // window):
+        group = seq[g * window:(g + 1) * window]
+        recs = [r for k in group for r in range(starts[k], ends[k])]
+        sg = _mix((sb + _G * (g + 1)) & _M64)
+        q = perm(len(recs), sg, epoch)
+        out.extend(recs[int(i)] for i in q)
+    assert len(out) == n
+    return np.array(out, dtype=np.int64)
+
+
 def batches_per_epoch(n, batch_size, drop_remainder=False):
     return n // batch_size if drop_remainder else -(-n // batch_size)
 
@@ -502,11 +558,15 @@ def batch_positions(n, batch_size, batch, rank=0, world=1):
     return list(range(lo, min(lo + batch_size, n)))
 
 
-def batch_records(n, batch_size, batch, seed=0, epoch=0, shuffle="global", rank=0, world=1):
-    """Global record indices of a local batch, in row order."""
+def batch_records(n, batch_size, batch, seed=0, epoch=0, shuffle="global", rank=0, world=1,
+                  order=None):
+    """Global record indices of a local batch, in row order. With
+    shuffle="block", `order` is the epoch's block_perm."""
     pos = batch_positions(n, batch_size, batch, rank, world)
     if shuffle == "none":
         return pos
+    if shuffle == "block":
+        return [int(order[p]) for p in pos]
     return [int(x) for x in perm(n, seed, epoch, pos)]
 
 
@@ -994,13 +1054,13 @@ def generate(gen, out, records, features, shards=1, compression="none", seed=0,
 
 
 def epoch_records(n, batch_size, seed=0, epoch=0, shuffle="global", drop_remainder=False,
-                  rank=0, world=1):
+                  rank=0, world=1, order=None):
     """Global record indices of a rank's whole epoch as epoch-E/all/ shows it:
     its local batches in order (after rank/world and drop_remainder), each
     batch's records in row order."""
     out = []
     for b in range(local_batches(n, batch_size, drop_remainder, world)):
-        out.extend(batch_records(n, batch_size, b, seed, epoch, shuffle, rank, world))
+        out.extend(batch_records(n, batch_size, b, seed, epoch, shuffle, rank, world, order))
     return out
 
 

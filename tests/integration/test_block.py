@@ -1,0 +1,134 @@
+"""Integration tests of `shuffle=block` (DESIGN.md; README.md "The block
+shuffle, exactly") over real FUSE mounts.
+
+The order of every epoch is computed independently by the oracle
+(oracle.block_perm: the README's cut and groups, the whole epoch
+materialised), checked there to be a permutation for many parameters, and
+the mount's batch files and all/ are compared with the oracle's bytes for
+that order. Fixtures come from test_mount.py."""
+
+import os
+
+import numpy as np
+import pytest
+
+import oracle
+from test_mount import (Dataset, _dataset, batchfs, check_epoch, ds_plain, effective,  # noqa: F401
+                        fact, gen, index_dir, mounter, walk_files, work)
+
+
+def order_of(ds, block_size, window, seed, epoch):
+    if not hasattr(ds, "lengths"):
+        ds.lengths = oracle.dataset_lengths(ds.path)
+    lens, per = ds.lengths
+    return oracle.block_perm(lens, per, block_size, window, seed, epoch)
+
+
+def check_block_epoch(m, ds, B, block_size, window, seed=0, epoch=0, drop=False, rank=0, world=1,
+                      batches=None):
+    schema = effective(m)
+    order = order_of(ds, block_size, window, seed, epoch)
+    ep = m.path("epoch-%04d" % epoch)
+    nloc = oracle.local_batches(ds.n, B, drop, world)
+    names = sorted(n for n in os.listdir(ep) if n.startswith("batch-") and "." not in n)
+    assert names == ["batch-%06d" % i for i in range(nloc)]
+    from test_mount import check_batch_dir, check_safetensors
+    for i in (range(nloc) if batches is None else batches):
+        idx = oracle.batch_records(ds.n, B, i, seed, epoch, "block", rank, world, order)
+        exp = oracle.expected_batch(ds.decoded, schema, idx)
+        check_batch_dir(os.path.join(ep, "batch-%06d" % i), exp)
+        check_safetensors(os.path.join(ep, "batch-%06d.safetensors" % i), exp)
+    # all/: the rank's batches end to end, by the oracle over the whole epoch
+    idx = oracle.epoch_records(ds.n, B, seed, epoch, "block", drop, rank, world, order)
+    exp = oracle.expected_batch(ds.decoded, schema, idx)
+    for name, arr in exp.items():
+        with open(os.path.join(ep, "all", name + ".npy"), "rb") as f:
+            assert f.read() == oracle.npy_bytes(arr), (ep, name)
+    return order
+
+
+# ------------------------------------------------- the oracle's own order
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 300])
+def test_oracle_block_perm_is_a_permutation(n):
+    rng = np.random.default_rng(n)
+    lens = [int(x) for x in rng.integers(0, 400, n)]
+    cuts = sorted(int(x) for x in rng.integers(0, n + 1, 2))
+    per = [cuts[0], cuts[1] - cuts[0], n - cuts[1]]
+    for block_size in (1, 100, 1000, 1 << 30):
+        for window in (1, 2, 64):
+            for seed, epoch in ((0, 0), (5, 3)):
+                p = oracle.block_perm(lens, per, block_size, window, seed, epoch)
+                assert sorted(p.tolist()) == list(range(n))
+    if n >= 300:
+        a = oracle.block_perm(lens, per, 1000, 4, 0, 0)
+        assert (a != oracle.block_perm(lens, per, 1000, 4, 0, 1)).mean() > 0.9
+        assert (a != oracle.block_perm(lens, per, 1000, 4, 1, 0)).mean() > 0.9
+        assert (a == oracle.block_perm(lens, per, 1000, 4, 0, 0)).all()
+
+
+# ------------------------------------------------------------- the mount
+
+
+@pytest.mark.parametrize("block_size,window,B,seed", [
+    ("600", 3, 32, 0),  # a few records a block; records over 600 bytes alone
+    ("1", 1, 10, 7),  # every record its own block: global-like over blocks
+    ("4M", 64, 32, 2),  # the defaults: one block per shard, one group
+    ("2K", 2, 17, 11),
+])
+def test_block_bytes_equal_the_oracle(mounter, ds_plain, block_size, window, B, seed):
+    m = mounter(ds_plain.path, batch_size=B, seed=seed, shuffle="block", block_size=block_size,
+                window=window, epochs=2)
+    s = m.json("schema.json")
+    assert fact(s, "shuffle") == "block"
+    bs = {"600": 600, "1": 1, "4M": 4 << 20, "2K": 2048}[block_size]
+    o0 = check_block_epoch(m, ds_plain, B, bs, window, seed, 0)
+    o1 = check_block_epoch(m, ds_plain, B, bs, window, seed, 1, batches=[0, 3])
+    assert sorted(o0.tolist()) == list(range(ds_plain.n))
+    assert (o0 != o1).mean() > 0.5  # epochs differ
+    # any epoch by name, read out of order: the same bytes as in order
+    a = m.read("epoch-0007", "batch-000005.safetensors")
+    m.read("epoch-0007", "batch-000000.safetensors")
+    assert m.read("epoch-0007", "batch-000005.safetensors") == a
+    check_block_epoch(m, ds_plain, B, bs, window, seed, 7, batches=[5, 2])
+
+
+def test_block_drop_remainder_and_rank_world(mounter, ds_plain):
+    B, W = 16, 3
+    kw = dict(batch_size=B, seed=4, shuffle="block", block_size="1K", window=2)
+    m = mounter(ds_plain.path, drop_remainder=True, **kw)
+    check_block_epoch(m, ds_plain, B, 1024, 2, 4, 0, drop=True)
+    single = mounter(ds_plain.path, **kw)
+    for r in range(W):
+        mr = mounter(ds_plain.path, rank=r, world=W, **kw)
+        check_block_epoch(mr, ds_plain, B, 1024, 2, 4, 1, rank=r, world=W, batches=[0, 9])
+        for i in (0, 4):
+            assert mr.read("epoch-0000", "batch-%06d.safetensors" % i) == \
+                single.read("epoch-0000", "batch-%06d.safetensors" % (i * W + r))
+
+
+def test_block_tiny_datasets(mounter, gen, tmp_path):
+    # (0 records: the unit tests; such a mount has no features to serve)
+    for n in (1, 2, 5):
+        src = tmp_path / ("ds%d" % n)
+        oracle.generate(gen, src, n, ["x:float:2", "t:int64:0..3"], shards=1, seed=n)
+        ds = Dataset(src, oracle.read_dataset(str(src)), 1)
+        m = mounter(str(src), batch_size=4, shuffle="block", block_size="64", window=2)
+        check_block_epoch(m, ds, 4, 64, 2, 0, 0)
+
+
+def test_block_options_are_checked(batchfs, ds_plain, tmp_path):
+    import subprocess
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    for opts, word in (("shuffle=block,block_size=0", "block_size"),
+                       ("shuffle=block,window=0", "window"),
+                       ("shuffle=global,window=4", "window"),
+                       ("block_size=1M", "block_size"),
+                       ("shuffle=blocks", "shuffle")):
+        r = subprocess.run([batchfs, "-f", "-o", opts, ds_plain.path, str(mnt)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, opts
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and word in lines[0], (opts, r.stderr)
