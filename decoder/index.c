@@ -407,10 +407,10 @@ static enum bfs_index_load_result check_body(struct bfs_index *ix, const uint8_t
 	r = check_hdr(&h, size, k, &l, why, whycap);
 	if (r != BFS_INDEX_LOADED)
 		return r;
-	if (memcmp(p + HDR_BYTES, k->path, h.pathlen) != 0)
-		return BFS_INDEX_ABSENT; /* another shard whose path hashes the same */
 	if (bfs_crc32c(0, p + HDR_BYTES, (size_t)(size - HDR_BYTES)) != h.body_crc)
 		return BAD("corrupt (checksum mismatch)");
+	if (memcmp(p + HDR_BYTES, k->path, h.pathlen) != 0)
+		return BFS_INDEX_ABSENT; /* another shard whose path hashes the same */
 	dir = (const struct bfs_index_entry *)(const void *)(p + l.dir);
 	for (uint64_t b = 0; b < h.nblocks; b++) {
 		uint64_t cnt =
