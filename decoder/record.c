@@ -48,6 +48,7 @@
 #define FOOT_LEN 4
 #define SCAN_CHUNK ((size_t)1 << 20) /* initial scan buffer, uncompressed */
 #define SCAN_IN_CHUNK ((size_t)256 << 10) /* compressed input per pread, scan */
+#define SCAN_AHEAD ((off_t)4 << 20) /* plain scan: asked for ahead of the chunk read */
 #define READ_IN_CHUNK ((size_t)64 << 10) /* compressed input per pread, read */
 #define DISCARD_CHUNK ((size_t)32 << 10) /* output skipped on the way to a record */
 #define SEEK_SPAN ((uint64_t)1 << 20) /* uncompressed bytes between seek points */
@@ -502,6 +503,11 @@ static int scan_fill_plain(struct scan *sc)
 	/* the shard is the file as it was at open: ignore anything appended */
 	if (sc->s->file_size - sc->produced < want)
 		want = (size_t)(sc->s->file_size - sc->produced);
+	/* the next chunks on their way while this one is parsed: a scan is
+	 * CPU-bound on small records, and reads then overlap it */
+	if (want && sc->s->file_size - sc->produced > want)
+		(void)posix_fadvise(sc->s->fs.fd, (off_t)(sc->produced + want), SCAN_AHEAD,
+				    POSIX_FADV_WILLNEED);
 	n = want ? pread_full(sc->s->fs.fd, sc->buf + sc->end, want, sc->produced) : 0;
 
 	if (n < 0)
