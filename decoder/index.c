@@ -301,7 +301,8 @@ int bfs_index_save(const struct bfs_index *ix, const char *path, const struct bf
 
 	if (!ix->dir || pathlen > 65536)
 		return -EINVAL;
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= sizeof(tmp))
+	/* unique even among hosts sharing the directory (pids are not) */
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp))
 		return -ENAMETOOLONG;
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, MAGIC, 8);
@@ -320,9 +321,10 @@ int bfs_index_save(const struct bfs_index *ix, const char *path, const struct bf
 	h.seek_size = sizeof(struct bfs_seek_point);
 	if (!layout_of(&h, &l))
 		return -EINVAL;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	(void)fchmod(fd, 0644);
 	/* the body first (after a placeholder header), then the header with its CRC */
 	rc = write_all(fd, &h, sizeof(h), NULL);
 	if (!rc)
@@ -465,13 +467,13 @@ enum bfs_index_load_result bfs_index_load(struct bfs_index **out, const char *pa
 	struct layout l;
 	struct stat st;
 	enum bfs_index_load_result r;
-	ssize_t got;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return BFS_INDEX_ABSENT;
 	memset(&h, 0, sizeof(h));
-	if (fstat(fd, &st) != 0 || (got = pread_all(fd, &h, sizeof(h), 0)) < 0) {
+	/* a short file leaves the rest of h zero: check_hdr says truncated */
+	if (fstat(fd, &st) != 0 || pread_all(fd, &h, sizeof(h), 0) < 0) {
 		close(fd);
 		return BFS_INDEX_ABSENT;
 	}
