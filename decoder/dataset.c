@@ -21,8 +21,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define IDX_MAGIC "BFSIDX02"
-
 struct bfs_dataset {
 	size_t nshards;
 	struct bfs_shard **shards;
@@ -264,150 +262,105 @@ static void idx_file(char *dst, size_t cap, const char *dir, const struct bfs_sh
 	snprintf(dst, cap, "%s/%016llx.idx", dir, (unsigned long long)h);
 }
 
-struct idx_hdr {
-	char magic[8];
-	uint32_t comp;
-	uint32_t pathlen;
-	uint64_t size;
-	int64_t mtime_ns;
-	uint64_t nrecords;
-	uint64_t nseek;
-};
-
-static int write_all(int fd, const void *p, size_t n, uint32_t *crc)
+static void idx_key(struct bfs_index_key *k, char *abs, size_t cap, const struct bfs_shard *s)
 {
-	const uint8_t *b = p;
-
-	*crc = bfs_crc32c(*crc, p, n);
-	while (n) {
-		ssize_t w = write(fd, b, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	shard_abs(abs, cap, s);
+	k->path = abs;
+	k->comp = (uint32_t)bfs_shard_compression(s);
+	k->file_size = bfs_shard_file_size(s);
+	k->mtime_ns = bfs_shard_mtime_ns(s);
 }
 
 /* Best effort: a failure to write the cache only costs a rescan next time. */
 static void idx_save(const char *dir, const struct bfs_shard *s)
 {
-	char path[PATH_MAX + 32], tmp[PATH_MAX + 160], abs[PATH_MAX];
-	const struct bfs_record_loc *locs = bfs_shard_index(s);
-	const struct bfs_seek_point *pts = bfs_shard_seek_points(s);
-	struct idx_hdr h;
-	uint32_t crc = 0;
-	int fd, rc = 0;
+	char path[PATH_MAX + 32], abs[PATH_MAX];
+	struct bfs_index_key k;
 
-	if (mkdir_p(dir) != 0)
+	if (mkdir_p(dir) != 0 || !bfs_shard_get_index(s))
 		return;
 	idx_file(path, sizeof(path), dir, s);
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
-		return;
-	shard_abs(abs, sizeof(abs), s);
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, IDX_MAGIC, 8);
-	h.comp = (uint32_t)bfs_shard_compression(s);
-	h.pathlen = (uint32_t)strlen(abs);
-	h.size = bfs_shard_file_size(s);
-	h.mtime_ns = bfs_shard_mtime_ns(s);
-	h.nrecords = bfs_shard_nrecords(s);
-	h.nseek = bfs_shard_nseek(s);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return;
-	rc = write_all(fd, &h, sizeof(h), &crc);
-	if (!rc)
-		rc = write_all(fd, abs, h.pathlen, &crc);
-	for (uint64_t i = 0; i < h.nrecords && !rc; i++) {
-		uint8_t rec[12];
-		memcpy(rec, &locs[i].offset, 8);
-		memcpy(rec + 8, &locs[i].len, 4);
-		rc = write_all(fd, rec, sizeof(rec), &crc);
-	}
-	for (uint64_t i = 0; i < h.nseek && !rc; i++)
-		rc = write_all(fd, &pts[i], sizeof(pts[i]), &crc);
-	if (!rc) {
-		uint32_t c = crc;
-		rc = write_all(fd, &c, 4, &crc);
-	}
-	if (close(fd) != 0)
-		rc = -EIO;
-	if (rc || rename(tmp, path) != 0)
-		unlink(tmp);
+	idx_key(&k, abs, sizeof(abs), s);
+	(void)bfs_index_save(bfs_shard_get_index(s), path, &k);
 }
 
-static int read_exact(int fd, void *p, size_t n, uint32_t *crc)
+/* Returns 1 if loaded, 0 if no valid entry; a file that is there but old,
+ * truncated or corrupt is named in `note` (one log line: it is rebuilt). */
+static int idx_load(const char *dir, struct bfs_shard *s, char *note, size_t cap)
 {
-	uint8_t *b = p;
-	size_t left = n;
+	char path[PATH_MAX + 32], abs[PATH_MAX], why[256];
+	struct bfs_index_key k;
+	struct bfs_index *ix = NULL;
+	enum bfs_index_load_result r;
 
-	while (left) {
-		ssize_t r = read(fd, b, left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -EIO;
-		b += r;
-		left -= (size_t)r;
-	}
-	*crc = bfs_crc32c(*crc, p, n);
-	return 0;
-}
-
-/* Returns 1 if loaded, 0 if no valid entry. */
-static int idx_load(const char *dir, struct bfs_shard *s)
-{
-	char path[PATH_MAX + 32], abs[PATH_MAX], got[PATH_MAX];
-	struct bfs_record_loc *locs = NULL;
-	struct bfs_seek_point *pts = NULL;
-	struct idx_hdr h;
-	struct stat st;
-	uint32_t crc = 0, stored, c;
-	int fd, ok = 0;
-
+	note[0] = '\0';
 	idx_file(path, sizeof(path), dir, s);
-	shard_abs(abs, sizeof(abs), s);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	idx_key(&k, abs, sizeof(abs), s);
+	r = bfs_index_load(&ix, path, &k, why, sizeof(why));
+	if (r == BFS_INDEX_BAD)
+		snprintf(note, cap, "index cache %s: %s; rebuilding it", path, why);
+	if (r != BFS_INDEX_LOADED)
 		return 0;
-	if (fstat(fd, &st) != 0 || read_exact(fd, &h, sizeof(h), &crc) != 0)
-		goto out;
-	if (memcmp(h.magic, IDX_MAGIC, 8) != 0 || h.pathlen != strlen(abs) ||
-	    h.size != bfs_shard_file_size(s) || h.mtime_ns != bfs_shard_mtime_ns(s) ||
-	    h.comp != (uint32_t)bfs_shard_compression(s))
-		goto out;
-	/* every count is checked against the cache file's size before allocating */
-	if (h.nrecords > (uint64_t)st.st_size / 12 ||
-	    h.nseek > (uint64_t)st.st_size / sizeof(struct bfs_seek_point))
-		goto out;
-	if (read_exact(fd, got, h.pathlen, &crc) != 0 || memcmp(got, abs, h.pathlen) != 0)
-		goto out;
-	locs = malloc((h.nrecords ? h.nrecords : 1) * sizeof(*locs));
-	pts = malloc((h.nseek ? h.nseek : 1) * sizeof(*pts));
-	if (!locs || !pts)
-		goto out;
-	for (uint64_t i = 0; i < h.nrecords; i++) {
-		uint8_t rec[12];
-		if (read_exact(fd, rec, sizeof(rec), &crc) != 0)
-			goto out;
-		memcpy(&locs[i].offset, rec, 8);
-		memcpy(&locs[i].len, rec + 8, 4);
+	if (bfs_shard_set_index(s, ix) != 0) {
+		snprintf(note, cap, "index cache %s: %s; rebuilding it", path, bfs_err_msg());
+		bfs_index_free(ix);
+		return 0;
 	}
-	if (h.nseek && read_exact(fd, pts, h.nseek * sizeof(*pts), &crc) != 0)
-		goto out;
-	c = crc;
-	if (read_exact(fd, &stored, 4, &crc) != 0 || stored != c)
-		goto out;
-	ok = bfs_shard_set_index(s, locs, h.nrecords, pts, h.nseek) == 0;
-out:
-	free(locs);
-	free(pts);
-	close(fd);
-	return ok;
+	return 1;
+}
+
+/* Load every shard's cached index, over `jobs` threads (each load reads
+ * and checks its whole file). need[i] is set for the shards to scan. */
+struct load_ctx {
+	struct bfs_dataset *ds;
+	const struct bfs_dataset_opts *o;
+	bool *need;
+	pthread_mutex_t lock; /* guards next and the notes */
+	size_t next;
+};
+
+static void *load_worker(void *arg)
+{
+	struct load_ctx *lc = arg;
+	char note[PATH_MAX + 512];
+
+	for (;;) {
+		size_t i;
+
+		pthread_mutex_lock(&lc->lock);
+		i = lc->next++;
+		pthread_mutex_unlock(&lc->lock);
+		if (i >= lc->ds->nshards)
+			return NULL;
+		lc->need[i] = !idx_load(lc->o->index_dir, lc->ds->shards[i], note, sizeof(note));
+		if (note[0] && lc->o->on_note) {
+			pthread_mutex_lock(&lc->lock);
+			lc->o->on_note(lc->o->progress_ctx, bfs_shard_path(lc->ds->shards[i]),
+				       note);
+			pthread_mutex_unlock(&lc->lock);
+		}
+	}
+}
+
+static void load_all(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need)
+{
+	struct load_ctx lc = { .ds = ds, .o = o, .need = need };
+	unsigned jobs = o->jobs ? o->jobs : 1;
+	pthread_t tids[64];
+	unsigned started = 0;
+
+	pthread_mutex_init(&lc.lock, NULL);
+	if (jobs > BFS_ARRAY_SIZE(tids))
+		jobs = BFS_ARRAY_SIZE(tids);
+	if (jobs > ds->nshards)
+		jobs = (unsigned)ds->nshards;
+	for (unsigned t = 1; t < jobs; t++)
+		if (bfs_thread_start(&tids[started], load_worker, &lc) == 0)
+			started++;
+	load_worker(&lc);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	pthread_mutex_destroy(&lc.lock);
 }
 
 /* ---------------------------------------------------------- schema cache */
@@ -664,8 +617,12 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		ds->nshards++;
 	}
 	ds->index_reused = o->index_dir != NULL;
+	if (o->index_dir)
+		load_all(ds, o, need);
+	else
+		for (size_t i = 0; i < ds->nshards; i++)
+			need[i] = true;
 	for (size_t i = 0; i < ds->nshards; i++) {
-		need[i] = !(o->index_dir && idx_load(o->index_dir, ds->shards[i]));
 		if (need[i]) {
 			ds->index_reused = false;
 			any_scan = true;
@@ -691,14 +648,11 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		if (o->infer && o->index_dir && !ds->schema_reused)
 			schema_save(o->index_dir, sfile, ds->schema);
 	}
+	/* from each index's header: no walk over the records */
 	for (size_t i = 0; i < ds->nshards; i++) {
-		const struct bfs_record_loc *l = bfs_shard_index(ds->shards[i]);
-		uint64_t n = bfs_shard_nrecords(ds->shards[i]);
-
-		ds->first[i + 1] = ds->first[i] + n;
-		for (uint64_t r = 0; r < n; r++)
-			if (l[r].len > ds->max_len)
-				ds->max_len = l[r].len;
+		ds->first[i + 1] = ds->first[i] + bfs_shard_nrecords(ds->shards[i]);
+		if (bfs_shard_max_len(ds->shards[i]) > ds->max_len)
+			ds->max_len = bfs_shard_max_len(ds->shards[i]);
 	}
 	ds->nrecords = ds->first[ds->nshards];
 	bfs_source_free(paths, npaths);
@@ -763,9 +717,21 @@ uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds)
 {
 	uint64_t b = (ds->nshards + 1) * sizeof(uint64_t);
 
-	for (size_t i = 0; i < ds->nshards; i++)
-		b += bfs_shard_nrecords(ds->shards[i]) * sizeof(struct bfs_record_loc) +
-		     bfs_shard_nseek(ds->shards[i]) * sizeof(struct bfs_seek_point);
+	for (size_t i = 0; i < ds->nshards; i++) {
+		const struct bfs_index *ix = bfs_shard_get_index(ds->shards[i]);
+		b += ix ? bfs_index_bytes(ix) : 0;
+	}
+	return b;
+}
+
+uint64_t bfs_dataset_index_anon_bytes(const struct bfs_dataset *ds)
+{
+	uint64_t b = (ds->nshards + 1) * sizeof(uint64_t);
+
+	for (size_t i = 0; i < ds->nshards; i++) {
+		const struct bfs_index *ix = bfs_shard_get_index(ds->shards[i]);
+		b += ix ? bfs_index_anon_bytes(ix) : 0;
+	}
 	return b;
 }
 
@@ -789,7 +755,7 @@ int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard
 	*shard = lo;
 	*local = rec - ds->first[lo];
 	if (offset)
-		*offset = bfs_shard_index(ds->shards[lo])[*local].offset;
+		*offset = bfs_index_offset(bfs_shard_get_index(ds->shards[lo]), *local);
 	return 0;
 }
 
@@ -800,29 +766,30 @@ uint32_t bfs_dataset_record_len(const struct bfs_dataset *ds, uint64_t rec)
 
 	if (bfs_dataset_locate(ds, rec, &sh, &local, NULL) != 0)
 		return 0;
-	return bfs_shard_index(ds->shards[sh])[local].len;
+	return bfs_index_len(bfs_shard_get_index(ds->shards[sh]), local);
 }
 
 void bfs_dataset_record_lens(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
 			     uint32_t *lens)
 {
 	enum { BLOCK = 64 };
-	const struct bfs_record_loc *loc[BLOCK];
+	const struct bfs_index *ix[BLOCK];
+	uint64_t local[BLOCK];
 
-	/* In blocks: locate every index entry of the block, then load them:
-	 * independent loads, so that the cache misses of random records
-	 * overlap (a prefetch hint is dropped on a TLB miss: measured). */
+	/* In blocks: locate every record of the block, then look them up:
+	 * the lookups are independent, so that the cache misses of random
+	 * records overlap (a prefetch hint is dropped on a TLB miss:
+	 * measured). */
 	for (size_t i = 0; i < n; i += BLOCK) {
 		size_t m = n - i < BLOCK ? n - i : BLOCK;
 		for (size_t k = 0; k < m; k++) {
 			size_t sh;
-			uint64_t local;
-			loc[k] = NULL;
-			if (bfs_dataset_locate(ds, recs[i + k], &sh, &local, NULL) == 0)
-				loc[k] = bfs_shard_index(ds->shards[sh]) + local;
+			ix[k] = NULL;
+			if (bfs_dataset_locate(ds, recs[i + k], &sh, &local[k], NULL) == 0)
+				ix[k] = bfs_shard_get_index(ds->shards[sh]);
 		}
 		for (size_t k = 0; k < m; k++)
-			lens[i + k] = loc[k] ? loc[k]->len : 0;
+			lens[i + k] = ix[k] ? bfs_index_len(ix[k], local[k]) : 0;
 	}
 }
 
@@ -835,7 +802,7 @@ int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, s
 
 	if (rc)
 		return bfs_err_set(rc, "record %llu out of range", (unsigned long long)rec);
-	*len = bfs_shard_index(ds->shards[sh])[local].len;
+	*len = bfs_index_len(bfs_shard_get_index(ds->shards[sh]), local);
 	rc = bfs_shard_read(ds->shards[sh], local, dst, cap, verify);
 	if (rc && !strstr(bfs_err_msg(), bfs_shard_path(ds->shards[sh])))
 		bfs_err_prefix("%s", bfs_shard_path(ds->shards[sh]));

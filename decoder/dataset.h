@@ -8,7 +8,9 @@
  *
  * Opening scans each shard's framing once (in parallel over `jobs` threads)
  * unless an index cache entry for the shard's (path, size, mtime) exists in
- * `index_dir`. The scan checks framing and both CRCs; a record whose data
+ * `index_dir`: a cached index (index.h) is checked (its CRC) and mapped,
+ * in parallel too, never copied; a cache file of an old format, truncated
+ * or corrupt is rebuilt (opts.on_note says so). The scan checks framing and both CRCs; a record whose data
  * CRC fails is indexed, reported (opts.on_bad) and skipped by inference; it
  * is handled per on_corrupt when a batch holding it is read. Inference decodes
  * every record once and is cached the same way (keyed by every shard's
@@ -37,6 +39,8 @@ struct bfs_dataset_opts {
 	void *progress_ctx; /* also passed to on_bad */
 	/* a record with a bad data CRC met while indexing (msg borrowed) */
 	void (*on_bad)(void *ctx, const char *shard, const char *msg);
+	/* worth one log line: an index cache file rebuilt, and why (may be NULL) */
+	void (*on_note)(void *ctx, const char *shard, const char *msg);
 };
 
 struct bfs_dataset;
@@ -56,7 +60,8 @@ uint32_t bfs_dataset_max_record_len(const struct bfs_dataset *ds);
 const struct bfs_schema *bfs_dataset_schema(const struct bfs_dataset *ds);
 bool bfs_dataset_index_reused(const struct bfs_dataset *ds); /* every shard from cache */
 bool bfs_dataset_schema_reused(const struct bfs_dataset *ds);
-uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds); /* in memory */
+uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds); /* mapped or in memory */
+uint64_t bfs_dataset_index_anon_bytes(const struct bfs_dataset *ds); /* of those, not mapped */
 uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds); /* skipped by inference */
 uint64_t bfs_dataset_bad_records(const struct bfs_dataset *ds); /* bad data CRC at scan */
 

@@ -27,6 +27,7 @@
 
 #include "crc32c.h"
 #include "fdcache.h"
+#include "index.h"
 #include "mapguard.h"
 
 #include <fcntl.h>
@@ -47,6 +48,7 @@
 #define FOOT_LEN 4
 #define SCAN_CHUNK ((size_t)1 << 20) /* initial scan buffer, uncompressed */
 #define SCAN_IN_CHUNK ((size_t)256 << 10) /* compressed input per pread, scan */
+#define SCAN_AHEAD ((off_t)4 << 20) /* plain scan: asked for ahead of the chunk read */
 #define READ_IN_CHUNK ((size_t)64 << 10) /* compressed input per pread, read */
 #define DISCARD_CHUNK ((size_t)32 << 10) /* output skipped on the way to a record */
 #define SEEK_SPAN ((uint64_t)1 << 20) /* uncompressed bytes between seek points */
@@ -60,12 +62,10 @@ struct bfs_shard {
 	enum bfs_compression comp;
 	uint64_t file_size;
 	int64_t mtime_ns;
-	struct bfs_record_loc *locs;
-	uint64_t nlocs;
-	uint64_t locs_cap;
-	struct bfs_seek_point *pts;
+	struct bfs_index *ix; /* the record index (index.h), or NULL before a scan */
+	uint64_t nlocs; /* records indexed: ix->n once the index is finished */
+	const struct bfs_seek_point *pts; /* ix's seek points */
 	size_t npts;
-	size_t pts_cap;
 	const uint8_t *map; /* plain shards: the file mapped read-only (file_size bytes), or NULL */
 	bfs_bad_record_fn bad_fn; /* see bfs_shard_set_bad_fn */
 	void *bad_ctx;
@@ -263,8 +263,7 @@ void bfs_shard_close(struct bfs_shard *s)
 	bfs_fdslot_release(&s->fs);
 	free(s->path);
 	free(s->open_path);
-	free(s->locs);
-	free(s->pts);
+	bfs_index_free(s->ix);
 	free(s);
 }
 
@@ -293,9 +292,30 @@ uint64_t bfs_shard_nrecords(const struct bfs_shard *s)
 	return s->nlocs;
 }
 
-const struct bfs_record_loc *bfs_shard_index(const struct bfs_shard *s)
+const struct bfs_index *bfs_shard_get_index(const struct bfs_shard *s)
 {
-	return s->locs;
+	return s->ix && s->ix->dir ? s->ix : NULL;
+}
+
+uint64_t bfs_shard_record_offset(const struct bfs_shard *s, uint64_t i)
+{
+	return i <= s->nlocs && s->ix && s->ix->dir ? bfs_index_offset(s->ix, i) : 0;
+}
+
+uint32_t bfs_shard_record_len(const struct bfs_shard *s, uint64_t i)
+{
+	return i < s->nlocs ? bfs_index_len(s->ix, i) : 0;
+}
+
+uint32_t bfs_shard_max_len(const struct bfs_shard *s)
+{
+	return s->ix ? s->ix->max_len : 0;
+}
+
+/* Record i < nlocs as an offset and a length. */
+static inline struct bfs_record_loc loc_of(const struct bfs_shard *s, uint64_t i)
+{
+	return (struct bfs_record_loc){ bfs_index_offset(s->ix, i), bfs_index_len(s->ix, i) };
 }
 
 size_t bfs_shard_nseek(const struct bfs_shard *s)
@@ -309,49 +329,6 @@ const struct bfs_seek_point *bfs_shard_seek_points(const struct bfs_shard *s)
 }
 
 /* ---- index storage ----------------------------------------------------- */
-
-static int push_loc(struct bfs_shard *s, uint64_t offset, uint32_t len)
-{
-	if (s->nlocs == s->locs_cap) {
-		uint64_t ncap = s->locs_cap ? s->locs_cap : 1024;
-		size_t bytes;
-		void *p;
-
-		if (s->locs_cap && __builtin_mul_overflow(s->locs_cap, 2, &ncap))
-			return bfs_err_set(-ENOMEM, "index too large");
-		if (__builtin_mul_overflow(ncap, sizeof(*s->locs), &bytes))
-			return bfs_err_set(-ENOMEM, "index too large");
-		p = realloc(s->locs, bytes);
-		if (!p)
-			return bfs_err_set(-ENOMEM, "out of memory growing the index");
-		s->locs = p;
-		s->locs_cap = ncap;
-	}
-	s->locs[s->nlocs].offset = offset;
-	s->locs[s->nlocs].len = len;
-	s->nlocs++;
-	return 0;
-}
-
-static struct bfs_seek_point *push_point(struct bfs_shard *s)
-{
-	if (s->npts == s->pts_cap) {
-		size_t ncap = s->pts_cap ? s->pts_cap : 8;
-		size_t bytes;
-		void *p;
-
-		if (s->pts_cap && __builtin_mul_overflow(s->pts_cap, 2, &ncap))
-			return NULL;
-		if (__builtin_mul_overflow(ncap, sizeof(*s->pts), &bytes))
-			return NULL;
-		p = realloc(s->pts, bytes);
-		if (!p)
-			return NULL;
-		s->pts = p;
-		s->pts_cap = ncap;
-	}
-	return &s->pts[s->npts++];
-}
 
 /* Plain shards of small records are read through a mapping once indexed: a
  * shuffled record then costs a copy, not a system call. Large records
@@ -411,52 +388,21 @@ static void maybe_map(struct bfs_shard *s)
 		atomic_fetch_sub(&nmapped, 1);
 }
 
-int bfs_shard_set_index(struct bfs_shard *s, const struct bfs_record_loc *locs, uint64_t n,
-			const struct bfs_seek_point *pts, size_t npts)
+int bfs_shard_set_index(struct bfs_shard *s, struct bfs_index *ix)
 {
-	struct bfs_record_loc *nl = NULL;
-	struct bfs_seek_point *np = NULL;
-	size_t lbytes, pbytes;
+	int err = bfs_index_finish(ix);
 
-	if (__builtin_mul_overflow(n, sizeof(*locs), &lbytes) ||
-	    __builtin_mul_overflow(npts, sizeof(*pts), &pbytes))
-		return bfs_err_set(-EINVAL, "index too large");
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t end;
-
-		if (locs[i].len > BFS_RECORD_MAX_LEN ||
-		    __builtin_add_overflow(locs[i].offset,
-					   (uint64_t)HDR_LEN + FOOT_LEN + locs[i].len, &end) ||
-		    (i + 1 < n && locs[i + 1].offset < end))
-			return bfs_err_set(
-				-EINVAL, "index: record %" PRIu64 " is invalid or out of order", i);
-	}
-	for (size_t i = 0; i < npts; i++) {
-		if (pts[i].bits > 7 || pts[i].in_off > s->file_size ||
-		    (pts[i].bits && pts[i].in_off == 0) ||
-		    (i && pts[i].out_off <= pts[i - 1].out_off))
-			return bfs_err_set(-EINVAL, "index: seek point %zu is invalid", i);
-	}
-	if (n) {
-		nl = malloc(lbytes);
-		if (!nl)
-			return bfs_err_set(-ENOMEM, "out of memory");
-		memcpy(nl, locs, lbytes);
-	}
-	if (npts) {
-		np = malloc(pbytes);
-		if (!np) {
-			free(nl);
-			return bfs_err_set(-ENOMEM, "out of memory");
-		}
-		memcpy(np, pts, pbytes);
-	}
-	free(s->locs);
-	free(s->pts);
-	s->locs = nl;
-	s->nlocs = s->locs_cap = n;
-	s->pts = np;
-	s->npts = s->pts_cap = npts;
+	if (err)
+		return err;
+	for (size_t i = 0; i < ix->npts; i++)
+		if (ix->pts[i].in_off > s->file_size)
+			return bfs_err_set(-EINVAL, "index: seek point %zu is past the file's end",
+					   i);
+	bfs_index_free(s->ix);
+	s->ix = ix;
+	s->nlocs = ix->n;
+	s->pts = ix->pts;
+	s->npts = ix->npts;
 	maybe_map(s);
 	return 0;
 }
@@ -557,6 +503,11 @@ static int scan_fill_plain(struct scan *sc)
 	/* the shard is the file as it was at open: ignore anything appended */
 	if (sc->s->file_size - sc->produced < want)
 		want = (size_t)(sc->s->file_size - sc->produced);
+	/* the next chunks on their way while this one is parsed: a scan is
+	 * CPU-bound on small records, and reads then overlap it */
+	if (want && sc->s->file_size - sc->produced > want)
+		(void)posix_fadvise(sc->s->fs.fd, (off_t)(sc->produced + want), SCAN_AHEAD,
+				    POSIX_FADV_WILLNEED);
 	n = want ? pread_full(sc->s->fs.fd, sc->buf + sc->end, want, sc->produced) : 0;
 
 	if (n < 0)
@@ -571,7 +522,7 @@ static int scan_fill_plain(struct scan *sc)
 
 static int scan_add_point(struct scan *sc)
 {
-	struct bfs_seek_point *p = push_point(sc->s);
+	struct bfs_seek_point *p = bfs_index_add_point(sc->s->ix);
 	uInt wl = 0;
 
 	if (!p)
@@ -581,7 +532,7 @@ static int scan_add_point(struct scan *sc)
 	p->bits = (uint8_t)(sc->z.zs.data_type & 7);
 	p->new_member = 0;
 	if (inflateGetDictionary(&sc->z.zs, NULL, &wl) != Z_OK || wl > WINSIZE) {
-		sc->s->npts--;
+		bfs_index_drop_point(sc->s->ix);
 		return bfs_err_set(-EIO, "inflateGetDictionary failed");
 	}
 	memset(p->window, 0, WINSIZE - wl);
@@ -705,8 +656,14 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 	memset(&sc, 0, sizeof(sc));
 	sc.s = s;
 	sc.z.fd = -1;
+	bfs_index_free(s->ix);
+	s->ix = NULL;
 	s->nlocs = 0;
+	s->pts = NULL;
 	s->npts = 0;
+	err = bfs_index_new(&s->ix);
+	if (err)
+		return err;
 	sc.cap = SCAN_CHUNK;
 	sc.buf = malloc(sc.cap);
 	if (!sc.buf)
@@ -806,7 +763,7 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 			if (!s->bad_fn)
 				goto out;
 			/* the framing holds: index it, report it, go on */
-			err = push_loc(s, off, (uint32_t)len);
+			err = bfs_index_push(s->ix, off, (uint32_t)len);
 			if (err)
 				goto out;
 			s->bad_fn(s->bad_ctx, sc.rec, off, bfs_err_msg());
@@ -815,7 +772,7 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 			continue;
 		}
 #undef REC_ERR
-		err = push_loc(s, off, (uint32_t)len);
+		err = bfs_index_push(s->ix, off, (uint32_t)len);
 		if (err)
 			goto out;
 		if (fn) {
@@ -830,6 +787,18 @@ out:
 	if (!plain)
 		zin_destroy(&sc.z);
 	free(sc.buf);
+	{
+		/* records before an error stay indexed */
+		int ferr = bfs_index_finish(s->ix);
+
+		if (!err)
+			err = ferr;
+		if (!ferr) {
+			s->nlocs = s->ix->n;
+			s->pts = s->ix->pts;
+			s->npts = s->ix->npts;
+		}
+	}
 	if (!err)
 		maybe_map(s);
 	bfs_fdslot_unpin(&s->fs);
@@ -838,9 +807,9 @@ out:
 
 /* ---- random access ----------------------------------------------------- */
 
-static int check_header(const struct bfs_shard *s, uint64_t i, const uint8_t *hdr, bool verify)
+static int check_header(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *hdr,
+			bool verify)
 {
-	const struct bfs_record_loc *loc = &s->locs[i];
 	uint64_t len = bfs_get_le64(hdr);
 	uint32_t stored = get_le32(hdr + 8), calc;
 
@@ -858,10 +827,9 @@ static int check_header(const struct bfs_shard *s, uint64_t i, const uint8_t *hd
 	return 0;
 }
 
-static int check_data(const struct bfs_shard *s, uint64_t i, const uint8_t *data,
+static int check_data(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *data,
 		      const uint8_t *foot)
 {
-	const struct bfs_record_loc *loc = &s->locs[i];
 	uint32_t stored = get_le32(foot);
 	uint32_t calc = masked_crc(data, loc->len);
 
@@ -900,13 +868,16 @@ static void touch_records(const struct bfs_shard *s, const uint64_t *idx, size_t
 	if (!s->map)
 		return;
 	for (size_t k = 0; k < n; k++) {
-		const struct bfs_record_loc *loc;
+		struct bfs_record_loc loc;
 		uint64_t end;
 
-		if (idx[k] >= s->nlocs || !mapped(s, loc = &s->locs[idx[k]]))
+		if (idx[k] >= s->nlocs)
 			continue;
-		end = loc->offset + HDR_LEN + loc->len + FOOT_LEN;
-		for (uint64_t a = loc->offset, l = 0; a < end && l < LINES; a = (a | 63) + 1, l++)
+		loc = loc_of(s, idx[k]);
+		if (!mapped(s, &loc))
+			continue;
+		end = loc.offset + HDR_LEN + loc.len + FOOT_LEN;
+		for (uint64_t a = loc.offset, l = 0; a < end && l < LINES; a = (a | 63) + 1, l++)
 			addr[m++] = s->map + a;
 		if (m > (BLOCK - 1) * LINES) {
 			(void)bfs_mapguard_touch(addr, m);
@@ -918,10 +889,9 @@ static void touch_records(const struct bfs_shard *s, const uint64_t *idx, size_t
 }
 
 /* Copy record i's header, data and footer out of the mapping. */
-static int map_copy(const struct bfs_shard *s, uint64_t i, uint8_t *hdr, uint8_t *dst,
-		    uint8_t *foot)
+static int map_copy(const struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc,
+		    uint8_t *hdr, uint8_t *dst, uint8_t *foot)
 {
-	const struct bfs_record_loc *loc = &s->locs[i];
 	const uint8_t *src = s->map + loc->offset;
 
 	if (bfs_mapguard_copy(hdr, src, HDR_LEN) != 0 ||
@@ -945,30 +915,31 @@ static uint64_t current_size(const struct bfs_shard *s)
 	return fstat(s->fs.fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-static int truncated(const struct bfs_shard *s, uint64_t i)
+static int truncated(uint64_t i, const struct bfs_record_loc *loc)
 {
 	return bfs_err_set(-EIO,
 			   "record %" PRIu64 " at offset %" PRIu64 ": short read; file truncated?",
-			   i, s->locs[i].offset);
+			   i, loc->offset);
 }
 
 /* Record i from the mapping, checked like read_plain; the caller checks
  * the size afterwards. */
-static int read_mapped(const struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify)
+static int read_mapped(const struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc,
+		       uint8_t *dst, bool verify)
 {
 	uint8_t hdr[HDR_LEN], foot[FOOT_LEN];
-	int err = map_copy(s, i, hdr, dst, foot);
+	int err = map_copy(s, i, loc, hdr, dst, foot);
 
 	if (!err)
-		err = check_header(s, i, hdr, verify);
+		err = check_header(i, loc, hdr, verify);
 	if (!err && verify)
-		err = check_data(s, i, dst, foot);
+		err = check_data(i, loc, dst, foot);
 	return err;
 }
 
-static int read_plain(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify)
+static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc,
+		      uint8_t *dst, bool verify)
 {
-	const struct bfs_record_loc *loc = &s->locs[i];
 	uint8_t hdr[HDR_LEN], foot[FOOT_LEN];
 	struct iovec iov[3] = {
 		{ hdr, HDR_LEN },
@@ -980,9 +951,9 @@ static int read_plain(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify
 	int err;
 
 	if (mapped(s, loc)) {
-		err = map_copy(s, i, hdr, dst, foot);
+		err = map_copy(s, i, loc, hdr, dst, foot);
 		if (!err && !fits(loc, current_size(s)))
-			err = truncated(s, i);
+			err = truncated(i, loc);
 		if (err)
 			return err;
 		got = want;
@@ -1020,10 +991,10 @@ static int read_plain(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify
 					   i, loc->offset, got, want);
 		got += (size_t)n;
 	}
-	err = check_header(s, i, hdr, verify);
+	err = check_header(i, loc, hdr, verify);
 	if (err)
 		return err;
-	return verify ? check_data(s, i, dst, foot) : 0;
+	return verify ? check_data(i, loc, dst, foot) : 0;
 }
 
 struct zreader {
@@ -1176,9 +1147,9 @@ static const struct bfs_seek_point *find_point(const struct bfs_shard *s, uint64
 	return lo ? &s->pts[lo - 1] : NULL;
 }
 
-static int read_z(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify)
+static int read_z(struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc, uint8_t *dst,
+		  bool verify)
 {
-	const struct bfs_record_loc *loc = &s->locs[i];
 	const struct bfs_seek_point *pt = find_point(s, loc->offset);
 	struct zreader r;
 	uint8_t hdr[HDR_LEN], foot[FOOT_LEN];
@@ -1205,7 +1176,7 @@ static int read_z(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify)
 	err = zr_read(&r, hdr, HDR_LEN);
 	if (err)
 		goto out;
-	err = check_header(s, i, hdr, verify);
+	err = check_header(i, loc, hdr, verify);
 	if (err)
 		goto out;
 	err = zr_read(&r, dst, loc->len);
@@ -1215,7 +1186,7 @@ static int read_z(struct bfs_shard *s, uint64_t i, uint8_t *dst, bool verify)
 	if (err)
 		goto out;
 	if (verify)
-		err = check_data(s, i, dst, foot);
+		err = check_data(i, loc, dst, foot);
 out:
 	free(r.scratch);
 	zin_destroy(&r.z);
@@ -1225,18 +1196,21 @@ out:
 /* bfs_shard_read with the descriptor pinned. */
 static int read_one(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
 {
+	struct bfs_record_loc loc;
+
 	if (i >= s->nlocs)
 		return bfs_err_set(-ENOENT,
 				   "record %" PRIu64 ": no such record (%" PRIu64 " indexed)", i,
 				   s->nlocs);
-	if (s->locs[i].len > dst_cap)
+	loc = loc_of(s, i);
+	if (loc.len > dst_cap)
 		return bfs_err_set(-EFBIG,
 				   "record %" PRIu64 " at offset %" PRIu64 ": %" PRIu32
 				   " bytes do not fit in a %zu-byte buffer",
-				   i, s->locs[i].offset, s->locs[i].len, dst_cap);
+				   i, loc.offset, loc.len, dst_cap);
 	if (s->comp == BFS_COMP_NONE)
-		return read_plain(s, i, dst, verify);
-	return read_z(s, i, dst, verify);
+		return read_plain(s, i, &loc, dst, verify);
+	return read_z(s, i, &loc, dst, verify);
 }
 
 int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
@@ -1298,13 +1272,15 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 		touch_records(s, idx, n);
 		for (size_t k = 0; k < n; k++) {
 			bool in = idx[k] < s->nlocs;
+			struct bfs_record_loc loc = { 0, 0 };
 
-			if (in && mapped(s, &s->locs[idx[k]])) {
-				err = read_mapped(s, idx[k], dst[k], verify);
+			if (in)
+				loc = loc_of(s, idx[k]);
+			if (in && mapped(s, &loc)) {
+				err = read_mapped(s, idx[k], &loc, dst[k], verify);
 				any_mapped = true;
 			} else {
-				err = read_one(s, idx[k], dst[k], in ? s->locs[idx[k]].len : 0,
-					       verify);
+				err = read_one(s, idx[k], dst[k], loc.len, verify);
 			}
 			if (err)
 				fail_one(s, err, errs, msgs, k);
@@ -1315,12 +1291,16 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 		if (any_mapped) {
 			uint64_t size = current_size(s);
 			for (size_t k = 0; k < n && size < s->file_size; k++) {
-				if (idx[k] >= s->nlocs || !mapped(s, &s->locs[idx[k]]) ||
-				    fits(&s->locs[idx[k]], size))
+				struct bfs_record_loc loc;
+
+				if (idx[k] >= s->nlocs)
+					continue;
+				loc = loc_of(s, idx[k]);
+				if (!mapped(s, &loc) || fits(&loc, size))
 					continue;
 				free(msgs[k]);
 				msgs[k] = NULL;
-				fail_one(s, truncated(s, idx[k]), errs, msgs, k);
+				fail_one(s, truncated(idx[k], &loc), errs, msgs, k);
 			}
 		}
 		return;
@@ -1335,7 +1315,8 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 		return;
 	}
 	for (size_t k = 0; k < n; k++) {
-		const struct bfs_record_loc *loc;
+		struct bfs_record_loc l;
+		const struct bfs_record_loc *loc = &l;
 		const struct bfs_seek_point *pt;
 		uint8_t hdr[HDR_LEN], foot[FOOT_LEN];
 		uint64_t i = idx[k];
@@ -1345,7 +1326,7 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 				 errs, msgs, k);
 			continue;
 		}
-		loc = &s->locs[i];
+		l = loc_of(s, i);
 		pt = find_point(s, loc->offset);
 		/* continue the running inflate when the record lies ahead of it and
 		 * no seek point would save much of the way */
@@ -1371,7 +1352,7 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 		if (!err)
 			err = zr_read(&r, hdr, HDR_LEN);
 		if (!err)
-			err = check_header(s, i, hdr, verify);
+			err = check_header(i, loc, hdr, verify);
 		if (!err)
 			err = zr_read(&r, dst[k], loc->len);
 		if (!err)
@@ -1384,7 +1365,7 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 			continue;
 		}
 		pos = loc->offset + HDR_LEN + loc->len + FOOT_LEN;
-		if (verify && (err = check_data(s, i, dst[k], foot)) != 0)
+		if (verify && (err = check_data(i, loc, dst[k], foot)) != 0)
 			fail_one(s, err, errs, msgs, k);
 	}
 	if (live)

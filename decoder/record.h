@@ -8,7 +8,7 @@
  * are always offsets in the *uncompressed* record stream.
  *
  * The scan (bfs_shard_scan) walks every record once and yields it to a
- * callback; it records the index (offset + length per record) and, for
+ * callback; it builds the index (index.h: record offsets, ~2 bytes each) and, for
  * compressed shards, zran-style seek points (a 32 KiB window every ~1 MiB of
  * output) so that bfs_shard_read can reach any record without inflating from
  * the start.
@@ -24,6 +24,7 @@
 #define BFS_RECORD_H
 
 #include "common.h"
+#include "index.h"
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -41,20 +42,10 @@ enum bfs_compression {
 const char *bfs_compression_name(enum bfs_compression c); /* "none","gzip","zlib","auto" */
 int bfs_compression_parse(enum bfs_compression *out, const char *s);
 
-/* Index of one record. 12 bytes of payload. */
+/* Where one record is (a value computed from the index, index.h). */
 struct bfs_record_loc {
 	uint64_t offset; /* of the record's 12-byte header, in the uncompressed stream */
 	uint32_t len; /* data length */
-} __attribute__((packed, aligned(4))); /* 12 bytes per record in memory too */
-
-/* A zran seek point: enough state to restart inflate mid-stream. */
-struct bfs_seek_point {
-	uint64_t out_off; /* uncompressed offset this point restarts at */
-	uint64_t in_off; /* compressed byte offset of the first full byte */
-	uint8_t bits; /* bits (0-7) of the byte before in_off still to use */
-	uint8_t new_member; /* 1: in_off starts a new gzip/zlib member header (window empty) */
-	uint8_t window[32768]; /* the 32 KiB of output preceding out_off; zero-filled
-				* at the front when the member produced less */
 };
 
 struct bfs_shard;
@@ -94,15 +85,21 @@ void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx);
  * as is. */
 int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx);
 
-/* The index, after a scan or bfs_shard_set_index. Borrowed. */
+/* The index (index.h), after a scan or bfs_shard_set_index: NULL before.
+ * Borrowed; its inline accessors are the fast path for many lookups. */
 uint64_t bfs_shard_nrecords(const struct bfs_shard *s);
-const struct bfs_record_loc *bfs_shard_index(const struct bfs_shard *s);
+const struct bfs_index *bfs_shard_get_index(const struct bfs_shard *s);
+/* Offset of record i (i == nrecords: the end of the last one), 0 out of range. */
+uint64_t bfs_shard_record_offset(const struct bfs_shard *s, uint64_t i);
+uint32_t bfs_shard_record_len(const struct bfs_shard *s, uint64_t i); /* 0 out of range */
+uint32_t bfs_shard_max_len(const struct bfs_shard *s);
 size_t bfs_shard_nseek(const struct bfs_shard *s);
 const struct bfs_seek_point *bfs_shard_seek_points(const struct bfs_shard *s);
 
-/* Install an index loaded from a cache (copies both arrays). */
-int bfs_shard_set_index(struct bfs_shard *s, const struct bfs_record_loc *locs, uint64_t n,
-			const struct bfs_seek_point *pts, size_t npts);
+/* Install an index (built, or loaded from a cache): finishes it and takes
+ * it over on success (the caller frees it on error: -EINVAL a seek point
+ * past the file's end). */
+int bfs_shard_set_index(struct bfs_shard *s, struct bfs_index *ix);
 
 /* Read record `i` (per the index) into dst (dst_cap >= its len), verifying
  * both CRCs if `verify` and that the header length matches the index.

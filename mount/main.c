@@ -9,6 +9,7 @@
 #include "watch.h"
 
 #include <limits.h>
+#include <unistd.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -378,6 +379,7 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 {
 	struct bfs_dataset_opts dopt = { 0 };
+	struct bfs_progress progress = { .tty = o->foreground && isatty(2) };
 	struct bfs_dataset *ds = NULL;
 	struct bfs_schema *user = NULL, *schema = NULL;
 	struct bfs_batcher *b = NULL;
@@ -460,6 +462,10 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.jobs = o->threads;
 	dopt.infer = user == NULL;
 	dopt.on_bad = print_bad;
+	dopt.on_note = bfs_tool_note;
+	/* the progress bar of a first index build, in the foreground at a terminal */
+	dopt.progress = bfs_tool_progress;
+	dopt.progress_ctx = &progress;
 	rc = bfs_dataset_open(&ds, source, &dopt);
 	if (rc) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());

@@ -276,14 +276,9 @@ int bfs_tool_inspect(int argc, char **argv)
 
 /* ------------------------------------------------------ schema, index */
 
-struct progress {
-	bool tty;
-	time_t last;
-};
-
-static void show_progress(void *arg, uint64_t done, uint64_t total)
+void bfs_tool_progress(void *arg, uint64_t done, uint64_t total)
 {
-	struct progress *p = arg;
+	struct bfs_progress *p = arg;
 	int width = 40, fill;
 
 	if (!p->tty)
@@ -295,6 +290,12 @@ static void show_progress(void *arg, uint64_t done, uint64_t total)
 	if (done >= total)
 		fputc('\n', stderr);
 	fflush(stderr);
+}
+
+void bfs_tool_note(void *ctx, const char *shard, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "batchfs: %s: %s\n", shard, msg);
 }
 
 static void print_bad(void *ctx, const char *shard, const char *msg)
@@ -313,7 +314,7 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bfs_dataset_opts o = { 0 };
-	struct progress pr = { .tty = progress && isatty(2) };
+	struct bfs_progress pr = { .tty = progress && isatty(2) };
 	char *index_dir = NULL;
 	uint64_t jobs = 0;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -351,7 +352,8 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 	o.index_dir = index_dir;
 	o.jobs = jobs ? (unsigned)jobs : (unsigned)(ncpu > 0 ? ncpu : 1);
 	o.infer = true;
-	o.progress = show_progress;
+	o.progress = bfs_tool_progress;
+	o.on_note = bfs_tool_note;
 	o.on_bad = print_bad;
 	o.progress_ctx = &pr;
 	rc = bfs_dataset_open(ds, argv[optind], &o);

@@ -1,7 +1,8 @@
 """scripts/bench — how fast batchfs is, next to its floors, ceilings and peers.
 
     scripts/bench [--quick] [--workload small|image|varlen|wide|wide2000|photo]... [--work DIR]
-                  [--drop-caches] [--no-npm] [--no-index10m] [--cache-size SIZE]
+                  [--drop-caches] [--no-npm] [--no-scale] [--scale-1e8] [--only-scale]
+                  [--block-vs-global] [--block-only] [--cache-size SIZE]
                   [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
 For each workload (generated with the project's own bfs_gen; plain shards):
@@ -30,12 +31,17 @@ For each workload (generated with the project's own bfs_gen; plain shards):
   into batches in one process (both on a fresh mount), and vahidk/tfrecord
   (../shared/peers/vahidk-tfrecord) with a shuffle queue under a DataLoader,
   on a fixed subset
+
 'photo' (JPEG photographs, -o image=image/encoded:224x224) has rows of its
 own (bench_photo): the one-core C loop tests/bench/bench_jpeg (TurboJPEG +
 decoder/resize.c), batchfs's cold epoch over the .npy batch tree with all
 threads and with threads=1, and vahidk/tfrecord + PIL under a DataLoader;
-then the ratio lines against the targets, and the index size per record
-on a generated 10-million-record dataset. Everything goes to stdout and to
+then the ratio lines against the targets, and the scale part on generated
+datasets of small records (10^7 in 64 shards; 10^8 in 256 with --scale-1e8):
+index bytes per record on disk, re-mount time with the index reused (and
+that it reads no shard), the first index build's rate against `cat` of the
+same files (cold: evicted with fadvise; and warm), the daemon's RSS after
+mount and after one epoch. Everything goes to stdout and to
 WORK/bench-results.txt.
 
 records/s counts records served (a tree pass serves every record of the
@@ -1371,22 +1377,156 @@ def new_ratios(r):
 # ---------------------------------------------------------------- index size
 
 
-def bench_index10m(args, tools):
-    n = INDEX_RECORDS // (10 if args.quick else 1)
-    w = {"shards": 4, "features": ["y:int64:1"]}
-    src, _ = generate(tools, args.work, "index%d" % n, w, n)
-    idx = os.path.join(args.work, "index-index%d" % n)
-    shutil.rmtree(idx, ignore_errors=True)
-    log("index of %d records" % n)
-    out, secs, rss = check_child([tools["batchfs"], "index", "--index-dir", idx, src])
-    mem = None
-    for tok in out.split(";"):
-        if "index" in tok and "bytes" in tok:
-            mem = int(tok.split()[1])
-    disk = sum(os.path.getsize(os.path.join(idx, f)) for f in os.listdir(idx)
-               if f.endswith(".idx"))
-    return {"records": n, "mem": mem, "disk": disk, "seconds": secs, "rss": rss,
-            "line": out.strip()}
+def evict(paths):
+    """Drop these files (only these) from the page cache: a cold read."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages (a fresh dataset) are not dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def proc_status(pid, keys=("VmRSS", "RssAnon", "RssFile")):
+    got = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k = line.split(":")[0]
+                if k in keys:
+                    got[k] = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return got
+
+
+def proc_rchar(pid):
+    """Bytes the process read through read/pread so far (mapped pages not counted)."""
+    try:
+        with open("/proc/%d/io" % pid) as f:
+            for line in f:
+                if line.startswith("rchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def scale_one(args, tools, n, shards):
+    """One dataset of n small records (one int64 each) in `shards` shards:
+    cat rate, first index build (index alone, and with schema inference),
+    re-mount, index bytes/record, daemon RSS after mount and one epoch."""
+    w = {"shards": shards, "features": ["y:int64:1"]}
+    src, _ = generate(tools, args.work, "scale%d" % n, w, n)
+    files = shard_paths(src)
+    nbytes = sum(os.path.getsize(f) for f in files)
+    jobs = str(os.cpu_count() or 1)
+    r = {"records": n, "shards": shards, "bytes": nbytes}
+    schema = os.path.join(args.work, "scale-schema.json")
+    with open(schema, "w") as f:
+        json.dump({"features": {"y": {"kind": "int64", "dtype": "int64", "shape": []}}}, f)
+    mnt = os.path.join(args.work, "mnt-scale")
+    ixa = os.path.join(args.work, "index-scale%d-a" % n)
+    ixb = os.path.join(args.work, "index-scale%d-b" % n)
+
+    def cat():
+        t0 = time.perf_counter()
+        for f in files:
+            with open(f, "rb") as fh:
+                while fh.readinto(buf):
+                    pass
+        return time.perf_counter() - t0
+
+    buf = bytearray(1 << 20)
+    log("scale %d: cat cold, cat warm" % n)
+    evict(files)
+    r["cat_cold"] = nbytes / cat()
+    r["cat_warm"] = nbytes / min(cat(), cat())
+    # the index alone (a mount given schema=): cold, then warm
+    for mode in ("cold", "warm"):
+        shutil.rmtree(ixb, ignore_errors=True)
+        if mode == "cold":
+            evict(files)
+        else:
+            cat()
+        log("scale %d: first mount, index only (%s)" % (n, mode))
+        with Mount([tools["batchfs"], "-f", src, mnt, "-o",
+                    "schema=%s,index_dir=%s,threads=%s" % (schema, ixb, jobs)], mnt) as m:
+            r["build_%s" % mode] = nbytes / m.mount_seconds
+    # index and schema inference (batchfs index), cold
+    shutil.rmtree(ixa, ignore_errors=True)
+    evict(files)
+    log("scale %d: batchfs index (with inference, cold)" % n)
+    _, secs, _ = check_child([tools["batchfs"], "index", "--jobs", jobs, "--index-dir", ixa,
+                              src])
+    r["build_infer_cold"] = nbytes / secs
+    idx = [os.path.join(ixa, f) for f in os.listdir(ixa) if f.endswith(".idx")]
+    r["disk"] = sum(os.path.getsize(f) for f in idx)
+    mtimes = {f: os.stat(f).st_mtime_ns for f in idx}
+    # re-mounts: the index and schema reused, the shards not read
+    times = []
+    bs = 65536
+    for k in range(3):
+        log("scale %d: re-mount %d" % (n, k + 1))
+        with Mount([tools["batchfs"], "-f", src, mnt, "-o",
+                    "index_dir=%s,threads=%s,batch_size=%d" % (ixa, jobs, bs)], mnt) as m:
+            times.append(m.mount_seconds)
+            r["remount_rchar"] = proc_rchar(m.p.pid)
+            st = read_stats(mnt)
+            r["reused"] = st.get("index_reused")
+            if k == 2:
+                r["rss_mount"] = proc_status(m.p.pid)
+                log("scale %d: one epoch (.safetensors)" % n)
+                t0 = time.perf_counter()
+                check_child([tools["readtree"], "--only", ".safetensors", "--exclude", "all",
+                             "--exclude", "all.safetensors", mnt + "/epoch-0000"])
+                r["epoch_seconds"] = time.perf_counter() - t0
+                r["rss_epoch"] = proc_status(m.p.pid)
+    r["remount"] = sorted(times)[1]
+    r["rewritten"] = any(os.stat(f).st_mtime_ns != t for f, t in mtimes.items())
+    for d in (ixa, ixb):
+        shutil.rmtree(d, ignore_errors=True)
+    return r
+
+
+def bench_scale(args, tools):
+    sizes = [(1_000_000, 16)] if args.quick else [(10_000_000, 64)]
+    if args.scale_1e8:
+        sizes.append((100_000_000, 256))
+    return [scale_one(args, tools, n, sh) for n, sh in sizes]
+
+
+def scale_ratios(rows):
+    for r in rows:
+        tag = "scale   %s records (%d shards, %.0f MB):" % ("{:,}".format(r["records"]),
+                                                          r["shards"], r["bytes"] / 1e6)
+        bpr = r["disk"] / r["records"]
+        say("%s index on disk %.2f B/record  target <= 4  %s" % (tag, bpr, verdict(bpr <= 4)))
+        say("%s re-mount with the index reused %.3f s  target <= 1 s  %s  (index %s; "
+            "daemon read %s bytes at mount: shards %s; index files %s)" % (
+                tag, r["remount"], verdict(r["remount"] <= 1),
+                "reused" if r.get("reused") else "NOT reused",
+                "{:,}".format(r.get("remount_rchar") or 0),
+                "not re-read" if (r.get("remount_rchar") or 0) < r["bytes"] / 10 else "RE-READ",
+                "rewritten" if r["rewritten"] else "not rewritten"))
+        for mode in ("cold", "warm"):
+            q = r["build_%s" % mode] / r["cat_%s" % mode]
+            say("%s first index build (mount with schema=, %s) / cat (%s) = %s / %s MB/s = %s"
+                "  target >= 70%%  %s" % (tag, mode, mode, fmt_rate(r["build_%s" % mode] / 1e6),
+                                          fmt_rate(r["cat_%s" % mode] / 1e6),
+                                          fmt_q(q, 0.70), verdict(q >= 0.70)))
+        q = r["build_infer_cold"] / r["cat_cold"]
+        say("%s first index build with schema inference (batchfs index, cold) / cat (cold) = "
+            "%s / %s MB/s = %.0f%%  (for information: inference decodes every record)" % (
+                tag, fmt_rate(r["build_infer_cold"] / 1e6), fmt_rate(r["cat_cold"] / 1e6),
+                100 * q))
+        a, e = r.get("rss_mount", {}), r.get("rss_epoch", {})
+        say("%s daemon RSS after mount: VmRSS %.0f MiB (RssAnon %.0f, RssFile %.0f); after "
+            "one epoch (%.1f s): VmRSS %.0f MiB (RssAnon %.0f, RssFile %.0f)" % (
+                tag, a.get("VmRSS", 0) / MiB, a.get("RssAnon", 0) / MiB,
+                a.get("RssFile", 0) / MiB, r.get("epoch_seconds", 0), e.get("VmRSS", 0) / MiB,
+                e.get("RssAnon", 0) / MiB, e.get("RssFile", 0) / MiB))
 
 
 def bench_block(args, tools):
@@ -1453,16 +1593,21 @@ def main():
     ap.add_argument("--batch-size", type=int, help="override every workload's batch size")
     ap.add_argument("--cache-size", help="batchfs cache_size (default: batchfs's, 1G)")
     ap.add_argument("--no-npm", action="store_true")
-    ap.add_argument("--no-index10m", action="store_true")
     ap.add_argument("--block-vs-global", action="store_true",
                     help="also: records/s of shuffle=block against shuffle=global on shards "
                     "behind tests/faultfs with a delay per read (off by default)")
     ap.add_argument("--block-only", action="store_true",
-                    help="only the --block-vs-global part (no workloads, no index10m)")
+                    help="only the --block-vs-global part (no workloads, no scale part)")
     ap.add_argument("--block-delay-ms", type=int, default=2)
     ap.add_argument("--block-seconds", type=float, default=20)
     ap.add_argument("--block-size", default="256K")
     ap.add_argument("--block-window", type=int, default=8)
+    ap.add_argument("--no-scale", "--no-index10m", dest="no_scale", action="store_true",
+                    help="skip the scale part (index size, re-mount, index build vs cat)")
+    ap.add_argument("--scale-1e8", action="store_true",
+                    help="the scale part at 10^8 records too (256 shards, 3.5 GB, minutes)")
+    ap.add_argument("--only-scale", action="store_true",
+                    help="run the scale part alone (no workloads)")
     ap.add_argument("--product-from", metavar="DIR",
                     help="take batchfs and bench_decode from DIR, a build of another commit "
                          "(e.g. a git worktree of HEAD~1 built with scripts/build), to compare "
@@ -1492,7 +1637,8 @@ def main():
         return 0
     if args.drop_caches and os.geteuid() != 0:
         ap.error("--drop-caches needs root")
-    names = args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"]
+    names = [] if args.only_scale else (
+        args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
     if args.block_only:
         args.no_npm = True
     os.makedirs(args.work, exist_ok=True)
@@ -1579,7 +1725,7 @@ def main():
         results.append(bench_photo(args, tools, name, w) if w.get("photo") else
                        bench_workload(args, tools, name, w, npm_dir, npm_note))
         results[-1]["run"] = run["id"]
-    ix = None if args.no_index10m else bench_index10m(args, tools)
+    scale = None if args.no_scale else bench_scale(args, tools)
     say()
     say("load average at end: %.2f on %d cores" % (loadavg(), os.cpu_count()))
 
@@ -1628,13 +1774,8 @@ def main():
                 fmt_parts(r.get("hwm_parts"))))
         new_ratios(r)
     wide_ratios(results)
-    if ix:
-        say("index   %s records: in memory %s bytes = %.6f B/record %s; on disk under "
-            "index_dir %s bytes = %.6f B/record %s  (target <= 16; built in %.1f s)" % (
-                "{:,}".format(ix["records"]), "{:,}".format(ix["mem"] or 0),
-                (ix["mem"] or 0) / ix["records"], verdict((ix["mem"] or 0) <= 16 * ix["records"]),
-                "{:,}".format(ix["disk"]), ix["disk"] / ix["records"],
-                verdict(ix["disk"] <= 16 * ix["records"]), ix["seconds"]))
+    if scale:
+        scale_ratios(scale)
     say()
     chart_dir = args.chart_dir or os.path.join(args.work, "charts")
     try:

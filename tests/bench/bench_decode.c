@@ -262,9 +262,9 @@ static uint64_t dataset_in_bytes(const struct bfs_dataset *ds)
 
 	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++) {
 		const struct bfs_shard *s = bfs_dataset_shard(ds, i);
-		const struct bfs_record_loc *loc = bfs_shard_index(s);
-		for (uint64_t r = 0; r < bfs_shard_nrecords(s); r++)
-			sum += (uint64_t)loc[r].len + 16;
+		/* records are contiguous: their bytes are the span they cover */
+		sum += bfs_shard_record_offset(s, bfs_shard_nrecords(s)) -
+		       bfs_shard_record_offset(s, 0);
 	}
 	return sum;
 }

@@ -97,3 +97,62 @@ def test_narrow_schema_readme_has_no_wide_note(mounter, gen, tmp_path):  # noqa:
     ds = _dataset(gen, tmp_path / "narrow", 50, ["x:float:2", "y:int64:1"], seed=6)
     m = mounter(ds.path, batch_size=16)
     assert "Many features" not in m.read("README.txt").decode()
+
+
+def _rchar(pid):
+    """Bytes process pid read with read/pread so far (mapped pages do not count)."""
+    with open("/proc/%d/io" % pid) as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("rchar:"))
+
+
+def _idx_files(d):
+    return {n: os.stat(os.path.join(d, n)) for n in os.listdir(d) if n.endswith(".idx")}
+
+
+def test_remount_maps_the_index_without_reading_the_shards(batchfs, gen, tmp_path):  # noqa: F811
+    """Issue 9: the first mount reads every shard once (its read count covers
+    their bytes); a re-mount of the unchanged dataset reads none of them
+    (read/pread bytes far below the shards' size), rewrites no index file and
+    serves the same batches; a cache file with a flipped byte is rebuilt with
+    one log line naming it."""
+    ds = _dataset(gen, tmp_path / "src", 60000, ["y:int64:1", "x:float:2"], shards=4, seed=9)
+    shard_bytes = sum(os.path.getsize(os.path.join(str(ds.path), n))
+                      for n in os.listdir(str(ds.path)))
+    ix = str(tmp_path / "ix")
+    opts = "batch_size=1000,index_dir=%s,threads=2" % ix
+    got, reads, files = [], [], []
+    for run in range(3):
+        if run == 2:  # corrupt one cache file in its middle
+            name = sorted(files[0])[0]
+            with open(os.path.join(ix, name), "r+b") as f:
+                size = os.path.getsize(os.path.join(ix, name))
+                f.seek(size // 2)
+                b = f.read(1)
+                f.seek(size // 2)
+                f.write(bytes([b[0] ^ 0x10]))
+        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
+                  str(tmp_path / ("log%d" % run)))
+        try:
+            m.start()
+            reads.append(_rchar(m.proc.pid))
+            stats = m.json("stats.json")
+            assert stats["records"] == ds.n
+            assert stats["index_reused"] == (run == 1), stats
+            got.append(m.read("epoch-0000", "batch-000007.safetensors"))
+        finally:
+            m.stop()
+        assert m.proc.returncode == 0, m.log_text()
+        files.append(_idx_files(ix))
+        log = m.log_text()
+        if run == 2:
+            assert log.count("corrupt (checksum mismatch); rebuilding it") == 1, log
+            assert name in log, log
+        else:
+            assert "rebuilding" not in log, log
+    assert len(files[0]) == 4
+    assert reads[0] >= shard_bytes, (reads, shard_bytes)
+    assert reads[1] < shard_bytes / 8, (reads, shard_bytes)
+    for n, st in files[0].items():  # the re-mount rewrote nothing
+        assert (files[1][n].st_ino, files[1][n].st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+    assert files[2][name].st_ino != files[1][name].st_ino  # the corrupt one was rewritten
+    assert got[0] == got[1] == got[2]

@@ -367,7 +367,7 @@ static void check_roundtrip(const char *path, enum bfs_compression want_comp, co
 	ck_assert_uint_eq(bfs_shard_nrecords(s), r->n);
 	for (uint64_t i = 0; i < r->n; i++) {
 		ck_assert_msg(bfs_shard_read(s, i, buf, 1 << 22, true) == 0, "%s", bfs_err_msg());
-		ck_assert_uint_eq(bfs_shard_index(s)[i].len, r->len[i]);
+		ck_assert_uint_eq(bfs_shard_record_len(s, i), r->len[i]);
 		ck_assert(memcmp(buf, r->data[i], r->len[i]) == 0);
 	}
 	bfs_shard_close(s);
@@ -972,34 +972,44 @@ START_TEST(set_index_roundtrips_into_a_fresh_shard)
 {
 	struct big b;
 	struct bfs_shard *s = NULL, *s2 = NULL;
+	struct bfs_index *ix = NULL;
 	uint8_t *buf = malloc(4096);
 	size_t nrec = 3000;
-	struct bfs_record_loc bad[2];
 
 	big_make(&b, "idx.gz", nrec, W_GZIP);
 	ck_assert_int_eq(bfs_shard_open(&s, b.path, BFS_COMP_AUTO), 0);
 	ck_assert_int_eq(bfs_shard_scan(s, true, NULL, NULL), 0);
 	ck_assert_uint_ge(bfs_shard_nseek(s), 1);
 	ck_assert_int_eq(bfs_shard_open(&s2, b.path, BFS_COMP_GZIP), 0);
-	ck_assert_int_eq(bfs_shard_set_index(s2, bfs_shard_index(s), bfs_shard_nrecords(s),
-					     bfs_shard_seek_points(s), bfs_shard_nseek(s)),
-			 0);
+	/* a copy of s's index, record by record */
+	ck_assert_int_eq(bfs_index_new(&ix), 0);
+	for (uint64_t i = 0; i < nrec; i++)
+		ck_assert_int_eq(bfs_index_push(ix, bfs_shard_record_offset(s, i),
+						bfs_shard_record_len(s, i)),
+				 0);
+	for (size_t i = 0; i < bfs_shard_nseek(s); i++)
+		memcpy(bfs_index_add_point(ix), &bfs_shard_seek_points(s)[i],
+		       sizeof(struct bfs_seek_point));
+	ck_assert_int_eq(bfs_shard_set_index(s2, ix), 0);
 	ck_assert_uint_eq(bfs_shard_nrecords(s2), nrec);
 	ck_assert_uint_eq(bfs_shard_nseek(s2), bfs_shard_nseek(s));
-	ck_assert_ptr_ne(bfs_shard_index(s2), bfs_shard_index(s));
-	ck_assert(memcmp(bfs_shard_index(s2), bfs_shard_index(s),
-			 nrec * sizeof(struct bfs_record_loc)) == 0);
+	ck_assert_ptr_ne(bfs_shard_get_index(s2), bfs_shard_get_index(s));
+	for (uint64_t i = 0; i <= nrec; i++)
+		ck_assert_uint_eq(bfs_shard_record_offset(s2, i), bfs_shard_record_offset(s, i));
+	ck_assert_uint_eq(bfs_shard_max_len(s2), bfs_shard_max_len(s));
 	bfs_shard_close(s);
 	for (uint64_t i = 0; i < nrec; i += 3) {
 		ck_assert_msg(bfs_shard_read(s2, i, buf, 4096, true) == 0, "%s", bfs_err_msg());
 		ck_assert(memcmp(buf, b.r.data[i], b.r.len[i]) == 0);
 	}
-	/* an overlapping index is refused and leaves the old one in place */
-	bad[0] = (struct bfs_record_loc){ 0, 100 };
-	bad[1] = (struct bfs_record_loc){ 50, 10 };
-	ck_assert_int_eq(bfs_shard_set_index(s2, bad, 2, NULL, 0), -EINVAL);
-	ck_assert_uint_eq(bfs_shard_nrecords(s2), nrec);
-	ck_assert_int_eq(bfs_shard_set_index(s2, NULL, 0, NULL, 0), 0);
+	/* an overlapping record is refused by the index */
+	ck_assert_int_eq(bfs_index_new(&ix), 0);
+	ck_assert_int_eq(bfs_index_push(ix, 0, 100), 0);
+	ck_assert_int_eq(bfs_index_push(ix, 50, 10), -EINVAL);
+	bfs_index_free(ix);
+	/* an empty index installs */
+	ck_assert_int_eq(bfs_index_new(&ix), 0);
+	ck_assert_int_eq(bfs_shard_set_index(s2, ix), 0);
 	ck_assert_uint_eq(bfs_shard_nrecords(s2), 0);
 	bfs_shard_close(s2);
 	free(buf);
@@ -1068,7 +1078,7 @@ START_TEST(real_shards_scan_with_manifest_counts_and_detected_compression)
 	ck_assert_int_eq(bfs_shard_scan(s, true, crc_fn, crcs), 0);
 	/* spot-check random access, seek points included */
 	for (uint64_t i = 0; i < real_cases[_i].records; i += 1 + real_cases[_i].records / 40) {
-		uint32_t len = bfs_shard_index(s)[i].len;
+		uint32_t len = bfs_shard_record_len(s, i);
 		ck_assert_msg(bfs_shard_read(s, i, buf, 1 << 20, true) == 0, "%s", bfs_err_msg());
 		ck_assert_uint_eq(bfs_crc32c(0, buf, len), crcs[i]);
 	}
