@@ -37,6 +37,13 @@ struct bfs_dataset_opts {
 	void *progress_ctx; /* also passed to on_bad */
 	/* a record with a bad data CRC met while indexing (msg borrowed) */
 	void (*on_bad)(void *ctx, const char *shard, const char *msg);
+	/* plain copies of compressed shards in index_dir, at most this many
+	 * bytes there in all (decoder/shadow.h); 0: none */
+	uint64_t shadow_size;
+	/* one-line notes (shadow copies not written, a bad one found; msg
+	 * borrowed; ctx is progress_ctx); may be NULL. Called from any thread,
+	 * also after open while records are read. */
+	void (*on_note)(void *ctx, const char *msg);
 };
 
 struct bfs_dataset;

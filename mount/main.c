@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <unistd.h>
 
 #ifndef BFS_VERSION
 #define BFS_VERSION "0.0.0"
@@ -26,7 +27,7 @@ static void usage(FILE *f)
 		"usage: batchfs [OPTIONS] SOURCE MOUNTPOINT      mount (daemonizes unless -f)\n"
 		"       batchfs inspect [--records N] [--json] PATH...\n"
 		"       batchfs schema [--index-dir DIR] SOURCE\n"
-		"       batchfs index [--jobs N] [--index-dir DIR] SOURCE\n"
+		"       batchfs index [--jobs N] [--index-dir DIR] [--shadow-size SIZE] SOURCE\n"
 		"       batchfs stats [--json] MOUNTPOINT          a mount's counters, once\n"
 		"       batchfs top [--interval S] [--count N] MOUNTPOINT   live view (q quits)\n"
 		"       batchfs --help | --version\n"
@@ -37,6 +38,8 @@ static void usage(FILE *f)
 		"  drop_remainder  schema=FILE  features=a,b  rank=R,world=W\n"
 		"  verify=crc|none  on_corrupt=fail|skip  cache_size=SIZE (1G)\n"
 		"  prefetch=N (2 x threads)  threads=N (nproc)  index_dir=DIR\n"
+		"  shadow=on|off  shadow_size=SIZE (8G: plain copies of gzip/zlib shards in "
+		"index_dir)\n"
 		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
 		"  compression=auto|none|gzip|zlib  follow_symlinks\n"
 		"  cuda[=DEV]  cuda_pool=N (4: device buffers for batch-B.cuda descriptors)\n"
@@ -343,9 +346,16 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 		msg);
 }
 
+static void print_note(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "batchfs: %s\n", msg);
+}
+
 static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 {
 	struct bfs_dataset_opts dopt = { 0 };
+	struct bfs_progress progress = { .tty = isatty(2) != 0 };
 	struct bfs_dataset *ds = NULL;
 	struct bfs_schema *user = NULL, *schema = NULL;
 	struct bfs_batcher *b = NULL;
@@ -427,6 +437,10 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.jobs = o->threads;
 	dopt.infer = user == NULL;
 	dopt.on_bad = print_bad;
+	dopt.shadow_size = o->shadow ? o->shadow_size : 0;
+	dopt.on_note = print_note;
+	dopt.progress = bfs_progress_show;
+	dopt.progress_ctx = &progress;
 	rc = bfs_dataset_open(&ds, source, &dopt);
 	if (rc) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
