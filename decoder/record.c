@@ -50,6 +50,23 @@
 #define READ_IN_CHUNK ((size_t)64 << 10) /* compressed input per pread, read */
 #define DISCARD_CHUNK ((size_t)32 << 10) /* output skipped on the way to a record */
 #define SEEK_SPAN ((uint64_t)1 << 20) /* uncompressed bytes between seek points */
+
+/* The seek point span; BATCHFS_SEEK_SPAN=BYTES (at least 64 KiB) sets it,
+ * for measuring denser seek points against shadow copies (scripts/bench). */
+static uint64_t seek_span(void)
+{
+	static _Atomic uint64_t span;
+	uint64_t v = atomic_load(&span);
+
+	if (!v) {
+		const char *e = getenv("BATCHFS_SEEK_SPAN");
+		unsigned long long n = e ? strtoull(e, NULL, 10) : 0;
+
+		v = n >= ((uint64_t)64 << 10) ? (uint64_t)n : SEEK_SPAN;
+		atomic_store(&span, v);
+	}
+	return v;
+}
 #define WINSIZE 32768
 
 struct bfs_shard {
@@ -669,7 +686,7 @@ static int scan_fill_z(struct scan *sc)
 			return scan_zerr(sc, -EBADMSG, "invalid deflate data");
 		}
 		if ((zs->data_type & 128) && !(zs->data_type & 64) &&
-		    sc->produced - sc->last_point >= SEEK_SPAN) {
+		    sc->produced - sc->last_point >= seek_span()) {
 			err = scan_add_point(sc);
 			if (err)
 				return err;
