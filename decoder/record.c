@@ -1427,6 +1427,8 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
 				ri[nredo] = idx[k];
 				rd[nredo] = dst[k];
 				sm[nredo] = msgs[k];
+				re[nredo] = 0; /* read_many_pinned sets only failures */
+				rm[nredo] = NULL;
 				redo[nredo++] = k;
 				errs[k] = 0;
 				msgs[k] = NULL;
