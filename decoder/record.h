@@ -129,8 +129,9 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
  * that borrows the index of the shard it copies: same offsets. Once set as
  * the shard's shadow, bfs_shard_read(_many) read the view first, with both
  * CRCs checked whatever `verify` says; a record the view fails (bad CRC,
- * short file, I/O error) is reported to `fn` (msg borrowed) and read from
- * the compressed shard as before. The shard owns the view; a new scan or
+ * short file, I/O error) is read from the compressed shard as before, and
+ * when that read succeeds (the copy was bad) `fn` gets the view's message
+ * (borrowed). The shard owns the view; a new scan or
  * index drops it. Set sink and shadow only while no read or scan runs. */
 typedef void (*bfs_stream_sink_fn)(void *ctx, const uint8_t *data, size_t n);
 void bfs_shard_set_sink(struct bfs_shard *s, bfs_stream_sink_fn fn, void *ctx);
