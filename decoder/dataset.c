@@ -9,6 +9,7 @@
 
 #include "crc32c.h"
 #include "example.h"
+#include "shadow.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@ struct bfs_dataset {
 	bool schema_reused;
 	uint64_t undecodable;
 	uint64_t bad_records; /* data CRC mismatches met by the scan */
+	struct bfs_shadows *shadows; /* NULL: no shadow copies */
 };
 
 /* ---------------------------------------------------------------- source */
@@ -490,6 +492,7 @@ static void *scan_worker(void *arg)
 	struct scan_ctx *sc = arg;
 
 	for (;;) {
+		struct bfs_shadow_writer *w;
 		struct rec_ctx rc;
 		size_t i;
 		int err;
@@ -509,7 +512,9 @@ static void *scan_worker(void *arg)
 		/* CRCs are checked; a corrupt record is indexed and reported, and is
 		 * handled per on_corrupt when a batch holding it is read */
 		bfs_shard_set_bad_fn(sc->ds->shards[i], on_bad, &rc);
+		w = sc->ds->shadows ? bfs_shadow_begin(sc->ds->shadows, sc->ds->shards[i]) : NULL;
 		err = bfs_shard_scan(sc->ds->shards[i], true, sc->infer ? on_record : NULL, &rc);
+		bfs_shadow_end(w, err);
 		bfs_shard_set_bad_fn(sc->ds->shards[i], NULL, NULL);
 		if (err && !strstr(bfs_err_msg(), bfs_shard_path(sc->ds->shards[i])))
 			bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
@@ -578,10 +583,38 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 		return;
 	for (size_t i = 0; i < ds->nshards; i++)
 		bfs_shard_close(ds->shards[i]);
+	bfs_shadows_free(ds->shadows); /* after the shards: their copies report to it */
 	free(ds->shards);
 	free(ds->first);
 	bfs_schema_free(ds->schema);
 	free(ds);
+}
+
+/* Shadow copies (shadow.h): the set over index_dir; an indexed compressed
+ * shard without a valid copy is scanned again to write one, when the copy
+ * would fit. */
+static int shadows_open(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need,
+			bool *any_scan)
+{
+	struct bfs_shadow_opts so = {
+		.dir = o->index_dir,
+		.budget = o->shadow_size,
+		.note = o->on_note,
+		.ctx = o->progress_ctx,
+	};
+	int rc;
+
+	if (!o->index_dir || !o->shadow_size)
+		return 0;
+	rc = bfs_shadows_new(&ds->shadows, &so);
+	for (size_t i = 0; !rc && i < ds->nshards; i++) {
+		if (!need[i] && bfs_shadow_wanted(ds->shadows, ds->shards[i])) {
+			need[i] = true;
+			ds->index_reused = false;
+			*any_scan = true;
+		}
+	}
+	return rc;
 }
 
 int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct bfs_dataset_opts *o)
@@ -628,6 +661,9 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 			any_scan = true;
 		}
 	}
+	rc = shadows_open(ds, o, need, &any_scan);
+	if (rc)
+		goto fail;
 	if (o->infer) {
 		if (o->index_dir) {
 			schema_file(sfile, sizeof(sfile), o->index_dir, ds->shards, ds->nshards);
@@ -648,6 +684,8 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		if (o->infer && o->index_dir && !ds->schema_reused)
 			schema_save(o->index_dir, sfile, ds->schema);
 	}
+	for (size_t i = 0; ds->shadows && i < ds->nshards; i++)
+		(void)bfs_shadow_attach(ds->shadows, ds->shards[i]);
 	/* from each index's header: no walk over the records */
 	for (size_t i = 0; i < ds->nshards; i++) {
 		ds->first[i + 1] = ds->first[i] + bfs_shard_nrecords(ds->shards[i]);

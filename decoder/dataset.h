@@ -39,7 +39,13 @@ struct bfs_dataset_opts {
 	void *progress_ctx; /* also passed to on_bad */
 	/* a record with a bad data CRC met while indexing (msg borrowed) */
 	void (*on_bad)(void *ctx, const char *shard, const char *msg);
-	/* worth one log line: an index cache file rebuilt, and why (may be NULL) */
+	/* plain copies of compressed shards in index_dir, at most this many
+	 * bytes there in all (decoder/shadow.h); 0: none */
+	uint64_t shadow_size;
+	/* worth one log line (may be NULL): an index cache file rebuilt and
+	 * why (shard names it), shadow copies not written or a bad one found
+	 * (shard NULL: msg names the file). msg borrowed; ctx is progress_ctx.
+	 * Called from any thread, also after open while records are read. */
 	void (*on_note)(void *ctx, const char *shard, const char *msg);
 };
 

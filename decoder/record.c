@@ -52,6 +52,23 @@
 #define READ_IN_CHUNK ((size_t)64 << 10) /* compressed input per pread, read */
 #define DISCARD_CHUNK ((size_t)32 << 10) /* output skipped on the way to a record */
 #define SEEK_SPAN ((uint64_t)1 << 20) /* uncompressed bytes between seek points */
+
+/* The seek point span; BATCHFS_SEEK_SPAN=BYTES (at least 64 KiB) sets it,
+ * for measuring denser seek points against shadow copies (scripts/bench). */
+static uint64_t seek_span(void)
+{
+	static _Atomic uint64_t span;
+	uint64_t v = atomic_load(&span);
+
+	if (!v) {
+		const char *e = getenv("BATCHFS_SEEK_SPAN");
+		unsigned long long n = e ? strtoull(e, NULL, 10) : 0;
+
+		v = n >= ((uint64_t)64 << 10) ? (uint64_t)n : SEEK_SPAN;
+		atomic_store(&span, v);
+	}
+	return v;
+}
 #define WINSIZE 32768
 
 struct bfs_shard {
@@ -69,6 +86,14 @@ struct bfs_shard {
 	const uint8_t *map; /* plain shards: the file mapped read-only (file_size bytes), or NULL */
 	bfs_bad_record_fn bad_fn; /* see bfs_shard_set_bad_fn */
 	void *bad_ctx;
+	/* shadow.c's hooks (see record.h): the scan's output sink, and a plain
+	 * view of the stream that reads go to first */
+	bfs_stream_sink_fn sink;
+	void *sink_ctx;
+	struct bfs_shard *shadow; /* owned */
+	bfs_shadow_fail_fn shadow_fail;
+	void *shadow_ctx;
+	bool ix_borrowed; /* a view: ix belongs to the shard it shadows */
 };
 
 static atomic_long nmapped; /* shards mapped now (see maybe_map) */
@@ -260,10 +285,12 @@ void bfs_shard_close(struct bfs_shard *s)
 		munmap((void *)(uintptr_t)s->map, (size_t)s->file_size);
 		atomic_fetch_sub(&nmapped, 1);
 	}
+	bfs_shard_close(s->shadow);
 	bfs_fdslot_release(&s->fs);
 	free(s->path);
 	free(s->open_path);
-	bfs_index_free(s->ix);
+	if (!s->ix_borrowed)
+		bfs_index_free(s->ix);
 	free(s);
 }
 
@@ -388,6 +415,13 @@ static void maybe_map(struct bfs_shard *s)
 		atomic_fetch_sub(&nmapped, 1);
 }
 
+/* The index is about to change: a view borrowing it must go first. */
+static void drop_shadow(struct bfs_shard *s)
+{
+	bfs_shard_close(s->shadow);
+	s->shadow = NULL;
+}
+
 int bfs_shard_set_index(struct bfs_shard *s, struct bfs_index *ix)
 {
 	int err = bfs_index_finish(ix);
@@ -398,6 +432,7 @@ int bfs_shard_set_index(struct bfs_shard *s, struct bfs_index *ix)
 		if (ix->pts[i].in_off > s->file_size)
 			return bfs_err_set(-EINVAL, "index: seek point %zu is past the file's end",
 					   i);
+	drop_shadow(s);
 	bfs_index_free(s->ix);
 	s->ix = ix;
 	s->nlocs = ix->n;
@@ -571,6 +606,8 @@ static int scan_fill_z(struct scan *sc)
 		zs->avail_out = (uInt)room;
 		ret = inflate(zs, Z_BLOCK);
 		got = room - zs->avail_out;
+		if (got && sc->s->sink)
+			sc->s->sink(sc->s->sink_ctx, sc->buf + sc->end, got);
 		sc->end += got;
 		sc->produced += got;
 		switch (ret) {
@@ -600,7 +637,7 @@ static int scan_fill_z(struct scan *sc)
 			return scan_zerr(sc, -EBADMSG, "invalid deflate data");
 		}
 		if ((zs->data_type & 128) && !(zs->data_type & 64) &&
-		    sc->produced - sc->last_point >= SEEK_SPAN) {
+		    sc->produced - sc->last_point >= seek_span()) {
 			err = scan_add_point(sc);
 			if (err)
 				return err;
@@ -656,6 +693,7 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 	memset(&sc, 0, sizeof(sc));
 	sc.s = s;
 	sc.z.fd = -1;
+	drop_shadow(s); /* it borrows the index */
 	bfs_index_free(s->ix);
 	s->ix = NULL;
 	s->nlocs = 0;
@@ -1193,6 +1231,91 @@ out:
 	return err;
 }
 
+/* ---- the shadow: a plain copy of a compressed shard's stream ------------ */
+
+/* Record i from the shadow, both CRCs checked whatever the caller's verify
+ * (the copy is ours, not the user's data: a bad byte in it must not reach a
+ * batch). Returns 0, or the shadow's error with its message in *msg
+ * (malloc'd, or NULL): the caller then reads the compressed shard. */
+static int shadow_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, char **msg)
+{
+	int err = bfs_shard_read(s->shadow, i, dst, dst_cap, true);
+
+	*msg = err ? strdup(bfs_err_msg()) : NULL;
+	return err;
+}
+
+/* The shadow failed a record the compressed shard gave: the copy is bad. */
+static void shadow_failed(struct bfs_shard *s, const char *msg)
+{
+	if (s->shadow_fail)
+		s->shadow_fail(s->shadow_ctx, s, msg ? msg : "read failed");
+}
+
+void bfs_shard_set_sink(struct bfs_shard *s, bfs_stream_sink_fn fn, void *ctx)
+{
+	s->sink = fn;
+	s->sink_ctx = ctx;
+}
+
+uint64_t bfs_shard_stream_size(const struct bfs_shard *s)
+{
+	struct bfs_record_loc l;
+
+	if (!s->nlocs)
+		return 0;
+	l = loc_of(s, s->nlocs - 1);
+	return l.offset + HDR_LEN + l.len + FOOT_LEN;
+}
+
+int bfs_shard_open_view(struct bfs_shard **out, const char *path, int fd,
+			const struct bfs_shard *of)
+{
+	struct bfs_shard *v;
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return bfs_err_set(-errno, "%s: stat: %s", path, strerror(errno));
+	if (path[0] != '/' || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size < bfs_shard_stream_size(of))
+		return bfs_err_set(-EINVAL, "%s: not a view of %s", path, of->path);
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		return bfs_err_set(-ENOMEM, "out of memory");
+	v->path = strdup(path);
+	v->open_path = strdup(path);
+	if (!v->path || !v->open_path) {
+		free(v->path);
+		free(v->open_path);
+		free(v);
+		return bfs_err_set(-ENOMEM, "out of memory");
+	}
+	bfs_fdslot_init(&v->fs, v->open_path, fd, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
+	v->comp = BFS_COMP_NONE;
+	v->file_size = (uint64_t)st.st_size;
+	v->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	v->ix = of->ix;
+	v->nlocs = of->nlocs;
+	v->ix_borrowed = true;
+	maybe_map(v);
+	*out = v;
+	return 0;
+}
+
+void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
+			  void *ctx)
+{
+	drop_shadow(s);
+	s->shadow = view;
+	s->shadow_fail = fn;
+	s->shadow_ctx = ctx;
+}
+
+bool bfs_shard_has_shadow(const struct bfs_shard *s)
+{
+	return s->shadow != NULL;
+}
+
 /* bfs_shard_read with the descriptor pinned. */
 static int read_one(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
 {
@@ -1215,12 +1338,19 @@ static int read_one(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_ca
 
 int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
 {
-	int err = bfs_fdslot_pin(&s->fs);
+	char *smsg = NULL;
+	int err;
 
-	if (err)
-		return err;
-	err = read_one(s, i, dst, dst_cap, verify);
-	bfs_fdslot_unpin(&s->fs);
+	if (s->shadow && shadow_read(s, i, dst, dst_cap, &smsg) == 0)
+		return 0;
+	err = bfs_fdslot_pin(&s->fs);
+	if (!err) {
+		err = read_one(s, i, dst, dst_cap, verify);
+		bfs_fdslot_unpin(&s->fs);
+		if (!err && s->shadow)
+			shadow_failed(s, smsg);
+	}
+	free(smsg);
 	return err;
 }
 
@@ -1238,17 +1368,66 @@ static void fail_one(const struct bfs_shard *s, int err, int *errs, char **msgs,
 
 static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 			     uint8_t *const *dst, bool verify, int *errs, char **msgs);
+static void read_many_plain_or_z(struct bfs_shard *s, const uint64_t *idx, size_t n,
+				 uint8_t *const *dst, bool verify, int *errs, char **msgs);
 
 void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
 			 bool verify, int *errs, char **msgs)
 {
-	int err;
-
 	for (size_t k = 0; k < n; k++) {
 		errs[k] = 0;
 		msgs[k] = NULL;
 	}
-	err = bfs_fdslot_pin(&s->fs);
+	if (s->shadow && n) {
+		/* what the shadow cannot give comes from the shard itself (one
+		 * allocation: the records to redo and their arguments) */
+		size_t one = sizeof(uint8_t *) + 2 * sizeof(char *) + sizeof(uint64_t) +
+			     sizeof(size_t) + sizeof(int);
+		char *mem = malloc(n * one);
+
+		if (mem) {
+			uint8_t **rd = (uint8_t **)(void *)mem;
+			char **rm = (char **)(void *)(rd + n);
+			char **sm = rm + n; /* the shadow's messages */
+			uint64_t *ri = (uint64_t *)(void *)(sm + n);
+			size_t *redo = (size_t *)(void *)(ri + n);
+			int *re = (int *)(void *)(redo + n);
+			size_t nredo = 0;
+
+			bfs_shard_read_many(s->shadow, idx, n, dst, true, errs, msgs);
+			for (size_t k = 0; k < n; k++) {
+				if (!errs[k])
+					continue;
+				ri[nredo] = idx[k];
+				rd[nredo] = dst[k];
+				sm[nredo] = msgs[k];
+				re[nredo] = 0; /* read_many_pinned sets only failures */
+				rm[nredo] = NULL;
+				redo[nredo++] = k;
+				errs[k] = 0;
+				msgs[k] = NULL;
+			}
+			if (nredo)
+				read_many_plain_or_z(s, ri, nredo, rd, verify, re, rm);
+			for (size_t j = 0; j < nredo; j++) {
+				errs[redo[j]] = re[j];
+				msgs[redo[j]] = rm[j];
+				if (!re[j])
+					shadow_failed(s, sm[j]);
+				free(sm[j]);
+			}
+			free(mem);
+			return;
+		}
+	}
+	read_many_plain_or_z(s, idx, n, dst, verify, errs, msgs);
+}
+
+static void read_many_plain_or_z(struct bfs_shard *s, const uint64_t *idx, size_t n,
+				 uint8_t *const *dst, bool verify, int *errs, char **msgs)
+{
+	int err = bfs_fdslot_pin(&s->fs);
+
 	if (err) {
 		for (size_t k = 0; k < n; k++)
 			fail_one(s, err, errs, msgs, k);

@@ -117,4 +117,29 @@ int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap
 void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
 			 bool verify, int *errs, char **msgs);
 
+/* ---- hooks for decoder/shadow.c: a plain copy of a compressed stream ----
+ *
+ * A sink set on a compressed shard gets the whole uncompressed stream, in
+ * order, in pieces, while bfs_shard_scan produces it (nothing is re-read);
+ * the scan's result says whether it got all of it. A view is a plain shard
+ * over such a copy (file `path`, absolute, opened as `fd`, which it takes)
+ * that borrows the index of the shard it copies: same offsets. Once set as
+ * the shard's shadow, bfs_shard_read(_many) read the view first, with both
+ * CRCs checked whatever `verify` says; a record the view fails (bad CRC,
+ * short file, I/O error) is read from the compressed shard as before, and
+ * when that read succeeds (the copy was bad) `fn` gets the view's message
+ * (borrowed). The shard owns the view; a new scan or
+ * index drops it. Set sink and shadow only while no read or scan runs. */
+typedef void (*bfs_stream_sink_fn)(void *ctx, const uint8_t *data, size_t n);
+void bfs_shard_set_sink(struct bfs_shard *s, bfs_stream_sink_fn fn, void *ctx);
+/* Bytes of the uncompressed stream the index covers (end of the last record). */
+uint64_t bfs_shard_stream_size(const struct bfs_shard *s);
+/* -EINVAL when the file is shorter than that stream or path is relative. */
+int bfs_shard_open_view(struct bfs_shard **out, const char *path, int fd,
+			const struct bfs_shard *of);
+typedef void (*bfs_shadow_fail_fn)(void *ctx, const struct bfs_shard *s, const char *msg);
+void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
+			  void *ctx);
+bool bfs_shard_has_shadow(const struct bfs_shard *s);
+
 #endif

@@ -236,8 +236,8 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     st.bytes, st.peak_bytes, st.budget, st.prefetch_issued, st.batches_decoded,
 		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, fs->corrupt,
 		     fs->skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
-		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding, st.buffers_reused, cuda,
-		     (long long)(time(NULL) - fs->mount_time));
+		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding,
+		     st.buffers_reused, cuda, (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
 	if (n < 0)
 		return NULL;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <unistd.h>
 
 #ifndef BFS_VERSION
 #define BFS_VERSION "0.0.0"
@@ -27,7 +28,7 @@ static void usage(FILE *f)
 		"usage: batchfs [OPTIONS] SOURCE MOUNTPOINT      mount (daemonizes unless -f)\n"
 		"       batchfs inspect [--records N] [--json] PATH...\n"
 		"       batchfs schema [--index-dir DIR] SOURCE\n"
-		"       batchfs index [--jobs N] [--index-dir DIR] SOURCE\n"
+		"       batchfs index [--jobs N] [--index-dir DIR] [--shadow-size SIZE] SOURCE\n"
 		"       batchfs stats [--json] MOUNTPOINT          a mount's counters, once\n"
 		"       batchfs top [--interval S] [--count N] MOUNTPOINT   live view (q quits)\n"
 		"       batchfs --help | --version\n"
@@ -40,6 +41,8 @@ static void usage(FILE *f)
 		"  world=W without rank: folders rank-0000/ ... rank-(W-1)/, one per rank\n"
 		"  verify=crc|none  on_corrupt=fail|skip  cache_size=SIZE (1G)\n"
 		"  prefetch=N (2 x threads)  threads=N (nproc)  index_dir=DIR\n"
+		"  shadow=on|off  shadow_size=SIZE (8G: plain copies of gzip/zlib shards in "
+		"index_dir)\n"
 		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
 		"  compression=auto|none|gzip|zlib  follow_symlinks\n"
 		"  cuda[=DEV]  cuda_pool=N (4: device buffers for batch-B.cuda descriptors)\n"
@@ -463,6 +466,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.infer = user == NULL;
 	dopt.on_bad = print_bad;
 	dopt.on_note = bfs_tool_note;
+	dopt.shadow_size = o->shadow ? o->shadow_size : 0;
 	/* the progress bar of a first index build, in the foreground at a terminal */
 	dopt.progress = bfs_tool_progress;
 	dopt.progress_ctx = &progress;

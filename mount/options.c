@@ -31,6 +31,8 @@ enum {
 	K_CHUNK_ROWS,
 	K_THREADS,
 	K_INDEX_DIR,
+	K_SHADOW,
+	K_SHADOW_SIZE,
 	K_COMPRESSION,
 	K_FOLLOW,
 	K_SPLIT,
@@ -64,6 +66,8 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("chunk_rows=", K_CHUNK_ROWS),
 	FUSE_OPT_KEY("threads=", K_THREADS),
 	FUSE_OPT_KEY("index_dir=", K_INDEX_DIR),
+	FUSE_OPT_KEY("shadow=", K_SHADOW),
+	FUSE_OPT_KEY("shadow_size=", K_SHADOW_SIZE),
 	FUSE_OPT_KEY("compression=", K_COMPRESSION),
 	FUSE_OPT_KEY("follow_symlinks", K_FOLLOW),
 	FUSE_OPT_KEY("split=", K_SPLIT),
@@ -346,6 +350,18 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 		if (!*v)
 			return bad(c, arg, "need a directory");
 		return set_str(&o->index_dir, v);
+	case K_SHADOW:
+		if (strcmp(v, "on") == 0)
+			o->shadow = true;
+		else if (strcmp(v, "off") == 0)
+			o->shadow = false;
+		else
+			return bad(c, arg, "need 'on' or 'off'");
+		return 0;
+	case K_SHADOW_SIZE:
+		if (bfs_parse_size(&o->shadow_size, v))
+			return bad(c, arg, "need a size such as 8G (0: no shadow copies)");
+		return 0;
 	case K_COMPRESSION:
 		if (bfs_compression_parse(&o->compression, v) != 0)
 			return bad(c, arg, "need auto, none, gzip or zlib");
@@ -429,6 +445,8 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 	o->world = 1;
 	o->verify = true;
 	o->cache_size = 1ull << 30;
+	o->shadow = true;
+	o->shadow_size = BFS_SHADOW_SIZE_DEFAULT;
 	o->threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
 	o->cuda_device = -1;
 	o->prefetch = BFS_PREFETCH_DEFAULT;

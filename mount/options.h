@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #define BFS_PREFETCH_DEFAULT UINT_MAX
+#define BFS_SHADOW_SIZE_DEFAULT ((uint64_t)8 << 30) /* shadow copies in index_dir */
 
 struct bfs_options {
 	uint64_t batch_size;
@@ -36,6 +37,8 @@ struct bfs_options {
 	unsigned threads;
 	uint64_t chunk_rows; /* rows decoded together for all/; 0: about 2 MiB of them */
 	char *index_dir;
+	bool shadow; /* plain copies of compressed shards in index_dir (decoder/shadow.h) */
+	uint64_t shadow_size; /* their total bytes there, at most; 0: none */
 	char *split; /* split=NAME: a TFDS dataset folder's split */
 	char *image[8]; /* image=FEATURE:HxW[:C], in the order given */
 	unsigned nimage;

@@ -295,7 +295,10 @@ void bfs_tool_progress(void *arg, uint64_t done, uint64_t total)
 void bfs_tool_note(void *ctx, const char *shard, const char *msg)
 {
 	(void)ctx;
-	fprintf(stderr, "batchfs: %s: %s\n", shard, msg);
+	if (shard)
+		fprintf(stderr, "batchfs: %s: %s\n", shard, msg);
+	else
+		fprintf(stderr, "batchfs: %s\n", msg);
 }
 
 static void print_bad(void *ctx, const char *shard, const char *msg)
@@ -310,18 +313,19 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 	static const struct option longopts[] = {
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "index-dir", required_argument, NULL, 'i' },
+		{ "shadow-size", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bfs_dataset_opts o = { 0 };
 	struct bfs_progress pr = { .tty = progress && isatty(2) };
 	char *index_dir = NULL;
-	uint64_t jobs = 0;
+	uint64_t jobs = 0, shadow_size = BFS_SHADOW_SIZE_DEFAULT;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int ch, rc;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "j:i:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "j:i:s:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'j':
 			if (bfs_parse_u64(&jobs, optarg) || jobs == 0 || jobs > 64) {
@@ -334,15 +338,30 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 			free(index_dir);
 			index_dir = strdup(optarg);
 			break;
+		case 's':
+			if (bfs_parse_size(&shadow_size, optarg)) {
+				fprintf(stderr,
+					"batchfs %s: --shadow-size '%s': need a size such as 8G "
+					"(0: no shadow copies)\n",
+					cmd, optarg);
+				free(index_dir);
+				return 1;
+			}
+			break;
 		case 'h':
-			printf("usage: batchfs %s [--jobs N] [--index-dir DIR] SOURCE\n", cmd);
+			printf("usage: batchfs %s [--jobs N] [--index-dir DIR] [--shadow-size "
+			       "SIZE] SOURCE\n",
+			       cmd);
 			return 2;
 		default:
 			return 1;
 		}
 	}
 	if (optind != argc - 1) {
-		fprintf(stderr, "usage: batchfs %s [--jobs N] [--index-dir DIR] SOURCE\n", cmd);
+		fprintf(stderr,
+			"usage: batchfs %s [--jobs N] [--index-dir DIR] [--shadow-size SIZE] "
+			"SOURCE\n",
+			cmd);
 		free(index_dir);
 		return 1;
 	}
@@ -355,6 +374,7 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 	o.progress = bfs_tool_progress;
 	o.on_note = bfs_tool_note;
 	o.on_bad = print_bad;
+	o.shadow_size = shadow_size;
 	o.progress_ctx = &pr;
 	rc = bfs_dataset_open(ds, argv[optind], &o);
 	free(index_dir);

@@ -64,6 +64,7 @@ LEGEND = ("records/s: records served per second (a tree pass serves each record 
 import argparse
 import json
 import os
+import resource
 import shutil
 import struct
 import subprocess
@@ -140,6 +141,11 @@ WORKLOADS["photo"] = {
 PHOTO_SOURCES = ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png",
                  "motorcycle_right.png", "rocket.jpg", "hubble_deep_field.jpg", "retina.jpg",
                  "ihc.png"]
+# compressed twins of a workload (bench_gz): the same records in gzip or zlib
+# shards, measured against the plain shards in the same run
+WORKLOADS["small-gz"] = {"gz_of": "small", "compression": "gzip", "gz_batches": 60}
+WORKLOADS["image-gz"] = {"gz_of": "image", "compression": "gzip", "gz_batches": 40}
+WORKLOADS["small-zlib"] = {"gz_of": "small", "compression": "zlib", "gz_batches": 60}
 NPM_RECORDS = 2_000
 NULL_SPAN = 256 * MiB  # nullfs serves from a buffer this large: copies come from DRAM
 INDEX_RECORDS = 10_000_000
@@ -1303,6 +1309,216 @@ def photo_ratios(r):
                                        verdict(r["hwm"] <= limit)))
 
 
+# ---------------------------------------------------------------- compressed shards
+
+
+def generate_compressed(tools, work, name, w, records, compression):
+    """The records of workload w (same generator seed: the same records as
+    its plain shards) in `compression` shards."""
+    d = os.path.join(work, "data-" + name)
+    params = {"records": records, "shards": w["shards"], "features": w["features"],
+              "seed": GEN_SEED, "compression": compression}
+    pfile = os.path.join(work, "data-%s.params.json" % name)
+    if os.path.isdir(d) and os.path.exists(pfile):
+        with open(pfile) as f:
+            if json.load(f) == params:
+                return d
+    shutil.rmtree(d, ignore_errors=True)
+    log("generating %s: %d records, %s" % (name, records, compression))
+    check_child([tools["gen"], "--out", d, "--records", str(records), "--shards",
+                 str(w["shards"]), "--compression", compression, "--seed", str(GEN_SEED),
+                 "--quiet"] + w["features"])
+    with open(pfile, "w") as f:
+        json.dump(params, f)
+    return d
+
+
+ZLIB_CAT = ("import sys, zlib\n"
+            "d = zlib.decompressobj()\n"
+            "with open(sys.argv[1], 'rb') as f:\n"
+            "    while True:\n"
+            "        b = f.read(1 << 20)\n"
+            "        if not b: break\n"
+            "        while b:\n"
+            "            d.decompress(b, 1 << 20); b = d.unconsumed_tail\n"
+            "            if d.eof: rest = d.unused_data; d = zlib.decompressobj(); b = rest + b\n")
+
+
+def parallel_cat(shards, compression, ncpu):
+    """Decompress every shard to nothing, one shard per core at a time
+    (xargs -P): (wall seconds, CPU seconds). gzip: zcat; zlib (no zcat for
+    it): Python's zlib module streaming 1 MiB at a time, the same zlib."""
+    if compression == "gzip":
+        cmd = ["xargs", "-P", str(ncpu), "-n", "1", "zcat"]
+    else:
+        cmd = ["xargs", "-P", str(ncpu), "-n", "1", PYTHON, "-c", ZLIB_CAT]
+    t0 = time.perf_counter()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, input="\n".join(shards).encode(), stdout=subprocess.DEVNULL, check=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (time.perf_counter() - t0,
+            r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
+
+
+def read_first_batches(mnt, k):
+    """Read batch-000000 .. batch-(k-1) .safetensors of epoch 0 in order:
+    (seconds, bytes)."""
+    t0 = time.perf_counter()
+    nbytes = 0
+    for b in range(k):
+        with open(os.path.join(mnt, "epoch-0000", "batch-%06d.safetensors" % b), "rb") as f:
+            nbytes += len(f.read())
+    return time.perf_counter() - t0, nbytes
+
+
+def dir_bytes(d, suffix):
+    return sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d) if n.endswith(suffix))
+
+
+def bench_gz(args, tools, name, w):
+    """A compressed twin of a workload: the one-time decompression pass
+    (batchfs index, which writes the shadow copies) against zcat on every
+    core, the global-shuffle cold epoch from the shadows against the plain
+    shards, and the seek-point paths (shadow=off: ~1 MiB spans, and 64 KiB
+    spans) on the first batches; the shadows' disk space against the plain
+    size. Returns the figures for gz_ratios."""
+    base = WORKLOADS[w["gz_of"]]
+    scale = 10 if args.quick else 1
+    nrec = base["records"] // scale
+    bs = args.batch_size or base["batch_size"]
+    comp = w["compression"]
+    ncpu = os.cpu_count() or 1
+    plain, _ = generate(tools, args.work, w["gz_of"], base, nrec)
+    gz = generate_compressed(tools, args.work, name, base, nrec, comp)
+    pshards, zshards = shard_paths(plain), shard_paths(gz)
+    plain_bytes = sum(os.path.getsize(p) for p in pshards)
+    gz_bytes = sum(os.path.getsize(p) for p in zshards)
+    res = {"name": name, "records": nrec, "plain_bytes": plain_bytes, "gz_bytes": gz_bytes,
+           "compression": comp}
+    t = Table()
+
+    def mb(nbytes, secs):
+        return nbytes / secs / 1e6 if secs > 0 else None
+
+    run_child(["cat"] + zshards + pshards, stdout=subprocess.DEVNULL)  # warm the page cache
+    log("%s: %s on %d cores" % (name, "zcat" if comp == "gzip" else "zlib", ncpu))
+    secs, cpu = parallel_cat(zshards, comp, ncpu)
+    res["zcat"] = secs
+    t.add("%s of the shards, one per core (%d)" % (
+        "zcat" if comp == "gzip" else "Python zlib stream", ncpu), nrec / secs,
+        mb(gz_bytes, secs), mb(plain_bytes, secs), None, secs, cpu)
+
+    sf = None
+    if "schema" in base:
+        sf = os.path.join(args.work, "schema-%s.json" % w["gz_of"])
+        with open(sf, "w") as f:
+            json.dump(base["schema"], f)
+    idx = {}
+    for label, key, extra in (("batchfs index, no shadow (--shadow-size 0)", "pass_noshadow",
+                               ["--shadow-size", "0"]),
+                              ("batchfs index + shadow copies (the decompression pass)",
+                               "pass", [])):
+        d = os.path.join(args.work, "index-%s-%s" % (name, key))
+        shutil.rmtree(d, ignore_errors=True)
+        log("%s: %s" % (name, label))
+        _, secs, rss = check_child([tools["batchfs"], "index", "--jobs", str(ncpu),
+                                    "--index-dir", d] + extra + [gz])
+        res[key] = secs
+        idx[key] = d
+        t.add(label, nrec / secs, mb(gz_bytes, secs), mb(plain_bytes, secs), rss, secs,
+              LAST_CPU[0])
+    res["shadow_bytes"] = dir_bytes(idx["pass"], ".shadow")
+    # the copies just written are dirty pages: flush them now, not during
+    # the epochs timed next
+    subprocess.run(["sync"], check=False)
+
+    def mopts(d, extra=""):
+        o = "batch_size=%d,index_dir=%s%s" % (bs, d, extra)
+        if args.cache_size:
+            o += ",cache_size=" + args.cache_size
+        return o + (",schema=" + sf if sf else "")
+
+    mnt = os.path.join(args.work, "mnt")
+    pidx = os.path.join(args.work, "index-%s-plain" % name)
+    shutil.rmtree(pidx, ignore_errors=True)
+    check_child([tools["batchfs"], "index", "--index-dir", pidx, plain])
+    only = list(BATCHES_ONLY) + ["--only", ".safetensors"]
+    shadows = [os.path.join(idx["pass"], n) for n in os.listdir(idx["pass"])
+               if n.endswith(".shadow")]
+    rows = (("plain shards: cold epoch, global shuffle (.safetensors)", "cold_plain", plain,
+             mopts(pidx), pshards),
+            ("%s shards + shadows: cold epoch, global shuffle" % comp, "cold_gz", gz,
+             mopts(idx["pass"]), shadows))
+    runs = {key: [] for _, key, _, _, _ in rows}
+    for rep in range(3):  # fresh mounts, the two kinds in turn: the median of 3 each
+        for label, key, src, o, files in rows:
+            log("%s: %s (%d of 3)" % (name, label, rep + 1))
+            # what the epoch reads, in the page cache for both (as the other
+            # workloads' cold rows without --drop-caches)
+            run_child(["cat"] + files, stdout=subprocess.DEVNULL)
+            with Mount([tools["batchfs"], "-f", src, mnt, "-o", o], mnt) as m:
+                runs[key].append(m.read(tools, mnt + "/epoch-0000", *only))
+    for label, key, _, _, _ in rows:
+        rs = sorted(runs[key], key=lambda r: r["seconds"])
+        r = rs[1]
+        res[key] = nrec / r["seconds"]
+        t.add(label + " (median of 3)", res[key], None, mb(r["bytes"], r["seconds"]), None,
+              r["seconds"], r["daemon_cpu"], "runs %s s" % "/".join(
+                  "%.2f" % x["seconds"] for x in runs[key]))
+
+    # the seek-point paths: too slow for a whole epoch, the first batches
+    k = w["gz_batches"]
+    dense = os.path.join(args.work, "index-%s-dense" % name)
+    shutil.rmtree(dense, ignore_errors=True)
+    for label, key, d, env in (
+            ("%s, shadow=off: seek points every ~1 MiB" % comp, "seek_1m", idx["pass"], None),
+            ("%s, shadow=off: seek points every 64 KiB" % comp, "seek_64k", dense,
+             dict(os.environ, BATCHFS_SEEK_SPAN=str(64 << 10)))):
+        log("%s: %s, %d batches" % (name, label, k))
+        cmd = [tools["batchfs"], "-f", gz, mnt, "-o", mopts(d, ",shadow=off")]
+        if env:  # build the dense index first (not timed with the reads)
+            check_child([tools["batchfs"], "index", "--shadow-size", "0", "--index-dir", d, gz],
+                        env=env)
+        with Mount(cmd, mnt) as m:
+            c0 = proc_cpu(m.p.pid)
+            secs, nbytes = read_first_batches(mnt, k)
+            c1 = proc_cpu(m.p.pid)
+            st = read_stats(mnt)
+        res[key] = k * bs / secs
+        res[key + "_index"] = st.get("index_bytes", 0)
+        t.add(label + " (first %d batches)" % k, res[key], None, mb(nbytes, secs), None, secs,
+              c1 - c0 if c0 is not None and c1 is not None else None,
+              "index in memory %.1f MiB" % (res[key + "_index"] / MiB))
+    say()
+    say("== %s: %s records of '%s' in %d %s shards (%.1f MB; plain %.1f MB); batch_size %d" % (
+        name, "{:,}".format(nrec), w["gz_of"], len(zshards), comp, gz_bytes / 1e6,
+        plain_bytes / 1e6, bs))
+    t.emit()
+    return res
+
+
+def gz_ratios(r):
+    n = r["name"]
+    q = r["cold_gz"] / r["cold_plain"]
+    say("%-10s cold epoch, global shuffle: %s shards with shadows / plain shards = %s / %s = %s  "
+        "target >= 70%%  %s" % (n, r["compression"], fmt_rate(r["cold_gz"]),
+                                fmt_rate(r["cold_plain"]), fmt_q(q, 0.70), verdict(q >= 0.70)))
+    say("%-10s   (seek points, shadow=off: %s rec/s = %.0f%% of plain; 64 KiB seek points: %s "
+        "rec/s = %.0f%%, their index %.0f MiB in memory)" % (
+            n, fmt_rate(r["seek_1m"]), 100 * r["seek_1m"] / r["cold_plain"],
+            fmt_rate(r["seek_64k"]), 100 * r["seek_64k"] / r["cold_plain"],
+            r["seek_64k_index"] / MiB))
+    q = r["zcat"] / r["pass"]
+    say("%-10s decompression pass (batchfs index + shadows, all cores) / %s on all cores = "
+        "%.2f s vs %.2f s = %s  target >= 70%%  %s  (without shadows: %.2f s)" % (
+            n, "zcat" if r["compression"] == "gzip" else "Python zlib", r["pass"], r["zcat"],
+            fmt_q(q, 0.70), verdict(q >= 0.70), r["pass_noshadow"]))
+    say("%-10s shadow copies on disk %.1f MB = %.1f%% of the plain shards (%.1f MB); "
+        "compressed shards %.1f MB" % (n, r["shadow_bytes"] / 1e6,
+                                        100 * r["shadow_bytes"] / r["plain_bytes"],
+                                        r["plain_bytes"] / 1e6, r["gz_bytes"] / 1e6))
+
+
 def new_ratios(r):
     """The ratio lines of the whole-epoch file, the peers and the PyTorch
     loops; a row that could not be measured prints n/a and the reason."""
@@ -1720,8 +1936,12 @@ def main():
             say("  block / global: %.1fx" % (rate["block"] / rate["global"]))
         if args.block_only:
             return 0
+    gz_results = []
     for name in names:
         w = WORKLOADS[name]
+        if "gz_of" in w:
+            gz_results.append(bench_gz(args, tools, name, w))
+            continue
         results.append(bench_photo(args, tools, name, w) if w.get("photo") else
                        bench_workload(args, tools, name, w, npm_dir, npm_note))
         results[-1]["run"] = run["id"]
@@ -1774,6 +1994,8 @@ def main():
                 fmt_parts(r.get("hwm_parts"))))
         new_ratios(r)
     wide_ratios(results)
+    for r in gz_results:
+        gz_ratios(r)
     if scale:
         scale_ratios(scale)
     say()
