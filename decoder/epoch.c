@@ -83,7 +83,6 @@ int bfs_epoch_view_new(struct bfs_epoch_view **out, const struct bfs_batcher *b,
 				next[s] += cur[s];
 		}
 		bfs_perm_release(&perm);
-		rc = -ENOMEM;
 	}
 	rc = bfs_geom_new(&v->geom, p, v->rows, v->prefix + v->nchunks * v->nslots, 0);
 	if (!rc)

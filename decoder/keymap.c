@@ -26,8 +26,8 @@ int bfs_keymap_new(struct bfs_keymap **out, const char *const *names, size_t n)
 	}
 	m->mask = size - 1;
 	m->n = n;
-	m->by_idx = calloc(n ? n : 1, sizeof(*m->by_idx));
-	if (!m->by_idx) {
+	m->slot_of = calloc(n ? n : 1, sizeof(size_t));
+	if (!m->slot_of) {
 		bfs_keymap_free(m);
 		return -ENOMEM;
 	}
@@ -43,14 +43,14 @@ int bfs_keymap_new(struct bfs_keymap **out, const char *const *names, size_t n)
 			k = (k + 1) & m->mask;
 		}
 		if (m->t[k].name) {
-			m->by_idx[i] = &m->t[k];
+			m->slot_of[i] = k;
 			continue;
 		}
 		m->t[k] = (struct bfs_keymap_slot){
 			h, len <= 8 ? bfs_keymap_word((const uint8_t *)names[i], len) : 0, names[i],
 			len, (long)i
 		};
-		m->by_idx[i] = &m->t[k];
+		m->slot_of[i] = k;
 	}
 	*out = m;
 	return 0;
@@ -61,6 +61,6 @@ void bfs_keymap_free(struct bfs_keymap *m)
 	if (!m)
 		return;
 	free(m->t);
-	free(m->by_idx);
+	free(m->slot_of);
 	free(m);
 }

@@ -32,7 +32,7 @@ struct bfs_keymap {
 	size_t mask; /* table size - 1; the table is at most half full */
 	struct bfs_keymap_slot *t;
 	size_t n;
-	const struct bfs_keymap_slot **by_idx; /* [n]: the slot of name i (of its first copy) */
+	size_t *slot_of; /* [n]: where in t name i is (its first copy's slot) */
 };
 
 /* Map names[i] (NUL-terminated, borrowed) to i. Equal names: the first wins.
@@ -103,7 +103,7 @@ static inline long bfs_keymap_find(const struct bfs_keymap *m, const uint8_t *ke
 static inline bool bfs_keymap_is(const struct bfs_keymap *m, size_t k, const uint8_t *key,
 				 size_t len)
 {
-	const struct bfs_keymap_slot *s = m->by_idx[k];
+	const struct bfs_keymap_slot *s = &m->t[m->slot_of[k]];
 
 	if (s->len != len)
 		return false;
