@@ -313,23 +313,9 @@ next_entry_nul(struct cur *c, struct cur *key, struct cur *val, bool *has_val, b
 	struct field f;
 	const uint8_t *p = c->p;
 
-	/* the canonical encoding, one-byte lengths: 0a LEN { 0a KLEN key 12 VLEN value } */
-	if (c->end - p >= 6 && p[0] == 0x0a && p[1] < 0x80 &&
-	    (size_t)p[1] + 2 <= (size_t)(c->end - p) && p[2] == 0x0a && p[3] < 0x80 &&
-	    (size_t)p[3] + 6 <= (size_t)p[1] + 2 && p[4 + p[3]] == 0x12 && p[5 + p[3]] < 0x80 &&
-	    (size_t)p[3] + 4 + p[5 + p[3]] == p[1]) {
-		key->p = p + 4;
-		key->end = key->p + p[3];
-		if (check_nul && has_nul(*key))
-			return AGAIN; /* a NUL in a name */
-		val->p = key->end + 2;
-		val->end = val->p + p[5 + p[3]];
-		*has_val = true;
-		c->p = p + 2 + p[1];
-		return 1;
-	}
-	/* the same with one- or two-byte entry and value lengths (a value of
-	 * 128 bytes to 16 KiB: a list of 32 floats already is one) */
+	/* the canonical encoding, 0a LEN { 0a KLEN key 12 VLEN value }, with
+	 * one- or two-byte entry and value lengths (a value of 128 bytes to
+	 * 16 KiB: a list of 32 floats already is one) */
 	if (c->end - p >= 6 && p[0] == 0x0a) {
 		size_t elen, vlen, n1 = short_len(p + 1, c->end, &elen), n2;
 		const uint8_t *e = p + 1 + n1, *ee, *r;
