@@ -142,9 +142,7 @@ static void place(struct placement *p, const struct bfs_image_target *t, uint32_
 	}
 }
 
-/* The IDCT scale 1/d: the largest d in 8, 4, 2 whose image is still at
- * least as large as the output needs (scale * d <= 1); else 1. */
-static unsigned dct_denom(double scale)
+unsigned bfs_image_dct_denom(double scale)
 {
 	for (unsigned d = 8; d >= 2; d /= 2)
 		if (scale * d <= 1.0)
@@ -178,7 +176,7 @@ int bfs_image_decode(uint8_t *dst, const struct bfs_image_target *t, const uint8
 			(unsigned long long)cap);
 	place(&p, t, w, h);
 	if (fmt == BFS_IMAGE_JPEG) {
-		denom = dct_denom(p.scale);
+		denom = bfs_image_dct_denom(p.scale);
 		rc = bfs_jpeg_decode(data, len, t->c, denom, cap, &pix, &dw, &dh);
 	} else {
 		rc = bfs_png_decode(data, len, t->c, cap, &pix, &dw, &dh);

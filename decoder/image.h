@@ -67,6 +67,12 @@ int bfs_filter_parse(const char *s, enum bfs_filter *out);
 int bfs_image_probe(const uint8_t *data, size_t len, enum bfs_image_fmt *fmt, uint32_t *w,
 		    uint32_t *h);
 
+/* The JPEG IDCT scale 1/d used for a resize by `scale` (output / source
+ * size, the larger of the two axes' for a stretch): the largest d in 8, 4,
+ * 2 whose image is still at least as large as the output needs
+ * (scale * d <= 1); else 1. */
+unsigned bfs_image_dct_denom(double scale);
+
 /* Decode and resize into dst (t->h * t->w * t->c bytes). Errors: -EBADMSG
  * with the decoder's reason in bfs_err_msg() ("jpeg: ...", "png: ...",
  * "empty value", "not a JPEG or PNG image", "image 60000x60000 has ...

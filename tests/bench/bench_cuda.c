@@ -14,6 +14,7 @@
 #include "common.h"
 #include "cudart.h"
 #include "dataset.h"
+#include "bench_clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +22,6 @@
 #include <time.h>
 
 #define POOL 4
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 #define CK(call)                                                                                   \
 	do {                                                                                       \

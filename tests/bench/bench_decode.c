@@ -31,6 +31,7 @@
 #include "dataset.h"
 #include "example.h"
 #include "record.h"
+#include "bench_clock.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -52,21 +53,6 @@ struct result {
 	int rc;
 	char err[256];
 };
-
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static double cpu_now(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
 
 static void report(const char *mode, const char *order, unsigned threads, uint64_t hold,
 		   double secs, double cpu, const struct result *r)

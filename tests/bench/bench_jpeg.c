@@ -21,8 +21,10 @@
  * Exit status 1 on any record it cannot decode (naming shard and record).
  */
 #include "example.h"
+#include "image.h"
 #include "record.h"
 #include "resize.h"
+#include "bench_clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,30 +44,6 @@ struct loop {
 	size_t bufcap;
 };
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static double cpu_now(void)
-{
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-/* image.c's choice: the largest d in 8, 4, 2 with scale * d <= 1, else 1. */
-static int denom_for(double scale)
-{
-	for (int d = 8; d >= 2; d /= 2)
-		if (scale * d <= 1.0)
-			return d;
-	return 1;
-}
-
 static int one_image(struct loop *l, uint64_t index, const uint8_t *data, size_t len)
 {
 	int iw, ih, sub, cs, sw, sh;
@@ -78,7 +56,7 @@ static int one_image(struct loop *l, uint64_t index, const uint8_t *data, size_t
 		goto bad;
 	sx = (double)l->w / iw;
 	sy = (double)l->h / ih;
-	sf.denom = denom_for(sx > sy ? sx : sy);
+	sf.denom = (int)bfs_image_dct_denom(sx > sy ? sx : sy);
 	sw = TJSCALED(iw, sf);
 	sh = TJSCALED(ih, sf);
 	need = (size_t)sw * (size_t)sh * 3;
