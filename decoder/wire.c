@@ -173,6 +173,8 @@ static int list_values(struct cur l, uint64_t kind_field, struct counts *n, stru
 				n->nf += bl / 4;
 				continue;
 			}
+			if (!bl) /* an empty list in a record with no floats: f is NULL */
+				continue;
 			memcpy(fl->f, f.sub.p, bl);
 			fl->f += bl / 4;
 			v->count += bl / 4;
