@@ -16,6 +16,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -842,6 +843,127 @@ START_TEST(mapped_shard_truncated_under_reads_is_eio)
 }
 END_TEST
 
+/* Read system calls this process made so far (/proc/self/io syscr). */
+static uint64_t read_calls(void)
+{
+	FILE *f = fopen("/proc/self/io", "re");
+	char line[128];
+	unsigned long long v = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "syscr: %llu", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+static void flip_byte(const char *path, uint64_t off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, (off_t)off), 1);
+	b ^= 0x40;
+	ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+	close(fd);
+}
+
+/* Records of a shard that is not mapped (large records) are read in runs:
+ * nearby records of one call cost one read system call, each record's bytes
+ * land in its own buffer, and a record met twice, one out of range, one
+ * corrupt or one past a truncated end are each reported alone. */
+START_TEST(unmapped_nearby_records_are_read_in_one_call)
+{
+	enum { N = 48, LO = 10, HI = 41 };
+	struct recs r;
+	uint8_t *stream;
+	size_t n, m = 0;
+	const char *path = tmp_path("runs");
+	struct bfs_shard *s = NULL;
+	uint64_t idx[64], off[N + 1], before, cost;
+	uint8_t *dst[64];
+	int errs[64];
+	char *msgs[64];
+
+	recs_gen(&r, N, 1, 99, 1);
+	for (size_t i = 0; i < N; i++) { /* 70 to 100 KB: too large to map */
+		free(r.data[i]);
+		r.len[i] = 70000 + (uint32_t)(i * 613 % 30000);
+		r.data[i] = malloc(r.len[i]);
+		for (uint32_t k = 0; k < r.len[i]; k++)
+			r.data[i][k] = (uint8_t)(i * 31 + k * 7);
+	}
+	off[0] = 0;
+	for (size_t i = 0; i < N; i++)
+		off[i + 1] = off[i] + 16 + r.len[i];
+	stream = recs_frame(&r, &n);
+	write_file(path, stream, n);
+	ck_assert_int_eq(bfs_shard_open(&s, path, BFS_COMP_AUTO), 0);
+	ck_assert_int_eq(bfs_shard_scan(s, true, NULL, NULL), 0);
+
+	/* LO..HI in a shuffled order, one twice, two far ones, one past the end */
+	for (uint64_t i = LO; i <= HI; i++)
+		idx[m++] = LO + (i * 7) % (HI - LO + 1);
+	idx[m++] = 20;
+	idx[m++] = 0;
+	idx[m++] = N - 1;
+	idx[m++] = 1000;
+	for (size_t k = 0; k < m; k++)
+		dst[k] = malloc(idx[k] < N ? r.len[idx[k]] : 1);
+	before = read_calls();
+	cost = read_calls() - before; /* what reading the counter costs */
+	before = read_calls();
+	bfs_shard_read_many(s, idx, m, dst, true, errs, msgs);
+	/* runs: 0 | LO..20 | 20..HI | N-1 (the second 20 starts a run) */
+	ck_assert_uint_eq(read_calls() - before - cost, 4);
+	for (size_t k = 0; k < m; k++) {
+		if (idx[k] >= N) {
+			ck_assert_int_eq(errs[k], -ENOENT);
+		} else {
+			ck_assert_int_eq(errs[k], 0);
+			ck_assert_mem_eq(dst[k], r.data[idx[k]], r.len[idx[k]]);
+		}
+		free(msgs[k]);
+	}
+
+	/* a corrupt record fails alone, with its CRC named */
+	flip_byte(path, off[25] + 12 + 100);
+	bfs_shard_read_many(s, idx, m - 1, dst, true, errs, msgs);
+	for (size_t k = 0; k < m - 1; k++) {
+		if (idx[k] == 25) {
+			ck_assert_int_eq(errs[k], -EBADMSG);
+			ck_assert_ptr_nonnull(strstr(msgs[k], "data CRC mismatch"));
+		} else {
+			ck_assert_int_eq(errs[k], 0);
+			ck_assert_mem_eq(dst[k], r.data[idx[k]], r.len[idx[k]]);
+		}
+		free(msgs[k]);
+	}
+	flip_byte(path, off[25] + 12 + 100);
+
+	/* cut inside record 30: the records before it still read */
+	ck_assert_int_eq(truncate(path, (off_t)(off[30] + 20)), 0);
+	bfs_shard_read_many(s, idx, m - 1, dst, true, errs, msgs);
+	for (size_t k = 0; k < m - 1; k++) {
+		if (idx[k] >= 30) {
+			ck_assert_int_eq(errs[k], -EIO);
+			ck_assert_ptr_nonnull(strstr(msgs[k], "truncated"));
+		} else {
+			ck_assert_int_eq(errs[k], 0);
+			ck_assert_mem_eq(dst[k], r.data[idx[k]], r.len[idx[k]]);
+		}
+		free(msgs[k]);
+	}
+	for (size_t k = 0; k < m; k++)
+		free(dst[k]);
+	bfs_shard_close(s);
+	free(stream);
+	recs_free(&r);
+}
+END_TEST
+
 /* ---- random and concurrent access -------------------------------------- */
 
 struct big {
@@ -1249,6 +1371,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, scan_stops_when_the_callback_fails);
 	tcase_add_test(tc, read_checks_index_buffer_size_and_changed_files);
 	tcase_add_test(tc, mapped_shard_truncated_under_reads_is_eio);
+	tcase_add_test(tc, unmapped_nearby_records_are_read_in_one_call);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(su, tc);
 
