@@ -40,6 +40,7 @@ struct bfs_cache {
 	size_t nread; /* lock; entries on list [1] */
 	size_t nahead; /* lock; entries on list [0] */
 	uint64_t chunk_bytes; /* lock; bytes of entries on list [2] */
+	uint64_t read_bytes; /* lock; bytes of entries on list [1] */
 	size_t keep_read; /* read entries kept beyond what readers hold */
 	struct bfs_cache_entry *jobs; /* lock; loading entries with a job, oldest first */
 	unsigned max_parts;
@@ -155,6 +156,7 @@ static void lru_unlink(struct bfs_cache *c, struct bfs_cache_entry *x)
 	c->nread -= l == 1;
 	c->nahead -= l == 0;
 	c->chunk_bytes -= l == 2 ? x->bytes : 0;
+	c->read_bytes -= l == 1 ? x->bytes : 0;
 }
 
 static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
@@ -171,6 +173,7 @@ static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
 	c->nread += l == 1;
 	c->nahead += l == 0;
 	c->chunk_bytes += l == 2 ? x->bytes : 0;
+	c->read_bytes += l == 1 ? x->bytes : 0;
 }
 
 /* Free x; its buffer may become a spare (c NULL: never). */
@@ -228,12 +231,15 @@ static bool make_room(struct bfs_cache *c, uint64_t need)
  * keep only the most recent few decoded, so that their memory is reused
  * for the next batches instead of growing to cache_size with fresh pages
  * (fresh pages cost a fault and a zeroing each: measured 5x the daemon's
- * CPU on 'image' with 1 GiB held). Lock held. */
+ * CPU on 'image' with 1 GiB held). Few is a count (prefetch + 8), and for
+ * large batches also bytes: a sixteenth of the budget, at least one batch,
+ * so that trimmed buffers become spares for the next builds ('photo':
+ * 38.5 MB batches, 12 kept by count). Lock held. */
 static void trim_read(struct bfs_cache *c)
 {
 	struct bfs_cache_entry *x = c->lru_tail[1];
 
-	while (c->nread > c->keep_read && x) {
+	while ((c->nread > c->keep_read || (c->read_bytes > c->budget / 16 && c->nread > 1)) && x) {
 		struct bfs_cache_entry *prev = x->lprev;
 		if (x->refs == 0)
 			evict(c, x, true);

@@ -101,3 +101,18 @@ def test_recycled_batch_buffers_hold_only_their_own_bytes(mounter, gen, work):  
         check_epoch(m, ds, B=300, seed=5, epoch=epoch)
     s = stats(m)
     assert s["buffers_reused"] >= 5, s
+
+
+def test_large_read_batches_are_trimmed_by_bytes(mounter, gen, work):  # noqa: F811
+    # With batches over a sixteenth of cache_size, at most one read batch
+    # stays decoded (the page cache holds them): each trimmed buffer is the
+    # next build's, from the third batch on, not one per prefetch + 8 reads.
+    from test_mount import check_epoch
+    ds = _dataset(gen, work / "cache-trim-bytes", 4000, ["b:bytes:1,len=0..4000", "x:float:3"],
+                  shards=2, seed=22)
+    m = mounter(ds.path, batch_size=300, seed=5, prefetch=1, threads=2, cache_size="16M")
+    check_epoch(m, ds, B=300, seed=5, epoch=0)
+    s = stats(m)
+    assert s["batches_per_epoch"] == 14, s
+    assert s["buffers_reused"] >= 9, s
+    assert s["cache_peak_bytes"] <= 5 * 1300000, s
