@@ -530,6 +530,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.on_corrupt = o->on_corrupt,
 		.max_batch_bytes = o->cache_size,
 		.jobs = o->threads,
+		.index_dir = o->index_dir,
+		.on_note = bfs_tool_note,
 		.chunk_rows = o->chunk_rows,
 		.image_max_pixels = o->image_max_pixels,
 	};
