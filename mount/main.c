@@ -572,6 +572,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 				       : "global",
 		.rank = o->rank,
 		.world = o->world,
+		.no_rank = o->all_ranks, /* each rank folder is one rank: the top is none */
 		.nshards = bfs_dataset_nshards(ds),
 		.shards = shard_names,
 	};
