@@ -878,6 +878,7 @@ START_TEST(batcher_reads_cached_counts_without_decoding)
 	for (size_t i = 12; i < len; i++)
 		buf[i] = 0xff;
 	spit(shard, buf, len);
+	free(buf);
 	ts[0] = st2.st_atim;
 	ts[1] = st2.st_mtim;
 	ck_assert_int_eq(utimensat(AT_FDCWD, shard, ts, 0), 0);
