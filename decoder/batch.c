@@ -3,10 +3,12 @@
  */
 #include "batch.h"
 
+#include "counts.h"
 #include "example.h"
 #include "image.h"
 #include "keymap.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -171,11 +173,25 @@ void bfs_batcher_row_totals(const struct bfs_batcher *b, const struct bfs_perm *
 
 /* ------------------------------------------------------- ragged counting */
 
-struct count_ctx {
+/* The count pass decodes every record of the shards whose counts are not
+ * cached: their records, end to end, are split evenly over the jobs. */
+struct count_seg {
+	uint64_t first, n; /* global records [first, first + n) */
+	uint64_t pos; /* records of the segments before this one */
+	size_t shard;
+};
+
+struct count_pass {
 	struct bfs_batcher *b;
-	uint64_t lo, hi;
+	const struct count_seg *segs;
+	size_t nsegs;
+	bool *failed; /* [nshards]: a record not read or decoded (written atomically) */
+};
+
+struct count_ctx {
+	const struct count_pass *cp;
+	uint64_t lo, hi; /* positions in the segments' records end to end */
 	int err;
-	char msg[512];
 };
 
 static void count_record(struct bfs_batcher *b, uint64_t rec, const struct bfs_example *ex)
@@ -200,56 +216,56 @@ static void count_record(struct bfs_batcher *b, uint64_t rec, const struct bfs_e
 static void *count_worker(void *arg)
 {
 	struct count_ctx *c = arg;
-	struct bfs_batcher *b = c->b;
+	const struct count_pass *cp = c->cp;
+	struct bfs_batcher *b = cp->b;
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
 	uint8_t *buf = malloc(cap ? cap : 1);
+	size_t k = 0;
 
 	if (!buf) {
 		c->err = -ENOMEM;
 		return NULL;
 	}
-	for (uint64_t r = c->lo; r < c->hi; r++) {
+	for (uint64_t pos = c->lo; pos < c->hi; pos++) {
 		struct bfs_example *ex = NULL;
+		uint64_t r;
 		uint32_t len;
 
-		/* An unreadable record counts 0 here; reading its batch reports it. */
+		while (pos >= cp->segs[k].pos + cp->segs[k].n)
+			k++;
+		r = cp->segs[k].first + (pos - cp->segs[k].pos);
+		/* An unreadable record counts 0 here; reading its batch reports it.
+		 * Its shard's counts are not cached (the failure may not last). */
 		if (bfs_dataset_read(b->ds, r, buf, cap, &len, false) == 0 &&
 		    bfs_example_decode(&ex, buf, len) == 0) {
 			count_record(b, r, ex);
 			bfs_example_free(ex);
 		} else {
 			count_record(b, r, NULL);
+			__atomic_store_n(&cp->failed[cp->segs[k].shard], true, __ATOMIC_RELAXED);
 		}
 	}
 	free(buf);
 	return NULL;
 }
 
-static int count_ragged(struct bfs_batcher *b)
+/* Decode the records of segs over the jobs. */
+static int count_segments(const struct count_pass *cp, uint64_t total)
 {
-	size_t nslots = b->plan->nslots;
-	unsigned jobs = b->o.jobs ? b->o.jobs : 1;
+	unsigned jobs = cp->b->o.jobs ? cp->b->o.jobs : 1;
 	struct count_ctx ctx[64];
 	pthread_t tid[64];
 	bool started[64] = { false };
 	int rc = 0;
 
-	if (nslots == 0)
+	if (total == 0)
 		return 0;
-	b->counts = calloc(nslots, sizeof(*b->counts));
-	if (!b->counts)
-		return -ENOMEM;
-	for (size_t s = 0; s < nslots; s++) {
-		b->counts[s] = calloc(b->nrecords ? b->nrecords : 1, sizeof(uint32_t));
-		if (!b->counts[s])
-			return -ENOMEM;
-	}
 	if (jobs > 64)
 		jobs = 64;
 	for (unsigned j = 0; j < jobs; j++) {
-		ctx[j].b = b;
-		ctx[j].lo = b->nrecords * j / jobs;
-		ctx[j].hi = b->nrecords * (j + 1) / jobs;
+		ctx[j].cp = cp;
+		ctx[j].lo = total * j / jobs;
+		ctx[j].hi = total * (j + 1) / jobs;
 		ctx[j].err = 0;
 		if (j > 0)
 			started[j] = bfs_thread_start(&tid[j], count_worker, &ctx[j]) == 0;
@@ -263,6 +279,136 @@ static int count_ragged(struct bfs_batcher *b)
 		if (ctx[j].err && !rc)
 			rc = ctx[j].err;
 	}
+	return rc;
+}
+
+/* The cache (counts.h): one file per shard, named by the shard's path and
+ * the slots' description, so that mounts with different ragged features
+ * keep their own files. */
+struct count_cache {
+	struct bfs_batcher *b;
+	char *desc;
+	size_t desclen;
+	bool said_write; /* one log line for files not written */
+};
+
+static void note(const struct bfs_batcher *b, const char *shard, const char *msg)
+{
+	if (b->o.on_note)
+		b->o.on_note(b->o.note_ctx, shard, msg);
+}
+
+/* The file and key of shard i; its columns are counts[s] + first. */
+static int cache_key(struct count_cache *cc, size_t i, uint64_t first, char *file, size_t cap,
+		     char *abs, size_t abscap, struct bfs_counts_key *k, uint32_t **cols)
+{
+	const struct bfs_shard *sh = bfs_dataset_shard(cc->b->ds, i);
+	char suffix[64];
+
+	snprintf(suffix, sizeof(suffix), "-%016llx.cnt",
+		 (unsigned long long)bfs_fnv1a(0xcbf29ce484222325ull, cc->desc, cc->desclen));
+	if (bfs_dataset_cache_file(cc->b->ds, i, cc->b->o.index_dir, suffix, file, cap, abs,
+				   abscap) != 0)
+		return -EINVAL;
+	k->path = abs;
+	k->comp = (uint32_t)bfs_shard_compression(sh);
+	k->file_size = bfs_shard_file_size(sh);
+	k->mtime_ns = bfs_shard_mtime_ns(sh);
+	k->nrecords = bfs_shard_nrecords(sh);
+	k->nslots = (uint32_t)cc->b->plan->nslots;
+	k->desc = cc->desc;
+	k->desclen = cc->desclen;
+	for (size_t s = 0; s < cc->b->plan->nslots; s++)
+		cols[s] = cc->b->counts[s] + first;
+	return 0;
+}
+
+/* Shard i's counts from its file: true if loaded. A file there but stale,
+ * old, truncated or corrupt is one log line; it is rebuilt. */
+static bool cache_load(struct count_cache *cc, size_t i, uint64_t first, uint32_t **cols)
+{
+	char file[PATH_MAX + 64], abs[PATH_MAX], why[256], msg[PATH_MAX + 512];
+	struct bfs_counts_key k;
+	enum bfs_counts_result r;
+
+	if (cache_key(cc, i, first, file, sizeof(file), abs, sizeof(abs), &k, cols) != 0)
+		return false;
+	r = bfs_counts_load(file, &k, (uint32_t *const *)cols, why, sizeof(why));
+	if (r == BFS_COUNTS_STALE || r == BFS_COUNTS_BAD) {
+		snprintf(msg, sizeof(msg), "ragged counts cache %s: %s; rebuilding it", file, why);
+		note(cc->b, bfs_shard_path(bfs_dataset_shard(cc->b->ds, i)), msg);
+	}
+	return r == BFS_COUNTS_LOADED;
+}
+
+/* Best effort: a file not written costs a count pass next time (one log
+ * line per batcher, not one per shard). */
+static void cache_save(struct count_cache *cc, size_t i, uint64_t first, uint32_t **cols)
+{
+	char file[PATH_MAX + 64], abs[PATH_MAX], msg[PATH_MAX + 256];
+	struct bfs_counts_key k;
+	int rc;
+
+	rc = bfs_cache_dir_make(cc->b->o.index_dir);
+	if (!rc)
+		rc = cache_key(cc, i, first, file, sizeof(file), abs, sizeof(abs), &k, cols);
+	if (!rc)
+		rc = bfs_counts_save(file, &k, (const uint32_t *const *)cols);
+	if (rc && !cc->said_write) {
+		cc->said_write = true;
+		snprintf(msg, sizeof(msg),
+			 "%s: cannot write ragged counts (%s): the next mount counts again",
+			 cc->b->o.index_dir, strerror(-rc));
+		note(cc->b, NULL, msg);
+	}
+}
+
+static int count_ragged(struct bfs_batcher *b)
+{
+	size_t nslots = b->plan->nslots, nshards = bfs_dataset_nshards(b->ds), nsegs = 0;
+	struct count_cache cc = { .b = b };
+	struct count_seg *segs = NULL;
+	struct count_pass cp = { .b = b };
+	uint32_t **cols = NULL;
+	uint64_t first = 0, total = 0;
+	int rc = -ENOMEM;
+
+	if (nslots == 0)
+		return 0;
+	b->counts = calloc(nslots, sizeof(*b->counts));
+	if (!b->counts)
+		return -ENOMEM;
+	for (size_t s = 0; s < nslots; s++) {
+		b->counts[s] = calloc(b->nrecords ? b->nrecords : 1, sizeof(uint32_t));
+		if (!b->counts[s])
+			return -ENOMEM;
+	}
+	segs = calloc(nshards ? nshards : 1, sizeof(*segs));
+	cp.failed = calloc(nshards ? nshards : 1, sizeof(*cp.failed));
+	cols = calloc(nslots, sizeof(*cols));
+	if (!segs || !cp.failed || !cols ||
+	    (b->o.index_dir && bfs_counts_desc(b->plan, &cc.desc, &cc.desclen) != 0))
+		goto out;
+	for (size_t i = 0; i < nshards; i++) {
+		uint64_t n = bfs_shard_nrecords(bfs_dataset_shard(b->ds, i));
+
+		if (n && !(cc.desc && cache_load(&cc, i, first, cols))) {
+			segs[nsegs++] = (struct count_seg){ first, n, total, i };
+			total += n;
+		}
+		first += n;
+	}
+	cp.segs = segs;
+	cp.nsegs = nsegs;
+	rc = count_segments(&cp, total);
+	for (size_t k = 0; !rc && cc.desc && k < nsegs; k++)
+		if (!cp.failed[segs[k].shard])
+			cache_save(&cc, segs[k].shard, segs[k].first, cols);
+out:
+	free(cc.desc);
+	free(cols);
+	free(cp.failed);
+	free(segs);
 	return rc;
 }
 

@@ -5,7 +5,7 @@
  * (rank-local) batch number to the records it holds through the epoch
  * permutation (perm.h), computes the exact geometry of every output tensor
  * without decoding (ragged sizes come from per-record counts gathered once
- * at creation), and assembles a batch into one buffer laid out as the whole
+ * at creation, or read back from index_dir: counts.h), and assembles a batch into one buffer laid out as the whole
  * .safetensors file (tensor.h).
  *
  * Does not: cache, prefetch, or know FUSE. Thread-safety: after creation a
@@ -39,6 +39,14 @@ struct bfs_batcher_opts {
 	enum bfs_on_corrupt on_corrupt;
 	uint64_t max_batch_bytes; /* 0: no limit */
 	unsigned jobs; /* threads for the one-time ragged count pass */
+	/* where the ragged counts of each shard are cached (counts.h), keyed
+	 * by the shard and the ragged features: a shard with a valid file is
+	 * not decoded at creation. NULL: no cache. */
+	const char *index_dir;
+	/* worth one log line (may be NULL): a counts file rebuilt and why
+	 * (shard names it), or counts not written (shard NULL). msg borrowed. */
+	void (*on_note)(void *ctx, const char *shard, const char *msg);
+	void *note_ctx;
 	uint64_t chunk_rows; /* rows per chunk of all/; 0: about 2 MiB of rows */
 	uint64_t image_max_pixels; /* image features: larger images are corrupt; 0: default */
 };

@@ -167,3 +167,14 @@ size_t bfs_json_char(char out[7], unsigned char c)
 	out[0] = (char)c;
 	return 1;
 }
+
+uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}

@@ -81,6 +81,10 @@ void bfs_stop_signals(sigset_t *set);
  * returns how many it wrote (no terminator). */
 size_t bfs_json_char(char out[7], unsigned char c);
 
+/* FNV-1a over n bytes, from h (0xcbf29ce484222325 to start): names of
+ * cache files, not a checksum. */
+uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n);
+
 /* A little-endian uint64 at p (any alignment). */
 static inline uint64_t bfs_get_le64(const uint8_t *p)
 {

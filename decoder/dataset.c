@@ -211,18 +211,7 @@ int bfs_source_resolve(char ***out, size_t *nout, const char *source, bool follo
 
 /* ----------------------------------------------------------- index cache */
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-static int mkdir_p(const char *dir)
+int bfs_cache_dir_make(const char *dir)
 {
 	char tmp[PATH_MAX];
 	size_t len = strlen(dir);
@@ -260,8 +249,21 @@ static void idx_file(char *dst, size_t cap, const char *dir, const struct bfs_sh
 	uint64_t h;
 
 	shard_abs(abs, sizeof(abs), s);
-	h = fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
+	h = bfs_fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
 	snprintf(dst, cap, "%s/%016llx.idx", dir, (unsigned long long)h);
+}
+
+int bfs_dataset_cache_file(const struct bfs_dataset *ds, size_t i, const char *dir,
+			   const char *suffix, char *dst, size_t cap, char *abs, size_t abscap)
+{
+	uint64_t h;
+
+	if (i >= ds->nshards || shard_abs(abs, abscap, ds->shards[i]) != 0)
+		return -EINVAL;
+	h = bfs_fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
+	if ((size_t)snprintf(dst, cap, "%s/%016llx%s", dir, (unsigned long long)h, suffix) >= cap)
+		return -ENAMETOOLONG;
+	return 0;
 }
 
 static void idx_key(struct bfs_index_key *k, char *abs, size_t cap, const struct bfs_shard *s)
@@ -279,7 +281,7 @@ static void idx_save(const char *dir, const struct bfs_shard *s)
 	char path[PATH_MAX + 32], abs[PATH_MAX];
 	struct bfs_index_key k;
 
-	if (mkdir_p(dir) != 0 || !bfs_shard_get_index(s))
+	if (bfs_cache_dir_make(dir) != 0 || !bfs_shard_get_index(s))
 		return;
 	idx_file(path, sizeof(path), dir, s);
 	idx_key(&k, abs, sizeof(abs), s);
@@ -378,10 +380,10 @@ static void schema_file(char *dst, size_t cap, const char *dir, struct bfs_shard
 		uint32_t comp = (uint32_t)bfs_shard_compression(sh[i]);
 
 		shard_abs(abs, sizeof(abs), sh[i]);
-		h = fnv1a(h, abs, strlen(abs) + 1);
-		h = fnv1a(h, &sz, sizeof(sz));
-		h = fnv1a(h, &mt, sizeof(mt));
-		h = fnv1a(h, &comp, sizeof(comp));
+		h = bfs_fnv1a(h, abs, strlen(abs) + 1);
+		h = bfs_fnv1a(h, &sz, sizeof(sz));
+		h = bfs_fnv1a(h, &mt, sizeof(mt));
+		h = bfs_fnv1a(h, &comp, sizeof(comp));
 	}
 	snprintf(dst, cap, "%s/schema-%016llx.json", dir, (unsigned long long)h);
 }
@@ -415,7 +417,7 @@ static void schema_save(const char *dir, const char *file, const struct bfs_sche
 	char *json = NULL;
 	FILE *f;
 
-	if (mkdir_p(dir) != 0 || bfs_schema_to_json(&json, s, NULL) != 0)
+	if (bfs_cache_dir_make(dir) != 0 || bfs_schema_to_json(&json, s, NULL) != 0)
 		return;
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", file, (long)getpid());
 	f = fopen(tmp, "wb");

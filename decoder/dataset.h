@@ -98,6 +98,16 @@ int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, s
 int bfs_dataset_read_many(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
 			  uint8_t *const *dst, bool verify, int *errs, char **msgs);
 
+/* Cache files about one shard in a cache directory (the index is one; the
+ * batcher's ragged counts another): dst gets "DIR/<16 hex digits: a hash of
+ * the shard's absolute path><suffix>" and abs (abscap >= PATH_MAX) that
+ * absolute path, which the file should record and check. -ENAMETOOLONG,
+ * -EINVAL (no such shard). */
+int bfs_dataset_cache_file(const struct bfs_dataset *ds, size_t i, const char *dir,
+			   const char *suffix, char *dst, size_t cap, char *abs, size_t abscap);
+/* mkdir -p DIR (0755). 0 or -errno. */
+int bfs_cache_dir_make(const char *dir);
+
 /* Resolve SOURCE into a sorted list of shard paths (malloc'd, caller frees
  * each and the array). */
 int bfs_source_resolve(char ***out, size_t *n, const char *source, bool follow_symlinks);

@@ -785,7 +785,8 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 		set_new(root, "seed", json_u64(facts->seed), &ok);
 		if (facts->shuffle)
 			set_new(root, "shuffle", json_string(facts->shuffle), &ok);
-		set_new(root, "rank", json_u64(facts->rank), &ok);
+		if (!facts->no_rank)
+			set_new(root, "rank", json_u64(facts->rank), &ok);
 		set_new(root, "world", json_u64(facts->world), &ok);
 		if (facts->shards) {
 			json_t *a = json_array();

@@ -116,6 +116,7 @@ struct bfs_schema_facts {
 	uint64_t seed;
 	const char *shuffle;
 	uint64_t rank, world;
+	bool no_rank; /* world=W without rank (rank folders): "rank" left out */
 	size_t nshards;
 	const char *const *shards; /* shard paths */
 };

@@ -530,6 +530,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.on_corrupt = o->on_corrupt,
 		.max_batch_bytes = o->cache_size,
 		.jobs = o->threads,
+		.index_dir = o->index_dir,
+		.on_note = bfs_tool_note,
 		.chunk_rows = o->chunk_rows,
 		.image_max_pixels = o->image_max_pixels,
 	};
@@ -570,6 +572,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 				       : "global",
 		.rank = o->rank,
 		.world = o->world,
+		.no_rank = o->all_ranks, /* each rank folder is one rank: the top is none */
 		.nshards = bfs_dataset_nshards(ds),
 		.shards = shard_names,
 	};

@@ -108,3 +108,17 @@ def test_batchdataset_over_a_rank_folder(mounter, ds_plain):
     assert np.array_equal(item["x"].numpy(), x)
     assert not np.array_equal(x, np.load(m.path("rank-0001", "epoch-0000", "batch-000001",
                                                  "x.npy")))
+
+
+def test_top_schema_json_claims_no_rank(mounter, ds_plain):
+    """With rank folders the mount serves every rank: its one schema.json
+    (at the top) says the world and claims no rank; batches_per_epoch is
+    each rank's (every rank shows the same number)."""
+    W, B = 4, 10
+    s = mounter(ds_plain.path, batch_size=B, world=W).json("schema.json")
+    assert "rank" not in s and "rank" not in s.get("facts", {}), s
+    assert fact(s, "world") == W
+    assert fact(s, "batches_per_epoch") == oracle.local_batches(ds_plain.n, B, False, W)
+    # a single-rank mount still says which rank it is
+    s1 = mounter(ds_plain.path, batch_size=B, rank=1, world=W).json("schema.json")
+    assert fact(s1, "rank") == 1 and fact(s1, "world") == W

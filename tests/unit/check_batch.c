@@ -4,6 +4,7 @@
  */
 #include "batch.h"
 #include "blockshuf.h"
+#include "counts.h"
 #include "crc32c.h"
 #include "dataset.h"
 #include "pbtest.h"
@@ -12,9 +13,12 @@
 #include "tensor.h"
 
 #include <check.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------- permutation */
@@ -594,11 +598,346 @@ START_TEST(block_order_depends_on_seed_and_epoch_only)
 }
 END_TEST
 
+/* ------------------------------------------------- ragged counts cache */
+
+static const uint32_t cnt_col0[5] = { 0, 3, 1, 4000000000u, 7 };
+static const uint32_t cnt_col1[5] = { 9, 0, 2, 6, 5 };
+
+static struct bfs_counts_key cnt_key(void)
+{
+	struct bfs_counts_key k = { .path = "/data/part-0.tfrecord",
+				    .comp = 0,
+				    .file_size = 12345,
+				    .mtime_ns = 1700000000123456789,
+				    .nrecords = 5,
+				    .nslots = 2,
+				    .desc = "v int64 3 tok\nb bytes 1 w\n",
+				    .desclen = 26 };
+	return k;
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *p = malloc(1 << 16);
+
+	ck_assert(f != NULL && p != NULL);
+	*len = fread(p, 1, 1 << 16, f);
+	fclose(f);
+	return p;
+}
+
+static void spit(const char *path, const uint8_t *p, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	ck_assert(f != NULL);
+	ck_assert_uint_eq(fwrite(p, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Load path for k into fresh columns; *why gets the reason. */
+static enum bfs_counts_result cnt_load(const char *path, const struct bfs_counts_key *k,
+				       uint32_t c0[5], uint32_t c1[5], char *why)
+{
+	uint32_t *cols[2] = { c0, c1 };
+
+	memset(c0, 0xee, 5 * 4);
+	memset(c1, 0xee, 5 * 4);
+	why[0] = '\0';
+	return bfs_counts_load(path, k, cols, why, 256);
+}
+
+START_TEST(counts_file_round_trip_stale_corrupt_old)
+{
+	char dir[] = "/tmp/check_counts_XXXXXX", path[128], why[256];
+	const uint32_t *cols[2] = { cnt_col0, cnt_col1 };
+	struct bfs_counts_key k = cnt_key(), k2;
+	uint32_t c0[5], c1[5], *ccols[2] = { c0, c1 };
+	uint8_t *orig, *mut;
+	size_t len;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/x.cnt", dir);
+	ck_assert_int_eq(cnt_load(path, &k, c0, c1, why), BFS_COUNTS_ABSENT);
+	ck_assert_int_eq(bfs_counts_save(path, &k, cols), 0);
+	ck_assert_int_eq(cnt_load(path, &k, c0, c1, why), BFS_COUNTS_LOADED);
+	ck_assert(memcmp(c0, cnt_col0, sizeof(c0)) == 0 && memcmp(c1, cnt_col1, sizeof(c1)) == 0);
+	orig = slurp(path, &len);
+	/* 64-byte header, path (21) and description (26) padded to 112, 2 x 5 x 4 */
+	ck_assert_uint_eq(len, 112 + 40);
+	ck_assert_int_eq(bfs_counts_from_bytes(orig, len, &k, ccols, why, sizeof(why)),
+			 BFS_COUNTS_LOADED);
+
+	/* stale: anything of the key differs */
+	for (int f = 0; f < 7; f++) {
+		k2 = k;
+		if (f == 0)
+			k2.mtime_ns++;
+		if (f == 1)
+			k2.file_size++;
+		if (f == 2)
+			k2.comp = 1;
+		if (f == 3)
+			k2.nrecords = 4; /* the columns are large enough for 5 */
+		if (f == 4)
+			k2.desc = "v int64 3 tok\nb bytes 1 x\n"; /* same length */
+		if (f == 5)
+			k2.path = "/data/part-1.tfrecord";
+		if (f == 6)
+			k2.nslots = 1;
+		ck_assert_msg(cnt_load(path, &k2, c0, c1, why) == BFS_COUNTS_STALE, "field %d", f);
+		ck_assert(strstr(why, "another") != NULL);
+	}
+
+	/* every single flipped byte: never LOADED (header, path, padding, counts) */
+	mut = malloc(len);
+	for (size_t i = 0; i < len; i++) {
+		enum bfs_counts_result r;
+
+		memcpy(mut, orig, len);
+		mut[i] ^= 0x20;
+		spit(path, mut, len);
+		r = cnt_load(path, &k, c0, c1, why);
+		ck_assert_msg(r == BFS_COUNTS_BAD || r == BFS_COUNTS_STALE, "byte %zu: %d", i, r);
+		if (i >= 64)
+			ck_assert_msg(strstr(why, "corrupt (checksum mismatch)") != NULL, "%zu: %s",
+				      i, why);
+		else if (i >= 8)
+			ck_assert_msg(strstr(why, "corrupt header") != NULL, "%zu: %s", i, why);
+	}
+	/* truncated anywhere, or one byte more */
+	for (size_t n = 0; n < len; n++) {
+		spit(path, orig, n);
+		ck_assert_msg(cnt_load(path, &k, c0, c1, why) == BFS_COUNTS_BAD, "length %zu", n);
+		ck_assert_msg(n < 8 || strstr(why, "truncated") || strstr(why, "not a batchfs"),
+			      "%zu: %s", n, why);
+	}
+	memcpy(mut, orig, len);
+	spit(path, mut, len);
+	{
+		FILE *f = fopen(path, "ab");
+		ck_assert(f && fputc(0, f) == 0 && fclose(f) == 0);
+	}
+	ck_assert_int_eq(cnt_load(path, &k, c0, c1, why), BFS_COUNTS_BAD);
+	ck_assert(strstr(why, "wrong size") != NULL);
+
+	/* another version of the format, even with good CRCs, is not read */
+	memcpy(mut, orig, len);
+	memcpy(mut, "BFSCNT00", 8);
+	{
+		uint32_t crc = bfs_crc32c(0, mut, 60);
+		memcpy(mut + 60, &crc, 4);
+	}
+	spit(path, mut, len);
+	ck_assert_int_eq(cnt_load(path, &k, c0, c1, why), BFS_COUNTS_BAD);
+	ck_assert_msg(strstr(why, "old counts format BFSCNT00") != NULL, "%s", why);
+	memcpy(mut, "BFSIDX03", 8);
+	ck_assert_int_eq(bfs_counts_from_bytes(mut, len, &k, ccols, why, sizeof(why)),
+			 BFS_COUNTS_BAD);
+	ck_assert(strstr(why, "not a batchfs counts file") != NULL);
+	free(mut);
+	free(orig);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+START_TEST(counts_desc_names_slots)
+{
+	struct bfs_schema *sc = NULL, *sc2 = NULL;
+	struct bfs_plan *p = NULL, *p2 = NULL;
+	char *d = NULL, *d2 = NULL;
+	size_t n = 0, n2 = 0;
+	const char *other = "{\"features\": {\"tok\": {\"kind\": \"int64\", \"shape\": [-1],"
+			    " \"ragged\": true}}}";
+
+	ck_assert_int_eq(bfs_schema_from_json(&sc, parts_schema, strlen(parts_schema)), 0);
+	ck_assert_int_eq(bfs_plan_new(&p, sc), 0);
+	ck_assert_int_eq(bfs_counts_desc(p, &d, &n), 0);
+	ck_assert_uint_eq(p->nslots, 3);
+	ck_assert_str_eq(d, "v int64 3 tok\nv bytes 1 w\nb bytes 1 w\n");
+	ck_assert_uint_eq(n, strlen(d));
+	ck_assert_int_eq(bfs_schema_from_json(&sc2, other, strlen(other)), 0);
+	ck_assert_int_eq(bfs_plan_new(&p2, sc2), 0);
+	ck_assert_int_eq(bfs_counts_desc(p2, &d2, &n2), 0);
+	ck_assert_str_eq(d2, "v int64 3 tok\n");
+	free(d);
+	free(d2);
+	bfs_plan_free(p);
+	bfs_plan_free(p2);
+	bfs_schema_free(sc);
+	bfs_schema_free(sc2);
+}
+END_TEST
+
+struct notes {
+	int n;
+	char last[1024];
+};
+
+static void on_note(void *ctx, const char *shard, const char *msg)
+{
+	struct notes *nt = ctx;
+
+	nt->n++;
+	snprintf(nt->last, sizeof(nt->last), "%s: %s", shard ? shard : "-", msg);
+}
+
+/* Every batch's file size (ragged sizes come from the counts), summed with
+ * weights so that two batches trading sizes still differ. */
+static uint64_t geom_sig(const char *shard, const char *index_dir, const char *schema_json,
+			 struct notes *nt)
+{
+	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO, .index_dir = index_dir };
+	struct bfs_batcher_opts bopt = { .batch_size = 7,
+					 .seed = 2,
+					 .shuffle = true,
+					 .world = 1,
+					 .jobs = 2,
+					 .index_dir = index_dir,
+					 .on_note = on_note,
+					 .note_ctx = nt };
+	struct bfs_dataset *ds = NULL;
+	struct bfs_schema *sc = NULL;
+	struct bfs_batcher *b = NULL;
+	uint64_t sig = 0;
+
+	ck_assert_int_eq(bfs_dataset_open(&ds, shard, &dopt), 0);
+	ck_assert_int_eq(bfs_schema_from_json(&sc, schema_json, strlen(schema_json)), 0);
+	ck_assert_int_eq(bfs_batcher_new(&b, ds, sc, &bopt), 0);
+	for (uint64_t i = 0; i < bfs_batcher_nbatches(b); i++) {
+		struct bfs_geom *g = NULL;
+		ck_assert_int_eq(bfs_batcher_geom(&g, b, 0, i), 0);
+		sig += (i + 1) * g->st_size;
+		bfs_geom_free(g);
+	}
+	bfs_batcher_free(b);
+	bfs_schema_free(sc);
+	bfs_dataset_close(ds);
+	return sig;
+}
+
+static size_t count_files(const char *dir, const char *suffix, char *name, size_t cap)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name);
+		if (l > strlen(suffix) && strcmp(de->d_name + l - strlen(suffix), suffix) == 0) {
+			n++;
+			if (name)
+				snprintf(name, cap, "%s/%s", dir, de->d_name);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+START_TEST(batcher_reads_cached_counts_without_decoding)
+{
+	char dir[] = "/tmp/check_counts_ds_XXXXXX", shard[128], ix[128], cnt[512], bad[160];
+	const char *one = "{\"features\": {\"tok\": {\"kind\": \"int64\", \"shape\": [-1],"
+			  " \"ragged\": true}}}";
+	const char *wonly = "{\"features\": {\"w\": {\"kind\": \"bytes\", \"shape\": [-1, -1],"
+			    " \"ragged\": true}}}";
+	struct notes nt = { 0 };
+	struct stat st, st2;
+	struct timespec ts[2];
+	uint64_t want, got;
+	uint8_t *buf;
+	size_t len;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(shard, sizeof(shard), "%s/part-0.tfrecord", dir);
+	snprintf(ix, sizeof(ix), "%s/ix", dir);
+	write_dataset(shard, -1);
+	/* without a cache: the reference */
+	want = geom_sig(shard, NULL, parts_schema, &nt);
+	ck_assert_int_eq(nt.n, 0);
+	/* the first batcher writes the file, the same geometry */
+	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+	ck_assert_uint_eq(count_files(ix, ".cnt", cnt, sizeof(cnt)), 1);
+	ck_assert_int_eq(stat(cnt, &st), 0);
+	/* a schema counting something else has a file of its own */
+	got = geom_sig(shard, ix, one, &nt);
+	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
+	ck_assert_int_eq(nt.n, 0);
+
+	/* the shard's records made undecodable, its size and mtime kept: the
+	 * index and the counts come from the cache, nothing is decoded, and the
+	 * geometry stays (a count pass would count 0 everywhere) */
+	ck_assert_int_eq(stat(shard, &st2), 0);
+	buf = slurp(shard, &len);
+	ck_assert(len < (1 << 16));
+	for (size_t i = 12; i < len; i++)
+		buf[i] = 0xff;
+	spit(shard, buf, len);
+	free(buf);
+	ts[0] = st2.st_atim;
+	ts[1] = st2.st_mtim;
+	ck_assert_int_eq(utimensat(AT_FDCWD, shard, ts, 0), 0);
+	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+	ck_assert_int_eq(stat(cnt, &st2), 0);
+	ck_assert(st2.st_ino == st.st_ino); /* not rewritten */
+	/* the schema counting something else kept its own file too */
+	ck_assert_uint_eq(geom_sig(shard, ix, one, &nt), got);
+	ck_assert_int_eq(nt.n, 0);
+	/* a count pass over records that do not decode caches nothing */
+	(void)geom_sig(shard, ix, wonly, &nt);
+	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
+
+	/* a corrupt file: one note naming it, rebuilt (from the shard as it is
+	 * now, so the geometry follows the broken records) */
+	write_dataset(shard, -1);
+	nt.n = 0;
+	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want); /* a new mtime: stale */
+	ck_assert_int_eq(nt.n, 1);
+	ck_assert_msg(strstr(nt.last, "another version") && strstr(nt.last, "rebuilding it"), "%s",
+		      nt.last);
+	nt.n = 0;
+	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
+	buf = slurp(cnt, &len); /* the same name: path and schema unchanged */
+	buf[len - 3] ^= 1;
+	spit(cnt, buf, len);
+	free(buf);
+	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 1);
+	ck_assert_msg(strstr(nt.last, cnt) && strstr(nt.last, "corrupt (checksum mismatch)"), "%s",
+		      nt.last);
+	nt.n = 0;
+	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+
+	/* a directory that cannot be made: one note, the same geometry */
+	snprintf(bad, sizeof(bad), "%s/sub", shard); /* under a regular file */
+	ck_assert_uint_eq(geom_sig(shard, bad, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 1);
+	ck_assert_msg(strstr(nt.last, "cannot write ragged counts"), "%s", nt.last);
+
+	/* clean up */
+	{
+		char cmd[256];
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		ck_assert_int_eq(system(cmd), 0);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("batch");
 	TCase *perm = tcase_create("perm");
 	TCase *tensor = tcase_create("tensor");
+	TCase *counts = tcase_create("counts");
 
 	tcase_set_timeout(perm, 60);
 	tcase_add_test(perm, perm_is_a_bijection_for_every_small_n);
@@ -617,7 +956,11 @@ static Suite *suite(void)
 	tcase_add_test(tensor, build_in_parts_equals_whole_build);
 	tcase_add_test(tensor, build_in_parts_fails_like_whole_build);
 	tcase_add_test(tensor, build_in_parts_substitutes_like_whole_build);
+	tcase_add_test(counts, counts_file_round_trip_stale_corrupt_old);
+	tcase_add_test(counts, counts_desc_names_slots);
+	tcase_add_test(counts, batcher_reads_cached_counts_without_decoding);
 	suite_add_tcase(s, perm);
+	suite_add_tcase(s, counts);
 	suite_add_tcase(s, tensor);
 	return s;
 }
