@@ -15,6 +15,7 @@
 #include "crc32c.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -34,6 +35,7 @@ static uint32_t zeros_long[4][256];
 static uint32_t zeros_short[4][256];
 static int hw_ok;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static atomic_int ready; /* set last by crc_init */
 
 /* Byte-at-a-time update of a raw (not inverted) register. */
 static uint32_t crc_bytes_raw(uint32_t c, const uint8_t *p, size_t n)
@@ -91,6 +93,7 @@ static void crc_init(void)
 	__builtin_cpu_init();
 	hw_ok = __builtin_cpu_supports("sse4.2") ? 1 : 0;
 #endif
+	atomic_store_explicit(&ready, 1, memory_order_release);
 }
 
 static inline uint64_t load64le(const uint8_t *p)
@@ -152,10 +155,9 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
 	const uint8_t *p = buf;
 	uint64_t c = (uint32_t)~crc;
 
-	while (len && ((uintptr_t)p & 7)) {
-		c = _mm_crc32_u8((uint32_t)c, *p++);
-		len--;
-	}
+	/* no alignment prologue: x86 loads 8 unaligned bytes at full speed,
+	 * and a record's bytes start anywhere (a 7-byte prologue is 7
+	 * dependent 3-cycle steps on every short record) */
 	while (len >= 3 * LONG_BLOCK) {
 		c = hw_3way(c, &p, LONG_BLOCK, zeros_long);
 		len -= 3 * LONG_BLOCK;
@@ -169,8 +171,20 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
 		p += 8;
 		len -= 8;
 	}
-	while (len--)
-		c = _mm_crc32_u8((uint32_t)c, *p++);
+	if (len >= 4) {
+		uint32_t w;
+		memcpy(&w, p, 4);
+		c = _mm_crc32_u32((uint32_t)c, w); /* x86: little-endian */
+		p += 4;
+		len -= 4;
+	}
+	if (len >= 2) {
+		c = _mm_crc32_u16((uint32_t)c, (uint16_t)(p[0] | p[1] << 8));
+		p += 2;
+		len -= 2;
+	}
+	if (len)
+		c = _mm_crc32_u8((uint32_t)c, *p);
 	return ~(uint32_t)c;
 }
 #endif
@@ -183,7 +197,10 @@ int bfs_crc32c_hw_available(void)
 
 uint32_t bfs_crc32c(uint32_t crc, const void *buf, size_t len)
 {
-	pthread_once(&init_once, crc_init);
+	/* one load on the hot path (a record's CRCs are two calls) rather than
+	 * a call to pthread_once through the PLT */
+	if (!atomic_load_explicit(&ready, memory_order_acquire))
+		pthread_once(&init_once, crc_init);
 #ifdef BFS_CRC_HAVE_SSE42
 	if (hw_ok)
 		return crc32c_hw(crc, buf, len);
