@@ -156,3 +156,37 @@ def test_remount_maps_the_index_without_reading_the_shards(batchfs, gen, tmp_pat
         assert (files[1][n].st_ino, files[1][n].st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
     assert files[2][name].st_ino != files[1][name].st_ino  # the corrupt one was rewritten
     assert got[0] == got[1] == got[2]
+
+
+def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):  # noqa: F811
+    """A first mount with schema= caches the index but no inferred schema; a
+    mount without schema= then scans every shard to infer one, and must not
+    write the index files it loaded again (with many shards that is one
+    rename over an existing file per shard, which ext4 flushes at once); the
+    inferred schema is cached, and a third mount scans nothing."""
+    ds = _dataset(gen, tmp_path / "src", 400, ["x:float:2", "y:int64:1"], shards=40, seed=21)
+    ix = str(tmp_path / "ix")
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"features": {"x": {"kind": "float", "dtype": "float32", "shape": [2]}, '
+                      '"y": {"kind": "int64", "dtype": "int64", "shape": []}}}')
+    files, got = [], []
+    for run, extra in enumerate([",schema=%s" % schema, "", ""]):
+        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run),
+                  "batch_size=50,index_dir=%s,threads=2%s" % (ix, extra),
+                  str(tmp_path / ("log%d" % run)))
+        try:
+            m.start()
+            stats = m.json("stats.json")
+            assert stats["records"] == ds.n
+            assert stats["index_reused"] == (run > 0), stats
+            assert stats["schema_reused"] == (run == 2), stats
+            got.append(m.read("epoch-0000", "batch-000003.safetensors"))
+        finally:
+            m.stop()
+        assert m.proc.returncode == 0, m.log_text()
+        files.append(_idx_files(ix))
+    assert len(files[0]) == ds.nshards
+    for f in files[1:]:
+        assert {n: (s.st_ino, s.st_mtime_ns) for n, s in f.items()} == \
+            {n: (s.st_ino, s.st_mtime_ns) for n, s in files[0].items()}
+    assert got[0] == got[1] == got[2]
