@@ -2,6 +2,7 @@
 
     scripts/bench [--quick] [--workload small|image|varlen|wide|wide2000|photo]... [--work DIR]
                   [--drop-caches] [--no-npm] [--no-scale] [--scale-1e8] [--only-scale]
+                  [--no-shards] [--only-shards] [--shards N]
                   [--block-vs-global] [--block-only] [--cache-size SIZE]
                   [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
@@ -41,8 +42,16 @@ datasets of small records (10^7 in 64 shards; 10^8 in 256 with --scale-1e8):
 index bytes per record on disk, re-mount time with the index reused (and
 that it reads no shard), the first index build's rate against `cat` of the
 same files (cold: evicted with fadvise; and warm), the daemon's RSS after
-mount and after one epoch. Everything goes to stdout and to
-WORK/bench-results.txt.
+mount and after one epoch; then the many-shards part (issue 13: 20,000
+tiny plain shards of 20 'small' records; 2,000 with --quick): `xargs cat`
+of all of them, cold and warm, against the first mount's index build with a
+fresh index_dir (cold and warm, index only as with schema=; and with schema
+inference, warm), re-mounts with the index reused (median of 3; and one
+after drop_caches) and that they rewrite no index file, and every record
+served (epoch-0000/all/ read, stats.json counters); builds, re-mounts and
+the read again under `ulimit -n 256`. Cold there means `echo 3 >
+drop_caches` (as root: dentries and inodes too), else fadvise eviction.
+Everything goes to stdout and to WORK/bench-results.txt.
 
 records/s counts records served (a tree pass serves every record of the
 epoch once, as .npy files and again inside the .safetensors file);
