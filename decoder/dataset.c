@@ -312,6 +312,10 @@ static int idx_load(struct bfs_dataset *ds, const char *dir, size_t i, char *not
 		snprintf(note, cap, "index cache %s: %s; rebuilding it", path, why);
 	if (r != BFS_INDEX_LOADED)
 		return 0;
+	/* opened undetected: the entry matched the shard's size and mtime, so
+	 * its compression is the shard's (one read of the shard saved) */
+	if (bfs_shard_compression(s) == BFS_COMP_AUTO)
+		(void)bfs_shard_detect(s, (enum bfs_compression)ix->comp);
 	if (bfs_shard_set_index(s, ix) != 0) {
 		snprintf(note, cap, "index cache %s: %s; rebuilding it", path, bfs_err_msg());
 		bfs_index_free(ix);
@@ -642,7 +646,7 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	size_t npaths = 0;
 	bool *need = NULL, *cached = NULL;
 	char sfile[PATH_MAX + 64];
-	bool any_scan = false;
+	bool any_scan = false, lazy;
 	int rc;
 
 	if (!ds)
@@ -660,8 +664,12 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		rc = -ENOMEM;
 		goto fail;
 	}
+	/* with an index cache, a shard's compression comes from its entry when
+	 * there is one: detected below only for the shards to scan */
+	lazy = o->index_dir && o->comp == BFS_COMP_AUTO;
 	for (size_t i = 0; i < npaths; i++) {
-		rc = bfs_shard_open(&ds->shards[i], paths[i], o->comp);
+		rc = lazy ? bfs_shard_open_undetected(&ds->shards[i], paths[i])
+			  : bfs_shard_open(&ds->shards[i], paths[i], o->comp);
 		if (rc) {
 			if (!strstr(bfs_err_msg(), paths[i]))
 				bfs_err_prefix("%s", paths[i]);
@@ -680,6 +688,14 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		if (need[i]) {
 			ds->index_reused = false;
 			any_scan = true;
+		}
+		if (need[i] && lazy) {
+			rc = bfs_shard_detect(ds->shards[i], BFS_COMP_AUTO);
+			if (rc) {
+				if (!strstr(bfs_err_msg(), paths[i]))
+					bfs_err_prefix("%s", paths[i]);
+				goto fail;
+			}
 		}
 	}
 	rc = shadows_open(ds, o, need, &any_scan);

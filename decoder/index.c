@@ -383,8 +383,10 @@ static enum bfs_index_load_result check_hdr(const struct bfs_index_hdr *h, uint6
 	    h->seek_size != sizeof(struct bfs_seek_point))
 		return BAD("unsupported layout (block %" PRIu32 ", seek point %" PRIu32 " bytes)",
 			   h->block, h->seek_size);
-	if (h->comp != k->comp || h->file_size != k->file_size || h->mtime_ns != k->mtime_ns ||
-	    h->pathlen != strlen(k->path))
+	if (h->comp < BFS_COMP_NONE || h->comp > BFS_COMP_ZLIB)
+		return BAD("invalid compression %" PRIu32, h->comp);
+	if ((k->comp != BFS_COMP_AUTO && h->comp != k->comp) || h->file_size != k->file_size ||
+	    h->mtime_ns != k->mtime_ns || h->pathlen != strlen(k->path))
 		return BFS_INDEX_ABSENT; /* made for another version of the shard */
 	if (!layout_of(h, l) || h->nrecords > UINT64_MAX - BFS_INDEX_BLOCK ||
 	    h->nblocks != (h->nrecords + BFS_INDEX_BLOCK) / BFS_INDEX_BLOCK ||
@@ -443,9 +445,10 @@ static enum bfs_index_load_result check_body(struct bfs_index *ix, const uint8_t
 	ix->pts = h.nseek ? pts : NULL;
 	ix->npts = (size_t)h.nseek;
 	ix->deltas_bytes = h.deltas_bytes;
+	ix->comp = h.comp;
 	ix->data_bytes = h.nblocks * 16 + h.deltas_bytes + h.nseek * sizeof(*pts);
 	if (bfs_index_offset(ix, ix->n) != h.end_offset ||
-	    (k->comp == BFS_COMP_NONE && h.end_offset > k->file_size))
+	    (h.comp == BFS_COMP_NONE && h.end_offset > k->file_size))
 		return BAD("end offset %" PRIu64 " does not match the directory", h.end_offset);
 	return BFS_INDEX_LOADED;
 }

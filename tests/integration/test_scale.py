@@ -190,3 +190,38 @@ def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):  # n
         assert {n: (s.st_ino, s.st_mtime_ns) for n, s in f.items()} == \
             {n: (s.st_ino, s.st_mtime_ns) for n, s in files[0].items()}
     assert got[0] == got[1] == got[2]
+
+
+def test_remount_takes_each_shards_compression_from_its_index(batchfs, gen, tmp_path):  # noqa: F811
+    """A re-mount does not read a shard's first bytes to tell its compression
+    (one random read per shard from a cold disk): the cached index, checked
+    against the shard's size and mtime, says it. Shown with a shard whose
+    first header is garbled in place, size and mtime kept: the re-mount
+    succeeds from the cache, where a mount without that cache fails naming
+    the shard as not TFRecord."""
+    from test_mount import _expect_mount_failure
+    ds = _dataset(gen, tmp_path / "src", 300, ["x:float:2", "y:int64:1"], shards=3, seed=23)
+    ix = str(tmp_path / "ix")
+    opts = "batch_size=50,index_dir=%s,threads=2" % ix
+    m = Mount(batchfs, ds.path, tmp_path / "mnt0", opts, str(tmp_path / "log0"))
+    try:
+        m.start()
+        assert m.json("stats.json")["index_reused"] is False
+    finally:
+        m.stop()
+    assert m.proc.returncode == 0, m.log_text()
+    shard = oracle.list_shards(str(ds.path))[0]
+    st = os.stat(shard)
+    with open(shard, "r+b") as f:
+        f.write(b"\xee" * 12)
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+    m = Mount(batchfs, ds.path, tmp_path / "mnt1", opts, str(tmp_path / "log1"))
+    try:
+        m.start()
+        stats = m.json("stats.json")
+        assert stats["index_reused"] is True and stats["records"] == ds.n, stats
+    finally:
+        m.stop()
+    assert m.proc.returncode == 0, m.log_text()
+    _expect_mount_failure(batchfs, ds.path, tmp_path / "mnt2",
+                          "index_dir=%s" % (tmp_path / "ix2"), os.path.basename(shard))
