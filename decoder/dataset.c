@@ -34,6 +34,11 @@ struct bfs_dataset {
 	uint64_t undecodable;
 	uint64_t bad_records; /* data CRC mismatches met by the scan */
 	struct bfs_shadows *shadows; /* NULL: no shadow copies */
+	/* [nshards], with index_dir: each shard's absolute path (the cache key),
+	 * resolved once by the load workers; an entry is NULL until then, or
+	 * when out of memory (that shard is then not cached) */
+	char **abs;
+	bool ix_dir_ok; /* index_dir exists (made once, not per shard) */
 };
 
 /* ---------------------------------------------------------------- source */
@@ -232,43 +237,53 @@ int bfs_cache_dir_make(const char *dir)
 	return 0;
 }
 
-static int shard_abs(char *dst, size_t cap, const struct bfs_shard *s)
+/* Shard i's absolute path: realpath once per shard and mount (it costs a
+ * getcwd and a readlink per path component). Called for distinct i by the
+ * load workers, then by one thread. NULL: out of memory. */
+static const char *shard_abs(struct bfs_dataset *ds, size_t i)
 {
-	if (!realpath(bfs_shard_path(s), dst)) {
-		if (strlen(bfs_shard_path(s)) >= cap)
-			return -ENAMETOOLONG;
-		memcpy(dst, bfs_shard_path(s), strlen(bfs_shard_path(s)) + 1); /* fits: checked */
+	if (!ds->abs[i]) {
+		char real[PATH_MAX];
+		const char *p = bfs_shard_path(ds->shards[i]);
+
+		ds->abs[i] = strdup(realpath(p, real) ? real : p);
 	}
-	(void)cap;
-	return 0;
+	return ds->abs[i];
 }
 
-static void idx_file(char *dst, size_t cap, const char *dir, const struct bfs_shard *s)
+static void idx_file(char *dst, size_t cap, const char *dir, const char *abs)
 {
-	char abs[PATH_MAX];
-	uint64_t h;
+	uint64_t h = bfs_fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
 
-	shard_abs(abs, sizeof(abs), s);
-	h = bfs_fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
 	snprintf(dst, cap, "%s/%016llx.idx", dir, (unsigned long long)h);
 }
 
 int bfs_dataset_cache_file(const struct bfs_dataset *ds, size_t i, const char *dir,
 			   const char *suffix, char *dst, size_t cap, char *abs, size_t abscap)
 {
+	const char *p;
+	char real[PATH_MAX];
 	uint64_t h;
 
-	if (i >= ds->nshards || shard_abs(abs, abscap, ds->shards[i]) != 0)
+	if (i >= ds->nshards)
 		return -EINVAL;
+	p = ds->abs[i];
+	if (!p) {
+		p = bfs_shard_path(ds->shards[i]);
+		if (realpath(p, real))
+			p = real;
+	}
+	if (strlen(p) >= abscap)
+		return -ENAMETOOLONG;
+	memcpy(abs, p, strlen(p) + 1);
 	h = bfs_fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
 	if ((size_t)snprintf(dst, cap, "%s/%016llx%s", dir, (unsigned long long)h, suffix) >= cap)
 		return -ENAMETOOLONG;
 	return 0;
 }
 
-static void idx_key(struct bfs_index_key *k, char *abs, size_t cap, const struct bfs_shard *s)
+static void idx_key(struct bfs_index_key *k, const char *abs, const struct bfs_shard *s)
 {
-	shard_abs(abs, cap, s);
 	k->path = abs;
 	k->comp = (uint32_t)bfs_shard_compression(s);
 	k->file_size = bfs_shard_file_size(s);
@@ -276,35 +291,44 @@ static void idx_key(struct bfs_index_key *k, char *abs, size_t cap, const struct
 }
 
 /* Best effort: a failure to write the cache only costs a rescan next time. */
-static void idx_save(const char *dir, const struct bfs_shard *s)
+static void idx_save(struct bfs_dataset *ds, const char *dir, size_t i)
 {
-	char path[PATH_MAX + 32], abs[PATH_MAX];
+	char path[PATH_MAX + 32];
+	const char *abs = shard_abs(ds, i);
 	struct bfs_index_key k;
 
-	if (bfs_cache_dir_make(dir) != 0 || !bfs_shard_get_index(s))
+	if (!ds->ix_dir_ok || !abs || !bfs_shard_get_index(ds->shards[i]))
 		return;
-	idx_file(path, sizeof(path), dir, s);
-	idx_key(&k, abs, sizeof(abs), s);
-	(void)bfs_index_save(bfs_shard_get_index(s), path, &k);
+	idx_file(path, sizeof(path), dir, abs);
+	idx_key(&k, abs, ds->shards[i]);
+	(void)bfs_index_save(bfs_shard_get_index(ds->shards[i]), path, &k);
 }
 
 /* Returns 1 if loaded, 0 if no valid entry; a file that is there but old,
  * truncated or corrupt is named in `note` (one log line: it is rebuilt). */
-static int idx_load(const char *dir, struct bfs_shard *s, char *note, size_t cap)
+static int idx_load(struct bfs_dataset *ds, const char *dir, size_t i, char *note, size_t cap)
 {
-	char path[PATH_MAX + 32], abs[PATH_MAX], why[256];
+	char path[PATH_MAX + 32], why[256];
+	const char *abs = shard_abs(ds, i);
+	struct bfs_shard *s = ds->shards[i];
 	struct bfs_index_key k;
 	struct bfs_index *ix = NULL;
 	enum bfs_index_load_result r;
 
 	note[0] = '\0';
-	idx_file(path, sizeof(path), dir, s);
-	idx_key(&k, abs, sizeof(abs), s);
+	if (!abs)
+		return 0;
+	idx_file(path, sizeof(path), dir, abs);
+	idx_key(&k, abs, s);
 	r = bfs_index_load(&ix, path, &k, why, sizeof(why));
 	if (r == BFS_INDEX_BAD)
 		snprintf(note, cap, "index cache %s: %s; rebuilding it", path, why);
 	if (r != BFS_INDEX_LOADED)
 		return 0;
+	/* opened undetected: the entry matched the shard's size and mtime, so
+	 * its compression is the shard's (one read of the shard saved) */
+	if (bfs_shard_compression(s) == BFS_COMP_AUTO)
+		(void)bfs_shard_detect(s, (enum bfs_compression)ix->comp);
 	if (bfs_shard_set_index(s, ix) != 0) {
 		snprintf(note, cap, "index cache %s: %s; rebuilding it", path, bfs_err_msg());
 		bfs_index_free(ix);
@@ -336,7 +360,7 @@ static void *load_worker(void *arg)
 		pthread_mutex_unlock(&lc->lock);
 		if (i >= lc->ds->nshards)
 			return NULL;
-		lc->need[i] = !idx_load(lc->o->index_dir, lc->ds->shards[i], note, sizeof(note));
+		lc->need[i] = !idx_load(lc->ds, lc->o->index_dir, i, note, sizeof(note));
 		if (note[0] && lc->o->on_note) {
 			pthread_mutex_lock(&lc->lock);
 			lc->o->on_note(lc->o->progress_ctx, bfs_shard_path(lc->ds->shards[i]),
@@ -369,17 +393,21 @@ static void load_all(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, b
 
 /* ---------------------------------------------------------- schema cache */
 
-static void schema_file(char *dst, size_t cap, const char *dir, struct bfs_shard **sh, size_t n)
+static void schema_file(char *dst, size_t cap, const char *dir, struct bfs_dataset *ds)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
 
-	for (size_t i = 0; i < n; i++) {
-		char abs[PATH_MAX];
-		uint64_t sz = bfs_shard_file_size(sh[i]);
-		int64_t mt = bfs_shard_mtime_ns(sh[i]);
-		uint32_t comp = (uint32_t)bfs_shard_compression(sh[i]);
+	for (size_t i = 0; i < ds->nshards; i++) {
+		struct bfs_shard *sh = ds->shards[i];
+		const char *abs = shard_abs(ds, i);
+		uint64_t sz = bfs_shard_file_size(sh);
+		int64_t mt = bfs_shard_mtime_ns(sh);
+		uint32_t comp = (uint32_t)bfs_shard_compression(sh);
 
-		shard_abs(abs, sizeof(abs), sh[i]);
+		if (!abs) { /* out of memory: a name no schema file has */
+			h = bfs_fnv1a(h, "\0", 1);
+			continue;
+		}
 		h = bfs_fnv1a(h, abs, strlen(abs) + 1);
 		h = bfs_fnv1a(h, &sz, sizeof(sz));
 		h = bfs_fnv1a(h, &mt, sizeof(mt));
@@ -436,6 +464,7 @@ struct scan_ctx {
 	struct bfs_dataset *ds;
 	const struct bfs_dataset_opts *o;
 	bool *need_scan; /* [nshards] */
+	const bool *cached; /* [nshards] or NULL: index loaded from index_dir (not saved again) */
 	bool infer;
 	struct bfs_infer *inf;
 	pthread_mutex_t lock; /* guards next, inf, err, done_bytes, undecodable */
@@ -520,8 +549,8 @@ static void *scan_worker(void *arg)
 		bfs_shard_set_bad_fn(sc->ds->shards[i], NULL, NULL);
 		if (err && !strstr(bfs_err_msg(), bfs_shard_path(sc->ds->shards[i])))
 			bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
-		if (!err && sc->o->index_dir)
-			idx_save(sc->o->index_dir, sc->ds->shards[i]);
+		if (!err && sc->o->index_dir && !(sc->cached && sc->cached[i]))
+			idx_save(sc->ds, sc->o->index_dir, i);
 		pthread_mutex_lock(&sc->lock);
 		if (err && !sc->err) {
 			sc->err = err;
@@ -535,7 +564,7 @@ static void *scan_worker(void *arg)
 }
 
 static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need,
-		    bool infer)
+		    const bool *cached, bool infer)
 {
 	struct scan_ctx sc;
 	unsigned jobs = o->jobs ? o->jobs : 1;
@@ -547,6 +576,7 @@ static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bo
 	sc.ds = ds;
 	sc.o = o;
 	sc.need_scan = need;
+	sc.cached = cached;
 	sc.infer = infer;
 	for (size_t i = 0; i < ds->nshards; i++)
 		if (need[i])
@@ -588,6 +618,9 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 	bfs_shadows_free(ds->shadows); /* after the shards: their copies report to it */
 	free(ds->shards);
 	free(ds->first);
+	for (size_t i = 0; ds->abs && i < ds->nshards; i++)
+		free(ds->abs[i]);
+	free(ds->abs);
 	bfs_schema_free(ds->schema);
 	free(ds);
 }
@@ -624,9 +657,9 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	struct bfs_dataset *ds = calloc(1, sizeof(*ds));
 	char **paths = NULL;
 	size_t npaths = 0;
-	bool *need = NULL;
+	bool *need = NULL, *cached = NULL;
 	char sfile[PATH_MAX + 64];
-	bool any_scan = false;
+	bool any_scan = false, lazy;
 	int rc;
 
 	if (!ds)
@@ -638,12 +671,18 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	ds->shards = calloc(npaths, sizeof(*ds->shards)); /* NOLINT(bugprone-sizeof-expression) */
 	ds->first = calloc(npaths + 1, sizeof(*ds->first));
 	need = calloc(npaths, sizeof(*need));
-	if (!ds->shards || !ds->first || !need) {
+	cached = calloc(npaths, sizeof(*cached));
+	ds->abs = o->index_dir ? calloc(npaths, sizeof(*ds->abs)) : NULL;
+	if (!ds->shards || !ds->first || !need || !cached || (o->index_dir && !ds->abs)) {
 		rc = -ENOMEM;
 		goto fail;
 	}
+	/* with an index cache, a shard's compression comes from its entry when
+	 * there is one: detected below only for the shards to scan */
+	lazy = o->index_dir && o->comp == BFS_COMP_AUTO;
 	for (size_t i = 0; i < npaths; i++) {
-		rc = bfs_shard_open(&ds->shards[i], paths[i], o->comp);
+		rc = lazy ? bfs_shard_open_undetected(&ds->shards[i], paths[i])
+			  : bfs_shard_open(&ds->shards[i], paths[i], o->comp);
 		if (rc) {
 			if (!strstr(bfs_err_msg(), paths[i]))
 				bfs_err_prefix("%s", paths[i]);
@@ -658,9 +697,18 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		for (size_t i = 0; i < ds->nshards; i++)
 			need[i] = true;
 	for (size_t i = 0; i < ds->nshards; i++) {
+		cached[i] = !need[i];
 		if (need[i]) {
 			ds->index_reused = false;
 			any_scan = true;
+		}
+		if (need[i] && lazy) {
+			rc = bfs_shard_detect(ds->shards[i], BFS_COMP_AUTO);
+			if (rc) {
+				if (!strstr(bfs_err_msg(), paths[i]))
+					bfs_err_prefix("%s", paths[i]);
+				goto fail;
+			}
 		}
 	}
 	rc = shadows_open(ds, o, need, &any_scan);
@@ -668,7 +716,7 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		goto fail;
 	if (o->infer) {
 		if (o->index_dir) {
-			schema_file(sfile, sizeof(sfile), o->index_dir, ds->shards, ds->nshards);
+			schema_file(sfile, sizeof(sfile), o->index_dir, ds);
 			if (schema_load(&ds->schema, sfile) == 0)
 				ds->schema_reused = true;
 		}
@@ -680,7 +728,8 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		}
 	}
 	if (any_scan) {
-		rc = run_scan(ds, o, need, o->infer && !ds->schema);
+		ds->ix_dir_ok = o->index_dir && bfs_cache_dir_make(o->index_dir) == 0;
+		rc = run_scan(ds, o, need, cached, o->infer && !ds->schema);
 		if (rc)
 			goto fail;
 		if (o->infer && o->index_dir && !ds->schema_reused)
@@ -697,11 +746,13 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	ds->nrecords = ds->first[ds->nshards];
 	bfs_source_free(paths, npaths);
 	free(need);
+	free(cached);
 	*out = ds;
 	return 0;
 fail:
 	bfs_source_free(paths, npaths);
 	free(need);
+	free(cached);
 	bfs_dataset_close(ds);
 	return rc;
 }

@@ -10,7 +10,10 @@
  * unless an index cache entry for the shard's (path, size, mtime) exists in
  * `index_dir`: a cached index (index.h) is checked (its CRC) and mapped,
  * in parallel too, never copied; a cache file of an old format, truncated
- * or corrupt is rebuilt (opts.on_note says so). The scan checks framing and both CRCs; a record whose data
+ * or corrupt is rebuilt (opts.on_note says so). With compression auto, a
+ * shard with a cache entry takes its compression from it (its first bytes
+ * are read only to scan it), and index files already loaded are not written
+ * again. The scan checks framing and both CRCs; a record whose data
  * CRC fails is indexed, reported (opts.on_bad) and skipped by inference; it
  * is handled per on_corrupt when a batch holding it is read. Inference decodes
  * every record once and is cached the same way (keyed by every shard's

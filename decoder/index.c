@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define MAGIC "BFSIDX03"
@@ -268,21 +269,27 @@ static bool layout_of(const struct bfs_index_hdr *h, struct layout *l)
 
 /* ---- save ------------------------------------------------------------------ */
 
-static int write_all(int fd, const void *p, size_t n, uint32_t *crc)
+/* writev until every byte is written: one system call for a small index
+ * (a dataset of many tiny shards writes one file per shard). */
+static int writev_all(int fd, struct iovec *iov, int n)
 {
-	const uint8_t *c = p;
+	while (n > 0) {
+		ssize_t w = writev(fd, iov, n);
 
-	if (crc)
-		*crc = bfs_crc32c(*crc, p, n);
-	while (n) {
-		ssize_t w = write(fd, c, n);
 		if (w < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		c += w;
-		n -= (size_t)w;
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
 	}
 	return 0;
 }
@@ -325,25 +332,24 @@ int bfs_index_save(const struct bfs_index *ix, const char *path, const struct bf
 	if (fd < 0)
 		return -errno;
 	(void)fchmod(fd, 0644);
-	/* the body first (after a placeholder header), then the header with its CRC */
-	rc = write_all(fd, &h, sizeof(h), NULL);
-	if (!rc)
-		rc = write_all(fd, k->path, pathlen, &crc);
-	if (!rc)
-		rc = write_all(fd, zeros, (size_t)(l.dir - HDR_BYTES - pathlen), &crc);
-	if (!rc)
-		rc = write_all(fd, ix->dir, (size_t)dir_bytes, &crc);
-	if (!rc)
-		rc = write_all(fd, ix->deltas, (size_t)deltas_bytes, &crc);
-	if (!rc)
-		rc = write_all(fd, zeros, (size_t)(l.pts - l.deltas - deltas_bytes), &crc);
-	if (!rc && ix->npts)
-		rc = write_all(fd, ix->pts, ix->npts * sizeof(*ix->pts), &crc);
-	if (!rc) {
+	{
+		/* the body's CRC first, then header and body in one writev */
+		struct iovec iov[] = {
+			{ &h, sizeof(h) },
+			{ (void *)(uintptr_t)k->path, pathlen },
+			{ (void *)(uintptr_t)zeros, (size_t)(l.dir - HDR_BYTES - pathlen) },
+			{ (void *)(uintptr_t)ix->dir, (size_t)dir_bytes },
+			{ (void *)(uintptr_t)ix->deltas, (size_t)deltas_bytes },
+			{ (void *)(uintptr_t)zeros, (size_t)(l.pts - l.deltas - deltas_bytes) },
+			{ (void *)(uintptr_t)ix->pts, ix->npts * sizeof(*ix->pts) },
+		};
+
+		for (size_t i = 1; i < BFS_ARRAY_SIZE(iov); i++)
+			if (iov[i].iov_len)
+				crc = bfs_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
 		h.body_crc = crc;
 		h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_index_hdr, hdr_crc));
-		if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
-			rc = -EIO;
+		rc = writev_all(fd, iov, (int)BFS_ARRAY_SIZE(iov));
 	}
 	if (close(fd) != 0 && !rc)
 		rc = -EIO;
@@ -377,8 +383,10 @@ static enum bfs_index_load_result check_hdr(const struct bfs_index_hdr *h, uint6
 	    h->seek_size != sizeof(struct bfs_seek_point))
 		return BAD("unsupported layout (block %" PRIu32 ", seek point %" PRIu32 " bytes)",
 			   h->block, h->seek_size);
-	if (h->comp != k->comp || h->file_size != k->file_size || h->mtime_ns != k->mtime_ns ||
-	    h->pathlen != strlen(k->path))
+	if (h->comp < BFS_COMP_NONE || h->comp > BFS_COMP_ZLIB)
+		return BAD("invalid compression %" PRIu32, h->comp);
+	if ((k->comp != BFS_COMP_AUTO && h->comp != k->comp) || h->file_size != k->file_size ||
+	    h->mtime_ns != k->mtime_ns || h->pathlen != strlen(k->path))
 		return BFS_INDEX_ABSENT; /* made for another version of the shard */
 	if (!layout_of(h, l) || h->nrecords > UINT64_MAX - BFS_INDEX_BLOCK ||
 	    h->nblocks != (h->nrecords + BFS_INDEX_BLOCK) / BFS_INDEX_BLOCK ||
@@ -437,9 +445,10 @@ static enum bfs_index_load_result check_body(struct bfs_index *ix, const uint8_t
 	ix->pts = h.nseek ? pts : NULL;
 	ix->npts = (size_t)h.nseek;
 	ix->deltas_bytes = h.deltas_bytes;
+	ix->comp = h.comp;
 	ix->data_bytes = h.nblocks * 16 + h.deltas_bytes + h.nseek * sizeof(*pts);
 	if (bfs_index_offset(ix, ix->n) != h.end_offset ||
-	    (k->comp == BFS_COMP_NONE && h.end_offset > k->file_size))
+	    (h.comp == BFS_COMP_NONE && h.end_offset > k->file_size))
 		return BAD("end offset %" PRIu64 " does not match the directory", h.end_offset);
 	return BFS_INDEX_LOADED;
 }

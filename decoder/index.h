@@ -87,6 +87,7 @@ struct bfs_index {
 	size_t map_len;
 	void *mem; /* the file read into memory (small files), or NULL */
 	uint64_t data_bytes; /* dir + deltas + seek points */
+	uint32_t comp; /* a loaded index: its shard's enum bfs_compression (else 0) */
 	uint64_t deltas_bytes;
 	struct bfs_index_build *b; /* while building, and the built arrays after */
 };
@@ -138,7 +139,9 @@ uint64_t bfs_index_anon_bytes(const struct bfs_index *ix);
 /* What an index file is for: a load checks it against the file's header. */
 struct bfs_index_key {
 	const char *path; /* the shard's absolute path */
-	uint32_t comp; /* enum bfs_compression */
+	/* enum bfs_compression; AUTO (0) on a load: any of the others, the one
+	 * the file says going to the index's comp */
+	uint32_t comp;
 	uint64_t file_size;
 	int64_t mtime_ns;
 };

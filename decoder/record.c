@@ -217,7 +217,8 @@ static int detect(int fd, uint64_t size, enum bfs_compression *out)
 			   hex);
 }
 
-int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compression comp)
+static int open_shard(struct bfs_shard **out, const char *path, enum bfs_compression comp,
+		      bool detect_now)
 {
 	struct bfs_shard *s = NULL;
 	struct stat st;
@@ -240,7 +241,7 @@ int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compressio
 		err = bfs_err_set(-EINVAL, "not a regular file");
 		goto out_close;
 	}
-	if (comp == BFS_COMP_AUTO) {
+	if (comp == BFS_COMP_AUTO && detect_now) {
 		err = detect(fd, (uint64_t)st.st_size, &comp);
 		if (err)
 			goto out_close;
@@ -277,6 +278,36 @@ out_free:
 out_close:
 	close(fd);
 	return err;
+}
+
+int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compression comp)
+{
+	return open_shard(out, path, comp, true);
+}
+
+int bfs_shard_open_undetected(struct bfs_shard **out, const char *path)
+{
+	return open_shard(out, path, BFS_COMP_AUTO, false);
+}
+
+int bfs_shard_detect(struct bfs_shard *s, enum bfs_compression known)
+{
+	enum bfs_compression c = known;
+	int err;
+
+	if ((unsigned)known > BFS_COMP_ZLIB)
+		return bfs_err_set(-EINVAL, "invalid compression %d", (int)known);
+	if (known == BFS_COMP_AUTO) {
+		err = bfs_fdslot_pin(&s->fs);
+		if (err)
+			return err;
+		err = detect(s->fs.fd, s->file_size, &c);
+		bfs_fdslot_unpin(&s->fs);
+		if (err)
+			return err;
+	}
+	s->comp = c;
+	return 0;
 }
 
 void bfs_shard_close(struct bfs_shard *s)

@@ -56,6 +56,16 @@ struct bfs_shard;
  * Errors: -ENOENT/-EACCES/-EIO from open/read, -EINVAL not a regular file,
  * -EBADMSG, -ENOMEM. */
 int bfs_shard_open(struct bfs_shard **out, const char *path, enum bfs_compression comp);
+/* bfs_shard_open with comp AUTO that reads nothing yet: the compression
+ * stays AUTO until bfs_shard_detect, and only the accessors (path, size,
+ * mtime, compression) and close may be used before. A re-mount of many
+ * shards takes it from their cached indexes instead of reading each
+ * shard's first bytes (one random read per shard from a cold disk). */
+int bfs_shard_open_undetected(struct bfs_shard **out, const char *path);
+/* Set the compression of a shard opened undetected: `known` (from a cache
+ * entry checked against the shard's size and mtime), or, with known AUTO,
+ * detected from its first bytes as bfs_shard_open does (same errors). */
+int bfs_shard_detect(struct bfs_shard *s, enum bfs_compression known);
 void bfs_shard_close(struct bfs_shard *s); /* accepts NULL */
 
 const char *bfs_shard_path(const struct bfs_shard *s); /* borrowed */

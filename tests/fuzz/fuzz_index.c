@@ -3,7 +3,9 @@
  * (untrusted: anyone who can write the index directory writes them). They
  * are loaded twice: as they are, and with the two CRCs recomputed and the
  * key taken from the header, so that mutations reach the checks behind the
- * CRCs (counts, directory entries, seek points). A loaded index must answer
+ * CRCs (counts, directory entries, seek points); the fixed-up bytes once
+ * more with the key's compression AUTO (a re-mount takes it from the file:
+ * it must be one of none, gzip, zlib). A loaded index must answer
  * every lookup inside its own bytes (ASan/UBSan builds replay the corpus)
  * with lengths never above its max_len.
  *
@@ -27,6 +29,8 @@ static void exercise(const uint8_t *p, size_t size, const struct bfs_index_key *
 
 	if (bfs_index_from_bytes(&ix, p, size, k, why, sizeof(why)) != BFS_INDEX_LOADED)
 		return;
+	if (ix->comp < 1 || ix->comp > 3 || (k->comp && ix->comp != k->comp))
+		abort();
 	n = ix->n;
 	step = n > 65536 ? n / 65536 : 1;
 	for (uint64_t i = 0; i < n; i += step) {
@@ -72,6 +76,8 @@ int bfs_fuzz_index(const uint8_t *data, size_t size)
 	memcpy(copy + 88, &crc, 4);
 	crc = bfs_crc32c(0, copy, 124);
 	memcpy(copy + 124, &crc, 4);
+	exercise(copy, size, &k);
+	k.comp = 0;
 	exercise(copy, size, &k);
 	free(copy);
 	return 0;

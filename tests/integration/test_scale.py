@@ -255,3 +255,72 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
         assert (cnt[1][x].st_ino, cnt[1][x].st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
     assert cnt[2][name].st_ino != cnt[1][name].st_ino  # the corrupt one was rewritten
     assert got[0] == got[1] == got[2] == got[3]
+
+
+def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):  # noqa: F811
+    """A first mount with schema= caches the index but no inferred schema; a
+    mount without schema= then scans every shard to infer one, and must not
+    write the index files it loaded again (with many shards that is one
+    rename over an existing file per shard, which ext4 flushes at once); the
+    inferred schema is cached, and a third mount scans nothing."""
+    ds = _dataset(gen, tmp_path / "src", 400, ["x:float:2", "y:int64:1"], shards=40, seed=21)
+    ix = str(tmp_path / "ix")
+    schema = tmp_path / "schema.json"
+    schema.write_text('{"features": {"x": {"kind": "float", "dtype": "float32", "shape": [2]}, '
+                      '"y": {"kind": "int64", "dtype": "int64", "shape": []}}}')
+    files, got = [], []
+    for run, extra in enumerate([",schema=%s" % schema, "", ""]):
+        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run),
+                  "batch_size=50,index_dir=%s,threads=2%s" % (ix, extra),
+                  str(tmp_path / ("log%d" % run)))
+        try:
+            m.start()
+            stats = m.json("stats.json")
+            assert stats["records"] == ds.n
+            assert stats["index_reused"] == (run > 0), stats
+            assert stats["schema_reused"] == (run == 2), stats
+            got.append(m.read("epoch-0000", "batch-000003.safetensors"))
+        finally:
+            m.stop()
+        assert m.proc.returncode == 0, m.log_text()
+        files.append(_idx_files(ix))
+    assert len(files[0]) == ds.nshards
+    for f in files[1:]:
+        assert {n: (s.st_ino, s.st_mtime_ns) for n, s in f.items()} == \
+            {n: (s.st_ino, s.st_mtime_ns) for n, s in files[0].items()}
+    assert got[0] == got[1] == got[2]
+
+
+def test_remount_takes_each_shards_compression_from_its_index(batchfs, gen, tmp_path):  # noqa: F811
+    """A re-mount does not read a shard's first bytes to tell its compression
+    (one random read per shard from a cold disk): the cached index, checked
+    against the shard's size and mtime, says it. Shown with a shard whose
+    first header is garbled in place, size and mtime kept: the re-mount
+    succeeds from the cache, where a mount without that cache fails naming
+    the shard as not TFRecord."""
+    from test_mount import _expect_mount_failure
+    ds = _dataset(gen, tmp_path / "src", 300, ["x:float:2", "y:int64:1"], shards=3, seed=23)
+    ix = str(tmp_path / "ix")
+    opts = "batch_size=50,index_dir=%s,threads=2" % ix
+    m = Mount(batchfs, ds.path, tmp_path / "mnt0", opts, str(tmp_path / "log0"))
+    try:
+        m.start()
+        assert m.json("stats.json")["index_reused"] is False
+    finally:
+        m.stop()
+    assert m.proc.returncode == 0, m.log_text()
+    shard = oracle.list_shards(str(ds.path))[0]
+    st = os.stat(shard)
+    with open(shard, "r+b") as f:
+        f.write(b"\xee" * 12)
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+    m = Mount(batchfs, ds.path, tmp_path / "mnt1", opts, str(tmp_path / "log1"))
+    try:
+        m.start()
+        stats = m.json("stats.json")
+        assert stats["index_reused"] is True and stats["records"] == ds.n, stats
+    finally:
+        m.stop()
+    assert m.proc.returncode == 0, m.log_text()
+    _expect_mount_failure(batchfs, ds.path, tmp_path / "mnt2",
+                          "index_dir=%s" % (tmp_path / "ix2"), os.path.basename(shard))
