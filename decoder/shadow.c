@@ -83,17 +83,6 @@ static void note(struct bfs_shadows *sh, atomic_flag *once, const char *fmt, ...
 	sh->note(sh->ctx, NULL, msg);
 }
 
-static uint64_t fnv1a(const char *p)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (; *p; p++) {
-		h ^= (uint8_t)*p;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 /* The shard's absolute path (its real path when it resolves). */
 static int shard_abs(char abs[PATH_MAX], const struct bfs_shard *s)
 {
@@ -109,7 +98,8 @@ static int shard_abs(char abs[PATH_MAX], const struct bfs_shard *s)
 
 static void shadow_path(char *dst, size_t cap, const char *dir, const char *abs)
 {
-	snprintf(dst, cap, "%s/%016llx" SUFFIX, dir, (unsigned long long)fnv1a(abs));
+	snprintf(dst, cap, "%s/%016llx" SUFFIX, dir,
+		 (unsigned long long)bfs_fnv1a(0xcbf29ce484222325ull, abs, strlen(abs)));
 }
 
 static uint32_t trailer_crc(const struct trailer *t, const char *path)
