@@ -237,6 +237,12 @@ int bfs_cache_dir_make(const char *dir)
 	return 0;
 }
 
+/* A shard's absolute path: its real path when it resolves, else as given. */
+static const char *resolve(const char *path, char real[PATH_MAX])
+{
+	return realpath(path, real) ? real : path;
+}
+
 /* Shard i's absolute path: realpath once per shard and mount (it costs a
  * getcwd and a readlink per path component). Called for distinct i by the
  * load workers, then by one thread. NULL: out of memory. */
@@ -244,42 +250,42 @@ static const char *shard_abs(struct bfs_dataset *ds, size_t i)
 {
 	if (!ds->abs[i]) {
 		char real[PATH_MAX];
-		const char *p = bfs_shard_path(ds->shards[i]);
 
-		ds->abs[i] = strdup(realpath(p, real) ? real : p);
+		ds->abs[i] = strdup(resolve(bfs_shard_path(ds->shards[i]), real));
 	}
 	return ds->abs[i];
 }
 
-static void idx_file(char *dst, size_t cap, const char *dir, const char *abs)
+/* DIR/<hash of abs>SUFFIX: every cache file of a shard (.idx, counts). */
+static int cache_name(char *dst, size_t cap, const char *dir, const char *abs, const char *suffix)
 {
 	uint64_t h = bfs_fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
 
-	snprintf(dst, cap, "%s/%016llx.idx", dir, (unsigned long long)h);
+	if ((size_t)snprintf(dst, cap, "%s/%016llx%s", dir, (unsigned long long)h, suffix) >= cap)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static void idx_file(char *dst, size_t cap, const char *dir, const char *abs)
+{
+	(void)cache_name(dst, cap, dir, abs, ".idx");
 }
 
 int bfs_dataset_cache_file(const struct bfs_dataset *ds, size_t i, const char *dir,
 			   const char *suffix, char *dst, size_t cap, char *abs, size_t abscap)
 {
-	const char *p;
 	char real[PATH_MAX];
-	uint64_t h;
+	const char *p;
 
 	if (i >= ds->nshards)
 		return -EINVAL;
-	p = ds->abs[i];
-	if (!p) {
-		p = bfs_shard_path(ds->shards[i]);
-		if (realpath(p, real))
-			p = real;
-	}
+	/* resolved at open when the dataset has an index_dir; a dataset
+	 * opened without one resolves here */
+	p = ds->abs && ds->abs[i] ? ds->abs[i] : resolve(bfs_shard_path(ds->shards[i]), real);
 	if (strlen(p) >= abscap)
 		return -ENAMETOOLONG;
 	memcpy(abs, p, strlen(p) + 1);
-	h = bfs_fnv1a(0xcbf29ce484222325ull, abs, strlen(abs));
-	if ((size_t)snprintf(dst, cap, "%s/%016llx%s", dir, (unsigned long long)h, suffix) >= cap)
-		return -ENAMETOOLONG;
-	return 0;
+	return cache_name(dst, cap, dir, abs, suffix);
 }
 
 static void idx_key(struct bfs_index_key *k, const char *abs, const struct bfs_shard *s)

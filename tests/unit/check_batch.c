@@ -786,10 +786,10 @@ static void on_note(void *ctx, const char *shard, const char *msg)
 
 /* Every batch's file size (ragged sizes come from the counts), summed with
  * weights so that two batches trading sizes still differ. */
-static uint64_t geom_sig(const char *shard, const char *index_dir, const char *schema_json,
-			 struct notes *nt)
+static uint64_t geom_sig_ds(const char *shard, const char *ds_index_dir, const char *index_dir,
+			    const char *schema_json, struct notes *nt)
 {
-	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO, .index_dir = index_dir };
+	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO, .index_dir = ds_index_dir };
 	struct bfs_batcher_opts bopt = { .batch_size = 7,
 					 .seed = 2,
 					 .shuffle = true,
@@ -816,6 +816,12 @@ static uint64_t geom_sig(const char *shard, const char *index_dir, const char *s
 	bfs_schema_free(sc);
 	bfs_dataset_close(ds);
 	return sig;
+}
+
+static uint64_t geom_sig(const char *shard, const char *index_dir, const char *schema_json,
+			 struct notes *nt)
+{
+	return geom_sig_ds(shard, index_dir, index_dir, schema_json, nt);
 }
 
 static size_t count_files(const char *dir, const char *suffix, char *name, size_t cap)
@@ -866,6 +872,11 @@ START_TEST(batcher_reads_cached_counts_without_decoding)
 	ck_assert_int_eq(stat(cnt, &st), 0);
 	/* a schema counting something else has a file of its own */
 	got = geom_sig(shard, ix, one, &nt);
+	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
+	ck_assert_int_eq(nt.n, 0);
+	/* a dataset opened without index_dir (its shards' paths not resolved
+	 * at open) under a batcher with one: the same file, read */
+	ck_assert_uint_eq(geom_sig_ds(shard, NULL, ix, parts_schema, &nt), want);
 	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
 	ck_assert_int_eq(nt.n, 0);
 
