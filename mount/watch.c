@@ -398,9 +398,22 @@ static void print_json(const struct snap *s)
 	printf("}\n");
 }
 
+/* The errors line of `stats` and `top`: the four error counters. */
+static const char *fmt_errors(char *buf, size_t cap, const struct snap *s)
+{
+	char a[32], b[32], c[32], d[32];
+
+	snprintf(buf, cap, "%s corrupt records, %s skipped, %s failed reads, %s decode errors",
+		 fmt_n(a, sizeof(a), val(s, "corrupt_records")),
+		 fmt_n(b, sizeof(b), val(s, "skipped_records")),
+		 fmt_n(c, sizeof(c), val(s, "failed_reads")),
+		 fmt_n(d, sizeof(d), val(s, "decode_errors")));
+	return buf;
+}
+
 static void print_human(const struct snap *s, const char *mnt)
 {
-	char a[64], b[64], c[64], d[64], e[64];
+	char a[64], b[64], c[64], d[64], e[64], line[256];
 	double up = val(s, "uptime_seconds");
 	double br = val(s, "bytes_read");
 
@@ -438,11 +451,7 @@ static void print_human(const struct snap *s, const char *mnt)
 	       fmt_n(b, sizeof(b), val(s, "prefetch_queued")),
 	       fmt_n(c, sizeof(c), val(s, "decoding")),
 	       fmt_n(d, sizeof(d), val(s, "prefetch_issued")));
-	printf("errors      %s corrupt records, %s skipped, %s failed reads, %s decode errors\n",
-	       fmt_n(a, sizeof(a), val(s, "corrupt_records")),
-	       fmt_n(b, sizeof(b), val(s, "skipped_records")),
-	       fmt_n(c, sizeof(c), val(s, "failed_reads")),
-	       fmt_n(d, sizeof(d), val(s, "decode_errors")));
+	printf("errors      %s\n", fmt_errors(line, sizeof(line), s));
 	printf("index       %s, %s (%s corrupt records); schema %s\n",
 	       val(s, "index_reused") > 0 ? "reused" : "built at mount",
 	       fmt_bytes(a, sizeof(a), val(s, "index_bytes")),
@@ -512,7 +521,7 @@ static void screen_leave(void)
  * and the current one; lines are cut to the terminal's width. */
 static void draw_frame(const struct snap *p, const struct snap *s, const char *mnt, double interval)
 {
-	char a[64], b[64], c[64], d[64];
+	char a[64], b[64], c[64], d[64], errs[256];
 	const char *lines[12];
 	char store[12][512];
 	int nl = 0, cols = 80;
@@ -560,11 +569,7 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 	     fmt_n(b, sizeof(b), val(s, "prefetch_ready")),
 	     fmt_n(c, sizeof(c), val(s, "prefetch_queued")),
 	     fmt_n(d, sizeof(d), val(s, "decoding")));
-	LINE("errors   %s corrupt records, %s skipped, %s failed reads, %s decode errors",
-	     fmt_n(a, sizeof(a), val(s, "corrupt_records")),
-	     fmt_n(b, sizeof(b), val(s, "skipped_records")),
-	     fmt_n(c, sizeof(c), val(s, "failed_reads")),
-	     fmt_n(d, sizeof(d), val(s, "decode_errors")));
+	LINE("errors   %s", fmt_errors(errs, sizeof(errs), s));
 	LINE("totals   %s records served, %s in %s reads",
 	     fmt_n(a, sizeof(a), val(s, "records_served")),
 	     fmt_bytes(b, sizeof(b), val(s, "bytes_read")), fmt_n(c, sizeof(c), val(s, "reads")));
