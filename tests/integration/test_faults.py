@@ -13,8 +13,8 @@ import time
 import pytest
 
 import oracle
-from test_mount import (EXIT_DEADLINE, batchfs, effective, gen, index_dir, mounter,  # noqa: F401
-                        work)
+from test_mount import (EXIT_DEADLINE, batch_files, batchfs, effective, gen, index_dir,  # noqa: F401
+                        mounter, read_or_errno, work)
 
 B = 8
 FEATURES = ["x:float:4", "y:int64:1", "t:int64:0..5", "s:bytes:1,len=1..9"]
@@ -46,21 +46,7 @@ class Src:
 
 
 def _files(m, src, b, epoch=0, seed=0):
-    """(path, expected bytes) of every file of batch b."""
-    exp = oracle.expected_batch(src.decoded, effective(m), oracle.batch_records(src.n, B, b, seed, epoch))
-    base = m.path("epoch-%04d" % epoch, "batch-%06d" % b)
-    out = [(os.path.join(base, k + ".npy"), oracle.npy_bytes(v)) for k, v in exp.items()]
-    out.append((base + ".safetensors", oracle.safetensors_bytes(exp)))
-    return out
-
-
-def _read(path):
-    """The file's bytes, or the errno of opening/reading it."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        return e.errno
+    return batch_files(m, src, B, b, epoch, seed)
 
 
 def _check_batches(m, src, bad_records, batches):
@@ -70,7 +56,7 @@ def _check_batches(m, src, bad_records, batches):
     for b in batches:
         affected = bool(set(oracle.batch_records(src.n, B, b)) & bad_records)
         for path, want in _files(m, src, b):
-            got = _read(path)
+            got = read_or_errno(path)
             if affected:
                 assert got == errno.EIO, "%s: affected batch read %r, expected EIO" % (
                     path, got if isinstance(got, int) else "%d bytes (%s)" % (
@@ -98,7 +84,7 @@ def test_shard_truncated_under_mount(mounter, gen, tmp_path):  # noqa: F811
     # them, may stay cached (with their old, right bytes): the check skips them
     for b in (0, 1):
         for path, want in _files(m, src, b):
-            assert _read(path) == want
+            assert read_or_errno(path) == want
     warm = [0, 1, 2, 3]
     victim = src.shards[2]
     size = os.path.getsize(victim)
@@ -154,7 +140,7 @@ def test_shard_replaced_under_mount(mounter, gen, tmp_path):  # noqa: F811
     for b in range(nb):
         affected = bool(set(oracle.batch_records(src.n, B, b)) & bad)
         for path, want in _files(m, src, b):
-            got = _read(path)
+            got = read_or_errno(path)
             assert got == want or (affected and got == errno.EIO), (path, affected, got)
 
 
@@ -185,15 +171,15 @@ def test_reader_killed_mid_read(mounter, gen, tmp_path):  # noqa: F811
     assert m.proc.poll() is None, m.log_text()
     for b in (0, 3, 100, 249):
         for path, want in _files(m, src, b):
-            assert _read(path) == want, path
-    assert _read(m.path("epoch-0001", "batch-000003.safetensors")) == \
+            assert read_or_errno(path) == want, path
+    assert read_or_errno(m.path("epoch-0001", "batch-000003.safetensors")) == \
         _files(m, src, 3, epoch=1)[-1][1]
 
 
 def test_killed_daemon_leaves_a_dead_mount_fusermount_recovers(mounter, gen, tmp_path):  # noqa: F811
     src = Src(gen, tmp_path / "src", n=64, shards=1)
     m = mounter(src.path, batch_size=B, index_dir=str(tmp_path / "ix"))
-    assert _read(m.path("epoch-0000", "batch-000000.safetensors")) == _files(m, src, 0)[-1][1]
+    assert read_or_errno(m.path("epoch-0000", "batch-000000.safetensors")) == _files(m, src, 0)[-1][1]
     m.proc.kill()
     m.proc.wait(timeout=EXIT_DEADLINE)
     # (names and attributes are cached by the kernel: ask for fresh ones)
@@ -207,7 +193,7 @@ def test_killed_daemon_leaves_a_dead_mount_fusermount_recovers(mounter, gen, tmp
     assert os.listdir(m.mnt) == []
     # and the same mountpoint mounts again
     m2 = mounter(src.path, batch_size=B, index_dir=str(tmp_path / "ix"))
-    assert _read(m2.path("epoch-0000", "batch-000001.safetensors")) == _files(m2, src, 1)[-1][1]
+    assert read_or_errno(m2.path("epoch-0000", "batch-000001.safetensors")) == _files(m2, src, 1)[-1][1]
 
 
 def test_lazy_unmount_with_active_readers(mounter, gen, tmp_path):  # noqa: F811
@@ -313,7 +299,7 @@ def test_slow_source_disk(faulty, mounter, tmp_path):  # noqa: F811
     f.set("delay 150")
     t0 = time.monotonic()
     for path, want in _files(m, src, 5):
-        assert _read(path) == want, path
+        assert read_or_errno(path) == want, path
     assert time.monotonic() - t0 >= 0.15  # the batch really came from the slow disk
     # a reader killed while its batch is stuck on the slow disk
     p = subprocess.Popen(["cat", m.path("epoch-0000", "batch-000007.safetensors")],
@@ -324,5 +310,5 @@ def test_slow_source_disk(faulty, mounter, tmp_path):  # noqa: F811
     f.set("ok")
     for b in (7, 8):
         for path, want in _files(m, src, b):
-            assert _read(path) == want, path
+            assert read_or_errno(path) == want, path
     assert m.proc.poll() is None

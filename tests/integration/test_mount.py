@@ -282,6 +282,26 @@ def check_safetensors(path, exp):
         assert oracle.arrays_equal(got[k], exp[k]), "%s: tensor %s" % (path, k)
 
 
+def batch_files(m, src, B, b, epoch=0, seed=0):
+    """(path, expected bytes) of every file of batch b of a mount of src (an
+    object with .decoded and .n), batch size B, from the oracle."""
+    exp = oracle.expected_batch(src.decoded, effective(m),
+                                oracle.batch_records(src.n, B, b, seed, epoch))
+    base = m.path("epoch-%04d" % epoch, "batch-%06d" % b)
+    out = [(os.path.join(base, k + ".npy"), oracle.npy_bytes(v)) for k, v in exp.items()]
+    out.append((base + ".safetensors", oracle.safetensors_bytes(exp)))
+    return out
+
+
+def read_or_errno(path):
+    """The file's bytes, or the errno of opening/reading it."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        return e.errno
+
+
 def check_epoch(m, ds, schema=None, B=32, seed=0, epoch=0, shuffle="global", drop=False,
                 rank=0, world=1, batches=None, safetensors=True):
     schema = schema or effective(m)

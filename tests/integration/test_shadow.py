@@ -17,7 +17,8 @@ import subprocess
 import pytest
 
 import oracle
-from test_mount import batchfs, effective, gen, index_dir, mounter, work  # noqa: F401
+from test_mount import (batch_files, batchfs, effective, gen, index_dir, mounter,  # noqa: F401
+                        read_or_errno, work)
 
 B = 16
 FEATURES = ["x:float:4", "y:int64:1", "t:int64:0..5", "s:bytes:1,len=1..40"]
@@ -35,26 +36,14 @@ class Src:
         self.nb = oracle.batches_per_epoch(self.n, B)
 
 
-def _files(m, src, b, epoch=0):
-    exp = oracle.expected_batch(src.decoded, effective(m), oracle.batch_records(src.n, B, b, 0, epoch))
-    base = m.path("epoch-%04d" % epoch, "batch-%06d" % b)
-    out = [(os.path.join(base, k + ".npy"), oracle.npy_bytes(v)) for k, v in exp.items()]
-    out.append((base + ".safetensors", oracle.safetensors_bytes(exp)))
-    return out
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        return e.errno
+def _files(m, src, b, epoch=0, seed=0):
+    return batch_files(m, src, B, b, epoch, seed)
 
 
 def _all_exact(m, src, batches=None, epoch=0):
     for b in (range(src.nb) if batches is None else batches):
         for path, want in _files(m, src, b, epoch):
-            got = _read(path)
+            got = read_or_errno(path)
             assert got == want, "%s: %s" % (path, got if isinstance(got, int) else "wrong bytes")
 
 
@@ -161,7 +150,7 @@ def test_shard_replaced_or_rewritten_under_the_mount(mounter, gen, tmp_path, how
             f.truncate()
     for b in range(src.nb):
         for path, want in _files(m, src, b):
-            got = _read(path)
+            got = read_or_errno(path)
             assert got == want or got == errno.EIO, (path, got if isinstance(got, int) else
                                                      "wrong bytes")
     assert m.proc.poll() is None
