@@ -94,6 +94,20 @@ static int finish(struct bfs_blocks *bl, uint64_t n)
 	return 0;
 }
 
+/* The end of a constructor: finish the last block over r records, or free
+ * bl on failure (rc, or finish's). */
+static int conclude(struct bfs_blocks *bl, uint64_t r, int rc, struct bfs_blocks **out)
+{
+	if (!rc)
+		rc = finish(bl, r);
+	if (rc) {
+		bfs_blocks_free(bl);
+		return rc;
+	}
+	*out = bl;
+	return 0;
+}
+
 int bfs_blocks_from_lens(struct bfs_blocks **out, const uint32_t *lens, uint64_t n,
 			 const uint64_t *shard_nrec, size_t nshards, uint64_t block_size,
 			 uint64_t window, uint64_t seed)
@@ -107,14 +121,7 @@ int bfs_blocks_from_lens(struct bfs_blocks **out, const uint32_t *lens, uint64_t
 	for (size_t s = 0; s < nshards && !rc; s++)
 		for (uint64_t i = 0; i < shard_nrec[s] && r < n && !rc; i++, r++)
 			rc = cut_one(bl, r, lens[r], i == 0);
-	if (!rc)
-		rc = finish(bl, r);
-	if (rc) {
-		bfs_blocks_free(bl);
-		return rc;
-	}
-	*out = bl;
-	return 0;
+	return conclude(bl, r, rc, out);
 }
 
 int bfs_blocks_new(struct bfs_blocks **out, const struct bfs_dataset *ds, uint64_t block_size,
@@ -141,14 +148,7 @@ int bfs_blocks_new(struct bfs_blocks **out, const struct bfs_dataset *ds, uint64
 			r += m;
 		}
 	}
-	if (!rc)
-		rc = finish(bl, r);
-	if (rc) {
-		bfs_blocks_free(bl);
-		return rc;
-	}
-	*out = bl;
-	return 0;
+	return conclude(bl, r, rc, out);
 }
 
 void bfs_blocks_free(struct bfs_blocks *bl)
