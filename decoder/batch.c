@@ -29,6 +29,11 @@ struct driver {
 	 * (0: not such a feature); a row with exactly n values of the right
 	 * kind is one copy (fill_row), anything else takes fill_feature */
 	uint64_t fixed_n, fixed_bytes;
+	/* a column of bound decoding (bfs_bind_column): a fixed numeric
+	 * feature of n floats or one int64, or one bytes value of n bytes;
+	 * kind NONE: not a column */
+	enum bfs_kind col_kind;
+	uint32_t col_n;
 };
 
 struct bfs_batcher {
@@ -45,6 +50,10 @@ struct bfs_batcher {
 	uint32_t **counts;
 	size_t ndrivers;
 	struct driver *drivers;
+	/* the drivers that are not columns, in driver order: a row whose every
+	 * column was written during the walk needs only these */
+	size_t *others;
+	size_t nothers, ncolumns;
 	/* the drivers' names, for bound decoding (example.h) */
 	struct bfs_keymap *ctx_keys, *list_keys;
 	size_t nctx_keys, nlist_keys;
@@ -430,6 +439,7 @@ void bfs_batcher_free(struct bfs_batcher *b)
 	}
 	bfs_plan_free(b->plan);
 	free(b->drivers);
+	free(b->others);
 	bfs_keymap_free(b->ctx_keys);
 	bfs_keymap_free(b->list_keys);
 	free(b->key_names);
@@ -577,6 +587,38 @@ static int make_keymaps(struct bfs_batcher *b)
 	return rc;
 }
 
+/* Which drivers are columns of bound decoding, and the list of the rest. */
+static int make_columns(struct bfs_batcher *b)
+{
+	b->others = calloc(b->ndrivers + 1, sizeof(*b->others));
+	if (!b->others)
+		return -ENOMEM;
+	for (size_t d = 0; d < b->ndrivers; d++) {
+		struct driver *dr = &b->drivers[d];
+		const struct bfs_feature_spec *f = dr->spec;
+		uint64_t n = 0;
+
+		dr->col_kind = BFS_KIND_NONE;
+		if (f->layout == BFS_LAYOUT_FIXED && !f->is_list && !f->image && dr->main >= 0) {
+			if (f->kind == BFS_KIND_FLOAT ||
+			    (f->kind == BFS_KIND_INT64 && dr->fixed_n == 1))
+				n = dr->fixed_n;
+			else if (f->kind == BFS_KIND_BYTES)
+				n = bfs_spec_elems(f) * bfs_dtype_size(f->dtype == BFS_DT_INVALID
+									       ? BFS_DT_U8
+									       : f->dtype);
+		}
+		if (n > 0 && n <= UINT32_MAX) {
+			dr->col_kind = f->kind;
+			dr->col_n = (uint32_t)n;
+			b->ncolumns++;
+		} else {
+			b->others[b->nothers++] = d;
+		}
+	}
+	return 0;
+}
+
 static int make_drivers(struct bfs_batcher *b)
 {
 	const struct bfs_plan *p = b->plan;
@@ -618,7 +660,7 @@ static int make_drivers(struct bfs_batcher *b)
 			break;
 		}
 	}
-	return make_keymaps(b);
+	return make_columns(b) ? -ENOMEM : make_keymaps(b);
 }
 
 int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_t epoch,
@@ -944,49 +986,65 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_
 /* Fill row j from one decoded record, driving each spec once: from a bound
  * decode (bd) or, for the shapes only the reference decoder takes, from a
  * whole decoded example (ex). */
-static int fill_row(const struct bfs_batcher *b, const struct bfs_bind *bd,
-		    const struct bfs_example *ex, uint64_t j, struct cursor *cur)
+static int fill_driver(const struct bfs_batcher *b, const struct driver *dr, struct bfs_bind *bd,
+		       const struct bfs_example *ex, uint64_t j, struct cursor *cur)
 {
+	const struct bfs_feature_spec *f = dr->spec;
+	struct cursor *c_aux = dr->aux >= 0 ? &cur[dr->aux] : NULL;
+	struct cursor *c_aux2 = dr->aux2 >= 0 ? &cur[dr->aux2] : NULL;
+
+	if (dr->fixed_bytes) {
+		const struct bfs_values *v =
+			bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name);
+		if (v && v->kind == f->kind && v->count == dr->fixed_n) {
+			uint8_t *dst = cur[dr->main].base + j * dr->fixed_bytes;
+			const void *src =
+				f->kind == BFS_KIND_FLOAT ? (const void *)v->f : (const void *)v->i;
+			/* scalars: a fixed-size copy the compiler inlines */
+			if (dr->fixed_bytes == 4)
+				memcpy(dst, src, 4);
+			else if (dr->fixed_bytes == 8)
+				memcpy(dst, src, 8);
+			else
+				memcpy(dst, src, dr->fixed_bytes);
+			return 0;
+		}
+		return fill_feature(f, v, j, &cur[dr->main], c_aux, c_aux2);
+	}
+	if (f->image)
+		return fill_image(b, f,
+				  bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name),
+				  j, &cur[dr->main]);
+	if (f->is_list)
+		return fill_list(
+			f, bd ? bfs_bind_list(bd, dr->key) : bfs_example_find_list(ex, f->name), j,
+			&cur[dr->main], c_aux);
+	return fill_feature(f, bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name), j,
+			    &cur[dr->main], c_aux, c_aux2);
+}
+
+/* Fill row j from one decoded record, driving each spec once: from a bound
+ * decode (bd) or, for the shapes only the reference decoder takes, from a
+ * whole decoded example (ex). A bound decode has already written the
+ * columns it could (bfs_bind_column): when it wrote every one, only the
+ * other drivers are left. */
+static int fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, const struct bfs_example *ex,
+		    uint64_t j, struct cursor *cur)
+{
+	int rc;
+
+	if (bd && bfs_bind_nwritten(bd) == b->ncolumns) {
+		for (size_t o = 0; o < b->nothers; o++)
+			if ((rc = fill_driver(b, &b->drivers[b->others[o]], bd, ex, j, cur)))
+				return rc;
+		return 0;
+	}
 	for (size_t d = 0; d < b->ndrivers; d++) {
 		const struct driver *dr = &b->drivers[d];
-		const struct bfs_feature_spec *f = dr->spec;
-		struct cursor *c_aux = dr->aux >= 0 ? &cur[dr->aux] : NULL;
-		struct cursor *c_aux2 = dr->aux2 >= 0 ? &cur[dr->aux2] : NULL;
-		int rc;
 
-		if (dr->fixed_bytes) {
-			const struct bfs_values *v =
-				bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name);
-			if (v && v->kind == f->kind && v->count == dr->fixed_n) {
-				uint8_t *dst = cur[dr->main].base + j * dr->fixed_bytes;
-				const void *src = f->kind == BFS_KIND_FLOAT ? (const void *)v->f
-									    : (const void *)v->i;
-				/* scalars: a fixed-size copy the compiler inlines */
-				if (dr->fixed_bytes == 4)
-					memcpy(dst, src, 4);
-				else if (dr->fixed_bytes == 8)
-					memcpy(dst, src, 8);
-				else
-					memcpy(dst, src, dr->fixed_bytes);
-				continue;
-			}
-			rc = fill_feature(f, v, j, &cur[dr->main], c_aux, c_aux2);
-		} else if (f->image)
-			rc = fill_image(b, f,
-					bd ? bfs_bind_values(bd, dr->key)
-					   : bfs_example_find(ex, f->name),
-					j, &cur[dr->main]);
-		else if (f->is_list)
-			rc = fill_list(f,
-				       bd ? bfs_bind_list(bd, dr->key)
-					  : bfs_example_find_list(ex, f->name),
-				       j, &cur[dr->main], c_aux);
-		else
-			rc = fill_feature(f,
-					  bd ? bfs_bind_values(bd, dr->key)
-					     : bfs_example_find(ex, f->name),
-					  j, &cur[dr->main], c_aux, c_aux2);
-		if (rc)
+		if (bd && dr->col_kind != BFS_KIND_NONE && bfs_bind_written(bd, dr->key))
+			continue;
+		if ((rc = fill_driver(b, dr, bd, ex, j, cur)))
 			return rc;
 	}
 	return 0;
@@ -1009,7 +1067,10 @@ static int fill_from_bytes(const struct bfs_batcher *b, struct bfs_bind *bd, uin
 			   const uint8_t *data, uint32_t len, uint64_t j, struct cursor *cur)
 {
 	struct bfs_example *ex = NULL;
-	int rc = bfs_example_bind(bd, data, len);
+	int rc;
+
+	bfs_bind_row(bd, j);
+	rc = bfs_example_bind(bd, data, len);
 
 	if (rc == 0) {
 		rc = fill_row(b, bd, NULL, j, cur);
@@ -1270,6 +1331,11 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 	    bfs_bind_new(&bd, b->ctx_keys, b->nctx_keys, b->list_keys, b->nlist_keys))
 		goto nomem;
 	part_cursors(jb, pt, cur);
+	for (size_t d = 0; d < b->ndrivers; d++) {
+		const struct driver *dr = &b->drivers[d];
+		if (dr->col_kind != BFS_KIND_NONE)
+			bfs_bind_column(bd, dr->key, dr->col_kind, dr->col_n, cur[dr->main].base);
+	}
 	/* read phase: every row's record into one arena, in file order, so a
 	 * compressed shard is inflated once per run of nearby records */
 	bfs_dataset_record_lens(b->ds, recs, n, lens);

@@ -101,9 +101,23 @@ int bfs_example_bind(struct bfs_bind *b, const uint8_t *data, size_t len);
 
 /* Values of context name k: kind BFS_KIND_NONE when absent or `Feature {}`,
  * as bfs_example_find's would be. Borrowed until the next bind. */
-const struct bfs_values *bfs_bind_values(const struct bfs_bind *b, size_t k);
+const struct bfs_values *bfs_bind_values(struct bfs_bind *b, size_t k);
 /* Feature list k, or NULL when absent (its name field is NULL). */
 const struct bfs_feature_list *bfs_bind_list(const struct bfs_bind *b, size_t k);
+
+/* Columns: while binding, context name k's values go straight to row r
+ * (bfs_bind_row) of a column at base — base + r * n * 4 for n floats,
+ * + r * 8 for one int64, + r * n for one bytes value of n bytes — when the
+ * record holds exactly that shape (anything else is bound as usual, and
+ * the caller fills the row). bfs_bind_values(b, k) then reads that row.
+ * kind NONE, a NULL base or n 0 takes column k away. The batch builder
+ * uses it so that a fixed-shape feature costs one copy in the walk. */
+void bfs_bind_column(struct bfs_bind *b, size_t k, enum bfs_kind kind, uint32_t n, uint8_t *base);
+void bfs_bind_row(struct bfs_bind *b, uint64_t row);
+/* After a successful bind: how many names were written to their columns,
+ * and whether name k was (a failed bind wrote none, as far as these say). */
+size_t bfs_bind_nwritten(const struct bfs_bind *b);
+bool bfs_bind_written(const struct bfs_bind *b, size_t k);
 
 /* Write a human-readable text form (like protobuf text format, one feature
  * per line, values elided after `max_values`) to a malloc'd string. */

@@ -347,7 +347,14 @@ next_entry_nul(struct cur *c, struct cur *key, struct cur *val, bool *has_val, b
 			continue; /* unknown field */
 		if (f.wt != WT_LEN)
 			return AGAIN;
-		int rc = entry(f.sub, key, val, has_val);
+		/* through locals: key and val stay out of memory in the
+		 * callers' loops (their address goes to no call) */
+		struct cur k2 = { NULL, NULL }, v2 = { NULL, NULL };
+		int rc = entry(f.sub, &k2, &v2, has_val);
+		key->p = k2.p;
+		key->end = k2.end;
+		val->p = v2.p;
+		val->end = v2.end;
 		return rc ? rc : 1;
 	}
 	return 0;
@@ -593,7 +600,15 @@ struct slot {
 	int64_t one_i; /* the value of a single-int64 list, filled directly */
 	struct bfs_bytes one_b; /* the value of a single-bytes list, filled directly */
 	bool has_val; /* the map entry had a value */
-	bool direct; /* already filled by the walk (direct_feature) */
+	bool direct; /* already filled by the walk (direct_feature or a column) */
+};
+
+/* Where a context name's values go when they have the column's shape
+ * (bfs_bind_column): kind NONE, no column. */
+struct column {
+	uint8_t *base;
+	uint32_t n; /* values (FLOAT, INT64) or bytes (BYTES) of one row */
+	enum bfs_kind kind;
 };
 
 struct bfs_bind {
@@ -619,6 +634,12 @@ struct bfs_bind {
 		int32_t k;
 	} * guess;
 	size_t nguess;
+	/* columns: col[k] of context name k; wgen[k] == gen when this record's
+	 * values of k went to its column (nwritten names, counted once) */
+	struct column *col; /* [nctx] */
+	uint32_t *wgen; /* [nctx] */
+	size_t nwritten;
+	uint64_t row;
 	/* scratch for the values, grown to the largest record met */
 	int64_t *i;
 	float *f;
@@ -647,12 +668,14 @@ int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nct
 	b->cb = calloc(nctx + 1, sizeof(*b->cb));
 	b->lb = calloc(nlists + 1, sizeof(*b->lb));
 	b->seen = calloc(nctx + nlists + 1, sizeof(*b->seen));
+	b->col = calloc(nctx + 1, sizeof(*b->col));
+	b->wgen = calloc(nctx + 1, sizeof(*b->wgen));
 	b->nguess = 2 * nctx + 16;
 	b->guess = malloc(b->nguess * sizeof(*b->guess));
 	for (size_t e = 0; b->guess && e < b->nguess; e++)
 		b->guess[e].k = -1;
 	if (!b->guess || !b->cs || !b->lists || !b->cgen || !b->sgen || !b->lgen || !b->cb ||
-	    !b->lb || !b->seen) {
+	    !b->lb || !b->seen || !b->col || !b->wgen) {
 		bfs_bind_free(b);
 		return -ENOMEM;
 	}
@@ -672,6 +695,8 @@ void bfs_bind_free(struct bfs_bind *b)
 	free(b->cb);
 	free(b->lb);
 	free(b->seen);
+	free(b->col);
+	free(b->wgen);
 	free(b->guess);
 	free(b->i);
 	free(b->f);
@@ -680,11 +705,45 @@ void bfs_bind_free(struct bfs_bind *b)
 	free(b);
 }
 
+/* Field by field: a struct literal or memset here becomes `rep stos`,
+ * whose start-up costs more than the whole entry. */
+static inline void set_values(struct bfs_values *v, enum bfs_kind kind, size_t count,
+			      const float *f, const int64_t *i, const struct bfs_bytes *bv)
+{
+	v->kind = kind;
+	v->count = count;
+	v->f = f;
+	v->i = i;
+	v->b = bv;
+}
+
 static const struct bfs_values absent; /* kind BFS_KIND_NONE, count 0 */
 
-const struct bfs_values *bfs_bind_values(const struct bfs_bind *b, size_t k)
+const struct bfs_values *bfs_bind_values(struct bfs_bind *b, size_t k)
 {
-	return b->cgen[k] == b->gen ? &b->cs[k].v : &absent;
+	struct slot *sl = &b->cs[k];
+	const struct column *col = &b->col[k];
+
+	if (b->wgen[k] != b->gen)
+		return b->cgen[k] == b->gen ? &sl->v : &absent;
+	/* written to its column: read the row back */
+	switch (col->kind) {
+	case BFS_KIND_FLOAT:
+		set_values(&sl->v, BFS_KIND_FLOAT, col->n,
+			   (const float *)(const void *)(col->base + b->row * col->n * 4), NULL,
+			   NULL);
+		break;
+	case BFS_KIND_INT64:
+		memcpy(&sl->one_i, col->base + b->row * 8, 8);
+		set_values(&sl->v, BFS_KIND_INT64, 1, NULL, &sl->one_i, NULL);
+		break;
+	default:
+		sl->one_b.data = col->base + b->row * col->n;
+		sl->one_b.len = col->n;
+		set_values(&sl->v, BFS_KIND_BYTES, 1, NULL, NULL, &sl->one_b);
+		break;
+	}
+	return &sl->v;
 }
 
 const struct bfs_feature_list *bfs_bind_list(const struct bfs_bind *b, size_t k)
@@ -692,13 +751,35 @@ const struct bfs_feature_list *bfs_bind_list(const struct bfs_bind *b, size_t k)
 	return b->lgen[k] == b->gen ? &b->lists[k] : NULL;
 }
 
+void bfs_bind_column(struct bfs_bind *b, size_t k, enum bfs_kind kind, uint32_t n, uint8_t *base)
+{
+	b->col[k] = (struct column){ base, n, base && n ? kind : BFS_KIND_NONE };
+}
+
+void bfs_bind_row(struct bfs_bind *b, uint64_t row)
+{
+	b->row = row;
+}
+
+size_t bfs_bind_nwritten(const struct bfs_bind *b)
+{
+	return b->nwritten;
+}
+
+bool bfs_bind_written(const struct bfs_bind *b, size_t k)
+{
+	return b->wgen[k] == b->gen;
+}
+
 /* Start afresh: every slot reads as absent. */
 static void forget(struct bfs_bind *b)
 {
 	b->nseen = 0;
+	b->nwritten = 0;
 	if (++b->gen == 0) { /* wrapped: no stale slot may match the new gen */
 		memset(b->cgen, 0, b->nctx * sizeof(*b->cgen));
 		memset(b->sgen, 0, b->nctx * sizeof(*b->sgen));
+		memset(b->wgen, 0, b->nctx * sizeof(*b->wgen));
 		memset(b->lgen, 0, b->nlists * sizeof(*b->lgen));
 		b->gen = 1;
 	}
@@ -758,8 +839,135 @@ static int direct_feature(struct cur c, struct bfs_values *v, struct slot *sl)
 	}
 }
 
+/* The canonical encoding of a Feature holding one packed list with a
+ * one-byte length: FIELD L+2 { 0a L <payload> }, the whole of val. The
+ * payload, or NULL when val is anything else. */
+static inline const uint8_t *one_packed(const uint8_t *p, const uint8_t *end, uint8_t field,
+					size_t *len)
+{
+	size_t vl = (size_t)(end - p);
+
+	if (vl < 4 || vl > 0x81 || p[0] != field || p[1] != vl - 2 || p[2] != 0x0a ||
+	    p[3] != vl - 4)
+		return NULL;
+	*len = vl - 4;
+	return p + 4;
+}
+
+/* A row of a column: scalars are one fixed-size move, not a call. */
+static inline void put_row(uint8_t *dst, const uint8_t *src, size_t len)
+{
+	if (len == 4)
+		memcpy(dst, src, 4);
+	else if (len == 8)
+		memcpy(dst, src, 8);
+	else
+		memcpy(dst, src, len);
+}
+
+/* Write a Feature that has column k's shape (n floats, n int64 given as
+ * one varint, or one bytes value of n bytes) to the column's row: true.
+ * False: the Feature is anything else (the general path decides, and may
+ * reject). The slot is not touched: bfs_bind_values reads the row back. */
+static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b, size_t k,
+							     const uint8_t *vp, const uint8_t *ve)
+{
+	const struct column *col = &b->col[k];
+	const uint8_t *src;
+	size_t len;
+	struct bfs_values v;
+	struct slot tmp;
+
+	switch (col->kind) {
+	case BFS_KIND_FLOAT:
+		/* the writers' encoding of a few floats, checked in place */
+		if (!(src = one_packed(vp, ve, 0x12, &len)) || len != (size_t)col->n * 4) {
+			if (!direct_feature((struct cur){ vp, ve }, &v, &tmp) ||
+			    v.kind != BFS_KIND_FLOAT || v.count != col->n)
+				return false;
+			src = (const uint8_t *)v.f;
+			len = v.count * 4;
+		}
+		break;
+	case BFS_KIND_INT64:
+		if (col->n != 1)
+			return false;
+		/* one packed varint that fills its payload exactly */
+		if ((src = one_packed(vp, ve, 0x1a, &len)) && len >= 1 && len <= 10 &&
+		    src[len - 1] < 0x80) {
+			uint64_t x = 0;
+			size_t i;
+			for (i = 0; i + 1 < len && src[i] >= 0x80; i++)
+				x |= (uint64_t)(src[i] & 0x7f) << (7 * i);
+			if (i + 1 != len)
+				return false;
+			tmp.one_i = (int64_t)(x | (uint64_t)src[i] << (7 * i));
+		} else if (!direct_feature((struct cur){ vp, ve }, &v, &tmp) ||
+			   v.kind != BFS_KIND_INT64 || v.count != 1) {
+			return false;
+		}
+		memcpy(col->base + b->row * 8, &tmp.one_i, 8);
+		goto written;
+	case BFS_KIND_BYTES:
+		if (!(src = one_packed(vp, ve, 0x0a, &len)) || len != col->n) {
+			if (!direct_feature((struct cur){ vp, ve }, &v, &tmp) ||
+			    v.kind != BFS_KIND_BYTES || v.count != 1 || tmp.one_b.len != col->n)
+				return false;
+			src = tmp.one_b.data;
+			len = col->n;
+		}
+		break;
+	default:
+		return false;
+	}
+	put_row(col->base + b->row * len, src, len);
+written:
+	if (b->wgen[k] != b->gen) {
+		b->wgen[k] = b->gen;
+		b->nwritten++;
+	}
+	return true;
+}
+
+/* A Features entry of name k that no column took: its slot holds the
+ * values (direct_feature), or its range for the second walk. */
+static __attribute__((noinline)) int bind_slot(struct bfs_bind *b, size_t k, struct cur val,
+					       bool has_val)
+{
+	struct slot *sl = &b->cs[k];
+	struct counts n = { 0 };
+	struct bound *bd;
+	int rc;
+
+	b->cgen[k] = b->gen;
+	if (b->wgen[k] == b->gen) { /* a later duplicate the column cannot take */
+		b->wgen[k] = 0;
+		b->nwritten--;
+	}
+	set_values(&sl->v, BFS_KIND_NONE, 0, NULL, NULL, NULL);
+	sl->has_val = has_val;
+	sl->direct = has_val && direct_feature(val, &sl->v, sl);
+	if (has_val && !sl->direct) {
+		/* the second walk fills it: listed once (a later duplicate
+		 * filled directly is skipped there) */
+		if (b->sgen[k] != b->gen) {
+			b->sgen[k] = b->gen;
+			b->seen[b->nseen++] = k;
+		}
+		bd = &b->cb[k];
+		set_values(&sl->v, BFS_KIND_NONE, 0, NULL, NULL, NULL);
+		if ((rc = feature(val, &n, NULL, NULL)) != 0)
+			return rc;
+		bd->rng = val;
+		bd->n = n;
+	}
+	return 0;
+}
+
 /* Features map: every entry validated and counted; a bound key keeps its
- * range (a later duplicate replaces it: the last one wins). */
+ * range (a later duplicate replaces it: the last one wins). The loop keeps
+ * the value's range in two registers: as a struct it lived on the stack,
+ * and reading it whole after two 8-byte stores stalled every entry. */
 static int bind_features(struct bfs_bind *b, struct cur c)
 {
 	struct cur key, val;
@@ -768,9 +976,7 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 	int rc;
 
 	while ((rc = next_entry_nul(&c, &key, &val, &has_val, false)) == 1) {
-		struct counts n = { 0 };
-		struct bound *bd;
-		struct slot *sl;
+		const uint8_t *vp = val.p, *ve = val.end;
 		size_t klen = (size_t)(key.end - key.p);
 		struct guess *g = e < b->nguess ? &b->guess[e] : NULL;
 		long k;
@@ -792,29 +998,15 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 		}
 
 		if (k < 0) {
-			if (has_val && (rc = feature(val, &n, NULL, NULL)) != 0)
+			struct counts n = { 0 };
+			if (has_val && (rc = feature((struct cur){ vp, ve }, &n, NULL, NULL)) != 0)
 				return rc;
 			continue;
 		}
-		b->cgen[k] = b->gen;
-		sl = &b->cs[k];
-		memset(&sl->v, 0, sizeof(sl->v));
-		sl->has_val = has_val;
-		sl->direct = has_val && direct_feature(val, &sl->v, sl);
-		if (has_val && !sl->direct) {
-			/* the second walk fills it: listed once (a later
-			 * duplicate filled directly is skipped there) */
-			if (b->sgen[k] != b->gen) {
-				b->sgen[k] = b->gen;
-				b->seen[b->nseen++] = (size_t)k;
-			}
-			bd = &b->cb[k];
-			memset(&sl->v, 0, sizeof(sl->v));
-			if ((rc = feature(val, &n, NULL, NULL)) != 0)
-				return rc;
-			bd->rng = val;
-			bd->n = n;
-		}
+		if (has_val && b->col[k].kind != BFS_KIND_NONE && put_column(b, (size_t)k, vp, ve))
+			continue;
+		if ((rc = bind_slot(b, (size_t)k, (struct cur){ vp, ve }, has_val)) != 0)
+			return rc;
 	}
 	return rc;
 }

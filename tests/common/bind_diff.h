@@ -105,7 +105,32 @@ static uint8_t *bind_diff_warmup(const char **cn, size_t nc, const char **ln, si
 	return buf;
 }
 
-static const char *bind_diff_with(const uint8_t *data, size_t len, size_t stride)
+/* Column k's shape for a bind with columns: the reference's own shape of
+ * name k where a column can take it (so the walk writes it), else one
+ * float (so a column meets values it must refuse). */
+static void bind_diff_shape(const struct bfs_example *ref, const char *name, enum bfs_kind *kind,
+			    uint32_t *n)
+{
+	const struct bfs_values *v = ref ? bfs_example_find(ref, name) : NULL;
+
+	*kind = BFS_KIND_FLOAT;
+	*n = 1;
+	if (!v || v->count == 0 || v->count > 64)
+		return;
+	if (v->kind == BFS_KIND_FLOAT) {
+		*n = (uint32_t)v->count;
+	} else if (v->kind == BFS_KIND_INT64 && v->count == 1) {
+		*kind = BFS_KIND_INT64;
+	} else if (v->kind == BFS_KIND_BYTES && v->count == 1 && v->b[0].len > 0 &&
+		   v->b[0].len <= 4096) {
+		*kind = BFS_KIND_BYTES;
+		*n = (uint32_t)v->b[0].len;
+	}
+}
+
+#define BIND_DIFF_CANARY 0xa5
+
+static const char *bind_diff_with(const uint8_t *data, size_t len, size_t stride, bool cols)
 {
 	static const char *const extra[] = { "", "bind-diff-absent", "label", "x" };
 	struct bfs_example *ref = NULL;
@@ -114,6 +139,8 @@ static const char *bind_diff_with(const uint8_t *data, size_t len, size_t stride
 	const char **cn = NULL, **ln = NULL;
 	size_t nc = 0, nl = 0;
 	const char *bad = NULL;
+	uint8_t **colbuf = NULL;
+	size_t *rowbytes = NULL;
 	int rr, rb;
 
 	rr = bfs_example_decode_ref(&ref, data, len);
@@ -139,6 +166,24 @@ static const char *bind_diff_with(const uint8_t *data, size_t len, size_t stride
 	if (bfs_keymap_new(&cmap, cn, nc) || bfs_keymap_new(&lmap, ln, nl) ||
 	    bfs_bind_new(&bd, cmap, nc, lmap, nl))
 		goto out;
+	/* columns of 3 rows, filled with a canary; the walk writes row 1 */
+	colbuf = calloc(nc + 1, sizeof(*colbuf));
+	rowbytes = calloc(nc + 1, sizeof(*rowbytes));
+	if (!colbuf || !rowbytes)
+		goto out;
+	for (size_t k = 0; cols && k < nc; k++) {
+		enum bfs_kind kind;
+		uint32_t n;
+		bind_diff_shape(ref, cn[k], &kind, &n);
+		rowbytes[k] = kind == BFS_KIND_FLOAT   ? 4 * (size_t)n
+			      : kind == BFS_KIND_INT64 ? 8
+						       : n;
+		if (!(colbuf[k] = malloc(3 * rowbytes[k])))
+			goto out;
+		memset(colbuf[k], BIND_DIFF_CANARY, 3 * rowbytes[k]);
+		bfs_bind_column(bd, k, kind, n, colbuf[k]);
+	}
+	bfs_bind_row(bd, 1);
 	/* a first record through the same bind: its slots must not leak */
 	{
 		size_t wlen = 0;
@@ -162,6 +207,26 @@ static const char *bind_diff_with(const uint8_t *data, size_t len, size_t stride
 		bad = "bind accepted what the reference rejects";
 		goto out;
 	}
+	{
+		size_t written = 0;
+		for (size_t k = 0; k < nc; k++) {
+			written += bfs_bind_written(bd, k);
+			if (!cols && bfs_bind_written(bd, k)) {
+				bad = "a bind without columns wrote one";
+				goto out;
+			}
+			for (size_t r = 0; cols && r < 3; r += 2) /* rows 0 and 2 untouched */
+				for (size_t i = 0; i < rowbytes[k]; i++)
+					if (colbuf[k][r * rowbytes[k] + i] != BIND_DIFF_CANARY) {
+						bad = "a column was written outside its row";
+						goto out;
+					}
+		}
+		if (written != bfs_bind_nwritten(bd)) {
+			bad = "bfs_bind_nwritten disagrees with bfs_bind_written";
+			goto out;
+		}
+	}
 	for (size_t k = 0; k < nc; k++)
 		if (!bind_diff_values_eq(bfs_bind_values(bd, k), bfs_example_find(ref, cn[k]))) {
 			bad = "a context feature reads differently";
@@ -181,6 +246,10 @@ static const char *bind_diff_with(const uint8_t *data, size_t len, size_t stride
 			}
 	}
 out:
+	for (size_t k = 0; colbuf && k < nc; k++)
+		free(colbuf[k]);
+	free(colbuf);
+	free(rowbytes);
 	bfs_bind_free(bd);
 	bfs_keymap_free(cmap);
 	bfs_keymap_free(lmap);
@@ -190,12 +259,18 @@ out:
 	return bad;
 }
 
-/* Every context name bound, then every other one. */
+/* Every context name bound, then every other one; without columns, then
+ * with a column for every name. */
 static const char *bind_diff(const uint8_t *data, size_t len)
 {
-	const char *bad = bind_diff_with(data, len, 1);
+	const char *bad = NULL;
 
-	return bad ? bad : bind_diff_with(data, len, 2);
+	for (int cols = 0; cols < 2 && !bad; cols++) {
+		bad = bind_diff_with(data, len, 1, cols);
+		if (!bad)
+			bad = bind_diff_with(data, len, 2, cols);
+	}
+	return bad;
 }
 
 #endif

@@ -806,6 +806,62 @@ START_TEST(bound_decoding_guesses_keys_and_checks_every_guess)
 }
 END_TEST
 
+/* Columns (bfs_bind_column): a value of the column's shape goes to its
+ * row; the last duplicate still wins, whether the column takes it or not. */
+START_TEST(bound_decoding_writes_columns_and_the_last_duplicate_wins)
+{
+	static const char *const names[] = { "alpha", "bb" };
+	static const char *const dup[] = { "alpha", "bb", "alpha" };
+	/* alpha [1, 2]: two values, which a one-int64 column cannot take */
+	static const uint8_t two[] = {
+		0x0a, 0x0f, 0x0a, 0x05, 0x61, 0x6c, 0x70, 0x68, 0x61, /* "alpha" */
+		0x12, 0x06, 0x1a, 0x04, 0x0a, 0x02, 0x01, 0x02,
+	};
+	struct bfs_keymap *km;
+	struct bfs_bind *b;
+	int64_t col_a[3] = { -1, -1, -1 }, col_b[3] = { -1, -1, -1 }, v;
+	uint8_t buf[512], rec[512];
+	size_t len, body;
+
+	ck_assert_int_eq(bfs_keymap_new(&km, names, 2), 0);
+	ck_assert_int_eq(bfs_bind_new(&b, km, 2, NULL, 0), 0);
+	bfs_bind_column(b, 0, BFS_KIND_INT64, 1, (uint8_t *)col_a);
+	bfs_bind_column(b, 1, BFS_KIND_INT64, 1, (uint8_t *)col_b);
+	bfs_bind_row(b, 1);
+	len = guess_record(buf, dup, (const int[]){ 5, 6, 7 }, 3);
+	ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+	ck_assert(bfs_bind_written(b, 0) && bfs_bind_written(b, 1));
+	ck_assert_uint_eq(bfs_bind_nwritten(b), 2); /* alpha twice counts once */
+	ck_assert_int_eq(col_a[1], 7);
+	ck_assert_int_eq(col_b[1], 6);
+	ck_assert_int_eq(col_a[0], -1);
+	ck_assert_int_eq(col_a[2], -1);
+	memcpy(&v, bfs_bind_values(b, 0)->i, 8);
+	ck_assert_int_eq(v, 7);
+
+	/* alpha = 5 (taken by the column), then alpha = [1, 2] (not): the
+	 * column no longer counts, and the values read [1, 2] */
+	len = guess_record(buf, dup, (const int[]){ 5, 6, 7 }, 2);
+	body = len - 3;
+	memcpy(rec + 3, buf + 3, body);
+	memcpy(rec + 3 + body, two, sizeof(two));
+	body += sizeof(two);
+	rec[0] = 0x0a;
+	rec[1] = (uint8_t)(0x80 | (body & 0x7f));
+	rec[2] = (uint8_t)(body >> 7);
+	bfs_bind_row(b, 2);
+	ck_assert_int_eq(bfs_example_bind(b, rec, body + 3), 0);
+	ck_assert(!bfs_bind_written(b, 0));
+	ck_assert(bfs_bind_written(b, 1));
+	ck_assert_uint_eq(bfs_bind_nwritten(b), 1);
+	ck_assert_uint_eq(bfs_bind_values(b, 0)->count, 2);
+	ck_assert_int_eq(bfs_bind_values(b, 0)->i[1], 2);
+	ck_assert_int_eq(col_b[2], 6);
+	bfs_bind_free(b);
+	bfs_keymap_free(km);
+}
+END_TEST
+
 /* ---- real files -------------------------------------------------------------------------- */
 
 struct real_ctx {
@@ -939,6 +995,7 @@ static Suite *example_suite(void)
 
 	tcase_add_test(tc, bound_decoding_reads_every_shape_as_the_reference);
 	tcase_add_test(tc, bound_decoding_guesses_keys_and_checks_every_guess);
+	tcase_add_test(tc, bound_decoding_writes_columns_and_the_last_duplicate_wins);
 	tc = tcase_create("real");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, every_record_of_the_real_files_decodes);
