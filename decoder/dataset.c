@@ -553,7 +553,8 @@ static void packs_open(struct bfs_dataset *ds, const struct bfs_dataset_opts *o,
 			char note[PATH_MAX + 512];
 
 			g->dirty = true;
-			snprintf(note, sizeof(note), "index pack %s: %s; rebuilding it", g->file, why);
+			snprintf(note, sizeof(note), "index pack %s: %s; rebuilding it", g->file,
+				 why);
 			if (o->on_note)
 				o->on_note(o->progress_ctx, NULL, note);
 		}
@@ -636,9 +637,9 @@ static void pack_save(struct bfs_dataset *ds, size_t gi, const bool *ok)
 		size_t len;
 
 		bfs_ixpack_entry(g->pk, e, &h, &p, &len);
-		if (u64_in(mine, nmine, h) || !bfs_index_image_key(p, len, &k, path, sizeof(path)) ||
-		    stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
-		    (uint64_t)st.st_size != k.file_size ||
+		if (u64_in(mine, nmine, h) ||
+		    !bfs_index_image_key(p, len, &k, path, sizeof(path)) || stat(path, &st) != 0 ||
+		    !S_ISREG(st.st_mode) || (uint64_t)st.st_size != k.file_size ||
 		    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != k.mtime_ns ||
 		    bfs_index_from_bytes(&ix, p, len, &k, why, sizeof(why)) != BFS_INDEX_LOADED)
 			continue; /* ours (written above), gone, changed or corrupt */

@@ -80,8 +80,7 @@ int bfs_ixpack_writer_new(struct bfs_ixpack_writer **out); /* -ENOMEM */
  * bytes as they are (copied) for the shard with path hash `hash`. */
 int bfs_ixpack_add(struct bfs_ixpack_writer *w, const struct bfs_index *ix,
 		   const struct bfs_index_key *k);
-int bfs_ixpack_add_bytes(struct bfs_ixpack_writer *w, uint64_t hash, const uint8_t *p,
-			 size_t len);
+int bfs_ixpack_add_bytes(struct bfs_ixpack_writer *w, uint64_t hash, const uint8_t *p, size_t len);
 size_t bfs_ixpack_writer_count(const struct bfs_ixpack_writer *w);
 /* Write the pack to `path` via a temporary file and rename (an empty
  * writer removes `path` instead). 0 or -errno. */
