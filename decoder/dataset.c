@@ -1,6 +1,7 @@
 /*
- * dataset.c — SOURCE resolution, per-shard index cache, parallel scan and
- * schema inference (see dataset.h).
+ * dataset.c — SOURCE resolution, per-shard index cache (small shards'
+ * indexes in one pack per directory, ixpack.h), parallel scan and schema
+ * inference (see dataset.h).
  *
  * The scan threads are the one place in decoder/ that uses threads; they
  * exist only while bfs_dataset_open runs.
