@@ -1,6 +1,7 @@
 /*
- * dataset.c — SOURCE resolution, per-shard index cache, parallel scan and
- * schema inference (see dataset.h).
+ * dataset.c — SOURCE resolution, per-shard index cache (small shards'
+ * indexes in one pack per directory, ixpack.h), parallel scan and schema
+ * inference (see dataset.h).
  *
  * The scan threads are the one place in decoder/ that uses threads; they
  * exist only while bfs_dataset_open runs.
@@ -9,6 +10,7 @@
 
 #include "crc32c.h"
 #include "example.h"
+#include "ixpack.h"
 #include "shadow.h"
 
 #include <dirent.h>
@@ -39,6 +41,19 @@ struct bfs_dataset {
 	 * when out of memory (that shard is then not cached) */
 	char **abs;
 	bool ix_dir_ok; /* index_dir exists (made once, not per shard) */
+	/* with index_dir, while open runs: the index packs (ixpack.h) of the
+	 * shards' directories, sorted by directory hash, and each shard's
+	 * (SIZE_MAX: none, its index has a file of its own); NULL after */
+	struct pack_group *packs;
+	size_t npacks;
+	size_t *pack_of;
+};
+
+struct pack_group {
+	uint64_t dirhash; /* of the shards' real directory */
+	char *file; /* INDEX_DIR/<dirhash>.pack.idx */
+	struct bfs_ixpack *pk; /* as read at open; NULL: none, or bad */
+	bool dirty; /* bad, or an entry of one of ours stale or corrupt: write it */
 };
 
 /* ---------------------------------------------------------------- source */
@@ -296,6 +311,19 @@ static void idx_key(struct bfs_index_key *k, const char *abs, const struct bfs_s
 	k->mtime_ns = bfs_shard_mtime_ns(s);
 }
 
+/* Does shard i's index go into its directory's pack (ixpack.h) rather
+ * than a file of its own? Small indexes do (BFS_IXPACK_ENTRY_MAX). */
+static bool idx_packed(struct bfs_dataset *ds, size_t i)
+{
+	const struct bfs_index *ix = bfs_shard_get_index(ds->shards[i]);
+	struct bfs_index_key k;
+
+	if (!ds->packs || !ix || !ds->abs[i] || ds->pack_of[i] == SIZE_MAX)
+		return false;
+	idx_key(&k, ds->abs[i], ds->shards[i]);
+	return bfs_index_file_bytes(ix, &k) < BFS_IXPACK_ENTRY_MAX;
+}
+
 /* Best effort: a failure to write the cache only costs a rescan next time. */
 static void idx_save(struct bfs_dataset *ds, const char *dir, size_t i)
 {
@@ -310,9 +338,53 @@ static void idx_save(struct bfs_dataset *ds, const char *dir, size_t i)
 	(void)bfs_index_save(bfs_shard_get_index(ds->shards[i]), path, &k);
 }
 
-/* Returns 1 if loaded, 0 if no valid entry; a file that is there but old,
- * truncated or corrupt is named in `note` (one log line: it is rebuilt). */
-static int idx_load(struct bfs_dataset *ds, const char *dir, size_t i, char *note, size_t cap)
+/* Shard i's entry in its directory's pack: 1 loaded, 0 not (a corrupt
+ * entry is named in note; a stale or corrupt one marks the pack to be
+ * written again). Called from the load workers: *dirty under lock. */
+static int pack_load_one(struct bfs_dataset *ds, size_t i, const struct bfs_index_key *k,
+			 pthread_mutex_t *lock, char *note, size_t cap)
+{
+	struct pack_group *g;
+	struct bfs_index *ix = NULL;
+	enum bfs_index_load_result r;
+	bool had = false;
+	char why[256];
+
+	if (!ds->packs || ds->pack_of[i] == SIZE_MAX)
+		return 0;
+	g = &ds->packs[ds->pack_of[i]];
+	if (!g->pk)
+		return 0;
+	r = bfs_ixpack_get(g->pk, k, &ix, &had, why, sizeof(why));
+	if (r == BFS_INDEX_BAD)
+		snprintf(note, cap, "index pack %s: the entry of %s: %s; rebuilding it", g->file,
+			 k->path, why);
+	if (r != BFS_INDEX_LOADED && had) {
+		pthread_mutex_lock(lock);
+		g->dirty = true;
+		pthread_mutex_unlock(lock);
+	}
+	if (r != BFS_INDEX_LOADED)
+		return 0;
+	if (bfs_shard_compression(ds->shards[i]) == BFS_COMP_AUTO)
+		(void)bfs_shard_detect(ds->shards[i], (enum bfs_compression)ix->comp);
+	if (bfs_shard_set_index(ds->shards[i], ix) != 0) {
+		snprintf(note, cap, "index pack %s: the entry of %s: %s; rebuilding it", g->file,
+			 k->path, bfs_err_msg());
+		bfs_index_free(ix);
+		pthread_mutex_lock(lock);
+		g->dirty = true;
+		pthread_mutex_unlock(lock);
+		return 0;
+	}
+	return 1;
+}
+
+/* Returns 1 if loaded (from the shard's pack entry, else its own file), 0
+ * if no valid entry; one that is there but old, truncated or corrupt is
+ * named in `note` (one log line: it is rebuilt). */
+static int idx_load(struct bfs_dataset *ds, const char *dir, size_t i, pthread_mutex_t *lock,
+		    char *note, size_t cap)
 {
 	char path[PATH_MAX + 32], why[256];
 	const char *abs = shard_abs(ds, i);
@@ -324,8 +396,12 @@ static int idx_load(struct bfs_dataset *ds, const char *dir, size_t i, char *not
 	note[0] = '\0';
 	if (!abs)
 		return 0;
-	idx_file(path, sizeof(path), dir, abs);
 	idx_key(&k, abs, s);
+	if (pack_load_one(ds, i, &k, lock, note, cap))
+		return 1;
+	if (note[0]) /* a corrupt pack entry: rebuilt into the pack */
+		return 0;
+	idx_file(path, sizeof(path), dir, abs);
 	r = bfs_index_load(&ix, path, &k, why, sizeof(why));
 	if (r == BFS_INDEX_BAD)
 		snprintf(note, cap, "index cache %s: %s; rebuilding it", path, why);
@@ -343,58 +419,259 @@ static int idx_load(struct bfs_dataset *ds, const char *dir, size_t i, char *not
 	return 1;
 }
 
-/* Load every shard's cached index, over `jobs` threads (each load reads
- * and checks its whole file). need[i] is set for the shards to scan. */
-struct load_ctx {
-	struct bfs_dataset *ds;
-	const struct bfs_dataset_opts *o;
-	bool *need;
-	pthread_mutex_t lock; /* guards next and the notes */
-	size_t next;
+/* fn(ctx, i) for every i < n, over `jobs` threads (this one among them). */
+struct par {
+	size_t n, next;
+	pthread_mutex_t lock; /* guards next */
+	void (*fn)(void *ctx, size_t i);
+	void *ctx;
 };
 
-static void *load_worker(void *arg)
+static void *par_worker(void *arg)
 {
-	struct load_ctx *lc = arg;
-	char note[PATH_MAX + 512];
+	struct par *p = arg;
 
 	for (;;) {
 		size_t i;
 
-		pthread_mutex_lock(&lc->lock);
-		i = lc->next++;
-		pthread_mutex_unlock(&lc->lock);
-		if (i >= lc->ds->nshards)
+		pthread_mutex_lock(&p->lock);
+		i = p->next++;
+		pthread_mutex_unlock(&p->lock);
+		if (i >= p->n)
 			return NULL;
-		lc->need[i] = !idx_load(lc->ds, lc->o->index_dir, i, note, sizeof(note));
-		if (note[0] && lc->o->on_note) {
-			pthread_mutex_lock(&lc->lock);
-			lc->o->on_note(lc->o->progress_ctx, bfs_shard_path(lc->ds->shards[i]),
-				       note);
-			pthread_mutex_unlock(&lc->lock);
+		p->fn(p->ctx, i);
+	}
+}
+
+static void par_for(size_t n, unsigned jobs, void (*fn)(void *ctx, size_t i), void *ctx)
+{
+	struct par p = { .n = n, .fn = fn, .ctx = ctx };
+	pthread_t tids[64];
+	unsigned started = 0;
+
+	pthread_mutex_init(&p.lock, NULL);
+	if (jobs == 0)
+		jobs = 1;
+	if (jobs > BFS_ARRAY_SIZE(tids))
+		jobs = BFS_ARRAY_SIZE(tids);
+	if (jobs > n)
+		jobs = (unsigned)n;
+	for (unsigned t = 1; t < jobs; t++)
+		if (bfs_thread_start(&tids[started], par_worker, &p) == 0)
+			started++;
+	par_worker(&p);
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(tids[t], NULL);
+	pthread_mutex_destroy(&p.lock);
+}
+
+/* Load every shard's cached index, over `jobs` threads (each load reads
+ * and checks its entry or whole file). need[i] is set for the shards to
+ * scan. */
+struct load_ctx {
+	struct bfs_dataset *ds;
+	const struct bfs_dataset_opts *o;
+	bool *need;
+	uint64_t *dirh; /* [nshards]: the hash of each shard's real directory */
+	pthread_mutex_t lock; /* guards the notes and the packs' dirty flags */
+};
+
+static void resolve_one(void *arg, size_t i)
+{
+	struct load_ctx *lc = arg;
+	const char *abs = shard_abs(lc->ds, i);
+	const char *slash = abs ? strrchr(abs, '/') : NULL;
+
+	/* the pack of the shard's (real) directory */
+	lc->ds->pack_of[i] = slash ? 0 : SIZE_MAX;
+	lc->dirh[i] = slash ? bfs_fnv1a(0xcbf29ce484222325ull, abs, (size_t)(slash - abs)) : 0;
+}
+
+static void load_one(void *arg, size_t i)
+{
+	struct load_ctx *lc = arg;
+	char note[2 * PATH_MAX + 512];
+
+	lc->need[i] = !idx_load(lc->ds, lc->o->index_dir, i, &lc->lock, note, sizeof(note));
+	if (note[0] && lc->o->on_note) {
+		pthread_mutex_lock(&lc->lock);
+		lc->o->on_note(lc->o->progress_ctx, bfs_shard_path(lc->ds->shards[i]), note);
+		pthread_mutex_unlock(&lc->lock);
+	}
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void packs_free(struct bfs_dataset *ds)
+{
+	for (size_t g = 0; ds->packs && g < ds->npacks; g++) {
+		bfs_ixpack_free(ds->packs[g].pk);
+		free(ds->packs[g].file);
+	}
+	free(ds->packs);
+	ds->packs = NULL;
+	ds->npacks = 0;
+}
+
+/* The packs of the shards' directories (dirh[i]: shard i's; pack_of[i]
+ * SIZE_MAX for a shard without one), and pack_of[i] each shard's. Each
+ * pack is read once; a bad one is one note and is rewritten. Out of
+ * memory: no packs (every index goes to a file of its own). */
+static void packs_open(struct bfs_dataset *ds, const struct bfs_dataset_opts *o,
+		       const uint64_t *dirh)
+{
+	uint64_t *h = malloc((ds->nshards ? ds->nshards : 1) * sizeof(*h));
+	size_t nh = 0;
+
+	for (size_t i = 0; h && i < ds->nshards; i++)
+		if (ds->pack_of[i] != SIZE_MAX)
+			h[nh++] = dirh[i];
+	if (h)
+		qsort(h, nh, sizeof(*h), u64_cmp);
+	ds->packs = h ? calloc(nh ? nh : 1, sizeof(*ds->packs)) : NULL;
+	for (size_t j = 0; ds->packs && j < nh; j++) {
+		struct pack_group *g;
+		char why[256];
+
+		if (ds->npacks && ds->packs[ds->npacks - 1].dirhash == h[j])
+			continue;
+		g = &ds->packs[ds->npacks++];
+		g->dirhash = h[j];
+		if (asprintf(&g->file, "%s/%016llx.pack.idx", o->index_dir,
+			     (unsigned long long)h[j]) < 0) {
+			g->file = NULL;
+			ds->npacks--;
+			free(h);
+			packs_free(ds);
+			return;
+		}
+		if (bfs_ixpack_load(&g->pk, g->file, why, sizeof(why)) == BFS_INDEX_BAD) {
+			char note[PATH_MAX + 512];
+
+			g->dirty = true;
+			snprintf(note, sizeof(note), "index pack %s: %s; rebuilding it", g->file,
+				 why);
+			if (o->on_note)
+				o->on_note(o->progress_ctx, NULL, note);
 		}
 	}
+	for (size_t i = 0; ds->packs && i < ds->nshards; i++) {
+		size_t lo = 0, hi = ds->npacks;
+
+		if (ds->pack_of[i] == SIZE_MAX)
+			continue;
+		while (lo + 1 < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (ds->packs[mid].dirhash <= dirh[i])
+				lo = mid;
+			else
+				hi = mid;
+		}
+		ds->pack_of[i] = lo;
+	}
+	free(h);
 }
 
 static void load_all(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need)
 {
 	struct load_ctx lc = { .ds = ds, .o = o, .need = need };
-	unsigned jobs = o->jobs ? o->jobs : 1;
-	pthread_t tids[64];
-	unsigned started = 0;
 
+	lc.dirh = malloc((ds->nshards ? ds->nshards : 1) * sizeof(*lc.dirh));
 	pthread_mutex_init(&lc.lock, NULL);
-	if (jobs > BFS_ARRAY_SIZE(tids))
-		jobs = BFS_ARRAY_SIZE(tids);
-	if (jobs > ds->nshards)
-		jobs = (unsigned)ds->nshards;
-	for (unsigned t = 1; t < jobs; t++)
-		if (bfs_thread_start(&tids[started], load_worker, &lc) == 0)
-			started++;
-	load_worker(&lc);
-	for (unsigned t = 0; t < started; t++)
-		pthread_join(tids[t], NULL);
+	if (lc.dirh) {
+		par_for(ds->nshards, o->jobs, resolve_one, &lc);
+		packs_open(ds, o, lc.dirh);
+		free(lc.dirh);
+	}
+	if (!ds->packs)
+		for (size_t i = 0; i < ds->nshards; i++)
+			ds->pack_of[i] = SIZE_MAX;
+	par_for(ds->nshards, o->jobs, load_one, &lc);
 	pthread_mutex_destroy(&lc.lock);
+}
+
+/* Is hash h among the sorted hs[0..n)? */
+static bool u64_in(const uint64_t *hs, size_t n, uint64_t h)
+{
+	return n && bsearch(&h, hs, n, sizeof(*hs), u64_cmp) != NULL;
+}
+
+/* Write group g's pack again: the small indexes of this dataset's shards
+ * in that directory that are good (ok[i]: loaded or scanned), and the
+ * entries of the old pack for other shards (another dataset's glob in the
+ * same directory, sharing index_dir) that still match their shard's size
+ * and mtime and load. Best effort, like idx_save. */
+static void pack_save(struct bfs_dataset *ds, size_t gi, const bool *ok)
+{
+	struct pack_group *g = &ds->packs[gi];
+	struct bfs_ixpack_writer *w = NULL;
+	uint64_t *mine = malloc((ds->nshards ? ds->nshards : 1) * sizeof(*mine));
+	size_t nmine = 0;
+	int rc = mine ? bfs_ixpack_writer_new(&w) : -ENOMEM;
+
+	for (size_t i = 0; !rc && i < ds->nshards; i++) {
+		struct bfs_index_key k;
+
+		if (ds->pack_of[i] != gi || !ds->abs[i])
+			continue;
+		mine[nmine++] = bfs_ixpack_hash(ds->abs[i]);
+		if (!ok[i] || !idx_packed(ds, i))
+			continue;
+		idx_key(&k, ds->abs[i], ds->shards[i]);
+		rc = bfs_ixpack_add(w, bfs_shard_get_index(ds->shards[i]), &k);
+	}
+	if (mine)
+		qsort(mine, nmine, sizeof(*mine), u64_cmp);
+	for (size_t e = 0; !rc && g->pk && e < bfs_ixpack_count(g->pk); e++) {
+		char path[PATH_MAX + 1], why[256];
+		struct bfs_index_key k;
+		struct bfs_index *ix = NULL;
+		const uint8_t *p;
+		struct stat st;
+		uint64_t h;
+		size_t len;
+
+		bfs_ixpack_entry(g->pk, e, &h, &p, &len);
+		if (u64_in(mine, nmine, h) ||
+		    !bfs_index_image_key(p, len, &k, path, sizeof(path)) || stat(path, &st) != 0 ||
+		    !S_ISREG(st.st_mode) || (uint64_t)st.st_size != k.file_size ||
+		    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != k.mtime_ns ||
+		    bfs_index_from_bytes(&ix, p, len, &k, why, sizeof(why)) != BFS_INDEX_LOADED)
+			continue; /* ours (written above), gone, changed or corrupt */
+		bfs_index_free(ix);
+		rc = bfs_ixpack_add_bytes(w, h, p, len);
+	}
+	if (!rc)
+		(void)bfs_ixpack_write(w, g->file);
+	bfs_ixpack_writer_free(w);
+	free(mine);
+}
+
+/* After a scan: write each pack that changed (a small index scanned, or an
+ * entry stale or corrupt). ok[i]: shard i's index is good. */
+static void packs_save(struct bfs_dataset *ds, const bool *ok, const bool *cached)
+{
+	bool *write = ds->packs ? calloc(ds->npacks ? ds->npacks : 1, sizeof(*write)) : NULL;
+
+	if (!write || !ds->ix_dir_ok) {
+		free(write);
+		return;
+	}
+	for (size_t g = 0; g < ds->npacks; g++)
+		write[g] = ds->packs[g].dirty;
+	for (size_t i = 0; i < ds->nshards; i++)
+		if (ok[i] && !cached[i] && idx_packed(ds, i))
+			write[ds->pack_of[i]] = true;
+	for (size_t g = 0; g < ds->npacks; g++)
+		if (write[g])
+			pack_save(ds, g, ok);
+	free(write);
 }
 
 /* ---------------------------------------------------------- schema cache */
@@ -471,6 +748,7 @@ struct scan_ctx {
 	const struct bfs_dataset_opts *o;
 	bool *need_scan; /* [nshards] */
 	const bool *cached; /* [nshards] or NULL: index loaded from index_dir (not saved again) */
+	bool *scanned; /* [nshards]: scanned without error */
 	bool infer;
 	struct bfs_infer *inf;
 	pthread_mutex_t lock; /* guards next, inf, err, done_bytes, undecodable */
@@ -555,8 +833,12 @@ static void *scan_worker(void *arg)
 		bfs_shard_set_bad_fn(sc->ds->shards[i], NULL, NULL);
 		if (err && !strstr(bfs_err_msg(), bfs_shard_path(sc->ds->shards[i])))
 			bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
-		if (!err && sc->o->index_dir && !(sc->cached && sc->cached[i]))
+		/* a small index goes into its directory's pack, written once
+		 * after the scan (packs_save) */
+		if (!err && sc->o->index_dir && !(sc->cached && sc->cached[i]) &&
+		    !idx_packed(sc->ds, i))
 			idx_save(sc->ds, sc->o->index_dir, i);
+		sc->scanned[i] = !err;
 		pthread_mutex_lock(&sc->lock);
 		if (err && !sc->err) {
 			sc->err = err;
@@ -570,7 +852,7 @@ static void *scan_worker(void *arg)
 }
 
 static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need,
-		    const bool *cached, bool infer)
+		    const bool *cached, bool *scanned, bool infer)
 {
 	struct scan_ctx sc;
 	unsigned jobs = o->jobs ? o->jobs : 1;
@@ -583,6 +865,7 @@ static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bo
 	sc.o = o;
 	sc.need_scan = need;
 	sc.cached = cached;
+	sc.scanned = scanned;
 	sc.infer = infer;
 	for (size_t i = 0; i < ds->nshards; i++)
 		if (need[i])
@@ -627,6 +910,8 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 	for (size_t i = 0; ds->abs && i < ds->nshards; i++)
 		free(ds->abs[i]);
 	free(ds->abs);
+	packs_free(ds);
+	free(ds->pack_of);
 	bfs_schema_free(ds->schema);
 	free(ds);
 }
@@ -663,7 +948,7 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	struct bfs_dataset *ds = calloc(1, sizeof(*ds));
 	char **paths = NULL;
 	size_t npaths = 0;
-	bool *need = NULL, *cached = NULL;
+	bool *need = NULL, *cached = NULL, *scanned = NULL;
 	char sfile[PATH_MAX + 64];
 	bool any_scan = false, lazy;
 	int rc;
@@ -678,8 +963,11 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	ds->first = calloc(npaths + 1, sizeof(*ds->first));
 	need = calloc(npaths, sizeof(*need));
 	cached = calloc(npaths, sizeof(*cached));
+	scanned = calloc(npaths, sizeof(*scanned));
 	ds->abs = o->index_dir ? calloc(npaths, sizeof(*ds->abs)) : NULL;
-	if (!ds->shards || !ds->first || !need || !cached || (o->index_dir && !ds->abs)) {
+	ds->pack_of = o->index_dir ? calloc(npaths, sizeof(*ds->pack_of)) : NULL;
+	if (!ds->shards || !ds->first || !need || !cached || !scanned ||
+	    (o->index_dir && (!ds->abs || !ds->pack_of))) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -735,7 +1023,12 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	}
 	if (any_scan) {
 		ds->ix_dir_ok = o->index_dir && bfs_cache_dir_make(o->index_dir) == 0;
-		rc = run_scan(ds, o, need, cached, o->infer && !ds->schema);
+		rc = run_scan(ds, o, need, cached, scanned, o->infer && !ds->schema);
+		/* the good indexes (also after a failed scan, as the files of
+		 * their own are): scanned, or loaded and not scanned again */
+		for (size_t i = 0; i < ds->nshards; i++)
+			scanned[i] = scanned[i] || (cached[i] && !need[i]);
+		packs_save(ds, scanned, cached);
 		if (rc)
 			goto fail;
 		if (o->infer && o->index_dir && !ds->schema_reused)
@@ -750,15 +1043,18 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 			ds->max_len = bfs_shard_max_len(ds->shards[i]);
 	}
 	ds->nrecords = ds->first[ds->nshards];
+	packs_free(ds); /* their entries were copied */
 	bfs_source_free(paths, npaths);
 	free(need);
 	free(cached);
+	free(scanned);
 	*out = ds;
 	return 0;
 fail:
 	bfs_source_free(paths, npaths);
 	free(need);
 	free(cached);
+	free(scanned);
 	bfs_dataset_close(ds);
 	return rc;
 }

@@ -10,7 +10,11 @@
  * unless an index cache entry for the shard's (path, size, mtime) exists in
  * `index_dir`: a cached index (index.h) is checked (its CRC) and mapped,
  * in parallel too, never copied; a cache file of an old format, truncated
- * or corrupt is rebuilt (opts.on_note says so). With compression auto, a
+ * or corrupt is rebuilt (opts.on_note says so). The indexes of small
+ * shards (under BFS_IXPACK_ENTRY_MAX bytes) are not files of their own but
+ * entries of one index pack per directory of shards (ixpack.h), read once
+ * per open and written once after a scan that added or replaced an entry;
+ * a corrupt or stale entry costs only its shard a rescan. With compression auto, a
  * shard with a cache entry takes its compression from it (its first bytes
  * are read only to scan it), and index files already loaded are not written
  * again. The scan checks framing and both CRCs; a record whose data

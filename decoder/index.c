@@ -294,63 +294,111 @@ static int writev_all(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-int bfs_index_save(const struct bfs_index *ix, const char *path, const struct bfs_index_key *k)
+/* The file's header and its pieces for ix and k: NIOV iovecs (header
+ * first), both CRCs set. The iovecs borrow ix, k->path and static zeros.
+ * -EINVAL for an unfinished index or an overlong path. */
+#define NIOV 7
+static int image_iov(const struct bfs_index *ix, const struct bfs_index_key *k,
+		     struct bfs_index_hdr *h, struct iovec iov[NIOV])
 {
 	static const uint8_t zeros[16];
-	struct bfs_index_hdr h;
 	struct layout l;
-	char tmp[4200];
 	uint64_t dir_bytes = ((ix->n + BFS_INDEX_BLOCK) / BFS_INDEX_BLOCK) * 16;
 	uint64_t deltas_bytes = ix->deltas_bytes;
 	uint32_t crc = 0;
 	size_t pathlen = strlen(k->path);
-	int fd, rc;
 
 	if (!ix->dir || pathlen > 65536)
 		return -EINVAL;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, MAGIC, 8);
+	h->hdr_bytes = HDR_BYTES;
+	h->comp = k->comp;
+	h->file_size = k->file_size;
+	h->mtime_ns = k->mtime_ns;
+	h->nrecords = ix->n;
+	h->nblocks = dir_bytes / 16;
+	h->deltas_bytes = deltas_bytes;
+	h->nseek = ix->npts;
+	h->end_offset = bfs_index_offset(ix, ix->n);
+	h->max_len = ix->max_len;
+	h->block = BFS_INDEX_BLOCK;
+	h->pathlen = (uint32_t)pathlen;
+	h->seek_size = sizeof(struct bfs_seek_point);
+	if (!layout_of(h, &l))
+		return -EINVAL;
+	iov[0] = (struct iovec){ h, sizeof(*h) };
+	iov[1] = (struct iovec){ (void *)(uintptr_t)k->path, pathlen };
+	iov[2] = (struct iovec){ (void *)(uintptr_t)zeros, (size_t)(l.dir - HDR_BYTES - pathlen) };
+	iov[3] = (struct iovec){ (void *)(uintptr_t)ix->dir, (size_t)dir_bytes };
+	iov[4] = (struct iovec){ (void *)(uintptr_t)ix->deltas, (size_t)deltas_bytes };
+	iov[5] = (struct iovec){ (void *)(uintptr_t)zeros,
+				 (size_t)(l.pts - l.deltas - deltas_bytes) };
+	iov[6] = (struct iovec){ (void *)(uintptr_t)ix->pts, ix->npts * sizeof(*ix->pts) };
+	for (size_t i = 1; i < NIOV; i++)
+		if (iov[i].iov_len)
+			crc = bfs_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+	h->body_crc = crc;
+	h->hdr_crc = bfs_crc32c(0, h, offsetof(struct bfs_index_hdr, hdr_crc));
+	return 0;
+}
+
+uint64_t bfs_index_file_bytes(const struct bfs_index *ix, const struct bfs_index_key *k)
+{
+	struct bfs_index_hdr h;
+	struct layout l;
+
+	memset(&h, 0, sizeof(h));
+	h.pathlen = (uint32_t)strlen(k->path);
+	h.nblocks = (ix->n + BFS_INDEX_BLOCK) / BFS_INDEX_BLOCK;
+	h.deltas_bytes = ix->deltas_bytes;
+	h.nseek = ix->npts;
+	return layout_of(&h, &l) ? l.total : UINT64_MAX;
+}
+
+int bfs_index_image(const struct bfs_index *ix, const struct bfs_index_key *k, uint8_t **out,
+		    size_t *len)
+{
+	struct bfs_index_hdr h;
+	struct iovec iov[NIOV];
+	size_t total = 0;
+	uint8_t *buf;
+	int rc = image_iov(ix, k, &h, iov);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < NIOV; i++)
+		total += iov[i].iov_len;
+	buf = malloc(total);
+	if (!buf)
+		return -ENOMEM;
+	*out = buf;
+	*len = total;
+	for (size_t i = 0; i < NIOV; i++) {
+		if (iov[i].iov_len)
+			memcpy(buf, iov[i].iov_base, iov[i].iov_len);
+		buf += iov[i].iov_len;
+	}
+	return 0;
+}
+
+int bfs_index_save(const struct bfs_index *ix, const char *path, const struct bfs_index_key *k)
+{
+	struct bfs_index_hdr h;
+	struct iovec iov[NIOV];
+	char tmp[4200];
+	int fd, rc = image_iov(ix, k, &h, iov);
+
+	if (rc)
+		return rc;
 	/* unique even among hosts sharing the directory (pids are not) */
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp))
 		return -ENAMETOOLONG;
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, MAGIC, 8);
-	h.hdr_bytes = HDR_BYTES;
-	h.comp = k->comp;
-	h.file_size = k->file_size;
-	h.mtime_ns = k->mtime_ns;
-	h.nrecords = ix->n;
-	h.nblocks = dir_bytes / 16;
-	h.deltas_bytes = deltas_bytes;
-	h.nseek = ix->npts;
-	h.end_offset = bfs_index_offset(ix, ix->n);
-	h.max_len = ix->max_len;
-	h.block = BFS_INDEX_BLOCK;
-	h.pathlen = (uint32_t)pathlen;
-	h.seek_size = sizeof(struct bfs_seek_point);
-	if (!layout_of(&h, &l))
-		return -EINVAL;
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	(void)fchmod(fd, 0644);
-	{
-		/* the body's CRC first, then header and body in one writev */
-		struct iovec iov[] = {
-			{ &h, sizeof(h) },
-			{ (void *)(uintptr_t)k->path, pathlen },
-			{ (void *)(uintptr_t)zeros, (size_t)(l.dir - HDR_BYTES - pathlen) },
-			{ (void *)(uintptr_t)ix->dir, (size_t)dir_bytes },
-			{ (void *)(uintptr_t)ix->deltas, (size_t)deltas_bytes },
-			{ (void *)(uintptr_t)zeros, (size_t)(l.pts - l.deltas - deltas_bytes) },
-			{ (void *)(uintptr_t)ix->pts, ix->npts * sizeof(*ix->pts) },
-		};
-
-		for (size_t i = 1; i < BFS_ARRAY_SIZE(iov); i++)
-			if (iov[i].iov_len)
-				crc = bfs_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
-		h.body_crc = crc;
-		h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_index_hdr, hdr_crc));
-		rc = writev_all(fd, iov, (int)BFS_ARRAY_SIZE(iov));
-	}
+	rc = writev_all(fd, iov, NIOV); /* header and body in one writev */
 	if (close(fd) != 0 && !rc)
 		rc = -EIO;
 	if (!rc && rename(tmp, path) != 0)
@@ -358,6 +406,27 @@ int bfs_index_save(const struct bfs_index *ix, const char *path, const struct bf
 	if (rc)
 		unlink(tmp);
 	return rc;
+}
+
+bool bfs_index_image_key(const uint8_t *p, size_t len, struct bfs_index_key *k, char *path,
+			 size_t pathcap)
+{
+	struct bfs_index_hdr h;
+
+	if (len < HDR_BYTES)
+		return false;
+	memcpy(&h, p, sizeof(h));
+	if (h.pathlen >= pathcap || h.pathlen > len - HDR_BYTES)
+		return false;
+	memcpy(path, p + HDR_BYTES, h.pathlen);
+	path[h.pathlen] = '\0';
+	if (strlen(path) != h.pathlen)
+		return false;
+	k->path = path;
+	k->comp = h.comp;
+	k->file_size = h.file_size;
+	k->mtime_ns = h.mtime_ns;
+	return true;
 }
 
 /* ---- load ------------------------------------------------------------------ */

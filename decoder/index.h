@@ -149,6 +149,19 @@ struct bfs_index_key {
 /* Write a finished index to `path` (via a temporary file and rename). */
 int bfs_index_save(const struct bfs_index *ix, const char *path, const struct bfs_index_key *k);
 
+/* The bytes bfs_index_save would write, in memory (*out malloc'd, *len
+ * bytes; for an entry of an index pack, ixpack.h). -EINVAL, -ENOMEM. */
+int bfs_index_image(const struct bfs_index *ix, const struct bfs_index_key *k, uint8_t **out,
+		    size_t *len);
+/* Their count, without making them (UINT64_MAX if it overflows). */
+uint64_t bfs_index_file_bytes(const struct bfs_index *ix, const struct bfs_index_key *k);
+/* What an index file's bytes say they are for, unchecked (their header's
+ * size, mtime and compression, path copied into path[pathcap] and k->path
+ * pointing at it): false when too short or the path does not fit. A load
+ * with this key still checks everything. */
+bool bfs_index_image_key(const uint8_t *p, size_t len, struct bfs_index_key *k, char *path,
+			 size_t pathcap);
+
 enum bfs_index_load_result {
 	BFS_INDEX_LOADED = 0,
 	BFS_INDEX_ABSENT, /* no file, or one for another version of the shard */

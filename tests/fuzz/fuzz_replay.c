@@ -28,6 +28,7 @@ int bfs_fuzz_batch(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_options(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_image(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_index(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_ixpack(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_counts(const uint8_t *data, size_t size) __attribute__((weak));
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
@@ -41,7 +42,7 @@ static const struct {
 	{ "schema", bfs_fuzz_schema }, { "wire", bfs_fuzz_wire },
 	{ "batch", bfs_fuzz_batch },   { "options", bfs_fuzz_options },
 	{ "image", bfs_fuzz_image },   { "index", bfs_fuzz_index },
-	{ "counts", bfs_fuzz_counts },
+	{ "ixpack", bfs_fuzz_ixpack }, { "counts", bfs_fuzz_counts },
 };
 
 static int replay_file(fuzz_fn fn, const char *path)

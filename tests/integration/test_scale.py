@@ -7,6 +7,7 @@ Fixtures come from test_mount.py."""
 import json
 import os
 import stat
+import struct
 import subprocess
 
 import pytest
@@ -260,9 +261,10 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
 def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):  # noqa: F811
     """A first mount with schema= caches the index but no inferred schema; a
     mount without schema= then scans every shard to infer one, and must not
-    write the index files it loaded again (with many shards that is one
-    rename over an existing file per shard, which ext4 flushes at once); the
-    inferred schema is cached, and a third mount scans nothing."""
+    write the index it loaded again (a rename over an existing file, which
+    ext4 flushes at once: with one file per shard that was one per shard;
+    these small shards share one index pack); the inferred schema is
+    cached, and a third mount scans nothing."""
     ds = _dataset(gen, tmp_path / "src", 400, ["x:float:2", "y:int64:1"], shards=40, seed=21)
     ix = str(tmp_path / "ix")
     schema = tmp_path / "schema.json"
@@ -284,7 +286,7 @@ def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):  # n
             m.stop()
         assert m.proc.returncode == 0, m.log_text()
         files.append(_idx_files(ix))
-    assert len(files[0]) == ds.nshards
+    assert len(files[0]) == 1 and list(files[0])[0].endswith(".pack.idx"), files[0]
     for f in files[1:]:
         assert {n: (s.st_ino, s.st_mtime_ns) for n, s in f.items()} == \
             {n: (s.st_ino, s.st_mtime_ns) for n, s in files[0].items()}
@@ -324,3 +326,69 @@ def test_remount_takes_each_shards_compression_from_its_index(batchfs, gen, tmp_
     assert m.proc.returncode == 0, m.log_text()
     _expect_mount_failure(batchfs, ds.path, tmp_path / "mnt2",
                           "index_dir=%s" % (tmp_path / "ix2"), os.path.basename(shard))
+
+
+def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs, gen,  # noqa: F811
+                                                                        tmp_path):
+    """Issue 13: a first mount over thousands of tiny shards writes one index
+    pack in index_dir (not one index file per shard: creating those was two
+    thirds of such a build), beside the inferred schema; a re-mount reads it
+    back and no shard (with the shards' pages evicted, none is in the page
+    cache after it; its read bytes stay far below the shards' size), and
+    serves every record; an entry with a flipped byte costs one log line
+    naming the pack, that shard is rescanned and the pack rewritten."""
+    ds = _dataset(gen, tmp_path / "src", 2 * 2000, ["y:int64:1", "b:bytes:1,len=2000..3000"],
+                  shards=2000, seed=31)
+    assert ds.nshards == 2000
+    shards = oracle.list_shards(str(ds.path))
+    shard_bytes = sum(os.path.getsize(p) for p in shards)
+    ix = str(tmp_path / "ix")
+    B = 64
+    opts = "batch_size=%d,index_dir=%s,threads=2" % (B, ix)
+    files, reads, resident, got = [], [], [], []
+    for run in range(3):
+        if run == 2:  # flip a byte in the middle of the pack's first entry
+            pack = os.path.join(ix, list(files[0])[0])
+            with open(pack, "r+b") as f:
+                f.seek(64 + 8)
+                off, length = struct.unpack("<QQ", f.read(16))
+                f.seek(off + length // 2)
+                b = f.read(1)
+                f.seek(off + length // 2)
+                f.write(bytes([b[0] ^ 0x04]))
+        _evict(shards)
+        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
+                  str(tmp_path / ("log%d" % run)))
+        try:
+            m.start()
+            reads.append(_rchar(m.proc.pid))
+            resident.append(_resident(shards))
+            stats = m.json("stats.json")
+            assert stats["records"] == ds.n
+            assert stats["index_reused"] == (run == 1), stats
+            if run == 1:
+                _check_all_batches(m, ds, B, npy_every=9)
+                stats = m.json("stats.json")
+                assert stats["failed_reads"] == 0 and stats["decode_errors"] == 0, stats
+            got.append(m.read("epoch-0000", "batch-000011.safetensors"))
+        finally:
+            m.stop()
+        assert m.proc.returncode == 0, m.log_text()
+        files.append(_idx_files(ix))
+        assert len(files[0]) == 1 and list(files[0])[0].endswith(".pack.idx"), \
+            (len(files[0]), sorted(files[0])[:3])
+        log = m.log_text()
+        if run == 2:
+            assert log.count("rebuilding it") == 1, log
+            assert "index pack %s" % pack in log and "checksum mismatch" in log, log
+        else:
+            assert "rebuilding" not in log, log
+    name = list(files[0])[0]
+    assert reads[0] >= shard_bytes, (reads, shard_bytes)
+    assert resident[1] == 0, (resident, shard_bytes)  # not one page of a shard
+    # the pack (~250 bytes a shard) and the daemon's own files
+    assert reads[1] < shard_bytes / 8, (reads, shard_bytes)
+    assert files[1][name].st_ino == files[0][name].st_ino  # the re-mount rewrote nothing
+    assert files[1][name].st_mtime_ns == files[0][name].st_mtime_ns
+    assert set(files[2]) == {name} and files[2][name].st_ino != files[1][name].st_ino
+    assert got[0] == got[1] == got[2]
