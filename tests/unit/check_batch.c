@@ -2,6 +2,7 @@
  * check_batch.c — unit tests of the permutation, tensor geometry and .npy /
  * .safetensors headers, and (with the real decoder) batch assembly.
  */
+#include "testfiles.h"
 #include "batch.h"
 #include "blockshuf.h"
 #include "counts.h"
@@ -616,26 +617,6 @@ static struct bfs_counts_key cnt_key(void)
 	return k;
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *p = malloc(1 << 16);
-
-	ck_assert(f != NULL && p != NULL);
-	*len = fread(p, 1, 1 << 16, f);
-	fclose(f);
-	return p;
-}
-
-static void spit(const char *path, const uint8_t *p, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	ck_assert(f != NULL);
-	ck_assert_uint_eq(fwrite(p, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 /* Load path for k into fresh columns; *why gets the reason. */
 static enum bfs_counts_result cnt_load(const char *path, const struct bfs_counts_key *k,
 				       uint32_t c0[5], uint32_t c1[5], char *why)
@@ -663,7 +644,7 @@ START_TEST(counts_file_round_trip_stale_corrupt_old)
 	ck_assert_int_eq(bfs_counts_save(path, &k, cols), 0);
 	ck_assert_int_eq(cnt_load(path, &k, c0, c1, why), BFS_COUNTS_LOADED);
 	ck_assert(memcmp(c0, cnt_col0, sizeof(c0)) == 0 && memcmp(c1, cnt_col1, sizeof(c1)) == 0);
-	orig = slurp(path, &len);
+	orig = test_slurp(path, &len);
 	/* 64-byte header, path (21) and description (26) padded to 112, 2 x 5 x 4 */
 	ck_assert_uint_eq(len, 112 + 40);
 	ck_assert_int_eq(bfs_counts_from_bytes(orig, len, &k, ccols, why, sizeof(why)),
@@ -697,7 +678,7 @@ START_TEST(counts_file_round_trip_stale_corrupt_old)
 
 		memcpy(mut, orig, len);
 		mut[i] ^= 0x20;
-		spit(path, mut, len);
+		test_spit(path, mut, len);
 		r = cnt_load(path, &k, c0, c1, why);
 		ck_assert_msg(r == BFS_COUNTS_BAD || r == BFS_COUNTS_STALE, "byte %zu: %d", i, r);
 		if (i >= 64)
@@ -708,13 +689,13 @@ START_TEST(counts_file_round_trip_stale_corrupt_old)
 	}
 	/* truncated anywhere, or one byte more */
 	for (size_t n = 0; n < len; n++) {
-		spit(path, orig, n);
+		test_spit(path, orig, n);
 		ck_assert_msg(cnt_load(path, &k, c0, c1, why) == BFS_COUNTS_BAD, "length %zu", n);
 		ck_assert_msg(n < 8 || strstr(why, "truncated") || strstr(why, "not a batchfs"),
 			      "%zu: %s", n, why);
 	}
 	memcpy(mut, orig, len);
-	spit(path, mut, len);
+	test_spit(path, mut, len);
 	{
 		FILE *f = fopen(path, "ab");
 		ck_assert(f && fputc(0, f) == 0 && fclose(f) == 0);
@@ -729,7 +710,7 @@ START_TEST(counts_file_round_trip_stale_corrupt_old)
 		uint32_t crc = bfs_crc32c(0, mut, 60);
 		memcpy(mut + 60, &crc, 4);
 	}
-	spit(path, mut, len);
+	test_spit(path, mut, len);
 	ck_assert_int_eq(cnt_load(path, &k, c0, c1, why), BFS_COUNTS_BAD);
 	ck_assert_msg(strstr(why, "old counts format BFSCNT00") != NULL, "%s", why);
 	memcpy(mut, "BFSIDX03", 8);
@@ -884,11 +865,11 @@ START_TEST(batcher_reads_cached_counts_without_decoding)
 	 * index and the counts come from the cache, nothing is decoded, and the
 	 * geometry stays (a count pass would count 0 everywhere) */
 	ck_assert_int_eq(stat(shard, &st2), 0);
-	buf = slurp(shard, &len);
+	buf = test_slurp(shard, &len);
 	ck_assert(len < (1 << 16));
 	for (size_t i = 12; i < len; i++)
 		buf[i] = 0xff;
-	spit(shard, buf, len);
+	test_spit(shard, buf, len);
 	free(buf);
 	ts[0] = st2.st_atim;
 	ts[1] = st2.st_mtim;
@@ -916,9 +897,9 @@ START_TEST(batcher_reads_cached_counts_without_decoding)
 	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
 	ck_assert_int_eq(nt.n, 0);
 	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
-	buf = slurp(cnt, &len); /* the same name: path and schema unchanged */
+	buf = test_slurp(cnt, &len); /* the same name: path and schema unchanged */
 	buf[len - 3] ^= 1;
-	spit(cnt, buf, len);
+	test_spit(cnt, buf, len);
 	free(buf);
 	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
 	ck_assert_int_eq(nt.n, 1);

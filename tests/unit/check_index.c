@@ -1,5 +1,6 @@
 /* Unit tests for decoder/index.c: the compact record index, its cache file,
  * and how a dataset reuses, rejects and rebuilds that file. */
+#include "testfiles.h"
 #include "crc32c.h"
 #include "dataset.h"
 #include "index.h"
@@ -54,16 +55,12 @@ static char tmpdir[64];
 
 static void mk_tmpdir(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_index_XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	test_mkdir(tmpdir, sizeof(tmpdir), "check_index");
 }
 
 static void rm_tmpdir(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
+	test_rmdir(tmpdir);
 }
 
 /* Save, load back, compare. */
@@ -77,32 +74,6 @@ static struct bfs_index *save_load(const struct bfs_index *ix, const char *name)
 	ck_assert_msg(bfs_index_load(&back, path, &KEY, why, sizeof(why)) == BFS_INDEX_LOADED, "%s",
 		      why);
 	return back;
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf;
-	long n;
-
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
-static void spit(const char *path, const uint8_t *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-	ck_assert_int_eq(fclose(f), 0);
 }
 
 /* ---- format ------------------------------------------------------------ */
@@ -280,7 +251,7 @@ START_TEST(any_flipped_byte_or_truncation_is_detected)
 	mk_tmpdir();
 	snprintf(path, sizeof(path), "%s/f.idx", tmpdir);
 	ck_assert_int_eq(bfs_index_save(ix, path, &KEY), 0);
-	buf = slurp(path, &len);
+	buf = test_slurp(path, &len);
 	ck_assert_int_eq(bfs_index_from_bytes(&got, buf, len, &KEY, why, sizeof(why)),
 			 BFS_INDEX_LOADED);
 	bfs_index_free(got);
@@ -296,19 +267,19 @@ START_TEST(any_flipped_byte_or_truncation_is_detected)
 		}
 	}
 	for (size_t cut = 0; cut < len; cut += cut < 200 ? 1 : 97) {
-		spit(path, buf, cut);
+		test_spit(path, buf, cut);
 		ck_assert_msg(bfs_index_load(&got, path, &KEY, why, sizeof(why)) == BFS_INDEX_BAD,
 			      "truncation to %zu bytes not detected", cut);
 	}
-	spit(path, buf, len - 1);
+	test_spit(path, buf, len - 1);
 	ck_assert_int_eq(bfs_index_load(&got, path, &KEY, why, sizeof(why)), BFS_INDEX_BAD);
 	ck_assert_ptr_nonnull(strstr(why, "truncated"));
 	buf = realloc(buf, len + 1);
 	buf[len] = 0;
-	spit(path, buf, len + 1);
+	test_spit(path, buf, len + 1);
 	ck_assert_int_eq(bfs_index_load(&got, path, &KEY, why, sizeof(why)), BFS_INDEX_BAD);
 	buf[len / 2] ^= 0x40;
-	spit(path, buf, len);
+	test_spit(path, buf, len);
 	ck_assert_int_eq(bfs_index_load(&got, path, &KEY, why, sizeof(why)), BFS_INDEX_BAD);
 	ck_assert_ptr_nonnull(strstr(why, "checksum"));
 	free(buf);
@@ -329,11 +300,11 @@ START_TEST(old_format_and_other_shards_are_not_read)
 	/* the previous format: magic, then a header and 12 bytes a record */
 	memset(old, 0, sizeof(old));
 	memcpy(old, "BFSIDX02", 8);
-	spit(path, old, sizeof(old));
+	test_spit(path, old, sizeof(old));
 	ck_assert_int_eq(bfs_index_load(&got, path, &KEY, why, sizeof(why)), BFS_INDEX_BAD);
 	ck_assert_ptr_nonnull(strstr(why, "old index format BFSIDX02"));
 	memcpy(old, "NOTANIDX", 8);
-	spit(path, old, sizeof(old));
+	test_spit(path, old, sizeof(old));
 	ck_assert_int_eq(bfs_index_load(&got, path, &KEY, why, sizeof(why)), BFS_INDEX_BAD);
 	/* a good file made for another size, mtime, compression or path */
 	ck_assert_int_eq(bfs_index_save(ix, path, &KEY), 0);
@@ -453,21 +424,21 @@ START_TEST(dataset_reuses_and_rebuilds_the_index_file)
 	ck_assert_uint_eq(st1.st_ino, st2.st_ino);
 	ck_assert_int_eq(notes, 0);
 	/* a flipped byte: rebuilt, with one note */
-	buf = slurp(ixf, &len);
+	buf = test_slurp(ixf, &len);
 	buf[len - 3] ^= 1;
-	spit(ixf, buf, len);
+	test_spit(ixf, buf, len);
 	ck_assert(!open_check(shard, ixd, n));
 	ck_assert_int_eq(notes, 1);
 	ck_assert_ptr_nonnull(strstr(last_note, "checksum"));
 	ck_assert(open_check(shard, ixd, n));
 	/* truncated: the same */
-	spit(ixf, buf, len / 2);
+	test_spit(ixf, buf, len / 2);
 	ck_assert(!open_check(shard, ixd, n));
 	ck_assert_int_eq(notes, 2);
 	ck_assert_ptr_nonnull(strstr(last_note, "truncated"));
 	/* the old format: the same */
 	memcpy(buf, "BFSIDX02", 8);
-	spit(ixf, buf, len);
+	test_spit(ixf, buf, len);
 	ck_assert(!open_check(shard, ixd, n));
 	ck_assert_int_eq(notes, 3);
 	ck_assert_ptr_nonnull(strstr(last_note, "old index format"));

@@ -2,6 +2,7 @@
  * load and a lookup check, corruption anywhere), and how a dataset packs
  * the indexes of small shards, reuses the pack, and rebuilds a stale or
  * corrupt entry. */
+#include "testfiles.h"
 #include "crc32c.h"
 #include "dataset.h"
 #include "index.h"
@@ -19,42 +20,12 @@ static char tmpdir[64];
 
 static void mk_tmpdir(void)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_ixpack_XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	test_mkdir(tmpdir, sizeof(tmpdir), "check_ixpack");
 }
 
 static void rm_tmpdir(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	ck_assert_int_eq(system(cmd), 0);
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf;
-	long n;
-
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
-static void spit(const char *path, const uint8_t *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-	ck_assert_int_eq(fclose(f), 0);
+	test_rmdir(tmpdir);
 }
 
 /* ---- the file ------------------------------------------------------------- */
@@ -225,7 +196,7 @@ START_TEST(any_flipped_byte_or_truncation_is_caught)
 	char why[256];
 
 	mk_tmpdir();
-	buf = slurp(write_pack(), &n);
+	buf = test_slurp(write_pack(), &n);
 	table_of(buf, off, len);
 	for (int i = 0; i < NE; i++)
 		owner[i] = key_index(buf, off[i], len[i]);
@@ -547,11 +518,11 @@ START_TEST(dataset_packs_small_shards_and_rebuilds_stale_or_corrupt_entries)
 	ck_assert_uint_eq(inode(pack), ino);
 
 	/* a flipped byte in the middle of the first entry: one note, rebuilt */
-	buf = slurp(pack, &n);
+	buf = test_slurp(pack, &n);
 	memcpy(&off, buf + 64 + 8, 8);
 	memcpy(&elen, buf + 64 + 16, 8);
 	buf[off + elen / 2] ^= 1;
-	spit(pack, buf, n);
+	test_spit(pack, buf, n);
 	ck_assert(!open_check(src, ixd, 0, NSH - 1));
 	ck_assert_int_eq(notes, 1);
 	ck_assert_ptr_nonnull(strstr(last_note, "index pack"));
@@ -561,9 +532,9 @@ START_TEST(dataset_packs_small_shards_and_rebuilds_stale_or_corrupt_entries)
 
 	/* a corrupt header: the whole pack is rebuilt, with one note */
 	free(buf);
-	buf = slurp(pack, &n);
+	buf = test_slurp(pack, &n);
 	buf[20] ^= 1;
-	spit(pack, buf, n);
+	test_spit(pack, buf, n);
 	ck_assert(!open_check(src, ixd, 0, NSH - 1));
 	ck_assert_int_eq(notes, 2);
 	ck_assert_ptr_nonnull(strstr(last_note, "corrupt header"));
@@ -573,8 +544,8 @@ START_TEST(dataset_packs_small_shards_and_rebuilds_stale_or_corrupt_entries)
 
 	/* truncated: the same */
 	free(buf);
-	buf = slurp(pack, &n);
-	spit(pack, buf, n / 2);
+	buf = test_slurp(pack, &n);
+	test_spit(pack, buf, n / 2);
 	ck_assert(!open_check(src, ixd, 0, NSH - 1));
 	ck_assert_int_eq(notes, 3);
 	ck_assert_ptr_nonnull(strstr(last_note, "truncated"));

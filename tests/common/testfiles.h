@@ -1,0 +1,58 @@
+/*
+ * testfiles.h — files for the unit tests: a scratch directory, a whole
+ * file read into memory, bytes written to a file. Each failure is a
+ * libcheck assertion, so a test never goes on with a half-made file.
+ */
+#ifndef BFS_TESTS_TESTFILES_H
+#define BFS_TESTS_TESTFILES_H
+
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* mkdtemp under /tmp with a test's prefix: dir gets the path. */
+static inline void test_mkdir(char *dir, size_t cap, const char *prefix)
+{
+	snprintf(dir, cap, "/tmp/%s_XXXXXX", prefix);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static inline void test_rmdir(const char *dir)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* The whole file, malloc'd (one spare byte), its length in *len. */
+static inline uint8_t *test_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *buf;
+	long n;
+
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	ck_assert_int_ge(n, 0);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static inline void test_spit(const char *path, const uint8_t *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+#endif
