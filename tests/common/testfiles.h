@@ -1,15 +1,19 @@
 /*
  * testfiles.h — files for the unit tests: a scratch directory, a whole
- * file read into memory, bytes written to a file. Each failure is a
- * libcheck assertion, so a test never goes on with a half-made file.
+ * file read into memory, bytes written to a file, one TFRecord record.
+ * Each failure is a libcheck assertion, so a test never goes on with a
+ * half-made file.
  */
 #ifndef BFS_TESTS_TESTFILES_H
 #define BFS_TESTS_TESTFILES_H
+
+#include "crc32c.h"
 
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* mkdtemp under /tmp with a test's prefix: dir gets the path. */
 static inline void test_mkdir(char *dir, size_t cap, const char *prefix)
@@ -53,6 +57,23 @@ static inline void test_spit(const char *path, const uint8_t *p, size_t n)
 	ck_assert_ptr_nonnull(f);
 	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
 	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* One TFRecord record (length, masked CRCs) appended to f. */
+static inline void test_put_record(FILE *f, const uint8_t *data, uint32_t len)
+{
+	uint8_t hdr[12], foot[4];
+	uint64_t l = len;
+	uint32_t c;
+
+	memcpy(hdr, &l, 8);
+	c = bfs_crc32c_mask(bfs_crc32c(0, hdr, 8));
+	memcpy(hdr + 8, &c, 4);
+	c = bfs_crc32c_mask(bfs_crc32c(0, data, len));
+	memcpy(foot, &c, 4);
+	ck_assert_uint_eq(fwrite(hdr, 1, 12, f), 12);
+	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+	ck_assert_uint_eq(fwrite(foot, 1, 4, f), 4);
 }
 
 #endif

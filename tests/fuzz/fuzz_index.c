@@ -14,6 +14,7 @@
  * 124, header 128 bytes, the path right after it.
  */
 #include "crc32c.h"
+#include "fuzz_index_check.h"
 #include "index.h"
 
 #include <stdlib.h>
@@ -25,24 +26,9 @@ static void exercise(const uint8_t *p, size_t size, const struct bfs_index_key *
 {
 	struct bfs_index *ix = NULL;
 	char why[256];
-	uint64_t n, step;
 
-	if (bfs_index_from_bytes(&ix, p, size, k, why, sizeof(why)) != BFS_INDEX_LOADED)
-		return;
-	if (ix->comp < 1 || ix->comp > 3 || (k->comp && ix->comp != k->comp))
-		abort();
-	n = ix->n;
-	step = n > 65536 ? n / 65536 : 1;
-	for (uint64_t i = 0; i < n; i += step) {
-		if (bfs_index_len(ix, i) > ix->max_len)
-			abort();
-		(void)bfs_index_offset(ix, i + 1);
-	}
-	(void)bfs_index_offset(ix, n);
-	for (size_t i = 0; i < ix->npts; i++)
-		if (ix->pts[i].bits > 7 || ix->pts[i].in_off > k->file_size)
-			abort();
-	bfs_index_free(ix);
+	if (bfs_index_from_bytes(&ix, p, size, k, why, sizeof(why)) == BFS_INDEX_LOADED)
+		fuzz_check_index(ix, k);
 }
 
 int bfs_fuzz_index(const uint8_t *data, size_t size)

@@ -17,6 +17,7 @@
  * CRC at 124, header 128 bytes.
  */
 #include "crc32c.h"
+#include "fuzz_index_check.h"
 #include "index.h"
 #include "ixpack.h"
 
@@ -24,24 +25,6 @@
 #include <string.h>
 
 int bfs_fuzz_ixpack(const uint8_t *data, size_t size);
-
-static void use_index(struct bfs_index *ix, const struct bfs_index_key *k)
-{
-	uint64_t n = ix->n, step = n > 65536 ? n / 65536 : 1;
-
-	if (ix->comp < 1 || ix->comp > 3 || (k->comp && ix->comp != k->comp))
-		abort();
-	for (uint64_t i = 0; i < n; i += step) {
-		if (bfs_index_len(ix, i) > ix->max_len)
-			abort();
-		(void)bfs_index_offset(ix, i + 1);
-	}
-	(void)bfs_index_offset(ix, n);
-	for (size_t i = 0; i < ix->npts; i++)
-		if (ix->pts[i].bits > 7 || ix->pts[i].in_off > k->file_size)
-			abort();
-	bfs_index_free(ix);
-}
 
 static void exercise(const uint8_t *p, size_t size)
 {
@@ -54,7 +37,7 @@ static void exercise(const uint8_t *p, size_t size)
 	if (bfs_ixpack_from_bytes(&pk, p, size, why, sizeof(why)) != BFS_INDEX_LOADED)
 		return;
 	if (bfs_ixpack_get(pk, &k, &ix, &had, why, sizeof(why)) == BFS_INDEX_LOADED)
-		use_index(ix, &k);
+		fuzz_check_index(ix, &k);
 	for (size_t i = 0; i < bfs_ixpack_count(pk); i++) {
 		const uint8_t *e;
 		uint64_t h;
@@ -64,10 +47,10 @@ static void exercise(const uint8_t *p, size_t size)
 		if (!bfs_index_image_key(e, len, &k, path, sizeof(path)))
 			continue;
 		if (bfs_ixpack_get(pk, &k, &ix, &had, why, sizeof(why)) == BFS_INDEX_LOADED)
-			use_index(ix, &k);
+			fuzz_check_index(ix, &k);
 		k.comp = 0;
 		if (bfs_ixpack_get(pk, &k, &ix, &had, why, sizeof(why)) == BFS_INDEX_LOADED)
-			use_index(ix, &k);
+			fuzz_check_index(ix, &k);
 	}
 	bfs_ixpack_free(pk);
 }

@@ -328,22 +328,6 @@ END_TEST
 
 /* ---- through a dataset ------------------------------------------------------ */
 
-static void put_record(FILE *f, const uint8_t *data, uint32_t len)
-{
-	uint8_t hdr[12], foot[4];
-	uint64_t l = len;
-	uint32_t c;
-
-	memcpy(hdr, &l, 8);
-	c = bfs_crc32c_mask(bfs_crc32c(0, hdr, 8));
-	memcpy(hdr + 8, &c, 4);
-	c = bfs_crc32c_mask(bfs_crc32c(0, data, len));
-	memcpy(foot, &c, 4);
-	ck_assert_uint_eq(fwrite(hdr, 1, 12, f), 12);
-	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-	ck_assert_uint_eq(fwrite(foot, 1, 4, f), 4);
-}
-
 static int notes;
 static char last_note[1024];
 
@@ -412,7 +396,7 @@ START_TEST(dataset_reuses_and_rebuilds_the_index_file)
 	ck_assert_ptr_nonnull(f);
 	for (uint64_t i = 0; i < n; i++) {
 		memset(data, (int)(uint8_t)i, sizeof(data));
-		put_record(f, data, (uint32_t)(i * 37 % 500));
+		test_put_record(f, data, (uint32_t)(i * 37 % 500));
 	}
 	ck_assert_int_eq(fclose(f), 0);
 	notes = 0;

@@ -334,22 +334,6 @@ END_TEST
 
 /* ---- through a dataset ------------------------------------------------------ */
 
-static void put_record(FILE *f, const uint8_t *data, uint32_t len)
-{
-	uint8_t hdr[12], foot[4];
-	uint64_t l = len;
-	uint32_t c;
-
-	memcpy(hdr, &l, 8);
-	c = bfs_crc32c_mask(bfs_crc32c(0, hdr, 8));
-	memcpy(hdr + 8, &c, 4);
-	c = bfs_crc32c_mask(bfs_crc32c(0, data, len));
-	memcpy(foot, &c, 4);
-	ck_assert_uint_eq(fwrite(hdr, 1, 12, f), 12);
-	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
-	ck_assert_uint_eq(fwrite(foot, 1, 4, f), 4);
-}
-
 /* Shards a-00..a-11, b-00..b-11 (small: a few records), z-big (3,000
  * records: its index is over BFS_IXPACK_ENTRY_MAX; 4 at odd gen). Record j of shard s
  * (in name order) is rec_len(s, j) bytes of (uint8_t)(s + j). gen[s]
@@ -390,7 +374,7 @@ static void write_shard(unsigned s)
 	ck_assert_ptr_nonnull(f);
 	for (uint64_t j = 0; j < shard_recs(s); j++) {
 		memset(data, (int)(uint8_t)(s + j), sizeof(data));
-		put_record(f, data, rec_len(s, j));
+		test_put_record(f, data, rec_len(s, j));
 	}
 	ck_assert_int_eq(fclose(f), 0);
 }
