@@ -869,24 +869,57 @@ static inline void put_row(uint8_t *dst, const uint8_t *src, size_t len)
  * one varint, or one bytes value of n bytes) to the column's row: true.
  * False: the Feature is anything else (the general path decides, and may
  * reject). The slot is not touched: bfs_bind_values reads the row back. */
+/* A Feature in another encoding than the writers' (unpacked values, longer
+ * lengths): direct_feature decides, and the values must still have the
+ * column's shape. Its source and length for put_column (for one int64:
+ * the value in *one). */
+static __attribute__((noinline)) bool column_other(const uint8_t *vp, const uint8_t *ve,
+						   const struct column *col, const uint8_t **src,
+						   size_t *len, int64_t *one)
+{
+	struct bfs_values v = { .kind = BFS_KIND_NONE };
+	struct slot tmp = { .one_i = 0 };
+
+	if (!direct_feature((struct cur){ vp, ve }, &v, &tmp) || v.kind != col->kind)
+		return false;
+	switch (col->kind) {
+	case BFS_KIND_FLOAT:
+		if (v.count != col->n || !v.f)
+			return false;
+		*src = (const uint8_t *)v.f;
+		*len = v.count * 4;
+		return true;
+	case BFS_KIND_INT64:
+		if (v.count != 1)
+			return false;
+		*one = tmp.one_i;
+		return true;
+	case BFS_KIND_BYTES:
+		if (v.count != 1 || tmp.one_b.len != col->n)
+			return false;
+		*src = tmp.one_b.data;
+		*len = col->n;
+		return true;
+	default:
+		return false;
+	}
+}
+
 static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b, size_t k,
 							     const uint8_t *vp, const uint8_t *ve)
 {
 	const struct column *col = &b->col[k];
 	const uint8_t *src;
 	size_t len;
-	struct bfs_values v;
-	struct slot tmp;
+	int64_t one;
 
 	switch (col->kind) {
 	case BFS_KIND_FLOAT:
 		/* the writers' encoding of a few floats, checked in place */
 		if (!(src = one_packed(vp, ve, 0x12, &len)) || len != (size_t)col->n * 4) {
-			if (!direct_feature((struct cur){ vp, ve }, &v, &tmp) ||
-			    v.kind != BFS_KIND_FLOAT || v.count != col->n)
+			int64_t unused;
+			if (!column_other(vp, ve, col, &src, &len, &unused))
 				return false;
-			src = (const uint8_t *)v.f;
-			len = v.count * 4;
 		}
 		break;
 	case BFS_KIND_INT64:
@@ -901,20 +934,20 @@ static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b,
 				x |= (uint64_t)(src[i] & 0x7f) << (7 * i);
 			if (i + 1 != len)
 				return false;
-			tmp.one_i = (int64_t)(x | (uint64_t)src[i] << (7 * i));
-		} else if (!direct_feature((struct cur){ vp, ve }, &v, &tmp) ||
-			   v.kind != BFS_KIND_INT64 || v.count != 1) {
-			return false;
+			one = (int64_t)(x | (uint64_t)src[i] << (7 * i));
+		} else {
+			int64_t other;
+			if (!column_other(vp, ve, col, &src, &len, &other))
+				return false;
+			one = other;
 		}
-		memcpy(col->base + b->row * 8, &tmp.one_i, 8);
+		memcpy(col->base + b->row * 8, &one, 8);
 		goto written;
 	case BFS_KIND_BYTES:
 		if (!(src = one_packed(vp, ve, 0x0a, &len)) || len != col->n) {
-			if (!direct_feature((struct cur){ vp, ve }, &v, &tmp) ||
-			    v.kind != BFS_KIND_BYTES || v.count != 1 || tmp.one_b.len != col->n)
+			int64_t unused;
+			if (!column_other(vp, ve, col, &src, &len, &unused))
 				return false;
-			src = tmp.one_b.data;
-			len = col->n;
 		}
 		break;
 	default:
