@@ -1,7 +1,7 @@
 """scripts/bench — how fast batchfs is, next to its floors, ceilings and peers.
 
     scripts/bench [--quick] [--workload small|image|varlen|wide|wide2000|photo]... [--work DIR]
-                  [--drop-caches] [--no-npm] [--no-scale] [--scale-1e8] [--only-scale]
+                  [--cold-runs N] [--drop-caches] [--no-npm] [--no-scale] [--scale-1e8] [--only-scale]
                   [--no-shards] [--only-shards] [--shards N]
                   [--block-vs-global] [--block-only] [--cache-size SIZE]
                   [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
@@ -13,8 +13,9 @@ For each workload (generated with the project's own bfs_gen; plain shards):
   cache, re-read with keep_cache, and direct_io with 1 MiB reads
   the decoder alone (tests/bench/bench_decode): parse only, and batch
   building in file and shuffled order, on 1 thread and on every core
-  batchfs: index build, then the first epoch on a fresh mount (cold), then
-  a re-read (warm); every file of every batch of epoch-0000 is read with
+  batchfs: index build, then the first epoch on a fresh mount (cold; the
+  median of 3 fresh mounts, interleaved with the null FUSE's first reads),
+  then a re-read (warm); every file of every batch of epoch-0000 is read with
   1 MiB reads by tests/bench/readtree (the null FUSE tree is read the same
   way)
   Python + the official protobuf runtime (Debian's, C++ backend) + numpy,
@@ -156,6 +157,7 @@ WORKLOADS["small-gz"] = {"gz_of": "small", "compression": "gzip", "gz_batches": 
 WORKLOADS["image-gz"] = {"gz_of": "image", "compression": "gzip", "gz_batches": 40}
 WORKLOADS["small-zlib"] = {"gz_of": "small", "compression": "zlib", "gz_batches": 60}
 NPM_RECORDS = 2_000
+COLD_RUNS = 3  # cold reads per workload (batchfs and null FUSE, interleaved); 1 with --quick
 NULL_SPAN = 256 * MiB  # nullfs serves from a buffer this large: copies come from DRAM
 INDEX_RECORDS = 10_000_000
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -283,6 +285,21 @@ def max_file_size(manifest):
 
 def shard_paths(d):
     return [os.path.join(d, n) for n in sorted(os.listdir(d)) if not n.startswith(".")]
+
+
+def set_cold_runs(n):
+    global COLD_RUNS
+    COLD_RUNS = max(1, n)
+
+
+class NullCtx:
+    """A `with` target that is nothing (None)."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
 
 
 def median_read(m, tools, path, *extra, n=3):
@@ -1003,11 +1020,37 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
         mopts += ",schema=" + sf
     mnt = os.path.join(args.work, "mnt")
     manifest = os.path.join(args.work, "manifest-%s.txt" % name)
-    drop_caches(args)
-    log("%s: batchfs cold + warm" % name)
-    with Mount([tools["batchfs"], "-f", src, mnt, "-o", mopts], mnt) as m:
-        res["mount_seconds"] = m.mount_seconds
-        cold = m.read(tools, mnt + "/epoch-0000", *BATCHES_ONLY)
+    # Cold epochs are the noisiest rows: the kernel's copies into freshly
+    # allocated page-cache pages vary several-fold from run to run on a VM
+    # whose host takes freed guest memory back (README, "Reading the
+    # figures"). So each cold read (batchfs on a fresh mount, and the null
+    # FUSE's first read of the same tree) runs COLD_RUNS times, interleaved,
+    # and the median counts; the last batchfs mount goes on to the warm rows.
+    colds, firsts = [], []
+    span = None
+    for k in range(COLD_RUNS):
+        drop_caches(args)
+        log("%s: batchfs cold (%d of %d)" % (name, k + 1, COLD_RUNS))
+        m = Mount([tools["batchfs"], "-f", src, mnt, "-o", mopts], mnt)
+        try:
+            res["mount_seconds"] = m.mount_seconds
+            colds.append(m.read(tools, mnt + "/epoch-0000", *BATCHES_ONLY))
+            if k == 0:  # the tree the null FUSE serves: every name and size
+                check_child([tools["readtree"], "--manifest", manifest] + list(BATCHES_ONLY) +
+                            [mnt + "/epoch-0000"])
+                span = ",span=%d" % max(NULL_SPAN, max_file_size(manifest))
+        except BaseException:
+            m.close()
+            raise
+        if k < COLD_RUNS - 1:
+            m.close()
+        with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,keep_cache%s" %
+                    (manifest, span)], mnt) if k < COLD_RUNS - 1 else NullCtx() as nm:
+            if nm:
+                firsts.append(nm.read(tools, mnt))
+    cold = sorted(colds, key=lambda r: r["seconds"])[len(colds) // 2]
+    res["cold_spread"] = [nrec / r["seconds"] for r in colds]
+    with m:
         with open(mnt + "/stats.json") as f:
             st_cold = json.load(f)
         hwm_cold = m.hwm()
@@ -1015,8 +1058,6 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
         with open(mnt + "/stats.json") as f:
             st_warm = json.load(f)
         hwm = m.hwm()
-        check_child([tools["readtree"], "--manifest", manifest] + list(BATCHES_ONLY) +
-                    [mnt + "/epoch-0000"])
     tree_bytes = cold["bytes"]
     res.update(tree_bytes=tree_bytes, files=cold["files"], stats=st_warm, hwm=hwm,
                hwm_parts=m.rss_parts,
@@ -1026,7 +1067,7 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     res["warm"] = nrec / warm["seconds"]
     res["warm_mb"] = mb(tree_bytes, warm["seconds"])
     rows_batchfs = [
-        ("batchfs cold first epoch (fresh mount)", cold, hwm_cold,
+        ("batchfs cold first epoch (fresh mount; median of %d)" % len(colds), cold, hwm_cold,
          "decode %.2f s in %d batches; mount %.2f s" % (
              st_cold.get("decode_seconds", 0), st_cold.get("batches_decoded", 0),
              m.mount_seconds)),
@@ -1037,12 +1078,13 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
 
     # ceilings: null FUSE over the same tree
     log("%s: null FUSE" % name)
-    span = ",span=%d" % max(NULL_SPAN, max_file_size(manifest))
     with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,keep_cache%s" % (manifest, span)],
                mnt) as m:
-        first = m.read(tools, mnt)
+        firsts.append(m.read(tools, mnt))
         again = median_read(m, tools, mnt)
         null_hwm = m.hwm()
+    first = sorted(firsts, key=lambda r: r["seconds"])[len(firsts) // 2]
+    res["null_first_spread"] = [nrec / r["seconds"] for r in firsts]
     with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,direct_io%s" % (manifest, span)],
                mnt) as m:
         dio = m.read(tools, mnt, "--bs", str(MiB))
@@ -1053,7 +1095,8 @@ def bench_workload(args, tools, name, w, npm_dir, npm_note):
     res["null_first_cpu"] = first["daemon_cpu"]
     res["null_again"] = nrec / again["seconds"]
     res["null_again_mb"] = mb(again["bytes"], again["seconds"])
-    for label, r, rss in (("null FUSE, first read via page cache (ceiling)", first, null_hwm),
+    for label, r, rss in (("null FUSE, first read via page cache (ceiling; median of %d)"
+                           % len(firsts), first, null_hwm),
                           ("null FUSE, keep_cache re-read (median of 3)", again, null_hwm),
                           ("null FUSE, direct_io, 1 MiB reads", dio, dio_hwm)):
         t.add(label, nrec / r["seconds"], mb(shard_bytes, r["seconds"]),
@@ -1997,6 +2040,9 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default="/tmp/batchfs-bench")
     ap.add_argument("--quick", action="store_true", help="10x fewer records")
+    ap.add_argument("--cold-runs", type=int, metavar="N",
+                    help="cold reads per workload, batchfs and null FUSE interleaved; the "
+                    "median counts (default %d; 1 with --quick)" % COLD_RUNS)
     ap.add_argument("--workload", action="append", choices=list(WORKLOADS))
     ap.add_argument("--drop-caches", action="store_true",
                     help="(root) drop the page cache before the floor and the cold epoch")
@@ -2043,6 +2089,7 @@ def main():
     ap.add_argument("--torch-loop", metavar="MODE", help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    set_cold_runs(args.cold_runs or (1 if args.quick else COLD_RUNS))
 
     if args.python_baseline:
         python_baseline(args.python_baseline, json.loads(args.spec), args.batch_size,
@@ -2169,6 +2216,10 @@ def main():
             "%s / %s (%s) = %s  target >= %.0f%%  %s" % (
                 n, fmt_rate(r["cold"]), fmt_rate(low), which, fmt_q(q, tc), 100 * tc,
                 verdict(q >= tc)))
+        if len(r.get("cold_spread", [])) > 1:
+            say("%-7s   (medians of %d interleaved cold reads: batchfs %s; null FUSE first read %s)"
+                % (n, len(r["cold_spread"]), " / ".join(fmt_rate(x) for x in r["cold_spread"]),
+                   " / ".join(fmt_rate(x) for x in r.get("null_first_spread", []))))
         if r.get("cold_cpu") and r.get("dec1_cpu") is not None and r.get("null_first_cpu"):
             base = r["dec1_cpu"] + r["null_first_cpu"]
             say("%-7s   (CPU, steadier on a busy machine: daemon %.2f s for the cold epoch vs "
