@@ -839,19 +839,29 @@ static int direct_feature(struct cur c, struct bfs_values *v, struct slot *sl)
 	}
 }
 
-/* The canonical encoding of a Feature holding one packed list with a
- * one-byte length: FIELD L+2 { 0a L <payload> }, the whole of val. The
- * payload, or NULL when val is anything else. */
+/* The canonical encoding of a Feature holding one packed list, with one-
+ * or two-byte lengths: FIELD LEN { 0a LEN <payload> }, the whole of val.
+ * The payload, or NULL when val is anything else. */
 static inline const uint8_t *one_packed(const uint8_t *p, const uint8_t *end, uint8_t field,
 					size_t *len)
 {
-	size_t vl = (size_t)(end - p);
+	size_t vl = (size_t)(end - p), l1, l2, n1, n2;
+	const uint8_t *q;
 
-	if (vl < 4 || vl > 0x81 || p[0] != field || p[1] != vl - 2 || p[2] != 0x0a ||
-	    p[3] != vl - 4)
+	if (vl < 4 || p[0] != field)
 		return NULL;
-	*len = vl - 4;
-	return p + 4;
+	if (vl <= 0x81 && p[1] == vl - 2 && p[2] == 0x0a && p[3] == vl - 4) {
+		*len = vl - 4; /* a few values: one-byte lengths */
+		return p + 4;
+	}
+	if (!(n1 = short_len(p + 1, end, &l1)) || l1 != vl - 1 - n1)
+		return NULL;
+	q = p + 1 + n1;
+	if (q >= end || q[0] != 0x0a || !(n2 = short_len(q + 1, end, &l2)) ||
+	    l2 != (size_t)(end - q) - 1 - n2)
+		return NULL;
+	*len = l2;
+	return q + 1 + n2;
 }
 
 /* A row of a column: scalars are one fixed-size move, not a call. */
