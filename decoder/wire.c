@@ -608,8 +608,7 @@ struct slot {
 struct column {
 	uint8_t *base;
 	uint32_t n; /* values (FLOAT, INT64) or bytes (BYTES) of one row */
-	uint16_t kind; /* enum bfs_kind */
-	uint32_t wgen; /* == the bind's gen when this record's values went here */
+	enum bfs_kind kind;
 };
 
 struct bfs_bind {
@@ -635,10 +634,10 @@ struct bfs_bind {
 		int32_t k;
 	} * guess;
 	size_t nguess;
-	/* columns: col[k] of context name k; col[k].wgen == gen when this
-	 * record's values of k went to its column (nwritten names, counted
-	 * once) */
+	/* columns: col[k] of context name k; wgen[k] == gen when this record's
+	 * values of k went to its column (nwritten names, counted once) */
 	struct column *col; /* [nctx] */
+	uint32_t *wgen; /* [nctx] */
 	size_t nwritten;
 	uint64_t row;
 	/* scratch for the values, grown to the largest record met */
@@ -670,12 +669,13 @@ int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nct
 	b->lb = calloc(nlists + 1, sizeof(*b->lb));
 	b->seen = calloc(nctx + nlists + 1, sizeof(*b->seen));
 	b->col = calloc(nctx + 1, sizeof(*b->col));
+	b->wgen = calloc(nctx + 1, sizeof(*b->wgen));
 	b->nguess = 2 * nctx + 16;
 	b->guess = malloc(b->nguess * sizeof(*b->guess));
 	for (size_t e = 0; b->guess && e < b->nguess; e++)
 		b->guess[e].k = -1;
 	if (!b->guess || !b->cs || !b->lists || !b->cgen || !b->sgen || !b->lgen || !b->cb ||
-	    !b->lb || !b->seen || !b->col) {
+	    !b->lb || !b->seen || !b->col || !b->wgen) {
 		bfs_bind_free(b);
 		return -ENOMEM;
 	}
@@ -696,6 +696,7 @@ void bfs_bind_free(struct bfs_bind *b)
 	free(b->lb);
 	free(b->seen);
 	free(b->col);
+	free(b->wgen);
 	free(b->guess);
 	free(b->i);
 	free(b->f);
@@ -723,7 +724,7 @@ const struct bfs_values *bfs_bind_values(struct bfs_bind *b, size_t k)
 	struct slot *sl = &b->cs[k];
 	const struct column *col = &b->col[k];
 
-	if (b->col[k].wgen != b->gen)
+	if (b->wgen[k] != b->gen)
 		return b->cgen[k] == b->gen ? &sl->v : &absent;
 	/* written to its column: read the row back */
 	switch (col->kind) {
@@ -752,7 +753,7 @@ const struct bfs_feature_list *bfs_bind_list(const struct bfs_bind *b, size_t k)
 
 void bfs_bind_column(struct bfs_bind *b, size_t k, enum bfs_kind kind, uint32_t n, uint8_t *base)
 {
-	b->col[k] = (struct column){ base, n, (uint16_t)(base && n ? kind : BFS_KIND_NONE), 0 };
+	b->col[k] = (struct column){ base, n, base && n ? kind : BFS_KIND_NONE };
 }
 
 void bfs_bind_row(struct bfs_bind *b, uint64_t row)
@@ -767,7 +768,7 @@ size_t bfs_bind_nwritten(const struct bfs_bind *b)
 
 bool bfs_bind_written(const struct bfs_bind *b, size_t k)
 {
-	return b->col[k].wgen == b->gen;
+	return b->wgen[k] == b->gen;
 }
 
 /* Start afresh: every slot reads as absent. */
@@ -778,8 +779,7 @@ static void forget(struct bfs_bind *b)
 	if (++b->gen == 0) { /* wrapped: no stale slot may match the new gen */
 		memset(b->cgen, 0, b->nctx * sizeof(*b->cgen));
 		memset(b->sgen, 0, b->nctx * sizeof(*b->sgen));
-		for (size_t k = 0; k < b->nctx; k++)
-			b->col[k].wgen = 0;
+		memset(b->wgen, 0, b->nctx * sizeof(*b->wgen));
 		memset(b->lgen, 0, b->nlists * sizeof(*b->lgen));
 		b->gen = 1;
 	}
@@ -965,8 +965,8 @@ static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b,
 	}
 	put_row(col->base + b->row * len, src, len);
 written:
-	if (b->col[k].wgen != b->gen) {
-		b->col[k].wgen = b->gen;
+	if (b->wgen[k] != b->gen) {
+		b->wgen[k] = b->gen;
 		b->nwritten++;
 	}
 	return true;
@@ -983,8 +983,8 @@ static __attribute__((noinline)) int bind_slot(struct bfs_bind *b, size_t k, str
 	int rc;
 
 	b->cgen[k] = b->gen;
-	if (b->col[k].wgen == b->gen) { /* a later duplicate the column cannot take */
-		b->col[k].wgen = 0;
+	if (b->wgen[k] == b->gen) { /* a later duplicate the column cannot take */
+		b->wgen[k] = 0;
 		b->nwritten--;
 	}
 	set_values(&sl->v, BFS_KIND_NONE, 0, NULL, NULL, NULL);
