@@ -1251,6 +1251,37 @@ START_TEST(cntcache_writes_each_pack_once_at_save)
 }
 END_TEST
 
+/* The fuzz corpus's counts pack (written by bfs_counts_image and the pack
+ * writer) is sound and each entry loads under the key it claims, so the
+ * fuzzers start from a file that reaches every check. */
+START_TEST(fuzz_corpus_counts_pack_loads)
+{
+	char file[512], why[256], path[4097];
+	struct bfs_ixpack *pk = NULL;
+
+	snprintf(file, sizeof(file), "%s/tests/fuzz/corpus/ixpack/counts-three.cntpack.idx",
+		 SRCDIR);
+	ck_assert_msg(bfs_ixpack_load(&pk, file, why, sizeof(why)) == BFS_INDEX_LOADED, "%s", why);
+	ck_assert_uint_eq(bfs_ixpack_count(pk), 3);
+	for (size_t i = 0; i < bfs_ixpack_count(pk); i++) {
+		struct bfs_counts_key k;
+		const uint8_t *p;
+		uint64_t h;
+		size_t len;
+
+		bfs_ixpack_entry(pk, i, &h, &p, &len);
+		ck_assert(bfs_counts_image_key(p, len, &k, path, sizeof(path)));
+		ck_assert_uint_eq(h, bfs_ixpack_hash(path));
+		ck_assert_uint_eq(bfs_ixpack_find(pk, h), i);
+		ck_assert_uint_eq(bfs_counts_file_bytes(&k), len);
+		ck_assert_msg(bfs_counts_from_bytes(p, len, &k, NULL, why, sizeof(why)) ==
+				      BFS_COUNTS_LOADED,
+			      "%s: %s", path, why);
+	}
+	bfs_ixpack_free(pk);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("batch");
@@ -1281,6 +1312,7 @@ static Suite *suite(void)
 	tcase_add_test(counts, counts_of_small_shards_share_one_pack_per_directory);
 	tcase_add_test(counts, datasets_sharing_a_directory_keep_each_others_counts);
 	tcase_add_test(counts, cntcache_writes_each_pack_once_at_save);
+	tcase_add_test(counts, fuzz_corpus_counts_pack_loads);
 	suite_add_tcase(s, perm);
 	suite_add_tcase(s, counts);
 	suite_add_tcase(s, tensor);
