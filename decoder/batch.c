@@ -3,7 +3,7 @@
  */
 #include "batch.h"
 
-#include "counts.h"
+#include "cntcache.h"
 #include "example.h"
 #include "image.h"
 #include "keymap.h"
@@ -291,91 +291,17 @@ static int count_segments(const struct count_pass *cp, uint64_t total)
 	return rc;
 }
 
-/* The cache (counts.h): one file per shard, named by the shard's path and
- * the slots' description, so that mounts with different ragged features
- * keep their own files. */
-struct count_cache {
-	struct bfs_batcher *b;
-	char *desc;
-	size_t desclen;
-	bool said_write; /* one log line for files not written */
-};
-
-static void note(const struct bfs_batcher *b, const char *shard, const char *msg)
+/* The columns of the shard whose first record is `first`. */
+static void cols_at(const struct bfs_batcher *b, uint64_t first, uint32_t **cols)
 {
-	if (b->o.on_note)
-		b->o.on_note(b->o.note_ctx, shard, msg);
-}
-
-/* The file and key of shard i; its columns are counts[s] + first. */
-static int cache_key(struct count_cache *cc, size_t i, uint64_t first, char *file, size_t cap,
-		     char *abs, size_t abscap, struct bfs_counts_key *k, uint32_t **cols)
-{
-	const struct bfs_shard *sh = bfs_dataset_shard(cc->b->ds, i);
-	char suffix[64];
-
-	snprintf(suffix, sizeof(suffix), "-%016llx.cnt",
-		 (unsigned long long)bfs_fnv1a(0xcbf29ce484222325ull, cc->desc, cc->desclen));
-	if (bfs_dataset_cache_file(cc->b->ds, i, cc->b->o.index_dir, suffix, file, cap, abs,
-				   abscap) != 0)
-		return -EINVAL;
-	k->path = abs;
-	k->comp = (uint32_t)bfs_shard_compression(sh);
-	k->file_size = bfs_shard_file_size(sh);
-	k->mtime_ns = bfs_shard_mtime_ns(sh);
-	k->nrecords = bfs_shard_nrecords(sh);
-	k->nslots = (uint32_t)cc->b->plan->nslots;
-	k->desc = cc->desc;
-	k->desclen = cc->desclen;
-	for (size_t s = 0; s < cc->b->plan->nslots; s++)
-		cols[s] = cc->b->counts[s] + first;
-	return 0;
-}
-
-/* Shard i's counts from its file: true if loaded. A file there but stale,
- * old, truncated or corrupt is one log line; it is rebuilt. */
-static bool cache_load(struct count_cache *cc, size_t i, uint64_t first, uint32_t **cols)
-{
-	char file[PATH_MAX + 64], abs[PATH_MAX], why[256], msg[PATH_MAX + 512];
-	struct bfs_counts_key k;
-	enum bfs_counts_result r;
-
-	if (cache_key(cc, i, first, file, sizeof(file), abs, sizeof(abs), &k, cols) != 0)
-		return false;
-	r = bfs_counts_load(file, &k, (uint32_t *const *)cols, why, sizeof(why));
-	if (r == BFS_COUNTS_STALE || r == BFS_COUNTS_BAD) {
-		snprintf(msg, sizeof(msg), "ragged counts cache %s: %s; rebuilding it", file, why);
-		note(cc->b, bfs_shard_path(bfs_dataset_shard(cc->b->ds, i)), msg);
-	}
-	return r == BFS_COUNTS_LOADED;
-}
-
-/* Best effort: a file not written costs a count pass next time (one log
- * line per batcher, not one per shard). */
-static void cache_save(struct count_cache *cc, size_t i, uint64_t first, uint32_t **cols)
-{
-	char file[PATH_MAX + 64], abs[PATH_MAX], msg[PATH_MAX + 256];
-	struct bfs_counts_key k;
-	int rc;
-
-	rc = bfs_cache_dir_make(cc->b->o.index_dir);
-	if (!rc)
-		rc = cache_key(cc, i, first, file, sizeof(file), abs, sizeof(abs), &k, cols);
-	if (!rc)
-		rc = bfs_counts_save(file, &k, (const uint32_t *const *)cols);
-	if (rc && !cc->said_write) {
-		cc->said_write = true;
-		snprintf(msg, sizeof(msg),
-			 "%s: cannot write ragged counts (%s): the next mount counts again",
-			 cc->b->o.index_dir, strerror(-rc));
-		note(cc->b, NULL, msg);
-	}
+	for (size_t s = 0; s < b->plan->nslots; s++)
+		cols[s] = b->counts[s] + first;
 }
 
 static int count_ragged(struct bfs_batcher *b)
 {
 	size_t nslots = b->plan->nslots, nshards = bfs_dataset_nshards(b->ds), nsegs = 0;
-	struct count_cache cc = { .b = b };
+	struct bfs_cntcache *cc = NULL; /* the cache (cntcache.h); NULL: none */
 	struct count_seg *segs = NULL;
 	struct count_pass cp = { .b = b };
 	uint32_t **cols = NULL;
@@ -396,12 +322,14 @@ static int count_ragged(struct bfs_batcher *b)
 	cp.failed = calloc(nshards ? nshards : 1, sizeof(*cp.failed));
 	cols = calloc(nslots, sizeof(*cols));
 	if (!segs || !cp.failed || !cols ||
-	    (b->o.index_dir && bfs_counts_desc(b->plan, &cc.desc, &cc.desclen) != 0))
+	    (b->o.index_dir && bfs_cntcache_new(&cc, b->ds, b->plan, b->o.index_dir, b->o.on_note,
+						b->o.note_ctx) == -ENOMEM))
 		goto out;
 	for (size_t i = 0; i < nshards; i++) {
 		uint64_t n = bfs_shard_nrecords(bfs_dataset_shard(b->ds, i));
 
-		if (n && !(cc.desc && cache_load(&cc, i, first, cols))) {
+		cols_at(b, first, cols);
+		if (n && !(cc && bfs_cntcache_load(cc, i, cols))) {
 			segs[nsegs++] = (struct count_seg){ first, n, total, i };
 			total += n;
 		}
@@ -410,11 +338,16 @@ static int count_ragged(struct bfs_batcher *b)
 	cp.segs = segs;
 	cp.nsegs = nsegs;
 	rc = count_segments(&cp, total);
-	for (size_t k = 0; !rc && cc.desc && k < nsegs; k++)
-		if (!cp.failed[segs[k].shard])
-			cache_save(&cc, segs[k].shard, segs[k].first, cols);
+	for (size_t k = 0; !rc && cc && k < nsegs; k++) {
+		if (cp.failed[segs[k].shard])
+			continue;
+		cols_at(b, segs[k].first, cols);
+		bfs_cntcache_put(cc, segs[k].shard, (const uint32_t *const *)cols);
+	}
+	if (!rc) /* the small shards' counts: one write per pack */
+		bfs_cntcache_save(cc);
 out:
-	free(cc.desc);
+	bfs_cntcache_free(cc);
 	free(cols);
 	free(cp.failed);
 	free(segs);

@@ -5,8 +5,8 @@
  * (rank-local) batch number to the records it holds through the epoch
  * permutation (perm.h), computes the exact geometry of every output tensor
  * without decoding (ragged sizes come from per-record counts gathered once
- * at creation, or read back from index_dir: counts.h), and assembles a batch into one buffer laid out as the whole
- * .safetensors file (tensor.h).
+ * at creation, or read back from index_dir: cntcache.h), and assembles a
+ * batch into one buffer laid out as the whole .safetensors file (tensor.h).
  *
  * Does not: cache, prefetch, or know FUSE. Thread-safety: after creation a
  * batcher is immutable; bfs_batcher_build may run on many threads at once.

@@ -186,6 +186,77 @@ int bfs_counts_save(const char *path, const struct bfs_counts_key *k, const uint
 	return rc;
 }
 
+/* ---- in memory ------------------------------------------------------------- */
+
+uint64_t bfs_counts_file_bytes(const struct bfs_counts_key *k)
+{
+	struct bfs_counts_hdr h;
+	uint64_t cols_off, total;
+
+	if (strlen(k->path) > PATH_MAX_LEN || k->desclen > DESC_MAX_LEN)
+		return UINT64_MAX;
+	fill_hdr(&h, k);
+	return layout_of(&h, &cols_off, &total) ? total : UINT64_MAX;
+}
+
+int bfs_counts_image(const struct bfs_counts_key *k, const uint32_t *const *cols, uint8_t **out,
+		     size_t *len)
+{
+	struct bfs_counts_hdr h;
+	uint64_t cols_off, total;
+	size_t n;
+	uint8_t *buf;
+
+	if (strlen(k->path) > PATH_MAX_LEN || k->desclen > DESC_MAX_LEN)
+		return -EINVAL;
+	fill_hdr(&h, k);
+	if (!layout_of(&h, &cols_off, &total) || total > SIZE_MAX)
+		return -EINVAL;
+	buf = calloc(1, (size_t)total); /* the padding zeroed */
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf + HDR_BYTES, k->path, h.pathlen);
+	memcpy(buf + HDR_BYTES + h.pathlen, k->desc, k->desclen);
+	n = (size_t)k->nrecords * 4;
+	for (uint32_t s = 0; s < k->nslots; s++)
+		memcpy(buf + cols_off + (uint64_t)s * n, cols[s], n);
+	h.body_crc = bfs_crc32c(0, buf + HDR_BYTES, (size_t)(total - HDR_BYTES));
+	h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_counts_hdr, hdr_crc));
+	memcpy(buf, &h, sizeof(h));
+	*out = buf;
+	*len = (size_t)total;
+	return 0;
+}
+
+bool bfs_counts_image_key(const uint8_t *p, size_t len, struct bfs_counts_key *k, char *path,
+			  size_t cap)
+{
+	struct bfs_counts_hdr h;
+
+	if (len < HDR_BYTES)
+		return false;
+	memcpy(&h, p, sizeof(h));
+	if (memcmp(h.magic, MAGIC, 8) != 0 ||
+	    h.hdr_crc != bfs_crc32c(0, &h, offsetof(struct bfs_counts_hdr, hdr_crc)))
+		return false;
+	if (h.pathlen >= cap || h.pathlen > len - HDR_BYTES ||
+	    h.desclen > len - HDR_BYTES - h.pathlen)
+		return false;
+	memcpy(path, p + HDR_BYTES, h.pathlen);
+	path[h.pathlen] = '\0';
+	if (strlen(path) != h.pathlen) /* a NUL inside: no path of a shard */
+		return false;
+	k->path = path;
+	k->comp = h.comp;
+	k->file_size = h.file_size;
+	k->mtime_ns = h.mtime_ns;
+	k->nrecords = h.nrecords;
+	k->nslots = h.nslots;
+	k->desc = (const char *)p + HDR_BYTES + h.pathlen;
+	k->desclen = h.desclen;
+	return true;
+}
+
 /* ---- load ------------------------------------------------------------------ */
 
 /* The file's bytes: a descriptor, or memory. */
@@ -266,7 +337,9 @@ static enum bfs_counts_result check(const struct src *s, const struct bfs_counts
 	same = memcmp(head, k->path, h.pathlen) == 0 &&
 	       memcmp(head + h.pathlen, k->desc, h.desclen) == 0;
 	free(head);
-	for (uint32_t c = 0; c < h.nslots; c++) {
+	if (!cols) /* the checks only: bytes in memory (bfs_counts_from_bytes) */
+		crc = bfs_crc32c(crc, s->p + cols_off, (size_t)(total - cols_off));
+	for (uint32_t c = 0; cols && c < h.nslots; c++) {
 		size_t n = (size_t)(h.nrecords * 4);
 		if (!src_read(s, cols[c], n, cols_off + (uint64_t)c * n))
 			return BFS_COUNTS_ABSENT;
@@ -284,7 +357,7 @@ static enum bfs_counts_result check(const struct src *s, const struct bfs_counts
 enum bfs_counts_result bfs_counts_load(const char *path, const struct bfs_counts_key *k,
 				       uint32_t *const *cols, char *why, size_t whycap)
 {
-	struct src s = { .fd = open(path, O_RDONLY | O_CLOEXEC) };
+	struct src s = { .fd = cols ? open(path, O_RDONLY | O_CLOEXEC) : -1 };
 	struct stat st;
 	enum bfs_counts_result r;
 

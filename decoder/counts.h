@@ -33,6 +33,7 @@
 
 #include "tensor.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,6 +57,20 @@ int bfs_counts_desc(const struct bfs_plan *p, char **out, size_t *len);
  * temporary file and rename). 0 or -errno (-ENOSPC, -EROFS, -EACCES ...). */
 int bfs_counts_save(const char *path, const struct bfs_counts_key *k, const uint32_t *const *cols);
 
+/* The bytes such a file would hold (its size: UINT64_MAX when it would
+ * not fit the format), and those bytes in memory (*out malloc'd, *len
+ * bytes; an entry of a counts pack, cntcache.h). -EINVAL, -ENOMEM. */
+uint64_t bfs_counts_file_bytes(const struct bfs_counts_key *k);
+int bfs_counts_image(const struct bfs_counts_key *k, const uint32_t *const *cols, uint8_t **out,
+		     size_t *len);
+
+/* The key that a file's bytes claim (path copied into path[cap], NUL
+ * ended; k->desc points into p), if its header is sound (magic, CRC) and
+ * the path and description lie inside the bytes; false otherwise. The
+ * claim is unchecked beyond that: bfs_counts_from_bytes with it tells. */
+bool bfs_counts_image_key(const uint8_t *p, size_t len, struct bfs_counts_key *k, char *path,
+			  size_t cap);
+
 enum bfs_counts_result {
 	BFS_COUNTS_LOADED = 0,
 	BFS_COUNTS_ABSENT, /* no file (or unreadable) */
@@ -69,7 +84,8 @@ enum bfs_counts_result {
 enum bfs_counts_result bfs_counts_load(const char *path, const struct bfs_counts_key *k,
 				       uint32_t *const *cols, char *why, size_t whycap);
 
-/* The same checks on a file's bytes in memory (for tests and the fuzzer). */
+/* The same checks on a file's bytes in memory (a counts pack's entry, tests
+ * and the fuzzer); cols may be NULL: the checks only, nothing copied. */
 enum bfs_counts_result bfs_counts_from_bytes(const uint8_t *p, size_t len,
 					     const struct bfs_counts_key *k, uint32_t *const *cols,
 					     char *why, size_t whycap);

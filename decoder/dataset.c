@@ -484,7 +484,7 @@ static void resolve_one(void *arg, size_t i)
 
 	/* the pack of the shard's (real) directory */
 	lc->ds->pack_of[i] = slash ? 0 : SIZE_MAX;
-	lc->dirh[i] = slash ? bfs_fnv1a(0xcbf29ce484222325ull, abs, (size_t)(slash - abs)) : 0;
+	lc->dirh[i] = slash ? bfs_ixpack_dir_hash(abs) : 0;
 }
 
 static void load_one(void *arg, size_t i)

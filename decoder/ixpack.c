@@ -173,26 +173,39 @@ void bfs_ixpack_free(struct bfs_ixpack *pk)
 	free(pk);
 }
 
+uint64_t bfs_ixpack_dir_hash(const char *abs)
+{
+	const char *slash = strrchr(abs, '/');
+
+	return bfs_fnv1a(0xcbf29ce484222325ull, abs, slash ? (size_t)(slash - abs) : 0);
+}
+
+size_t bfs_ixpack_find(const struct bfs_ixpack *pk, uint64_t hash)
+{
+	size_t lo = 0, hi = pk->n;
+
+	while (lo < hi) { /* the first entry with hash >= h */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pk->table[mid].hash < hash)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 enum bfs_index_load_result bfs_ixpack_get(const struct bfs_ixpack *pk,
 					  const struct bfs_index_key *k, struct bfs_index **out,
 					  bool *had_entry, char *why, size_t whycap)
 {
 	uint64_t h = bfs_ixpack_hash(k->path);
-	size_t lo = 0, hi = pk->n;
 	enum bfs_index_load_result res = BFS_INDEX_ABSENT;
 
 	*had_entry = false;
-	while (lo < hi) { /* the first entry with hash >= h */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (pk->table[mid].hash < h)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
 	/* equal hashes: another shard's path may hash the same (its entry
 	 * reads ABSENT: the path is checked) */
-	for (size_t i = lo; i < pk->n && pk->table[i].hash == h; i++) {
+	for (size_t i = bfs_ixpack_find(pk, h); i < pk->n && pk->table[i].hash == h; i++) {
 		const struct slot *s = &pk->table[i];
 		enum bfs_index_load_result r;
 

@@ -45,6 +45,9 @@
 
 /* The hash a pack's table sorts by: FNV-1a of the path. */
 uint64_t bfs_ixpack_hash(const char *path);
+/* The hash that names the pack of the directory of absolute path `abs`:
+ * FNV-1a of abs up to its last '/'. */
+uint64_t bfs_ixpack_dir_hash(const char *abs);
 
 struct bfs_ixpack;
 
@@ -68,6 +71,9 @@ enum bfs_index_load_result bfs_ixpack_get(const struct bfs_ixpack *pk,
 /* Entries, in table order: their count, and entry i's bytes (borrowed,
  * unchecked: bfs_index_image_key, then a load, tells what they are). */
 size_t bfs_ixpack_count(const struct bfs_ixpack *pk);
+/* The first entry whose hash is `hash` or more (the count if none): the
+ * entries for a path are those from there on with its hash. */
+size_t bfs_ixpack_find(const struct bfs_ixpack *pk, uint64_t hash);
 void bfs_ixpack_entry(const struct bfs_ixpack *pk, size_t i, uint64_t *hash, const uint8_t **p,
 		      size_t *len);
 

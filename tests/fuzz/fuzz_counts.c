@@ -6,7 +6,11 @@
  * mutations reach the checks behind the CRCs (sizes, the path and the
  * description). A load must never write outside the columns it was given,
  * and a LOADED one must hold exactly the file's column bytes (ASan/UBSan
- * builds replay the corpus).
+ * builds replay the corpus). The checks without columns (how a counts
+ * pack's entries are checked before they are carried into a new pack) must
+ * say what the checks with them say, and the key a file's bytes claim
+ * (bfs_counts_image_key), when it loads, must rebuild the very file size
+ * and an image that loads the same columns.
  *
  * Offsets used for the fix-up (counts.c, struct bfs_counts_hdr): comp at
  * 12, file size at 16, mtime at 24, records at 32, slots at 40, pathlen at
@@ -21,9 +25,30 @@
 
 int bfs_fuzz_counts(const uint8_t *data, size_t size);
 
+/* The image of loaded columns loads them again, under the key its bytes
+ * claim. */
+static void round_trip(const struct bfs_counts_key *k, uint32_t *const *cols)
+{
+	struct bfs_counts_key k2;
+	char path[65537], why[256];
+	uint8_t *img = NULL;
+	size_t len = 0;
+
+	if (bfs_counts_image(k, (const uint32_t *const *)cols, &img, &len) != 0)
+		return;
+	if (!bfs_counts_image_key(img, len, &k2, path, sizeof(path)) ||
+	    strcmp(k2.path, k->path) != 0 || k2.desclen != k->desclen ||
+	    memcmp(k2.desc, k->desc, k->desclen) != 0 || k2.nrecords != k->nrecords ||
+	    k2.nslots != k->nslots ||
+	    bfs_counts_from_bytes(img, len, k, NULL, why, sizeof(why)) != BFS_COUNTS_LOADED)
+		abort();
+	free(img);
+}
+
 static void exercise(const uint8_t *p, size_t size, const struct bfs_counts_key *k)
 {
 	uint32_t **cols;
+	enum bfs_counts_result r;
 	size_t n = (size_t)k->nrecords * 4;
 	char why[256];
 	uint64_t off = (64 + (uint64_t)strlen(k->path) + k->desclen + 7) / 8 * 8;
@@ -36,16 +61,30 @@ static void exercise(const uint8_t *p, size_t size, const struct bfs_counts_key 
 		return;
 	for (uint32_t s = 0; s < k->nslots; s++)
 		cols[s] = malloc(n ? n : 1);
-	if (bfs_counts_from_bytes(p, size, k, cols, why, sizeof(why)) == BFS_COUNTS_LOADED) {
-		if (off + (uint64_t)n * k->nslots != size)
+	r = bfs_counts_from_bytes(p, size, k, cols, why, sizeof(why));
+	if (bfs_counts_from_bytes(p, size, k, NULL, why, sizeof(why)) != r)
+		abort();
+	if (r == BFS_COUNTS_LOADED) {
+		if (off + (uint64_t)n * k->nslots != size || bfs_counts_file_bytes(k) != size)
 			abort();
 		for (uint32_t s = 0; s < k->nslots; s++)
 			if (memcmp(cols[s], p + off + (uint64_t)s * n, n) != 0)
 				abort();
+		round_trip(k, cols);
 	}
 	for (uint32_t s = 0; s < k->nslots; s++)
 		free(cols[s]);
 	free(cols);
+}
+
+/* The key the bytes claim: a file that loads under it is that file. */
+static void exercise_claim(const uint8_t *p, size_t size)
+{
+	struct bfs_counts_key k;
+	char path[4097];
+
+	if (bfs_counts_image_key(p, size, &k, path, sizeof(path)))
+		exercise(p, size, &k);
 }
 
 int bfs_fuzz_counts(const uint8_t *data, size_t size)
@@ -63,6 +102,7 @@ int bfs_fuzz_counts(const uint8_t *data, size_t size)
 	uint32_t pathlen, desclen, crc;
 
 	exercise(data, size, &k);
+	exercise_claim(data, size);
 	if (size < 64)
 		return 0;
 	copy = malloc(size);
@@ -96,6 +136,7 @@ int bfs_fuzz_counts(const uint8_t *data, size_t size)
 	crc = bfs_crc32c(0, copy, 60);
 	memcpy(copy + 60, &crc, 4);
 	exercise(copy, size, &k);
+	exercise_claim(copy, size);
 	free(copy);
 	return 0;
 }

@@ -10,12 +10,21 @@
  * answer every lookup inside its own bytes with lengths never above its
  * max_len (ASan/UBSan builds replay the corpus).
  *
+ * The same container holds the ragged counts of small shards (cntcache.c):
+ * an entry that starts like a counts file is fixed up as one, read back the
+ * way cntcache.c looks it up (bfs_ixpack_find, then every check of a counts
+ * file under the key its bytes claim, checks only and into columns), and a
+ * LOADED one must hold exactly its column bytes.
+ *
  * Offsets used for the fix-up (ixpack.c, struct bfs_ixpack_hdr): entry
  * count at 16, file size at 24, table CRC at 32, header CRC at 60, header
- * 64 bytes; table rows of 24 bytes (hash, offset, length). An entry
+ * 64 bytes; table rows of 24 bytes (hash, offset, length). An index entry
  * (index.c, struct bfs_index_hdr): pathlen at 80, body CRC at 88, header
- * CRC at 124, header 128 bytes.
+ * CRC at 124, header 128 bytes. A counts entry (counts.c, struct
+ * bfs_counts_hdr): pathlen at 44, body CRC at 52, header CRC at 60, header
+ * 64 bytes.
  */
+#include "counts.h"
 #include "crc32c.h"
 #include "fuzz_index_check.h"
 #include "index.h"
@@ -25,6 +34,45 @@
 #include <string.h>
 
 int bfs_fuzz_ixpack(const uint8_t *data, size_t size);
+
+/* Entry e's bytes as a counts file, looked up as cntcache.c does. */
+static void exercise_counts(const struct bfs_ixpack *pk, const uint8_t *e, size_t len)
+{
+	struct bfs_counts_key k;
+	char path[4097], why[256];
+
+	if (!bfs_counts_image_key(e, len, &k, path, sizeof(path)))
+		return;
+	for (size_t i = bfs_ixpack_find(pk, bfs_ixpack_hash(path)); i < bfs_ixpack_count(pk); i++) {
+		const uint8_t *p;
+		uint64_t h;
+		size_t n, col;
+		uint8_t *buf;
+		uint32_t *cols[8];
+
+		bfs_ixpack_entry(pk, i, &h, &p, &n);
+		if (h != bfs_ixpack_hash(path))
+			break;
+		if (bfs_counts_from_bytes(p, n, &k, NULL, why, sizeof(why)) != BFS_COUNTS_LOADED)
+			continue;
+		/* sound: the columns fit in the entry, and read back as its bytes */
+		if (k.nslots && k.nrecords > n / 4 / k.nslots)
+			abort();
+		if (k.nslots > 8)
+			continue;
+		col = (size_t)k.nrecords * 4;
+		buf = malloc(col * k.nslots + 1);
+		if (!buf)
+			return;
+		for (uint32_t s = 0; s < k.nslots; s++)
+			cols[s] = (uint32_t *)(void *)(buf + col * s);
+		if (bfs_counts_from_bytes(p, n, &k, cols, why, sizeof(why)) != BFS_COUNTS_LOADED ||
+		    bfs_counts_file_bytes(&k) != n ||
+		    (col && memcmp(buf, p + n - col * k.nslots, col * k.nslots) != 0))
+			abort();
+		free(buf);
+	}
+}
 
 static void exercise(const uint8_t *p, size_t size)
 {
@@ -44,6 +92,7 @@ static void exercise(const uint8_t *p, size_t size)
 		size_t len;
 
 		bfs_ixpack_entry(pk, i, &h, &e, &len);
+		exercise_counts(pk, e, len);
 		if (!bfs_index_image_key(e, len, &k, path, sizeof(path)))
 			continue;
 		if (bfs_ixpack_get(pk, &k, &ix, &had, why, sizeof(why)) == BFS_INDEX_LOADED)
@@ -63,6 +112,23 @@ static void put32(uint8_t *p, uint32_t v)
 static void put64(uint8_t *p, uint64_t v)
 {
 	memcpy(p, &v, 8);
+}
+
+/* A counts entry's table hash and CRCs, as if it were sound. */
+static void fix_counts(uint8_t *row, uint8_t *e, size_t len)
+{
+	uint32_t pathlen;
+
+	memcpy(&pathlen, e + 44, 4);
+	if (pathlen <= len - 64 && pathlen < 4096) {
+		char path[4096];
+
+		memcpy(path, e + 64, pathlen);
+		path[pathlen] = '\0';
+		put64(row, bfs_ixpack_hash(path));
+	}
+	put32(e + 52, bfs_crc32c(0, e + 64, len - 64));
+	put32(e + 60, bfs_crc32c(0, e, 60));
 }
 
 int bfs_fuzz_ixpack(const uint8_t *data, size_t size)
@@ -88,7 +154,13 @@ int bfs_fuzz_ixpack(const uint8_t *data, size_t size)
 
 		memcpy(&off, copy + 64 + 24 * i + 8, 8);
 		memcpy(&len, copy + 64 + 24 * i + 16, 8);
-		if (off > size || len > size - off || len < 128 || off < 64 + 24 * n)
+		if (off > size || len > size - off || len < 64 || off < 64 + 24 * n)
+			continue;
+		if (memcmp(copy + off, "BFSCNT", 6) == 0) {
+			fix_counts(copy + 64 + 24 * i, copy + off, (size_t)len);
+			continue;
+		}
+		if (len < 128)
 			continue;
 		memcpy(&pathlen, copy + off + 80, 4);
 		/* the path's hash in the table, when the path is in the entry */

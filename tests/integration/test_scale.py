@@ -168,6 +168,12 @@ RAGGED_SCHEMA = {"features": {
     "y": {"kind": "int64", "dtype": "int64", "shape": []}}}
 
 
+def _cnt_files(d):
+    """The ragged counts files in index_dir d: packs and files of their own."""
+    return {x: os.stat(os.path.join(d, x)) for x in os.listdir(d)
+            if x.endswith(".cnt") or x.endswith(".cntpack.idx")}
+
+
 def _resident(paths):
     """Bytes of these files in the page cache (fincore)."""
     out = subprocess.run(["fincore", "-b", "-n", "-o", "RES"] + list(paths),
@@ -194,7 +200,10 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
     read bytes stay far below the shards' size) and serves the same bytes,
     equal to the oracle; a counts file with a flipped byte is rebuilt with
     one log line naming it, the output unchanged. Small records are read
-    through a mapping (not in rchar): the page cache tells."""
+    through a mapping (not in rchar): the page cache tells. The 3,000
+    records a shard of "small" have counts files of their own; the 40 of
+    "large" have their counts in one pack (issue 13), whose first entry is
+    the one corrupted."""
     blob = "blob:bytes:1..2,len=40000..70000" if size == "large" else "blob:bytes:0..3,len=1..9"
     n = 160 if size == "large" else 12000
     ds = _dataset(gen, tmp_path / "src", n,
@@ -210,13 +219,18 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
     nb = oracle.batches_per_epoch(ds.n, B)
     got, reads, resident, cnt = [], [], [], []
     for run in range(4):
-        if run == 2:  # corrupt one counts file in its middle
+        if run == 2:  # corrupt one counts file (or the pack's first entry) in its middle
             name = sorted(cnt[0])[0]
             p = os.path.join(ix, name)
             with open(p, "r+b") as f:
-                f.seek(os.path.getsize(p) // 2)
+                at = os.path.getsize(p) // 2
+                if name.endswith(".cntpack.idx"):
+                    f.seek(64 + 8)
+                    off, length = struct.unpack("<QQ", f.read(16))
+                    at = off + length // 2
+                f.seek(at)
                 b = f.read(1)
-                f.seek(os.path.getsize(p) // 2)
+                f.seek(at)
                 f.write(bytes([b[0] ^ 0x01]))
         _evict(shards)
         m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
@@ -235,15 +249,17 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
         finally:
             m.stop()
         assert m.proc.returncode == 0, m.log_text()
-        cnt.append({x: os.stat(os.path.join(ix, x)) for x in os.listdir(ix)
-                    if x.endswith(".cnt")})
+        cnt.append(_cnt_files(ix))
         log = m.log_text()
         if run == 2:
-            assert log.count("ragged counts cache") == 1, log
+            assert log.count("ragged counts") == 1, log
             assert name in log and "corrupt (checksum mismatch); rebuilding it" in log, log
         else:
             assert "rebuilding" not in log and "cannot write" not in log, log
-    assert len(cnt[0]) == 4
+    if size == "large":
+        assert len(cnt[0]) == 1 and name.endswith(".cntpack.idx"), cnt[0]
+    else:
+        assert len(cnt[0]) == 4 and all(x.endswith(".cnt") for x in cnt[0]), cnt[0]
     assert resident[0] >= shard_bytes * 0.9, (resident, shard_bytes)
     # a re-mount only sniffs each shard's first bytes (its compression):
     # at most one 64 KiB readahead window of each in the page cache
@@ -391,4 +407,80 @@ def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs,
     assert files[1][name].st_ino == files[0][name].st_ino  # the re-mount rewrote nothing
     assert files[1][name].st_mtime_ns == files[0][name].st_mtime_ns
     assert set(files[2]) == {name} and files[2][name].st_ino != files[1][name].st_ino
+    assert got[0] == got[1] == got[2]
+
+
+def test_many_tiny_ragged_shards_share_one_counts_pack_and_a_remount_reads_none(  # noqa: F811
+        batchfs, gen, tmp_path):
+    """Issue 13: a first mount of a dataset with ragged features over
+    thousands of tiny shards counts every record and writes the counts in
+    one counts pack (not one counts file per shard), beside the one index
+    pack: index_dir holds O(1) files. A re-mount reads the counts back with
+    the index and reads no shard (with the shards' pages evicted, none is in
+    the page cache after it, while every batch file's size is exact), and
+    every batch equals the oracle; an entry with a flipped byte costs one log
+    line naming the pack, that shard is counted again and the pack rewritten,
+    the bytes served unchanged."""
+    ds = _dataset(gen, tmp_path / "src", 2 * 2000,
+                  ["tokens:int64:0..40", "w:float:0..5,missing=0.2", "y:int64:1"],
+                  shards=2000, seed=37)
+    assert ds.nshards == 2000
+    shards = oracle.list_shards(str(ds.path))
+    sfile = tmp_path / "schema.json"
+    sfile.write_text(json.dumps({"features": {
+        "tokens": {"kind": "int64", "dtype": "int64", "shape": [-1], "ragged": True},
+        "w": {"kind": "float", "dtype": "float32", "shape": [-1], "ragged": True},
+        "y": {"kind": "int64", "dtype": "int64", "shape": []}}}))
+    ix = str(tmp_path / "ix")
+    B = 64
+    nb = oracle.batches_per_epoch(ds.n, B)
+    opts = "batch_size=%d,index_dir=%s,threads=2,schema=%s" % (B, ix, sfile)
+    files, cnt, resident, got = [], [], [], []
+    for run in range(3):
+        if run == 2:  # flip a byte in the middle of the counts pack's first entry
+            pack = os.path.join(ix, list(cnt[0])[0])
+            with open(pack, "r+b") as f:
+                f.seek(64 + 8)
+                off, length = struct.unpack("<QQ", f.read(16))
+                f.seek(off + length // 2)
+                b = f.read(1)
+                f.seek(off + length // 2)
+                f.write(bytes([b[0] ^ 0x04]))
+        _evict(shards)
+        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
+                  str(tmp_path / ("log%d" % run)))
+        try:
+            m.start()
+            sizes = [os.stat(m.path("epoch-0000", "batch-%06d.safetensors" % i)).st_size
+                     for i in range(nb)]
+            resident.append(_resident(shards))
+            stats = m.json("stats.json")
+            assert stats["records"] == ds.n
+            assert stats["index_reused"] == (run > 0), stats
+            if run == 1:
+                _check_all_batches(m, ds, B, npy_every=9)
+            got.append([m.read("epoch-0000", "batch-%06d.safetensors" % i) for i in range(nb)])
+            assert [len(x) for x in got[-1]] == sizes
+        finally:
+            m.stop()
+        assert m.proc.returncode == 0, m.log_text()
+        files.append(sorted(os.listdir(ix)))
+        cnt.append(_cnt_files(ix))
+        # one counts pack and one index pack, not one file per shard
+        assert len(cnt[-1]) == 1 and list(cnt[-1])[0].endswith(".cntpack.idx"), \
+            (len(cnt[-1]), sorted(cnt[-1])[:3])
+        assert len(files[-1]) <= 3 and sum(x.endswith(".pack.idx") for x in files[-1]) == 1, \
+            (len(files[-1]), files[-1][:3])
+        log = m.log_text()
+        if run == 2:
+            assert log.count("rebuilding it") == 1, log
+            assert "ragged counts pack %s" % pack in log and "checksum mismatch" in log, log
+        else:
+            assert "rebuilding" not in log and "cannot write" not in log, log
+    assert files[0] == files[1] == files[2]
+    assert resident[1] == 0, resident  # not one page of a shard
+    name = list(cnt[0])[0]
+    assert cnt[1][name].st_ino == cnt[0][name].st_ino  # the re-mount rewrote nothing
+    assert cnt[1][name].st_mtime_ns == cnt[0][name].st_mtime_ns
+    assert cnt[2][name].st_ino != cnt[1][name].st_ino  # the corrupt entry: rewritten
     assert got[0] == got[1] == got[2]

@@ -5,9 +5,11 @@
 #include "testfiles.h"
 #include "batch.h"
 #include "blockshuf.h"
+#include "cntcache.h"
 #include "counts.h"
 #include "crc32c.h"
 #include "dataset.h"
+#include "ixpack.h"
 #include "pbtest.h"
 #include "perm.h"
 #include "schema.h"
@@ -305,15 +307,15 @@ static void put_record(FILE *f, const struct pb *m, bool break_crc)
 		  fwrite(tail, 1, 4, f) == 4);
 }
 
-/* 300 records: x float [2], tok int64 0..5 values (ragged), w 0..3 byte
- * strings (ragged twice), p int64 0..6 values (padded); record `bad` has
- * a broken data CRC (none when bad < 0). */
-static void write_dataset(const char *path, long bad)
+/* Records first .. first+n-1: x float [2], tok int64 0..5 values (ragged),
+ * w 0..3 byte strings (ragged twice), p int64 0..6 values (padded); record
+ * `bad` has a broken data CRC (none when bad < 0). */
+static void write_records(const char *path, long bad, long first, long n)
 {
 	FILE *f = fopen(path, "wb");
 
 	ck_assert(f != NULL);
-	for (long i = 0; i < 300; i++) {
+	for (long i = first; i < first + n; i++) {
 		struct pb feats = { 0 }, fx, ft, fw, fp, ex;
 		float x[2] = { (float)i, -(float)i / 3 };
 		int64_t v[6];
@@ -336,6 +338,12 @@ static void write_dataset(const char *path, long bad)
 		put_record(f, &ex, i == bad);
 	}
 	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* 300 records (write_records). */
+static void write_dataset(const char *path, long bad)
+{
+	write_records(path, bad, 0, 300);
 }
 
 static const char parts_schema[] =
@@ -849,16 +857,16 @@ START_TEST(batcher_reads_cached_counts_without_decoding)
 	/* the first batcher writes the file, the same geometry */
 	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
 	ck_assert_int_eq(nt.n, 0);
-	ck_assert_uint_eq(count_files(ix, ".cnt", cnt, sizeof(cnt)), 1);
+	ck_assert_uint_eq(count_files(ix, ".cntpack.idx", cnt, sizeof(cnt)), 1);
 	ck_assert_int_eq(stat(cnt, &st), 0);
 	/* a schema counting something else has a file of its own */
 	got = geom_sig(shard, ix, one, &nt);
-	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
+	ck_assert_uint_eq(count_files(ix, ".cntpack.idx", NULL, 0), 2);
 	ck_assert_int_eq(nt.n, 0);
 	/* a dataset opened without index_dir (its shards' paths not resolved
 	 * at open) under a batcher with one: the same file, read */
 	ck_assert_uint_eq(geom_sig_ds(shard, NULL, ix, parts_schema, &nt), want);
-	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
+	ck_assert_uint_eq(count_files(ix, ".cntpack.idx", NULL, 0), 2);
 	ck_assert_int_eq(nt.n, 0);
 
 	/* the shard's records made undecodable, its size and mtime kept: the
@@ -883,20 +891,23 @@ START_TEST(batcher_reads_cached_counts_without_decoding)
 	ck_assert_int_eq(nt.n, 0);
 	/* a count pass over records that do not decode caches nothing */
 	(void)geom_sig(shard, ix, wonly, &nt);
-	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
+	ck_assert_uint_eq(count_files(ix, ".cntpack.idx", NULL, 0), 2);
 
 	/* a corrupt file: one note naming it, rebuilt (from the shard as it is
 	 * now, so the geometry follows the broken records) */
 	write_dataset(shard, -1);
 	nt.n = 0;
-	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want); /* a new mtime: stale */
-	ck_assert_int_eq(nt.n, 1);
-	ck_assert_msg(strstr(nt.last, "another version") && strstr(nt.last, "rebuilding it"), "%s",
-		      nt.last);
+	/* a new mtime: the entry stale, counted again (silently, like a stale
+	 * index entry) and the pack rewritten */
+	ck_assert_int_eq(stat(cnt, &st), 0);
+	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+	ck_assert_int_eq(stat(cnt, &st2), 0);
+	ck_assert(st2.st_ino != st.st_ino);
 	nt.n = 0;
 	ck_assert_uint_eq(geom_sig(shard, ix, parts_schema, &nt), want);
 	ck_assert_int_eq(nt.n, 0);
-	ck_assert_uint_eq(count_files(ix, ".cnt", NULL, 0), 2);
+	ck_assert_uint_eq(count_files(ix, ".cntpack.idx", NULL, 0), 2);
 	buf = test_slurp(cnt, &len); /* the same name: path and schema unchanged */
 	buf[len - 3] ^= 1;
 	test_spit(cnt, buf, len);
@@ -921,6 +932,353 @@ START_TEST(batcher_reads_cached_counts_without_decoding)
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 		ck_assert_int_eq(system(cmd), 0);
 	}
+}
+END_TEST
+
+/* ------------------------------------- many shards: the counts pack */
+
+/* The shards of the pack tests, in SRC: five small ones (their counts
+ * under one page: entries of their directory's pack) of 100 records
+ * each, and one of 700 (a counts file of its own, with parts_schema). */
+#define NPK_SMALL 5
+static const char *const PK_NAMES[NPK_SMALL + 1] = { "a-0", "a-1", "a-2", "b-0", "b-1", "c-big" };
+
+static void pk_path(char *dst, size_t cap, const char *src, unsigned k)
+{
+	snprintf(dst, cap, "%s/%s", src, PK_NAMES[k]);
+}
+
+static void pk_write(const char *src, unsigned k, long first)
+{
+	char path[256];
+
+	pk_path(path, sizeof(path), src, k);
+	write_records(path, -1, first, k < NPK_SMALL ? 100 : 700);
+}
+
+/* Files in ix: counts packs (the last one's path in pack) and counts files
+ * of their own; no temporary file is left. */
+static void cnt_files(const char *ix, unsigned *packs, unsigned *own, char *pack, size_t cap)
+{
+	DIR *d = opendir(ix);
+	struct dirent *de;
+
+	ck_assert_ptr_nonnull(d);
+	*packs = *own = 0;
+	while ((de = readdir(d)) != NULL) {
+		size_t n = strlen(de->d_name);
+
+		ck_assert_msg(strstr(de->d_name, ".tmp") == NULL, "%s", de->d_name);
+		if (n > 12 && strcmp(de->d_name + n - 12, ".cntpack.idx") == 0) {
+			(*packs)++;
+			if (pack)
+				snprintf(pack, cap, "%s/%s", ix, de->d_name);
+		} else if (n > 4 && strcmp(de->d_name + n - 4, ".cnt") == 0) {
+			(*own)++;
+		}
+	}
+	closedir(d);
+}
+
+static uint64_t pack_entries(const char *pack)
+{
+	struct bfs_ixpack *pk = NULL;
+	char why[256];
+	uint64_t n;
+
+	ck_assert_msg(bfs_ixpack_load(&pk, pack, why, sizeof(why)) == BFS_INDEX_LOADED, "%s", why);
+	n = bfs_ixpack_count(pk);
+	bfs_ixpack_free(pk);
+	return n;
+}
+
+static ino_t ino_of(const char *path)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	return st.st_ino;
+}
+
+/* Every shard's records made undecodable in place, size and mtime kept
+ * (saved[k] gets its bytes), or put back (restore). */
+static void pk_garble(const char *src, uint8_t **saved, size_t *lens, bool restore)
+{
+	for (unsigned k = 0; k <= NPK_SMALL; k++) {
+		char path[256];
+		struct stat st;
+		struct timespec ts[2];
+		uint8_t *buf;
+
+		pk_path(path, sizeof(path), src, k);
+		ck_assert_int_eq(stat(path, &st), 0);
+		if (restore) {
+			test_spit(path, saved[k], lens[k]);
+			free(saved[k]);
+		} else {
+			saved[k] = test_slurp(path, &lens[k]);
+			buf = malloc(lens[k]);
+			memcpy(buf, saved[k], lens[k]);
+			for (size_t i = 12; i < lens[k]; i++)
+				buf[i] = 0xff;
+			test_spit(path, buf, lens[k]);
+			free(buf);
+		}
+		ts[0] = st.st_atim;
+		ts[1] = st.st_mtim;
+		ck_assert_int_eq(utimensat(AT_FDCWD, path, ts, 0), 0);
+	}
+}
+
+START_TEST(counts_of_small_shards_share_one_pack_per_directory)
+{
+	char dir[] = "/tmp/check_cntpack_XXXXXX", src[128], ix[128], pack[512], pack1[512];
+	const char *one = "{\"features\": {\"tok\": {\"kind\": \"int64\", \"shape\": [-1],"
+			  " \"ragged\": true}}}";
+	struct notes nt = { 0 };
+	uint8_t *saved[NPK_SMALL + 1], *buf;
+	size_t lens[NPK_SMALL + 1], n;
+	unsigned np, no;
+	uint64_t want, want1, off, elen;
+	ino_t ino;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	snprintf(ix, sizeof(ix), "%s/ix", dir);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	for (unsigned k = 0; k <= NPK_SMALL; k++)
+		pk_write(src, k, 100 * (long)k);
+	want = geom_sig(src, NULL, parts_schema, &nt);
+
+	/* the first batcher: one pack for the five small shards, one file for
+	 * the big one */
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+	cnt_files(ix, &np, &no, pack, sizeof(pack));
+	ck_assert_uint_eq(np, 1);
+	ck_assert_uint_eq(no, 1);
+	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
+	ino = ino_of(pack);
+
+	/* read back: every shard undecodable (size and mtime kept), the same
+	 * geometry (a count pass would count 0 everywhere), nothing rewritten */
+	pk_garble(src, saved, lens, false);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+	ck_assert_uint_eq(ino_of(pack), ino);
+	pk_garble(src, saved, lens, true);
+
+	/* a flipped byte in the middle of the first entry: one note naming the
+	 * pack, that shard counted again, the pack rewritten whole */
+	buf = test_slurp(pack, &n);
+	memcpy(&off, buf + 64 + 8, 8);
+	memcpy(&elen, buf + 64 + 16, 8);
+	buf[off + elen / 2] ^= 1;
+	test_spit(pack, buf, n);
+	free(buf);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 1);
+	ck_assert_msg(strstr(nt.last, "ragged counts pack") && strstr(nt.last, pack) &&
+			      strstr(nt.last, "corrupt (checksum mismatch); rebuilding it"),
+		      "%s", nt.last);
+	ck_assert_uint_ne(ino_of(pack), ino);
+	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
+	ino = ino_of(pack);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 1);
+	ck_assert_uint_eq(ino_of(pack), ino);
+
+	/* a corrupt header: one note, the whole pack rebuilt */
+	buf = test_slurp(pack, &n);
+	buf[20] ^= 1;
+	test_spit(pack, buf, n);
+	free(buf);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 2);
+	ck_assert_msg(strstr(nt.last, pack) && strstr(nt.last, "corrupt header"), "%s", nt.last);
+	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
+	ino = ino_of(pack);
+
+	/* a schema counting other slots: a pack of its own (the big shard's
+	 * one slot fits in it too), the first pack untouched */
+	want1 = geom_sig(src, NULL, one, &nt);
+	ck_assert_uint_eq(geom_sig(src, ix, one, &nt), want1);
+	cnt_files(ix, &np, &no, NULL, 0);
+	ck_assert_uint_eq(np, 2);
+	ck_assert_uint_eq(no, 1);
+	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_uint_eq(geom_sig(src, ix, one, &nt), want1);
+	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_int_eq(nt.n, 2);
+
+	/* a small shard rewritten with other records: counted again, silently
+	 * (a stale entry), the pack rewritten, the geometry the new one */
+	pk_write(src, 4, 5000);
+	want = geom_sig(src, NULL, parts_schema, &nt);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_uint_ne(ino_of(pack), ino);
+	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
+	pk_garble(src, saved, lens, false);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	pk_garble(src, saved, lens, true);
+	ck_assert_int_eq(nt.n, 2);
+
+	snprintf(pack1, sizeof(pack1), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(pack1), 0);
+}
+END_TEST
+
+START_TEST(datasets_sharing_a_directory_keep_each_others_counts)
+{
+	char dir[] = "/tmp/check_cntpack_XXXXXX", src[128], ix[128], pack[512], ga[160], gb[160];
+	struct notes nt = { 0 };
+	uint64_t wa, wb;
+	unsigned np, no;
+	ino_t ino;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	snprintf(ix, sizeof(ix), "%s/ix", dir);
+	snprintf(ga, sizeof(ga), "%s/a-*", src);
+	snprintf(gb, sizeof(gb), "%s/b-*", src);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	for (unsigned k = 0; k <= NPK_SMALL; k++)
+		pk_write(src, k, 100 * (long)k);
+	wa = geom_sig(ga, NULL, parts_schema, &nt);
+	wb = geom_sig(gb, NULL, parts_schema, &nt);
+	ck_assert_uint_eq(geom_sig(ga, ix, parts_schema, &nt), wa);
+	cnt_files(ix, &np, &no, pack, sizeof(pack));
+	ck_assert_uint_eq(np, 1);
+	ck_assert_uint_eq(no, 0);
+	ck_assert_uint_eq(pack_entries(pack), 3);
+	/* the other glob: added to the same pack, the first one's kept */
+	ck_assert_uint_eq(geom_sig(gb, ix, parts_schema, &nt), wb);
+	ck_assert_uint_eq(pack_entries(pack), 5);
+	ino = ino_of(pack);
+	ck_assert_uint_eq(geom_sig(ga, ix, parts_schema, &nt), wa);
+	ck_assert_uint_eq(geom_sig(gb, ix, parts_schema, &nt), wb);
+	ck_assert_uint_eq(ino_of(pack), ino);
+	/* a shard of each changed: when b's mount rewrites the pack, a's stale
+	 * entry is dropped and its other two kept */
+	pk_write(src, 1, 7000);
+	pk_write(src, 3, 8000);
+	wa = geom_sig(ga, NULL, parts_schema, &nt);
+	wb = geom_sig(gb, NULL, parts_schema, &nt);
+	ck_assert_uint_eq(geom_sig(gb, ix, parts_schema, &nt), wb);
+	ck_assert_uint_eq(pack_entries(pack), 4);
+	ck_assert_uint_eq(geom_sig(ga, ix, parts_schema, &nt), wa);
+	ck_assert_uint_eq(pack_entries(pack), 5);
+	ino = ino_of(pack);
+	ck_assert_uint_eq(geom_sig(gb, ix, parts_schema, &nt), wb);
+	ck_assert_uint_eq(geom_sig(ga, ix, parts_schema, &nt), wa);
+	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_int_eq(nt.n, 0);
+	snprintf(pack, sizeof(pack), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(pack), 0);
+}
+END_TEST
+
+/* The cache's own calls: the counts of every small shard put, and nothing
+ * written until the save, which writes their pack once; a new cache reads
+ * every shard's counts back exactly. */
+START_TEST(cntcache_writes_each_pack_once_at_save)
+{
+	char dir[] = "/tmp/check_cntpack_XXXXXX", src[128], ix[128], pack[512];
+	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO };
+	struct bfs_dataset *ds = NULL;
+	struct bfs_schema *sc = NULL;
+	struct bfs_plan *p = NULL;
+	struct bfs_cntcache *cc = NULL;
+	struct notes nt = { 0 };
+	uint32_t *cols[3], *got[3];
+	unsigned np, no;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	snprintf(ix, sizeof(ix), "%s/ix", dir);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	for (unsigned k = 0; k <= NPK_SMALL; k++)
+		pk_write(src, k, 100 * (long)k);
+	ck_assert_int_eq(bfs_dataset_open(&ds, src, &dopt), 0);
+	ck_assert_int_eq(bfs_schema_from_json(&sc, parts_schema, strlen(parts_schema)), 0);
+	ck_assert_int_eq(bfs_plan_new(&p, sc), 0);
+	ck_assert_uint_eq(p->nslots, 3);
+	for (unsigned s = 0; s < 3; s++) {
+		cols[s] = malloc(700 * 4);
+		got[s] = malloc(700 * 4);
+	}
+	ck_assert_int_eq(bfs_cntcache_new(&cc, ds, p, ix, on_note, &nt), 0);
+	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++) {
+		for (unsigned s = 0; s < 3; s++)
+			for (unsigned r = 0; r < 700; r++)
+				cols[s][r] = (uint32_t)(i * 100000 + s * 1000 + r);
+		ck_assert(!bfs_cntcache_load(cc, i, got));
+		bfs_cntcache_put(cc, i, (const uint32_t *const *)cols);
+		mkdir(ix, 0755); /* the big shard's file made it already */
+		cnt_files(ix, &np, &no, NULL, 0);
+		ck_assert_uint_eq(np, 0); /* not yet */
+	}
+	ck_assert_uint_eq(no, 1);
+	bfs_cntcache_save(cc);
+	bfs_cntcache_free(cc);
+	cnt_files(ix, &np, &no, pack, sizeof(pack));
+	ck_assert_uint_eq(np, 1);
+	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
+	ck_assert_int_eq(bfs_cntcache_new(&cc, ds, p, ix, on_note, &nt), 0);
+	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++) {
+		uint64_t nr = bfs_shard_nrecords(bfs_dataset_shard(ds, i));
+
+		for (unsigned s = 0; s < 3; s++)
+			memset(got[s], 0xee, 700 * 4);
+		ck_assert(bfs_cntcache_load(cc, i, got));
+		for (unsigned s = 0; s < 3; s++)
+			for (unsigned r = 0; r < nr; r++)
+				ck_assert_uint_eq(got[s][r], i * 100000 + s * 1000 + r);
+	}
+	bfs_cntcache_save(cc); /* nothing put: nothing written */
+	ck_assert_int_eq(nt.n, 0);
+	bfs_cntcache_free(cc);
+	for (unsigned s = 0; s < 3; s++) {
+		free(cols[s]);
+		free(got[s]);
+	}
+	bfs_plan_free(p);
+	bfs_schema_free(sc);
+	bfs_dataset_close(ds);
+	snprintf(pack, sizeof(pack), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(pack), 0);
+}
+END_TEST
+
+/* The fuzz corpus's counts pack (written by bfs_counts_image and the pack
+ * writer) is sound and each entry loads under the key it claims, so the
+ * fuzzers start from a file that reaches every check. */
+START_TEST(fuzz_corpus_counts_pack_loads)
+{
+	char file[512], why[256], path[4097];
+	struct bfs_ixpack *pk = NULL;
+
+	snprintf(file, sizeof(file), "%s/tests/fuzz/corpus/ixpack/counts-three.cntpack.idx",
+		 SRCDIR);
+	ck_assert_msg(bfs_ixpack_load(&pk, file, why, sizeof(why)) == BFS_INDEX_LOADED, "%s", why);
+	ck_assert_uint_eq(bfs_ixpack_count(pk), 3);
+	for (size_t i = 0; i < bfs_ixpack_count(pk); i++) {
+		struct bfs_counts_key k;
+		const uint8_t *p;
+		uint64_t h;
+		size_t len;
+
+		bfs_ixpack_entry(pk, i, &h, &p, &len);
+		ck_assert(bfs_counts_image_key(p, len, &k, path, sizeof(path)));
+		ck_assert_uint_eq(h, bfs_ixpack_hash(path));
+		ck_assert_uint_eq(bfs_ixpack_find(pk, h), i);
+		ck_assert_uint_eq(bfs_counts_file_bytes(&k), len);
+		ck_assert_msg(bfs_counts_from_bytes(p, len, &k, NULL, why, sizeof(why)) ==
+				      BFS_COUNTS_LOADED,
+			      "%s: %s", path, why);
+	}
+	bfs_ixpack_free(pk);
 }
 END_TEST
 
@@ -951,6 +1309,10 @@ static Suite *suite(void)
 	tcase_add_test(counts, counts_file_round_trip_stale_corrupt_old);
 	tcase_add_test(counts, counts_desc_names_slots);
 	tcase_add_test(counts, batcher_reads_cached_counts_without_decoding);
+	tcase_add_test(counts, counts_of_small_shards_share_one_pack_per_directory);
+	tcase_add_test(counts, datasets_sharing_a_directory_keep_each_others_counts);
+	tcase_add_test(counts, cntcache_writes_each_pack_once_at_save);
+	tcase_add_test(counts, fuzz_corpus_counts_pack_loads);
 	suite_add_tcase(s, perm);
 	suite_add_tcase(s, counts);
 	suite_add_tcase(s, tensor);
