@@ -1,6 +1,7 @@
 /*
  * testfiles.h — files for the unit tests: a scratch directory, a whole
- * file read into memory, bytes written to a file, one TFRecord record.
+ * file read into memory, bytes written to a file, one TFRecord record, a
+ * pack's entry count, a file's inode.
  * Each failure is a libcheck assertion, so a test never goes on with a
  * half-made file.
  */
@@ -8,12 +9,14 @@
 #define BFS_TESTS_TESTFILES_H
 
 #include "crc32c.h"
+#include "ixpack.h"
 
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* mkdtemp under /tmp with a test's prefix: dir gets the path. */
 static inline void test_mkdir(char *dir, size_t cap, const char *prefix)
@@ -57,6 +60,28 @@ static inline void test_spit(const char *path, const uint8_t *p, size_t n)
 	ck_assert_ptr_nonnull(f);
 	ck_assert_uint_eq(fwrite(p, 1, n, f), n);
 	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* How many entries the index/counts pack at path holds (it must load). */
+static inline uint64_t test_pack_entries(const char *pack)
+{
+	struct bfs_ixpack *pk = NULL;
+	char why[256];
+	uint64_t n;
+
+	ck_assert_msg(bfs_ixpack_load(&pk, pack, why, sizeof(why)) == BFS_INDEX_LOADED, "%s", why);
+	n = bfs_ixpack_count(pk);
+	bfs_ixpack_free(pk);
+	return n;
+}
+
+/* The inode of path: a file rewritten by rename gets a new one. */
+static inline ino_t test_ino(const char *path)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	return st.st_ino;
 }
 
 /* One TFRecord record (length, masked CRCs) appended to f. */

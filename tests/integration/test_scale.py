@@ -181,6 +181,18 @@ def _resident(paths):
     return sum(int(x) for x in out.split())
 
 
+def _flip_first_entry(pack):
+    """Flip one bit in the middle of a pack's first entry (BFSPAK01: a
+    64-byte header, then rows of hash, offset, length)."""
+    with open(pack, "r+b") as f:
+        f.seek(64 + 8)
+        off, length = struct.unpack("<QQ", f.read(16))
+        f.seek(off + length // 2)
+        b = f.read(1)
+        f.seek(off + length // 2)
+        f.write(bytes([b[0] ^ 0x04]))
+
+
 def _evict(paths):
     os.sync()
     for p in paths:
@@ -365,13 +377,7 @@ def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs,
     for run in range(3):
         if run == 2:  # flip a byte in the middle of the pack's first entry
             pack = os.path.join(ix, list(files[0])[0])
-            with open(pack, "r+b") as f:
-                f.seek(64 + 8)
-                off, length = struct.unpack("<QQ", f.read(16))
-                f.seek(off + length // 2)
-                b = f.read(1)
-                f.seek(off + length // 2)
-                f.write(bytes([b[0] ^ 0x04]))
+            _flip_first_entry(pack)
         _evict(shards)
         m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
                   str(tmp_path / ("log%d" % run)))
@@ -439,13 +445,7 @@ def test_many_tiny_ragged_shards_share_one_counts_pack_and_a_remount_reads_none(
     for run in range(3):
         if run == 2:  # flip a byte in the middle of the counts pack's first entry
             pack = os.path.join(ix, list(cnt[0])[0])
-            with open(pack, "r+b") as f:
-                f.seek(64 + 8)
-                off, length = struct.unpack("<QQ", f.read(16))
-                f.seek(off + length // 2)
-                b = f.read(1)
-                f.seek(off + length // 2)
-                f.write(bytes([b[0] ^ 0x04]))
+            _flip_first_entry(pack)
         _evict(shards)
         m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
                   str(tmp_path / ("log%d" % run)))

@@ -980,26 +980,6 @@ static void cnt_files(const char *ix, unsigned *packs, unsigned *own, char *pack
 	closedir(d);
 }
 
-static uint64_t pack_entries(const char *pack)
-{
-	struct bfs_ixpack *pk = NULL;
-	char why[256];
-	uint64_t n;
-
-	ck_assert_msg(bfs_ixpack_load(&pk, pack, why, sizeof(why)) == BFS_INDEX_LOADED, "%s", why);
-	n = bfs_ixpack_count(pk);
-	bfs_ixpack_free(pk);
-	return n;
-}
-
-static ino_t ino_of(const char *path)
-{
-	struct stat st;
-
-	ck_assert_int_eq(stat(path, &st), 0);
-	return st.st_ino;
-}
-
 /* Every shard's records made undecodable in place, size and mtime kept
  * (saved[k] gets its bytes), or put back (restore). */
 static void pk_garble(const char *src, uint8_t **saved, size_t *lens, bool restore)
@@ -1057,15 +1037,15 @@ START_TEST(counts_of_small_shards_share_one_pack_per_directory)
 	cnt_files(ix, &np, &no, pack, sizeof(pack));
 	ck_assert_uint_eq(np, 1);
 	ck_assert_uint_eq(no, 1);
-	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
-	ino = ino_of(pack);
+	ck_assert_uint_eq(test_pack_entries(pack), NPK_SMALL);
+	ino = test_ino(pack);
 
 	/* read back: every shard undecodable (size and mtime kept), the same
 	 * geometry (a count pass would count 0 everywhere), nothing rewritten */
 	pk_garble(src, saved, lens, false);
 	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
 	ck_assert_int_eq(nt.n, 0);
-	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 	pk_garble(src, saved, lens, true);
 
 	/* a flipped byte in the middle of the first entry: one note naming the
@@ -1081,12 +1061,12 @@ START_TEST(counts_of_small_shards_share_one_pack_per_directory)
 	ck_assert_msg(strstr(nt.last, "ragged counts pack") && strstr(nt.last, pack) &&
 			      strstr(nt.last, "corrupt (checksum mismatch); rebuilding it"),
 		      "%s", nt.last);
-	ck_assert_uint_ne(ino_of(pack), ino);
-	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
-	ino = ino_of(pack);
+	ck_assert_uint_ne(test_ino(pack), ino);
+	ck_assert_uint_eq(test_pack_entries(pack), NPK_SMALL);
+	ino = test_ino(pack);
 	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
 	ck_assert_int_eq(nt.n, 1);
-	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 
 	/* a corrupt header: one note, the whole pack rebuilt */
 	buf = test_slurp(pack, &n);
@@ -1096,8 +1076,8 @@ START_TEST(counts_of_small_shards_share_one_pack_per_directory)
 	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
 	ck_assert_int_eq(nt.n, 2);
 	ck_assert_msg(strstr(nt.last, pack) && strstr(nt.last, "corrupt header"), "%s", nt.last);
-	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
-	ino = ino_of(pack);
+	ck_assert_uint_eq(test_pack_entries(pack), NPK_SMALL);
+	ino = test_ino(pack);
 
 	/* a schema counting other slots: a pack of its own (the big shard's
 	 * one slot fits in it too), the first pack untouched */
@@ -1106,10 +1086,10 @@ START_TEST(counts_of_small_shards_share_one_pack_per_directory)
 	cnt_files(ix, &np, &no, NULL, 0);
 	ck_assert_uint_eq(np, 2);
 	ck_assert_uint_eq(no, 1);
-	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
 	ck_assert_uint_eq(geom_sig(src, ix, one, &nt), want1);
-	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 	ck_assert_int_eq(nt.n, 2);
 
 	/* a small shard rewritten with other records: counted again, silently
@@ -1117,8 +1097,8 @@ START_TEST(counts_of_small_shards_share_one_pack_per_directory)
 	pk_write(src, 4, 5000);
 	want = geom_sig(src, NULL, parts_schema, &nt);
 	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
-	ck_assert_uint_ne(ino_of(pack), ino);
-	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
+	ck_assert_uint_ne(test_ino(pack), ino);
+	ck_assert_uint_eq(test_pack_entries(pack), NPK_SMALL);
 	pk_garble(src, saved, lens, false);
 	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
 	pk_garble(src, saved, lens, true);
@@ -1151,14 +1131,14 @@ START_TEST(datasets_sharing_a_directory_keep_each_others_counts)
 	cnt_files(ix, &np, &no, pack, sizeof(pack));
 	ck_assert_uint_eq(np, 1);
 	ck_assert_uint_eq(no, 0);
-	ck_assert_uint_eq(pack_entries(pack), 3);
+	ck_assert_uint_eq(test_pack_entries(pack), 3);
 	/* the other glob: added to the same pack, the first one's kept */
 	ck_assert_uint_eq(geom_sig(gb, ix, parts_schema, &nt), wb);
-	ck_assert_uint_eq(pack_entries(pack), 5);
-	ino = ino_of(pack);
+	ck_assert_uint_eq(test_pack_entries(pack), 5);
+	ino = test_ino(pack);
 	ck_assert_uint_eq(geom_sig(ga, ix, parts_schema, &nt), wa);
 	ck_assert_uint_eq(geom_sig(gb, ix, parts_schema, &nt), wb);
-	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 	/* a shard of each changed: when b's mount rewrites the pack, a's stale
 	 * entry is dropped and its other two kept */
 	pk_write(src, 1, 7000);
@@ -1166,13 +1146,13 @@ START_TEST(datasets_sharing_a_directory_keep_each_others_counts)
 	wa = geom_sig(ga, NULL, parts_schema, &nt);
 	wb = geom_sig(gb, NULL, parts_schema, &nt);
 	ck_assert_uint_eq(geom_sig(gb, ix, parts_schema, &nt), wb);
-	ck_assert_uint_eq(pack_entries(pack), 4);
+	ck_assert_uint_eq(test_pack_entries(pack), 4);
 	ck_assert_uint_eq(geom_sig(ga, ix, parts_schema, &nt), wa);
-	ck_assert_uint_eq(pack_entries(pack), 5);
-	ino = ino_of(pack);
+	ck_assert_uint_eq(test_pack_entries(pack), 5);
+	ino = test_ino(pack);
 	ck_assert_uint_eq(geom_sig(gb, ix, parts_schema, &nt), wb);
 	ck_assert_uint_eq(geom_sig(ga, ix, parts_schema, &nt), wa);
-	ck_assert_uint_eq(ino_of(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 	ck_assert_int_eq(nt.n, 0);
 	snprintf(pack, sizeof(pack), "rm -rf '%s'", dir);
 	ck_assert_int_eq(system(pack), 0);
@@ -1224,7 +1204,7 @@ START_TEST(cntcache_writes_each_pack_once_at_save)
 	bfs_cntcache_free(cc);
 	cnt_files(ix, &np, &no, pack, sizeof(pack));
 	ck_assert_uint_eq(np, 1);
-	ck_assert_uint_eq(pack_entries(pack), NPK_SMALL);
+	ck_assert_uint_eq(test_pack_entries(pack), NPK_SMALL);
 	ck_assert_int_eq(bfs_cntcache_new(&cc, ds, p, ix, on_note, &nt), 0);
 	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++) {
 		uint64_t nr = bfs_shard_nrecords(bfs_dataset_shard(ds, i));

@@ -443,26 +443,6 @@ static void count_files(const char *dir, unsigned *packs, unsigned *idx, char *p
 	closedir(d);
 }
 
-static ino_t inode(const char *path)
-{
-	struct stat st;
-
-	ck_assert_int_eq(stat(path, &st), 0);
-	return st.st_ino;
-}
-
-static uint64_t entries_in(const char *pack)
-{
-	struct bfs_ixpack *pk = NULL;
-	char why[256];
-	uint64_t n;
-
-	ck_assert_msg(bfs_ixpack_load(&pk, pack, why, sizeof(why)) == BFS_INDEX_LOADED, "%s", why);
-	n = bfs_ixpack_count(pk);
-	bfs_ixpack_free(pk);
-	return n;
-}
-
 START_TEST(dataset_packs_small_shards_and_rebuilds_stale_or_corrupt_entries)
 {
 	char ixd[128], pack[600];
@@ -484,22 +464,22 @@ START_TEST(dataset_packs_small_shards_and_rebuilds_stale_or_corrupt_entries)
 	count_files(ixd, &np, &ni, pack, sizeof(pack));
 	ck_assert_uint_eq(np, 1); /* the small shards' indexes, in one pack */
 	ck_assert_uint_eq(ni, 1); /* the big shard's, a file of its own */
-	ck_assert_uint_eq(entries_in(pack), NSMALL);
-	ino = inode(pack);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL);
+	ino = test_ino(pack);
 	ck_assert(open_check(src, ixd, 0, NSH - 1)); /* reused, not rewritten */
-	ck_assert_uint_eq(inode(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 	ck_assert_int_eq(notes, 0);
 
 	/* a small shard changed: it alone is scanned, the pack rewritten */
 	gen[5]++;
 	write_shard(5);
 	ck_assert(!open_check(src, ixd, 0, NSH - 1));
-	ck_assert_uint_ne(inode(pack), ino);
+	ck_assert_uint_ne(test_ino(pack), ino);
 	ck_assert_int_eq(notes, 0);
-	ck_assert_uint_eq(entries_in(pack), NSMALL);
-	ino = inode(pack);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL);
+	ino = test_ino(pack);
 	ck_assert(open_check(src, ixd, 0, NSH - 1));
-	ck_assert_uint_eq(inode(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 
 	/* a flipped byte in the middle of the first entry: one note, rebuilt */
 	buf = test_slurp(pack, &n);
@@ -524,7 +504,7 @@ START_TEST(dataset_packs_small_shards_and_rebuilds_stale_or_corrupt_entries)
 	ck_assert_ptr_nonnull(strstr(last_note, "corrupt header"));
 	ck_assert(open_check(src, ixd, 0, NSH - 1));
 	ck_assert_int_eq(notes, 2);
-	ck_assert_uint_eq(entries_in(pack), NSMALL);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL);
 
 	/* truncated: the same */
 	free(buf);
@@ -541,12 +521,12 @@ START_TEST(dataset_packs_small_shards_and_rebuilds_stale_or_corrupt_entries)
 	gen[NSMALL]++;
 	write_shard(NSMALL);
 	ck_assert(!open_check(src, ixd, 0, NSH - 1));
-	ck_assert_uint_eq(entries_in(pack), NSMALL + 1);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL + 1);
 	ck_assert(open_check(src, ixd, 0, NSH - 1));
 	gen[NSMALL]++;
 	write_shard(NSMALL);
 	ck_assert(!open_check(src, ixd, 0, NSH - 1));
-	ck_assert_uint_eq(entries_in(pack), NSMALL);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL);
 	ck_assert(open_check(src, ixd, 0, NSH - 1));
 	ck_assert_int_eq(notes, 3);
 	rm_tmpdir();
@@ -573,17 +553,17 @@ START_TEST(datasets_sharing_a_directory_share_its_pack)
 	count_files(ixd, &np, &ni, pack, sizeof(pack));
 	ck_assert_uint_eq(np, 1);
 	ck_assert_uint_eq(ni, 0);
-	ck_assert_uint_eq(entries_in(pack), NSMALL / 2);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL / 2);
 	/* the other half of the directory: added to the same pack, the first
 	 * half's entries kept */
 	ck_assert(!open_check(glob_b, ixd, NSMALL / 2, NSMALL - 1));
 	count_files(ixd, &np, &ni, pack, sizeof(pack));
 	ck_assert_uint_eq(np, 1);
-	ck_assert_uint_eq(entries_in(pack), NSMALL);
-	ino = inode(pack);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL);
+	ino = test_ino(pack);
 	ck_assert(open_check(glob_a, ixd, 0, NSMALL / 2 - 1));
 	ck_assert(open_check(glob_b, ixd, NSMALL / 2, NSMALL - 1));
-	ck_assert_uint_eq(inode(pack), ino);
+	ck_assert_uint_eq(test_ino(pack), ino);
 	/* a shard of the first half changed: when the second half rewrites
 	 * the pack, that entry is dropped (stale), the others kept */
 	gen[2]++;
@@ -591,9 +571,9 @@ START_TEST(datasets_sharing_a_directory_share_its_pack)
 	gen[NSMALL / 2]++;
 	write_shard(NSMALL / 2);
 	ck_assert(!open_check(glob_b, ixd, NSMALL / 2, NSMALL - 1));
-	ck_assert_uint_eq(entries_in(pack), NSMALL - 1);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL - 1);
 	ck_assert(!open_check(glob_a, ixd, 0, NSMALL / 2 - 1));
-	ck_assert_uint_eq(entries_in(pack), NSMALL);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL);
 	ck_assert(open_check(glob_b, ixd, NSMALL / 2, NSMALL - 1));
 	ck_assert(open_check(glob_a, ixd, 0, NSMALL / 2 - 1));
 	ck_assert_int_eq(notes, 0);
