@@ -632,6 +632,16 @@ struct bfs_bind {
 		uint64_t word; /* bfs_keymap_word of the key when len <= 8 */
 		uint32_t len;
 		int32_t k;
+		/* the whole entry as the last record had it, when its value
+		 * went to column k in the writers' encoding: its first tlen
+		 * bytes (8 to 24: as words at 0, (tlen - 8) / 2 and tlen - 8),
+		 * elen bytes in all, the value being the last elen - tlen.
+		 * tlen 0: none. Equal bytes parse the same, so a record whose
+		 * entry starts with them needs no parse (template_hit). */
+		uint64_t t[3];
+		uint16_t elen;
+		uint8_t tlen;
+		uint8_t tkind; /* the column's kind then */
 	} * guess;
 	size_t nguess;
 	/* columns: col[k] of context name k; wgen[k] == gen when this record's
@@ -916,13 +926,15 @@ static __attribute__((noinline)) bool column_other(const uint8_t *vp, const uint
 }
 
 static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b, size_t k,
-							     const uint8_t *vp, const uint8_t *ve)
+							     const uint8_t *vp, const uint8_t *ve,
+							     const uint8_t **packed)
 {
 	const struct column *col = &b->col[k];
 	const uint8_t *src;
 	size_t len;
 	int64_t one;
 
+	*packed = NULL;
 	switch (col->kind) {
 	case BFS_KIND_FLOAT:
 		/* the writers' encoding of a few floats, checked in place */
@@ -930,6 +942,8 @@ static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b,
 			int64_t unused;
 			if (!column_other(vp, ve, col, &src, &len, &unused))
 				return false;
+		} else {
+			*packed = src;
 		}
 		break;
 	case BFS_KIND_INT64:
@@ -958,6 +972,8 @@ static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b,
 			int64_t unused;
 			if (!column_other(vp, ve, col, &src, &len, &unused))
 				return false;
+		} else {
+			*packed = src;
 		}
 		break;
 	default:
@@ -1007,10 +1023,44 @@ static __attribute__((noinline)) int bind_slot(struct bfs_bind *b, size_t k, str
 	return 0;
 }
 
+/* Whether the entry at p (before end) begins with g's template bytes:
+ * then it is the same entry as in the last record but for its value. */
+static inline bool template_hit(const struct guess *g, const uint8_t *p, const uint8_t *end)
+{
+	uint64_t w0, w1, w2;
+
+	if (!g->tlen || (size_t)(end - p) < g->elen)
+		return false;
+	memcpy(&w0, p, 8);
+	memcpy(&w1, p + (g->tlen - 8) / 2, 8);
+	memcpy(&w2, p + g->tlen - 8, 8);
+	return w0 == g->t[0] && w1 == g->t[1] && w2 == g->t[2];
+}
+
+/* Remember entry [p, end) as g's template: its value [v, end) went to a
+ * column in the writers' encoding, after the key (which ends by v). */
+static inline void template_keep(struct guess *g, const uint8_t *p, const uint8_t *v,
+				 const uint8_t *end, const uint8_t *key_end, enum bfs_kind kind)
+{
+	size_t tlen = (size_t)(v - p), elen = (size_t)(end - p);
+
+	g->tlen = 0;
+	if (tlen < 8 || tlen > 24 || elen > UINT16_MAX || key_end > v)
+		return;
+	memcpy(&g->t[0], p, 8);
+	memcpy(&g->t[1], p + (tlen - 8) / 2, 8);
+	memcpy(&g->t[2], p + tlen - 8, 8);
+	g->elen = (uint16_t)elen;
+	g->tlen = (uint8_t)tlen;
+	g->tkind = (uint8_t)kind;
+}
+
 /* Features map: every entry validated and counted; a bound key keeps its
  * range (a later duplicate replaces it: the last one wins). The loop keeps
  * the value's range in two registers: as a struct it lived on the stack,
- * and reading it whole after two 8-byte stores stalled every entry. */
+ * and reading it whole after two 8-byte stores stalled every entry. An
+ * entry equal to the last record's at the same position but for its value
+ * (its template) costs three compares and the value's copy. */
 static int bind_features(struct bfs_bind *b, struct cur c)
 {
 	struct cur key, val;
@@ -1018,12 +1068,33 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 	size_t e = 0;
 	int rc;
 
-	while ((rc = next_entry_nul(&c, &key, &val, &has_val, false)) == 1) {
-		const uint8_t *vp = val.p, *ve = val.end;
-		size_t klen = (size_t)(key.end - key.p);
+	for (;;) {
 		struct guess *g = e < b->nguess ? &b->guess[e] : NULL;
+		const uint8_t *start = c.p, *vp, *ve, *packed;
+		size_t klen;
 		long k;
 
+		if (g && template_hit(g, c.p, c.end)) {
+			const struct column *col = &b->col[g->k];
+			size_t plen = (size_t)g->elen - g->tlen;
+
+			if (col->kind == g->tkind &&
+			    plen == (col->kind == BFS_KIND_FLOAT ? (size_t)col->n * 4 : col->n)) {
+				put_row(col->base + b->row * plen, c.p + g->tlen, plen);
+				if (b->wgen[g->k] != b->gen) {
+					b->wgen[g->k] = b->gen;
+					b->nwritten++;
+				}
+				c.p += g->elen;
+				e++;
+				continue;
+			}
+		}
+		if ((rc = next_entry_nul(&c, &key, &val, &has_val, false)) != 1)
+			break;
+		vp = val.p;
+		ve = val.end;
+		klen = (size_t)(key.end - key.p);
 		e++;
 		if (g && g->k >= 0 && g->len == klen &&
 		    (klen <= 8 ? g->word == bfs_keymap_word(key.p, klen)
@@ -1039,6 +1110,8 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 				g->word = klen <= 8 ? bfs_keymap_word(key.p, klen) : 0;
 			}
 		}
+		if (g)
+			g->tlen = 0;
 
 		if (k < 0) {
 			struct counts n = { 0 };
@@ -1046,8 +1119,13 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 				return rc;
 			continue;
 		}
-		if (has_val && b->col[k].kind != BFS_KIND_NONE && put_column(b, (size_t)k, vp, ve))
+		if (has_val && b->col[k].kind != BFS_KIND_NONE &&
+		    put_column(b, (size_t)k, vp, ve, &packed)) {
+			/* a value that ends the entry, in the writers' encoding */
+			if (g && packed && ve == c.p && g->k == k)
+				template_keep(g, start, packed, c.p, key.end, b->col[k].kind);
 			continue;
+		}
 		if ((rc = bind_slot(b, (size_t)k, (struct cur){ vp, ve }, has_val)) != 0)
 			return rc;
 	}

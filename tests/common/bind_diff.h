@@ -4,8 +4,10 @@
  *
  * bind_diff(data, len) decodes the bytes with the protobuf-c reference, then
  * binds them with keymaps of all (then every other one) of the record's
- * context names, every list name, and names the record lacks — once after binding another record
- * with the same bind (so a stale slot would show). Where bind succeeds, the
+ * context names, every list name, and names the record lacks — once after
+ * binding another record with the same bind (so a stale slot would show),
+ * then again right after itself (so a guessed key order or entry template
+ * is used). Where bind succeeds, the
  * reference must succeed too, and every bound name must read exactly as
  * bfs_example_find / bfs_example_find_list read on the reference (absent
  * and `Feature {}` alike: kind NONE, no values). Bind may fail only with
@@ -197,53 +199,63 @@ static const char *bind_diff_with(const uint8_t *data, size_t len, size_t stride
 			goto out;
 		}
 	}
-	rb = bfs_example_bind(bd, data, len);
-	if (rb != 0) {
-		if (rb != -EAGAIN && rb != -ENOMEM)
-			bad = "bind failed with an error other than -EAGAIN/-ENOMEM";
-		goto out;
-	}
-	if (rr != 0) {
-		bad = "bind accepted what the reference rejects";
-		goto out;
-	}
-	{
-		size_t written = 0;
-		for (size_t k = 0; k < nc; k++) {
-			written += bfs_bind_written(bd, k);
-			if (!cols && bfs_bind_written(bd, k)) {
-				bad = "a bind without columns wrote one";
+	/* twice: the second bind meets the record as the last one it bound
+	 * (its key order and entry templates), with the rows poisoned first */
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t k = 0; pass && cols && k < nc; k++)
+			memset(colbuf[k] + rowbytes[k], BIND_DIFF_CANARY, rowbytes[k]);
+		rb = bfs_example_bind(bd, data, len);
+		if (rb != 0) {
+			if (rb != -EAGAIN && rb != -ENOMEM)
+				bad = "bind failed with an error other than -EAGAIN/-ENOMEM";
+			goto out;
+		}
+		if (rr != 0) {
+			bad = "bind accepted what the reference rejects";
+			goto out;
+		}
+		{
+			size_t written = 0;
+			for (size_t k = 0; k < nc; k++) {
+				written += bfs_bind_written(bd, k);
+				if (!cols && bfs_bind_written(bd, k)) {
+					bad = "a bind without columns wrote one";
+					goto out;
+				}
+				for (size_t r = 0; cols && r < 3;
+				     r += 2) /* rows 0 and 2 untouched */
+					for (size_t i = 0; i < rowbytes[k]; i++)
+						if (colbuf[k][r * rowbytes[k] + i] !=
+						    BIND_DIFF_CANARY) {
+							bad = "a column was written outside its "
+							      "row";
+							goto out;
+						}
+			}
+			if (written != bfs_bind_nwritten(bd)) {
+				bad = "bfs_bind_nwritten disagrees with bfs_bind_written";
 				goto out;
 			}
-			for (size_t r = 0; cols && r < 3; r += 2) /* rows 0 and 2 untouched */
-				for (size_t i = 0; i < rowbytes[k]; i++)
-					if (colbuf[k][r * rowbytes[k] + i] != BIND_DIFF_CANARY) {
-						bad = "a column was written outside its row";
-						goto out;
-					}
 		}
-		if (written != bfs_bind_nwritten(bd)) {
-			bad = "bfs_bind_nwritten disagrees with bfs_bind_written";
-			goto out;
-		}
-	}
-	for (size_t k = 0; k < nc; k++)
-		if (!bind_diff_values_eq(bfs_bind_values(bd, k), bfs_example_find(ref, cn[k]))) {
-			bad = "a context feature reads differently";
-			goto out;
-		}
-	for (size_t k = 0; k < nl; k++) {
-		const struct bfs_feature_list *a = bfs_bind_list(bd, k);
-		const struct bfs_feature_list *b = bfs_example_find_list(ref, ln[k]);
-		if (!a != !b || (a && a->nsteps != b->nsteps)) {
-			bad = "a feature list reads differently";
-			goto out;
-		}
-		for (size_t s = 0; a && s < a->nsteps; s++)
-			if (!bind_diff_values_eq(&a->steps[s], &b->steps[s])) {
-				bad = "a feature list step reads differently";
+		for (size_t k = 0; k < nc; k++)
+			if (!bind_diff_values_eq(bfs_bind_values(bd, k),
+						 bfs_example_find(ref, cn[k]))) {
+				bad = "a context feature reads differently";
 				goto out;
 			}
+		for (size_t k = 0; k < nl; k++) {
+			const struct bfs_feature_list *a = bfs_bind_list(bd, k);
+			const struct bfs_feature_list *b = bfs_example_find_list(ref, ln[k]);
+			if (!a != !b || (a && a->nsteps != b->nsteps)) {
+				bad = "a feature list reads differently";
+				goto out;
+			}
+			for (size_t s = 0; a && s < a->nsteps; s++)
+				if (!bind_diff_values_eq(&a->steps[s], &b->steps[s])) {
+					bad = "a feature list step reads differently";
+					goto out;
+				}
+		}
 	}
 out:
 	for (size_t k = 0; colbuf && k < nc; k++)

@@ -862,6 +862,79 @@ START_TEST(bound_decoding_writes_columns_and_the_last_duplicate_wins)
 }
 END_TEST
 
+/* An Example of float features: keys[i] holding n[i] floats from vals. */
+static size_t float_record(uint8_t *buf, const char *const *keys, const size_t *n,
+			   const float *vals, size_t count)
+{
+	uint8_t *p = buf + 3;
+
+	for (size_t i = 0; i < count; i++) {
+		size_t klen = strlen(keys[i]), pl = 4 * n[i];
+		/* 0a LEN { 0a KLEN key 12 LEN { 12 LEN { 0a LEN floats } } } */
+		*p++ = 0x0a;
+		*p++ = (uint8_t)(2 + klen + 2 + 2 + 2 + pl);
+		*p++ = 0x0a;
+		*p++ = (uint8_t)klen;
+		memcpy(p, keys[i], klen);
+		p += klen;
+		*p++ = 0x12;
+		*p++ = (uint8_t)(4 + pl);
+		*p++ = 0x12;
+		*p++ = (uint8_t)(2 + pl);
+		*p++ = 0x0a;
+		*p++ = (uint8_t)pl;
+		memcpy(p, vals, pl);
+		p += pl;
+		vals += n[i];
+	}
+	size_t body = (size_t)(p - buf) - 3;
+	buf[0] = 0x0a;
+	buf[1] = (uint8_t)(0x80 | (body & 0x7f));
+	buf[2] = (uint8_t)(body >> 7);
+	return body + 3;
+}
+
+/* A record whose entries are the last record's but for their values takes
+ * them through the entry templates; any other entry, the full walk. */
+START_TEST(bound_decoding_templates_take_new_values_and_miss_on_other_bytes)
+{
+	static const char *const names[] = { "fa", "fb" };
+	static const char *const ab[] = { "fa", "fb" }, *const ba[] = { "fb", "fa" };
+	static const size_t one[] = { 1, 1 }, two_one[] = { 2, 1 };
+	struct bfs_keymap *km;
+	struct bfs_bind *b;
+	float ca[4] = { 0 }, cb[4] = { 0 };
+	uint8_t buf[256];
+	size_t len;
+
+	ck_assert_int_eq(bfs_keymap_new(&km, names, 2), 0);
+	ck_assert_int_eq(bfs_bind_new(&b, km, 2, NULL, 0), 0);
+	bfs_bind_column(b, 0, BFS_KIND_FLOAT, 1, (uint8_t *)ca);
+	bfs_bind_column(b, 1, BFS_KIND_FLOAT, 1, (uint8_t *)cb);
+	for (unsigned r = 0; r < 2; r++) { /* the second record meets the templates */
+		len = float_record(buf, ab, one, (const float[]){ 1.5f + 2 * r, 2.5f + 2 * r }, 2);
+		bfs_bind_row(b, r);
+		ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+		ck_assert_uint_eq(bfs_bind_nwritten(b), 2);
+		ck_assert(ca[r] == 1.5f + 2 * r && cb[r] == 2.5f + 2 * r);
+	}
+	/* the keys swapped: each entry's bytes differ from its template */
+	len = float_record(buf, ba, one, (const float[]){ 5.5f, 6.5f }, 2);
+	bfs_bind_row(b, 2);
+	ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+	ck_assert(cb[2] == 5.5f && ca[2] == 6.5f);
+	/* two floats where the column takes one: a longer entry, no column */
+	len = float_record(buf, ab, two_one, (const float[]){ 7.0f, 8.0f, 9.0f }, 2);
+	bfs_bind_row(b, 3);
+	ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+	ck_assert(!bfs_bind_written(b, 0) && bfs_bind_written(b, 1));
+	ck_assert_uint_eq(bfs_bind_values(b, 0)->count, 2);
+	ck_assert(cb[3] == 9.0f);
+	bfs_bind_free(b);
+	bfs_keymap_free(km);
+}
+END_TEST
+
 /* ---- real files -------------------------------------------------------------------------- */
 
 struct real_ctx {
@@ -996,6 +1069,7 @@ static Suite *example_suite(void)
 	tcase_add_test(tc, bound_decoding_reads_every_shape_as_the_reference);
 	tcase_add_test(tc, bound_decoding_guesses_keys_and_checks_every_guess);
 	tcase_add_test(tc, bound_decoding_writes_columns_and_the_last_duplicate_wins);
+	tcase_add_test(tc, bound_decoding_templates_take_new_values_and_miss_on_other_bytes);
 	tc = tcase_create("real");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, every_record_of_the_real_files_decodes);
