@@ -59,6 +59,7 @@ struct bfs_batcher {
 	size_t nctx_keys, nlist_keys;
 	const char **key_names; /* context names, then list names */
 	struct bfs_blocks *blocks; /* shuffle=block, else NULL */
+	bool plain; /* no compressed shard: parts are read in chunks (READ_CHUNK) */
 	const struct bfs_batcher *base; /* a rank's copy: everything above is base's */
 };
 
@@ -398,6 +399,10 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 	b->schema = s;
 	b->o = *o;
 	b->nrecords = bfs_dataset_nrecords(ds);
+	b->plain = true;
+	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++)
+		if (bfs_shard_compression(bfs_dataset_shard(ds, i)) != BFS_COMP_NONE)
+			b->plain = false;
 	rc = bfs_plan_new(&b->plan, s);
 	if (!rc)
 		rc = make_drivers(b);
@@ -1243,6 +1248,11 @@ static int part_check(const struct bfs_build *jb, const struct part *pt, const s
 	return 0;
 }
 
+/* Bytes of records read and then filled together (plain shards): a wide or
+ * image batch holds megabytes of records, which filled after the whole
+ * batch was read come back from memory rather than from L2. */
+#define READ_CHUNK ((uint64_t)256 << 10)
+
 static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_corrupt, void *ctx)
 {
 	const struct bfs_batcher *b = jb->b;
@@ -1269,46 +1279,58 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 		if (dr->col_kind != BFS_KIND_NONE)
 			bfs_bind_column(bd, dr->key, dr->col_kind, dr->col_n, cur[dr->main].base);
 	}
-	/* read phase: every row's record into one arena, in file order, so a
-	 * compressed shard is inflated once per run of nearby records */
+	/* read, then fill, a chunk of rows at a time: each chunk's records are
+	 * read into the arena in file order (a compressed shard is inflated
+	 * once per run of nearby records), then filled in row order (ragged
+	 * values are appended row by row) while they are still in the caches */
 	bfs_dataset_record_lens(b->ds, recs, n, lens);
-	for (size_t j = 0; j < n; j++)
-		arena_size += lens[j];
-	arena = malloc(arena_size ? arena_size : 1);
-	if (!arena)
-		goto nomem;
-	for (size_t j = 0, off = 0; j < n; j++) {
-		dst[j] = arena + off;
-		off += lens[j];
-	}
-	rc = bfs_dataset_read_many(b->ds, recs, n, dst, b->o.verify, errs, msgs);
-	if (rc)
-		goto out;
-	/* fill phase, in row order (ragged values are appended row by row) */
-	for (size_t i = 0; i < n; i++) {
-		uint64_t j = pt->j0 + i;
+	for (size_t i0 = 0, i1; i0 < n; i0 = i1) {
+		uint64_t bytes = 0;
 
-		if (errs[i] == 0)
-			rc = fill_from_bytes(b, bd, recs[i], dst[i], lens[i], j, cur);
-		else
-			rc = bfs_err_set(errs[i], "%s", msgs[i] ? msgs[i] : "read failed");
-		if (rc == 0)
-			continue;
-		if (rc == -ENOMEM)
+		for (i1 = i0; i1 < n && (i1 == i0 || !b->plain || bytes + lens[i1] <= READ_CHUNK);
+		     i1++)
+			bytes += lens[i1];
+		if (bytes > arena_size) {
+			free(arena);
+			arena_size = bytes;
+			if (!(arena = malloc(arena_size ? arena_size : 1)))
+				goto nomem;
+		}
+		for (size_t j = i0, off = 0; j < i1; j++) {
+			dst[j] = arena + off;
+			off += lens[j];
+		}
+		rc = bfs_dataset_read_many(b->ds, recs + i0, i1 - i0, dst + i0, b->o.verify,
+					   errs + i0, msgs + i0);
+		if (rc)
 			goto out;
-		if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP && p->nslots == 0 && b->nrecords > 1) {
-			if (on_corrupt)
-				on_corrupt(ctx, bfs_err_msg(), true);
-			rc = fill_substitute(b, bd, recs[i], j, cur, rbuf, cap, on_corrupt, ctx);
+		for (size_t i = i0; i < i1; i++) {
+			uint64_t j = pt->j0 + i;
+
+			if (errs[i] == 0)
+				rc = fill_from_bytes(b, bd, recs[i], dst[i], lens[i], j, cur);
+			else
+				rc = bfs_err_set(errs[i], "%s", msgs[i] ? msgs[i] : "read failed");
 			if (rc == 0)
 				continue;
 			if (rc == -ENOMEM)
 				goto out;
+			if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP && p->nslots == 0 &&
+			    b->nrecords > 1) {
+				if (on_corrupt)
+					on_corrupt(ctx, bfs_err_msg(), true);
+				rc = fill_substitute(b, bd, recs[i], j, cur, rbuf, cap, on_corrupt,
+						     ctx);
+				if (rc == 0)
+					continue;
+				if (rc == -ENOMEM)
+					goto out;
+			}
+			if (on_corrupt)
+				on_corrupt(ctx, bfs_err_msg(), false);
+			rc = -EIO;
+			goto out;
 		}
-		if (on_corrupt)
-			on_corrupt(ctx, bfs_err_msg(), false);
-		rc = -EIO;
-		goto out;
 	}
 	rc = part_check(jb, pt, cur);
 	if (rc && on_corrupt)
