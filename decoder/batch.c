@@ -1290,7 +1290,7 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 		for (i1 = i0; i1 < n && (i1 == i0 || !b->plain || bytes + lens[i1] <= READ_CHUNK);
 		     i1++)
 			bytes += lens[i1];
-		if (bytes > arena_size) {
+		if (!arena || bytes > arena_size) { /* empty records too: dst needs a base */
 			free(arena);
 			arena_size = bytes;
 			if (!(arena = malloc(arena_size ? arena_size : 1)))
