@@ -874,6 +874,15 @@ static inline const uint8_t *one_packed(const uint8_t *p, const uint8_t *end, ui
 	return q + 1 + n2;
 }
 
+/* Name k's values are in its column for this record (counted once). */
+static inline void mark_written(struct bfs_bind *b, size_t k)
+{
+	if (b->wgen[k] != b->gen) {
+		b->wgen[k] = b->gen;
+		b->nwritten++;
+	}
+}
+
 /* A row of a column: scalars are one fixed-size move, not a call. */
 static inline void put_row(uint8_t *dst, const uint8_t *src, size_t len)
 {
@@ -981,10 +990,7 @@ static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b,
 	}
 	put_row(col->base + b->row * len, src, len);
 written:
-	if (b->wgen[k] != b->gen) {
-		b->wgen[k] = b->gen;
-		b->nwritten++;
-	}
+	mark_written(b, k);
 	return true;
 }
 
@@ -1081,10 +1087,7 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 			if (col->kind == g->tkind &&
 			    plen == (col->kind == BFS_KIND_FLOAT ? (size_t)col->n * 4 : col->n)) {
 				put_row(col->base + b->row * plen, c.p + g->tlen, plen);
-				if (b->wgen[g->k] != b->gen) {
-					b->wgen[g->k] = b->gen;
-					b->nwritten++;
-				}
+				mark_written(b, (size_t)g->k);
 				c.p += g->elen;
 				e++;
 				continue;
