@@ -681,7 +681,7 @@ int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nct
 	b->col = calloc(nctx + 1, sizeof(*b->col));
 	b->wgen = calloc(nctx + 1, sizeof(*b->wgen));
 	b->nguess = 2 * nctx + 16;
-	b->guess = malloc(b->nguess * sizeof(*b->guess));
+	b->guess = calloc(b->nguess, sizeof(*b->guess)); /* tlen 0: no template */
 	for (size_t e = 0; b->guess && e < b->nguess; e++)
 		b->guess[e].k = -1;
 	if (!b->guess || !b->cs || !b->lists || !b->cgen || !b->sgen || !b->lgen || !b->cb ||
@@ -1080,7 +1080,7 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 		size_t klen;
 		long k;
 
-		if (g && template_hit(g, c.p, c.end)) {
+		if (g && g->k >= 0 && template_hit(g, c.p, c.end)) {
 			const struct column *col = &b->col[g->k];
 			size_t plen = (size_t)g->elen - g->tlen;
 

@@ -935,6 +935,43 @@ START_TEST(bound_decoding_templates_take_new_values_and_miss_on_other_bytes)
 }
 END_TEST
 
+/* A new bind starts with no templates, even where the allocator hands it a
+ * freed bind's memory (the TSan stress test caught a bind reading its
+ * predecessor's: an entry "matched" a template of name -1). */
+START_TEST(a_new_bind_inherits_no_templates)
+{
+	static const char *const names[] = { "fa", "fb" };
+	static const char *const ab[] = { "fa", "fb" };
+	static const size_t one[] = { 1, 1 };
+	struct bfs_keymap *km;
+	uint8_t buf[256];
+	size_t len;
+
+	ck_assert_int_eq(bfs_keymap_new(&km, names, 2), 0);
+	for (unsigned round = 0; round < 4; round++) {
+		struct bfs_bind *b;
+		float ca[2] = { 0 }, cb[2] = { 0 };
+
+		ck_assert_int_eq(bfs_bind_new(&b, km, 2, NULL, 0), 0);
+		/* the first round's columns; later rounds bind fb alone as one */
+		if (round == 0)
+			bfs_bind_column(b, 0, BFS_KIND_FLOAT, 1, (uint8_t *)ca);
+		bfs_bind_column(b, 1, BFS_KIND_FLOAT, 1, (uint8_t *)cb);
+		for (unsigned r = 0; r < 2; r++) {
+			len = float_record(buf, ab, one, (const float[]){ 1.0f + r, 2.0f + round },
+					   2);
+			bfs_bind_row(b, r);
+			ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+			ck_assert(cb[r] == 2.0f + round);
+			ck_assert_uint_eq(bfs_bind_nwritten(b), round == 0 ? 2 : 1);
+			ck_assert(bfs_bind_values(b, 0)->f[0] == 1.0f + r);
+		}
+		bfs_bind_free(b);
+	}
+	bfs_keymap_free(km);
+}
+END_TEST
+
 /* ---- real files -------------------------------------------------------------------------- */
 
 struct real_ctx {
@@ -1070,6 +1107,7 @@ static Suite *example_suite(void)
 	tcase_add_test(tc, bound_decoding_guesses_keys_and_checks_every_guess);
 	tcase_add_test(tc, bound_decoding_writes_columns_and_the_last_duplicate_wins);
 	tcase_add_test(tc, bound_decoding_templates_take_new_values_and_miss_on_other_bytes);
+	tcase_add_test(tc, a_new_bind_inherits_no_templates);
 	tc = tcase_create("real");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, every_record_of_the_real_files_decodes);
