@@ -922,13 +922,15 @@ def values_per_record(features):
 def wide_rows(args, tools, res, t, src, mnt, mopts, nrec, shard_bytes, span, mb):
     """Wide records: the batches' .safetensors alone (what README.txt
     tells a wide reader to read), cold on a fresh mount, and the null FUSE
-    serving the same files."""
+    serving the same files. Read as such a reader globs them
+    (epoch-0000/*.safetensors): without a walk through the batch folders,
+    whose thousands of .npy entries the null FUSE does not have."""
     man = os.path.join(args.work, "manifest-safetensors.txt")
+    only = ["--only", ".safetensors", "--maxdepth", "1"] + list(BATCHES_ONLY)
     drop_caches(args)
     with Mount([tools["batchfs"], "-f", src, mnt, "-o", mopts], mnt) as m:
-        st = m.read(tools, mnt + "/epoch-0000", "--only", ".safetensors", *BATCHES_ONLY)
-        check_child([tools["readtree"], "--manifest", man, "--only", ".safetensors"] +
-                    list(BATCHES_ONLY) + [mnt + "/epoch-0000"])
+        st = m.read(tools, mnt + "/epoch-0000", *only)
+        check_child([tools["readtree"], "--manifest", man] + only + [mnt + "/epoch-0000"])
     with Mount([tools["nullfs"], "-f", mnt, "-o", "manifest=%s,keep_cache%s" % (man, span)],
                mnt) as m:
         null = m.read(tools, mnt)

@@ -4,7 +4,8 @@
  * reads a batchfs mount and the null filesystem with this same program, so
  * both are read the same way.
  *
- *   readtree [--bs BYTES] [--only SUFFIX] [--exclude NAME]... [--manifest OUT] DIR
+ *   readtree [--bs BYTES] [--only SUFFIX] [--exclude NAME]... [--maxdepth N]
+ *            [--manifest OUT] DIR
  *   readtree [--bs BYTES] FILE
  *
  * Given a regular FILE instead of a DIR, it reads that one file from start
@@ -18,6 +19,9 @@
  * --exclude NAME  skip every entry (file or directory) named exactly NAME,
  *             at any depth (e.g. --exclude all --exclude all.safetensors reads
  *             only the batches of a batchfs epoch folder); up to 16
+ * --maxdepth N  go no deeper than N levels below DIR (1: DIR's own entries,
+ *             as a reader globbing "DIR/" "*.safetensors" does); at the deepest
+ *             level a name --only does not want is skipped without a stat
  * --manifest  do not read; write "SIZE RELPATH" per file (from stat) to OUT,
  *             in the order they would be read (nullfs takes this file)
  * Output: one JSON line: files, bytes, seconds, MB_s (10^6 bytes/s).
@@ -41,6 +45,7 @@ struct walk {
 	const char *only;
 	const char *exclude[16];
 	int nexclude;
+	int maxdepth; /* 0: no limit */
 	FILE *manifest;
 	size_t rootlen, skip; /* skip: bytes of a path before its manifest name */
 	uint64_t files, bytes;
@@ -104,8 +109,10 @@ static int read_file(struct walk *w, const char *path, const struct stat *st)
 	return 0;
 }
 
-static int walk_dir(struct walk *w, const char *dir)
+static int walk_dir(struct walk *w, const char *dir, int depth)
 {
+	bool deepest = w->maxdepth && depth >= w->maxdepth;
+
 	struct dirent **ents = NULL;
 	int n = scandir(dir, &ents, NULL, cmp_names);
 	int rc = 0;
@@ -119,7 +126,8 @@ static int walk_dir(struct walk *w, const char *dir)
 		char *path = NULL;
 		struct stat st;
 
-		if (rc || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || excluded(w, name))
+		if (rc || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || excluded(w, name) ||
+		    (deepest && !wanted(w, name)))
 			goto next;
 		if (asprintf(&path, "%s/%s", dir, name) < 0) {
 			rc = -1;
@@ -129,7 +137,8 @@ static int walk_dir(struct walk *w, const char *dir)
 			fprintf(stderr, "readtree: %s: %s\n", path, strerror(errno));
 			rc = -1;
 		} else if (S_ISDIR(st.st_mode)) {
-			rc = walk_dir(w, path);
+			if (!deepest)
+				rc = walk_dir(w, path, depth + 1);
 		} else if (S_ISREG(st.st_mode) && wanted(w, name)) {
 			rc = read_file(w, path, &st);
 		}
@@ -144,7 +153,7 @@ next:
 static void usage(void)
 {
 	fprintf(stderr, "usage: readtree [--bs BYTES] [--only SUFFIX] [--exclude NAME]... "
-			"[--manifest OUT] DIR|FILE\n");
+			"[--maxdepth N] [--manifest OUT] DIR|FILE\n");
 	exit(2);
 }
 
@@ -163,6 +172,8 @@ int main(int argc, char **argv)
 			w.only = argv[++i];
 		else if (strcmp(argv[i], "--exclude") == 0 && i + 1 < argc && w.nexclude < 16)
 			w.exclude[w.nexclude++] = argv[++i];
+		else if (strcmp(argv[i], "--maxdepth") == 0 && i + 1 < argc)
+			w.maxdepth = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--manifest") == 0 && i + 1 < argc)
 			manifest = argv[++i];
 		else if (argv[i][0] == '-' || root)
@@ -201,7 +212,7 @@ int main(int argc, char **argv)
 		w.skip = slash ? (size_t)(slash - top) + 1 : 0; /* a manifest names the file */
 		rc = read_file(&w, top, &st);
 	} else {
-		rc = walk_dir(&w, top);
+		rc = walk_dir(&w, top, 1);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	free(top);
