@@ -637,13 +637,16 @@ struct bfs_bind {
 		 * bytes (8 to 24: as words at 0, (tlen - 8) / 2 and tlen - 8),
 		 * elen bytes in all, the value being the last elen - tlen.
 		 * tlen 0: none. Equal bytes parse the same, so a record whose
-		 * entry starts with them needs no parse (template_hit). */
+		 * entry starts with them needs no parse (template_hit), and
+		 * its value goes where the last one went: the row of dst,
+		 * whose shape was checked when the template was kept. */
 		uint64_t t[3];
+		uint8_t *dst; /* column k's base then */
 		uint16_t elen;
 		uint8_t tlen;
-		uint8_t tkind; /* the column's kind then */
 	} * guess;
 	size_t nguess;
+	bool templates; /* some guess may have a template (bfs_bind_column) */
 	/* columns: col[k] of context name k; wgen[k] == gen when this record's
 	 * values of k went to its column (nwritten names, counted once) */
 	struct column *col; /* [nctx] */
@@ -764,6 +767,10 @@ const struct bfs_feature_list *bfs_bind_list(const struct bfs_bind *b, size_t k)
 void bfs_bind_column(struct bfs_bind *b, size_t k, enum bfs_kind kind, uint32_t n, uint8_t *base)
 {
 	b->col[k] = (struct column){ base, n, base && n ? kind : BFS_KIND_NONE };
+	/* a template holds its column's base and shape: forget them all */
+	for (size_t e = 0; b->templates && e < b->nguess; e++)
+		b->guess[e].tlen = 0;
+	b->templates = false;
 }
 
 void bfs_bind_row(struct bfs_bind *b, uint64_t row)
@@ -934,8 +941,53 @@ static __attribute__((noinline)) bool column_other(const uint8_t *vp, const uint
 	}
 }
 
+/* The varint that fills [src, src + len) exactly, len 1 to 10 (as varint()
+ * reads it: a tenth byte gives bit 63 only): true and *out, else false.
+ * With 8 bytes readable at src (before lim) its first 8 bytes are one load
+ * and a few masks, not a loop whose exit depends on the value's size and
+ * is mispredicted as sizes vary from record to record. */
+static inline bool exact_varint(const uint8_t *src, size_t len, const uint8_t *lim, uint64_t *out)
+{
+	const uint64_t hi = 0x8080808080808080u;
+	uint64_t w, keep, x = 0;
+
+	if (len < 1 || len > 10)
+		return false;
+	if ((size_t)(lim - src) < 8) {
+		size_t i;
+		for (i = 0; i + 1 < len && src[i] >= 0x80; i++)
+			x |= (uint64_t)(src[i] & 0x7f) << (7 * i);
+		if (i + 1 != len || src[i] >= 0x80)
+			return false;
+		*out = x | (uint64_t)src[i] << (7 * i);
+		return true;
+	}
+	w = bfs_get_le64(src);
+	keep = len >= 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
+	/* continuation bits on every byte but the last of the first 8 */
+	if ((w & hi & keep) != (hi & (len > 8 ? keep : keep >> 8)))
+		return false;
+	x = w & ~hi & keep; /* 7-bit groups in bytes, packed three times over */
+	x = (x & 0x007f007f007f007fu) | (x & 0x7f007f007f007f00u) >> 1;
+	x = (x & 0x00003fff00003fffu) | (x & 0x3fff00003fff0000u) >> 2;
+	x = (x & 0x000000000fffffffu) | (x & 0x0fffffff00000000u) >> 4;
+	if (len == 9) {
+		if (src[8] >= 0x80)
+			return false;
+		x |= (uint64_t)src[8] << 56;
+	} else if (len == 10) {
+		if (src[8] < 0x80 || src[9] >= 0x80)
+			return false;
+		x |= (uint64_t)(src[8] & 0x7f) << 56 | (uint64_t)src[9] << 63;
+	}
+	*out = x;
+	return true;
+}
+
+/* lim: the end of the record's bytes that may be read (exact_varint). */
 static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b, size_t k,
 							     const uint8_t *vp, const uint8_t *ve,
+							     const uint8_t *lim,
 							     const uint8_t **packed)
 {
 	const struct column *col = &b->col[k];
@@ -959,15 +1011,11 @@ static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b,
 		if (col->n != 1)
 			return false;
 		/* one packed varint that fills its payload exactly */
-		if ((src = one_packed(vp, ve, 0x1a, &len)) && len >= 1 && len <= 10 &&
-		    src[len - 1] < 0x80) {
-			uint64_t x = 0;
-			size_t i;
-			for (i = 0; i + 1 < len && src[i] >= 0x80; i++)
-				x |= (uint64_t)(src[i] & 0x7f) << (7 * i);
-			if (i + 1 != len)
+		if ((src = one_packed(vp, ve, 0x1a, &len))) {
+			uint64_t x;
+			if (!exact_varint(src, len, lim, &x))
 				return false;
-			one = (int64_t)(x | (uint64_t)src[i] << (7 * i));
+			one = (int64_t)x;
 		} else {
 			int64_t other;
 			if (!column_other(vp, ve, col, &src, &len, &other))
@@ -1045,8 +1093,8 @@ static inline bool template_hit(const struct guess *g, const uint8_t *p, const u
 
 /* Remember entry [p, end) as g's template: its value [v, end) went to a
  * column in the writers' encoding, after the key (which ends by v). */
-static inline void template_keep(struct guess *g, const uint8_t *p, const uint8_t *v,
-				 const uint8_t *end, const uint8_t *key_end, enum bfs_kind kind)
+static inline void template_keep(struct bfs_bind *b, struct guess *g, const uint8_t *p,
+				 const uint8_t *v, const uint8_t *end, const uint8_t *key_end)
 {
 	size_t tlen = (size_t)(v - p), elen = (size_t)(end - p);
 
@@ -1056,9 +1104,10 @@ static inline void template_keep(struct guess *g, const uint8_t *p, const uint8_
 	memcpy(&g->t[0], p, 8);
 	memcpy(&g->t[1], p + (tlen - 8) / 2, 8);
 	memcpy(&g->t[2], p + tlen - 8, 8);
+	g->dst = b->col[g->k].base;
 	g->elen = (uint16_t)elen;
 	g->tlen = (uint8_t)tlen;
-	g->tkind = (uint8_t)kind;
+	b->templates = true;
 }
 
 /* Features map: every entry validated and counted; a bound key keeps its
@@ -1080,18 +1129,14 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 		size_t klen;
 		long k;
 
-		if (g && g->k >= 0 && template_hit(g, c.p, c.end)) {
-			const struct column *col = &b->col[g->k];
+		if (g && template_hit(g, c.p, c.end)) {
 			size_t plen = (size_t)g->elen - g->tlen;
 
-			if (col->kind == g->tkind &&
-			    plen == (col->kind == BFS_KIND_FLOAT ? (size_t)col->n * 4 : col->n)) {
-				put_row(col->base + b->row * plen, c.p + g->tlen, plen);
-				mark_written(b, (size_t)g->k);
-				c.p += g->elen;
-				e++;
-				continue;
-			}
+			put_row(g->dst + b->row * plen, c.p + g->tlen, plen);
+			mark_written(b, (size_t)g->k);
+			c.p += g->elen;
+			e++;
+			continue;
 		}
 		if ((rc = next_entry_nul(&c, &key, &val, &has_val, false)) != 1)
 			break;
@@ -1123,10 +1168,10 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 			continue;
 		}
 		if (has_val && b->col[k].kind != BFS_KIND_NONE &&
-		    put_column(b, (size_t)k, vp, ve, &packed)) {
+		    put_column(b, (size_t)k, vp, ve, c.end, &packed)) {
 			/* a value that ends the entry, in the writers' encoding */
 			if (g && packed && ve == c.p && g->k == k)
-				template_keep(g, start, packed, c.p, key.end, b->col[k].kind);
+				template_keep(b, g, start, packed, c.p, key.end);
 			continue;
 		}
 		if ((rc = bind_slot(b, (size_t)k, (struct cur){ vp, ve }, has_val)) != 0)
