@@ -60,6 +60,9 @@ struct bfs_batcher {
 	const char **key_names; /* context names, then list names */
 	struct bfs_blocks *blocks; /* shuffle=block, else NULL */
 	bool plain; /* no compressed shard: parts are read in chunks (READ_CHUNK) */
+	/* fixed-size tensors: the geometry of every full batch (a copy of it
+	 * costs far less than its JSON header written again), else NULL */
+	struct bfs_geom *full_geom;
 	const struct bfs_batcher *base; /* a rank's copy: everything above is base's */
 };
 
@@ -371,6 +374,7 @@ void bfs_batcher_free(struct bfs_batcher *b)
 			free(b->counts[s]);
 		free(b->counts);
 	}
+	bfs_geom_free(b->full_geom);
 	bfs_plan_free(b->plan);
 	free(b->drivers);
 	free(b->others);
@@ -384,7 +388,6 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 		    const struct bfs_schema *s, const struct bfs_batcher_opts *o)
 {
 	struct bfs_batcher *b;
-	struct bfs_geom *g = NULL;
 	int rc;
 
 	if (o->batch_size == 0)
@@ -413,8 +416,7 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 	b->nb = b->global_nb / o->world;
 	/* fixed-size tensors: check the full-batch size against the limit now */
 	if (b->plan->nslots == 0 && b->nb > 0) {
-		rc = bfs_geom_new(&g, b->plan, o->batch_size, NULL, o->max_batch_bytes);
-		bfs_geom_free(g);
+		rc = bfs_geom_new(&b->full_geom, b->plan, o->batch_size, NULL, o->max_batch_bytes);
 		if (rc)
 			goto fail;
 	}
@@ -612,6 +614,8 @@ int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_
 
 	if (rc)
 		return rc;
+	if (b->full_geom && !(unit & BFS_CHUNK) && len == b->o.batch_size)
+		return bfs_geom_dup(out, b->full_geom);
 	if (b->plan->nslots > BFS_ARRAY_SIZE(totals)) {
 		tot = calloc(b->plan->nslots, sizeof(*tot));
 		if (!tot)

@@ -346,6 +346,25 @@ void bfs_geom_free(struct bfs_geom *l)
 	free(l);
 }
 
+int bfs_geom_dup(struct bfs_geom **out, const struct bfs_geom *g)
+{
+	struct bfs_geom *l = malloc(sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	*l = *g;
+	l->g = malloc((g->ntensors ? g->ntensors : 1) * sizeof(*l->g));
+	l->st_header = malloc(g->st_hlen);
+	if (!l->g || !l->st_header) {
+		bfs_geom_free(l);
+		return -ENOMEM;
+	}
+	memcpy(l->g, g->g, g->ntensors * sizeof(*l->g));
+	memcpy(l->st_header, g->st_header, g->st_hlen);
+	*out = l;
+	return 0;
+}
+
 int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch,
 		 const uint64_t *totals, uint64_t max_bytes)
 {

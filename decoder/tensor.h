@@ -72,6 +72,8 @@ void bfs_plan_free(struct bfs_plan *p);
 int bfs_geom_new(struct bfs_geom **out, const struct bfs_plan *p, uint64_t batch,
 		 const uint64_t *totals, uint64_t max_bytes);
 void bfs_geom_free(struct bfs_geom *l);
+/* A copy of g that the caller owns. Errors: -ENOMEM. */
+int bfs_geom_dup(struct bfs_geom **out, const struct bfs_geom *g);
 
 /* Write the .npy v1.0 header for (dtype, shape) into dst; returns its length
  * (a multiple of 64), or -EFBIG if dst_cap is too small. */
