@@ -644,7 +644,15 @@ struct bfs_bind {
 		uint8_t *dst; /* column k's base then */
 		uint16_t elen;
 		uint8_t tlen;
+		/* an int64 column's entry in the writers' form (template_int64):
+		 * its four length bytes, which follow the varint's size, are
+		 * left out of t (gmask[e]: the bytes of t that count; apart, so
+		 * that a float entry's guess stays within 56 bytes) */
+		bool varint;
 	} * guess;
+	struct gmask {
+		uint64_t m[3];
+	} * gmask; /* [nguess] */
 	size_t nguess;
 	bool templates; /* some guess may have a template (bfs_bind_column) */
 	/* columns: col[k] of context name k; wgen[k] == gen when this record's
@@ -685,10 +693,11 @@ int bfs_bind_new(struct bfs_bind **out, const struct bfs_keymap *ctx, size_t nct
 	b->wgen = calloc(nctx + 1, sizeof(*b->wgen));
 	b->nguess = 2 * nctx + 16;
 	b->guess = calloc(b->nguess, sizeof(*b->guess)); /* tlen 0: no template */
+	b->gmask = calloc(b->nguess, sizeof(*b->gmask));
 	for (size_t e = 0; b->guess && e < b->nguess; e++)
 		b->guess[e].k = -1;
-	if (!b->guess || !b->cs || !b->lists || !b->cgen || !b->sgen || !b->lgen || !b->cb ||
-	    !b->lb || !b->seen || !b->col || !b->wgen) {
+	if (!b->guess || !b->gmask || !b->cs || !b->lists || !b->cgen || !b->sgen || !b->lgen ||
+	    !b->cb || !b->lb || !b->seen || !b->col || !b->wgen) {
 		bfs_bind_free(b);
 		return -ENOMEM;
 	}
@@ -711,6 +720,7 @@ void bfs_bind_free(struct bfs_bind *b)
 	free(b->col);
 	free(b->wgen);
 	free(b->guess);
+	free(b->gmask);
 	free(b->i);
 	free(b->f);
 	free(b->bv);
@@ -1016,6 +1026,7 @@ static inline __attribute__((always_inline)) bool put_column(struct bfs_bind *b,
 			if (!exact_varint(src, len, lim, &x))
 				return false;
 			one = (int64_t)x;
+			*packed = src;
 		} else {
 			int64_t other;
 			if (!column_other(vp, ve, col, &src, &len, &other))
@@ -1107,7 +1118,68 @@ static inline void template_keep(struct bfs_bind *b, struct guess *g, const uint
 	g->dst = b->col[g->k].base;
 	g->elen = (uint16_t)elen;
 	g->tlen = (uint8_t)tlen;
+	g->varint = false;
 	b->templates = true;
+}
+
+/* Keep the int64 entry [p, end), key [p + 4, key_end), varint [v, end), as
+ * g's template if it has the writers' form with one-byte lengths:
+ *   0a Le 0a Lk <key> 12 Lf 1a Ll 0a Lp <varint>
+ * (entry: key, value: Feature: int64_list: packed), where with Lp the
+ * varint's size Ll = Lp + 2, Lf = Lp + 4 and Le = tlen - 2 + Lp. */
+static inline void template_keep_int64(struct bfs_bind *b, struct guess *g, struct gmask *gm,
+				       const uint8_t *p, const uint8_t *v, const uint8_t *end,
+				       const uint8_t *key_end)
+{
+	size_t tlen = (size_t)(v - p), lp = (size_t)(end - v), lk = tlen - 10;
+	const size_t at[4] = { 1, tlen - 5, tlen - 3, tlen - 1 };
+
+	g->tlen = 0;
+	if (tlen < 10 || tlen > 24 || lp < 1 || lp > 10 || key_end != p + 4 + lk || p[0] != 0x0a ||
+	    p[1] != tlen - 2 + lp || p[2] != 0x0a || p[3] != lk || p[4 + lk] != 0x12 ||
+	    p[5 + lk] != lp + 4 || p[6 + lk] != 0x1a || p[7 + lk] != lp + 2 || p[8 + lk] != 0x0a ||
+	    p[9 + lk] != lp)
+		return;
+	template_keep(b, g, p, v, end, key_end);
+	/* the words of t cover [0, 8), [(tlen - 8) / 2, +8) and [tlen - 8, tlen) */
+	for (int w = 0; w < 3; w++) {
+		size_t o = w == 0 ? 0 : w == 1 ? (tlen - 8) / 2 : tlen - 8;
+		gm->m[w] = ~(uint64_t)0;
+		for (int i = 0; i < 4; i++)
+			if (at[i] >= o && at[i] < o + 8)
+				gm->m[w] &= ~((uint64_t)0xff << (8 * (at[i] - o)));
+		g->t[w] &= gm->m[w];
+	}
+	g->varint = true;
+}
+
+/* The entry at c->p is g's int64 template but for its varint's size and
+ * value: its value to the column's row, c->p past it, true. Else false,
+ * nothing done. */
+static inline bool template_int64(struct bfs_bind *b, const struct guess *g, const struct gmask *gm,
+				  struct cur *c)
+{
+	const uint8_t *p = c->p;
+	size_t tlen = g->tlen, avail = (size_t)(c->end - p), lp;
+	uint64_t w0, w1, w2, x;
+
+	if (avail <= tlen)
+		return false;
+	lp = p[tlen - 1];
+	if (lp < 1 || lp > 10 || avail < tlen + lp)
+		return false;
+	memcpy(&w0, p, 8);
+	memcpy(&w1, p + (tlen - 8) / 2, 8);
+	memcpy(&w2, p + tlen - 8, 8);
+	if (((w0 & gm->m[0]) ^ g->t[0]) | ((w1 & gm->m[1]) ^ g->t[1]) | ((w2 & gm->m[2]) ^ g->t[2]))
+		return false;
+	if (p[1] != tlen - 2 + lp || p[tlen - 5] != lp + 4 || p[tlen - 3] != lp + 2 ||
+	    !exact_varint(p + tlen, lp, c->end, &x))
+		return false;
+	memcpy(g->dst + b->row * 8, &x, 8);
+	mark_written(b, (size_t)g->k);
+	c->p = p + tlen + lp;
+	return true;
 }
 
 /* Features map: every entry validated and counted; a bound key keeps its
@@ -1129,12 +1201,16 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 		size_t klen;
 		long k;
 
-		if (g && template_hit(g, c.p, c.end)) {
+		if (g && !g->varint && template_hit(g, c.p, c.end)) {
 			size_t plen = (size_t)g->elen - g->tlen;
 
 			put_row(g->dst + b->row * plen, c.p + g->tlen, plen);
 			mark_written(b, (size_t)g->k);
 			c.p += g->elen;
+			e++;
+			continue;
+		}
+		if (g && g->varint && g->tlen && template_int64(b, g, &b->gmask[e], &c)) {
 			e++;
 			continue;
 		}
@@ -1158,8 +1234,10 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 				g->word = klen <= 8 ? bfs_keymap_word(key.p, klen) : 0;
 			}
 		}
-		if (g)
+		if (g) {
 			g->tlen = 0;
+			g->varint = false;
+		}
 
 		if (k < 0) {
 			struct counts n = { 0 };
@@ -1170,8 +1248,13 @@ static int bind_features(struct bfs_bind *b, struct cur c)
 		if (has_val && b->col[k].kind != BFS_KIND_NONE &&
 		    put_column(b, (size_t)k, vp, ve, c.end, &packed)) {
 			/* a value that ends the entry, in the writers' encoding */
-			if (g && packed && ve == c.p && g->k == k)
-				template_keep(b, g, start, packed, c.p, key.end);
+			if (g && packed && ve == c.p && g->k == k) {
+				if (b->col[k].kind == BFS_KIND_INT64)
+					template_keep_int64(b, g, &b->gmask[e - 1], start, packed,
+							    c.p, key.end);
+				else
+					template_keep(b, g, start, packed, c.p, key.end);
+			}
 			continue;
 		}
 		if ((rc = bind_slot(b, (size_t)k, (struct cur){ vp, ve }, has_val)) != 0)

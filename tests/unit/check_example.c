@@ -973,6 +973,118 @@ START_TEST(a_new_bind_inherits_no_templates)
 }
 END_TEST
 
+/* An Example of int64 features in the writers' form, keys[i] = vals[i]:
+ * 0a Le { 0a Lk key 12 Lf { 1a Ll { 0a Lp varint } } }. bad_ll: add 1 to
+ * the first entry's Ll, which then disagrees with the lengths around it. */
+static size_t int_record(uint8_t *buf, const char *const *keys, const int64_t *vals, size_t count,
+			 bool bad_ll)
+{
+	uint8_t *p = buf + 3;
+
+	for (size_t i = 0; i < count; i++) {
+		size_t klen = strlen(keys[i]), lp = 0;
+		uint8_t v[10];
+		uint64_t x = (uint64_t)vals[i];
+
+		do {
+			v[lp++] = (uint8_t)((x & 0x7f) | (x > 0x7f ? 0x80 : 0));
+			x >>= 7;
+		} while (x);
+		*p++ = 0x0a;
+		*p++ = (uint8_t)(2 + klen + 2 + 2 + 2 + lp);
+		*p++ = 0x0a;
+		*p++ = (uint8_t)klen;
+		memcpy(p, keys[i], klen);
+		p += klen;
+		*p++ = 0x12;
+		*p++ = (uint8_t)(4 + lp);
+		*p++ = 0x1a;
+		*p++ = (uint8_t)(2 + lp + (bad_ll && i == 0));
+		*p++ = 0x0a;
+		*p++ = (uint8_t)lp;
+		memcpy(p, v, lp);
+		p += lp;
+	}
+	size_t body = (size_t)(p - buf) - 3;
+	buf[0] = 0x0a;
+	buf[1] = (uint8_t)(0x80 | (body & 0x7f));
+	buf[2] = (uint8_t)(body >> 7);
+	return body + 3;
+}
+
+/* An int64 entry's template stands for every size of its varint: the
+ * values of records in turn, whose varints take 1 to 10 bytes, land in the
+ * columns (the first entry's varint read with one load, the last one's,
+ * near the record's end, byte by byte); an entry whose lengths disagree,
+ * or whose varint does not fill its bytes, is the full walk's to judge. */
+START_TEST(bound_decoding_int64_templates_follow_the_varint_size)
+{
+	static const char *const names[] = { "ia", "ib" };
+	static const int64_t vals[] = {
+		0,
+		1,
+		127,
+		128,
+		300,
+		-1,
+		16384,
+		(int64_t)1 << 21,
+		(int64_t)1 << 28,
+		INT64_MIN,
+		(int64_t)1 << 35,
+		(int64_t)1 << 42,
+		(int64_t)1 << 49,
+		(int64_t)1 << 56,
+		INT64_MAX,
+		-50,
+		999,
+		(int64_t)1 << 62,
+		5,
+	};
+	enum { N = sizeof(vals) / sizeof(vals[0]) };
+	struct bfs_keymap *km;
+	struct bfs_example *ex;
+	struct bfs_bind *b;
+	int64_t ca[N + 2], cb[N + 2];
+	uint8_t buf[256];
+	size_t len;
+
+	ck_assert_int_eq(bfs_keymap_new(&km, names, 2), 0);
+	ck_assert_int_eq(bfs_bind_new(&b, km, 2, NULL, 0), 0);
+	bfs_bind_column(b, 0, BFS_KIND_INT64, 1, (uint8_t *)ca);
+	bfs_bind_column(b, 1, BFS_KIND_INT64, 1, (uint8_t *)cb);
+	for (size_t r = 0; r < N; r++) {
+		int64_t want_b = vals[(r * 7 + 3) % N];
+
+		len = int_record(buf, names, (const int64_t[]){ vals[r], want_b }, 2, false);
+		bfs_bind_row(b, r);
+		ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+		ck_assert_uint_eq(bfs_bind_nwritten(b), 2);
+		ck_assert_int_eq(ca[r], vals[r]);
+		ck_assert_int_eq(cb[r], want_b);
+		ck_assert_ptr_null(bind_diff(buf, len));
+	}
+	/* Ll one too long: both decoders reject the record */
+	len = int_record(buf, names, (const int64_t[]){ 300, 7 }, 2, true);
+	bfs_bind_row(b, N);
+	ck_assert_int_lt(bfs_example_bind(b, buf, len), 0);
+	ck_assert_int_lt(bfs_example_decode(&ex, buf, len), 0);
+	/* a two-byte payload of two one-byte varints: two values, no column */
+	len = int_record(buf, names, (const int64_t[]){ 300, 7 }, 2, false);
+	buf[3 + 2 + 2 + 2 + 6] = 0x01; /* 300 = ac 02: now 01 02 */
+	bfs_bind_row(b, N + 1);
+	ck_assert_int_eq(bfs_example_bind(b, buf, len), 0);
+	ck_assert(!bfs_bind_written(b, 0) && bfs_bind_written(b, 1));
+	ck_assert_uint_eq(bfs_bind_values(b, 0)->count, 2);
+	ck_assert_int_eq(bfs_bind_values(b, 0)->i[0], 1);
+	ck_assert_int_eq(bfs_bind_values(b, 0)->i[1], 2);
+	ck_assert_int_eq(cb[N + 1], 7);
+	ck_assert_ptr_null(bind_diff(buf, len));
+	bfs_bind_free(b);
+	bfs_keymap_free(km);
+}
+END_TEST
+
 /* ---- real files -------------------------------------------------------------------------- */
 
 struct real_ctx {
@@ -1109,6 +1221,7 @@ static Suite *example_suite(void)
 	tcase_add_test(tc, bound_decoding_writes_columns_and_the_last_duplicate_wins);
 	tcase_add_test(tc, bound_decoding_templates_take_new_values_and_miss_on_other_bytes);
 	tcase_add_test(tc, a_new_bind_inherits_no_templates);
+	tcase_add_test(tc, bound_decoding_int64_templates_follow_the_varint_size);
 	tc = tcase_create("real");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, every_record_of_the_real_files_decodes);
