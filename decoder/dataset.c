@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 struct bfs_dataset {
@@ -724,20 +725,13 @@ out:
 
 static void schema_save(const char *dir, const char *file, const struct bfs_schema *s)
 {
-	char tmp[PATH_MAX + 192];
+	struct iovec iov;
 	char *json = NULL;
-	FILE *f;
 
 	if (bfs_cache_dir_make(dir) != 0 || bfs_schema_to_json(&json, s, NULL) != 0)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", file, (long)getpid());
-	f = fopen(tmp, "wb");
-	if (f) {
-		bool ok = fputs(json, f) >= 0;
-		ok = (fclose(f) == 0) && ok;
-		if (!ok || rename(tmp, file) != 0)
-			unlink(tmp);
-	}
+	iov = (struct iovec){ json, strlen(json) };
+	(void)bfs_write_file_atomic(file, &iov, 1); /* best effort, like the index */
 	free(json);
 }
 

@@ -853,6 +853,72 @@ START_TEST(counts_file_round_trip_stale_corrupt_old)
 }
 END_TEST
 
+/* The file bfs_counts_save writes is, byte for byte, the image a pack
+ * entry holds, for any number of slots (more than IOV_MAX among them), and
+ * the one of cnt_key is the very bytes the writer of the first version
+ * wrote (their FNV-1a, taken from that writer): files already in
+ * index_dirs keep loading. */
+START_TEST(counts_file_is_its_image_for_any_slot_count)
+{
+	static const uint32_t nslots[] = { 0, 1, 3, 1500 };
+	static const uint64_t nrecs[] = { 0, 3, 1000 };
+	char dir[] = "/tmp/check_counts_XXXXXX", path[128], why[256];
+	const uint32_t *cols2[2] = { cnt_col0, cnt_col1 };
+	struct bfs_counts_key k = cnt_key();
+	uint8_t *file, *img;
+	size_t flen, ilen;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/x.cnt.idx", dir);
+	ck_assert_int_eq(bfs_counts_save(path, &k, cols2), 0);
+	file = test_slurp(path, &flen);
+	ck_assert_uint_eq(flen, 152);
+	/* not a CRC-32C of the whole file: it is the same for any header whose
+	 * own CRC is right */
+	ck_assert_uint_eq(bfs_fnv1a(0xcbf29ce484222325ull, file, flen), 0x5acc357a0f760763ull);
+	free(file);
+	for (size_t a = 0; a < BFS_ARRAY_SIZE(nslots); a++) {
+		for (size_t b = 0; b < BFS_ARRAY_SIZE(nrecs); b++) {
+			uint32_t **cols = calloc(nslots[a] + 1, sizeof(*cols));
+			uint32_t **got = calloc(nslots[a] + 1, sizeof(*got));
+
+			k.nslots = nslots[a];
+			k.nrecords = nrecs[b];
+			for (uint32_t s = 0; s < nslots[a]; s++) {
+				cols[s] = malloc(nrecs[b] * 4 + 1);
+				got[s] = malloc(nrecs[b] * 4 + 1);
+				for (uint64_t r = 0; r < nrecs[b]; r++)
+					cols[s][r] = (uint32_t)(s * 100003u + r * 7u);
+			}
+			ck_assert_int_eq(bfs_counts_save(path, &k, (const uint32_t *const *)cols),
+					 0);
+			ck_assert_int_eq(
+				bfs_counts_image(&k, (const uint32_t *const *)cols, &img, &ilen),
+				0);
+			file = test_slurp(path, &flen);
+			ck_assert_uint_eq(flen, ilen);
+			ck_assert_uint_eq(flen, bfs_counts_file_bytes(&k));
+			ck_assert_msg(memcmp(file, img, flen) == 0, "%u slots, %llu records",
+				      nslots[a], (unsigned long long)nrecs[b]);
+			ck_assert_msg(bfs_counts_load(path, &k, got, why, sizeof(why)) ==
+					      BFS_COUNTS_LOADED,
+				      "%s", why);
+			for (uint32_t s = 0; s < nslots[a]; s++) {
+				ck_assert(memcmp(got[s], cols[s], nrecs[b] * 4) == 0);
+				free(cols[s]);
+				free(got[s]);
+			}
+			free(cols);
+			free(got);
+			free(file);
+			free(img);
+		}
+	}
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(counts_desc_names_slots)
 {
 	struct bfs_schema *sc = NULL, *sc2 = NULL;
@@ -1409,6 +1475,7 @@ static Suite *suite(void)
 	tcase_add_test(tensor, build_in_parts_substitutes_like_whole_build);
 	tcase_add_test(tensor, chunked_reads_equal_one_read);
 	tcase_add_test(counts, counts_file_round_trip_stale_corrupt_old);
+	tcase_add_test(counts, counts_file_is_its_image_for_any_slot_count);
 	tcase_add_test(counts, counts_desc_names_slots);
 	tcase_add_test(counts, batcher_reads_cached_counts_without_decoding);
 	tcase_add_test(counts, counts_of_small_shards_share_one_pack_per_directory);
