@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The counts pack of one directory (for this cache's description). */
 struct group {
@@ -43,6 +44,8 @@ struct bfs_cntcache {
 	size_t desclen;
 	uint64_t deschash;
 	uint32_t nslots;
+	char own[48]; /* "-<deschash>.cnt.idx": a shard's file of its own */
+	char old[48]; /* "-<deschash>.cnt": that file as batchfs named it before */
 	void (*on_note)(void *ctx, const char *shard, const char *msg);
 	void *note_ctx;
 	struct group *g; /* sorted by dirhash */
@@ -190,6 +193,10 @@ int bfs_cntcache_new(struct bfs_cntcache **out, const struct bfs_dataset *ds,
 	rc = cc->dir ? bfs_counts_desc(p, &cc->desc, &cc->desclen) : -ENOMEM;
 	if (!rc) {
 		cc->deschash = bfs_fnv1a(0xcbf29ce484222325ull, cc->desc, cc->desclen);
+		snprintf(cc->own, sizeof(cc->own), "-%016llx.cnt.idx",
+			 (unsigned long long)cc->deschash);
+		snprintf(cc->old, sizeof(cc->old), "-%016llx.cnt",
+			 (unsigned long long)cc->deschash);
 		rc = groups_make(cc);
 	}
 	if (rc) {
@@ -208,10 +215,8 @@ static int key_of(const struct bfs_cntcache *cc, size_t i, char *file, size_t ca
 		  size_t abscap, struct bfs_counts_key *k, bool *packed)
 {
 	const struct bfs_shard *sh = bfs_dataset_shard(cc->ds, i);
-	char suffix[64];
 
-	snprintf(suffix, sizeof(suffix), "-%016llx.cnt", (unsigned long long)cc->deschash);
-	if (bfs_dataset_cache_file(cc->ds, i, cc->dir, suffix, file, cap, abs, abscap) != 0)
+	if (bfs_dataset_cache_file(cc->ds, i, cc->dir, cc->own, file, cap, abs, abscap) != 0)
 		return -EINVAL;
 	k->path = abs;
 	k->comp = (uint32_t)bfs_shard_compression(sh);
@@ -350,6 +355,11 @@ void bfs_cntcache_put(struct bfs_cntcache *cc, size_t i, const uint32_t *const *
 		rc = dir_make(cc);
 		if (!rc)
 			rc = bfs_counts_save(file, &k, cols);
+		/* the file under its old name, which SOURCE as index_dir took
+		 * for a shard, is not read any more */
+		if (!rc && bfs_dataset_cache_file(cc->ds, i, cc->dir, cc->old, file, sizeof(file),
+						  abs, sizeof(abs)) == 0)
+			(void)unlink(file);
 	}
 	if (rc)
 		note_write(cc, rc);

@@ -13,9 +13,12 @@
  * counts files ("BFSCNT01"), so an entry is checked exactly as a file of its
  * own is (its CRCs; the shard's path, compression, size, mtime and record
  * count; the slots' description) and a stale or corrupt entry costs only
- * its shard a count pass. The name ends in .idx: a directory SOURCE passes
- * it over (DESIGN.md). A larger shard keeps a file of its own:
- *     INDEX_DIR/<hash of the shard's path>-<hash of the description>.cnt
+ * its shard a count pass. A larger shard keeps a file of its own:
+ *     INDEX_DIR/<hash of the shard's path>-<hash of the description>.cnt.idx
+ * Both names end in .idx, so an index_dir that is a directory SOURCE
+ * itself holds no file that would be taken for a shard (DESIGN.md).
+ * Earlier versions named that file ...cnt: such a file is never read,
+ * and is deleted when the shard's .cnt.idx is written.
  * Two schemas counting other slots have other descriptions, hence other
  * packs; two datasets over one directory (globs) with the same slots share
  * its pack: a rewrite keeps the entries of the old pack that still hold
