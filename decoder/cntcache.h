@@ -17,8 +17,13 @@
  *     INDEX_DIR/<hash of the shard's path>-<hash of the description>.cnt.idx
  * Both names end in .idx, so an index_dir that is a directory SOURCE
  * itself holds no file that would be taken for a shard (DESIGN.md).
- * Earlier versions named that file ...cnt: such a file is never read,
- * and is deleted when the shard's .cnt.idx is written.
+ * Earlier versions gave every shard, small or large, a file of its own
+ * named ...cnt: such a file is never read, and is deleted when the
+ * shard's counts are next written (its .cnt.idx, or a pack that holds
+ * them, which also deletes the .cnt.idx a larger version of the shard
+ * had). Each name is computed, never matched by a pattern
+ * (bfs_dataset_drop_cache_files); a file deleted under a mount of an
+ * older batchfs sharing index_dir only costs it a count pass.
  * Two schemas counting other slots have other descriptions, hence other
  * packs; two datasets over one directory (globs) with the same slots share
  * its pack: a rewrite keeps the entries of the old pack that still hold

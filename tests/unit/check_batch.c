@@ -1413,6 +1413,84 @@ START_TEST(cache_files_in_the_source_directory_are_not_shards)
 }
 END_TEST
 
+/* ix/<FNV-1a of shard k's real path>-<deshash><suffix>. */
+static void pk_cache_file(char *dst, size_t cap, const char *ix, const char *src, unsigned k,
+			  uint64_t deshash, const char *suffix)
+{
+	char path[256], real[PATH_MAX];
+
+	pk_path(path, sizeof(path), src, k);
+	ck_assert_ptr_nonnull(realpath(path, real));
+	snprintf(dst, cap, "%s/%016llx-%016llx%s", ix,
+		 (unsigned long long)bfs_fnv1a(0xcbf29ce484222325ull, real, strlen(real)),
+		 (unsigned long long)deshash, suffix);
+}
+
+/* The hash of what parts_schema counts, in the counts files' names. */
+static uint64_t parts_deshash(void)
+{
+	struct bfs_schema *sc = NULL;
+	struct bfs_plan *p = NULL;
+	char *desc = NULL;
+	size_t len = 0;
+	uint64_t h;
+
+	ck_assert_int_eq(bfs_schema_from_json(&sc, parts_schema, strlen(parts_schema)), 0);
+	ck_assert_int_eq(bfs_plan_new(&p, sc), 0);
+	ck_assert_int_eq(bfs_counts_desc(p, &desc, &len), 0);
+	h = bfs_fnv1a(0xcbf29ce484222325ull, desc, len);
+	free(desc);
+	bfs_plan_free(p);
+	bfs_schema_free(sc);
+	return h;
+}
+
+/* The counts files an earlier batchfs left in ix, one per shard under the
+ * old name "<hash of the path>-<hash of the slots>.cnt", are never read
+ * (garbage in them is no note), and go once the shard's counts are
+ * written: the small shards' when their pack is, the big shard's when its
+ * file (now .cnt.idx) is. A file for other slots stays. */
+START_TEST(old_counts_file_names_are_passed_over_then_dropped)
+{
+	char dir[] = "/tmp/check_cntpack_XXXXXX", src[128], ix[128], f[600], other[600];
+	struct notes nt = { 0 };
+	uint64_t want, dh = parts_deshash();
+	unsigned np, no;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	snprintf(ix, sizeof(ix), "%s/ix", dir);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	ck_assert_int_eq(mkdir(ix, 0755), 0);
+	for (unsigned k = 0; k <= NPK_SMALL; k++)
+		pk_write(src, k, 100 * (long)k);
+	want = geom_sig(src, NULL, parts_schema, &nt);
+	for (unsigned k = 0; k <= NPK_SMALL; k++) {
+		pk_cache_file(f, sizeof(f), ix, src, k, dh, ".cnt");
+		test_spit(f, (const uint8_t *)"BFSCNT01 and then garbage", 25);
+	}
+	pk_cache_file(other, sizeof(other), ix, src, 0, dh ^ 1, ".cnt");
+	test_spit(other, (const uint8_t *)"BFSCNT01", 8);
+
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_msg(nt.n == 0, "%s", nt.last);
+	for (unsigned k = 0; k <= NPK_SMALL; k++) {
+		pk_cache_file(f, sizeof(f), ix, src, k, dh, ".cnt");
+		ck_assert_msg(access(f, F_OK) != 0, "%s", f);
+	}
+	ck_assert_int_eq(access(other, F_OK), 0);
+	cnt_files(ix, &np, &no, NULL, 0);
+	ck_assert_uint_eq(np, 1);
+	ck_assert_uint_eq(no, 1);
+	pk_cache_file(f, sizeof(f), ix, src, NPK_SMALL, dh, ".cnt.idx");
+	ck_assert_int_eq(access(f, F_OK), 0);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+	snprintf(f, sizeof(f), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(f), 0);
+}
+END_TEST
+
 /* The cache's own calls: the counts of every small shard put, and nothing
  * written until the save, which writes their pack once; a new cache reads
  * every shard's counts back exactly. */
@@ -1548,6 +1626,7 @@ static Suite *suite(void)
 	tcase_add_test(counts, counts_of_small_shards_share_one_pack_per_directory);
 	tcase_add_test(counts, datasets_sharing_a_directory_keep_each_others_counts);
 	tcase_add_test(counts, cache_files_in_the_source_directory_are_not_shards);
+	tcase_add_test(counts, old_counts_file_names_are_passed_over_then_dropped);
 	tcase_add_test(counts, cntcache_writes_each_pack_once_at_save);
 	tcase_add_test(counts, fuzz_corpus_counts_pack_loads);
 	suite_add_tcase(s, perm);
