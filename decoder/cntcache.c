@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The counts pack of one directory (for this cache's description). */
 struct group {
@@ -43,11 +44,14 @@ struct bfs_cntcache {
 	size_t desclen;
 	uint64_t deschash;
 	uint32_t nslots;
+	char own[48]; /* "-<deschash>.cnt.idx": a shard's file of its own */
+	char old[48]; /* "-<deschash>.cnt": that file as batchfs named it before */
 	void (*on_note)(void *ctx, const char *shard, const char *msg);
 	void *note_ctx;
 	struct group *g; /* sorted by dirhash */
 	size_t ng;
 	size_t *group_of; /* [nshards]: shard i's group; SIZE_MAX: none */
+	bool *in_pack; /* [nshards]: shard i's counts loaded from or put in its pack */
 	int dir_rc; /* 1: not made yet; else bfs_cache_dir_make's result */
 	bool said_write; /* one note for files not written */
 };
@@ -101,6 +105,7 @@ void bfs_cntcache_free(struct bfs_cntcache *cc)
 	}
 	free(cc->g);
 	free(cc->group_of);
+	free(cc->in_pack);
 	free(cc->desc);
 	free(cc->dir);
 	free(cc);
@@ -116,7 +121,8 @@ static int groups_make(struct bfs_cntcache *cc)
 	int rc = 0;
 
 	cc->group_of = malloc((n ? n : 1) * sizeof(*cc->group_of));
-	if (!dirh || !h || !cc->group_of) {
+	cc->in_pack = calloc(n ? n : 1, sizeof(*cc->in_pack));
+	if (!dirh || !h || !cc->group_of || !cc->in_pack) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -190,6 +196,10 @@ int bfs_cntcache_new(struct bfs_cntcache **out, const struct bfs_dataset *ds,
 	rc = cc->dir ? bfs_counts_desc(p, &cc->desc, &cc->desclen) : -ENOMEM;
 	if (!rc) {
 		cc->deschash = bfs_fnv1a(0xcbf29ce484222325ull, cc->desc, cc->desclen);
+		snprintf(cc->own, sizeof(cc->own), "-%016llx.cnt.idx",
+			 (unsigned long long)cc->deschash);
+		snprintf(cc->old, sizeof(cc->old), "-%016llx.cnt",
+			 (unsigned long long)cc->deschash);
 		rc = groups_make(cc);
 	}
 	if (rc) {
@@ -208,10 +218,8 @@ static int key_of(const struct bfs_cntcache *cc, size_t i, char *file, size_t ca
 		  size_t abscap, struct bfs_counts_key *k, bool *packed)
 {
 	const struct bfs_shard *sh = bfs_dataset_shard(cc->ds, i);
-	char suffix[64];
 
-	snprintf(suffix, sizeof(suffix), "-%016llx.cnt", (unsigned long long)cc->deschash);
-	if (bfs_dataset_cache_file(cc->ds, i, cc->dir, suffix, file, cap, abs, abscap) != 0)
+	if (bfs_dataset_cache_file(cc->ds, i, cc->dir, cc->own, file, cap, abs, abscap) != 0)
 		return -EINVAL;
 	k->path = abs;
 	k->comp = (uint32_t)bfs_shard_compression(sh);
@@ -276,6 +284,7 @@ static bool pack_load(struct bfs_cntcache *cc, size_t i, const struct bfs_counts
 		r = bfs_counts_from_bytes(p, len, k, cols, why, sizeof(why));
 		if (r == BFS_COUNTS_LOADED) {
 			g->live[e] = true;
+			cc->in_pack[i] = true;
 			return true;
 		}
 		g->dirty = true;
@@ -344,12 +353,18 @@ void bfs_cntcache_put(struct bfs_cntcache *cc, size_t i, const uint32_t *const *
 	bool packed;
 	int rc = key_of(cc, i, file, sizeof(file), abs, sizeof(abs), &k, &packed);
 
-	if (!rc && packed)
+	if (!rc && packed) {
 		rc = pack_put(&cc->g[cc->group_of[i]], &k, cols);
-	else if (!rc) {
+		cc->in_pack[i] = !rc;
+	} else if (!rc) {
 		rc = dir_make(cc);
 		if (!rc)
 			rc = bfs_counts_save(file, &k, cols);
+		/* the file under its old name, which SOURCE as index_dir took
+		 * for a shard, is not read any more */
+		if (!rc && bfs_dataset_cache_file(cc->ds, i, cc->dir, cc->old, file, sizeof(file),
+						  abs, sizeof(abs)) == 0)
+			(void)unlink(file);
 	}
 	if (rc)
 		note_write(cc, rc);
@@ -409,8 +424,28 @@ static int pack_save(struct bfs_cntcache *cc, struct group *g)
 	return rc;
 }
 
+/* The shards whose counts are in a pack just written lose the files of
+ * their own that an earlier batchfs (one file per shard, named .cnt) or a
+ * larger version of the shard left: nothing reads them. */
+static void drop_own_files(struct bfs_cntcache *cc, const bool *written)
+{
+	const char *const names[] = { cc->old, cc->own };
+	size_t n = bfs_dataset_nshards(cc->ds);
+	bool *drop = calloc(n ? n : 1, sizeof(*drop)), any = false;
+
+	for (size_t i = 0; drop && i < n; i++) {
+		drop[i] = cc->in_pack[i] && written[cc->group_of[i]];
+		any = any || drop[i];
+	}
+	if (any)
+		bfs_dataset_drop_cache_files(cc->ds, cc->dir, names, BFS_ARRAY_SIZE(names), drop);
+	free(drop);
+}
+
 void bfs_cntcache_save(struct bfs_cntcache *cc)
 {
+	bool *written = cc ? calloc(cc->ng ? cc->ng : 1, sizeof(*written)) : NULL;
+
 	for (size_t j = 0; cc && j < cc->ng; j++) {
 		struct group *g = &cc->g[j];
 		int rc;
@@ -420,10 +455,15 @@ void bfs_cntcache_save(struct bfs_cntcache *cc)
 		rc = pack_save(cc, g);
 		if (rc)
 			note_write(cc, rc);
+		else if (written)
+			written[j] = true;
 		/* written: what was put is in the file now */
 		bfs_ixpack_writer_free(g->w);
 		g->w = NULL;
 		g->nput = 0;
 		g->dirty = false;
 	}
+	if (written)
+		drop_own_files(cc, written);
+	free(written);
 }

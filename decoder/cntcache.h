@@ -13,9 +13,17 @@
  * counts files ("BFSCNT01"), so an entry is checked exactly as a file of its
  * own is (its CRCs; the shard's path, compression, size, mtime and record
  * count; the slots' description) and a stale or corrupt entry costs only
- * its shard a count pass. The name ends in .idx: a directory SOURCE passes
- * it over (DESIGN.md). A larger shard keeps a file of its own:
- *     INDEX_DIR/<hash of the shard's path>-<hash of the description>.cnt
+ * its shard a count pass. A larger shard keeps a file of its own:
+ *     INDEX_DIR/<hash of the shard's path>-<hash of the description>.cnt.idx
+ * Both names end in .idx, so an index_dir that is a directory SOURCE
+ * itself holds no file that would be taken for a shard (DESIGN.md).
+ * Earlier versions gave every shard, small or large, a file of its own
+ * named ...cnt: such a file is never read, and is deleted when the
+ * shard's counts are next written (its .cnt.idx, or a pack that holds
+ * them, which also deletes the .cnt.idx a larger version of the shard
+ * had). Each name is computed, never matched by a pattern
+ * (bfs_dataset_drop_cache_files); a file deleted under a mount of an
+ * older batchfs sharing index_dir only costs it a count pass.
  * Two schemas counting other slots have other descriptions, hence other
  * packs; two datasets over one directory (globs) with the same slots share
  * its pack: a rewrite keeps the entries of the old pack that still hold

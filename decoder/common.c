@@ -1,9 +1,15 @@
-/* common.c — kinds, dtypes and the thread-local error message. */
+/* common.c — kinds, dtypes, the thread-local error message, and the one
+ * way a cache file is written. */
 #include "common.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define ERRBUF_SIZE 1024
 static _Thread_local char errbuf[ERRBUF_SIZE];
@@ -177,4 +183,57 @@ uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n)
 		h *= 0x100000001b3ull;
 	}
 	return h;
+}
+
+/* Write iov[0..n) to fd from the start: writev, IOV_MAX pieces at a time;
+ * after a short write, the rest of the piece it stopped in with write(). */
+static int writev_all(int fd, const struct iovec *iov, size_t n)
+{
+	size_t i = 0, off = 0; /* the next byte: iov[i], off bytes in */
+
+	while (i < n) {
+		ssize_t w;
+
+		if (off) {
+			w = write(fd, (const uint8_t *)iov[i].iov_base + off, iov[i].iov_len - off);
+		} else {
+			size_t cnt = n - i < IOV_MAX ? n - i : IOV_MAX;
+
+			w = writev(fd, iov + i, (int)cnt);
+		}
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (w == 0 && iov[i].iov_len > off)
+			return -EIO; /* no progress on a byte left */
+		off += (size_t)w;
+		while (i < n && off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			i++;
+		}
+	}
+	return 0;
+}
+
+int bfs_write_file_atomic(const char *path, const struct iovec *iov, size_t n)
+{
+	char tmp[PATH_MAX + 16];
+	int fd, rc;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	(void)fchmod(fd, 0644); /* mkostemp makes it 0600 */
+	rc = writev_all(fd, iov, n);
+	if (close(fd) != 0 && !rc)
+		rc = errno ? -errno : -EIO;
+	if (!rc && rename(tmp, path) != 0)
+		rc = -errno;
+	if (rc)
+		(void)unlink(tmp);
+	return rc;
 }

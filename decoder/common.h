@@ -8,7 +8,8 @@
  * the calling thread is kept in a thread-local buffer (bfs_err_msg()); the
  * boundary (CLI, FUSE handler) logs it once.
  *
- * This file knows nothing of FUSE, threads or files.
+ * This file knows nothing of FUSE; of threads, only how batchfs starts
+ * one; of files, only how a cache file is written whole.
  */
 #ifndef BFS_COMMON_H
 #define BFS_COMMON_H
@@ -21,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/uio.h>
 
 /* The kind of a tf.train.Feature. NONE: present with no kind set (Feature {}),
  * which counts as missing. */
@@ -86,6 +88,17 @@ size_t bfs_json_char(char out[7], unsigned char c);
 /* FNV-1a over n bytes, from h (0xcbf29ce484222325 to start): names of
  * cache files, not a checksum. */
 uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n);
+
+/* Write the n pieces iov[0..n) (in order; n may pass IOV_MAX) as the
+ * whole new content of `path`, which readers see either as it was or with
+ * every byte: written to a temporary "<path>.tmp.XXXXXX" beside it (mode
+ * 0644; mkostemp, so the name is unique even among hosts sharing the
+ * directory, which pids are not), then renamed over path. Short writes and
+ * EINTR are resumed; on any failure the temporary is removed and path is
+ * left as it was. iov is not modified. No fsync (a cache file torn by a
+ * crash fails its loader's checks and is rebuilt). 0 or -errno
+ * (-ENAMETOOLONG, -ENOSPC, -EACCES, -EROFS ...). */
+int bfs_write_file_atomic(const char *path, const struct iovec *iov, size_t n);
 
 /* A little-endian uint64 at p (any alignment). */
 static inline uint64_t bfs_get_le64(const uint8_t *p)

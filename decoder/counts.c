@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define MAGIC "BFSCNT01"
@@ -120,69 +121,39 @@ static void fill_hdr(struct bfs_counts_hdr *h, const struct bfs_counts_key *k)
 
 /* ---- save ------------------------------------------------------------------ */
 
-static int write_all(int fd, const void *p, size_t n, uint32_t *crc)
-{
-	const uint8_t *c = p;
-
-	if (crc)
-		*crc = bfs_crc32c(*crc, p, n);
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int bfs_counts_save(const char *path, const struct bfs_counts_key *k, const uint32_t *const *cols)
 {
 	static const uint8_t zeros[8];
 	struct bfs_counts_hdr h;
 	uint64_t cols_off, total;
-	char tmp[4200];
+	struct iovec *iov;
+	size_t n = 0;
 	uint32_t crc = 0;
-	int fd, rc;
+	int rc;
 
 	if (strlen(k->path) > PATH_MAX_LEN || k->desclen > DESC_MAX_LEN)
 		return -EINVAL;
 	fill_hdr(&h, k);
 	if (!layout_of(&h, &cols_off, &total) || k->nrecords * 4 > SIZE_MAX)
 		return -EINVAL;
-	/* unique even among hosts sharing the directory (pids are not) */
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	(void)fchmod(fd, 0644);
-	/* a placeholder header, the body, then the header with its CRCs */
-	rc = write_all(fd, &h, sizeof(h), NULL);
-	if (!rc)
-		rc = write_all(fd, k->path, h.pathlen, &crc);
-	if (!rc)
-		rc = write_all(fd, k->desc, k->desclen, &crc);
-	if (!rc)
-		rc = write_all(fd, zeros, (size_t)(cols_off - HDR_BYTES - h.pathlen - k->desclen),
-			       &crc);
-	for (uint32_t s = 0; !rc && s < k->nslots; s++)
-		rc = write_all(fd, cols[s], (size_t)(k->nrecords * 4), &crc);
-	if (!rc) {
-		h.body_crc = crc;
-		h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_counts_hdr, hdr_crc));
-		if (pwrite(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h))
-			rc = errno ? -errno : -EIO;
-	}
-	if (close(fd) != 0 && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path) != 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
+	/* the header, the path, the description, the padding, a column per
+	 * slot: the body's CRC first, then the file in one go */
+	iov = malloc(((size_t)k->nslots + 4) * sizeof(*iov));
+	if (!iov)
+		return -ENOMEM;
+	iov[n++] = (struct iovec){ &h, sizeof(h) };
+	iov[n++] = (struct iovec){ (void *)(uintptr_t)k->path, h.pathlen };
+	iov[n++] = (struct iovec){ (void *)(uintptr_t)k->desc, k->desclen };
+	iov[n++] = (struct iovec){ (void *)(uintptr_t)zeros,
+				   (size_t)(cols_off - HDR_BYTES - h.pathlen - k->desclen) };
+	for (uint32_t s = 0; s < k->nslots; s++)
+		iov[n++] = (struct iovec){ (void *)(uintptr_t)cols[s], (size_t)(k->nrecords * 4) };
+	for (size_t i = 1; i < n; i++)
+		crc = bfs_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+	h.body_crc = crc;
+	h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_counts_hdr, hdr_crc));
+	rc = bfs_write_file_atomic(path, iov, n);
+	free(iov);
 	return rc;
 }
 

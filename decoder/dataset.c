@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 struct bfs_dataset {
@@ -301,6 +302,53 @@ int bfs_dataset_cache_file(const struct bfs_dataset *ds, size_t i, const char *d
 		return -ENAMETOOLONG;
 	memcpy(abs, p, strlen(p) + 1);
 	return cache_name(dst, cap, dir, abs, suffix);
+}
+
+/* Is name "<16 hex digits><one of the suffixes>", as cache_name writes? */
+static bool shard_cache_name(const char *name, const char *const *suffixes, size_t nsuf)
+{
+	size_t n = strlen(name);
+
+	if (n <= 16 || strspn(name, "0123456789abcdef") < 16)
+		return false;
+	for (size_t s = 0; s < nsuf; s++)
+		if (strcmp(name + 16, suffixes[s]) == 0)
+			return true;
+	return false;
+}
+
+void bfs_dataset_drop_cache_files(const struct bfs_dataset *ds, const char *dir,
+				  const char *const *suffixes, size_t nsuf, const bool *drop)
+{
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL)
+		if (shard_cache_name(de->d_name, suffixes, nsuf) &&
+		    push_path(&names, &n, &cap, de->d_name) != 0)
+			break; /* out of memory: the names listed so far */
+	closedir(d);
+	if (n)
+		qsort(names, n, sizeof(*names), str_cmp);
+	for (size_t i = 0; n && i < ds->nshards; i++) {
+		for (size_t s = 0; drop[i] && s < nsuf; s++) {
+			char file[PATH_MAX + 64], abs[PATH_MAX];
+			const char *base;
+
+			if (bfs_dataset_cache_file(ds, i, dir, suffixes[s], file, sizeof(file), abs,
+						   sizeof(abs)) != 0)
+				break;
+			base = file + strlen(dir) + 1;
+			if (bsearch(&base, names, n, sizeof(*names), str_cmp))
+				(void)unlink(file);
+		}
+	}
+	bfs_source_free(names, n);
 }
 
 static void idx_key(struct bfs_index_key *k, const char *abs, const struct bfs_shard *s)
@@ -606,8 +654,9 @@ static bool u64_in(const uint64_t *hs, size_t n, uint64_t h)
  * in that directory that are good (ok[i]: loaded or scanned), and the
  * entries of the old pack for other shards (another dataset's glob in the
  * same directory, sharing index_dir) that still match their shard's size
- * and mtime and load. Best effort, like idx_save. */
-static void pack_save(struct bfs_dataset *ds, size_t gi, const bool *ok)
+ * and mtime and load. Best effort, like idx_save: 0 or the -errno of the
+ * failure (written or not decides whether its shards lose their own files). */
+static int pack_save(struct bfs_dataset *ds, size_t gi, const bool *ok)
 {
 	struct pack_group *g = &ds->packs[gi];
 	struct bfs_ixpack_writer *w = NULL;
@@ -648,16 +697,22 @@ static void pack_save(struct bfs_dataset *ds, size_t gi, const bool *ok)
 		rc = bfs_ixpack_add_bytes(w, h, p, len);
 	}
 	if (!rc)
-		(void)bfs_ixpack_write(w, g->file);
+		rc = bfs_ixpack_write(w, g->file);
 	bfs_ixpack_writer_free(w);
 	free(mine);
+	return rc;
 }
 
 /* After a scan: write each pack that changed (a small index scanned, or an
- * entry stale or corrupt). ok[i]: shard i's index is good. */
-static void packs_save(struct bfs_dataset *ds, const bool *ok, const bool *cached)
+ * entry stale or corrupt). ok[i]: shard i's index is good. A shard whose
+ * index went into a pack written here loses the file of its own in dir
+ * (DIR/<hash>.idx, as idx_file names it) that an earlier batchfs (one file
+ * per shard) or a larger version of the shard left: nothing reads it. */
+static void packs_save(struct bfs_dataset *ds, const char *dir, const bool *ok, const bool *cached)
 {
+	static const char *const own[] = { ".idx" };
 	bool *write = ds->packs ? calloc(ds->npacks ? ds->npacks : 1, sizeof(*write)) : NULL;
+	bool *drop = NULL, any = false;
 
 	if (!write || !ds->ix_dir_ok) {
 		free(write);
@@ -669,8 +724,16 @@ static void packs_save(struct bfs_dataset *ds, const bool *ok, const bool *cache
 		if (ok[i] && !cached[i] && idx_packed(ds, i))
 			write[ds->pack_of[i]] = true;
 	for (size_t g = 0; g < ds->npacks; g++)
-		if (write[g])
-			pack_save(ds, g, ok);
+		if (write[g] && pack_save(ds, g, ok) != 0)
+			write[g] = false; /* not written: the files of their own stay */
+	drop = calloc(ds->nshards ? ds->nshards : 1, sizeof(*drop));
+	for (size_t i = 0; drop && i < ds->nshards; i++) {
+		drop[i] = ok[i] && idx_packed(ds, i) && write[ds->pack_of[i]];
+		any = any || drop[i];
+	}
+	if (any)
+		bfs_dataset_drop_cache_files(ds, dir, own, BFS_ARRAY_SIZE(own), drop);
+	free(drop);
 	free(write);
 }
 
@@ -724,20 +787,13 @@ out:
 
 static void schema_save(const char *dir, const char *file, const struct bfs_schema *s)
 {
-	char tmp[PATH_MAX + 192];
+	struct iovec iov;
 	char *json = NULL;
-	FILE *f;
 
 	if (bfs_cache_dir_make(dir) != 0 || bfs_schema_to_json(&json, s, NULL) != 0)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", file, (long)getpid());
-	f = fopen(tmp, "wb");
-	if (f) {
-		bool ok = fputs(json, f) >= 0;
-		ok = (fclose(f) == 0) && ok;
-		if (!ok || rename(tmp, file) != 0)
-			unlink(tmp);
-	}
+	iov = (struct iovec){ json, strlen(json) };
+	(void)bfs_write_file_atomic(file, &iov, 1); /* best effort, like the index */
 	free(json);
 }
 
@@ -1028,7 +1084,7 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		 * their own are): scanned, or loaded and not scanned again */
 		for (size_t i = 0; i < ds->nshards; i++)
 			scanned[i] = scanned[i] || (cached[i] && !need[i]);
-		packs_save(ds, scanned, cached);
+		packs_save(ds, o->index_dir, scanned, cached);
 		if (rc)
 			goto fail;
 		if (o->infer && o->index_dir && !ds->schema_reused)

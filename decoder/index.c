@@ -269,31 +269,6 @@ static bool layout_of(const struct bfs_index_hdr *h, struct layout *l)
 
 /* ---- save ------------------------------------------------------------------ */
 
-/* writev until every byte is written: one system call for a small index
- * (a dataset of many tiny shards writes one file per shard). */
-static int writev_all(int fd, struct iovec *iov, int n)
-{
-	while (n > 0) {
-		ssize_t w = writev(fd, iov, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		while (n > 0 && (size_t)w >= iov->iov_len) {
-			w -= (ssize_t)iov->iov_len;
-			iov++;
-			n--;
-		}
-		if (n > 0) {
-			iov->iov_base = (uint8_t *)iov->iov_base + w;
-			iov->iov_len -= (size_t)w;
-		}
-	}
-	return 0;
-}
-
 /* The file's header and its pieces for ix and k: NIOV iovecs (header
  * first), both CRCs set. The iovecs borrow ix, k->path and static zeros.
  * -EINVAL for an unfinished index or an overlong path. */
@@ -386,26 +361,10 @@ int bfs_index_save(const struct bfs_index *ix, const char *path, const struct bf
 {
 	struct bfs_index_hdr h;
 	struct iovec iov[NIOV];
-	char tmp[4200];
-	int fd, rc = image_iov(ix, k, &h, iov);
+	int rc = image_iov(ix, k, &h, iov);
 
-	if (rc)
-		return rc;
-	/* unique even among hosts sharing the directory (pids are not) */
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	(void)fchmod(fd, 0644);
-	rc = writev_all(fd, iov, NIOV); /* header and body in one writev */
-	if (close(fd) != 0 && !rc)
-		rc = -EIO;
-	if (!rc && rename(tmp, path) != 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
-	return rc;
+	/* header and body in one writev */
+	return rc ? rc : bfs_write_file_atomic(path, iov, NIOV);
 }
 
 bool bfs_index_image_key(const uint8_t *p, size_t len, struct bfs_index_key *k, char *path,

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define MAGIC "BFSPAK01"
@@ -311,30 +312,14 @@ static int went_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t r = write(fd, p, n);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 int bfs_ixpack_write(struct bfs_ixpack_writer *w, const char *path)
 {
 	struct bfs_ixpack_hdr h;
 	struct slot *t;
 	uint64_t off, total;
+	struct iovec iov;
 	uint8_t *buf;
-	char tmp[4200];
-	int fd, rc;
+	int rc;
 
 	if (w->n == 0)
 		return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
@@ -366,25 +351,8 @@ int bfs_ixpack_write(struct bfs_ixpack_writer *w, const char *path)
 	h.table_crc = bfs_crc32c(0, t, w->n * sizeof(struct slot));
 	h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_ixpack_hdr, hdr_crc));
 	memcpy(buf, &h, sizeof(h));
-	/* unique even among hosts sharing the directory (pids are not) */
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp)) {
-		free(buf);
-		return -ENAMETOOLONG;
-	}
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		free(buf);
-		return rc;
-	}
-	(void)fchmod(fd, 0644);
-	rc = write_all(fd, buf, (size_t)total);
+	iov = (struct iovec){ buf, (size_t)total };
+	rc = bfs_write_file_atomic(path, &iov, 1);
 	free(buf);
-	if (close(fd) != 0 && !rc)
-		rc = -EIO;
-	if (!rc && rename(tmp, path) != 0)
-		rc = -errno;
-	if (rc)
-		unlink(tmp);
 	return rc;
 }

@@ -171,7 +171,7 @@ RAGGED_SCHEMA = {"features": {
 def _cnt_files(d):
     """The ragged counts files in index_dir d: packs and files of their own."""
     return {x: os.stat(os.path.join(d, x)) for x in os.listdir(d)
-            if x.endswith(".cnt") or x.endswith(".cntpack.idx")}
+            if x.endswith(".cnt.idx") or x.endswith(".cntpack.idx")}
 
 
 def _resident(paths):
@@ -271,7 +271,7 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
     if size == "large":
         assert len(cnt[0]) == 1 and name.endswith(".cntpack.idx"), cnt[0]
     else:
-        assert len(cnt[0]) == 4 and all(x.endswith(".cnt") for x in cnt[0]), cnt[0]
+        assert len(cnt[0]) == 4 and all(x.endswith(".cnt.idx") for x in cnt[0]), cnt[0]
     assert resident[0] >= shard_bytes * 0.9, (resident, shard_bytes)
     # a re-mount only sniffs each shard's first bytes (its compression):
     # at most one 64 KiB readahead window of each in the page cache

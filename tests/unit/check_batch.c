@@ -18,6 +18,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -853,6 +854,72 @@ START_TEST(counts_file_round_trip_stale_corrupt_old)
 }
 END_TEST
 
+/* The file bfs_counts_save writes is, byte for byte, the image a pack
+ * entry holds, for any number of slots (more than IOV_MAX among them), and
+ * the one of cnt_key is the very bytes the writer of the first version
+ * wrote (their FNV-1a, taken from that writer): files already in
+ * index_dirs keep loading. */
+START_TEST(counts_file_is_its_image_for_any_slot_count)
+{
+	static const uint32_t nslots[] = { 0, 1, 3, 1500 };
+	static const uint64_t nrecs[] = { 0, 3, 1000 };
+	char dir[] = "/tmp/check_counts_XXXXXX", path[128], why[256];
+	const uint32_t *cols2[2] = { cnt_col0, cnt_col1 };
+	struct bfs_counts_key k = cnt_key();
+	uint8_t *file, *img;
+	size_t flen, ilen;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof(path), "%s/x.cnt.idx", dir);
+	ck_assert_int_eq(bfs_counts_save(path, &k, cols2), 0);
+	file = test_slurp(path, &flen);
+	ck_assert_uint_eq(flen, 152);
+	/* not a CRC-32C of the whole file: it is the same for any header whose
+	 * own CRC is right */
+	ck_assert_uint_eq(bfs_fnv1a(0xcbf29ce484222325ull, file, flen), 0x5acc357a0f760763ull);
+	free(file);
+	for (size_t a = 0; a < BFS_ARRAY_SIZE(nslots); a++) {
+		for (size_t b = 0; b < BFS_ARRAY_SIZE(nrecs); b++) {
+			uint32_t **cols = calloc(nslots[a] + 1, sizeof(*cols));
+			uint32_t **got = calloc(nslots[a] + 1, sizeof(*got));
+
+			k.nslots = nslots[a];
+			k.nrecords = nrecs[b];
+			for (uint32_t s = 0; s < nslots[a]; s++) {
+				cols[s] = malloc(nrecs[b] * 4 + 1);
+				got[s] = malloc(nrecs[b] * 4 + 1);
+				for (uint64_t r = 0; r < nrecs[b]; r++)
+					cols[s][r] = (uint32_t)(s * 100003u + r * 7u);
+			}
+			ck_assert_int_eq(bfs_counts_save(path, &k, (const uint32_t *const *)cols),
+					 0);
+			ck_assert_int_eq(
+				bfs_counts_image(&k, (const uint32_t *const *)cols, &img, &ilen),
+				0);
+			file = test_slurp(path, &flen);
+			ck_assert_uint_eq(flen, ilen);
+			ck_assert_uint_eq(flen, bfs_counts_file_bytes(&k));
+			ck_assert_msg(memcmp(file, img, flen) == 0, "%u slots, %llu records",
+				      nslots[a], (unsigned long long)nrecs[b]);
+			ck_assert_msg(bfs_counts_load(path, &k, got, why, sizeof(why)) ==
+					      BFS_COUNTS_LOADED,
+				      "%s", why);
+			for (uint32_t s = 0; s < nslots[a]; s++) {
+				ck_assert(memcmp(got[s], cols[s], nrecs[b] * 4) == 0);
+				free(cols[s]);
+				free(got[s]);
+			}
+			free(cols);
+			free(got);
+			free(file);
+			free(img);
+		}
+	}
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(counts_desc_names_slots)
 {
 	struct bfs_schema *sc = NULL, *sc2 = NULL;
@@ -1094,7 +1161,7 @@ static void cnt_files(const char *ix, unsigned *packs, unsigned *own, char *pack
 			(*packs)++;
 			if (pack)
 				snprintf(pack, cap, "%s/%s", ix, de->d_name);
-		} else if (n > 4 && strcmp(de->d_name + n - 4, ".cnt") == 0) {
+		} else if (n > 8 && strcmp(de->d_name + n - 8, ".cnt.idx") == 0) {
 			(*own)++;
 		}
 	}
@@ -1280,6 +1347,150 @@ START_TEST(datasets_sharing_a_directory_keep_each_others_counts)
 }
 END_TEST
 
+/* Open src with index_dir ixd: its shard and record counts. */
+static void open_counts(const char *src, const char *ixd, size_t *nshards, uint64_t *nrecords)
+{
+	struct bfs_dataset_opts o = { .comp = BFS_COMP_AUTO, .index_dir = ixd };
+	struct bfs_dataset *ds = NULL;
+
+	ck_assert_msg(bfs_dataset_open(&ds, src, &o) == 0, "%s", bfs_err_msg());
+	*nshards = bfs_dataset_nshards(ds);
+	*nrecords = bfs_dataset_nrecords(ds);
+	bfs_dataset_close(ds);
+}
+
+/* Every file in src is one of the shards or a name a directory SOURCE
+ * passes over. */
+static void only_shards_or_passed_over(const char *src)
+{
+	DIR *d = opendir(src);
+	struct dirent *de;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)) != NULL) {
+		bool shard = false;
+
+		if (de->d_name[0] == '.')
+			continue;
+		for (unsigned k = 0; k <= NPK_SMALL; k++)
+			shard = shard || strcmp(de->d_name, PK_NAMES[k]) == 0;
+		ck_assert_msg(shard || bfs_source_not_shard(de->d_name), "%s", de->d_name);
+	}
+	closedir(d);
+}
+
+/* index_dir set to the SOURCE directory itself: every file the index and
+ * the ragged counts put there (packs, and the big shard's own index and
+ * counts files) is passed over as a shard, so each open lists the same
+ * six shards and records, and the counts are read back. */
+START_TEST(cache_files_in_the_source_directory_are_not_shards)
+{
+	char dir[] = "/tmp/check_cntpack_XXXXXX", src[128], cmd[160];
+	struct notes nt = { 0 };
+	uint64_t want, nrec;
+	size_t nsh;
+	unsigned np, no;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	for (unsigned k = 0; k <= NPK_SMALL; k++)
+		pk_write(src, k, 100 * (long)k);
+	want = geom_sig(src, NULL, parts_schema, &nt);
+	for (int run = 0; run < 3; run++) {
+		open_counts(src, src, &nsh, &nrec);
+		ck_assert_uint_eq(nsh, NPK_SMALL + 1);
+		ck_assert_uint_eq(nrec, 100 * NPK_SMALL + 700);
+		ck_assert_uint_eq(geom_sig(src, src, parts_schema, &nt), want);
+		only_shards_or_passed_over(src);
+	}
+	cnt_files(src, &np, &no, NULL, 0);
+	ck_assert_uint_eq(np, 1);
+	ck_assert_uint_eq(no, 1); /* the big shard's */
+	ck_assert_int_eq(nt.n, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* ix/<FNV-1a of shard k's real path>-<deshash><suffix>. */
+static void pk_cache_file(char *dst, size_t cap, const char *ix, const char *src, unsigned k,
+			  uint64_t deshash, const char *suffix)
+{
+	char path[256], real[PATH_MAX];
+
+	pk_path(path, sizeof(path), src, k);
+	ck_assert_ptr_nonnull(realpath(path, real));
+	snprintf(dst, cap, "%s/%016llx-%016llx%s", ix,
+		 (unsigned long long)bfs_fnv1a(0xcbf29ce484222325ull, real, strlen(real)),
+		 (unsigned long long)deshash, suffix);
+}
+
+/* The hash of what parts_schema counts, in the counts files' names. */
+static uint64_t parts_deshash(void)
+{
+	struct bfs_schema *sc = NULL;
+	struct bfs_plan *p = NULL;
+	char *desc = NULL;
+	size_t len = 0;
+	uint64_t h;
+
+	ck_assert_int_eq(bfs_schema_from_json(&sc, parts_schema, strlen(parts_schema)), 0);
+	ck_assert_int_eq(bfs_plan_new(&p, sc), 0);
+	ck_assert_int_eq(bfs_counts_desc(p, &desc, &len), 0);
+	h = bfs_fnv1a(0xcbf29ce484222325ull, desc, len);
+	free(desc);
+	bfs_plan_free(p);
+	bfs_schema_free(sc);
+	return h;
+}
+
+/* The counts files an earlier batchfs left in ix, one per shard under the
+ * old name "<hash of the path>-<hash of the slots>.cnt", are never read
+ * (garbage in them is no note), and go once the shard's counts are
+ * written: the small shards' when their pack is, the big shard's when its
+ * file (now .cnt.idx) is. A file for other slots stays. */
+START_TEST(old_counts_file_names_are_passed_over_then_dropped)
+{
+	char dir[] = "/tmp/check_cntpack_XXXXXX", src[128], ix[128], f[600], other[600];
+	struct notes nt = { 0 };
+	uint64_t want, dh = parts_deshash();
+	unsigned np, no;
+
+	ck_assert(mkdtemp(dir) != NULL);
+	snprintf(src, sizeof(src), "%s/src", dir);
+	snprintf(ix, sizeof(ix), "%s/ix", dir);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	ck_assert_int_eq(mkdir(ix, 0755), 0);
+	for (unsigned k = 0; k <= NPK_SMALL; k++)
+		pk_write(src, k, 100 * (long)k);
+	want = geom_sig(src, NULL, parts_schema, &nt);
+	for (unsigned k = 0; k <= NPK_SMALL; k++) {
+		pk_cache_file(f, sizeof(f), ix, src, k, dh, ".cnt");
+		test_spit(f, (const uint8_t *)"BFSCNT01 and then garbage", 25);
+	}
+	pk_cache_file(other, sizeof(other), ix, src, 0, dh ^ 1, ".cnt");
+	test_spit(other, (const uint8_t *)"BFSCNT01", 8);
+
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_msg(nt.n == 0, "%s", nt.last);
+	for (unsigned k = 0; k <= NPK_SMALL; k++) {
+		pk_cache_file(f, sizeof(f), ix, src, k, dh, ".cnt");
+		ck_assert_msg(access(f, F_OK) != 0, "%s", f);
+	}
+	ck_assert_int_eq(access(other, F_OK), 0);
+	cnt_files(ix, &np, &no, NULL, 0);
+	ck_assert_uint_eq(np, 1);
+	ck_assert_uint_eq(no, 1);
+	pk_cache_file(f, sizeof(f), ix, src, NPK_SMALL, dh, ".cnt.idx");
+	ck_assert_int_eq(access(f, F_OK), 0);
+	ck_assert_uint_eq(geom_sig(src, ix, parts_schema, &nt), want);
+	ck_assert_int_eq(nt.n, 0);
+	snprintf(f, sizeof(f), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(f), 0);
+}
+END_TEST
+
 /* The cache's own calls: the counts of every small shard put, and nothing
  * written until the save, which writes their pack once; a new cache reads
  * every shard's counts back exactly. */
@@ -1409,10 +1620,13 @@ static Suite *suite(void)
 	tcase_add_test(tensor, build_in_parts_substitutes_like_whole_build);
 	tcase_add_test(tensor, chunked_reads_equal_one_read);
 	tcase_add_test(counts, counts_file_round_trip_stale_corrupt_old);
+	tcase_add_test(counts, counts_file_is_its_image_for_any_slot_count);
 	tcase_add_test(counts, counts_desc_names_slots);
 	tcase_add_test(counts, batcher_reads_cached_counts_without_decoding);
 	tcase_add_test(counts, counts_of_small_shards_share_one_pack_per_directory);
 	tcase_add_test(counts, datasets_sharing_a_directory_keep_each_others_counts);
+	tcase_add_test(counts, cache_files_in_the_source_directory_are_not_shards);
+	tcase_add_test(counts, old_counts_file_names_are_passed_over_then_dropped);
 	tcase_add_test(counts, cntcache_writes_each_pack_once_at_save);
 	tcase_add_test(counts, fuzz_corpus_counts_pack_loads);
 	suite_add_tcase(s, perm);

@@ -10,6 +10,8 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -581,6 +583,114 @@ START_TEST(datasets_sharing_a_directory_share_its_pack)
 }
 END_TEST
 
+/* The file of its own that shard s has in ixd: "<FNV-1a of its real
+ * path>.idx", as batchfs names it (and named every shard's before packs). */
+static void own_file(unsigned s, const char *ixd, char *dst, size_t cap)
+{
+	char path[256], real[PATH_MAX];
+
+	ck_assert_ptr_nonnull(realpath(shard_name(s, path, sizeof(path)), real));
+	snprintf(dst, cap, "%s/%016llx.idx", ixd,
+		 (unsigned long long)bfs_fnv1a(0xcbf29ce484222325ull, real, strlen(real)));
+}
+
+/* What a batchfs of one index file per shard left in ixd: each shard's
+ * index in a file of its own. */
+static void write_own_files(const char *ixd)
+{
+	struct bfs_dataset_opts o = { .comp = BFS_COMP_AUTO, .jobs = 2 };
+	struct bfs_dataset *ds = NULL;
+
+	ck_assert_msg(bfs_dataset_open(&ds, src, &o) == 0, "%s", bfs_err_msg());
+	ck_assert_uint_eq(bfs_dataset_nshards(ds), NSH);
+	for (unsigned s = 0; s < NSH; s++) {
+		const struct bfs_shard *sh = bfs_dataset_shard(ds, s);
+		char file[600], real[PATH_MAX];
+		struct bfs_index_key k;
+
+		ck_assert_ptr_nonnull(realpath(bfs_shard_path(sh), real));
+		k = (struct bfs_index_key){ real, (uint32_t)bfs_shard_compression(sh),
+					    bfs_shard_file_size(sh), bfs_shard_mtime_ns(sh) };
+		own_file(s, ixd, file, sizeof(file));
+		ck_assert_int_eq(bfs_index_save(bfs_shard_get_index(sh), file, &k), 0);
+	}
+	bfs_dataset_close(ds);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0;
+}
+
+/* The files of their own that an earlier batchfs left: read while they
+ * hold; once a pack is written with a small shard's index, that shard's
+ * file goes (and only then: not when the write fails). The big shard keeps
+ * its file, and a file batchfs did not name for one of these shards stays. */
+START_TEST(a_written_pack_drops_its_shards_files_of_their_own)
+{
+	char ixd[128], pack[600], own[600], decoy[600], real[PATH_MAX], blocker[700];
+	unsigned np, ni;
+	ino_t big;
+
+	mk_tmpdir();
+	snprintf(src, sizeof(src), "%s/src", tmpdir);
+	snprintf(ixd, sizeof(ixd), "%s/ix", tmpdir);
+	ck_assert_int_eq(mkdir(src, 0755), 0);
+	ck_assert_int_eq(mkdir(ixd, 0755), 0);
+	memset(gen, 0, sizeof(gen));
+	for (unsigned s = 0; s < NSH; s++)
+		write_shard(s);
+	write_own_files(ixd);
+	snprintf(decoy, sizeof(decoy), "%s/0123456789abcdef.idx", ixd);
+	test_spit(decoy, (const uint8_t *)"x", 1);
+	own_file(NSMALL, ixd, own, sizeof(own));
+	big = test_ino(own);
+	notes = 0;
+
+	/* every index read from its file: nothing written, nothing deleted */
+	ck_assert(open_check(src, ixd, 0, NSH - 1));
+	count_files(ixd, &np, &ni, pack, sizeof(pack));
+	ck_assert_uint_eq(np, 0);
+	ck_assert_uint_eq(ni, NSH + 1);
+
+	/* a small shard changed, and the pack cannot be written (a directory
+	 * holds its name): every file stays */
+	ck_assert_ptr_nonnull(realpath(src, real));
+	strcat(real, "/x");
+	snprintf(pack, sizeof(pack), "%s/%016llx.pack.idx", ixd,
+		 (unsigned long long)bfs_ixpack_dir_hash(real));
+	ck_assert_int_eq(mkdir(pack, 0755), 0);
+	snprintf(blocker, sizeof(blocker), "%s/x", pack);
+	test_spit(blocker, (const uint8_t *)"x", 1);
+	gen[3]++;
+	write_shard(3);
+	ck_assert(!open_check(src, ixd, 0, NSH - 1));
+	count_files(ixd, &np, &ni, pack, sizeof(pack));
+	ck_assert_uint_eq(ni, NSH + 1);
+
+	/* written: the small shards' files are gone, the big one's kept */
+	ck_assert_int_eq(unlink(blocker), 0);
+	ck_assert_int_eq(rmdir(pack), 0);
+	ck_assert(!open_check(src, ixd, 0, NSH - 1));
+	count_files(ixd, &np, &ni, pack, sizeof(pack));
+	ck_assert_uint_eq(np, 1);
+	ck_assert_uint_eq(test_pack_entries(pack), NSMALL);
+	ck_assert_uint_eq(ni, 2);
+	for (unsigned s = 0; s < NSMALL; s++) {
+		own_file(s, ixd, own, sizeof(own));
+		ck_assert_msg(!exists(own), "%s", own);
+	}
+	own_file(NSMALL, ixd, own, sizeof(own));
+	ck_assert_uint_eq(test_ino(own), big);
+	ck_assert(exists(decoy));
+	ck_assert(open_check(src, ixd, 0, NSH - 1));
+	ck_assert_int_eq(notes, 0);
+	rm_tmpdir();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ixpack");
@@ -595,6 +705,7 @@ int main(void)
 	tcase_add_test(tc, fuzz_corpus_packs_load);
 	tcase_add_test(tc, dataset_packs_small_shards_and_rebuilds_stale_or_corrupt_entries);
 	tcase_add_test(tc, datasets_sharing_a_directory_share_its_pack);
+	tcase_add_test(tc, a_written_pack_drops_its_shards_files_of_their_own);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,255 @@
+/* Unit tests for decoder/common.c: bfs_write_file_atomic, the one way a
+ * cache file is written (index, index pack, counts, schema).
+ *
+ * write(2) and writev(2) are wrapped below: while `chop` is set, a call on
+ * a file under the test's directory first fails with EINTR, then writes at
+ * most CHOP bytes, so that the helper's resumption is what is tested. */
+#include "testfiles.h"
+#include "common.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define CHOP 5
+
+static char dir[128];
+static bool chop;
+static unsigned chopped_calls, eintr_calls;
+
+/* Is fd a file under dir (the temporary being written)? */
+static bool ours(int fd)
+{
+	char link[64], target[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n <= 0)
+		return false;
+	target[n] = '\0';
+	return strncmp(target, dir, strlen(dir)) == 0;
+}
+
+/* Every other call on our file fails with EINTR (nothing written). */
+static bool interrupt_now(void)
+{
+	static unsigned calls;
+
+	if (calls++ % 2)
+		return false;
+	eintr_calls++;
+	errno = EINTR;
+	return true;
+}
+
+ssize_t write(int fd, const void *p, size_t n);
+ssize_t writev(int fd, const struct iovec *iov, int cnt);
+
+ssize_t write(int fd, const void *p, size_t n)
+{
+	if (chop && ours(fd)) {
+		if (interrupt_now())
+			return -1;
+		chopped_calls++;
+		if (n > CHOP)
+			n = CHOP;
+	}
+	return syscall(SYS_write, fd, p, n);
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct iovec cut[8];
+	size_t left = CHOP;
+	int k = 0;
+
+	if (!chop || !ours(fd))
+		return syscall(SYS_writev, fd, iov, cnt);
+	if (interrupt_now())
+		return -1;
+	chopped_calls++;
+	/* the first CHOP bytes of the pieces, whatever their lengths */
+	for (int i = 0; i < cnt && left && k < (int)BFS_ARRAY_SIZE(cut); i++) {
+		size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+		cut[k++] = (struct iovec){ iov[i].iov_base, l };
+		left -= l;
+	}
+	return syscall(SYS_writev, fd, cut, k);
+}
+
+/* n pieces of assorted lengths (zero among them) over buf; their bytes
+ * concatenated in *want (malloc'd), *wlen bytes. */
+static struct iovec *pieces(size_t n, uint8_t *buf, uint8_t **want, size_t *wlen)
+{
+	struct iovec *iov = malloc(n * sizeof(*iov));
+	size_t off = 0;
+
+	ck_assert_ptr_nonnull(iov);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = (i * 7) % 13; /* 0 .. 12 */
+
+		for (size_t j = 0; j < len; j++)
+			buf[off + j] = (uint8_t)(i * 31 + j);
+		iov[i] = (struct iovec){ buf + off, len };
+		off += len;
+	}
+	*want = malloc(off ? off : 1);
+	ck_assert_ptr_nonnull(*want);
+	memcpy(*want, buf, off);
+	*wlen = off;
+	return iov;
+}
+
+/* Files in dir whose name holds ".tmp.". */
+static unsigned temporaries(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	unsigned n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)) != NULL)
+		n += strstr(de->d_name, ".tmp.") != NULL;
+	closedir(d);
+	return n;
+}
+
+static void check_file(const char *path, const uint8_t *want, size_t wlen)
+{
+	size_t len;
+	uint8_t *got = test_slurp(path, &len);
+
+	ck_assert_uint_eq(len, wlen);
+	ck_assert(memcmp(got, want, len) == 0);
+	free(got);
+}
+
+START_TEST(more_pieces_than_iov_max_land_in_order_mode_0644)
+{
+	const size_t n = 3 * IOV_MAX + 5;
+	uint8_t *buf = malloc(n * 13), *want;
+	struct iovec *iov;
+	char path[256];
+	struct stat st;
+	size_t wlen;
+
+	test_mkdir(dir, sizeof(dir), "check_common");
+	snprintf(path, sizeof(path), "%s/f.idx", dir);
+	iov = pieces(n, buf, &want, &wlen);
+	umask(077); /* the file is 0644 whatever the umask */
+	ck_assert_int_eq(bfs_write_file_atomic(path, iov, n), 0);
+	check_file(path, want, wlen);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0644);
+	ck_assert_uint_eq(temporaries(), 0);
+	/* over an existing file: replaced (a new inode), no piece at all: empty */
+	test_spit(path, (const uint8_t *)"old", 3);
+	ck_assert_int_eq(bfs_write_file_atomic(path, iov, 0), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+	free(iov);
+	free(want);
+	free(buf);
+	test_rmdir(dir);
+}
+END_TEST
+
+START_TEST(short_writes_and_eintr_are_resumed)
+{
+	const size_t n = IOV_MAX + 300;
+	uint8_t *buf = malloc(n * 13), *want;
+	struct iovec *iov;
+	char path[256];
+	size_t wlen;
+
+	test_mkdir(dir, sizeof(dir), "check_common");
+	snprintf(path, sizeof(path), "%s/f.idx", dir);
+	iov = pieces(n, buf, &want, &wlen);
+	chop = true;
+	ck_assert_int_eq(bfs_write_file_atomic(path, iov, n), 0);
+	chop = false;
+	check_file(path, want, wlen);
+	/* every call wrote CHOP bytes at most, and half of them failed */
+	ck_assert_uint_ge(chopped_calls, wlen / CHOP);
+	ck_assert_uint_ge(eintr_calls, wlen / CHOP);
+	ck_assert_uint_eq(temporaries(), 0);
+	free(iov);
+	free(want);
+	free(buf);
+	test_rmdir(dir);
+}
+END_TEST
+
+START_TEST(a_failure_leaves_the_old_file_and_no_temporary)
+{
+	static const uint8_t big[20000];
+	struct iovec iov = { (void *)(uintptr_t)big, sizeof(big) };
+	struct rlimit rl, was;
+	char path[256], sub[256], longname[PATH_MAX + 64];
+
+	test_mkdir(dir, sizeof(dir), "check_common");
+	snprintf(path, sizeof(path), "%s/f.idx", dir);
+	test_spit(path, (const uint8_t *)"old", 3);
+
+	/* a write that stops half-way (a file size limit: EFBIG after a
+	 * short write) */
+	signal(SIGXFSZ, SIG_IGN);
+	ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &was), 0);
+	rl = was;
+	rl.rlim_cur = 8192; /* the soft limit only: raised back without privilege */
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+	ck_assert_int_eq(bfs_write_file_atomic(path, &iov, 1), -EFBIG);
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &was), 0);
+	check_file(path, (const uint8_t *)"old", 3);
+	ck_assert_uint_eq(temporaries(), 0);
+
+	/* the rename fails: a directory (not empty) holds the name */
+	snprintf(sub, sizeof(sub), "%s/d.idx", dir);
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	snprintf(longname, sizeof(longname), "%s/keep", sub);
+	test_spit(longname, (const uint8_t *)"x", 1);
+	ck_assert_int_eq(bfs_write_file_atomic(sub, &iov, 1), -EISDIR);
+	ck_assert_uint_eq(temporaries(), 0);
+
+	/* no directory to hold the temporary; a name too long for it */
+	snprintf(sub, sizeof(sub), "%s/none/f.idx", dir);
+	ck_assert_int_eq(bfs_write_file_atomic(sub, &iov, 1), -ENOENT);
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	ck_assert_int_eq(bfs_write_file_atomic(longname, &iov, 1), -ENAMETOOLONG);
+	check_file(path, (const uint8_t *)"old", 3);
+	test_rmdir(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("common");
+	TCase *tc = tcase_create("write_file_atomic");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, more_pieces_than_iov_max_land_in_order_mode_0644);
+	tcase_add_test(tc, short_writes_and_eintr_are_resumed);
+	tcase_add_test(tc, a_failure_leaves_the_old_file_and_no_temporary);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
