@@ -159,6 +159,7 @@ int bfs_cudapath_copy(struct bfs_cudapath *cp, unsigned slot, const void *src, u
 		/* grow in 1 MiB steps; the previous copy from this buffer is done
 		 * (the slot was released only after its event) */
 		size_t cap = (size_t)((n + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1));
+		const uint64_t old = s->cap;
 		if (cap == 0)
 			cap = 1u << 20;
 		if (s->dptr)
@@ -175,10 +176,10 @@ int bfs_cudapath_copy(struct bfs_cudapath *cp, unsigned slot, const void *src, u
 			for (size_t i = 0; rc == cudaSuccess && i < sizeof(h.reserved); i++)
 				snprintf(s->hex + 2 * i, 3, "%02x", (unsigned char)h.reserved[i]);
 		}
+		/* by difference: another slot's cap is its owner's, written
+		 * without the lock, so summing the slots here was a data race */
 		pthread_mutex_lock(&cp->lock);
-		cp->st.device_bytes = 0;
-		for (unsigned i = 0; i < cp->n; i++)
-			cp->st.device_bytes += cp->slots[i].cap;
+		cp->st.device_bytes = cp->st.device_bytes - old + s->cap;
 		pthread_mutex_unlock(&cp->lock);
 		what = rc == cudaSuccess ? "cudaMemcpyAsync" : what;
 	}
