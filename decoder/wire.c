@@ -1088,18 +1088,30 @@ static __attribute__((noinline)) int bind_slot(struct bfs_bind *b, size_t k, str
 	return 0;
 }
 
+/* Where word w (0 to 2) of a template's first tlen (8 to 24) bytes starts:
+ * at 0, (tlen - 8) / 2 and tlen - 8, which together cover them all. */
+static inline size_t template_word_at(size_t tlen, int w)
+{
+	return w == 0 ? 0 : w == 1 ? (tlen - 8) / 2 : tlen - 8;
+}
+
+/* The three words of the tlen bytes at p, as a template holds them. */
+static inline void template_words(uint64_t w[3], const uint8_t *p, size_t tlen)
+{
+	for (int i = 0; i < 3; i++)
+		memcpy(&w[i], p + template_word_at(tlen, i), 8);
+}
+
 /* Whether the entry at p (before end) begins with g's template bytes:
  * then it is the same entry as in the last record but for its value. */
 static inline bool template_hit(const struct guess *g, const uint8_t *p, const uint8_t *end)
 {
-	uint64_t w0, w1, w2;
+	uint64_t w[3];
 
 	if (!g->tlen || (size_t)(end - p) < g->elen)
 		return false;
-	memcpy(&w0, p, 8);
-	memcpy(&w1, p + (g->tlen - 8) / 2, 8);
-	memcpy(&w2, p + g->tlen - 8, 8);
-	return w0 == g->t[0] && w1 == g->t[1] && w2 == g->t[2];
+	template_words(w, p, g->tlen);
+	return w[0] == g->t[0] && w[1] == g->t[1] && w[2] == g->t[2];
 }
 
 /* Remember entry [p, end) as g's template: its value [v, end) went to a
@@ -1112,9 +1124,7 @@ static inline void template_keep(struct bfs_bind *b, struct guess *g, const uint
 	g->tlen = 0;
 	if (tlen < 8 || tlen > 24 || elen > UINT16_MAX || key_end > v)
 		return;
-	memcpy(&g->t[0], p, 8);
-	memcpy(&g->t[1], p + (tlen - 8) / 2, 8);
-	memcpy(&g->t[2], p + tlen - 8, 8);
+	template_words(g->t, p, tlen);
 	g->dst = b->col[g->k].base;
 	g->elen = (uint16_t)elen;
 	g->tlen = (uint8_t)tlen;
@@ -1141,9 +1151,8 @@ static inline void template_keep_int64(struct bfs_bind *b, struct guess *g, stru
 	    p[9 + lk] != lp)
 		return;
 	template_keep(b, g, p, v, end, key_end);
-	/* the words of t cover [0, 8), [(tlen - 8) / 2, +8) and [tlen - 8, tlen) */
 	for (int w = 0; w < 3; w++) {
-		size_t o = w == 0 ? 0 : w == 1 ? (tlen - 8) / 2 : tlen - 8;
+		size_t o = template_word_at(tlen, w);
 		gm->m[w] = ~(uint64_t)0;
 		for (int i = 0; i < 4; i++)
 			if (at[i] >= o && at[i] < o + 8)
@@ -1161,17 +1170,16 @@ static inline bool template_int64(struct bfs_bind *b, const struct guess *g, con
 {
 	const uint8_t *p = c->p;
 	size_t tlen = g->tlen, avail = (size_t)(c->end - p), lp;
-	uint64_t w0, w1, w2, x;
+	uint64_t w[3], x;
 
 	if (avail <= tlen)
 		return false;
 	lp = p[tlen - 1];
 	if (lp < 1 || lp > 10 || avail < tlen + lp)
 		return false;
-	memcpy(&w0, p, 8);
-	memcpy(&w1, p + (tlen - 8) / 2, 8);
-	memcpy(&w2, p + tlen - 8, 8);
-	if (((w0 & gm->m[0]) ^ g->t[0]) | ((w1 & gm->m[1]) ^ g->t[1]) | ((w2 & gm->m[2]) ^ g->t[2]))
+	template_words(w, p, tlen);
+	if (((w[0] & gm->m[0]) ^ g->t[0]) | ((w[1] & gm->m[1]) ^ g->t[1]) |
+	    ((w[2] & gm->m[2]) ^ g->t[2]))
 		return false;
 	if (p[1] != tlen - 2 + lp || p[tlen - 5] != lp + 4 || p[tlen - 3] != lp + 2 ||
 	    !exact_varint(p + tlen, lp, c->end, &x))
