@@ -862,6 +862,43 @@ START_TEST(bound_decoding_writes_columns_and_the_last_duplicate_wins)
 }
 END_TEST
 
+/* One Features entry in the writers' form, at p: key = one packed list
+ * (list: 0x12 floats, 0x1a int64) of the pl bytes at payload:
+ *   0a Le { 0a Lk key 12 Lf { list Ll { 0a Lp payload } } }
+ * ll_extra is added to Ll (0: the lengths agree). The byte after it. */
+static uint8_t *packed_entry(uint8_t *p, const char *key, uint8_t list, const uint8_t *payload,
+			     size_t pl, int ll_extra)
+{
+	size_t klen = strlen(key);
+
+	*p++ = 0x0a;
+	*p++ = (uint8_t)(2 + klen + 2 + 2 + 2 + pl);
+	*p++ = 0x0a;
+	*p++ = (uint8_t)klen;
+	memcpy(p, key, klen);
+	p += klen;
+	*p++ = 0x12;
+	*p++ = (uint8_t)(4 + pl);
+	*p++ = list;
+	*p++ = (uint8_t)(2 + pl + ll_extra);
+	*p++ = 0x0a;
+	*p++ = (uint8_t)pl;
+	memcpy(p, payload, pl);
+	return p + pl;
+}
+
+/* The Example whose Features map's entries were written from buf + 3 up to
+ * end: its two-byte map length put in front. Its length. */
+static size_t features_record(uint8_t *buf, const uint8_t *end)
+{
+	size_t body = (size_t)(end - buf) - 3;
+
+	buf[0] = 0x0a;
+	buf[1] = (uint8_t)(0x80 | (body & 0x7f));
+	buf[2] = (uint8_t)(body >> 7);
+	return body + 3;
+}
+
 /* An Example of float features: keys[i] holding n[i] floats from vals. */
 static size_t float_record(uint8_t *buf, const char *const *keys, const size_t *n,
 			   const float *vals, size_t count)
@@ -869,29 +906,10 @@ static size_t float_record(uint8_t *buf, const char *const *keys, const size_t *
 	uint8_t *p = buf + 3;
 
 	for (size_t i = 0; i < count; i++) {
-		size_t klen = strlen(keys[i]), pl = 4 * n[i];
-		/* 0a LEN { 0a KLEN key 12 LEN { 12 LEN { 0a LEN floats } } } */
-		*p++ = 0x0a;
-		*p++ = (uint8_t)(2 + klen + 2 + 2 + 2 + pl);
-		*p++ = 0x0a;
-		*p++ = (uint8_t)klen;
-		memcpy(p, keys[i], klen);
-		p += klen;
-		*p++ = 0x12;
-		*p++ = (uint8_t)(4 + pl);
-		*p++ = 0x12;
-		*p++ = (uint8_t)(2 + pl);
-		*p++ = 0x0a;
-		*p++ = (uint8_t)pl;
-		memcpy(p, vals, pl);
-		p += pl;
+		p = packed_entry(p, keys[i], 0x12, (const uint8_t *)vals, 4 * n[i], 0);
 		vals += n[i];
 	}
-	size_t body = (size_t)(p - buf) - 3;
-	buf[0] = 0x0a;
-	buf[1] = (uint8_t)(0x80 | (body & 0x7f));
-	buf[2] = (uint8_t)(body >> 7);
-	return body + 3;
+	return features_record(buf, p);
 }
 
 /* A record whose entries are the last record's but for their values takes
@@ -973,16 +991,16 @@ START_TEST(a_new_bind_inherits_no_templates)
 }
 END_TEST
 
-/* An Example of int64 features in the writers' form, keys[i] = vals[i]:
- * 0a Le { 0a Lk key 12 Lf { 1a Ll { 0a Lp varint } } }. bad_ll: add 1 to
- * the first entry's Ll, which then disagrees with the lengths around it. */
+/* An Example of int64 features in the writers' form (packed_entry),
+ * keys[i] = vals[i]. bad_ll: add 1 to the first entry's Ll, which then
+ * disagrees with the lengths around it. */
 static size_t int_record(uint8_t *buf, const char *const *keys, const int64_t *vals, size_t count,
 			 bool bad_ll)
 {
 	uint8_t *p = buf + 3;
 
 	for (size_t i = 0; i < count; i++) {
-		size_t klen = strlen(keys[i]), lp = 0;
+		size_t lp = 0;
 		uint8_t v[10];
 		uint64_t x = (uint64_t)vals[i];
 
@@ -990,26 +1008,9 @@ static size_t int_record(uint8_t *buf, const char *const *keys, const int64_t *v
 			v[lp++] = (uint8_t)((x & 0x7f) | (x > 0x7f ? 0x80 : 0));
 			x >>= 7;
 		} while (x);
-		*p++ = 0x0a;
-		*p++ = (uint8_t)(2 + klen + 2 + 2 + 2 + lp);
-		*p++ = 0x0a;
-		*p++ = (uint8_t)klen;
-		memcpy(p, keys[i], klen);
-		p += klen;
-		*p++ = 0x12;
-		*p++ = (uint8_t)(4 + lp);
-		*p++ = 0x1a;
-		*p++ = (uint8_t)(2 + lp + (bad_ll && i == 0));
-		*p++ = 0x0a;
-		*p++ = (uint8_t)lp;
-		memcpy(p, v, lp);
-		p += lp;
+		p = packed_entry(p, keys[i], 0x1a, v, lp, bad_ll && i == 0);
 	}
-	size_t body = (size_t)(p - buf) - 3;
-	buf[0] = 0x0a;
-	buf[1] = (uint8_t)(0x80 | (body & 0x7f));
-	buf[2] = (uint8_t)(body >> 7);
-	return body + 3;
+	return features_record(buf, p);
 }
 
 /* An int64 entry's template stands for every size of its varint: the
