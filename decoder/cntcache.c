@@ -431,13 +431,11 @@ static void drop_own_files(struct bfs_cntcache *cc, const bool *written)
 {
 	const char *const names[] = { cc->old, cc->own };
 	size_t n = bfs_dataset_nshards(cc->ds);
-	bool *drop = calloc(n ? n : 1, sizeof(*drop)), any = false;
+	bool *drop = calloc(n ? n : 1, sizeof(*drop));
 
-	for (size_t i = 0; drop && i < n; i++) {
+	for (size_t i = 0; drop && i < n; i++)
 		drop[i] = cc->in_pack[i] && written[cc->group_of[i]];
-		any = any || drop[i];
-	}
-	if (any)
+	if (drop)
 		bfs_dataset_drop_cache_files(cc->ds, cc->dir, names, BFS_ARRAY_SIZE(names), drop);
 	free(drop);
 }

@@ -321,13 +321,14 @@ void bfs_dataset_drop_cache_files(const struct bfs_dataset *ds, const char *dir,
 				  const char *const *suffixes, size_t nsuf, const bool *drop)
 {
 	char **names = NULL;
-	size_t n = 0, cap = 0;
+	size_t n = 0, cap = 0, first = 0;
 	struct dirent *de;
 	DIR *d;
 
-	d = opendir(dir);
-	if (!d)
-		return;
+	while (first < ds->nshards && !drop[first])
+		first++;
+	if (first == ds->nshards || !(d = opendir(dir)))
+		return; /* nothing to drop: not even a listing */
 	while ((de = readdir(d)) != NULL)
 		if (shard_cache_name(de->d_name, suffixes, nsuf) &&
 		    push_path(&names, &n, &cap, de->d_name) != 0)
@@ -335,7 +336,7 @@ void bfs_dataset_drop_cache_files(const struct bfs_dataset *ds, const char *dir,
 	closedir(d);
 	if (n)
 		qsort(names, n, sizeof(*names), str_cmp);
-	for (size_t i = 0; n && i < ds->nshards; i++) {
+	for (size_t i = first; n && i < ds->nshards; i++) {
 		for (size_t s = 0; drop[i] && s < nsuf; s++) {
 			char file[PATH_MAX + 64], abs[PATH_MAX];
 			const char *base;
@@ -712,7 +713,7 @@ static void packs_save(struct bfs_dataset *ds, const char *dir, const bool *ok, 
 {
 	static const char *const own[] = { ".idx" };
 	bool *write = ds->packs ? calloc(ds->npacks ? ds->npacks : 1, sizeof(*write)) : NULL;
-	bool *drop = NULL, any = false;
+	bool *drop = NULL;
 
 	if (!write || !ds->ix_dir_ok) {
 		free(write);
@@ -727,11 +728,9 @@ static void packs_save(struct bfs_dataset *ds, const char *dir, const bool *ok, 
 		if (write[g] && pack_save(ds, g, ok) != 0)
 			write[g] = false; /* not written: the files of their own stay */
 	drop = calloc(ds->nshards ? ds->nshards : 1, sizeof(*drop));
-	for (size_t i = 0; drop && i < ds->nshards; i++) {
+	for (size_t i = 0; drop && i < ds->nshards; i++)
 		drop[i] = ok[i] && idx_packed(ds, i) && write[ds->pack_of[i]];
-		any = any || drop[i];
-	}
-	if (any)
+	if (drop)
 		bfs_dataset_drop_cache_files(ds, dir, own, BFS_ARRAY_SIZE(own), drop);
 	free(drop);
 	free(write);

@@ -115,9 +115,10 @@ int bfs_dataset_cache_file(const struct bfs_dataset *ds, size_t i, const char *d
 /* Delete the files of their own that the shards i with drop[i] may have in
  * dir under each of the nsuf suffixes, now that what they held is kept
  * elsewhere (a pack): each name is computed as bfs_dataset_cache_file
- * computes it, never matched by a pattern. dir is listed once, and only
- * names found there are unlinked: no system call per shard without such a
- * file (20,000 tiny shards; an index_dir shared over NFS). Best effort;
+ * computes it, never matched by a pattern. dir is listed once (not at all
+ * when no drop[i] is set), and only names found there are unlinked: no
+ * system call per shard without such a file (20,000 tiny shards; an
+ * index_dir shared over NFS). Best effort;
  * another mount reading a file deleted under it only rebuilds it. */
 void bfs_dataset_drop_cache_files(const struct bfs_dataset *ds, const char *dir,
 				  const char *const *suffixes, size_t nsuf, const bool *drop);
