@@ -132,9 +132,7 @@ uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b)
 	return b->nchunks;
 }
 
-/* The rows of the epoch view that a unit (a batch, or a chunk with
- * BFS_CHUNK set) covers: [*r0, *r0 + *n). -ENOENT past the end. */
-static int unit_rows(const struct bfs_batcher *b, uint64_t unit, uint64_t *r0, uint64_t *n)
+int bfs_batcher_unit_rows(const struct bfs_batcher *b, uint64_t unit, uint64_t *r0, uint64_t *n)
 {
 	if (unit & BFS_CHUNK) {
 		uint64_t c = unit & ~BFS_CHUNK;
@@ -149,6 +147,13 @@ static int unit_rows(const struct bfs_batcher *b, uint64_t unit, uint64_t *r0, u
 	*r0 = unit * b->o.batch_size;
 	*n = bfs_batcher_batch_len(b, unit);
 	return 0;
+}
+
+uint64_t bfs_batcher_row_pos(const struct bfs_batcher *b, uint64_t r)
+{
+	uint64_t B = b->o.batch_size;
+
+	return global_batch(b, r / B) * B + r % B;
 }
 
 void bfs_batcher_row_records(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
@@ -610,7 +615,7 @@ int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_
 	uint64_t *tot = totals;
 	struct bfs_perm p;
 	uint64_t r0, len;
-	int rc = unit_rows(b, unit, &r0, &len);
+	int rc = bfs_batcher_unit_rows(b, unit, &r0, &len);
 
 	if (rc)
 		return rc;
@@ -1131,7 +1136,7 @@ int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64
 		bfs_build_free(jb);
 		return rc;
 	}
-	if (unit_rows(b, unit, &jb->r0, &rows) != 0 || rows != jb->g->batch) {
+	if (bfs_batcher_unit_rows(b, unit, &jb->r0, &rows) != 0 || rows != jb->g->batch) {
 		bfs_build_free(jb);
 		return -ENOENT;
 	}
@@ -1181,6 +1186,12 @@ int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64
 	}
 	*out = jb;
 	return 0;
+}
+
+const uint64_t *bfs_build_records(const struct bfs_build *jb, size_t *n)
+{
+	*n = jb->n;
+	return jb->recs;
 }
 
 unsigned bfs_build_nparts(const struct bfs_build *jb)

@@ -94,6 +94,11 @@ uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b);
 int bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out);
 /* shuffle=block: the blocks cut (blockshuf.h), else NULL. */
 const struct bfs_blocks *bfs_batcher_blocks(const struct bfs_batcher *b);
+/* The rows of the epoch view that a unit (a batch, or a chunk with
+ * BFS_CHUNK set) covers: [*r0, *r0 + *n). -ENOENT past the end. */
+int bfs_batcher_unit_rows(const struct bfs_batcher *b, uint64_t unit, uint64_t *r0, uint64_t *n);
+/* The epoch position (before the permutation) of view row r. */
+uint64_t bfs_batcher_row_pos(const struct bfs_batcher *b, uint64_t r);
 /* out[k] = the global record index of row r0 + k of the epoch view, k < n. */
 void bfs_batcher_row_records(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t r0,
 			     size_t n, uint64_t *out);
@@ -137,6 +142,8 @@ int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t 
 int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
 		     uint64_t unit, struct bfs_geom *g, unsigned nparts, uint8_t *buf);
 unsigned bfs_build_parts_for(const struct bfs_geom *g, unsigned max);
+/* The records the job reads, row by row (n of them; borrowed). */
+const uint64_t *bfs_build_records(const struct bfs_build *jb, size_t *n);
 unsigned bfs_build_nparts(const struct bfs_build *jb);
 int bfs_build_part(struct bfs_build *jb, unsigned k, bfs_corrupt_fn on_corrupt, void *ctx);
 int bfs_build_finish(struct bfs_build *jb, uint8_t **out, struct bfs_geom **out_geom);

@@ -289,6 +289,29 @@ static uint64_t record_at(const struct bfs_block_order *o, uint64_t i0, uint64_t
 	return o->bl->start[o->blk[i0]] + (e - o->cum[i0]);
 }
 
+uint64_t bfs_block_order_ngroups(const struct bfs_block_order *o)
+{
+	return o->ngroups;
+}
+
+uint64_t bfs_block_order_group_of(const struct bfs_block_order *o, uint64_t pos)
+{
+	return group_of(o, pos);
+}
+
+void bfs_block_order_group(const struct bfs_block_order *o, uint64_t g, uint64_t *p0, uint64_t *p1,
+			   const uint64_t **blocks, uint64_t *nb)
+{
+	uint64_t i0 = g * o->bl->window, i1 = i0 + o->bl->window;
+
+	if (i1 > o->bl->nblocks)
+		i1 = o->bl->nblocks;
+	*p0 = o->cum[i0];
+	*p1 = o->cum[i1];
+	*blocks = o->blk + i0;
+	*nb = i1 - i0;
+}
+
 uint64_t bfs_block_order_apply(const struct bfs_block_order *o, uint64_t pos)
 {
 	uint64_t i0, i1, first;

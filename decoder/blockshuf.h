@@ -48,6 +48,13 @@ uint64_t bfs_blocks_start(const struct bfs_blocks *bl, uint64_t k);
 int bfs_block_order_get(struct bfs_block_order **out, struct bfs_blocks *bl, uint64_t epoch);
 void bfs_block_order_put(struct bfs_block_order *o); /* accepts NULL */
 
+/* The groups of window blocks that the epoch goes through in turn; the
+ * group holding epoch position pos; and group g (< ngroups): its epoch
+ * positions [*p0, *p1) and its blocks, blocks[0..*nb) (borrowed from o). */
+uint64_t bfs_block_order_ngroups(const struct bfs_block_order *o);
+uint64_t bfs_block_order_group_of(const struct bfs_block_order *o, uint64_t pos);
+void bfs_block_order_group(const struct bfs_block_order *o, uint64_t g, uint64_t *p0, uint64_t *p1,
+			   const uint64_t **blocks, uint64_t *nb);
 /* The record at epoch position pos (< the record count). */
 uint64_t bfs_block_order_apply(const struct bfs_block_order *o, uint64_t pos);
 /* out[i] = bfs_block_order_apply(o, pos[i]) for i < n (out may be pos),

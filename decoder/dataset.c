@@ -10,6 +10,7 @@
 
 #include "crc32c.h"
 #include "example.h"
+#include "fetch.h"
 #include "ixpack.h"
 #include "shadow.h"
 
@@ -952,6 +953,56 @@ static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bo
 }
 
 /* ------------------------------------------------------------------ open */
+
+/* ------------------------------------------------------- the I/O stage */
+
+bool bfs_dataset_remote(const struct bfs_dataset *ds)
+{
+	for (size_t i = 0; i < ds->nshards; i++)
+		if (bfs_shard_is_remote(ds->shards[i]))
+			return true;
+	return false;
+}
+
+static int shard_pin(void *ctx, uint32_t obj, int *fd)
+{
+	const struct bfs_dataset *ds = ctx;
+
+	return bfs_shard_pin_fd(ds->shards[obj], fd);
+}
+
+static void shard_unpin(void *ctx, uint32_t obj)
+{
+	const struct bfs_dataset *ds = ctx;
+
+	bfs_shard_unpin_fd(ds->shards[obj]);
+}
+
+int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
+			  const struct bfs_fetch_opts *o, bool all)
+{
+	struct bfs_fetch_source src = { .pin = shard_pin, .unpin = shard_unpin, .ctx = (void *)ds };
+	int rc;
+
+	if (ds->nshards > UINT32_MAX)
+		return bfs_err_set(-EFBIG, "too many shards for the I/O stage");
+	rc = bfs_fetch_new(out, (uint32_t)ds->nshards, &src, o);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < ds->nshards; i++)
+		if (all || bfs_shard_is_remote(ds->shards[i]))
+			bfs_shard_set_fetch(ds->shards[i], *out, (uint32_t)i);
+	return 0;
+}
+
+void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < ds->nshards; i++)
+		bfs_shard_set_fetch(ds->shards[i], NULL, 0);
+	bfs_fetch_free(f);
+}
 
 void bfs_dataset_close(struct bfs_dataset *ds)
 {

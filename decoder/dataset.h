@@ -105,6 +105,18 @@ int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, s
 int bfs_dataset_read_many(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
 			  uint8_t *const *dst, bool verify, int *errs, char **msgs);
 
+/* Whether any shard is on a network or FUSE filesystem (record.h). */
+bool bfs_dataset_remote(const struct bfs_dataset *ds);
+/* An I/O stage (fetch.h) over the dataset's shards (object i = shard i),
+ * set on every remote shard, or on all with `all`, so that their reads
+ * take what it holds. The dataset must outlive it; free it with
+ * bfs_dataset_fetch_free, while no read runs. */
+struct bfs_fetch;
+struct bfs_fetch_opts;
+int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
+			  const struct bfs_fetch_opts *o, bool all);
+void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f); /* accepts NULL */
+
 /* Cache files about one shard in a cache directory (the index is one; the
  * batcher's ragged counts another): dst gets "DIR/<16 hex digits: a hash of
  * the shard's absolute path><suffix>" and abs (abscap >= PATH_MAX) that

@@ -29,6 +29,7 @@
 
 #include "crc32c.h"
 #include "fdcache.h"
+#include "fetch.h"
 #include "index.h"
 #include "mapguard.h"
 
@@ -41,6 +42,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <stdatomic.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -96,6 +98,11 @@ struct bfs_shard {
 	bfs_shadow_fail_fn shadow_fail;
 	void *shadow_ctx;
 	bool ix_borrowed; /* a view: ix belongs to the shard it shadows */
+	bool remote; /* on a network or FUSE filesystem: never mapped */
+	/* the I/O stage reads of this shard go through (fetch.h), as object
+	 * fetch_id; NULL: reads go to the file */
+	struct bfs_fetch *fetch;
+	uint32_t fetch_id;
 };
 
 static atomic_long nmapped; /* shards mapped now (see maybe_map) */
@@ -217,10 +224,40 @@ static int detect(int fd, uint64_t size, enum bfs_compression *out)
 			   hex);
 }
 
+/* Filesystems whose reads cross a network or another process (statfs
+ * f_type): NFS, SMB/CIFS, FUSE (gcsfuse, s3fs, sshfs...), Lustre, Ceph,
+ * 9p, AFS, GPFS, BeeGFS, OrangeFS, GlusterFS (over FUSE), Coda, NCP. */
+static bool remote_fs(long type)
+{
+	static const unsigned long magic[] = {
+		0x6969, /* NFS */
+		0x517B, /* SMB */
+		0xFF534D42, /* CIFS */
+		0xFE534D42, /* SMB2 */
+		0x65735546, /* FUSE */
+		0x0BD00BD0, /* Lustre */
+		0x00C36400, /* Ceph */
+		0x01021997, /* 9p */
+		0x5346414F, /* AFS */
+		0x6B414653, /* kAFS */
+		0x47504653, /* GPFS */
+		0x19830326, /* BeeGFS */
+		0x20030528, /* OrangeFS / PVFS2 */
+		0x73757245, /* Coda */
+		0x564C, /* NCP */
+	};
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(magic); i++)
+		if ((unsigned long)(unsigned int)type == magic[i])
+			return true;
+	return false;
+}
+
 static int open_shard(struct bfs_shard **out, const char *path, enum bfs_compression comp,
 		      bool detect_now)
 {
 	struct bfs_shard *s = NULL;
+	struct statfs sfs;
 	struct stat st;
 	int fd = -1;
 	int err;
@@ -268,6 +305,7 @@ static int open_shard(struct bfs_shard **out, const char *path, enum bfs_compres
 	s->comp = comp;
 	s->file_size = (uint64_t)st.st_size;
 	s->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	s->remote = fstatfs(fd, &sfs) == 0 && remote_fs((long)sfs.f_type);
 	*out = s;
 	return 0;
 
@@ -388,6 +426,80 @@ const struct bfs_seek_point *bfs_shard_seek_points(const struct bfs_shard *s)
 	return s->pts;
 }
 
+/* ---- the I/O stage ------------------------------------------------------ */
+
+bool bfs_shard_is_remote(const struct bfs_shard *s)
+{
+	return s->remote;
+}
+
+void bfs_shard_set_fetch(struct bfs_shard *s, struct bfs_fetch *f, uint32_t id)
+{
+	s->fetch = f;
+	s->fetch_id = id;
+}
+
+int bfs_shard_pin_fd(struct bfs_shard *s, int *fd)
+{
+	int err = bfs_fdslot_pin(&s->fs);
+
+	if (err) {
+		bfs_err_prefix("%s", s->path);
+		return err;
+	}
+	*fd = s->fs.fd;
+	return 0;
+}
+
+void bfs_shard_unpin_fd(struct bfs_shard *s)
+{
+	bfs_fdslot_unpin(&s->fs);
+}
+
+static const struct bfs_seek_point *find_point(const struct bfs_shard *s, uint64_t off);
+static const struct bfs_seek_point *point_after(const struct bfs_shard *s, uint64_t off);
+
+bool bfs_shard_span(const struct bfs_shard *s, uint64_t i, uint64_t j, uint64_t *off, uint64_t *len)
+{
+	uint64_t a, b;
+
+	if (!s->fetch || s->shadow || i >= j || j > s->nlocs)
+		return false;
+	a = loc_of(s, i).offset;
+	b = bfs_index_offset(s->ix, j); /* the end of record j - 1 */
+	if (s->comp != BFS_COMP_NONE) {
+		/* inflate starts at the seek point before the first record (its
+		 * primed bits in the byte before) and may read a whole input
+		 * chunk past the point after the last */
+		const struct bfs_seek_point *p = find_point(s, a), *q = point_after(s, b);
+
+		a = p ? p->in_off - (p->bits ? 1 : 0) : 0;
+		b = q ? q->in_off + READ_IN_CHUNK : s->file_size;
+		if (b > s->file_size)
+			b = s->file_size;
+	}
+	*off = a;
+	*len = b > a ? b - a : 0;
+	return true;
+}
+
+/* Bytes [off, off + n) of the shard's file: from the I/O stage when it
+ * holds them, else with pread. Bytes read or a negative errno. */
+static ssize_t src_pread(int fd, struct bfs_fetch *f, uint32_t id, void *buf, size_t n,
+			 uint64_t off)
+{
+	if (f) {
+		struct iovec v = { buf, n };
+		int rc = bfs_fetch_copyv(f, id, off, &v, 1);
+
+		if (rc == 0)
+			return (ssize_t)n;
+		if (rc != -ENODATA)
+			return rc;
+	}
+	return pread_full(fd, buf, n, off);
+}
+
 /* ---- index storage ----------------------------------------------------- */
 
 /* Plain shards of small records are read through a mapping once indexed: a
@@ -428,7 +540,7 @@ static void maybe_map(struct bfs_shard *s)
 {
 	void *m;
 
-	if (s->map || s->comp != BFS_COMP_NONE || s->nlocs == 0 || s->file_size == 0 ||
+	if (s->map || s->remote || s->comp != BFS_COMP_NONE || s->nlocs == 0 || s->file_size == 0 ||
 	    s->file_size > SIZE_MAX || s->file_size / s->nlocs >= MAP_MAX_AVG ||
 	    bfs_mapguard_init() != 0)
 		return;
@@ -479,6 +591,8 @@ int bfs_shard_set_index(struct bfs_shard *s, struct bfs_index *ix)
 
 struct zin {
 	int fd;
+	struct bfs_fetch *fetch; /* reads go through it first (see src_pread) */
+	uint32_t fetch_id;
 	uint64_t file_size;
 	uint64_t pos; /* file offset of the next byte to pread */
 	uint8_t *buf;
@@ -504,10 +618,16 @@ static int zin_refill(struct zin *z)
 	want = z->cap;
 	if (z->file_size - z->pos < want)
 		want = (size_t)(z->file_size - z->pos);
-	n = pread_full(z->fd, z->buf, want, z->pos);
-	if (n < 0)
+	n = src_pread(z->fd, z->fetch, z->fetch_id, z->buf, want, z->pos);
+	if (n < 0) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", z->fetch ? bfs_err_msg() : strerror((int)-n));
+		if (!z->fetch || !why[0])
+			snprintf(why, sizeof(why), "%s", strerror((int)-n));
 		return bfs_err_set((int)n, "read at compressed offset %" PRIu64 ": %s", z->pos,
-				   strerror((int)-n));
+				   why);
+	}
 	if ((size_t)n < want)
 		z->file_size = z->pos + (uint64_t)n; /* shrank under us: treat as end */
 	z->pos += (uint64_t)n;
@@ -520,6 +640,8 @@ static int zin_init(struct zin *z, const struct bfs_shard *s, size_t cap)
 {
 	memset(z, 0, sizeof(*z));
 	z->fd = s->fs.fd;
+	z->fetch = s->fetch;
+	z->fetch_id = s->fetch_id;
 	z->file_size = s->file_size;
 	z->cap = cap;
 	z->buf = malloc(cap);
@@ -1008,6 +1130,34 @@ static int read_mapped(const struct bfs_shard *s, uint64_t i, const struct bfs_r
 	return err;
 }
 
+/* Record i out of the I/O stage, checked like read_plain: -ENODATA when
+ * the stage does not hold its bytes (read it from the file). */
+static int read_staged(struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc,
+		       uint8_t *dst, bool verify)
+{
+	uint8_t hdr[HDR_LEN], foot[FOOT_LEN];
+	struct iovec iov[3] = {
+		{ hdr, HDR_LEN },
+		{ dst, loc->len },
+		{ foot, FOOT_LEN },
+	};
+	int err = bfs_fetch_copyv(s->fetch, s->fetch_id, loc->offset, iov, 3);
+
+	if (err == -ENODATA)
+		return err;
+	if (err) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", bfs_err_msg());
+		return bfs_err_set(err, "record %" PRIu64 " at offset %" PRIu64 ": read: %s", i,
+				   loc->offset, why[0] ? why : strerror(-err));
+	}
+	err = check_header(i, loc, hdr, verify);
+	if (!err && verify)
+		err = check_data(i, loc, dst, foot);
+	return err;
+}
+
 static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc,
 		      uint8_t *dst, bool verify)
 {
@@ -1021,6 +1171,8 @@ static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_l
 	size_t got = 0;
 	int err;
 
+	if (s->fetch && (err = read_staged(s, i, loc, dst, verify)) != -ENODATA)
+		return err;
 	if (mapped(s, loc)) {
 		err = map_copy(s, i, loc, hdr, dst, foot);
 		if (!err && !fits(loc, current_size(s)))
@@ -1100,7 +1252,8 @@ static int zr_start(struct zreader *r, const struct bfs_seek_point *pt)
 		r->raw = true;
 		if (pt->bits) {
 			uint8_t b;
-			ssize_t n = pread_full(r->s->fs.fd, &b, 1, pt->in_off - 1);
+			ssize_t n = src_pread(r->s->fs.fd, r->s->fetch, r->s->fetch_id, &b, 1,
+					      pt->in_off - 1);
 
 			if (n != 1)
 				return zr_err(r, n < 0 ? (int)n : -EIO,
@@ -1216,6 +1369,21 @@ static const struct bfs_seek_point *find_point(const struct bfs_shard *s, uint64
 			hi = mid;
 	}
 	return lo ? &s->pts[lo - 1] : NULL;
+}
+
+/* The first seek point after off, or NULL. */
+static const struct bfs_seek_point *point_after(const struct bfs_shard *s, uint64_t off)
+{
+	size_t lo = 0, hi = s->npts;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->pts[mid].out_off <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->npts ? &s->pts[lo] : NULL;
 }
 
 static int read_z(struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc, uint8_t *dst,
@@ -1536,6 +1704,9 @@ static void read_runs(struct bfs_shard *s, const uint64_t *idx, struct pending *
 	struct iovec *v;
 	uint8_t *sink;
 	bool runs;
+	/* a remote source serves the gap's bytes over its network: only
+	 * adjacent records share a read there */
+	uint64_t gap = s->remote ? 0 : RUN_GAP;
 
 	if (np == 0)
 		return; /* every record was mapped */
@@ -1553,7 +1724,7 @@ static void read_runs(struct bfs_shard *s, const uint64_t *idx, struct pending *
 		for (b = a + 1; runs && b < np; b++) {
 			size_t more = p[b].off > end ? 4 : 3;
 
-			if (p[b].off < end || p[b].off - end > RUN_GAP || nv + more > RUN_MAX_IOV ||
+			if (p[b].off < end || p[b].off - end > gap || nv + more > RUN_MAX_IOV ||
 			    rec_end(&p[b]) - p[a].off > RUN_MAX_BYTES)
 				break; /* a record twice, too far, or enough for one read */
 			nv += more;
@@ -1606,7 +1777,15 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 
 			if (in)
 				loc = loc_of(s, idx[k]);
-			if (in && mapped(s, &loc)) {
+			if (in && s->fetch) {
+				err = read_staged(s, idx[k], &loc, dst[k], verify);
+				if (err == -ENODATA && p) {
+					p[np++] = (struct pending){ loc.offset, loc.len, k };
+					continue;
+				}
+				if (err == -ENODATA)
+					err = read_one(s, idx[k], dst[k], loc.len, verify);
+			} else if (in && mapped(s, &loc)) {
 				err = read_mapped(s, idx[k], &loc, dst[k], verify);
 				any_mapped = true;
 			} else if (in && p) {

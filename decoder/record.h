@@ -127,6 +127,29 @@ int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap
 void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
 			 bool verify, int *errs, char **msgs);
 
+/* ---- the I/O stage (fetch.h) ----
+ *
+ * A shard on a network or FUSE filesystem (statfs at open: NFS, SMB,
+ * FUSE, Lustre, Ceph, 9p, ...) is remote: it is never mapped, and its
+ * reads are meant to go through an I/O stage. Once a stage is set (before
+ * any read), bfs_shard_read(_many) take the bytes it holds and read the
+ * others from the file themselves; a read that failed in the stage fails
+ * the records it carried. */
+struct bfs_fetch;
+bool bfs_shard_is_remote(const struct bfs_shard *s);
+void bfs_shard_set_fetch(struct bfs_shard *s, struct bfs_fetch *f, uint32_t id);
+/* The bytes of the file that reading records [i, j) takes: plain, their
+ * framing exactly; compressed, from the seek point before record i to an
+ * input chunk past the one after record j - 1. false when the shard's
+ * reads do not go through a stage (none set, or a shadow copy serves
+ * them) or the records are out of range. */
+bool bfs_shard_span(const struct bfs_shard *s, uint64_t i, uint64_t j, uint64_t *off,
+		    uint64_t *len);
+/* The shard's descriptor, pinned for one read by the stage (0, or a
+ * negative errno with a message), and unpinned. */
+int bfs_shard_pin_fd(struct bfs_shard *s, int *fd);
+void bfs_shard_unpin_fd(struct bfs_shard *s);
+
 /* ---- hooks for decoder/shadow.c: a plain copy of a compressed stream ----
  *
  * A sink set on a compressed shard gets the whole uncompressed stream, in

@@ -1,0 +1,1038 @@
+/*
+ * fetch.c — the I/O stage (see fetch.h): the buffer of ranges, the queue
+ * of reads, and the reader-thread backend.
+ *
+ * Each read covers one extent: bytes [off, off + len) of one object. The
+ * extents of an object are kept sorted and never overlap, so that a range
+ * wanted twice is read once and a copy finds its bytes by binary search.
+ * An extent is PENDING (queued by (prio, seq)), INFLIGHT, READY or FAILED;
+ * `refs` counts the tickets that hold it and `users` the copies running
+ * outside the lock or waiting for it. One with no ticket is taken out of
+ * its object's list at once (a later want reads the bytes again) and freed
+ * when no read and no copy uses it any more.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "fetch_impl.h"
+
+#include "common.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { X_PENDING, X_INFLIGHT, X_READY, X_FAILED };
+
+#define OVERHEAD 128 /* bytes counted per extent beyond its data */
+#define DEFAULT_MAX_READ ((uint64_t)4 << 20)
+#define NOT_QUEUED SIZE_MAX
+#define COPY_UNLOCKED 4096 /* larger copies run outside the lock */
+#define TRIES 2 /* a read and its retry */
+#define READER_STACK ((size_t)128 << 10)
+#define JOIN_WAIT_NS 1000000000L /* a reader stuck in a source is left behind */
+
+struct bfs_fetch_read {
+	struct bfs_fetch *f;
+	uint64_t off, len;
+	uint32_t obj;
+	uint8_t state, tries;
+	bool listed; /* in its object's list */
+	int err;
+	char *msg; /* why it failed */
+	uint32_t refs; /* tickets holding it */
+	uint32_t users; /* copies outside the lock, waits */
+	uint64_t prio, seq;
+	size_t heap; /* position in the queue, or NOT_QUEUED */
+	uint8_t *buf;
+	uint64_t got; /* bytes read so far */
+	uint64_t stamp; /* the last ticket that took it (one reference per ticket) */
+};
+
+struct objx {
+	struct bfs_fetch_read **v;
+	size_t n, cap;
+};
+
+struct bfs_fetch_ticket {
+	uint64_t id;
+	uint64_t prio;
+	size_t n, cap;
+	struct bfs_fetch_read **x;
+};
+
+struct bfs_fetch {
+	struct bfs_fetch_opts o;
+	struct bfs_fetch_source src;
+	const struct bfs_fetch_backend_ops *be;
+	void *be_data;
+	bool be_started;
+	uint32_t nobj;
+	struct objx *objs; /* lock */
+	pthread_mutex_t lock;
+	pthread_cond_t done; /* a read ended, or stop */
+	pthread_cond_t work; /* a read was queued, or stop */
+	struct bfs_fetch_read **heap; /* lock; the queue */
+	size_t nheap, capheap; /* lock */
+	uint64_t seq, ticket_id; /* lock */
+	bool stopping; /* lock */
+	struct bfs_fetch_stats st; /* lock */
+	/* lock: the low-water call (bfs_fetch_set_low) and calls running */
+	void (*low_fn)(void *ctx);
+	void *low_ctx;
+	uint64_t low_at;
+	unsigned in_low;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------- queue */
+
+static bool before(const struct bfs_fetch_read *a, const struct bfs_fetch_read *b)
+{
+	return a->prio != b->prio ? a->prio < b->prio : a->seq < b->seq;
+}
+
+static void heap_set(struct bfs_fetch *f, size_t i, struct bfs_fetch_read *x)
+{
+	f->heap[i] = x;
+	x->heap = i;
+}
+
+static void sift_up(struct bfs_fetch *f, size_t i)
+{
+	struct bfs_fetch_read *x = f->heap[i];
+
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (!before(x, f->heap[p]))
+			break;
+		heap_set(f, i, f->heap[p]);
+		i = p;
+	}
+	heap_set(f, i, x);
+}
+
+static void sift_down(struct bfs_fetch *f, size_t i)
+{
+	struct bfs_fetch_read *x = f->heap[i];
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= f->nheap)
+			break;
+		if (c + 1 < f->nheap && before(f->heap[c + 1], f->heap[c]))
+			c++;
+		if (!before(f->heap[c], x))
+			break;
+		heap_set(f, i, f->heap[c]);
+		i = c;
+	}
+	heap_set(f, i, x);
+}
+
+static int queue_push(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	if (f->nheap == f->capheap) {
+		size_t cap = f->capheap ? f->capheap * 2 : 256;
+		struct bfs_fetch_read **h = realloc(f->heap, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		f->heap = h;
+		f->capheap = cap;
+	}
+	x->seq = f->seq++;
+	heap_set(f, f->nheap++, x);
+	sift_up(f, f->nheap - 1);
+	return 0;
+}
+
+static void queue_remove(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	size_t i = x->heap;
+	struct bfs_fetch_read *last;
+
+	if (i == NOT_QUEUED)
+		return;
+	x->heap = NOT_QUEUED;
+	last = f->heap[--f->nheap];
+	if (i == f->nheap)
+		return;
+	heap_set(f, i, last);
+	sift_up(f, i);
+	sift_down(f, last->heap);
+}
+
+/* x (PENDING) is now wanted at prio: move it up if that is sooner. */
+static void hurry(struct bfs_fetch *f, struct bfs_fetch_read *x, uint64_t prio)
+{
+	if (x->state != X_PENDING || prio >= x->prio)
+		return;
+	x->prio = prio;
+	if (x->heap != NOT_QUEUED)
+		sift_up(f, x->heap);
+}
+
+/* ------------------------------------------------------- object lists */
+
+/* The first extent of o that ends after off. */
+static size_t lower(const struct objx *o, uint64_t off)
+{
+	size_t lo = 0, hi = o->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (o->v[mid]->off + o->v[mid]->len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int list_insert(struct objx *o, size_t i, struct bfs_fetch_read *x)
+{
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 16;
+		struct bfs_fetch_read **v = realloc(o->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		o->v = v;
+		o->cap = cap;
+	}
+	memmove(o->v + i + 1, o->v + i, (o->n - i) * sizeof(*o->v));
+	o->v[i] = x;
+	o->n++;
+	x->listed = true;
+	return 0;
+}
+
+static void list_remove(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	struct objx *o = &f->objs[x->obj];
+	size_t i;
+
+	if (!x->listed)
+		return;
+	i = lower(o, x->off);
+	while (i < o->n && o->v[i] != x)
+		i++;
+	if (i < o->n) {
+		memmove(o->v + i, o->v + i + 1, (o->n - i - 1) * sizeof(*o->v));
+		o->n--;
+	}
+	x->listed = false;
+}
+
+/* ------------------------------------------------------------ extents */
+
+static void extent_free(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	f->st.buffered -= x->len + OVERHEAD;
+	free(x->buf);
+	free(x->msg);
+	free(x);
+}
+
+/* x lost its last ticket, or a user of one that has none left is done:
+ * out of the list and the queue now, freed once nothing uses it. */
+static void settle(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	if (x->refs)
+		return;
+	list_remove(f, x);
+	if (x->state == X_PENDING && x->heap != NOT_QUEUED) {
+		queue_remove(f, x);
+		f->st.dropped++;
+		f->st.pending--;
+	}
+	if (x->state != X_INFLIGHT && x->users == 0)
+		extent_free(f, x);
+}
+
+static struct bfs_fetch_read *extent_new(struct bfs_fetch *f, uint32_t obj, uint64_t off,
+					 uint64_t len, uint64_t prio)
+{
+	struct bfs_fetch_read *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->f = f;
+	x->obj = obj;
+	x->off = off;
+	x->len = len;
+	x->prio = prio;
+	x->heap = NOT_QUEUED;
+	x->state = X_PENDING;
+	f->st.buffered += len + OVERHEAD;
+	if (f->st.buffered > f->st.peak_buffered)
+		f->st.peak_buffered = f->st.buffered;
+	return x;
+}
+
+/* ------------------------------------------------------------- tickets */
+
+static int ticket_add(struct bfs_fetch *f, struct bfs_fetch_ticket *t, struct bfs_fetch_read *x)
+{
+	if (x->stamp == t->id)
+		return 0; /* already held by t */
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		struct bfs_fetch_read **v = realloc(t->x, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		t->x = v;
+		t->cap = cap;
+	}
+	t->x[t->n++] = x;
+	x->stamp = t->id;
+	x->refs++;
+	hurry(f, x, t->prio);
+	return 0;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct bfs_fetch_range *x = a, *y = b;
+
+	if (x->obj != y->obj)
+		return x->obj < y->obj ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Walk span [a, b) of object obj: what t would hold. With t NULL, only
+ * count the bytes new reads would add (*add); else take them. */
+static int walk_span(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
+		     uint64_t b, uint64_t *add, uint64_t *made)
+{
+	struct objx *o = &f->objs[obj];
+	uint64_t max = f->o.max_read;
+	size_t i = lower(o, a);
+	uint64_t cur = a;
+	int rc;
+
+	while (cur < b) {
+		struct bfs_fetch_read *x = i < o->n ? o->v[i] : NULL, *p;
+		uint64_t end;
+
+		if (x && x->off <= cur) {
+			if (x->state == X_FAILED) {
+				/* a failed read is tried again for a new ticket;
+				 * its holders keep their error */
+				if (t) {
+					list_remove(f, x);
+					continue;
+				}
+				i++;
+				end = x->off + x->len < b ? x->off + x->len : b;
+				*add += end - cur + OVERHEAD;
+				cur = end;
+				continue;
+			}
+			if (t && (rc = ticket_add(f, t, x)) != 0)
+				return rc;
+			cur = x->off + x->len;
+			i++;
+			continue;
+		}
+		end = x && x->off < b ? x->off : b;
+		p = i > 0 ? o->v[i - 1] : NULL;
+		if (p && p->state == X_PENDING && p->off + p->len == cur && end - p->off <= max) {
+			/* the queued read just before grows to take these bytes */
+			*add += end - (p->off + p->len);
+			if (t) {
+				f->st.buffered += end - (p->off + p->len);
+				if (f->st.buffered > f->st.peak_buffered)
+					f->st.peak_buffered = f->st.buffered;
+				p->len = end - p->off;
+				if ((rc = ticket_add(f, t, p)) != 0)
+					return rc;
+			}
+			cur = end;
+			continue;
+		}
+		while (cur < end) {
+			/* no short read at the end: the last piece takes up to
+			 * half a read more */
+			uint64_t piece = end - cur <= max + max / 2 ? end - cur : max;
+
+			*add += piece + OVERHEAD;
+			if (t) {
+				x = extent_new(f, obj, cur, piece, t->prio);
+				if (!x)
+					return -ENOMEM;
+				if (list_insert(o, i, x) != 0 || queue_push(f, x) != 0) {
+					list_remove(f, x);
+					extent_free(f, x);
+					return -ENOMEM;
+				}
+				f->st.pending++;
+				(*made)++;
+				i++;
+				if ((rc = ticket_add(f, t, x)) != 0)
+					return rc;
+			}
+			cur += piece;
+		}
+	}
+	return 0;
+}
+
+/* Spans of sorted ranges r[0..n): near ones of one object joined, as long
+ * as a span stays within max_read and the bytes between its ranges stay
+ * within half of the bytes they carry (so that a source never serves more
+ * than 1.5 times what was asked for). Calls walk_span for each. */
+static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bfs_fetch_range *r,
+		size_t n, uint64_t *add, uint64_t *made)
+{
+	for (size_t k = 0; k < n;) {
+		uint32_t obj = r[k].obj;
+		uint64_t a = r[k].off, b = r[k].off + r[k].len, useful = r[k].len, waste = 0;
+		int rc;
+
+		for (k++; k < n && r[k].obj == obj; k++) {
+			uint64_t e = r[k].off + r[k].len > b ? r[k].off + r[k].len : b;
+			uint64_t gap = r[k].off > b ? r[k].off - b : 0;
+
+			if (gap > f->o.merge_gap || e - a > f->o.max_read ||
+			    2 * (waste + gap) > useful + r[k].len)
+				break;
+			waste += gap;
+			useful += r[k].len;
+			b = e;
+		}
+		if (obj >= f->nobj)
+			return -EINVAL;
+		rc = walk_span(f, t, obj, a, b, add, made);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void release_locked(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
+{
+	for (size_t k = 0; k < t->n; k++) {
+		struct bfs_fetch_read *x = t->x[k];
+		x->refs--;
+		settle(f, x);
+	}
+	free(t->x);
+	free(t);
+}
+
+int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uint64_t prio,
+		   bool demand, struct bfs_fetch_ticket **out)
+{
+	struct bfs_fetch_ticket *t = calloc(1, sizeof(*t));
+	uint64_t add = 0, made = 0, pending0;
+	size_t m = 0;
+	int rc;
+
+	*out = NULL;
+	if (!t)
+		return -ENOMEM;
+	t->prio = prio;
+	/* empty ranges want nothing */
+	for (size_t k = 0; k < n; k++)
+		if (r[k].len)
+			r[m++] = r[k];
+	qsort(r, m, sizeof(*r), range_cmp);
+	pthread_mutex_lock(&f->lock);
+	if (!demand) {
+		rc = walk(f, NULL, r, m, &add, &made);
+		if (!rc && f->st.buffered + add > f->o.budget) {
+			f->st.refused++;
+			rc = -ENOSPC;
+		}
+		if (rc) {
+			pthread_mutex_unlock(&f->lock);
+			free(t);
+			return rc;
+		}
+	}
+	t->id = ++f->ticket_id;
+	pending0 = f->st.pending;
+	add = 0;
+	rc = walk(f, t, r, m, &add, &made);
+	if (rc) {
+		release_locked(f, t);
+		pthread_mutex_unlock(&f->lock);
+		return rc;
+	}
+	f->st.ranges += m;
+	f->st.merged += m > made ? m - made : 0;
+	if (f->st.pending > pending0)
+		pthread_cond_broadcast(&f->work);
+	pthread_mutex_unlock(&f->lock);
+	if (made && f->be->kick)
+		f->be->kick(f);
+	*out = t;
+	return 0;
+}
+
+void bfs_fetch_hurry(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint64_t prio)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&f->lock);
+	t->prio = prio < t->prio ? prio : t->prio;
+	for (size_t k = 0; k < t->n; k++)
+		hurry(f, t->x[k], prio);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void bfs_fetch_release(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
+{
+	if (!t)
+		return;
+	pthread_mutex_lock(&f->lock);
+	release_locked(f, t);
+	pthread_mutex_unlock(&f->lock);
+}
+
+bool bfs_fetch_has_room(struct bfs_fetch *f, uint64_t bytes)
+{
+	bool ok;
+
+	pthread_mutex_lock(&f->lock);
+	ok = f->st.buffered + bytes <= f->o.budget;
+	pthread_mutex_unlock(&f->lock);
+	return ok;
+}
+
+/* ---------------------------------------------------------------- copies */
+
+/* Copy n bytes from src into the iovecs, from position *pos of them. */
+static void scatter(const struct iovec *iov, size_t *vi, size_t *vo, const uint8_t *src, size_t n)
+{
+	while (n) {
+		size_t room = iov[*vi].iov_len - *vo;
+		size_t k = n < room ? n : room;
+
+		memcpy((uint8_t *)iov[*vi].iov_base + *vo, src, k);
+		src += k;
+		n -= k;
+		*vo += k;
+		if (*vo == iov[*vi].iov_len) {
+			(*vi)++;
+			*vo = 0;
+		}
+	}
+}
+
+static void unuse(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	x->users--;
+	settle(f, x);
+}
+
+int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struct iovec *iov,
+		    size_t niov)
+{
+	uint64_t total = 0, pos = off;
+	size_t vi = 0, vo = 0;
+	int rc = 0;
+
+	for (size_t k = 0; k < niov; k++)
+		total += iov[k].iov_len;
+	while (vi < niov && iov[vi].iov_len == 0)
+		vi++;
+	if (obj >= f->nobj)
+		return -ENODATA;
+	pthread_mutex_lock(&f->lock);
+	while (pos < off + total) {
+		struct objx *o = &f->objs[obj];
+		size_t i = lower(o, pos);
+		struct bfs_fetch_read *x = i < o->n ? o->v[i] : NULL;
+		uint64_t take;
+
+		if (!x || x->off > pos) {
+			rc = -ENODATA;
+			break;
+		}
+		x->users++;
+		if (x->state == X_PENDING || x->state == X_INFLIGHT) {
+			uint64_t t0 = now_ns();
+
+			hurry(f, x, BFS_FETCH_NOW);
+			f->st.waits++;
+			while ((x->state == X_PENDING || x->state == X_INFLIGHT) && !f->stopping)
+				pthread_cond_wait(&f->done, &f->lock);
+			f->st.wait_ns += now_ns() - t0;
+		}
+		if (f->stopping) {
+			unuse(f, x);
+			rc = bfs_err_set(-ESHUTDOWN, "the source's reads were stopped");
+			break;
+		}
+		if (x->state == X_FAILED) {
+			rc = bfs_err_set(x->err ? x->err : -EIO, "%s",
+					 x->msg ? x->msg : "read failed");
+			unuse(f, x);
+			break;
+		}
+		take = x->off + x->len - pos;
+		if (take > off + total - pos)
+			take = off + total - pos;
+		if (take < COPY_UNLOCKED) {
+			scatter(iov, &vi, &vo, x->buf + (pos - x->off), (size_t)take);
+		} else {
+			pthread_mutex_unlock(&f->lock);
+			scatter(iov, &vi, &vo, x->buf + (pos - x->off), (size_t)take);
+			pthread_mutex_lock(&f->lock);
+		}
+		pos += take;
+		unuse(f, x);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+/* ------------------------------------------------------- for backends */
+
+struct bfs_fetch_read *bfs_fetch_take(struct bfs_fetch *f, bool block)
+{
+	struct bfs_fetch_read *x;
+	void (*low)(void *) = NULL;
+	void *low_ctx = NULL;
+
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		while (!f->stopping && f->nheap == 0) {
+			if (!block) {
+				pthread_mutex_unlock(&f->lock);
+				return NULL;
+			}
+			pthread_cond_wait(&f->work, &f->lock);
+		}
+		if (f->stopping) {
+			pthread_mutex_unlock(&f->lock);
+			return NULL;
+		}
+		x = f->heap[0];
+		queue_remove(f, x);
+		f->st.pending--;
+		if (f->low_fn && f->st.pending == f->low_at && !low) {
+			low = f->low_fn;
+			low_ctx = f->low_ctx;
+			f->in_low++;
+		}
+		x->state = X_INFLIGHT;
+		f->st.inflight++;
+		if (f->st.inflight > f->st.peak_inflight)
+			f->st.peak_inflight = f->st.inflight;
+		if (x->buf || (x->buf = malloc(x->len ? x->len : 1)))
+			break;
+		pthread_mutex_unlock(&f->lock);
+		bfs_fetch_read_done(x, -ENOMEM, "out of memory for a read buffer");
+		pthread_mutex_lock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (low) {
+		low(low_ctx);
+		pthread_mutex_lock(&f->lock);
+		f->in_low--;
+		pthread_cond_broadcast(&f->done);
+		pthread_mutex_unlock(&f->lock);
+	}
+	return x;
+}
+
+void bfs_fetch_set_low(struct bfs_fetch *f, uint64_t at, void (*fn)(void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&f->lock);
+	f->low_fn = fn;
+	f->low_ctx = ctx;
+	f->low_at = at;
+	while (f->in_low)
+		pthread_cond_wait(&f->done, &f->lock);
+	pthread_mutex_unlock(&f->lock);
+}
+
+bool bfs_fetch_stopping(struct bfs_fetch *f)
+{
+	bool s;
+
+	pthread_mutex_lock(&f->lock);
+	s = f->stopping;
+	pthread_mutex_unlock(&f->lock);
+	return s;
+}
+
+unsigned bfs_fetch_depth_of(struct bfs_fetch *f)
+{
+	return f->o.depth;
+}
+
+void *bfs_fetch_backend_data(struct bfs_fetch *f)
+{
+	return f->be_data;
+}
+
+void bfs_fetch_set_backend_data(struct bfs_fetch *f, void *data)
+{
+	f->be_data = data;
+}
+
+int bfs_fetch_read_pin(struct bfs_fetch *f, struct bfs_fetch_read *r, int *fd)
+{
+	return f->src.pin(f->src.ctx, r->obj, fd);
+}
+
+void bfs_fetch_read_unpin(struct bfs_fetch *f, struct bfs_fetch_read *r)
+{
+	f->src.unpin(f->src.ctx, r->obj);
+}
+
+uint64_t bfs_fetch_read_progress(const struct bfs_fetch_read *r)
+{
+	return r->got;
+}
+
+void bfs_fetch_read_target(const struct bfs_fetch_read *r, uint32_t *obj, uint64_t *off,
+			   uint8_t **dst, uint64_t *len)
+{
+	*obj = r->obj;
+	*off = r->off;
+	*dst = r->buf;
+	*len = r->len;
+}
+
+bool bfs_fetch_read_advance(struct bfs_fetch_read *r, uint64_t n)
+{
+	r->got += n;
+	if (r->got < r->len)
+		return true;
+	bfs_fetch_read_done(r, (int64_t)r->got, NULL);
+	return false;
+}
+
+void bfs_fetch_read_done(struct bfs_fetch_read *x, int64_t got, const char *msg)
+{
+	struct bfs_fetch *f = x->f;
+	bool requeued = false;
+
+	pthread_mutex_lock(&f->lock);
+	f->st.inflight--;
+	f->st.reads++;
+	if (got > 0)
+		f->st.bytes += (uint64_t)got;
+	if (got >= 0 && (uint64_t)got == x->len) {
+		x->state = X_READY;
+	} else {
+		int err = got < 0 ? (int)got : -EIO;
+		char *m = NULL;
+
+		x->tries++;
+		if (msg)
+			m = strdup(msg);
+		else if (got < 0)
+			(void)!asprintf(&m, "%s", strerror(-err));
+		else
+			(void)!asprintf(&m, "short read (%" PRId64 " of %" PRIu64 " bytes)", got,
+					x->len);
+		free(x->msg);
+		x->msg = m;
+		x->err = err;
+		x->got = 0;
+		if (x->tries < TRIES && !f->stopping && x->refs && err != -ESTALE) {
+			f->st.retries++;
+			x->state = X_PENDING;
+			x->prio = BFS_FETCH_NOW;
+			if (queue_push(f, x) == 0) {
+				f->st.pending++;
+				requeued = true;
+			} else {
+				x->state = X_FAILED;
+			}
+		} else {
+			x->state = X_FAILED;
+		}
+		if (x->state == X_FAILED)
+			f->st.failed++;
+	}
+	pthread_cond_broadcast(&f->done);
+	if (requeued)
+		pthread_cond_broadcast(&f->work);
+	settle(f, x);
+	pthread_mutex_unlock(&f->lock);
+	if (requeued && f->be->kick)
+		f->be->kick(f);
+}
+
+/* ------------------------------------------------- reader-thread backend */
+
+struct threads {
+	pthread_t *tid;
+	unsigned n;
+	pthread_mutex_t lock;
+	pthread_cond_t gone;
+	unsigned running; /* lock */
+};
+
+static void read_fd(struct bfs_fetch *f, struct bfs_fetch_read *r)
+{
+	int fd, err = bfs_fetch_read_pin(f, r, &fd);
+
+	if (err) {
+		bfs_fetch_read_done(r, err, bfs_err_msg());
+		return;
+	}
+	for (;;) {
+		uint64_t at = r->got;
+		ssize_t n = pread(fd, r->buf + at, (size_t)(r->len - at), (off_t)(r->off + at));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			bfs_fetch_read_done(r, n < 0 ? -errno : (int64_t)at, NULL);
+			break;
+		}
+		if (!bfs_fetch_read_advance(r, (uint64_t)n))
+			break;
+	}
+	bfs_fetch_read_unpin(f, r);
+}
+
+static void *reader(void *arg)
+{
+	struct bfs_fetch *f = arg;
+	struct threads *t = f->be_data;
+	struct bfs_fetch_read *r;
+
+	while ((r = bfs_fetch_take(f, true)))
+		read_fd(f, r);
+	pthread_mutex_lock(&t->lock);
+	t->running--;
+	pthread_cond_broadcast(&t->gone);
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+static int threads_start(struct bfs_fetch *f)
+{
+	struct threads *t = calloc(1, sizeof(*t));
+	pthread_attr_t attr;
+	sigset_t stop, old;
+
+	if (!t || !(t->tid = calloc(f->o.depth, sizeof(*t->tid)))) {
+		free(t);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->gone, NULL);
+	f->be_data = t;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, READER_STACK);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	bfs_stop_signals(&stop);
+	pthread_sigmask(SIG_BLOCK, &stop, &old);
+	for (unsigned i = 0; i < f->o.depth; i++) {
+		pthread_mutex_lock(&t->lock);
+		t->running++;
+		pthread_mutex_unlock(&t->lock);
+		if (pthread_create(&t->tid[i], &attr, reader, f) != 0) {
+			pthread_mutex_lock(&t->lock);
+			t->running--;
+			pthread_mutex_unlock(&t->lock);
+			break;
+		}
+		t->n++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return t->n ? 0 : -EAGAIN;
+}
+
+static void threads_stop(struct bfs_fetch *f)
+{
+	struct threads *t = f->be_data;
+	struct timespec dl;
+
+	if (!t)
+		return;
+	/* the readers are detached: wait a bounded time for them to see the
+	 * stop; one stuck in a hung source is left behind with its state */
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_nsec += JOIN_WAIT_NS;
+	dl.tv_sec += dl.tv_nsec / 1000000000L;
+	dl.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&t->lock);
+	while (t->running)
+		if (pthread_cond_timedwait(&t->gone, &t->lock, &dl) == ETIMEDOUT)
+			break;
+	bool all = t->running == 0;
+	pthread_mutex_unlock(&t->lock);
+	if (!all)
+		return; /* f stays: a reader stuck in a source still uses it */
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->gone);
+	free(t->tid);
+	free(t);
+	f->be_data = NULL;
+}
+
+static const struct bfs_fetch_backend_ops threads_ops = {
+	.name = "threads",
+	.start = threads_start,
+	.kick = NULL, /* the readers wait on f->work */
+	.stop = threads_stop,
+};
+
+static void custom_kick(struct bfs_fetch *f);
+
+static const struct bfs_fetch_backend_ops custom_ops = {
+	.name = "custom",
+	.start = NULL,
+	.kick = custom_kick,
+	.stop = NULL,
+};
+
+/* A custom source takes reads as long as fewer than depth are in flight. */
+static void custom_kick(struct bfs_fetch *f)
+{
+	for (;;) {
+		struct bfs_fetch_read *r;
+
+		pthread_mutex_lock(&f->lock);
+		bool room = f->st.inflight < f->o.depth && f->nheap && !f->stopping;
+		pthread_mutex_unlock(&f->lock);
+		if (!room || !(r = bfs_fetch_take(f, false)))
+			return;
+		f->src.submit(f->src.ctx, r);
+	}
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+int bfs_fetch_new(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
+		  const struct bfs_fetch_opts *o)
+{
+	struct bfs_fetch *f;
+	int rc;
+
+	*out = NULL;
+	if (!o->depth)
+		return bfs_err_set(-EINVAL, "io_depth must be at least 1");
+	if (o->backend == BFS_FETCH_CUSTOM ? !src->submit : !src->pin || !src->unpin)
+		return bfs_err_set(-EINVAL, "the I/O stage has no way to read its source");
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->o = *o;
+	if (!f->o.max_read)
+		f->o.max_read = DEFAULT_MAX_READ;
+	f->src = *src;
+	f->nobj = nobj;
+	f->objs = calloc(nobj ? nobj : 1, sizeof(*f->objs));
+	if (!f->objs) {
+		free(f);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->done, NULL);
+	pthread_cond_init(&f->work, NULL);
+	switch (o->backend) {
+	case BFS_FETCH_CUSTOM:
+		f->be = &custom_ops;
+		break;
+	case BFS_FETCH_THREADS:
+		f->be = &threads_ops;
+		break;
+	case BFS_FETCH_URING:
+		if (!bfs_fetch_uring_ops) {
+			bfs_fetch_free(f);
+			return bfs_err_set(-ENOSYS, "built without io_uring (liburing)");
+		}
+		f->be = bfs_fetch_uring_ops;
+		break;
+	default:
+		f->be = bfs_fetch_uring_ops ? bfs_fetch_uring_ops : &threads_ops;
+		break;
+	}
+	rc = f->be->start ? f->be->start(f) : 0;
+	if (rc && o->backend == BFS_FETCH_AUTO && f->be != &threads_ops) {
+		/* io_uring refused (an old kernel, a seccomp filter): threads */
+		f->be = &threads_ops;
+		rc = f->be->start(f);
+	}
+	if (rc) {
+		bfs_fetch_free(f);
+		return rc;
+	}
+	f->be_started = true;
+	f->st.backend = f->be->name;
+	*out = f;
+	return 0;
+}
+
+void bfs_fetch_stop(struct bfs_fetch *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->stopping = true;
+	pthread_cond_broadcast(&f->done);
+	pthread_cond_broadcast(&f->work);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void bfs_fetch_free(struct bfs_fetch *f)
+{
+	bool abandoned;
+
+	if (!f)
+		return;
+	bfs_fetch_stop(f);
+	if (f->be_started && f->be->kick)
+		f->be->kick(f);
+	if (f->be_started && f->be->stop)
+		f->be->stop(f);
+	pthread_mutex_lock(&f->lock);
+	abandoned = f->st.inflight > 0 || f->be_data;
+	pthread_mutex_unlock(&f->lock);
+	if (abandoned)
+		return; /* a read still in a source may write into its buffer and
+			 * end through f: all of it stays (the process is ending) */
+	for (uint32_t i = 0; i < f->nobj; i++) {
+		struct objx *o = &f->objs[i];
+		for (size_t k = 0; k < o->n; k++)
+			extent_free(f, o->v[k]);
+		free(o->v);
+	}
+	free(f->objs);
+	free(f->heap);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->done);
+	pthread_cond_destroy(&f->work);
+	free(f);
+}
+
+void bfs_fetch_stats(struct bfs_fetch *f, struct bfs_fetch_stats *out)
+{
+	pthread_mutex_lock(&f->lock);
+	*out = f->st;
+	pthread_mutex_unlock(&f->lock);
+}
+
+const char *bfs_fetch_backend_name(const struct bfs_fetch *f)
+{
+	return f->be->name;
+}
+
+unsigned bfs_fetch_depth(const struct bfs_fetch *f)
+{
+	return f->o.depth;
+}

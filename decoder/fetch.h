@@ -1,0 +1,145 @@
+/*
+ * fetch.h — the I/O stage: byte ranges of a dataset's source objects (its
+ * shard files, or objects in a bucket) read ahead of the decoders, many
+ * reads in flight, into a bounded buffer.
+ *
+ * A user says which ranges it will need with a ticket (bfs_fetch_want):
+ * the ranges are sorted, near ones merged into one read (merge_gap), cut
+ * into reads of at most max_read bytes, and queued by priority (smaller
+ * first; BFS_FETCH_NOW before everything planned). Up to `depth` reads are
+ * in flight at once, through a backend: io_uring (fetch_uring.c), a pool
+ * of reader threads, or an object store client. Bytes already buffered or
+ * on their way are shared: a range that another ticket covers costs no
+ * read. A decoder copies bytes out (bfs_fetch_copyv), waiting only while
+ * their read is in flight; a read that fails or comes back short is
+ * retried once, then fails the copies of the bytes it carried. Bytes stay
+ * buffered while a ticket holds them, and go when the last one is
+ * released.
+ *
+ * Bound: bytes buffered or in flight (plus a small overhead per read) stay
+ * within `budget` for planned tickets, which are refused with -ENOSPC when
+ * they do not fit; a ticket marked demand (a reader waits for it) is
+ * always taken.
+ *
+ * Does not: know records, batches or the shuffle (plan.h turns those into
+ * ranges), nor cache bytes nobody holds.
+ *
+ * Thread-safety: every function may be called from any thread. One mutex
+ * guards the buffer, the queue and the counters.
+ */
+#ifndef BFS_FETCH_H
+#define BFS_FETCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct bfs_fetch;
+struct bfs_fetch_ticket;
+
+#define BFS_FETCH_NOW 0 /* priority of a read a reader waits for */
+
+enum bfs_fetch_backend {
+	BFS_FETCH_AUTO = 0, /* io_uring where the kernel allows it, else threads */
+	BFS_FETCH_URING,
+	BFS_FETCH_THREADS,
+	BFS_FETCH_CUSTOM, /* reads go to bfs_fetch_source.submit */
+};
+
+struct bfs_fetch_read; /* one read being served by a custom backend */
+
+/* Where the bytes come from. Objects are numbered 0..nobj-1. */
+struct bfs_fetch_source {
+	/* descriptor-backed objects (uring, threads): pin object `obj`'s
+	 * descriptor for one read (0 and *fd, or a negative errno), and
+	 * unpin it afterwards */
+	int (*pin)(void *ctx, uint32_t obj, int *fd);
+	void (*unpin)(void *ctx, uint32_t obj);
+	/* BFS_FETCH_CUSTOM: start reading r (bfs_fetch_read_target says
+	 * what), at most depth at once; call bfs_fetch_read_done(r, ...)
+	 * once from any thread, also on failure */
+	void (*submit)(void *ctx, struct bfs_fetch_read *r);
+	void *ctx;
+};
+
+struct bfs_fetch_opts {
+	unsigned depth; /* reads in flight at most (>= 1) */
+	uint64_t budget; /* bytes buffered or in flight for planned tickets */
+	uint64_t merge_gap; /* ranges of one object at most this far apart share a read */
+	uint64_t max_read; /* bytes per read at most; 0: 4 MiB */
+	enum bfs_fetch_backend backend;
+};
+
+struct bfs_fetch_range {
+	uint32_t obj;
+	uint64_t off, len;
+};
+
+struct bfs_fetch_stats {
+	uint64_t reads; /* reads completed (each retry counts) */
+	uint64_t bytes; /* bytes they brought */
+	uint64_t ranges; /* ranges asked for (a record, a block piece) that needed a read */
+	uint64_t merged; /* of those, ranges that shared a read with another */
+	uint64_t inflight, peak_inflight;
+	uint64_t pending; /* reads waiting for a place in flight */
+	uint64_t buffered, peak_buffered; /* bytes held or in flight, with overhead */
+	uint64_t waits, wait_ns; /* copies that waited for a read, and how long */
+	uint64_t retries, failed; /* reads retried; reads failed after their retry */
+	uint64_t dropped; /* reads never issued: their tickets went first */
+	uint64_t refused; /* planned tickets refused for want of room */
+	const char *backend; /* "io_uring", "threads", ... */
+};
+
+/* n objects read through src (copied). Starts the backend's threads.
+ * Errors: -EINVAL (depth 0, no source for the backend), -ENOMEM, or the
+ * backend's own when it was asked for by name. */
+int bfs_fetch_new(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
+		  const struct bfs_fetch_opts *o);
+/* Stops the backend; reads still hanging in a source are abandoned (their
+ * buffers are not freed). Accepts NULL. */
+void bfs_fetch_free(struct bfs_fetch *f);
+/* From now on every wait ends with -ESHUTDOWN and no read starts. */
+void bfs_fetch_stop(struct bfs_fetch *f);
+
+/* A ticket on ranges r[0..n) (sorted here; r is modified). prio orders
+ * its reads against others (smaller first). demand: taken whatever the
+ * budget; else -ENOSPC when its new bytes do not fit. A ticket of no
+ * ranges is valid. -ENOMEM. */
+int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uint64_t prio,
+		   bool demand, struct bfs_fetch_ticket **out);
+/* Reads of t not yet issued move up to prio (a planned ticket a reader
+ * now waits for). */
+void bfs_fetch_hurry(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint64_t prio);
+/* Drop t: bytes no other ticket holds are freed, reads not issued for
+ * them dropped. Accepts NULL. */
+void bfs_fetch_release(struct bfs_fetch *f, struct bfs_fetch_ticket *t);
+/* Whether `bytes` more fit the budget now (for planning). */
+bool bfs_fetch_has_room(struct bfs_fetch *f, uint64_t bytes);
+
+/* Copy bytes [off, off + total) of object obj into iov[0..niov) (total:
+ * the sum of their lengths), waiting for reads in flight. 0; -ENODATA
+ * when some of those bytes are not held by any ticket (read them
+ * elsewhere); the read's error (-EIO, -ESTALE...) with a message when it
+ * failed after its retry; -ESHUTDOWN after bfs_fetch_stop. */
+int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struct iovec *iov,
+		    size_t niov);
+
+/* Call fn(ctx) (from a backend's thread, no lock held) whenever the reads
+ * waiting to be issued fall to `at`: a planner's cue to plan more. fn
+ * NULL: never. Returns once no call of the previous fn runs. */
+void bfs_fetch_set_low(struct bfs_fetch *f, uint64_t at, void (*fn)(void *ctx), void *ctx);
+
+void bfs_fetch_stats(struct bfs_fetch *f, struct bfs_fetch_stats *out);
+/* The backend in use and the depth: "io_uring", "threads", "custom". */
+const char *bfs_fetch_backend_name(const struct bfs_fetch *f);
+unsigned bfs_fetch_depth(const struct bfs_fetch *f);
+
+/* ---- for custom backends ---- */
+void bfs_fetch_read_target(const struct bfs_fetch_read *r, uint32_t *obj, uint64_t *off,
+			   uint8_t **dst, uint64_t *len);
+/* got: bytes read into dst (< len: short, retried), or a negative errno;
+ * msg: what went wrong (copied; may be NULL). */
+void bfs_fetch_read_done(struct bfs_fetch_read *r, int64_t got, const char *msg);
+
+#endif

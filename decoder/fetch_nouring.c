@@ -1,0 +1,7 @@
+/*
+ * fetch_nouring.c — built instead of fetch_uring.c without liburing: the
+ * I/O stage then reads with its reader threads (fetch.c).
+ */
+#include "fetch_impl.h"
+
+const struct bfs_fetch_backend_ops *const bfs_fetch_uring_ops = NULL;

@@ -1,0 +1,720 @@
+/*
+ * ioplan.c — reads planned from the permutation (see ioplan.h).
+ *
+ * Positions: a stream counts units linearly across epochs (lin = epoch *
+ * units per epoch + unit), so a reader running into the next epoch stays
+ * in its stream. Plans are kept per stream in unit order and in one hash
+ * by (rank, epoch, unit) for the claims. Priorities of planned tickets
+ * grow with the order they were planned in, nearest unit first across
+ * streams, so the queue serves the units needed soonest.
+ *
+ * Locks: the planner's mutex, then the stage's (never the other way).
+ * Tickets are made with the planner's mutex dropped; a stream reused
+ * meanwhile is told by its generation number.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "ioplan.h"
+
+#include "blockshuf.h"
+#include "common.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_STREAMS 16
+#define SLACK 64 /* units: how far from a stream a demand still joins it */
+#define MAX_AHEAD ((uint64_t)1 << 20) /* units planned ahead of a reader at most */
+#define IDLE_NS 2000000000ull /* a stream not read this long gives way */
+#define NBUCKETS 4096
+#define TICK_NS 20000000L /* the planner looks again at least this often */
+#define MAX_GROUPS 3 /* block groups a stream holds at once */
+
+struct item {
+	uint64_t rank, epoch, unit; /* unit with its BFS_CHUNK flag */
+	uint64_t lin;
+	struct bfs_fetch_ticket *t;
+	struct item *next; /* the stream's, by lin */
+	struct item *hnext;
+	struct stream *s;
+};
+
+struct group {
+	uint64_t epoch, g;
+	struct bfs_fetch_ticket *t;
+	unsigned holders;
+	struct group *next;
+};
+
+struct stream {
+	bool used;
+	uint64_t gen; /* changes whenever the slot is reused */
+	uint64_t rank;
+	bool chunk;
+	uint64_t nunits; /* units per epoch */
+	uint64_t pos; /* the furthest unit read (lin) */
+	uint64_t next; /* the next unit to plan (lin) */
+	uint64_t last_ns; /* last read */
+	struct item *head, *tail;
+	/* block shuffle: the groups held, and whether groups did not fit
+	 * (then units are planned one by one) */
+	struct group *held[MAX_GROUPS];
+	unsigned nheld;
+	bool by_unit;
+};
+
+struct bfs_ioplan {
+	struct bfs_fetch *f;
+	const struct bfs_dataset *ds;
+	const struct bfs_batcher *const *b;
+	size_t nranks;
+	bool block;
+	unsigned depth;
+
+	pthread_mutex_t lock;
+	pthread_cond_t kick; /* work for the planner, or stop */
+	bool kicked, stop; /* lock */
+	pthread_t tid;
+	bool started;
+	struct stream streams[MAX_STREAMS]; /* lock */
+	struct item *table[NBUCKETS]; /* lock */
+	struct group *groups; /* lock */
+	uint64_t seq; /* lock: priority of the next plan */
+	uint64_t gen; /* lock */
+	struct bfs_ioplan_stats st; /* lock */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t bucket(uint64_t r, uint64_t e, uint64_t u)
+{
+	uint64_t h = (e * 0x9E3779B97F4A7C15ull) ^ (u * 0xC2B2AE3D27D4EB4Full) ^
+		     (r * 0x165667B19E3779F9ull);
+	return (size_t)((h ^ (h >> 29)) % NBUCKETS);
+}
+
+/* ---------------------------------------------------------------- ranges */
+
+void bfs_ioplan_ranges(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
+		       struct bfs_fetch_range *r, size_t *m)
+{
+	*m = 0;
+	for (size_t k = 0; k < n; k++) {
+		size_t sh;
+		uint64_t local, off, len;
+
+		if (bfs_dataset_locate(ds, recs[k], &sh, &local, NULL) != 0)
+			continue;
+		if (!bfs_shard_span(bfs_dataset_shard(ds, sh), local, local + 1, &off, &len))
+			continue;
+		r[(*m)++] = (struct bfs_fetch_range){ (uint32_t)sh, off, len };
+	}
+}
+
+/* The records of (rank, epoch, unit) and their ranges: a ticket. */
+static int unit_ticket(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit,
+		       uint64_t prio, bool demand, struct bfs_fetch_ticket **out)
+{
+	const struct bfs_batcher *b = p->b[rank];
+	struct bfs_fetch_range *r = NULL;
+	uint64_t r0, n, *recs = NULL;
+	struct bfs_perm perm;
+	size_t m;
+	int rc;
+
+	*out = NULL;
+	rc = bfs_batcher_unit_rows(b, unit, &r0, &n);
+	if (rc)
+		return rc;
+	recs = malloc((n ? n : 1) * sizeof(*recs));
+	r = malloc((n ? n : 1) * sizeof(*r));
+	if (!recs || !r) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = bfs_batcher_perm(b, epoch, &perm);
+	if (rc)
+		goto out;
+	bfs_batcher_row_records(b, &perm, r0, (size_t)n, recs);
+	bfs_perm_release(&perm);
+	bfs_ioplan_ranges(p->ds, recs, (size_t)n, r, &m);
+	rc = bfs_fetch_want(p->f, r, m, prio, demand, out);
+out:
+	free(recs);
+	free(r);
+	return rc;
+}
+
+/* The blocks of group g of epoch's block order, as ranges. */
+static int group_ticket(struct bfs_ioplan *p, uint64_t epoch, uint64_t g, uint64_t prio,
+			struct bfs_fetch_ticket **out)
+{
+	const struct bfs_blocks *bl = bfs_batcher_blocks(p->b[0]);
+	struct bfs_fetch_range *r = NULL;
+	const uint64_t *blocks;
+	uint64_t p0, p1, nb;
+	struct bfs_perm perm;
+	size_t m = 0;
+	int rc;
+
+	*out = NULL;
+	rc = bfs_batcher_perm(p->b[0], epoch, &perm);
+	if (rc)
+		return rc;
+	if (!perm.bo || g >= bfs_block_order_ngroups(perm.bo)) {
+		bfs_perm_release(&perm);
+		return -ENOENT;
+	}
+	bfs_block_order_group(perm.bo, g, &p0, &p1, &blocks, &nb);
+	r = malloc((nb ? nb : 1) * sizeof(*r));
+	if (!r) {
+		bfs_perm_release(&perm);
+		return -ENOMEM;
+	}
+	for (uint64_t k = 0; k < nb; k++) {
+		uint64_t first = bfs_blocks_start(bl, blocks[k]),
+			 end = bfs_blocks_start(bl, blocks[k] + 1);
+		uint64_t local, off, len;
+		size_t sh;
+
+		if (end <= first || bfs_dataset_locate(p->ds, first, &sh, &local, NULL) != 0)
+			continue;
+		/* a block never spans two shards */
+		if (!bfs_shard_span(bfs_dataset_shard(p->ds, sh), local, local + (end - first),
+				    &off, &len))
+			continue;
+		r[m++] = (struct bfs_fetch_range){ (uint32_t)sh, off, len };
+	}
+	bfs_perm_release(&perm);
+	rc = bfs_fetch_want(p->f, r, m, prio, false, out);
+	free(r);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- items */
+
+static void item_unhash(struct bfs_ioplan *p, struct item *it)
+{
+	struct item **pp = &p->table[bucket(it->rank, it->epoch, it->unit)];
+
+	while (*pp && *pp != it)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = it->hnext;
+}
+
+/* Take it off its stream's list (it must be there) and the hash. */
+static void item_unlink(struct bfs_ioplan *p, struct item *it)
+{
+	struct stream *s = it->s;
+	struct item *prev = NULL;
+
+	for (struct item *x = s->head; x && x != it; x = x->next)
+		prev = x;
+	if (prev)
+		prev->next = it->next;
+	else
+		s->head = it->next;
+	if (s->tail == it)
+		s->tail = prev;
+	item_unhash(p, it);
+}
+
+/* Release every plan of s before lin `before` (all: UINT64_MAX). Lock
+ * held. */
+static void drop_items(struct bfs_ioplan *p, struct stream *s, uint64_t before)
+{
+	while (s->head && s->head->lin < before) {
+		struct item *it = s->head;
+
+		s->head = it->next;
+		if (!s->head)
+			s->tail = NULL;
+		item_unhash(p, it);
+		bfs_fetch_release(p->f, it->t);
+		free(it);
+		p->st.dropped++;
+	}
+}
+
+/* The last plan of s (the furthest), released. Lock held. */
+static bool drop_last(struct bfs_ioplan *p, struct stream *s)
+{
+	struct item *it = s->tail;
+
+	if (!it)
+		return false;
+	item_unlink(p, it);
+	s->next = it->lin;
+	bfs_fetch_release(p->f, it->t);
+	free(it);
+	p->st.dropped++;
+	return true;
+}
+
+/* ---------------------------------------------------------------- groups */
+
+static void group_put(struct bfs_ioplan *p, struct group *gr)
+{
+	struct group **pp = &p->groups;
+
+	if (--gr->holders)
+		return;
+	while (*pp && *pp != gr)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = gr->next;
+	bfs_fetch_release(p->f, gr->t);
+	free(gr);
+}
+
+static void release_groups(struct bfs_ioplan *p, struct stream *s)
+{
+	for (unsigned i = 0; i < s->nheld; i++)
+		group_put(p, s->held[i]);
+	s->nheld = 0;
+}
+
+/* ---------------------------------------------------------------- streams */
+
+static void stream_end(struct bfs_ioplan *p, struct stream *s)
+{
+	drop_items(p, s, UINT64_MAX);
+	release_groups(p, s);
+	s->used = false;
+}
+
+static uint64_t nunits_of(const struct bfs_batcher *b, bool chunk)
+{
+	return chunk ? bfs_batcher_nchunks(b) : bfs_batcher_nbatches(b);
+}
+
+/* The stream a read of (rank, lin) belongs to, made if none. Lock held. */
+static struct stream *stream_for(struct bfs_ioplan *p, uint64_t rank, bool chunk, uint64_t lin)
+{
+	struct stream *best = NULL, *free_slot = NULL, *oldest = NULL;
+
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = &p->streams[i];
+
+		if (!s->used) {
+			if (!free_slot)
+				free_slot = s;
+			continue;
+		}
+		if (!oldest || s->last_ns < oldest->last_ns)
+			oldest = s;
+		if (s->rank != rank || s->chunk != chunk)
+			continue;
+		if (lin + SLACK < s->pos || lin > s->next + SLACK)
+			continue;
+		if (!best || (lin > s->pos ? lin - s->pos : s->pos - lin) <
+				     (lin > best->pos ? lin - best->pos : best->pos - lin))
+			best = s;
+	}
+	if (best)
+		return best;
+	if (!free_slot) {
+		stream_end(p, oldest);
+		free_slot = oldest;
+	}
+	memset(free_slot, 0, sizeof(*free_slot));
+	free_slot->used = true;
+	free_slot->gen = ++p->gen;
+	free_slot->rank = rank;
+	free_slot->chunk = chunk;
+	free_slot->nunits = nunits_of(p->b[rank], chunk);
+	free_slot->pos = lin;
+	free_slot->next = lin + 1;
+	return free_slot;
+}
+
+static void kick(struct bfs_ioplan *p)
+{
+	p->kicked = true;
+	pthread_cond_signal(&p->kick);
+}
+
+void bfs_ioplan_reader(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
+{
+	bool chunk = (unit & BFS_CHUNK) != 0;
+	uint64_t u = unit & ~BFS_CHUNK, nu, lin;
+	struct stream *s;
+
+	if (rank >= p->nranks)
+		return;
+	nu = nunits_of(p->b[rank], chunk);
+	if (!nu || u >= nu || epoch > UINT64_MAX / nu - 1)
+		return;
+	lin = epoch * nu + u;
+	pthread_mutex_lock(&p->lock);
+	s = stream_for(p, rank, chunk, lin);
+	s->last_ns = now_ns();
+	if (lin > s->pos)
+		s->pos = lin;
+	drop_items(p, s, s->pos > SLACK ? s->pos - SLACK : 0);
+	if (s->next <= lin)
+		s->next = lin + 1;
+	kick(p);
+	pthread_mutex_unlock(&p->lock);
+}
+
+struct bfs_fetch_ticket *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
+					  uint64_t unit, const uint64_t *recs, size_t n)
+{
+	struct bfs_fetch_ticket *t = NULL;
+	struct bfs_fetch_range *r;
+	size_t m;
+
+	pthread_mutex_lock(&p->lock);
+	for (struct item *it = p->table[bucket(rank, epoch, unit)]; it; it = it->hnext) {
+		if (it->rank != rank || it->epoch != epoch || it->unit != unit)
+			continue;
+		item_unlink(p, it);
+		t = it->t;
+		free(it);
+		p->st.claimed++;
+		break;
+	}
+	if (!t)
+		p->st.unplanned++;
+	pthread_mutex_unlock(&p->lock);
+	if (t) {
+		bfs_fetch_hurry(p->f, t, BFS_FETCH_NOW);
+		return t;
+	}
+	r = malloc((n ? n : 1) * sizeof(*r));
+	if (!r)
+		return NULL;
+	bfs_ioplan_ranges(p->ds, recs, n, r, &m);
+	if (bfs_fetch_want(p->f, r, m, BFS_FETCH_NOW, true, &t) != 0)
+		t = NULL;
+	free(r);
+	return t;
+}
+
+void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_fetch_ticket *t)
+{
+	if (!t)
+		return;
+	bfs_fetch_release(p->f, t);
+	pthread_mutex_lock(&p->lock);
+	kick(p);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ---------------------------------------------------------------- planner */
+
+/* Make room for a plan of stream `for_s` at distance d: drop the plans of
+ * idle streams, then the furthest plan of another stream further ahead
+ * than d. True if something was released. Lock held. */
+static bool make_room(struct bfs_ioplan *p, struct stream *for_s, uint64_t d)
+{
+	uint64_t t = now_ns();
+	struct stream *far = NULL;
+
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = &p->streams[i];
+
+		if (!s->used || s == for_s)
+			continue;
+		if (t - s->last_ns > IDLE_NS && (s->head || s->nheld)) {
+			drop_items(p, s, UINT64_MAX);
+			release_groups(p, s);
+			s->next = s->pos + 1;
+			return true;
+		}
+		if (s->tail && s->tail->lin - s->pos > d &&
+		    (!far || s->tail->lin - s->pos > far->tail->lin - far->pos))
+			far = s;
+	}
+	return far && drop_last(p, far);
+}
+
+/* Block shuffle: hold the group of s's reader and the one after. Lock
+ * held; dropped while a group's ticket is made. False when a group did not
+ * fit (s then plans by unit). */
+static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
+{
+	const struct bfs_batcher *b = p->b[s->rank];
+	struct {
+		uint64_t epoch, g;
+	} want[2];
+	uint64_t epoch = s->pos / s->nunits, unit = s->pos % s->nunits, r0, n, ng;
+	struct bfs_perm perm;
+	struct group *keep[MAX_GROUPS];
+	unsigned nkeep = 0;
+
+	if (bfs_batcher_unit_rows(b, unit | (s->chunk ? BFS_CHUNK : 0), &r0, &n) != 0 ||
+	    bfs_batcher_perm(b, epoch, &perm) != 0)
+		return true;
+	if (!perm.bo) {
+		bfs_perm_release(&perm);
+		return false;
+	}
+	ng = bfs_block_order_ngroups(perm.bo);
+	want[0].epoch = epoch;
+	want[0].g = bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0));
+	bfs_perm_release(&perm);
+	want[1].epoch = want[0].g + 1 < ng ? epoch : epoch + 1;
+	want[1].g = want[0].g + 1 < ng ? want[0].g + 1 : 0;
+
+	/* keep what is still wanted, release the rest */
+	for (unsigned i = 0; i < s->nheld; i++) {
+		struct group *gr = s->held[i];
+		bool still = false;
+
+		for (int w = 0; w < 2; w++)
+			still |= gr->epoch == want[w].epoch && gr->g == want[w].g;
+		if (still)
+			keep[nkeep++] = gr;
+		else
+			group_put(p, gr);
+	}
+	memcpy(s->held, keep, nkeep * sizeof(*keep));
+	s->nheld = nkeep;
+
+	for (int w = 0; w < 2; w++) {
+		struct group *gr = NULL;
+		bool have = false;
+		uint64_t gen = s->gen, prio;
+		struct bfs_fetch_ticket *t = NULL;
+		int rc;
+
+		for (unsigned i = 0; i < s->nheld; i++)
+			have |= s->held[i]->epoch == want[w].epoch && s->held[i]->g == want[w].g;
+		if (have)
+			continue;
+		for (gr = p->groups; gr; gr = gr->next)
+			if (gr->epoch == want[w].epoch && gr->g == want[w].g)
+				break;
+		if (gr) { /* another stream (rank) holds it already */
+			gr->holders++;
+			s->held[s->nheld++] = gr;
+			continue;
+		}
+		prio = ++p->seq;
+		pthread_mutex_unlock(&p->lock);
+		rc = group_ticket(p, want[w].epoch, want[w].g, prio, &t);
+		pthread_mutex_lock(&p->lock);
+		if (rc == -ENOSPC && make_room(p, s, 0)) {
+			pthread_mutex_unlock(&p->lock);
+			rc = group_ticket(p, want[w].epoch, want[w].g, prio, &t);
+			pthread_mutex_lock(&p->lock);
+		}
+		if (rc || !s->used || s->gen != gen) {
+			bfs_fetch_release(p->f, t);
+			/* the reader's own group must fit; the next may wait */
+			return rc == -ENOSPC && w == 0 ? false : true;
+		}
+		gr = calloc(1, sizeof(*gr));
+		if (!gr) {
+			bfs_fetch_release(p->f, t);
+			return true;
+		}
+		gr->epoch = want[w].epoch;
+		gr->g = want[w].g;
+		gr->t = t;
+		gr->holders = 1;
+		gr->next = p->groups;
+		p->groups = gr;
+		s->held[s->nheld++] = gr;
+		p->st.groups++;
+	}
+	return true;
+}
+
+/* The stream whose next plan is nearest its reader, or NULL. Lock held. */
+static struct stream *nearest(struct bfs_ioplan *p)
+{
+	struct stream *best = NULL;
+
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = &p->streams[i];
+
+		if (!s->used || (p->block && !s->by_unit) || s->next - s->pos > MAX_AHEAD)
+			continue;
+		if (!best || s->next - s->pos < best->next - best->pos)
+			best = s;
+	}
+	return best;
+}
+
+/* Plan one unit of s. Lock held; dropped while the ticket is made. False
+ * when nothing more can be planned now. */
+static bool plan_one(struct bfs_ioplan *p, struct stream *s)
+{
+	uint64_t lin = s->next, gen = s->gen, prio = ++p->seq;
+	uint64_t epoch = lin / s->nunits, unit = (lin % s->nunits) | (s->chunk ? BFS_CHUNK : 0);
+	uint64_t rank = s->rank;
+	struct bfs_fetch_ticket *t = NULL;
+	struct item *it;
+	int rc;
+
+	s->next++;
+	pthread_mutex_unlock(&p->lock);
+	rc = unit_ticket(p, rank, epoch, unit, prio, false, &t);
+	pthread_mutex_lock(&p->lock);
+	if (rc == -ENOSPC && make_room(p, s, lin - s->pos)) {
+		pthread_mutex_unlock(&p->lock);
+		rc = unit_ticket(p, rank, epoch, unit, prio, false, &t);
+		pthread_mutex_lock(&p->lock);
+	}
+	if (!s->used || s->gen != gen || lin < s->pos) {
+		bfs_fetch_release(p->f, t); /* the stream moved on meanwhile */
+		return true;
+	}
+	if (rc || !(it = calloc(1, sizeof(*it)))) {
+		bfs_fetch_release(p->f, t);
+		if (s->next == lin + 1)
+			s->next = lin; /* again later */
+		return false;
+	}
+	it->rank = rank;
+	it->epoch = epoch;
+	it->unit = unit;
+	it->lin = lin;
+	it->t = t;
+	it->s = s;
+	/* plans are made in order, but one made while the lock was dropped
+	 * may land after a later one: keep the list sorted */
+	if (!s->tail || s->tail->lin < lin) {
+		if (s->tail)
+			s->tail->next = it;
+		else
+			s->head = it;
+		s->tail = it;
+	} else {
+		struct item **pp = &s->head;
+		while (*pp && (*pp)->lin < lin)
+			pp = &(*pp)->next;
+		it->next = *pp;
+		*pp = it;
+	}
+	it->hnext = p->table[bucket(rank, epoch, unit)];
+	p->table[bucket(rank, epoch, unit)] = it;
+	p->st.planned++;
+	return true;
+}
+
+static void pump(struct bfs_ioplan *p)
+{
+	if (p->block)
+		for (int i = 0; i < MAX_STREAMS && !p->stop; i++) {
+			struct stream *s = &p->streams[i];
+			if (s->used && !s->by_unit && !hold_groups(p, s)) {
+				release_groups(p, s);
+				s->by_unit = true;
+			}
+		}
+	while (!p->stop) {
+		struct bfs_fetch_stats fs;
+		struct stream *s;
+
+		bfs_fetch_stats(p->f, &fs);
+		if (fs.pending >= 2 * (uint64_t)p->depth)
+			break;
+		s = nearest(p);
+		if (!s || !plan_one(p, s))
+			break;
+	}
+}
+
+static void *planner(void *arg)
+{
+	struct bfs_ioplan *p = arg;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->stop) {
+		if (!p->kicked) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += TICK_NS;
+			ts.tv_sec += ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&p->kick, &p->lock, &ts);
+		}
+		p->kicked = false;
+		pump(p);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+static void low_water(void *ctx)
+{
+	struct bfs_ioplan *p = ctx;
+
+	pthread_mutex_lock(&p->lock);
+	kick(p);
+	pthread_mutex_unlock(&p->lock);
+}
+
+int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bfs_dataset *ds,
+		   const struct bfs_batcher *const *b, size_t nranks)
+{
+	struct bfs_ioplan *p = calloc(1, sizeof(*p));
+	int rc;
+
+	*out = NULL;
+	if (!p)
+		return -ENOMEM;
+	p->f = f;
+	p->ds = ds;
+	p->b = b;
+	p->nranks = nranks;
+	p->block = bfs_batcher_blocks(b[0]) != NULL;
+	p->depth = bfs_fetch_depth(f);
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->kick, NULL);
+	rc = bfs_thread_start(&p->tid, planner, p);
+	if (rc) {
+		pthread_mutex_destroy(&p->lock);
+		pthread_cond_destroy(&p->kick);
+		free(p);
+		return -rc;
+	}
+	p->started = true;
+	bfs_fetch_set_low(f, p->depth, low_water, p);
+	*out = p;
+	return 0;
+}
+
+void bfs_ioplan_free(struct bfs_ioplan *p)
+{
+	if (!p)
+		return;
+	bfs_fetch_set_low(p->f, 0, NULL, NULL);
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_signal(&p->kick);
+	pthread_mutex_unlock(&p->lock);
+	if (p->started)
+		pthread_join(p->tid, NULL);
+	for (int i = 0; i < MAX_STREAMS; i++)
+		if (p->streams[i].used)
+			stream_end(p, &p->streams[i]);
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->kick);
+	free(p);
+}
+
+void bfs_ioplan_stats(struct bfs_ioplan *p, struct bfs_ioplan_stats *out)
+{
+	pthread_mutex_lock(&p->lock);
+	*out = p->st;
+	out->streams = 0;
+	for (int i = 0; i < MAX_STREAMS; i++)
+		out->streams += p->streams[i].used;
+	pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,72 @@
+/*
+ * ioplan.h — reads planned from the permutation: what the units (batches,
+ * or chunks of all/) after each reader's position will need from the
+ * source, handed to the I/O stage (fetch.h) ahead of the decoders.
+ *
+ * A reader's demands form a stream (one per rank and kind of unit, and
+ * per distant position: a reader that jumps elsewhere starts a stream of
+ * its own; at most MAX_STREAMS, the least recently used goes). A planner
+ * thread keeps each stream's next units planned as long as the stage has
+ * room and fewer than twice its depth of reads are waiting to be issued,
+ * nearest unit first across streams, so a reader that jumps is served
+ * first and plans for units nobody reads soon give way (a stream's plans
+ * behind its reader are dropped; a stream left idle loses its plans when
+ * room is needed).
+ *
+ * Global shuffle (and none): a unit's plan is its records' bytes. Block
+ * shuffle: a stream holds the whole groups (window blocks) its reader is
+ * in and the next one, read in pieces of at least 1 MiB, each block once
+ * per epoch, and released when the stream has left the group; a unit's
+ * records are then already there. A group that does not fit the stage's
+ * budget is planned unit by unit instead.
+ *
+ * The build of a unit claims its plan (or gets a ticket made at once, at
+ * the head of the queue) and releases it when its records are read.
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef BFS_IOPLAN_H
+#define BFS_IOPLAN_H
+
+#include "batch.h"
+#include "fetch.h"
+
+struct bfs_ioplan;
+
+struct bfs_ioplan_stats {
+	uint64_t planned; /* units planned ahead */
+	uint64_t claimed; /* builds that found their unit planned */
+	uint64_t unplanned; /* builds that had to ask for their bytes themselves */
+	uint64_t dropped; /* plans released unused (passed, idle, or for room) */
+	uint64_t groups; /* block groups fetched */
+	uint64_t streams; /* streams now */
+};
+
+/* Plans for the batchers b[0..nranks) (rank folders share one base; b[0]
+ * alone otherwise) of dataset ds, through stage f (all borrowed; they
+ * must outlive the planner). Starts the planner thread. -ENOMEM. */
+int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bfs_dataset *ds,
+		   const struct bfs_batcher *const *b, size_t nranks);
+/* Stops the thread and releases every plan. Accepts NULL. */
+void bfs_ioplan_free(struct bfs_ioplan *p);
+
+/* A reader asked for (rank, epoch, unit) (a batch, or a chunk with
+ * BFS_CHUNK set): its stream moves there and plans on from it. */
+void bfs_ioplan_reader(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit);
+
+/* The build of (rank, epoch, unit), reading records recs[0..n), starts:
+ * the unit's plan, hurried to the head of the queue, or a ticket made now
+ * with the same priority. NULL when none could be made (the reads then go
+ * to the source one by one). Release it with bfs_ioplan_done. */
+struct bfs_fetch_ticket *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
+					  uint64_t unit, const uint64_t *recs, size_t n);
+void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_fetch_ticket *t); /* accepts NULL */
+
+/* The source ranges of records recs[0..n): r[0..*m) (r has room for n).
+ * Records of shards that are not read through the stage are left out. */
+void bfs_ioplan_ranges(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
+		       struct bfs_fetch_range *r, size_t *m);
+
+void bfs_ioplan_stats(struct bfs_ioplan *p, struct bfs_ioplan_stats *out);
+
+#endif
