@@ -28,6 +28,7 @@ struct bfs_cache {
 	bfs_cache_pin_fn pin; /* set before the workers start */
 	bfs_cache_unpin_fn unpin;
 	void *pin_ctx;
+	struct bfs_ioplan *io; /* reads planned ahead (NULL: none); set before the workers start */
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an entry left ST_LOADING */
@@ -181,6 +182,7 @@ static void entry_free(struct bfs_cache *c, struct bfs_cache_entry *x)
 {
 	if (!x)
 		return;
+	bfs_ioplan_done(x->io_plan, x->io_ticket);
 	bfs_build_free(x->job);
 	if (x->unpin)
 		x->unpin(x->unpin_ctx, x->buf);
@@ -317,6 +319,8 @@ static void finish_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 	x->jnext = NULL;
 	x->job = NULL;
 	pthread_mutex_unlock(&c->lock);
+	bfs_ioplan_done(x->io_plan, x->io_ticket); /* its records are read */
+	x->io_ticket = NULL;
 	rc = bfs_build_finish(jb, &buf, &g);
 	bool pinned = rc == 0 && c->pin && c->pin(c->pin_ctx, &buf, g->st_size) == 0;
 	pthread_mutex_lock(&c->lock);
@@ -358,6 +362,14 @@ static void start_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 	x->geom = NULL;
 	pthread_mutex_unlock(&c->lock);
 	rc = bfs_build_new_in(&jb, c->b[x->rank], x->epoch, x->batch, g, np, buf);
+	if (rc == 0 && c->io) {
+		/* the bytes of its records: planned already, or asked for now */
+		size_t n;
+		const uint64_t *recs = bfs_build_records(jb, &n);
+
+		x->io_plan = c->io;
+		x->io_ticket = bfs_ioplan_claim(c->io, x->rank, x->epoch, x->batch, recs, n);
+	}
 	uint64_t dt = now_ns() - t0;
 	pthread_mutex_lock(&c->lock);
 	c->st.decode_ns += dt;
@@ -531,6 +543,9 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ra
 	struct bfs_cache_entry *x;
 	int rc = 0;
 
+	if (c->io)
+		bfs_ioplan_reader(c->io, rank, epoch, batch); /* the reader is here */
+
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		x = find(c, rank, epoch, batch);
@@ -643,6 +658,11 @@ int bfs_cache_start(struct bfs_cache *c)
 		c->started++;
 	}
 	return c->started ? 0 : -EAGAIN;
+}
+
+void bfs_cache_set_io(struct bfs_cache *c, struct bfs_ioplan *io)
+{
+	c->io = io;
 }
 
 void bfs_cache_set_pinning(struct bfs_cache *c, bfs_cache_pin_fn pin, bfs_cache_unpin_fn unpin,

@@ -26,6 +26,7 @@
 #define BFS_CACHE_H
 
 #include "batch.h"
+#include "ioplan.h"
 
 struct bfs_cache;
 
@@ -47,6 +48,9 @@ struct bfs_cache_entry {
 	int err;
 	void (*unpin)(void *ctx, uint8_t *buf); /* frees a pinned buf */
 	void *unpin_ctx;
+	/* while loading: the bytes of its records in the I/O stage */
+	struct bfs_ioplan *io_plan;
+	struct bfs_fetch_ticket *io_ticket;
 };
 
 struct bfs_cache_stats {
@@ -88,6 +92,11 @@ typedef int (*bfs_cache_pin_fn)(void *ctx, uint8_t **buf, uint64_t size);
 typedef void (*bfs_cache_unpin_fn)(void *ctx, uint8_t *buf);
 void bfs_cache_set_pinning(struct bfs_cache *c, bfs_cache_pin_fn pin, bfs_cache_unpin_fn unpin,
 			   void *ctx);
+
+/* Reads planned ahead (ioplan.h): every get tells the planner where its
+ * reader is, and every build claims its records' bytes there. Set before
+ * bfs_cache_start; the planner must outlive the cache's builds. */
+void bfs_cache_set_io(struct bfs_cache *c, struct bfs_ioplan *io);
 
 void bfs_cache_stats(const struct bfs_cache *c, struct bfs_cache_stats *out);
 

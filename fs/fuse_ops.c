@@ -9,6 +9,8 @@
 #include "cache.h"
 #include "cudapath.h"
 #include "epoch.h"
+#include "fetch.h"
+#include "ioplan.h"
 #include "vfs.h"
 
 #include <fuse_lowlevel.h>
@@ -46,6 +48,10 @@ struct bfs_fs {
 	const struct bfs_batcher *const *rb; /* [nranks]: each rank's */
 	size_t nranks; /* 1 without rank folders */
 	struct bfs_cache *cache;
+	/* the I/O stage and its planner (io_depth, readahead), started in the
+	 * daemon; NULL when reads go to the source from the decoders */
+	struct bfs_fetch *fetch;
+	struct bfs_ioplan *ioplan;
 	struct bfs_vfs *vfs;
 	struct bfs_fs_config cfg;
 	char *readme, *schema_json, *options_text;
@@ -171,9 +177,33 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 	char *s = NULL;
 	int n;
 
-	char cuda[512] = "";
+	char cuda[512] = "", io[1024] = "";
 
 	bfs_cache_stats(fs->cache, &st);
+	if (fs->fetch) {
+		struct bfs_fetch_stats fst;
+		struct bfs_ioplan_stats pst;
+
+		bfs_fetch_stats(fs->fetch, &fst);
+		bfs_ioplan_stats(fs->ioplan, &pst);
+		snprintf(io, sizeof(io),
+			 "  \"io\": {\"backend\": \"%s\", \"depth\": %u, \"readahead\": %" PRIu64
+			 ", \"reads\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"inflight\": %" PRIu64
+			 ", \"peak_inflight\": %" PRIu64 ", \"pending\": %" PRIu64
+			 ", \"buffered\": %" PRIu64 ", \"peak_buffered\": %" PRIu64
+			 ", \"ranges\": %" PRIu64 ", \"merged\": %" PRIu64 ", \"waits\": %" PRIu64
+			 ", \"wait_seconds\": %.6f, \"retries\": %" PRIu64 ", \"failed\": %" PRIu64
+			 ", \"dropped\": %" PRIu64 ", \"refused\": %" PRIu64
+			 ", \"planned\": %" PRIu64 ", \"claimed\": %" PRIu64
+			 ", \"unplanned\": %" PRIu64 ", \"plans_dropped\": %" PRIu64
+			 ", \"groups\": %" PRIu64 ", \"streams\": %" PRIu64 "},\n",
+			 fst.backend, bfs_fetch_depth(fs->fetch), fs->cfg.readahead, fst.reads,
+			 fst.bytes, fst.inflight, fst.peak_inflight, fst.pending, fst.buffered,
+			 fst.peak_buffered, fst.ranges, fst.merged, fst.waits,
+			 (double)fst.wait_ns / 1e9, fst.retries, fst.failed, fst.dropped,
+			 fst.refused, pst.planned, pst.claimed, pst.unplanned, pst.dropped,
+			 pst.groups, pst.streams);
+	}
 	if (fs->cuda) {
 		struct bfs_cudapath_stats cs;
 		bfs_cudapath_stats(fs->cuda, &cs);
@@ -225,7 +255,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     "  \"prefetch_queued\": %" PRIu64 ",\n"
 		     "  \"decoding\": %" PRIu64 ",\n"
 		     "  \"buffers_reused\": %" PRIu64 ",\n"
-		     "%s"
+		     "%s%s"
 		     "  \"uptime_seconds\": %lld\n"
 		     "}\n",
 		     bfs_dataset_nrecords(fs->ds), bfs_batcher_nbatches(fs->b),
@@ -237,7 +267,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, fs->corrupt,
 		     fs->skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
 		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding,
-		     st.buffers_reused, cuda, (long long)(time(NULL) - fs->mount_time));
+		     st.buffers_reused, io, cuda, (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
 	if (n < 0)
 		return NULL;
@@ -1382,7 +1412,11 @@ void bfs_fs_free(struct bfs_fs *fs)
 {
 	if (!fs)
 		return;
+	/* builds waiting on the source end first, then the cache's workers */
+	bfs_fetch_stop(fs->fetch);
 	bfs_cache_free(fs->cache);
+	bfs_ioplan_free(fs->ioplan);
+	bfs_dataset_fetch_free(fs->ds, fs->fetch);
 	bfs_cudapath_free(fs->cuda);
 	free(fs->cuda_busy);
 	pthread_mutex_destroy(&fs->clock);
@@ -1611,9 +1645,16 @@ static int cuda_daemonize(struct bfs_fs *fs, bool foreground, struct fuse_sessio
  * the device (the kernel aborts the connection) and unmounts. */
 #define WAKE_SIGNAL SIGUSR1
 #define WAKE_EVERY_NS 5000000L
+#define WATCH_EVERY_NS 100000000L /* the signal thread looks for an ended session */
+/* the I/O stage's reads: near ranges share one when the gap is at most
+ * this (and at most half of what they carry: fetch.c), and no read is
+ * longer than a FUSE request (1 MiB) and a half */
+#define IO_MERGE_GAP ((uint64_t)64 << 10)
+#define IO_MAX_READ ((uint64_t)1 << 20)
 
 struct sigctl {
 	struct fuse_session *se;
+	struct bfs_fs *fs;
 	pthread_t loop_thread;
 	pthread_t tid;
 	atomic_bool loop_done; /* the loop returned: stop waking it */
@@ -1629,22 +1670,60 @@ static void *signal_thread(void *arg)
 {
 	struct sigctl *sc = arg;
 	const struct timespec pause = { 0, WAKE_EVERY_NS };
+	const struct timespec look = { 0, WATCH_EVERY_NS };
 	sigset_t set;
-	int sig = 0;
+	int sig = -1;
 
 	bfs_stop_signals(&set);
-	do {
-		if (sigwait(&set, &sig) != 0)
-			continue;
-	} while (sig == 0);
-	if (atomic_load(&sc->quit))
-		return NULL;
+	/* a stopping signal, or the kernel ending the session (an unmount):
+	 * either way reads waiting on the source give up, so that FUSE
+	 * threads stuck on a hung source can finish and the loop return */
+	while (sig <= 0) {
+		sig = sigtimedwait(&set, NULL, &look);
+		if (atomic_load(&sc->quit))
+			return NULL;
+		if (sig <= 0 && fuse_session_exited(sc->se))
+			bfs_fetch_stop(sc->fs->fetch);
+	}
 	fuse_session_exit(sc->se);
+	bfs_fetch_stop(sc->fs->fetch);
 	while (!atomic_load(&sc->loop_done)) {
 		pthread_kill(sc->loop_thread, WAKE_SIGNAL);
 		nanosleep(&pause, NULL);
 	}
 	return NULL;
+}
+
+/* The I/O stage and its planner (threads: in the daemon, after the fork).
+ * A stage that does not start leaves the decoders reading the source. */
+static void start_io(struct bfs_fs *fs)
+{
+	struct bfs_fetch_opts fo = {
+		.depth = fs->cfg.io_depth,
+		.budget = fs->cfg.readahead,
+		.merge_gap = IO_MERGE_GAP,
+		.max_read = IO_MAX_READ,
+		.backend = BFS_FETCH_AUTO,
+	};
+	const char *e = getenv("BATCHFS_IO_BACKEND");
+
+	if (!fs->cfg.io_depth)
+		return;
+	if (e && strcmp(e, "threads") == 0)
+		fo.backend = BFS_FETCH_THREADS;
+	else if (e && strcmp(e, "io_uring") == 0)
+		fo.backend = BFS_FETCH_URING;
+	if (bfs_dataset_fetch_new(&fs->fetch, fs->ds, &fo, fs->cfg.io_all) != 0 ||
+	    bfs_ioplan_new(&fs->ioplan, fs->fetch, fs->ds, fs->rb, fs->nranks) != 0) {
+		fprintf(stderr,
+			"batchfs: the I/O stage did not start (%s); reading the source "
+			"from the decoders\n",
+			bfs_err_msg());
+		bfs_dataset_fetch_free(fs->ds, fs->fetch);
+		fs->fetch = NULL;
+		return;
+	}
+	bfs_cache_set_io(fs->cache, fs->ioplan);
 }
 
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground)
@@ -1687,6 +1766,7 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		goto out_unmount;
 	}
 	sc.se = se;
+	sc.fs = fs;
 	sc.loop_thread = pthread_self();
 	atomic_init(&sc.loop_done, false);
 	atomic_init(&sc.quit, false);
@@ -1695,6 +1775,7 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		goto out_unmount;
 	}
 	sig_started = true;
+	start_io(fs);
 	if (bfs_cache_start(fs->cache) != 0)
 		fprintf(stderr, "batchfs: prefetch workers did not start; decoding on demand\n");
 	lc = fuse_loop_cfg_create();

@@ -27,6 +27,12 @@ struct bfs_fs_config {
 	unsigned fuse_threads; /* max FUSE worker threads */
 	int cuda_device; /* -1: off */
 	unsigned cuda_pool; /* device buffers (0: BFS_CUDA_POOL_DEFAULT) */
+	/* the I/O stage (fetch.h, ioplan.h): io_depth reads in flight at most
+	 * into readahead bytes; io_depth 0: none (the decoders read the
+	 * source); io_all: every shard through it, else the remote ones */
+	unsigned io_depth;
+	uint64_t readahead;
+	bool io_all;
 	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
 					 * environment's BATCHFS_OPEN_REQUESTS=1, for
 					 * measuring what skipping them saves) */

@@ -45,6 +45,9 @@ static void usage(FILE *f)
 		"index_dir)\n"
 		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
 		"  compression=auto|none|gzip|zlib  follow_symlinks\n"
+		"  io_depth=N|auto  readahead=SIZE|auto: source reads in flight, and bytes\n"
+		"    fetched ahead (auto: none on a local disk, 128 reads on a network or\n"
+		"    FUSE filesystem; 64M, or two windows of blocks under shuffle=block)\n"
 		"  cuda[=DEV]  cuda_pool=N (4: device buffers for batch-B.cuda descriptors)\n"
 		"  image=FEATURE:HxW[:C]  image_max_pixels=N (64M)  split=NAME (TFDS folder)\n"
 		"  -f  foreground    -d  debug (foreground, log requests)\n"
@@ -379,6 +382,27 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 		msg);
 }
 
+/* Reads in flight on a network or FUSE filesystem: enough to keep a source
+ * that answers in milliseconds busy (io_depth=auto). */
+#define IO_DEPTH_REMOTE 128
+#define READAHEAD_MIN ((uint64_t)64 << 20)
+
+/* readahead=auto: 64 MiB; under shuffle=block, two windows of blocks (the
+ * one being read and the next, fetched meanwhile), within a quarter of
+ * the machine's memory. */
+static uint64_t auto_readahead(const struct bfs_options *o)
+{
+	uint64_t ra = READAHEAD_MIN, two;
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+	if (o->shuffle && o->block && !__builtin_mul_overflow(o->window, o->block_size, &two) &&
+	    !__builtin_mul_overflow(two, (uint64_t)2, &two) && two + (16u << 20) > ra)
+		ra = two + (16u << 20);
+	if (pages > 0 && psize > 0 && ra > (uint64_t)pages * (uint64_t)psize / 4)
+		ra = (uint64_t)pages * (uint64_t)psize / 4;
+	return ra > READAHEAD_MIN ? ra : READAHEAD_MIN;
+}
+
 static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 {
 	struct bfs_dataset_opts dopt = { 0 };
@@ -597,6 +621,11 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		free(notes);
 		free(passed);
 	}
+	/* the I/O stage: on a network or FUSE filesystem, or when asked for */
+	unsigned io_depth = o->io_depth		     ? o->io_depth
+			    : bfs_dataset_remote(ds) ? IO_DEPTH_REMOTE
+						     : 0;
+	uint64_t readahead = o->readahead ? o->readahead : auto_readahead(o);
 	struct bfs_fs_config cfg = {
 		.ds = ds,
 		.batcher = b,
@@ -608,6 +637,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.schema_json = schema_json,
 		.options_text = opts,
 		.fuse_threads = 16,
+		.io_depth = io_depth,
+		.readahead = readahead,
+		.io_all = o->io_depth != 0,
 		.cuda_device = o->cuda_device,
 		.cuda_pool = o->cuda_pool,
 		.ranks = (const struct bfs_batcher *const *)ranks,

@@ -38,6 +38,8 @@ enum {
 	K_SPLIT,
 	K_IMAGE,
 	K_IMAGE_MAX_PIXELS,
+	K_IO_DEPTH,
+	K_READAHEAD,
 	K_CUDA,
 	K_CUDA_DEV,
 	K_CUDA_POOL,
@@ -73,6 +75,8 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("split=", K_SPLIT),
 	FUSE_OPT_KEY("image=", K_IMAGE),
 	FUSE_OPT_KEY("image_max_pixels=", K_IMAGE_MAX_PIXELS),
+	FUSE_OPT_KEY("io_depth=", K_IO_DEPTH),
+	FUSE_OPT_KEY("readahead=", K_READAHEAD),
 	FUSE_OPT_KEY("cuda", K_CUDA),
 	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
 	FUSE_OPT_KEY("cuda_pool=", K_CUDA_POOL),
@@ -362,6 +366,23 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 		if (bfs_parse_size(&o->shadow_size, v))
 			return bad(c, arg, "need a size such as 8G (0: no shadow copies)");
 		return 0;
+	case K_IO_DEPTH:
+		if (strcmp(v, "auto") == 0) {
+			o->io_depth = 0;
+			return 0;
+		}
+		if (bfs_parse_u64(&n, v) || n == 0 || n > BFS_IO_DEPTH_MAX)
+			return bad(c, arg, "need 'auto' or a whole number from 1 to 4096");
+		o->io_depth = (unsigned)n;
+		return 0;
+	case K_READAHEAD:
+		if (strcmp(v, "auto") == 0) {
+			o->readahead = 0;
+			return 0;
+		}
+		if (bfs_parse_size(&o->readahead, v) || o->readahead < (1u << 20))
+			return bad(c, arg, "need 'auto' or a size of at least 1M, such as 256M");
+		return 0;
 	case K_COMPRESSION:
 		if (bfs_compression_parse(&o->compression, v) != 0)
 			return bad(c, arg, "need auto, none, gzip or zlib");
@@ -553,11 +574,18 @@ char *bfs_options_describe(const struct bfs_options *o)
 {
 	char *s = NULL, *features = NULL, *img = NULL, *t;
 	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "", blk[64] = "", rank[32] = "";
+	char io[64] = "", ra[32] = "auto";
 
 	if (o->cache_size % (1u << 20))
 		snprintf(cache, sizeof(cache), "%llu", (unsigned long long)o->cache_size);
 	else
 		snprintf(cache, sizeof(cache), "%lluM", (unsigned long long)(o->cache_size >> 20));
+	if (o->readahead)
+		snprintf(ra, sizeof(ra), "%lluM", (unsigned long long)(o->readahead >> 20));
+	if (o->io_depth)
+		snprintf(io, sizeof(io), ",io_depth=%u,readahead=%s", o->io_depth, ra);
+	else
+		snprintf(io, sizeof(io), ",io_depth=auto,readahead=%s", ra);
 	if (o->shuffle && o->block)
 		snprintf(blk, sizeof(blk), ",block_size=%llu,window=%llu",
 			 (unsigned long long)o->block_size, (unsigned long long)o->window);
@@ -597,7 +625,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 	}
 	if (asprintf(&s,
 		     "batch_size=%llu,seed=%llu,shuffle=%s%s,epochs=%llu%s,%sworld=%llu,"
-		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u,"
+		     "verify=%s,on_corrupt=%s,cache_size=%s,prefetch=%u%s,threads=%u%s,"
 		     "compression=%s%s%s%s%s%s",
 		     (unsigned long long)o->batch_size, (unsigned long long)o->seed,
 		     !o->shuffle ? "none"
@@ -606,7 +634,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 		     blk, (unsigned long long)o->epochs, o->drop_remainder ? ",drop_remainder" : "",
 		     rank, (unsigned long long)o->world, o->verify ? "crc" : "none",
 		     o->on_corrupt == BFS_ON_CORRUPT_SKIP ? "skip" : "fail", cache, o->prefetch,
-		     chunk, o->threads, bfs_compression_name(o->compression),
+		     chunk, o->threads, io, bfs_compression_name(o->compression),
 		     features ? ",features=" : "", features ? features : "",
 		     o->follow_symlinks ? ",follow_symlinks" : "", cuda, img) < 0)
 		s = NULL;

@@ -17,6 +17,7 @@
 
 #define BFS_PREFETCH_DEFAULT UINT_MAX
 #define BFS_SHADOW_SIZE_DEFAULT ((uint64_t)8 << 30) /* shadow copies in index_dir */
+#define BFS_IO_DEPTH_MAX 4096
 
 struct bfs_options {
 	uint64_t batch_size;
@@ -43,6 +44,8 @@ struct bfs_options {
 	char *image[8]; /* image=FEATURE:HxW[:C], in the order given */
 	unsigned nimage;
 	uint64_t image_max_pixels; /* 0: the default (image.h) */
+	unsigned io_depth; /* source reads in flight at most; 0: auto */
+	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
 	enum bfs_compression compression;
 	bool follow_symlinks;
 	int cuda_device; /* -1 off */
