@@ -16,7 +16,7 @@
  * its shard a count pass. A larger shard keeps a file of its own:
  *     INDEX_DIR/<hash of the shard's path>-<hash of the description>.cnt.idx
  * Both names end in .idx, so an index_dir that is a directory SOURCE
- * itself holds no file that would be taken for a shard (DESIGN.md).
+ * itself holds no file that would be taken for a shard (docs/contract.md).
  * The name ...cnt (a file of its own for every shard, small or large) is
  * retired: a file by that name is never read, and is deleted when the
  * shard's counts are next written (its .cnt.idx, or a pack that holds
