@@ -1,6 +1,6 @@
 /*
  * blockshuf.c — the block cut and the per-epoch block order (see
- * blockshuf.h; the algorithm is README.md's "The block shuffle, exactly").
+ * blockshuf.h; the algorithm is docs/shuffle.md, section 5).
  */
 #include "blockshuf.h"
 

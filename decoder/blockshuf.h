@@ -2,7 +2,7 @@
  * blockshuf.h — the epoch order of `shuffle=block`: blocks of consecutive
  * records are permuted, and records are shuffled inside groups of `window`
  * consecutive blocks of that permuted sequence. The algorithm is specified
- * in README.md ("The block shuffle, exactly"); like the global shuffle it
+ * in docs/shuffle.md (section 5); like the global shuffle it
  * is version-stable, and any position maps to its record without replaying
  * the epoch (O(log) per position after an O(blocks) set-up per epoch).
  *

@@ -45,7 +45,7 @@ struct bfs_cntcache {
 	uint64_t deschash;
 	uint32_t nslots;
 	char own[48]; /* "-<deschash>.cnt.idx": a shard's file of its own */
-	char old[48]; /* "-<deschash>.cnt": that file as batchfs named it before */
+	char old[48]; /* "-<deschash>.cnt": the retired name of that file */
 	void (*on_note)(void *ctx, const char *shard, const char *msg);
 	void *note_ctx;
 	struct group *g; /* sorted by dirhash */
@@ -424,9 +424,9 @@ static int pack_save(struct bfs_cntcache *cc, struct group *g)
 	return rc;
 }
 
-/* The shards whose counts are in a pack just written lose the files of
- * their own that an earlier batchfs (one file per shard, named .cnt) or a
- * larger version of the shard left: nothing reads them. */
+/* The shards whose counts are in a pack just written lose their files of
+ * their own (a .cnt.idx from when the shard was larger, or one under the
+ * retired .cnt name): nothing reads them. */
 static void drop_own_files(struct bfs_cntcache *cc, const bool *written)
 {
 	const char *const names[] = { cc->old, cc->own };

@@ -2,7 +2,7 @@
  * cntcache.h — where a batcher's ragged counts (counts.h) are kept in
  * index_dir, shard by shard, so that a first mount over thousands of tiny
  * shards writes one counts file per directory of shards instead of one per
- * shard (file creation is most of the cost of such a mount, as it was for
+ * shard (file creation is most of the cost of such a mount, as it is for
  * the index: ixpack.h), and a re-mount reads that one file back.
  *
  * A shard whose counts file (counts.h) would be under BFS_IXPACK_ENTRY_MAX
@@ -16,14 +16,15 @@
  * its shard a count pass. A larger shard keeps a file of its own:
  *     INDEX_DIR/<hash of the shard's path>-<hash of the description>.cnt.idx
  * Both names end in .idx, so an index_dir that is a directory SOURCE
- * itself holds no file that would be taken for a shard (DESIGN.md).
- * Earlier versions gave every shard, small or large, a file of its own
- * named ...cnt: such a file is never read, and is deleted when the
+ * itself holds no file that would be taken for a shard (docs/contract.md).
+ * The name ...cnt (a file of its own for every shard, small or large) is
+ * retired: a file by that name is never read, and is deleted when the
  * shard's counts are next written (its .cnt.idx, or a pack that holds
- * them, which also deletes the .cnt.idx a larger version of the shard
- * had). Each name is computed, never matched by a pattern
- * (bfs_dataset_drop_cache_files); a file deleted under a mount of an
- * older batchfs sharing index_dir only costs it a count pass.
+ * them, which also deletes the .cnt.idx the shard had while it was
+ * larger), so that index_dir does not keep what nothing reads. Each name
+ * is computed, never matched by a pattern (bfs_dataset_drop_cache_files);
+ * a mount of another batchfs version sharing index_dir that reads a file
+ * deleted under it only costs it a count pass.
  * Two schemas counting other slots have other descriptions, hence other
  * packs; two datasets over one directory (globs) with the same slots share
  * its pack: a rewrite keeps the entries of the old pack that still hold

@@ -708,7 +708,7 @@ static int pack_save(struct bfs_dataset *ds, size_t gi, const bool *ok)
 /* After a scan: write each pack that changed (a small index scanned, or an
  * entry stale or corrupt). ok[i]: shard i's index is good. A shard whose
  * index went into a pack written here loses the file of its own in dir
- * (DIR/<hash>.idx, as idx_file names it) that an earlier batchfs (one file
+ * (DIR/<hash>.idx, as idx_file names it) that another batchfs (one file
  * per shard) or a larger version of the shard left: nothing reads it. */
 static void packs_save(struct bfs_dataset *ds, const char *dir, const bool *ok, const bool *cached)
 {

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #define MAGIC "BFSIDX03"
-#define MAGIC_FAMILY "BFSIDX" /* older versions share it: rebuilt, never read */
+#define MAGIC_FAMILY "BFSIDX" /* every format version: another one is rebuilt, never read */
 #define HDR_BYTES 128
 #define POS_MASK (((uint64_t)1 << 40) - 1)
 #define STRIDE_MAX (((uint64_t)1 << 20) - 1)

@@ -1,7 +1,7 @@
 /*
  * perm.h — the epoch permutation: a keyed Feistel bijection with cycle
  * walking, computed from (seed, epoch) alone, O(1) memory. The algorithm is
- * specified in README.md ("The global shuffle, exactly"); changing it
+ * specified in docs/shuffle.md (sections 3 and 4); changing it
  * changes every user's data order, so it is versioned there.
  *
  * The same type carries a shuffle=block order (blockshuf.h) when one is

@@ -34,7 +34,7 @@
  * or [max_bytes] when every step has at most one value); output
  * feature_lists/NAME [B, max_steps, *shape] + feature_lists/NAME.lengths.
  *
- * Inference (DESIGN.md): same count in every record → FIXED ([] for 1);
+ * Inference (docs/contract.md): same count in every record → FIXED ([] for 1);
  * otherwise (counts differ or missing somewhere) → PADDED with max_len the
  * largest count seen. Bytes: one value of the same length L everywhere →
  * FIXED uint8 [L]; one value of varying length, or missing somewhere →

@@ -555,7 +555,7 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ra
 				c->st.hits++;
 				break;
 			}
-			c->st.prefetch_hits++; /* being decoded by someone: help, wait */
+			c->st.waits++; /* being decoded by someone: help, wait */
 			wait_loaded(c, x);
 			if (x->state == ST_READY)
 				break;

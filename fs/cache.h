@@ -54,7 +54,8 @@ struct bfs_cache_entry {
 };
 
 struct bfs_cache_stats {
-	uint64_t hits, misses, evictions, prefetch_issued, prefetch_hits;
+	uint64_t hits, misses, evictions, prefetch_issued;
+	uint64_t waits; /* found being decoded: helped, then waited (cache_waits) */
 	uint64_t batches_decoded, chunks_decoded, decode_ns, decode_errors;
 	uint64_t bytes, peak_bytes, budget, entries;
 	uint64_t records_decoded; /* rows of the batches and chunks decoded */

@@ -262,7 +262,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     bfs_dataset_index_reused(fs->ds) ? "true" : "false",
 		     bfs_dataset_schema_reused(fs->ds) ? "true" : "false",
 		     bfs_dataset_index_bytes(fs->ds), bfs_dataset_bad_records(fs->ds), fs->reads,
-		     fs->bytes_read, st.hits, st.misses, st.prefetch_hits, st.evictions, st.entries,
+		     fs->bytes_read, st.hits, st.misses, st.waits, st.evictions, st.entries,
 		     st.bytes, st.peak_bytes, st.budget, st.prefetch_issued, st.batches_decoded,
 		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, fs->corrupt,
 		     fs->skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),

@@ -247,7 +247,7 @@ static char *image_notes(const struct bfs_schema *s)
 	return out;
 }
 
-/* ---- TFDS dataset folders (DESIGN.md: split=) */
+/* ---- TFDS dataset folders (docs/contract.md: split=) */
 
 static bool file_exists(const char *dir, const char *name)
 {

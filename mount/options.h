@@ -1,5 +1,5 @@
 /*
- * options.h — the mount's `-o key=value` options (DESIGN.md's table),
+ * options.h — the mount's `-o key=value` options (docs/contract.md's table),
  * parsed with libfuse's fuse_opt so standard FUSE options pass through.
  *
  * Every bad value is reported as one line naming the option, before

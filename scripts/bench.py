@@ -43,7 +43,7 @@ datasets of small records (10^7 in 64 shards; 10^8 in 256 with --scale-1e8):
 index bytes per record on disk, re-mount time with the index reused (and
 that it reads no shard), the first index build's rate against `cat` of the
 same files (cold: evicted with fadvise; and warm), the daemon's RSS after
-mount and after one epoch; then the many-shards part (issue 13: 20,000
+mount and after one epoch; then the many-shards part (20,000
 tiny plain shards of 20 'small' records; 2,000 with --quick): `xargs cat`
 of all of them, cold and warm, against the first mount's index build with a
 fresh index_dir (cold and warm, index only as with schema=; and with schema
@@ -1832,7 +1832,7 @@ def xargs_cat(files):
 
 
 def shards_one(args, tools, nshards):
-    """'Many shards' (issue 13): nshards tiny plain shards of SHARDS_PER
+    """'Many shards': nshards tiny plain shards of SHARDS_PER
     'small' records each. `cat` of all of them (cold, warm) against the first
     mount's index build with a fresh index_dir (cold, warm; index only, as
     with schema=; then with schema inference, warm), re-mounts with the index

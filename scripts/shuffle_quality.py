@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""How random is shuffle=block next to shuffle=global? (README.md, "The block
-shuffle, exactly")
+"""How random is shuffle=block next to shuffle=global? (docs/shuffle.md,
+section 5)
 
     scripts/shuffle_quality.py [--records N] [--record-bytes R]
                                [--block-size S] [--window W] [--batch B]

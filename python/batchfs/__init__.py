@@ -233,7 +233,7 @@ def mount(source: Union[PathLike, Sequence[PathLike]], mountpoint: Optional[Path
           fuse_args: Sequence[str] = (), **options: Any) -> Iterator[Mount]:
     """Mount ``source`` on ``mountpoint`` for the ``with`` block; yields a :class:`Mount`.
 
-    ``options`` are the mount options of DESIGN.md as keywords
+    ``options`` are the mount options of docs/contract.md as keywords
     (``batch_size=256, seed=3, epochs=10, drop_remainder=True,
     features=["x", "label"]``; see :func:`format_options`). The daemon runs
     in the foreground as this process's child (``batchfs -f``), its log in

@@ -85,7 +85,7 @@ def synthetic(w, h, seed=0):
 
 def variants():
     """(name, encoded bytes, reference RGB(A)/L decode function) for every
-    variant DESIGN.md lists. The reference gives the image PIL decodes,
+    variant docs/contract.md lists. The reference gives the image PIL decodes,
     converted the way batchfs documents for C = 1, 3, 4."""
     from PIL import Image
     base = Image.fromarray(synthetic(67, 45, 1))
@@ -170,7 +170,7 @@ def psnr(a, b):
 
 
 # ------------------------------------------------------------ numpy references
-# The resize DESIGN.md's filters describe, written independently of
+# The resize docs/contract.md's filters describe, written independently of
 # decoder/resize.c as dense weight matrices (float64): out = Wy @ img @ Wx.T.
 
 
@@ -204,7 +204,7 @@ def resize_ref(img, region, out_h, out_w, filt):
 
 
 def place_ref(img, H, W, mode, filt):
-    """The whole resize as DESIGN.md states it: stretch, fit (keep aspect,
+    """The whole resize as docs/contract.md states it: stretch, fit (keep aspect,
     centred, pad 0) or crop (keep aspect, cover, centre crop)."""
     h, w = img.shape[:2]
     c = img.shape[2]

@@ -1,22 +1,22 @@
-"""oracle — an independent reference for batchfs, written from DESIGN.md and
-README.md only (it shares no code with the C decoder).
+"""oracle — an independent reference for batchfs, written from the contract
+(docs/contract.md, docs/shuffle.md) only: it shares no code with the C decoder.
 
     list_shards(source)             the shards of SOURCE, in mount order
     read_records(path)              record payloads of one shard (CRC-checked)
     scan_records(path)              framing facts per record, CRC results
     detect_compression(raw)         'none' | 'gzip' | 'zlib'
     decode(record_bytes)            the record as a dict (official protobuf runtime)
-    perm(n, seed, epoch)            the README's Feistel permutation, all positions
+    perm(n, seed, epoch)            docs/shuffle.md's permutation, all positions
     perm_at(p, n, seed, epoch)      the same, one position, plain Python ints
     batches_per_epoch(...), batch_positions(...), batch_records(...)
     dataset_lengths(source)         (record data lengths, records per shard)
-    block_cut(lens, shard_nrec, block_size)   README's blocks of shuffle=block
+    block_cut(lens, shard_nrec, block_size)   the blocks of shuffle=block
     block_perm(lens, shard_nrec, block_size, window, seed, epoch)
                                     shuffle=block's order of a whole epoch
-    infer_schema(decoded)           the inference rules of DESIGN.md / schema.h
+    infer_schema(decoded)           the inference rules of docs/contract.md
     expected_batch(decoded, schema, indices)   tensor name -> numpy array
     npy_bytes(arr)                  np.save's bytes (numpy is the reference)
-    safetensors_bytes(tensors)      the README's safetensors layout
+    safetensors_bytes(tensors)      the contract's safetensors layout
     parse_safetensors(raw)          name -> numpy array (own parser)
 
 Use /usr/bin/python3 (Debian's numpy and protobuf).
@@ -438,7 +438,7 @@ def _perm_params(n, seed, epoch):
 
 
 def perm_at(p, n, seed, epoch):
-    """README's P(p), with Python integers (the slow reference)."""
+    """docs/shuffle.md's P(p), with Python integers (the slow reference)."""
     if n <= 1:
         return p
     keys, h, mask = _perm_params(n, seed, epoch)
@@ -502,7 +502,7 @@ def dataset_lengths(source):
 
 
 def block_cut(lens, shard_nrec, block_size):
-    """README's cut: a block takes the records that fit in block_size bytes
+    """docs/shuffle.md's cut: a block takes the records that fit in block_size bytes
     (data length + 16 each), at least one, and a shard's first record always
     starts a block. Returns the first record of every block."""
     starts, r = [], 0
@@ -523,7 +523,7 @@ _BLOCKS_TAG = 0x626C6F636B73
 
 def block_perm(lens, shard_nrec, block_size, window, seed, epoch):
     """The record at every position of an epoch under shuffle=block, as the
-    README defines it, with the whole epoch materialised (no search)."""
+    docs/shuffle.md defines it, with the whole epoch materialised (no search)."""
     n = len(lens)
     starts = block_cut(lens, shard_nrec, block_size)
     nb = len(starts)
@@ -574,7 +574,7 @@ def batch_records(n, batch_size, batch, seed=0, epoch=0, shuffle="global", rank=
 
 
 def infer_schema(decoded):
-    """Inference per DESIGN.md and decoder/schema.h, from decoded records.
+    """Inference per docs/contract.md and decoder/schema.h, from decoded records.
     Returns {"features": {...}, "feature_lists": {...}} (no facts)."""
     n = len(decoded)
     ctx = {}  # name -> {"kind", "counts": [...per record or None], "blens": set, "maxb"}
@@ -842,7 +842,7 @@ def expected_batch(decoded, schema, indices):
     decode() results), schema = the schema JSON (dict or text, facts are
     ignored), indices = global record indices in row order.
     Returns {tensor name: numpy array}; tensor names are the file paths
-    without .npy (README)."""
+    without .npy (docs/contract.md, Bytes)."""
     if isinstance(schema, (str, bytes)):
         schema = json.loads(schema)
     recs = [decoded[i] for i in indices]
@@ -894,7 +894,7 @@ def _st_name(dt):
 
 
 def safetensors_bytes(tensors):
-    """The README layout: 8-byte LE header length, JSON header (keys sorted, no
+    """The contract's layout: 8-byte LE header length, JSON header (keys sorted, no
     spaces) padded with spaces so the data starts at a multiple of 64, then
     the tensors' data in key order with no holes."""
     header, blobs, off = {}, [], 0
@@ -915,7 +915,7 @@ class SafetensorsError(ValueError):
 
 
 def parse_safetensors(raw, strict=True):
-    """name -> numpy array. With strict, also check the README's layout: data
+    """name -> numpy array. With strict, also check the contract's layout: data
     at a multiple of 64, header keys sorted with no spaces (then padding
     spaces), data in key order with no holes and nothing after it."""
     raw = bytes(raw)

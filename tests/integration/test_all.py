@@ -1,5 +1,5 @@
-"""Integration tests of `epoch-E/all/` and `epoch-E/all.safetensors` (DESIGN.md,
-"The whole epoch as one array") over real FUSE mounts.
+"""Integration tests of `epoch-E/all/` and `epoch-E/all.safetensors`
+(docs/contract.md, "The whole epoch as one array") over real FUSE mounts.
 
 Every all/ file is checked byte for byte twice: against the concatenation of
 the mount's own batch files of that epoch (ragged offsets shifted as when

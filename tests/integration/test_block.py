@@ -1,8 +1,8 @@
-"""Integration tests of `shuffle=block` (DESIGN.md; README.md "The block
-shuffle, exactly") over real FUSE mounts.
+"""Integration tests of `shuffle=block` (docs/shuffle.md, section 5) over
+real FUSE mounts.
 
 The order of every epoch is computed independently by the oracle
-(oracle.block_perm: the README's cut and groups, the whole epoch
+(oracle.block_perm: the cut and groups of docs/shuffle.md, the whole epoch
 materialised), checked there to be a permutation for many parameters, and
 the mount's batch files and all/ are compared with the oracle's bytes for
 that order. Fixtures come from test_mount.py."""

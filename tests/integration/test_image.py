@@ -1,4 +1,4 @@
-"""Image features (DESIGN.md: image=, "decode": "image"): batchfs's decode
+"""Image features (docs/contract.md: image=, "decode": "image"): batchfs's decode
 of JPEG/PNG bytes compared with an independent decoder (PIL, Debian's
 python3-pil) on generated images of every variant and on real photographs
 (scikit-image's data files, Debian's python3-skimage); bad images as
@@ -11,7 +11,7 @@ Tolerances, and why:
     luma plane (no colour conversion at all), PIL's is L computed from its
     rounded RGB, so they differ by at most 4 levels of rounding.
   * Resize: the resampling is held to references written here in numpy from
-    DESIGN.md's definitions (imgdata.place_ref) to within 1 level (float32
+    docs/contract.md's definitions (imgdata.place_ref) to within 1 level (float32
     sums against float64), on PIL's decode of the same bytes; a JPEG whose
     target is at least 2x smaller is decoded by the IDCT at 1/2, 1/4 or 1/8
     first (as batchfs documents), so its reference starts from PIL's draft
@@ -110,7 +110,7 @@ def _scale(mode, w, h, W, H):
 
 
 def _pil_decode(data, mode, W, H):
-    """PIL's decode of data at the scale batchfs decodes it (DESIGN: the IDCT
+    """PIL's decode of data at the scale batchfs decodes it (docs/contract.md: the IDCT
     scale 1/d, d the largest of 8, 4, 2 with scale * d <= 1), and that d."""
     from PIL import Image
     im = Image.open(io.BytesIO(data))

@@ -1,4 +1,4 @@
-"""batchfs installed like a system tool (issue 12, part 3): `make install`
+"""batchfs installed like a system tool: `make install`
 puts the binary, the man page and the Python module in their places (into a
 DESTDIR here), the installed module finds the installed binary, the man
 page names every command and option of `batchfs --help`, and an /etc/fstab

@@ -1,5 +1,5 @@
 """Integration tests over real FUSE mounts of batchfs, checked against the
-oracle (DESIGN.md + README.md). Needs root (or fuse access), /dev/fuse and
+oracle (docs/contract.md, docs/shuffle.md). Needs root (or fuse access), /dev/fuse and
 fusermount3; skips cleanly while batchfs is missing or a placeholder.
 
 Every mount runs in the foreground (`batchfs -f`) under a finalizer that

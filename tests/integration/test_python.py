@@ -1,5 +1,5 @@
-"""The Python module `batchfs` (python/batchfs, DESIGN.md "The Python
-module") against real mounts: mount() as a context manager, Mount's schema,
+"""The Python module `batchfs` (python/batchfs, docs/contract.md "The
+Python module") against real mounts: mount() as a context manager, Mount's schema,
 stats and epochs, numpy.load_batch from .npy folders, .safetensors, all/ and
 all.safetensors, torch.BatchDataset under DataLoader(num_workers=2) with
 set_epoch, and `python3 -m batchfs` behaving as the binary. Every array is

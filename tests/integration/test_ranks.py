@@ -1,5 +1,5 @@
-"""Integration tests of many ranks in one mount (DESIGN.md, "Many ranks, one
-mount"): `world=W` without `rank` shows rank-0000/ ... rank-(W-1)/ at the
+"""Integration tests of many ranks in one mount (docs/contract.md, "Many
+ranks, one mount"): `world=W` without `rank` shows rank-0000/ ... rank-(W-1)/ at the
 top, each holding exactly what a `rank=R,world=W` mount shows. Every file
 of every rank folder is compared byte for byte with its own rank=R mount,
 and the ranks' batches together with the single-node sequence minus the cut

@@ -1,4 +1,4 @@
-"""Real-world dataset shapes (issue 13): thousands of shards under a small
+"""Real-world dataset shapes: thousands of shards under a small
 descriptor limit, and records with hundreds of features. Every byte is
 checked against the oracle.
 
@@ -113,7 +113,7 @@ def _idx_files(d):
 
 
 def test_remount_maps_the_index_without_reading_the_shards(batchfs, gen, tmp_path):  # noqa: F811
-    """Issue 9: the first mount reads every shard once (its read count covers
+    """The first mount reads every shard once (its read count covers
     their bytes); a re-mount of the unchanged dataset reads none of them
     (read/pread bytes far below the shards' size), rewrites no index file and
     serves the same batches; a cache file with a flipped byte is rebuilt with
@@ -205,7 +205,7 @@ def _evict(paths):
 
 @pytest.mark.parametrize("size", ["large", "small"])
 def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size):  # noqa: F811
-    """Issue 9: the per-record ragged counts are cached in index_dir beside
+    """The per-record ragged counts are cached in index_dir beside
     the index. The first mount decodes every record (counting), a re-mount
     of the unchanged dataset reads no shard's records (its shards' pages stay
     out of the page cache but for the first bytes that tell the compression; for records of ~80 KB, read with pread, the daemon's
@@ -214,7 +214,7 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
     one log line naming it, the output unchanged. Small records are read
     through a mapping (not in rchar): the page cache tells. The 3,000
     records a shard of "small" have counts files of their own; the 40 of
-    "large" have their counts in one pack (issue 13), whose first entry is
+    "large" have their counts in one pack, whose first entry is
     the one corrupted."""
     blob = "blob:bytes:1..2,len=40000..70000" if size == "large" else "blob:bytes:0..3,len=1..9"
     n = 160 if size == "large" else 12000
@@ -290,9 +290,9 @@ def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):  # n
     """A first mount with schema= caches the index but no inferred schema; a
     mount without schema= then scans every shard to infer one, and must not
     write the index it loaded again (a rename over an existing file, which
-    ext4 flushes at once: with one file per shard that was one per shard;
-    these small shards share one index pack); the inferred schema is
-    cached, and a third mount scans nothing."""
+    ext4 flushes at once: one per shard where each shard has an index
+    file of its own; these small shards share one index pack); the
+    inferred schema is cached, and a third mount scans nothing."""
     ds = _dataset(gen, tmp_path / "src", 400, ["x:float:2", "y:int64:1"], shards=40, seed=21)
     ix = str(tmp_path / "ix")
     schema = tmp_path / "schema.json"
@@ -358,7 +358,7 @@ def test_remount_takes_each_shards_compression_from_its_index(batchfs, gen, tmp_
 
 def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs, gen,  # noqa: F811
                                                                         tmp_path):
-    """Issue 13: a first mount over thousands of tiny shards writes one index
+    """A first mount over thousands of tiny shards writes one index
     pack in index_dir (not one index file per shard: creating those was two
     thirds of such a build), beside the inferred schema; a re-mount reads it
     back and no shard (with the shards' pages evicted, none is in the page
@@ -418,7 +418,7 @@ def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs,
 
 def test_many_tiny_ragged_shards_share_one_counts_pack_and_a_remount_reads_none(  # noqa: F811
         batchfs, gen, tmp_path):
-    """Issue 13: a first mount of a dataset with ragged features over
+    """A first mount of a dataset with ragged features over
     thousands of tiny shards counts every record and writes the counts in
     one counts pack (not one counts file per shard), beside the one index
     pack: index_dir holds O(1) files. A re-mount reads the counts back with

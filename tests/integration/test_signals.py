@@ -1,5 +1,5 @@
 """SIGINT, SIGTERM and SIGHUP stop a mount cleanly, whatever thread the
-kernel hands them to: the daemon unmounts and exits 0 (issue 12, part 1).
+kernel hands them to: the daemon unmounts and exits 0.
 
 Each signal goes to 50 mounts, one after another, alternately foreground
 (`batchfs -f`, our child) and daemonized (plain `batchfs`; this process is
@@ -14,7 +14,7 @@ Exit time is measured from the signal to the daemon's exit. The contract is
 for reasons that have nothing to do with batchfs (the process is not
 scheduled), so each exit has a hard deadline (BFS_SIGNAL_DEADLINE, default
 10 s) and the median must be within the one second. A signal that is lost
-(taken by a thread that does not wake the session loop, the old bug) makes
+(taken by a thread that does not wake the session loop) makes
 the daemon run until the hard deadline, and fails the test."""
 
 import ctypes

@@ -1,4 +1,4 @@
-"""TFDS dataset folders and messy directories (DESIGN.md: SOURCE, split=).
+"""TFDS dataset folders and messy directories (docs/contract.md: SOURCE, split=).
 
 The folders are built here from the format TFDS documents and writes:
 dataset_info.json, features.json (a FeaturesDict whose features are Image,

@@ -1445,11 +1445,11 @@ static uint64_t parts_deshash(void)
 	return h;
 }
 
-/* The counts files an earlier batchfs left in ix, one per shard under the
- * old name "<hash of the path>-<hash of the slots>.cnt", are never read
- * (garbage in them is no note), and go once the shard's counts are
- * written: the small shards' when their pack is, the big shard's when its
- * file (now .cnt.idx) is. A file for other slots stays. */
+/* Counts files in ix under the retired name "<hash of the path>-<hash of
+ * the slots>.cnt", one per shard, are never read (garbage in them is no
+ * note), and go once the shard's counts are written: the small shards'
+ * when their pack is, the big shard's when its .cnt.idx is. A file for
+ * other slots stays. */
 START_TEST(old_counts_file_names_are_passed_over_then_dropped)
 {
 	char dir[] = "/tmp/check_cntpack_XXXXXX", src[128], ix[128], f[600], other[600];

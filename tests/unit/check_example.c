@@ -2,8 +2,8 @@
  * check_example.c — unit tests of decoder/example.c: tf.train.Example and
  * SequenceExample decoding from hand-built wire bytes (packed and unpacked
  * lists, unknown fields at every level, duplicate keys, empty Features,
- * malformed input), the text form, and every record of the shared real
- * TFRecord files.
+ * malformed input) and the text form. Every record of the shared real
+ * TFRecord files is check_realdata.c's.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -1086,104 +1086,6 @@ START_TEST(bound_decoding_int64_templates_follow_the_varint_size)
 }
 END_TEST
 
-/* ---- real files -------------------------------------------------------------------------- */
-
-struct real_ctx {
-	const char *file;
-	long decoded, failed;
-	size_t features;
-};
-
-static void real_record(void *vctx, const uint8_t *data, size_t len)
-{
-	struct real_ctx *ctx = vctx;
-	struct bfs_example *ex = NULL;
-	char *text = NULL;
-
-	if (bfs_example_decode(&ex, data, len) < 0) {
-		if (!ctx->failed)
-			fprintf(stderr, "%s: record %ld: %s\n", ctx->file, ctx->decoded,
-				bfs_err_msg());
-		ctx->failed++;
-		return;
-	}
-	ctx->decoded++;
-	ctx->features += ex->nfeatures + ex->nlists;
-	/* bound decoding (the batch builder's) agrees with the reference */
-	{
-		const char *bad = bind_diff(data, len);
-		ck_assert_msg(bad == NULL, "%s: record %ld: bind: %s", ctx->file, ctx->decoded,
-			      bad);
-	}
-	/* the fast decoder takes every real record and agrees with the reference */
-	{
-		struct bfs_example *fast = NULL, *ref = NULL;
-		ck_assert_int_eq(bfs_example_decode_fast(&fast, data, len), 0);
-		ck_assert_int_eq(bfs_example_decode_ref(&ref, data, len), 0);
-		ck_assert(bfs_example_equal(fast, ref));
-		bfs_example_free(fast);
-		bfs_example_free(ref);
-	}
-	for (size_t i = 1; i < ex->nfeatures; i++)
-		ck_assert(strcmp(ex->features[i - 1].name, ex->features[i].name) < 0);
-	if (ctx->decoded <= 3) {
-		ck_assert_int_eq(bfs_example_to_text(&text, ex, 8), 0);
-		free(text);
-	}
-	bfs_example_free(ex);
-}
-
-/* Record counts from MANIFEST.md. */
-static const struct {
-	const char *file;
-	long records;
-} real_counts[] = {
-	{ "tfx-mnist-1000.tfrecord", 1000 },
-	{ "tfx-taxi-external-00000-of-00002.tfrecord.gz", 9988 },
-	{ "tfx-seqex-eval.tfrecord.gz", 4500 },
-	{ "lingvo-t2t-translate-ende-wmt32k-train-00511-of-00512.tfrecord", 8941 },
-	{ "ecosystem-hadoop-part-m-00000.tfrecord", 5 },
-	{ "tft-seqex-data.tfrecord.gz", 3 },
-};
-
-START_TEST(every_record_of_the_real_files_decodes)
-{
-	size_t nfiles = 0;
-	char **files = realdata_files(&nfiles);
-	long total = 0;
-
-	if (!files || !nfiles) {
-		fprintf(stderr, "check_example: no real test data in %s, skipped\n",
-			realdata_dir());
-		realdata_files_free(files, nfiles);
-		return;
-	}
-	for (size_t i = 0; i < nfiles; i++) {
-		char path[4096];
-		struct real_ctx ctx = { .file = files[i] };
-		size_t len;
-		uint8_t *buf;
-		long n;
-
-		snprintf(path, sizeof(path), "%s/%s", realdata_dir(), files[i]);
-		buf = realdata_read(path, &len);
-		ck_assert_msg(buf != NULL, "cannot read %s", path);
-		n = realdata_records(buf, len, real_record, &ctx);
-		free(buf);
-		ck_assert_msg(n > 0, "%s: bad framing", files[i]);
-		ck_assert_msg(ctx.failed == 0, "%s: %ld records failed", files[i], ctx.failed);
-		ck_assert_int_eq(ctx.decoded, n);
-		for (size_t j = 0; j < BFS_ARRAY_SIZE(real_counts); j++)
-			if (strcmp(files[i], real_counts[j].file) == 0)
-				ck_assert_int_eq(n, real_counts[j].records);
-		total += n;
-	}
-	realdata_files_free(files, nfiles);
-	if (!getenv("BFS_TESTDATA"))
-		ck_assert_int_eq(total, 44528); /* MANIFEST.md: 15 files, 44528 records */
-}
-END_TEST
-
 static Suite *example_suite(void)
 {
 	Suite *s = suite_create("example");
@@ -1223,10 +1125,6 @@ static Suite *example_suite(void)
 	tcase_add_test(tc, bound_decoding_templates_take_new_values_and_miss_on_other_bytes);
 	tcase_add_test(tc, a_new_bind_inherits_no_templates);
 	tcase_add_test(tc, bound_decoding_int64_templates_follow_the_varint_size);
-	tc = tcase_create("real");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, every_record_of_the_real_files_decodes);
-	suite_add_tcase(s, tc);
 	return s;
 }
 

@@ -624,8 +624,9 @@ static bool exists(const char *path)
 	return stat(path, &st) == 0;
 }
 
-/* The files of their own that an earlier batchfs left: read while they
- * hold; once a pack is written with a small shard's index, that shard's
+/* Small shards' index files of their own (left by another batchfs sharing
+ * index_dir, or when a shard was larger): read while they hold; once a
+ * pack is written with a small shard's index, that shard's
  * file goes (and only then: not when the write fails). The big shard keeps
  * its file, and a file batchfs did not name for one of these shards stays. */
 START_TEST(a_written_pack_drops_its_shards_files_of_their_own)

@@ -1,8 +1,8 @@
 /*
  * check_record.c — unit tests for crc32c.c and record.c: CRC vectors, framing
  * of generated plain/gzip/zlib shards, detection, every error path, random
- * and concurrent access through seek points, and the real shards in
- * ../shared/testdata/real (BFS_TESTDATA overrides the directory).
+ * and concurrent access through seek points. The shared real shards are
+ * check_realdata.c's.
  *
  * Shards are written by a small writer in this file (zlib's gzip/compress
  * APIs for the compressed ones) into a temporary directory.
@@ -25,10 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-
-#ifndef SRCDIR
-#define SRCDIR "."
-#endif
 
 static char tmpdir[256];
 
@@ -1139,77 +1135,6 @@ START_TEST(set_index_roundtrips_into_a_fresh_shard)
 }
 END_TEST
 
-/* ---- real shards -------------------------------------------------------- */
-
-static const struct {
-	const char *file;
-	enum bfs_compression comp;
-	uint64_t records;
-} real_cases[] = {
-	{ "tfx-mnist-1000.tfrecord", BFS_COMP_NONE, 1000 },
-	{ "tfx-taxi-external-00000-of-00002.tfrecord.gz", BFS_COMP_GZIP, 9988 },
-	{ "tfx-taxi-external-00001-of-00002.tfrecord.gz", BFS_COMP_GZIP, 5012 },
-	{ "tfx-taxi-transformed-eval-00000-of-00001.tfrecord.gz", BFS_COMP_GZIP, 5091 },
-	{ "tfx-seqex-eval.tfrecord.gz", BFS_COMP_GZIP, 4500 },
-	{ "tfx-tfjs-next-page-data.tfrecord.gz", BFS_COMP_GZIP, 100 },
-	{ "trax-squad-validation-00000-of-00001.tfrecord", BFS_COMP_NONE, 10 },
-	{ "lingvo-t2t-translate-ende-wmt32k-train-00511-of-00512.tfrecord", BFS_COMP_NONE, 8941 },
-	{ "lingvo-wmt14-ende-wpm-32k-test.tfrecord", BFS_COMP_NONE, 100 },
-	{ "ydf-adult-test.tfrecord.gz", BFS_COMP_GZIP, 9769 },
-	{ "ydf-toy-00000-of-00002.tfrecord.gz", BFS_COMP_GZIP, 3 },
-	{ "ydf-toy-00001-of-00002.tfrecord.gz", BFS_COMP_GZIP, 1 },
-	{ "ecosystem-hadoop-part-m-00000.tfrecord", BFS_COMP_NONE, 5 },
-	{ "ecosystem-hadoop-part-m-00000.tfrecord.gz", BFS_COMP_GZIP, 5 },
-	{ "tft-seqex-data.tfrecord.gz", BFS_COMP_GZIP, 3 },
-};
-
-static const char *testdata_dir(void)
-{
-	const char *env = getenv("BFS_TESTDATA");
-	return env && *env ? env : SRCDIR "/../shared/testdata/real";
-}
-
-static int crc_fn(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data, uint32_t len)
-{
-	uint32_t *crcs = ctx;
-	(void)offset;
-	crcs[index] = bfs_crc32c(0, data, len);
-	return 0;
-}
-
-START_TEST(real_shards_scan_with_manifest_counts_and_detected_compression)
-{
-	char path[1024];
-	struct bfs_shard *s = NULL;
-	struct stat st;
-	uint32_t *crcs;
-	uint8_t *buf = malloc(1 << 20);
-
-	snprintf(path, sizeof(path), "%s/%s", testdata_dir(), real_cases[_i].file);
-	if (stat(testdata_dir(), &st) != 0) {
-		fprintf(stderr, "check_record: %s missing, real shards skipped\n", testdata_dir());
-		free(buf);
-		return;
-	}
-	crcs = calloc(real_cases[_i].records + 1, sizeof(*crcs));
-	ck_assert_msg(bfs_shard_open(&s, path, BFS_COMP_AUTO) == 0, "%s: %s", path, bfs_err_msg());
-	ck_assert_int_eq(bfs_shard_compression(s), real_cases[_i].comp);
-	/* count first: crc_fn indexes crcs[] sized from the manifest */
-	ck_assert_msg(bfs_shard_scan(s, true, NULL, NULL) == 0, "%s", bfs_err_msg());
-	ck_assert_uint_eq(bfs_shard_nrecords(s), real_cases[_i].records);
-	ck_assert_int_eq(bfs_shard_scan(s, true, crc_fn, crcs), 0);
-	/* spot-check random access, seek points included */
-	for (uint64_t i = 0; i < real_cases[_i].records; i += 1 + real_cases[_i].records / 40) {
-		uint32_t len = bfs_shard_record_len(s, i);
-		ck_assert_msg(bfs_shard_read(s, i, buf, 1 << 20, true) == 0, "%s", bfs_err_msg());
-		ck_assert_uint_eq(bfs_crc32c(0, buf, len), crcs[i]);
-	}
-	bfs_shard_close(s);
-	free(crcs);
-	free(buf);
-}
-END_TEST
-
 /* ---- driver ------------------------------------------------------------- */
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
@@ -1384,11 +1309,6 @@ static Suite *record_suite(void)
 	tcase_set_timeout(tc, 600);
 	suite_add_tcase(su, tc);
 
-	tc = tcase_create("real");
-	tcase_add_loop_test(tc, real_shards_scan_with_manifest_counts_and_detected_compression, 0,
-			    BFS_ARRAY_SIZE(real_cases));
-	tcase_set_timeout(tc, 300);
-	suite_add_tcase(su, tc);
 	return su;
 }
 

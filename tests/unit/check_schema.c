@@ -1,8 +1,8 @@
 /*
  * check_schema.c — unit tests of decoder/schema.c: inference from
  * hand-built records, JSON in and out (every from_json error), record
- * checks, ragged counts, selection, names, and inference over the shared
- * real TFRecord files against the facts in their MANIFEST.md.
+ * checks, ragged counts, selection and names. Inference over the shared
+ * real TFRecord files is check_realdata.c's.
  *
  * Records are struct bfs_example values built directly (the struct is
  * public), so most of these tests do not depend on the protobuf decoder.
@@ -15,6 +15,7 @@
 #include "example.h"
 #include "pbtest.h"
 #include "schema.h"
+#include "schematest.h"
 
 /* The tables below list only the fields a case needs. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -117,67 +118,6 @@ static struct bfs_schema *schema_ok(const char *text)
 	ck_assert_msg(err == 0, "from_json(%s): %d %s", j, err, bfs_err_msg());
 	free(j);
 	return s;
-}
-
-static const struct bfs_feature_spec *spec_find(const struct bfs_schema *s, const char *name,
-						bool list)
-{
-	size_t n = list ? s->nlists : s->nfeatures;
-	const struct bfs_feature_spec *a = list ? s->lists : s->features;
-
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(a[i].name, name) == 0)
-			return &a[i];
-	return NULL;
-}
-
-static void spec_assert_eq(const struct bfs_feature_spec *a, const struct bfs_feature_spec *b)
-{
-	ck_assert_str_eq(a->name, b->name);
-	ck_assert_int_eq(a->kind, b->kind);
-	ck_assert_int_eq(a->layout, b->layout);
-	ck_assert_int_eq(a->dtype, b->dtype);
-	ck_assert_int_eq(a->ndim, b->ndim);
-	for (int i = 0; i < a->ndim; i++)
-		ck_assert_int_eq(a->shape[i], b->shape[i]);
-	ck_assert_int_eq(a->max_len, b->max_len);
-	ck_assert_int_eq(a->max_steps, b->max_steps);
-	ck_assert_int_eq(a->is_list, b->is_list);
-	ck_assert_int_eq(a->has_default, b->has_default);
-	if (a->kind == BFS_KIND_INT64) {
-		ck_assert_int_eq(a->pad.i, b->pad.i);
-		ck_assert_int_eq(a->dflt.i, b->dflt.i);
-	} else if (a->kind == BFS_KIND_FLOAT) {
-		ck_assert(a->pad.f == b->pad.f);
-		ck_assert(a->dflt.f == b->dflt.f);
-	}
-}
-
-static void schema_assert_eq(const struct bfs_schema *a, const struct bfs_schema *b)
-{
-	ck_assert_uint_eq(a->nfeatures, b->nfeatures);
-	ck_assert_uint_eq(a->nlists, b->nlists);
-	for (size_t i = 0; i < a->nfeatures; i++)
-		spec_assert_eq(&a->features[i], &b->features[i]);
-	for (size_t i = 0; i < a->nlists; i++)
-		spec_assert_eq(&a->lists[i], &b->lists[i]);
-}
-
-/* to_json → from_json gives the same schema, and the same JSON again. */
-static void assert_roundtrip(const struct bfs_schema *s)
-{
-	struct bfs_schema *back = NULL;
-	char *text = NULL, *text2 = NULL;
-
-	ck_assert_int_eq(bfs_schema_to_json(&text, s, NULL), 0);
-	ck_assert_msg(bfs_schema_from_json(&back, text, strlen(text)) == 0, "%s\n%s", bfs_err_msg(),
-		      text);
-	schema_assert_eq(s, back);
-	ck_assert_int_eq(bfs_schema_to_json(&text2, back, NULL), 0);
-	ck_assert_str_eq(text, text2);
-	free(text);
-	free(text2);
-	bfs_schema_free(back);
 }
 
 /* ---- inference ---------------------------------------------------------------- */
@@ -1147,164 +1087,6 @@ START_TEST(names_must_be_usable_as_paths)
 }
 END_TEST
 
-/* ---- real files ------------------------------------------------------------------------------- */
-
-struct real_infer {
-	struct bfs_infer *inf;
-	struct bfs_schema *s; /* second pass: check */
-	long n, bad;
-};
-
-static void real_add(void *vctx, const uint8_t *data, size_t len)
-{
-	struct real_infer *ctx = vctx;
-	struct bfs_example *ex;
-
-	ck_assert_int_eq(bfs_example_decode(&ex, data, len), 0);
-	if (ctx->s) {
-		if (bfs_schema_check(ctx->s, ex) < 0 && !ctx->bad++)
-			fprintf(stderr, "record %ld: %s\n", ctx->n, bfs_err_msg());
-	} else {
-		ck_assert_msg(bfs_infer_add(ctx->inf, ex) == 0, "record %ld: %s", ctx->n,
-			      bfs_err_msg());
-	}
-	ctx->n++;
-	bfs_example_free(ex);
-}
-
-/* The inferred schema of one real file; NULL (test skipped) if absent. */
-static struct bfs_schema *real_schema(const char *file)
-{
-	struct real_infer ctx = { 0 };
-	struct bfs_schema *s = NULL;
-	char path[4096];
-	uint8_t *buf;
-	size_t len;
-
-	snprintf(path, sizeof(path), "%s/%s", realdata_dir(), file);
-	buf = realdata_read(path, &len);
-	if (!buf) {
-		fprintf(stderr, "check_schema: %s missing, skipped\n", path);
-		return NULL;
-	}
-	bfs_infer_new(&ctx.inf);
-	ck_assert_int_gt(realdata_records(buf, len, real_add, &ctx), 0);
-	ck_assert_int_eq(bfs_infer_finish(&s, ctx.inf), 0);
-	/* every record fits the schema inferred from the file */
-	ctx.s = s;
-	ctx.n = 0;
-	realdata_records(buf, len, real_add, &ctx);
-	ck_assert_msg(ctx.bad == 0, "%s: %ld records do not fit the inferred schema", file,
-		      ctx.bad);
-	assert_roundtrip(s);
-	bfs_infer_free(ctx.inf);
-	free(buf);
-	return s;
-}
-
-static void expect(const struct bfs_schema *s, const char *name, bool list, enum bfs_kind kind,
-		   enum bfs_layout layout, int ndim, int64_t d0, int64_t d1, int64_t max_len)
-{
-	const struct bfs_feature_spec *f = spec_find(s, name, list);
-
-	ck_assert_msg(f != NULL, "no %s", name);
-	ck_assert_msg(f->kind == kind && f->layout == layout && f->ndim == ndim,
-		      "%s: kind %d layout %d ndim %d", name, f->kind, f->layout, f->ndim);
-	if (ndim > 0)
-		ck_assert_msg(f->shape[0] == d0, "%s: shape[0] %lld", name, (long long)f->shape[0]);
-	if (ndim > 1)
-		ck_assert_msg(f->shape[1] == d1, "%s: shape[1] %lld", name, (long long)f->shape[1]);
-	if (list)
-		ck_assert_msg(f->max_steps == max_len, "%s: max_steps %lld", name,
-			      (long long)f->max_steps);
-	else if (layout == BFS_LAYOUT_PADDED)
-		ck_assert_msg(f->max_len == max_len, "%s: max_len %lld", name,
-			      (long long)f->max_len);
-}
-
-#define FIXED BFS_LAYOUT_FIXED
-#define PADDED BFS_LAYOUT_PADDED
-#define RAGGED2 BFS_LAYOUT_RAGGED2
-
-START_TEST(real_files_infer_the_manifest_facts)
-{
-	struct bfs_schema *s;
-
-	if ((s = real_schema("tfx-mnist-1000.tfrecord"))) {
-		ck_assert_uint_eq(s->nfeatures, 2);
-		expect(s, "image_class", false, I, FIXED, 0, 0, 0, 0);
-		expect(s, "image_floats", false, FL, FIXED, 1, 784, 0, 0);
-		bfs_schema_free(s);
-	}
-	if ((s = real_schema("ydf-adult-test.tfrecord.gz"))) {
-		ck_assert_uint_eq(s->nfeatures, 15);
-		expect(s, "age", false, I, FIXED, 0, 0, 0, 0);
-		expect(s, "native_country", false, BY, PADDED, 1, -1, 0, 26);
-		expect(s, "occupation", false, BY, PADDED, 1, -1, 0, 17);
-		bfs_schema_free(s);
-	}
-	if ((s = real_schema("lingvo-wmt14-ende-wpm-32k-test.tfrecord"))) {
-		expect(s, "source_word", false, BY, RAGGED2, 2, -1, -1, 0);
-		expect(s, "source_id", false, I, PADDED, 1, -1, 0, 53);
-		expect(s, "target_weight", false, FL, PADDED, 1, -1, 0, 64);
-		expect(s, "natural_order", false, I, FIXED, 0, 0, 0, 0);
-		bfs_schema_free(s);
-	}
-	if ((s = real_schema("tfx-seqex-eval.tfrecord.gz"))) {
-		ck_assert_uint_eq(s->nfeatures, 2);
-		ck_assert_uint_eq(s->nlists, 1);
-		expect(s, "i", false, I, PADDED, 1, -1, 0, 1);
-		expect(s, "f", false, FL, PADDED, 1, -1, 0, 1);
-		expect(s, "s", true, BY, FIXED, 1, 5, 0, 2);
-		bfs_schema_free(s);
-	}
-	if ((s = real_schema("tft-seqex-data.tfrecord.gz"))) {
-		expect(s, "int_feature", false, I, FIXED, 0, 0, 0, 0);
-		expect(s, "float_feature", false, FL, FIXED, 1, 4, 0, 0);
-		expect(s, "int_feature", true, I, FIXED, 1, 2, 0, 2);
-		expect(s, "string_feature", true, BY, FIXED, 2, 2, 6, 2);
-		bfs_schema_free(s);
-	}
-	if ((s = real_schema("tfx-taxi-external-00000-of-00002.tfrecord.gz"))) {
-		ck_assert_uint_eq(s->nfeatures, 17); /* pickup_census_tract never has a kind */
-		ck_assert_ptr_null(spec_find(s, "pickup_census_tract", false));
-		expect(s, "company", false, BY, PADDED, 1, -1, 0, 40);
-		expect(s, "payment_type", false, BY, PADDED, 1, -1, 0, 11);
-		expect(s, "trip_seconds", false, FL, PADDED, 1, -1, 0, 1);
-		expect(s, "fare", false, FL, FIXED, 0, 0, 0, 0);
-		bfs_schema_free(s);
-	}
-	if ((s = real_schema("ydf-toy-00001-of-00002.tfrecord.gz"))) {
-		ck_assert_ptr_null(spec_find(s, "Bool_2", false));
-		ck_assert_ptr_null(spec_find(s, "Cat_2", false));
-		expect(s, "Cat_set_1", false, BY, RAGGED2, 2, -1, -1, 0);
-		expect(s, "Cat_1", false, BY, FIXED, 1, 1, 0, 0);
-		bfs_schema_free(s);
-	}
-	if ((s = real_schema("trax-squad-validation-00000-of-00001.tfrecord"))) {
-		expect(s, "answers/text", false, BY, RAGGED2, 2, -1, -1, 0);
-		expect(s, "answers/answer_start", false, I, PADDED, 1, -1, 0, 5);
-		expect(s, "context", false, BY, PADDED, 1, -1, 0, 1034);
-		bfs_schema_free(s);
-	}
-	if ((s = real_schema("ecosystem-hadoop-part-m-00000.tfrecord"))) {
-		expect(s, "data", false, I, FIXED, 1, 2, 0, 0);
-		bfs_schema_free(s);
-	}
-}
-END_TEST
-
-START_TEST(every_real_file_infers_a_schema_that_fits_it)
-{
-	size_t nfiles = 0;
-	char **files = realdata_files(&nfiles);
-
-	for (size_t i = 0; i < nfiles; i++)
-		bfs_schema_free(real_schema(files[i]));
-	realdata_files_free(files, nfiles);
-}
-END_TEST
-
 static Suite *schema_suite(void)
 {
 	Suite *s = suite_create("schema");
@@ -1342,11 +1124,6 @@ static Suite *schema_suite(void)
 	tcase_add_loop_test(tc, names_must_be_usable_as_paths, 0, (int)BFS_ARRAY_SIZE(names));
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("real");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, real_files_infer_the_manifest_facts);
-	tcase_add_test(tc, every_real_file_infers_a_schema_that_fits_it);
-	suite_add_tcase(s, tc);
 	return s;
 }
 
