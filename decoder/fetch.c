@@ -482,6 +482,32 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 	return 0;
 }
 
+int bfs_fetch_join(struct bfs_fetch *f, struct bfs_fetch_ticket *const *src, size_t n,
+		   uint64_t prio, struct bfs_fetch_ticket **out)
+{
+	struct bfs_fetch_ticket *t = calloc(1, sizeof(*t));
+	int rc = 0;
+
+	*out = NULL;
+	if (!t)
+		return -ENOMEM;
+	t->prio = prio;
+	pthread_mutex_lock(&f->lock);
+	t->id = ++f->ticket_id;
+	for (size_t i = 0; i < n && !rc; i++)
+		for (size_t k = 0; src[i] && k < src[i]->n && !rc; k++)
+			if (src[i]->x[k]->listed) /* not one failed and left behind */
+				rc = ticket_add(f, t, src[i]->x[k]);
+	if (rc) {
+		release_locked(f, t);
+		pthread_mutex_unlock(&f->lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&f->lock);
+	*out = t;
+	return 0;
+}
+
 void bfs_fetch_hurry(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint64_t prio)
 {
 	if (!t)

@@ -108,6 +108,11 @@ void bfs_fetch_stop(struct bfs_fetch *f);
  * ranges is valid. -ENOMEM. */
 int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uint64_t prio,
 		   bool demand, struct bfs_fetch_ticket **out);
+/* A ticket on every range that tickets src[0..n) hold (NULL ones
+ * skipped), at prio: what a user needs while other holders may let go.
+ * -ENOMEM. */
+int bfs_fetch_join(struct bfs_fetch *f, struct bfs_fetch_ticket *const *src, size_t n,
+		   uint64_t prio, struct bfs_fetch_ticket **out);
 /* Reads of t not yet issued move up to prio (a planned ticket a reader
  * now waits for). */
 void bfs_fetch_hurry(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint64_t prio);

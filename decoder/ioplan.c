@@ -21,6 +21,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@
 #define MAX_STREAMS 16
 #define SLACK 64 /* units: how far from a stream a demand still joins it */
 #define MAX_AHEAD ((uint64_t)1 << 20) /* units planned ahead of a reader at most */
+#define PENDING_PER_DEPTH 8 /* reads queued ahead: this many times the depth */
+#define CROSS_AHEAD 4 /* units planned into the next epoch before a reader went there */
 #define IDLE_NS 2000000000ull /* a stream not read this long gives way */
 #define NBUCKETS 4096
 #define TICK_NS 20000000L /* the planner looks again at least this often */
@@ -45,9 +48,17 @@ struct item {
 
 struct group {
 	uint64_t epoch, g;
+	uint64_t p0, p1; /* its epoch positions */
 	struct bfs_fetch_ticket *t;
-	unsigned holders;
+	unsigned holders; /* streams holding it, and builds reading from it */
 	struct group *next;
+};
+
+/* What a build holds while it reads its records: its own ticket, or the
+ * block groups its records are in. */
+struct bfs_ioplan_hold {
+	struct bfs_fetch_ticket *t;
+	struct group *g[2];
 };
 
 struct stream {
@@ -58,6 +69,15 @@ struct stream {
 	uint64_t nunits; /* units per epoch */
 	uint64_t pos; /* the furthest unit read (lin) */
 	uint64_t next; /* the next unit to plan (lin) */
+	/* units it may plan ahead of pos: none for a new stream (a reader
+	 * jumping around wastes none), growing as its reader goes on */
+	uint64_t ahead;
+	/* its builds went well into a later epoch than the one it started
+	 * in: its reader reads epoch after epoch, so plans may cross into the
+	 * next one (else a reader of one epoch would have the next one's
+	 * first units fetched for nothing; a few units past the end are only
+	 * the decoded-batch prefetch running ahead) */
+	bool crossed;
 	uint64_t last_ns; /* last read */
 	struct item *head, *tail;
 	/* block shuffle: the groups held, and whether groups did not fit
@@ -65,6 +85,7 @@ struct stream {
 	struct group *held[MAX_GROUPS];
 	unsigned nheld;
 	bool by_unit;
+	bool holding; /* a thread is asking for its groups (the lock dropped) */
 };
 
 struct bfs_ioplan {
@@ -74,9 +95,11 @@ struct bfs_ioplan {
 	size_t nranks;
 	bool block;
 	unsigned depth;
+	uint64_t lookahead; /* units the decoded-batch cache builds ahead of a reader */
 
 	pthread_mutex_t lock;
 	pthread_cond_t kick; /* work for the planner, or stop */
+	pthread_cond_t held; /* a stream's groups were asked for */
 	bool kicked, stop; /* lock */
 	pthread_t tid;
 	bool started;
@@ -157,7 +180,7 @@ out:
 
 /* The blocks of group g of epoch's block order, as ranges. */
 static int group_ticket(struct bfs_ioplan *p, uint64_t epoch, uint64_t g, uint64_t prio,
-			struct bfs_fetch_ticket **out)
+			struct bfs_fetch_ticket **out, uint64_t *pos0, uint64_t *pos1)
 {
 	const struct bfs_blocks *bl = bfs_batcher_blocks(p->b[0]);
 	struct bfs_fetch_range *r = NULL;
@@ -176,6 +199,8 @@ static int group_ticket(struct bfs_ioplan *p, uint64_t epoch, uint64_t g, uint64
 		return -ENOENT;
 	}
 	bfs_block_order_group(perm.bo, g, &p0, &p1, &blocks, &nb);
+	*pos0 = p0;
+	*pos1 = p1;
 	r = malloc((nb ? nb : 1) * sizeof(*r));
 	if (!r) {
 		bfs_perm_release(&perm);
@@ -345,7 +370,11 @@ static void kick(struct bfs_ioplan *p)
 	pthread_cond_signal(&p->kick);
 }
 
-void bfs_ioplan_reader(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
+static bool hold_groups(struct bfs_ioplan *p, struct stream *s);
+static void release_groups(struct bfs_ioplan *p, struct stream *s);
+
+/* A build of (rank, epoch, unit) starts: its stream moves there. Lock held. */
+static void note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
 {
 	bool chunk = (unit & BFS_CHUNK) != 0;
 	uint64_t u = unit & ~BFS_CHUNK, nu, lin;
@@ -357,26 +386,93 @@ void bfs_ioplan_reader(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint
 	if (!nu || u >= nu || epoch > UINT64_MAX / nu - 1)
 		return;
 	lin = epoch * nu + u;
-	pthread_mutex_lock(&p->lock);
 	s = stream_for(p, rank, chunk, lin);
 	s->last_ns = now_ns();
-	if (lin > s->pos)
+	if (lin / nu > s->pos / nu && !s->crossed) {
+		/* into a later epoch: only the decoded-batch prefetch running
+		 * past the end, until a build further in shows the reader there */
+		if (lin % nu < p->lookahead && lin % nu + 1 < nu) {
+			kick(p);
+			return;
+		}
+		s->crossed = true;
+	}
+	if (lin > s->pos) {
 		s->pos = lin;
+		s->ahead = s->ahead * 2 + 4 < MAX_AHEAD ? s->ahead * 2 + 4 : MAX_AHEAD;
+	}
 	drop_items(p, s, s->pos > SLACK ? s->pos - SLACK : 0);
-	if (s->next <= lin)
+	/* block shuffle: the group must be held before the build asks for its
+	 * records, or they are read one by one */
+	if (p->block && !s->by_unit && !hold_groups(p, s)) {
+		release_groups(p, s);
+		s->by_unit = true;
+	}
+	if (s->next == lin)
+		s->next = lin + 1; /* built before it was planned */
+	else if (s->next < lin)
 		s->next = lin + 1;
 	kick(p);
-	pthread_mutex_unlock(&p->lock);
 }
 
-struct bfs_fetch_ticket *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
-					  uint64_t unit, const uint64_t *recs, size_t n)
+/* Block shuffle: when every record of (rank, epoch, unit) lies in groups
+ * that are held, the build holds those groups too (their bytes stay while
+ * it reads them, whatever the stream does meanwhile). Lock held. */
+static bool hold_held(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit,
+		      struct bfs_ioplan_hold *h)
 {
+	const struct bfs_batcher *b = p->b[rank];
+	struct group *src[2] = { NULL, NULL };
+	uint64_t r0, n, lo, hi;
+	size_t k = 0;
+
+	if (bfs_batcher_unit_rows(b, unit, &r0, &n) != 0 || n == 0)
+		return false;
+	lo = bfs_batcher_row_pos(b, r0);
+	hi = bfs_batcher_row_pos(b, r0 + n - 1) + 1;
+	/* held groups of one epoch follow each other: [lo, hi) within two */
+	for (struct group *gr = p->groups; gr && lo < hi; gr = gr->next) {
+		if (gr->epoch != epoch || gr->p0 > lo || gr->p1 <= lo || k == 2)
+			continue;
+		src[k++] = gr;
+		lo = gr->p1;
+		gr = p->groups; /* the group that goes on from there, if held */
+		if (lo >= hi)
+			break;
+		for (; gr; gr = gr->next)
+			if (gr->epoch == epoch && gr->p0 == lo && k < 2) {
+				src[k++] = gr;
+				lo = gr->p1;
+				break;
+			}
+		break;
+	}
+	if (lo < hi || !k)
+		return false;
+	for (size_t i = 0; i < k; i++) {
+		src[i]->holders++;
+		h->g[i] = src[i];
+	}
+	return true;
+}
+
+struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
+					 uint64_t unit, const uint64_t *recs, size_t n)
+{
+	struct bfs_ioplan_hold *h = calloc(1, sizeof(*h));
 	struct bfs_fetch_ticket *t = NULL;
 	struct bfs_fetch_range *r;
 	size_t m;
 
+	if (!h)
+		return NULL;
 	pthread_mutex_lock(&p->lock);
+	note_build(p, rank, epoch, unit);
+	if (p->block && hold_held(p, rank, epoch, unit, h)) {
+		p->st.claimed++;
+		pthread_mutex_unlock(&p->lock);
+		return h;
+	}
 	for (struct item *it = p->table[bucket(rank, epoch, unit)]; it; it = it->hnext) {
 		if (it->rank != rank || it->epoch != epoch || it->unit != unit)
 			continue;
@@ -391,26 +487,37 @@ struct bfs_fetch_ticket *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, u
 	pthread_mutex_unlock(&p->lock);
 	if (t) {
 		bfs_fetch_hurry(p->f, t, BFS_FETCH_NOW);
-		return t;
+		h->t = t;
+		return h;
 	}
 	r = malloc((n ? n : 1) * sizeof(*r));
-	if (!r)
+	if (!r || bfs_fetch_want(p->f, r, 0, BFS_FETCH_NOW, true, &t) != 0) {
+		free(r);
+		free(h);
 		return NULL;
+	}
+	bfs_fetch_release(p->f, t);
 	bfs_ioplan_ranges(p->ds, recs, n, r, &m);
-	if (bfs_fetch_want(p->f, r, m, BFS_FETCH_NOW, true, &t) != 0)
-		t = NULL;
+	if (bfs_fetch_want(p->f, r, m, BFS_FETCH_NOW, true, &h->t) != 0) {
+		free(h);
+		h = NULL;
+	}
 	free(r);
-	return t;
+	return h;
 }
 
-void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_fetch_ticket *t)
+void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_ioplan_hold *h)
 {
-	if (!t)
+	if (!h)
 		return;
-	bfs_fetch_release(p->f, t);
+	bfs_fetch_release(p->f, h->t);
 	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < 2; i++)
+		if (h->g[i])
+			group_put(p, h->g[i]);
 	kick(p);
 	pthread_mutex_unlock(&p->lock);
+	free(h);
 }
 
 /* ---------------------------------------------------------------- planner */
@@ -444,7 +551,7 @@ static bool make_room(struct bfs_ioplan *p, struct stream *for_s, uint64_t d)
 /* Block shuffle: hold the group of s's reader and the one after. Lock
  * held; dropped while a group's ticket is made. False when a group did not
  * fit (s then plans by unit). */
-static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
+static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 {
 	const struct bfs_batcher *b = p->b[s->rank];
 	struct {
@@ -453,7 +560,7 @@ static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
 	uint64_t epoch = s->pos / s->nunits, unit = s->pos % s->nunits, r0, n, ng;
 	struct bfs_perm perm;
 	struct group *keep[MAX_GROUPS];
-	unsigned nkeep = 0;
+	unsigned nkeep = 0, nwant;
 
 	if (bfs_batcher_unit_rows(b, unit | (s->chunk ? BFS_CHUNK : 0), &r0, &n) != 0 ||
 	    bfs_batcher_perm(b, epoch, &perm) != 0)
@@ -468,13 +575,14 @@ static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
 	bfs_perm_release(&perm);
 	want[1].epoch = want[0].g + 1 < ng ? epoch : epoch + 1;
 	want[1].g = want[0].g + 1 < ng ? want[0].g + 1 : 0;
+	nwant = want[1].epoch == epoch || s->crossed ? 2 : 1;
 
 	/* keep what is still wanted, release the rest */
 	for (unsigned i = 0; i < s->nheld; i++) {
 		struct group *gr = s->held[i];
 		bool still = false;
 
-		for (int w = 0; w < 2; w++)
+		for (unsigned w = 0; w < nwant; w++)
 			still |= gr->epoch == want[w].epoch && gr->g == want[w].g;
 		if (still)
 			keep[nkeep++] = gr;
@@ -484,11 +592,12 @@ static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
 	memcpy(s->held, keep, nkeep * sizeof(*keep));
 	s->nheld = nkeep;
 
-	for (int w = 0; w < 2; w++) {
+	for (unsigned w = 0; w < nwant; w++) {
 		struct group *gr = NULL;
 		bool have = false;
 		uint64_t gen = s->gen, prio;
 		struct bfs_fetch_ticket *t = NULL;
+		uint64_t p0 = 0, p1 = 0;
 		int rc;
 
 		for (unsigned i = 0; i < s->nheld; i++)
@@ -505,17 +614,26 @@ static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
 		}
 		prio = ++p->seq;
 		pthread_mutex_unlock(&p->lock);
-		rc = group_ticket(p, want[w].epoch, want[w].g, prio, &t);
+		rc = group_ticket(p, want[w].epoch, want[w].g, prio, &t, &p0, &p1);
 		pthread_mutex_lock(&p->lock);
 		if (rc == -ENOSPC && make_room(p, s, 0)) {
 			pthread_mutex_unlock(&p->lock);
-			rc = group_ticket(p, want[w].epoch, want[w].g, prio, &t);
+			rc = group_ticket(p, want[w].epoch, want[w].g, prio, &t, &p0, &p1);
 			pthread_mutex_lock(&p->lock);
 		}
 		if (rc || !s->used || s->gen != gen) {
 			bfs_fetch_release(p->f, t);
 			/* the reader's own group must fit; the next may wait */
 			return rc == -ENOSPC && w == 0 ? false : true;
+		}
+		for (gr = p->groups; gr; gr = gr->next)
+			if (gr->epoch == want[w].epoch && gr->g == want[w].g)
+				break;
+		if (gr) { /* another stream made it meanwhile */
+			bfs_fetch_release(p->f, t);
+			gr->holders++;
+			s->held[s->nheld++] = gr;
+			continue;
 		}
 		gr = calloc(1, sizeof(*gr));
 		if (!gr) {
@@ -524,6 +642,12 @@ static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
 		}
 		gr->epoch = want[w].epoch;
 		gr->g = want[w].g;
+		gr->p0 = p0;
+		gr->p1 = p1;
+		if (getenv("BFS_DEBUG_IOPLAN"))
+			fprintf(stderr, "ioplan: group %llu/%llu for stream at %llu (crossed %d)\n",
+				(unsigned long long)gr->epoch, (unsigned long long)gr->g,
+				(unsigned long long)s->pos, s->crossed);
 		gr->t = t;
 		gr->holders = 1;
 		gr->next = p->groups;
@@ -534,6 +658,26 @@ static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
 	return true;
 }
 
+/* hold_groups_now, one caller per stream at a time: a build that comes
+ * while its stream's group is being asked for waits for it, so that its
+ * records are found there instead of read one by one. */
+static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
+{
+	uint64_t gen = s->gen;
+	bool ok;
+
+	while (s->holding && s->used && s->gen == gen)
+		pthread_cond_wait(&p->held, &p->lock);
+	if (!s->used || s->gen != gen)
+		return true;
+	s->holding = true;
+	ok = hold_groups_now(p, s);
+	if (s->used && s->gen == gen)
+		s->holding = false;
+	pthread_cond_broadcast(&p->held);
+	return ok;
+}
+
 /* The stream whose next plan is nearest its reader, or NULL. Lock held. */
 static struct stream *nearest(struct bfs_ioplan *p)
 {
@@ -542,7 +686,10 @@ static struct stream *nearest(struct bfs_ioplan *p)
 	for (int i = 0; i < MAX_STREAMS; i++) {
 		struct stream *s = &p->streams[i];
 
-		if (!s->used || (p->block && !s->by_unit) || s->next - s->pos > MAX_AHEAD)
+		if (!s->used || (p->block && !s->by_unit) || s->next - s->pos > s->ahead)
+			continue;
+		if (!s->crossed && s->next / s->nunits > s->pos / s->nunits &&
+		    s->next - s->pos > CROSS_AHEAD)
 			continue;
 		if (!best || s->next - s->pos < best->next - best->pos)
 			best = s;
@@ -622,7 +769,7 @@ static void pump(struct bfs_ioplan *p)
 		struct stream *s;
 
 		bfs_fetch_stats(p->f, &fs);
-		if (fs.pending >= 2 * (uint64_t)p->depth)
+		if (fs.pending >= PENDING_PER_DEPTH * (uint64_t)p->depth)
 			break;
 		s = nearest(p);
 		if (!s || !plan_one(p, s))
@@ -661,7 +808,7 @@ static void low_water(void *ctx)
 }
 
 int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bfs_dataset *ds,
-		   const struct bfs_batcher *const *b, size_t nranks)
+		   const struct bfs_batcher *const *b, size_t nranks, unsigned lookahead)
 {
 	struct bfs_ioplan *p = calloc(1, sizeof(*p));
 	int rc;
@@ -675,12 +822,15 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 	p->nranks = nranks;
 	p->block = bfs_batcher_blocks(b[0]) != NULL;
 	p->depth = bfs_fetch_depth(f);
+	p->lookahead = (uint64_t)lookahead + 1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->kick, NULL);
+	pthread_cond_init(&p->held, NULL);
 	rc = bfs_thread_start(&p->tid, planner, p);
 	if (rc) {
 		pthread_mutex_destroy(&p->lock);
 		pthread_cond_destroy(&p->kick);
+		pthread_cond_destroy(&p->held);
 		free(p);
 		return -rc;
 	}
@@ -706,6 +856,7 @@ void bfs_ioplan_free(struct bfs_ioplan *p)
 			stream_end(p, &p->streams[i]);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->kick);
+	pthread_cond_destroy(&p->held);
 	free(p);
 }
 

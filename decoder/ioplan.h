@@ -3,9 +3,10 @@
  * or chunks of all/) after each reader's position will need from the
  * source, handed to the I/O stage (fetch.h) ahead of the decoders.
  *
- * A reader's demands form a stream (one per rank and kind of unit, and
- * per distant position: a reader that jumps elsewhere starts a stream of
- * its own; at most MAX_STREAMS, the least recently used goes). A planner
+ * The builds of a reader's units form a stream (one per rank and kind of
+ * unit, and per distant position: a reader that jumps elsewhere starts a
+ * stream of its own, which plans ahead only once its reader goes on from
+ * there; at most MAX_STREAMS, the least recently used goes). A planner
  * thread keeps each stream's next units planned as long as the stage has
  * room and fewer than twice its depth of reads are waiting to be issued,
  * nearest unit first across streams, so a reader that jumps is served
@@ -32,6 +33,7 @@
 #include "fetch.h"
 
 struct bfs_ioplan;
+struct bfs_ioplan_hold; /* what a build holds while it reads */
 
 struct bfs_ioplan_stats {
 	uint64_t planned; /* units planned ahead */
@@ -44,23 +46,25 @@ struct bfs_ioplan_stats {
 
 /* Plans for the batchers b[0..nranks) (rank folders share one base; b[0]
  * alone otherwise) of dataset ds, through stage f (all borrowed; they
- * must outlive the planner). Starts the planner thread. -ENOMEM. */
+ * must outlive the planner). lookahead: units that builds run ahead of a
+ * reader (the decoded-batch prefetch): builds that far into the next
+ * epoch do not move a stream there. Starts the planner thread. -ENOMEM. */
 int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bfs_dataset *ds,
-		   const struct bfs_batcher *const *b, size_t nranks);
+		   const struct bfs_batcher *const *b, size_t nranks, unsigned lookahead);
 /* Stops the thread and releases every plan. Accepts NULL. */
 void bfs_ioplan_free(struct bfs_ioplan *p);
 
-/* A reader asked for (rank, epoch, unit) (a batch, or a chunk with
- * BFS_CHUNK set): its stream moves there and plans on from it. */
-void bfs_ioplan_reader(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit);
-
-/* The build of (rank, epoch, unit), reading records recs[0..n), starts:
- * the unit's plan, hurried to the head of the queue, or a ticket made now
- * with the same priority. NULL when none could be made (the reads then go
- * to the source one by one). Release it with bfs_ioplan_done. */
-struct bfs_fetch_ticket *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
-					  uint64_t unit, const uint64_t *recs, size_t n);
-void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_fetch_ticket *t); /* accepts NULL */
+/* The build of (rank, epoch, unit) (a batch, or a chunk with BFS_CHUNK
+ * set), reading records recs[0..n), starts: its stream moves there and
+ * plans on from it (builds, not reads, drive the plans: a reader served
+ * from decoded batches needs no source bytes). Returns what holds the
+ * unit's bytes while it is built: its plan, hurried to the head of the
+ * queue, the block groups its records are in, or a ticket made now with
+ * the same priority; NULL when none could be made (the reads then go to
+ * the source one by one). Release it with bfs_ioplan_done. */
+struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
+					 uint64_t unit, const uint64_t *recs, size_t n);
+void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_ioplan_hold *h); /* accepts NULL */
 
 /* The source ranges of records recs[0..n): r[0..*m) (r has room for n).
  * Records of shards that are not read through the stage are left out. */

@@ -182,7 +182,7 @@ static void entry_free(struct bfs_cache *c, struct bfs_cache_entry *x)
 {
 	if (!x)
 		return;
-	bfs_ioplan_done(x->io_plan, x->io_ticket);
+	bfs_ioplan_done(x->io_plan, x->io_hold);
 	bfs_build_free(x->job);
 	if (x->unpin)
 		x->unpin(x->unpin_ctx, x->buf);
@@ -319,8 +319,8 @@ static void finish_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 	x->jnext = NULL;
 	x->job = NULL;
 	pthread_mutex_unlock(&c->lock);
-	bfs_ioplan_done(x->io_plan, x->io_ticket); /* its records are read */
-	x->io_ticket = NULL;
+	bfs_ioplan_done(x->io_plan, x->io_hold); /* its records are read */
+	x->io_hold = NULL;
 	rc = bfs_build_finish(jb, &buf, &g);
 	bool pinned = rc == 0 && c->pin && c->pin(c->pin_ctx, &buf, g->st_size) == 0;
 	pthread_mutex_lock(&c->lock);
@@ -368,7 +368,7 @@ static void start_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 		const uint64_t *recs = bfs_build_records(jb, &n);
 
 		x->io_plan = c->io;
-		x->io_ticket = bfs_ioplan_claim(c->io, x->rank, x->epoch, x->batch, recs, n);
+		x->io_hold = bfs_ioplan_claim(c->io, x->rank, x->epoch, x->batch, recs, n);
 	}
 	uint64_t dt = now_ns() - t0;
 	pthread_mutex_lock(&c->lock);
@@ -542,9 +542,6 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ra
 {
 	struct bfs_cache_entry *x;
 	int rc = 0;
-
-	if (c->io)
-		bfs_ioplan_reader(c->io, rank, epoch, batch); /* the reader is here */
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {

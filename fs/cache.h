@@ -50,7 +50,7 @@ struct bfs_cache_entry {
 	void *unpin_ctx;
 	/* while loading: the bytes of its records in the I/O stage */
 	struct bfs_ioplan *io_plan;
-	struct bfs_fetch_ticket *io_ticket;
+	struct bfs_ioplan_hold *io_hold;
 };
 
 struct bfs_cache_stats {
@@ -94,8 +94,8 @@ typedef void (*bfs_cache_unpin_fn)(void *ctx, uint8_t *buf);
 void bfs_cache_set_pinning(struct bfs_cache *c, bfs_cache_pin_fn pin, bfs_cache_unpin_fn unpin,
 			   void *ctx);
 
-/* Reads planned ahead (ioplan.h): every get tells the planner where its
- * reader is, and every build claims its records' bytes there. Set before
+/* Reads planned ahead (ioplan.h): every build claims its records' bytes
+ * there (and so tells the planner where its stream of builds is). Set before
  * bfs_cache_start; the planner must outlive the cache's builds. */
 void bfs_cache_set_io(struct bfs_cache *c, struct bfs_ioplan *io);
 

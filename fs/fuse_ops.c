@@ -1714,7 +1714,8 @@ static void start_io(struct bfs_fs *fs)
 	else if (e && strcmp(e, "io_uring") == 0)
 		fo.backend = BFS_FETCH_URING;
 	if (bfs_dataset_fetch_new(&fs->fetch, fs->ds, &fo, fs->cfg.io_all) != 0 ||
-	    bfs_ioplan_new(&fs->ioplan, fs->fetch, fs->ds, fs->rb, fs->nranks) != 0) {
+	    bfs_ioplan_new(&fs->ioplan, fs->fetch, fs->ds, fs->rb, fs->nranks, fs->cfg.prefetch) !=
+		    0) {
 		fprintf(stderr,
 			"batchfs: the I/O stage did not start (%s); reading the source "
 			"from the decoders\n",
