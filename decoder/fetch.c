@@ -394,7 +394,7 @@ static int walk_span(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
  * within half of the bytes they carry (so that a source never serves more
  * than 1.5 times what was asked for). Calls walk_span for each. */
 static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bfs_fetch_range *r,
-		size_t n, uint64_t *add, uint64_t *made)
+		size_t n, uint64_t max_gap, uint64_t *add, uint64_t *made)
 {
 	for (size_t k = 0; k < n;) {
 		uint32_t obj = r[k].obj;
@@ -405,7 +405,7 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 			uint64_t e = r[k].off + r[k].len > b ? r[k].off + r[k].len : b;
 			uint64_t gap = r[k].off > b ? r[k].off - b : 0;
 
-			if (gap > f->o.merge_gap || e - a > f->o.max_read ||
+			if (gap > max_gap || e - a > f->o.max_read ||
 			    2 * (waste + gap) > useful + r[k].len)
 				break;
 			waste += gap;
@@ -433,8 +433,9 @@ static void release_locked(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
 }
 
 int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uint64_t prio,
-		   bool demand, struct bfs_fetch_ticket **out)
+		   unsigned flags, struct bfs_fetch_ticket **out)
 {
+	uint64_t gap = flags & BFS_WANT_NO_GAPS ? 0 : f->o.merge_gap;
 	struct bfs_fetch_ticket *t = calloc(1, sizeof(*t));
 	uint64_t add = 0, made = 0, pending0;
 	size_t m = 0;
@@ -450,8 +451,8 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 			r[m++] = r[k];
 	qsort(r, m, sizeof(*r), range_cmp);
 	pthread_mutex_lock(&f->lock);
-	if (!demand) {
-		rc = walk(f, NULL, r, m, &add, &made);
+	if (!(flags & BFS_WANT_DEMAND)) {
+		rc = walk(f, NULL, r, m, gap, &add, &made);
 		if (!rc && f->st.buffered + add > f->o.budget) {
 			f->st.refused++;
 			rc = -ENOSPC;
@@ -465,7 +466,7 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 	t->id = ++f->ticket_id;
 	pending0 = f->st.pending;
 	add = 0;
-	rc = walk(f, t, r, m, &add, &made);
+	rc = walk(f, t, r, m, gap, &add, &made);
 	if (rc) {
 		release_locked(f, t);
 		pthread_mutex_unlock(&f->lock);
@@ -796,6 +797,8 @@ void bfs_fetch_read_done(struct bfs_fetch_read *x, int64_t got, const char *msg)
 	pthread_mutex_unlock(&f->lock);
 	if (requeued && f->be->kick)
 		f->be->kick(f);
+	else if (f->be->done)
+		f->be->done(f);
 }
 
 /* ------------------------------------------------- reader-thread backend */
@@ -923,6 +926,7 @@ static const struct bfs_fetch_backend_ops custom_ops = {
 	.name = "custom",
 	.start = NULL,
 	.kick = custom_kick,
+	.done = custom_kick,
 	.stop = NULL,
 };
 

@@ -102,12 +102,16 @@ void bfs_fetch_free(struct bfs_fetch *f);
 /* From now on every wait ends with -ESHUTDOWN and no read starts. */
 void bfs_fetch_stop(struct bfs_fetch *f);
 
+/* Flags of bfs_fetch_want. */
+#define BFS_WANT_DEMAND 1u /* a reader waits: taken whatever the budget */
+#define BFS_WANT_NO_GAPS 2u /* ranges share a read only where they touch */
+
 /* A ticket on ranges r[0..n) (sorted here; r is modified). prio orders
- * its reads against others (smaller first). demand: taken whatever the
- * budget; else -ENOSPC when its new bytes do not fit. A ticket of no
- * ranges is valid. -ENOMEM. */
+ * its reads against others (smaller first). Without BFS_WANT_DEMAND,
+ * -ENOSPC when its new bytes do not fit the budget. A ticket of no ranges
+ * is valid. -ENOMEM. */
 int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uint64_t prio,
-		   bool demand, struct bfs_fetch_ticket **out);
+		   unsigned flags, struct bfs_fetch_ticket **out);
 /* A ticket on every range that tickets src[0..n) hold (NULL ones
  * skipped), at prio: what a user needs while other holders may let go.
  * -ENOMEM. */

@@ -13,6 +13,9 @@ struct bfs_fetch_backend_ops {
 	int (*start)(struct bfs_fetch *f);
 	/* reads were queued: wake the backend if it sleeps. Lock not held. */
 	void (*kick)(struct bfs_fetch *f);
+	/* a read ended (a place in flight is free); NULL: nothing to do.
+	 * Lock not held. */
+	void (*done)(struct bfs_fetch *f);
 	/* f is stopping (bfs_fetch_stopping): end the threads; ones stuck in
 	 * a source may be left behind. Called once, lock not held. */
 	void (*stop)(struct bfs_fetch *f);

@@ -171,7 +171,7 @@ static int unit_ticket(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint
 	bfs_batcher_row_records(b, &perm, r0, (size_t)n, recs);
 	bfs_perm_release(&perm);
 	bfs_ioplan_ranges(p->ds, recs, (size_t)n, r, &m);
-	rc = bfs_fetch_want(p->f, r, m, prio, demand, out);
+	rc = bfs_fetch_want(p->f, r, m, prio, demand ? BFS_WANT_DEMAND : 0, out);
 out:
 	free(recs);
 	free(r);
@@ -221,7 +221,9 @@ static int group_ticket(struct bfs_ioplan *p, uint64_t epoch, uint64_t g, uint64
 		r[m++] = (struct bfs_fetch_range){ (uint32_t)sh, off, len };
 	}
 	bfs_perm_release(&perm);
-	rc = bfs_fetch_want(p->f, r, m, prio, false, out);
+	/* a gap between two of a group's blocks is a block of another group,
+	 * which that group reads itself */
+	rc = bfs_fetch_want(p->f, r, m, prio, BFS_WANT_NO_GAPS, out);
 	free(r);
 	return rc;
 }
@@ -491,14 +493,12 @@ struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, ui
 		return h;
 	}
 	r = malloc((n ? n : 1) * sizeof(*r));
-	if (!r || bfs_fetch_want(p->f, r, 0, BFS_FETCH_NOW, true, &t) != 0) {
-		free(r);
+	if (!r) {
 		free(h);
 		return NULL;
 	}
-	bfs_fetch_release(p->f, t);
 	bfs_ioplan_ranges(p->ds, recs, n, r, &m);
-	if (bfs_fetch_want(p->f, r, m, BFS_FETCH_NOW, true, &h->t) != 0) {
+	if (bfs_fetch_want(p->f, r, m, BFS_FETCH_NOW, BFS_WANT_DEMAND, &h->t) != 0) {
 		free(h);
 		h = NULL;
 	}

@@ -1,0 +1,779 @@
+/*
+ * check_fetch.c — the I/O stage (fetch.h) and the reads planned from the
+ * permutation (ioplan.h): bytes, sharing, merging, bounds, priorities,
+ * retries, stopping; and the planner over a real dataset.
+ */
+#include "batch.h"
+#include "dataset.h"
+#include "fetch.h"
+#include "ioplan.h"
+#include "pbtest.h"
+#include "testfiles.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MiB ((uint64_t)1 << 20)
+
+static uint8_t pattern(uint32_t obj, uint64_t off)
+{
+	return (uint8_t)(off * 7 + obj * 13 + (off >> 9));
+}
+
+/* ------------------------------------------------- a backend by hand */
+
+/* Reads a test completes itself, in the order it likes. */
+struct manual {
+	pthread_mutex_t m;
+	struct bfs_fetch_read *r[4096];
+	size_t n;
+};
+
+static void manual_submit(void *ctx, struct bfs_fetch_read *r)
+{
+	struct manual *mb = ctx;
+
+	pthread_mutex_lock(&mb->m);
+	ck_assert_uint_lt(mb->n, 4096);
+	mb->r[mb->n++] = r;
+	pthread_mutex_unlock(&mb->m);
+}
+
+/* Take the oldest submitted read (NULL: none). */
+static struct bfs_fetch_read *manual_take(struct manual *mb)
+{
+	struct bfs_fetch_read *r = NULL;
+
+	pthread_mutex_lock(&mb->m);
+	if (mb->n) {
+		r = mb->r[0];
+		memmove(mb->r, mb->r + 1, --mb->n * sizeof(*mb->r));
+	}
+	pthread_mutex_unlock(&mb->m);
+	return r;
+}
+
+/* Fill r with the pattern: all of it, or `upto` bytes. */
+static void manual_serve(struct bfs_fetch_read *r, int64_t upto)
+{
+	uint32_t obj;
+	uint64_t off, len;
+	uint8_t *dst;
+
+	bfs_fetch_read_target(r, &obj, &off, &dst, &len);
+	if (upto < 0 || (uint64_t)upto > len)
+		upto = (int64_t)len;
+	for (uint64_t i = 0; i < (uint64_t)upto; i++)
+		dst[i] = pattern(obj, off + i);
+	bfs_fetch_read_done(r, upto, NULL);
+}
+
+static struct bfs_fetch *manual_new(struct manual *mb, unsigned depth, uint64_t budget,
+				    uint64_t gap, uint64_t max_read)
+{
+	struct bfs_fetch_source src = { .submit = manual_submit, .ctx = mb };
+	struct bfs_fetch_opts o = { .depth = depth,
+				    .budget = budget,
+				    .merge_gap = gap,
+				    .max_read = max_read,
+				    .backend = BFS_FETCH_CUSTOM };
+	struct bfs_fetch *f = NULL;
+
+	memset(mb, 0, sizeof(*mb));
+	pthread_mutex_init(&mb->m, NULL);
+	ck_assert_int_eq(bfs_fetch_new(&f, 4, &src, &o), 0);
+	return f;
+}
+
+static void check_bytes(struct bfs_fetch *f, uint32_t obj, uint64_t off, size_t n)
+{
+	uint8_t *buf = malloc(n);
+	struct iovec v = { buf, n };
+
+	uint8_t *want = malloc(n);
+
+	ck_assert_int_eq(bfs_fetch_copyv(f, obj, off, &v, 1), 0);
+	for (size_t i = 0; i < n; i++)
+		want[i] = pattern(obj, off + i);
+	ck_assert_msg(memcmp(buf, want, n) == 0, "%zu bytes of %u at %llu", n, obj,
+		      (unsigned long long)off);
+	free(want);
+	free(buf);
+}
+
+START_TEST(ranges_wanted_twice_are_read_once)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 16, 64 * MiB, 0, MiB);
+	struct bfs_fetch_range a[2] = { { 0, 1000, 500 }, { 1, 0, 100 } };
+	struct bfs_fetch_range b[2] = { { 0, 1200, 100 }, { 1, 50, 200 } };
+	struct bfs_fetch_ticket *ta, *tb;
+	struct bfs_fetch_read *r;
+	struct bfs_fetch_stats st;
+
+	ck_assert_int_eq(bfs_fetch_want(f, a, 2, 5, 0, &ta), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, b, 2, 5, 0, &tb), 0);
+	/* b's first range lies in a's; its second runs past a's second */
+	while ((r = manual_take(&mb)))
+		manual_serve(r, -1);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.reads, 3);
+	ck_assert_uint_eq(st.bytes, 500 + 100 + 150);
+	check_bytes(f, 0, 1000, 500);
+	check_bytes(f, 1, 0, 250);
+	/* bytes nobody holds are not there */
+	{
+		uint8_t x;
+		struct iovec v = { &x, 1 };
+		ck_assert_int_eq(bfs_fetch_copyv(f, 0, 1500, &v, 1), -ENODATA);
+		ck_assert_int_eq(bfs_fetch_copyv(f, 2, 0, &v, 1), -ENODATA);
+	}
+	bfs_fetch_release(f, ta);
+	check_bytes(f, 0, 1200, 100); /* b still holds these */
+	bfs_fetch_release(f, tb);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.buffered, 0);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+START_TEST(near_ranges_share_a_read_within_the_bounds)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 16, 64 * MiB, 4096, 64 << 10);
+	/* gap 100 under half of 2 x 300 bytes: joined; a gap of 1000
+	 * against 2 x 300 bytes carried: not; past 4096: not */
+	struct bfs_fetch_range r[] = {
+		{ 0, 0, 300 },	  { 0, 400, 300 },    { 0, 1700, 300 },
+		{ 0, 9000, 300 }, { 1, 0, 70 << 10 },
+	};
+	struct bfs_fetch_ticket *t;
+	struct bfs_fetch_read *x;
+	struct bfs_fetch_stats st;
+	uint64_t lens[8];
+	size_t n = 0;
+
+	ck_assert_int_eq(bfs_fetch_want(f, r, 5, 1, 0, &t), 0);
+	while ((x = manual_take(&mb))) {
+		uint32_t obj;
+		uint64_t off, len;
+		uint8_t *dst;
+
+		bfs_fetch_read_target(x, &obj, &off, &dst, &len);
+		lens[n++] = len;
+		manual_serve(x, -1);
+	}
+	/* [0,700) [1700,2000) [9000,9300) and 70 KiB of object 1 in one read
+	 * (a last piece takes up to half a read more rather than be short) */
+	ck_assert_uint_eq(n, 4);
+	ck_assert_uint_eq(lens[0], 700);
+	ck_assert_uint_eq(lens[1], 300);
+	ck_assert_uint_eq(lens[2], 300);
+	ck_assert_uint_eq(lens[3], 70 << 10);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.ranges, 5);
+	ck_assert_uint_eq(st.merged, 1);
+	check_bytes(f, 0, 0, 700);
+	check_bytes(f, 1, 0, 70 << 10);
+	bfs_fetch_release(f, t);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+START_TEST(long_ranges_are_cut_into_reads)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 64, 64 * MiB, 0, MiB);
+	struct bfs_fetch_range r = { 2, 10, 4 * MiB + 100 };
+	struct bfs_fetch_ticket *t;
+	struct bfs_fetch_read *x;
+	uint64_t total = 0;
+	size_t n = 0;
+
+	ck_assert_int_eq(bfs_fetch_want(f, &r, 1, 1, 0, &t), 0);
+	while ((x = manual_take(&mb))) {
+		uint32_t obj;
+		uint64_t off, len;
+		uint8_t *dst;
+
+		bfs_fetch_read_target(x, &obj, &off, &dst, &len);
+		ck_assert_uint_ge(len, MiB);
+		ck_assert_uint_le(len, MiB + MiB / 2);
+		ck_assert_uint_eq(off, 10 + total);
+		total += len;
+		n++;
+		manual_serve(x, -1);
+	}
+	ck_assert_uint_eq(n, 4);
+	ck_assert_uint_eq(total, 4 * MiB + 100);
+	check_bytes(f, 2, 10, (size_t)(4 * MiB + 100));
+	bfs_fetch_release(f, t);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+START_TEST(planned_tickets_stay_within_the_budget)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 4, 10000, 0, MiB);
+	struct bfs_fetch_range a = { 0, 0, 6000 }, b = { 0, 8000, 6000 }, c = { 0, 100, 200 };
+	struct bfs_fetch_ticket *ta, *tb = NULL, *tc;
+	struct bfs_fetch_stats st;
+	struct bfs_fetch_read *x;
+
+	ck_assert_int_eq(bfs_fetch_want(f, &a, 1, 1, 0, &ta), 0);
+	ck_assert(!bfs_fetch_has_room(f, 6000));
+	ck_assert_int_eq(bfs_fetch_want(f, &b, 1, 2, 0, &tb), -ENOSPC);
+	ck_assert_ptr_null(tb);
+	/* bytes already held cost nothing */
+	ck_assert_int_eq(bfs_fetch_want(f, &c, 1, 2, 0, &tc), 0);
+	/* a reader waiting is served whatever the budget */
+	ck_assert_int_eq(bfs_fetch_want(f, &b, 1, BFS_FETCH_NOW, BFS_WANT_DEMAND, &tb), 0);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.refused, 1);
+	ck_assert_uint_gt(st.buffered, 10000);
+	while ((x = manual_take(&mb)))
+		manual_serve(x, -1);
+	bfs_fetch_release(f, ta);
+	bfs_fetch_release(f, tb);
+	bfs_fetch_release(f, tc);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.buffered, 0);
+	ck_assert_uint_le(st.peak_buffered, 12000 + 2 * 128);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+START_TEST(reads_go_by_priority_and_a_waiting_reader_first)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 1, 64 * MiB, 0, MiB);
+	struct bfs_fetch_range r[4] = { { 0, 0, 10 }, { 0, 100, 10 }, { 0, 200, 10 }, { 0, 300, 10 } };
+	struct bfs_fetch_ticket *t[4];
+	struct bfs_fetch_read *x;
+	uint64_t order[4];
+	size_t n = 0;
+
+	/* one read in flight at a time: the first queued goes at once */
+	ck_assert_int_eq(bfs_fetch_want(f, &r[0], 1, 30, 0, &t[0]), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, &r[1], 1, 20, 0, &t[1]), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, &r[2], 1, 10, 0, &t[2]), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, &r[3], 1, 40, 0, &t[3]), 0);
+	bfs_fetch_hurry(f, t[3], BFS_FETCH_NOW);
+	while ((x = manual_take(&mb))) {
+		uint32_t obj;
+		uint64_t off, len;
+		uint8_t *dst;
+
+		bfs_fetch_read_target(x, &obj, &off, &dst, &len);
+		order[n++] = off;
+		manual_serve(x, -1); /* completing one lets the next go */
+	}
+	ck_assert_uint_eq(n, 4);
+	ck_assert_uint_eq(order[0], 0);
+	ck_assert_uint_eq(order[1], 300);
+	ck_assert_uint_eq(order[2], 200);
+	ck_assert_uint_eq(order[3], 100);
+	for (int i = 0; i < 4; i++)
+		bfs_fetch_release(f, t[i]);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+START_TEST(released_tickets_drop_their_queued_reads)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 1, 64 * MiB, 0, MiB);
+	struct bfs_fetch_range a = { 0, 0, 10 }, b = { 0, 100, 10 };
+	struct bfs_fetch_ticket *ta, *tb;
+	struct bfs_fetch_stats st;
+	struct bfs_fetch_read *x;
+
+	ck_assert_int_eq(bfs_fetch_want(f, &a, 1, 1, 0, &ta), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, &b, 1, 2, 0, &tb), 0);
+	bfs_fetch_release(f, tb); /* queued behind a: never read */
+	bfs_fetch_release(f, ta); /* in flight: its bytes go when it ends */
+	x = manual_take(&mb);
+	ck_assert_ptr_nonnull(x);
+	manual_serve(x, -1);
+	ck_assert_ptr_null(manual_take(&mb));
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.dropped, 1);
+	ck_assert_uint_eq(st.reads, 1);
+	ck_assert_uint_eq(st.buffered, 0);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+START_TEST(a_failed_read_is_retried_once_then_fails_its_bytes)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 4, 64 * MiB, 0, MiB);
+	struct bfs_fetch_range a = { 0, 0, 100 }, b = { 1, 0, 100 };
+	struct bfs_fetch_ticket *ta, *tb;
+	struct bfs_fetch_stats st;
+	struct bfs_fetch_read *x;
+	uint8_t buf[100];
+	struct iovec v = { buf, sizeof(buf) };
+
+	ck_assert_int_eq(bfs_fetch_want(f, &a, 1, 1, 0, &ta), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, &b, 1, 1, 0, &tb), 0);
+	/* a: short, then whole; b: an error twice */
+	x = manual_take(&mb);
+	manual_serve(x, 40);
+	x = manual_take(&mb);
+	bfs_fetch_read_done(x, -EIO, "connection reset");
+	while ((x = manual_take(&mb))) {
+		uint32_t obj;
+		uint64_t off, len;
+		uint8_t *dst;
+
+		bfs_fetch_read_target(x, &obj, &off, &dst, &len);
+		if (obj == 0)
+			manual_serve(x, -1);
+		else
+			bfs_fetch_read_done(x, -EIO, "connection reset");
+	}
+	check_bytes(f, 0, 0, 100);
+	ck_assert_int_eq(bfs_fetch_copyv(f, 1, 10, &v, 1), -EIO);
+	ck_assert_str_eq(bfs_err_msg(), "connection reset");
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.retries, 2);
+	ck_assert_uint_eq(st.failed, 1);
+	/* a new ticket tries the failed bytes again */
+	bfs_fetch_release(f, tb);
+	ck_assert_int_eq(bfs_fetch_want(f, &b, 1, 1, 0, &tb), 0);
+	x = manual_take(&mb);
+	ck_assert_ptr_nonnull(x);
+	manual_serve(x, -1);
+	check_bytes(f, 1, 0, 100);
+	bfs_fetch_release(f, ta);
+	bfs_fetch_release(f, tb);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+struct waiter {
+	struct bfs_fetch *f;
+	int rc;
+};
+
+static void *wait_copy(void *arg)
+{
+	struct waiter *w = arg;
+	uint8_t buf[10];
+	struct iovec v = { buf, sizeof(buf) };
+
+	w->rc = bfs_fetch_copyv(w->f, 0, 0, &v, 1);
+	return NULL;
+}
+
+START_TEST(stopping_ends_every_wait)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 4, 64 * MiB, 0, MiB);
+	struct bfs_fetch_range a = { 0, 0, 10 };
+	struct bfs_fetch_ticket *t;
+	struct waiter w = { f, 1 };
+	struct timespec ts = { 0, 50000000 };
+	struct bfs_fetch_stats st;
+	pthread_t tid;
+
+	ck_assert_int_eq(bfs_fetch_want(f, &a, 1, 1, 0, &t), 0);
+	ck_assert_int_eq(pthread_create(&tid, NULL, wait_copy, &w), 0);
+	nanosleep(&ts, NULL); /* the source never answers */
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.inflight, 1);
+	bfs_fetch_stop(f);
+	pthread_join(tid, NULL);
+	ck_assert_int_eq(w.rc, -ESHUTDOWN);
+	/* the read still out is abandoned with f; nothing may be freed under it */
+	bfs_fetch_release(f, t);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+/* ----------------------------------------------- descriptor backends */
+
+static void fd_pattern_file(const char *path, uint64_t size)
+{
+	uint8_t *p = malloc(size);
+
+	for (uint64_t i = 0; i < size; i++)
+		p[i] = pattern(0, i);
+	test_spit(path, p, size);
+	free(p);
+}
+
+static int fd_pin(void *ctx, uint32_t obj, int *fd)
+{
+	(void)obj;
+	*fd = *(int *)ctx;
+	return 0;
+}
+
+static void fd_unpin(void *ctx, uint32_t obj)
+{
+	(void)ctx, (void)obj;
+}
+
+static void check_fd_backend(enum bfs_fetch_backend be, const char *name)
+{
+	char dir[64], path[96];
+	struct bfs_fetch_opts o = {
+		.depth = 8, .budget = 64 * MiB, .merge_gap = 0, .max_read = 256 << 10, .backend = be
+	};
+	struct bfs_fetch_range r[64];
+	struct bfs_fetch_ticket *t;
+	struct bfs_fetch_stats st;
+	struct bfs_fetch *f = NULL;
+	struct bfs_fetch_source src = { .pin = fd_pin, .unpin = fd_unpin };
+	int fd;
+
+	test_mkdir(dir, sizeof(dir), "check_fetch_fd");
+	snprintf(path, sizeof(path), "%s/obj", dir);
+	fd_pattern_file(path, 3 * MiB);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	src.ctx = &fd;
+	ck_assert_msg(bfs_fetch_new(&f, 1, &src, &o) == 0, "%s", bfs_err_msg());
+	ck_assert_str_eq(bfs_fetch_backend_name(f), name);
+	for (int i = 0; i < 64; i++)
+		r[i] = (struct bfs_fetch_range){ 0, (uint64_t)i * 40000 + 17, 1000 + (uint64_t)i };
+	r[63] = (struct bfs_fetch_range){ 0, MiB, 2 * MiB }; /* to the end, in pieces */
+	ck_assert_int_eq(bfs_fetch_want(f, r, 64, BFS_FETCH_NOW, BFS_WANT_DEMAND, &t), 0);
+	for (int i = 0; i < 63; i++)
+		check_bytes(f, 0, (uint64_t)i * 40000 + 17, 1000 + (size_t)i);
+	check_bytes(f, 0, MiB, (size_t)(2 * MiB));
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_le(st.peak_inflight, 8);
+	bfs_fetch_release(f, t);
+	/* past the end of the file: a short read, retried, then an error */
+	r[0] = (struct bfs_fetch_range){ 0, 3 * MiB - 10, 100 };
+	ck_assert_int_eq(bfs_fetch_want(f, r, 1, BFS_FETCH_NOW, BFS_WANT_DEMAND, &t), 0);
+	{
+		uint8_t buf[100];
+		struct iovec v = { buf, sizeof(buf) };
+		ck_assert_int_eq(bfs_fetch_copyv(f, 0, 3 * MiB - 10, &v, 1), -EIO);
+		ck_assert(strstr(bfs_err_msg(), "short read") != NULL);
+	}
+	bfs_fetch_release(f, t);
+	bfs_fetch_free(f);
+	close(fd);
+	test_rmdir(dir);
+}
+
+START_TEST(reader_threads_read_a_file)
+{
+	check_fd_backend(BFS_FETCH_THREADS, "threads");
+}
+END_TEST
+
+START_TEST(io_uring_reads_a_file)
+{
+	struct bfs_fetch_source src = { .pin = fd_pin, .unpin = fd_unpin };
+	struct bfs_fetch_opts o = { .depth = 1, .budget = MiB, .backend = BFS_FETCH_URING };
+	struct bfs_fetch *f = NULL;
+	int fd = -1, rc;
+
+	src.ctx = &fd;
+	rc = bfs_fetch_new(&f, 1, &src, &o);
+	bfs_fetch_free(f);
+	if (rc == -ENOSYS || rc == -EPERM) { /* built without it, or refused here */
+		fprintf(stderr, "check_fetch: io_uring not available (%s): only threads tested\n",
+			bfs_err_msg());
+		return;
+	}
+	ck_assert_int_eq(rc, 0);
+	check_fd_backend(BFS_FETCH_URING, "io_uring");
+}
+END_TEST
+
+/* ------------------------------------------------------------ the planner */
+
+/* nsh shards of nrec records each: one int64 "id" (the global number) and
+ * a float list "pad" of 10..40 values. */
+static void write_shards(const char *dir, int nsh, long nrec)
+{
+	for (int s = 0; s < nsh; s++) {
+		char path[128];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/part-%02d", dir, s);
+		f = fopen(path, "wb");
+		ck_assert_ptr_nonnull(f);
+		for (long i = 0; i < nrec; i++) {
+			int64_t id = s * nrec + i;
+			float pad[40] = { 0 };
+			struct pb feats = { 0 }, fid, fpad, ex;
+
+			fid = pb_int_feature(&id, 1, true);
+			fpad = pb_float_feature(pad, (size_t)(10 + id % 31), true);
+			pb_add(&feats, "id", &fid);
+			pb_add(&feats, "pad", &fpad);
+			ex = pb_example(&feats, NULL);
+			test_put_record(f, ex.d, (uint32_t)ex.n);
+		}
+		ck_assert_int_eq(fclose(f), 0);
+	}
+}
+
+struct planned_set {
+	char dir[64];
+	struct bfs_dataset *ds;
+	struct bfs_schema *sc;
+	struct bfs_batcher *b;
+	struct bfs_fetch *f;
+	struct bfs_ioplan *p;
+	uint64_t data_bytes; /* of every record, framing included */
+};
+
+static const char id_schema[] = "{\"features\": {\"id\": {\"kind\": \"int64\", \"shape\": []},"
+				" \"pad\": {\"kind\": \"float\", \"shape\": [-1], \"max_len\": 40}}}";
+
+static void planned_open(struct planned_set *ps, bool block, uint64_t budget, long nrec)
+{
+	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO };
+	struct bfs_batcher_opts bopt = { .batch_size = 16,
+					 .seed = 3,
+					 .shuffle = true,
+					 .block = block,
+					 .block_size = 4096,
+					 .window = 8,
+					 .world = 1,
+					 .verify = true,
+					 .jobs = 1 };
+	struct bfs_fetch_opts fo = { .depth = 4,
+				     .budget = budget,
+				     .merge_gap = 4096,
+				     .max_read = 16384,
+				     .backend = BFS_FETCH_THREADS };
+
+	memset(ps, 0, sizeof(*ps));
+	test_mkdir(ps->dir, sizeof(ps->dir), "check_fetch_plan");
+	write_shards(ps->dir, 3, nrec);
+	ck_assert_int_eq(bfs_dataset_open(&ps->ds, ps->dir, &dopt), 0);
+	ck_assert_int_eq(bfs_schema_from_json(&ps->sc, id_schema, strlen(id_schema)), 0);
+	ck_assert_msg(bfs_batcher_new(&ps->b, ps->ds, ps->sc, &bopt) == 0, "%s", bfs_err_msg());
+	ck_assert_int_eq(bfs_dataset_fetch_new(&ps->f, ps->ds, &fo, true), 0);
+	ck_assert_int_eq(bfs_ioplan_new(&ps->p, ps->f, ps->ds,
+					(const struct bfs_batcher *const *)&ps->b, 1, 2),
+			 0);
+	for (uint64_t r = 0; r < bfs_dataset_nrecords(ps->ds); r++)
+		ps->data_bytes += bfs_dataset_record_len(ps->ds, r) + 16;
+}
+
+static void planned_close(struct planned_set *ps)
+{
+	bfs_ioplan_free(ps->p);
+	bfs_dataset_fetch_free(ps->ds, ps->f);
+	bfs_batcher_free(ps->b);
+	bfs_schema_free(ps->sc);
+	bfs_dataset_close(ps->ds);
+	test_rmdir(ps->dir);
+}
+
+/* Build unit u of epoch e as the cache does: claim, read every record,
+ * check it is the record asked for, release. */
+static void build_unit(struct planned_set *ps, uint64_t e, uint64_t u)
+{
+	struct bfs_ioplan_hold *h;
+	struct bfs_perm perm;
+	uint64_t r0, n, recs[64];
+	uint8_t *dst[64], buf[64][512];
+	int errs[64];
+	char *msgs[64];
+
+	ck_assert_int_eq(bfs_batcher_unit_rows(ps->b, u, &r0, &n), 0);
+	ck_assert_uint_le(n, 64);
+	ck_assert_int_eq(bfs_batcher_perm(ps->b, e, &perm), 0);
+	bfs_batcher_row_records(ps->b, &perm, r0, (size_t)n, recs);
+	bfs_perm_release(&perm);
+	h = bfs_ioplan_claim(ps->p, 0, e, u, recs, (size_t)n);
+	ck_assert_ptr_nonnull(h);
+	for (uint64_t k = 0; k < n; k++)
+		dst[k] = buf[k];
+	ck_assert_int_eq(bfs_dataset_read_many(ps->ds, recs, (size_t)n, dst, true, errs, msgs), 0);
+	for (uint64_t k = 0; k < n; k++) {
+		struct bfs_example *ex = NULL;
+		const struct bfs_values *v;
+
+		ck_assert_msg(errs[k] == 0, "%s", msgs[k] ? msgs[k] : "");
+		ck_assert_int_eq(bfs_example_decode(&ex, dst[k],
+						    bfs_dataset_record_len(ps->ds, recs[k])),
+				 0);
+		v = bfs_example_find(ex, "id");
+		ck_assert_ptr_nonnull(v);
+		ck_assert_int_eq(v->i[0], (int64_t)recs[k]);
+		bfs_example_free(ex);
+	}
+	bfs_ioplan_done(ps->p, h);
+}
+
+/* Wait until the planner has planned more than `than` units. */
+static uint64_t wait_planned(struct bfs_ioplan *p, uint64_t than)
+{
+	struct bfs_ioplan_stats st;
+
+	for (int i = 0; i < 200; i++) {
+		struct timespec ts = { 0, 5000000 };
+		bfs_ioplan_stats(p, &st);
+		if (st.planned > than)
+			break;
+		nanosleep(&ts, NULL);
+	}
+	return st.planned;
+}
+
+/* The planned count once the planner has stopped planning. */
+static uint64_t wait_settled(struct bfs_ioplan *p)
+{
+	struct bfs_ioplan_stats st;
+	uint64_t last = UINT64_MAX;
+
+	for (int i = 0; i < 200; i++) {
+		struct timespec ts = { 0, 20000000 };
+		bfs_ioplan_stats(p, &st);
+		if (st.planned == last)
+			break;
+		last = st.planned;
+		nanosleep(&ts, NULL);
+	}
+	return st.planned;
+}
+
+START_TEST(plans_follow_a_reader_and_read_every_byte_once)
+{
+	struct planned_set ps;
+	struct bfs_ioplan_stats pst;
+	struct bfs_fetch_stats fst;
+	uint64_t nb;
+
+	planned_open(&ps, false, 64 * MiB, 400);
+	nb = bfs_batcher_nbatches(ps.b);
+	for (uint64_t u = 0; u < nb; u++) {
+		build_unit(&ps, 0, u);
+		if (u == 1)
+			ck_assert_uint_gt(wait_planned(ps.p, 0), 0); /* a reader going on */
+	}
+	bfs_ioplan_stats(ps.p, &pst);
+	bfs_fetch_stats(ps.f, &fst);
+	/* most builds found their records planned; the source served each
+	 * byte of the epoch about once (near records may share a read) */
+	ck_assert_uint_gt(pst.claimed, nb / 2);
+	ck_assert_uint_ge(fst.bytes, ps.data_bytes);
+	ck_assert_uint_le(fst.bytes, ps.data_bytes + ps.data_bytes / 2);
+	ck_assert_uint_lt(fst.reads, bfs_dataset_nrecords(ps.ds));
+	planned_close(&ps);
+}
+END_TEST
+
+START_TEST(a_jump_starts_a_stream_that_plans_nothing_yet)
+{
+	struct planned_set ps;
+	struct bfs_ioplan_stats st;
+	uint64_t nb, before;
+
+	planned_open(&ps, false, 64 * MiB, 2000);
+	nb = bfs_batcher_nbatches(ps.b);
+	build_unit(&ps, 0, 0);
+	build_unit(&ps, 0, 1);
+	before = wait_settled(ps.p);
+	/* units far apart (beyond SLACK units from any stream): each a stream
+	 * of its own, and none plans ahead before its reader goes on */
+	build_unit(&ps, 0, nb / 2);
+	build_unit(&ps, 2, 7);
+	build_unit(&ps, 4, nb - 50);
+	bfs_ioplan_stats(ps.p, &st);
+	ck_assert_uint_eq(st.streams, 4);
+	ck_assert_uint_ge(st.unplanned, 3);
+	ck_assert_uint_eq(wait_settled(ps.p), before);
+	planned_close(&ps);
+}
+END_TEST
+
+START_TEST(planned_bytes_stay_within_readahead)
+{
+	struct planned_set ps;
+	struct bfs_fetch_stats fst;
+	uint64_t nb, budget = 6000;
+
+	planned_open(&ps, false, budget, 400);
+	nb = bfs_batcher_nbatches(ps.b);
+	for (uint64_t u = 0; u < nb; u++)
+		build_unit(&ps, 0, u);
+	bfs_fetch_stats(ps.f, &fst);
+	/* plans fill the budget; one build's own records may come on top */
+	ck_assert_uint_gt(fst.refused, 0);
+	ck_assert_uint_le(fst.peak_buffered, budget + 16 * (400 + 128));
+	planned_close(&ps);
+}
+END_TEST
+
+START_TEST(block_shuffle_reads_each_block_once_in_large_reads)
+{
+	struct planned_set ps;
+	struct bfs_ioplan_stats pst;
+	struct bfs_fetch_stats fst;
+	uint64_t nb;
+
+	planned_open(&ps, true, 64 * MiB, 400);
+	nb = bfs_batcher_nbatches(ps.b);
+	for (uint64_t u = 0; u < nb; u++)
+		build_unit(&ps, 0, u);
+	bfs_ioplan_stats(ps.p, &pst);
+	bfs_fetch_stats(ps.f, &fst);
+	ck_assert_uint_gt(pst.groups, 1);
+	ck_assert_uint_eq(fst.bytes, ps.data_bytes); /* every block once */
+	/* whole blocks (4 KiB here), joined where they follow each other */
+	ck_assert_uint_ge(fst.bytes / fst.reads, 4096);
+	planned_close(&ps);
+}
+END_TEST
+
+static Suite *fetch_suite(void)
+{
+	Suite *s = suite_create("fetch");
+	TCase *t = tcase_create("stage");
+	TCase *p = tcase_create("planner");
+	TCase *b = tcase_create("block");
+
+	tcase_add_test(t, ranges_wanted_twice_are_read_once);
+	tcase_add_test(t, near_ranges_share_a_read_within_the_bounds);
+	tcase_add_test(t, long_ranges_are_cut_into_reads);
+	tcase_add_test(t, planned_tickets_stay_within_the_budget);
+	tcase_add_test(t, reads_go_by_priority_and_a_waiting_reader_first);
+	tcase_add_test(t, released_tickets_drop_their_queued_reads);
+	tcase_add_test(t, a_failed_read_is_retried_once_then_fails_its_bytes);
+	tcase_add_test(t, stopping_ends_every_wait);
+	tcase_add_test(t, reader_threads_read_a_file);
+	tcase_add_test(t, io_uring_reads_a_file);
+	tcase_set_timeout(t, 30);
+	suite_add_tcase(s, t);
+	tcase_add_test(p, plans_follow_a_reader_and_read_every_byte_once);
+	tcase_add_test(p, a_jump_starts_a_stream_that_plans_nothing_yet);
+	tcase_add_test(p, planned_bytes_stay_within_readahead);
+	tcase_set_timeout(p, 60);
+	suite_add_tcase(s, p);
+	tcase_add_test(b, block_shuffle_reads_each_block_once_in_large_reads);
+	tcase_set_timeout(b, 60);
+	suite_add_tcase(s, b);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(fetch_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
