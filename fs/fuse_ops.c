@@ -177,7 +177,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 	char *s = NULL;
 	int n;
 
-	char cuda[512] = "", io[1024] = "";
+	char cuda[512] = "", io[2048] = "";
 
 	bfs_cache_stats(fs->cache, &st);
 	if (fs->fetch) {
@@ -187,16 +187,18 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		bfs_fetch_stats(fs->fetch, &fst);
 		bfs_ioplan_stats(fs->ioplan, &pst);
 		snprintf(io, sizeof(io),
-			 "  \"io\": {\"backend\": \"%s\", \"depth\": %u, \"readahead\": %" PRIu64
-			 ", \"reads\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"inflight\": %" PRIu64
-			 ", \"peak_inflight\": %" PRIu64 ", \"pending\": %" PRIu64
-			 ", \"buffered\": %" PRIu64 ", \"peak_buffered\": %" PRIu64
-			 ", \"ranges\": %" PRIu64 ", \"merged\": %" PRIu64 ", \"waits\": %" PRIu64
-			 ", \"wait_seconds\": %.6f, \"retries\": %" PRIu64 ", \"failed\": %" PRIu64
-			 ", \"dropped\": %" PRIu64 ", \"refused\": %" PRIu64
-			 ", \"planned\": %" PRIu64 ", \"claimed\": %" PRIu64
-			 ", \"unplanned\": %" PRIu64 ", \"plans_dropped\": %" PRIu64
-			 ", \"groups\": %" PRIu64 ", \"streams\": %" PRIu64 "},\n",
+			 "  \"io_backend\": \"%s\",\n  \"io_depth\": %u,\n"
+			 "  \"io_readahead\": %" PRIu64 ",\n  \"io_reads\": %" PRIu64 ",\n"
+			 "  \"io_bytes\": %" PRIu64 ",\n  \"io_inflight\": %" PRIu64 ",\n"
+			 "  \"io_peak_inflight\": %" PRIu64 ",\n  \"io_pending\": %" PRIu64 ",\n"
+			 "  \"io_buffered\": %" PRIu64 ",\n  \"io_peak_buffered\": %" PRIu64 ",\n"
+			 "  \"io_ranges\": %" PRIu64 ",\n  \"io_merged\": %" PRIu64 ",\n"
+			 "  \"io_waits\": %" PRIu64 ",\n  \"io_wait_seconds\": %.6f,\n"
+			 "  \"io_retries\": %" PRIu64 ",\n  \"io_failed\": %" PRIu64 ",\n"
+			 "  \"io_dropped\": %" PRIu64 ",\n  \"io_refused\": %" PRIu64 ",\n"
+			 "  \"io_planned\": %" PRIu64 ",\n  \"io_claimed\": %" PRIu64 ",\n"
+			 "  \"io_unplanned\": %" PRIu64 ",\n  \"io_plans_dropped\": %" PRIu64 ",\n"
+			 "  \"io_groups\": %" PRIu64 ",\n  \"io_streams\": %" PRIu64 ",\n",
 			 fst.backend, bfs_fetch_depth(fs->fetch), fs->cfg.readahead, fst.reads,
 			 fst.bytes, fst.inflight, fst.peak_inflight, fst.pending, fst.buffered,
 			 fst.peak_buffered, fst.ranges, fst.merged, fst.waits,

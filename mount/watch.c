@@ -451,6 +451,32 @@ static void print_human(const struct snap *s, const char *mnt)
 	       fmt_n(b, sizeof(b), val(s, "prefetch_queued")),
 	       fmt_n(c, sizeof(c), val(s, "decoding")),
 	       fmt_n(d, sizeof(d), val(s, "prefetch_issued")));
+	if (find(s, "io_reads")) {
+		printf("source      %s source reads, %s (%s ranges, %s of them sharing a read), "
+		       "%s retried, %s failed\n",
+		       fmt_n(a, sizeof(a), val(s, "io_reads")),
+		       fmt_bytes(b, sizeof(b), val(s, "io_bytes")),
+		       fmt_n(c, sizeof(c), val(s, "io_ranges")),
+		       fmt_n(d, sizeof(d), val(s, "io_merged")),
+		       fmt_n(e, sizeof(e), val(s, "io_retries")),
+		       fmt_n(line, sizeof(line), val(s, "io_failed")));
+		printf("            %s in flight of %s (peak %s), %s queued; %s of %s buffered "
+		       "(peak %s)\n",
+		       fmt_n(a, sizeof(a), val(s, "io_inflight")),
+		       fmt_n(b, sizeof(b), val(s, "io_depth")),
+		       fmt_n(c, sizeof(c), val(s, "io_peak_inflight")),
+		       fmt_n(d, sizeof(d), val(s, "io_pending")),
+		       fmt_bytes(e, sizeof(e), val(s, "io_buffered")),
+		       fmt_bytes(line, sizeof(line), val(s, "io_readahead")),
+		       fmt_bytes(a, sizeof(a), val(s, "io_peak_buffered")));
+		printf("            decoders waited %s times (%s s); %s units planned ahead, "
+		       "%s built from a plan, %s without\n",
+		       fmt_n(a, sizeof(a), val(s, "io_waits")),
+		       fmt_f(b, sizeof(b), val(s, "io_wait_seconds"), 2),
+		       fmt_n(c, sizeof(c), val(s, "io_planned")),
+		       fmt_n(d, sizeof(d), val(s, "io_claimed")),
+		       fmt_n(e, sizeof(e), val(s, "io_unplanned")));
+	}
 	printf("errors      %s\n", fmt_errors(line, sizeof(line), s));
 	printf("index       %s, %s (%s corrupt records); schema %s\n",
 	       val(s, "index_reused") > 0 ? "reused" : "built at mount",
@@ -522,8 +548,8 @@ static void screen_leave(void)
 static void draw_frame(const struct snap *p, const struct snap *s, const char *mnt, double interval)
 {
 	char a[64], b[64], c[64], d[64], errs[256];
-	const char *lines[12];
-	char store[12][512];
+	const char *lines[16];
+	char store[16][512];
 	int nl = 0, cols = 80;
 	struct winsize ws;
 
@@ -569,6 +595,19 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 	     fmt_n(b, sizeof(b), val(s, "prefetch_ready")),
 	     fmt_n(c, sizeof(c), val(s, "prefetch_queued")),
 	     fmt_n(d, sizeof(d), val(s, "decoding")));
+	if (find(s, "io_reads")) {
+		LINE("source   %11s reads/s %10s MB/s  %s in flight, %s queued, %s buffered",
+		     fmt_n(a, sizeof(a), rate(p, s, "io_reads")),
+		     fmt_f(b, sizeof(b), rate(p, s, "io_bytes") / 1e6, 1),
+		     fmt_n(c, sizeof(c), val(s, "io_inflight")),
+		     fmt_n(d, sizeof(d), val(s, "io_pending")),
+		     fmt_bytes(errs, sizeof(errs), val(s, "io_buffered")));
+		LINE("         %s source reads, %s retried, %s failed; decoders waited %s s",
+		     fmt_n(a, sizeof(a), val(s, "io_reads")),
+		     fmt_n(b, sizeof(b), val(s, "io_retries")),
+		     fmt_n(c, sizeof(c), val(s, "io_failed")),
+		     fmt_f(d, sizeof(d), val(s, "io_wait_seconds"), 2));
+	}
 	LINE("errors   %s", fmt_errors(errs, sizeof(errs), s));
 	LINE("totals   %s records served, %s in %s reads",
 	     fmt_n(a, sizeof(a), val(s, "records_served")),
@@ -584,14 +623,15 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 	fflush(stdout);
 }
 
-static const char plain_head[] = "uptime     rec/s     MB/s   reads/s  dec_rec/s  busy   hit%"
-				 "  cache_MiB  ahead queued errors       served\n";
+static const char plain_head[] =
+	"uptime     rec/s     MB/s   reads/s  dec_rec/s  busy   hit%"
+	"  cache_MiB  ahead queued errors src_reads/s src_MB/s       served\n";
 
 static void plain_line(const struct snap *p, const struct snap *s)
 {
-	char a[32], b[32], c[32], d[32], e[32], f[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
 
-	printf("%6.0f %9s %8s %9s %10s %5s %6s %10.1f %6.0f %6.0f %6.0f %12.0f\n",
+	printf("%6.0f %9s %8s %9s %10s %5s %6s %10.1f %6.0f %6.0f %6.0f %11s %8s %12.0f\n",
 	       val(s, "uptime_seconds"), fmt_f(a, sizeof(a), rate(p, s, "records_served"), 1),
 	       fmt_f(b, sizeof(b), rate(p, s, "bytes_read") / 1e6, 1),
 	       fmt_f(c, sizeof(c), rate(p, s, "reads"), 0),
@@ -603,7 +643,10 @@ static void plain_line(const struct snap *p, const struct snap *s)
 			     val(s, "cache_misses") - val(p, "cache_misses")),
 		     1),
 	       val(s, "cache_bytes") / 1048576.0, val(s, "prefetch_ready"),
-	       val(s, "prefetch_queued"), sum_errors(s), val(s, "records_served"));
+	       val(s, "prefetch_queued"), sum_errors(s),
+	       fmt_f(g, sizeof(g), find(s, "io_reads") ? rate(p, s, "io_reads") : NAN, 0),
+	       fmt_f(h, sizeof(h), find(s, "io_bytes") ? rate(p, s, "io_bytes") / 1e6 : NAN, 1),
+	       val(s, "records_served"));
 	fflush(stdout);
 }
 
