@@ -46,7 +46,7 @@ static void usage(FILE *f)
 		"  chunk_rows=N (about 2 MiB of rows: decoded together for all/)\n"
 		"  compression=auto|none|gzip|zlib  follow_symlinks\n"
 		"  io_depth=N|auto  readahead=SIZE|auto: source reads in flight, and bytes\n"
-		"    fetched ahead (auto: none on a local disk, 128 reads on a network or\n"
+		"    fetched ahead (auto: none on a local disk, 256 reads on a network or\n"
 		"    FUSE filesystem; 64M, or two windows of blocks under shuffle=block)\n"
 		"  cuda[=DEV]  cuda_pool=N (4: device buffers for batch-B.cuda descriptors)\n"
 		"  image=FEATURE:HxW[:C]  image_max_pixels=N (64M)  split=NAME (TFDS folder)\n"
@@ -384,7 +384,7 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 
 /* Reads in flight on a network or FUSE filesystem: enough to keep a source
  * that answers in milliseconds busy (io_depth=auto). */
-#define IO_DEPTH_REMOTE 128
+#define IO_DEPTH_REMOTE 256
 #define READAHEAD_MIN ((uint64_t)64 << 20)
 
 /* readahead=auto: 64 MiB; under shuffle=block, two windows of blocks (the

@@ -2001,56 +2001,6 @@ def shards_ratios(r):
                            100 * r["cat_warm"] / b, r["ragged_files"]))
 
 
-def bench_block(args, tools):
-    """shuffle=block against shuffle=global on a seek-costly source: the
-    shards behind tests/faultfs with `delay MS` on every read that reaches
-    it (faultfs opens with direct_io: no page cache between). Both mounts
-    read the same first batches of epoch 0 in order, in the same run.
-    Returns rows of (mode, records, seconds, faultfs reads)."""
-    n = 200_000 // (10 if args.quick else 1)
-    w = {"shards": 4, "features": ["x:float:8", "y:int64:1"]}
-    src, _ = generate(tools, args.work, "block%d" % n, w, n)
-    lower = os.path.join(args.work, "block-faultfs")
-    ctl = os.path.join(args.work, "block-faultfs.ctl")
-    with open(ctl, "w") as f:
-        f.write("delay %d\n" % args.block_delay_ms)
-    faultfs = os.path.join(os.path.dirname(tools["gen"]), "..", "faultfs", "faultfs")
-    rows = []
-    fm = Mount([faultfs, src, lower, ctl], lower)
-    try:
-        for mode, extra in (("global", ""), ("block", ",block_size=%s,window=%d" % (
-                args.block_size, args.block_window))):
-            mnt = os.path.join(args.work, "block-mnt")
-            idx = os.path.join(args.work, "block-index")
-            opts = "batch_size=256,shuffle=%s%s,index_dir=%s" % (
-                mode if mode != "global" else "global", extra, idx)
-            with open(ctl, "w") as f:  # no delay while indexing (both reuse it)
-                f.write("ok\n")
-            with Mount([tools["batchfs"], "-f", "-o", opts, lower, mnt], mnt) as m:
-                with open(ctl, "w") as f:
-                    f.write("delay %d\n" % args.block_delay_ms)
-                ep = os.path.join(mnt, "epoch-0000")
-                t0 = time.perf_counter()
-                recs = 0
-                i = 0
-                while time.perf_counter() - t0 < args.block_seconds:
-                    p = os.path.join(ep, "batch-%06d.safetensors" % i)
-                    if not os.path.exists(p):
-                        break
-                    with open(p, "rb") as f:
-                        f.read()
-                    recs += 256
-                    i += 1
-                secs = time.perf_counter() - t0
-                rows.append((mode, recs, secs))
-                log("%s: %d records in %.1f s" % (mode, recs, secs))
-    finally:
-        with open(ctl, "w") as f:
-            f.write("ok\n")
-        fm.close()
-    return rows
-
-
 # ---------------------------------------------------------------- main
 
 
@@ -2068,15 +2018,19 @@ def main():
     ap.add_argument("--batch-size", type=int, help="override every workload's batch size")
     ap.add_argument("--cache-size", help="batchfs cache_size (default: batchfs's, 1G)")
     ap.add_argument("--no-npm", action="store_true")
-    ap.add_argument("--block-vs-global", action="store_true",
-                    help="also: records/s of shuffle=block against shuffle=global on shards "
-                    "behind tests/faultfs with a delay per read (off by default)")
-    ap.add_argument("--block-only", action="store_true",
-                    help="only the --block-vs-global part (no workloads, no scale part)")
-    ap.add_argument("--block-delay-ms", type=int, default=2)
-    ap.add_argument("--block-seconds", type=float, default=20)
-    ap.add_argument("--block-size", default="256K")
-    ap.add_argument("--block-window", type=int, default=8)
+    ap.add_argument("--remote", action="store_true",
+                    help="also the 'remote' part: 'small' behind a source with latency "
+                    "(tests/faultfs), against cat and 256 random readers of that source "
+                    "(scripts/bench_remote.py)")
+    ap.add_argument("--only-remote", action="store_true",
+                    help="the 'remote' part alone (no workloads, no scale or shards parts)")
+    ap.add_argument("--remote-delays", default="2,20",
+                    help="milliseconds per read of the remote part's source (default 2,20)")
+    ap.add_argument("--remote-seconds", type=float, default=10,
+                    help="the remote part's global shuffle is read this long at most")
+    ap.add_argument("--remote-previous", metavar="DIR",
+                    help="also measure DIR/batchfs (a build of the previous commit) in the "
+                    "remote part, with the same baselines")
     ap.add_argument("--no-scale", "--no-index10m", dest="no_scale", action="store_true",
                     help="skip the scale part (index size, re-mount, index build vs cat)")
     ap.add_argument("--scale-1e8", action="store_true",
@@ -2122,10 +2076,11 @@ def main():
         ap.error("--drop-caches needs root")
     if args.only_shards:
         args.no_scale = True
-    names = [] if args.only_scale or args.only_shards else (
+    if args.only_remote:
+        args.remote = args.no_scale = args.no_shards = args.no_npm = True
+    args.remote_delays = [int(x) for x in args.remote_delays.split(",") if x]
+    names = [] if args.only_scale or args.only_shards or args.only_remote else (
         args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
-    if args.block_only:
-        args.no_npm = True
     os.makedirs(args.work, exist_ok=True)
 
     log("building")
@@ -2193,18 +2148,10 @@ def main():
            "date": time.strftime("%Y-%m-%d %H:%M"),
            "command": " ".join(["scripts/bench"] + sys.argv[1:])}
     results = []
-    if args.block_vs_global or args.block_only:
-        rows = bench_block(args, tools)
-        say("shuffle=block vs global, shards behind faultfs with delay %d ms per read, "
-            "batch_size=256, block_size=%s, window=%d, %.0f s each:" % (
-                args.block_delay_ms, args.block_size, args.block_window, args.block_seconds))
-        rate = {m: r / s if s else 0 for m, r, s in rows}
-        for m, r, s in rows:
-            say("  %-6s %8d records in %5.1f s: %10.0f records/s" % (m, r, s, r / s if s else 0))
-        if rate.get("global"):
-            say("  block / global: %.1fx" % (rate["block"] / rate["global"]))
-        if args.block_only:
-            return 0
+    remote = None
+    if args.remote:
+        import bench_remote
+        remote = bench_remote.run(args, tools, sys.modules[__name__])
     gz_results = []
     for name in names:
         w = WORKLOADS[name]

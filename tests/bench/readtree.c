@@ -24,7 +24,9 @@
  *             level a name --only does not want is skipped without a stat
  * --manifest  do not read; write "SIZE RELPATH" per file (from stat) to OUT,
  *             in the order they would be read (nullfs takes this file)
- * Output: one JSON line: files, bytes, seconds, MB_s (10^6 bytes/s).
+ * --seconds S stop reading after S seconds (a source too slow to read all
+ *             of in a benchmark); "stopped": true then says so
+ * Output: one JSON line: files, bytes, seconds, MB_s (10^6 bytes/s), stopped.
  * Exit status: 0 ok, 1 an I/O error (named on stderr), 2 usage.
  */
 #include <dirent.h>
@@ -49,7 +51,24 @@ struct walk {
 	FILE *manifest;
 	size_t rootlen, skip; /* skip: bytes of a path before its manifest name */
 	uint64_t files, bytes;
+	double deadline; /* CLOCK_MONOTONIC seconds; 0: none */
+	bool stopped; /* the deadline came */
 };
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool past_deadline(struct walk *w)
+{
+	if (w->deadline > 0 && mono() >= w->deadline)
+		w->stopped = true;
+	return w->stopped;
+}
 
 static int cmp_names(const struct dirent **a, const struct dirent **b)
 {
@@ -103,6 +122,8 @@ static int read_file(struct walk *w, const char *path, const struct stat *st)
 		if (r == 0)
 			break;
 		w->bytes += (uint64_t)r;
+		if (past_deadline(w))
+			break;
 	}
 	close(fd);
 	w->files++;
@@ -126,8 +147,8 @@ static int walk_dir(struct walk *w, const char *dir, int depth)
 		char *path = NULL;
 		struct stat st;
 
-		if (rc || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || excluded(w, name) ||
-		    (deepest && !wanted(w, name)))
+		if (rc || w->stopped || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+		    excluded(w, name) || (deepest && !wanted(w, name)))
 			goto next;
 		if (asprintf(&path, "%s/%s", dir, name) < 0) {
 			rc = -1;
@@ -153,7 +174,7 @@ next:
 static void usage(void)
 {
 	fprintf(stderr, "usage: readtree [--bs BYTES] [--only SUFFIX] [--exclude NAME]... "
-			"[--maxdepth N] [--manifest OUT] DIR|FILE\n");
+			"[--maxdepth N] [--manifest OUT] [--seconds S] DIR|FILE\n");
 	exit(2);
 }
 
@@ -162,7 +183,7 @@ int main(int argc, char **argv)
 	struct walk w = { .bs = 1 << 20 };
 	const char *root = NULL, *manifest = NULL;
 	struct timespec t0, t1;
-	double secs;
+	double secs, limit = 0;
 	int rc;
 
 	for (int i = 1; i < argc; i++) {
@@ -176,6 +197,8 @@ int main(int argc, char **argv)
 			w.maxdepth = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--manifest") == 0 && i + 1 < argc)
 			manifest = argv[++i];
+		else if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
+			limit = strtod(argv[++i], NULL);
 		else if (argv[i][0] == '-' || root)
 			usage();
 		else
@@ -206,6 +229,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (limit > 0)
+		w.deadline = mono() + limit;
 	if (S_ISREG(st.st_mode)) {
 		const char *slash = strrchr(top, '/');
 
@@ -223,7 +248,8 @@ int main(int argc, char **argv)
 	}
 	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
 	printf("{\"files\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"seconds\": %.6f, "
-	       "\"MB_s\": %.2f}\n",
-	       w.files, w.bytes, secs, secs > 0 ? (double)w.bytes / secs / 1e6 : 0.0);
+	       "\"MB_s\": %.2f, \"stopped\": %s}\n",
+	       w.files, w.bytes, secs, secs > 0 ? (double)w.bytes / secs / 1e6 : 0.0,
+	       w.stopped ? "true" : "false");
 	return rc ? 1 : 0;
 }

@@ -80,7 +80,7 @@ def test_slow_source_serves_the_local_bytes(remote, mounter, tmp_path, shuffle, 
     slow.set("delay 1")
     m = mounter(slow.mnt, index_dir=str(tmp_path / "ix-slow"), **opts)
     io = _io(m)
-    assert io is not None and io["depth"] == 128, m.read("stats.json")
+    assert io is not None and io["depth"] == 256, m.read("stats.json")
     files = _tree(ref) + _tree(ref, 1)
     assert files == _tree(m) + _tree(m, 1)
     assert len(files) > 100
@@ -243,7 +243,7 @@ def test_stats_and_top_show_the_io_stage(remote, mounter, batchfs, tmp_path):  #
     assert st["io_reads"] > 0 and st["io_bytes"] > 0
     text = subprocess.run([batchfs, "stats", m.mnt], stdout=subprocess.PIPE, check=True,
                           universal_newlines=True).stdout
-    assert "source reads" in text and "in flight of 128" in text, text
+    assert "source reads" in text and "in flight of 256" in text, text
     top = subprocess.run([batchfs, "top", "--count", "2", "--interval", "0.1", m.mnt],
                          stdout=subprocess.PIPE, check=True, universal_newlines=True).stdout
     head, line = top.splitlines()[0], top.splitlines()[-1]

@@ -1,0 +1,189 @@
+"""The 'remote' part of scripts/bench: 'small' records behind a source with
+latency, as NFS, Lustre or a FUSE client of a bucket is.
+
+The shards sit behind tests/faultfs, a FUSE filesystem that answers every
+read request after DELAY ms, up to 256 at once (each its own delay; every
+read reaches it: direct_io). In the same run, for each delay:
+
+  cat        the shards read in order with 1 MiB reads (readtree): the
+             source's sequential bandwidth, as records/s
+  ceiling    randread: 256 threads reading random record-sized ranges: the
+             most records/s a reader of random records gets from the source
+  batchfs    default options (io_depth and readahead auto) with
+             shuffle=block and shuffle=global: epoch-0000/all.safetensors
+             read with 1 MiB reads (global: for --remote-seconds at most);
+             time to the first batch after mounting (index cached); daemon
+             CPU per record decoded; bytes the source served per byte of the
+             records decoded
+  local      the same mounts over the shards on the local disk: the daemon
+             CPU per record to compare with
+
+Targets: block >= 70% of cat; global >= 60% of the ceiling; CPU per record
+<= 3x local; source bytes <= 1.5x what was decoded.
+"""
+
+import json
+import os
+import subprocess
+import time
+
+W = {"shards": 16, "features": ["x:float:32", "y:int64:1"]}
+
+
+def _stat_bytes(lower):
+    """Bytes faultfs has served so far."""
+    try:
+        with open(os.path.join(lower, ".faultfs-stats")) as f:
+            for line in f:
+                k, v = line.split()
+                if k == "bytes":
+                    return int(v)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _set(ctl, line):
+    tmp = ctl + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(line + "\n")
+    os.replace(tmp, ctl)
+
+
+def _stats(mnt):
+    with open(os.path.join(mnt, "stats.json")) as f:
+        return json.load(f)
+
+
+def _epoch(h, tools, binary, source, mnt, opts, seconds, lower=None):
+    """Mount, time the first batch, remount, read all.safetensors (for
+    `seconds` at most). Returns a dict of what was measured."""
+    cmd = [binary, "-f", "-o", opts, source, mnt]
+    r = {}
+    with h.Mount(cmd, mnt) as m:
+        t0 = time.perf_counter()
+        with open(os.path.join(mnt, "epoch-0000", "batch-000000.safetensors"), "rb") as f:
+            f.read()
+        r["first_batch"] = time.perf_counter() - t0
+        r["mount"] = m.mount_seconds
+    with h.Mount(cmd, mnt) as m:
+        b0 = _stat_bytes(lower) if lower else 0
+        extra = ["--seconds", str(seconds)] if seconds else []
+        rd = m.read(tools, os.path.join(mnt, "epoch-0000", "all.safetensors"), *extra)
+        st = _stats(mnt)
+        r["seconds"] = rd["seconds"]
+        r["stopped"] = rd.get("stopped", False)
+        r["daemon_cpu"] = rd["daemon_cpu"]
+        r["served"] = st["records_served"]
+        r["decoded"] = st["records_decoded"]
+        r["source_bytes"] = (_stat_bytes(lower) - b0) if lower else 0
+        r["io"] = {k[3:]: v for k, v in st.items() if k.startswith("io_")}
+    r["rate"] = r["served"] / r["seconds"] if r["seconds"] else 0
+    r["cpu_per_rec"] = r["daemon_cpu"] / r["decoded"] if r["decoded"] else None
+    return r
+
+
+def run(args, tools, h):
+    """Returns the rows; prints the table. h is scripts/bench.py's module
+    (say, log, Mount, generate...)."""
+    n = 200_000 if args.quick else 2_000_000
+    src, _ = h.generate(tools, args.work, "remote%d" % n, W, n)
+    shards = h.shard_paths(src)
+    total = sum(os.path.getsize(p) for p in shards)
+    per_rec = total / n
+    faultfs = os.path.join(os.path.dirname(tools["gen"]), "..", "faultfs", "faultfs")
+    randread = os.path.join(os.path.dirname(tools["readtree"]), "randread")
+    binaries = [("batchfs", tools["batchfs"])]
+    if getattr(args, "remote_previous", None):
+        binaries.append(("previous", os.path.join(os.path.abspath(args.remote_previous),
+                                                  "batchfs")))
+    mnt = os.path.join(args.work, "remote-mnt")
+    out = {"n": n, "bytes": total, "per_rec": per_rec, "delays": {}, "local": {}}
+
+    # the daemon's CPU per record over the local disk: what a remote mount
+    # is measured against
+    for label, binary in binaries:
+        for shuffle in ("block", "global"):
+            ix = os.path.join(args.work, "remote-index-local-%s" % label)
+            opts = "shuffle=%s,index_dir=%s" % (shuffle, ix)
+            with h.Mount([binary, "-f", "-o", opts, src, mnt], mnt):
+                pass  # the index, once
+            out["local"][(label, shuffle)] = _epoch(h, tools, binary, src, mnt, opts, 0)
+            h.log("local %s %s: %.2f us/record" % (
+                label, shuffle, 1e6 * out["local"][(label, shuffle)]["cpu_per_rec"]))
+
+    lower = os.path.join(args.work, "remote-lower")
+    ctl = os.path.join(args.work, "remote.ctl")
+    _set(ctl, "ok")
+    with h.Mount([faultfs, src, lower, ctl], lower):
+        for label, binary in binaries:  # index through the source's paths, no delay
+            ix = os.path.join(args.work, "remote-index-%s" % label)
+            for shuffle in ("block", "global"):
+                with h.Mount([binary, "-f", "-o", "shuffle=%s,index_dir=%s" % (shuffle, ix),
+                              lower, mnt], mnt):
+                    pass
+        for delay in args.remote_delays:
+            d = out["delays"][delay] = {}
+            _set(ctl, "delay %d" % delay)
+            b0 = _stat_bytes(lower)
+            rt = h.json_lines(h.check_child([tools["readtree"], "--exclude", ".faultfs-stats",
+                                             lower])[0])[0]
+            d["cat"] = {"rate": n / rt["seconds"], "mb_s": rt["MB_s"],
+                        "source_bytes": _stat_bytes(lower) - b0}
+            rr = json.loads(h.check_child([randread, "--threads", "256", "--seconds",
+                                           str(args.remote_seconds / 2), "--len",
+                                           str(int(per_rec))] + h.shard_paths(lower))[0])
+            d["ceiling"] = {"rate": rr["reads_per_s"], "cpu_per_read": rr["cpu_s"] / rr["reads"]}
+            h.log("delay %d ms: cat %.0f records/s, ceiling %.0f reads/s" % (
+                delay, d["cat"]["rate"], d["ceiling"]["rate"]))
+            for label, binary in binaries:
+                ix = os.path.join(args.work, "remote-index-%s" % label)
+                for shuffle in ("block", "global"):
+                    opts = "shuffle=%s,index_dir=%s" % (shuffle, ix)
+                    r = _epoch(h, tools, binary, lower, mnt, opts,
+                               args.remote_seconds if shuffle == "global" else 0, lower)
+                    d[(label, shuffle)] = r
+                    h.log("delay %d ms, %s %s: %.0f records/s, %.2f us/record, source "
+                          "%.2fx" % (delay, label, shuffle, r["rate"],
+                                     1e6 * (r["cpu_per_rec"] or 0),
+                                     r["source_bytes"] / max(1, r["decoded"] * per_rec)))
+        _set(ctl, "ok")
+    report(h, out, binaries)
+    return out
+
+
+def report(h, out, binaries):
+    say = h.say
+    say()
+    say("== remote: 'small' (x float[32], y int64), %d records in %d shards (%.0f MB), behind "
+        "tests/faultfs (each read answered after the delay, 256 at once, direct_io); "
+        "default options" % (out["n"], W["shards"], out["bytes"] / 1e6))
+    say("%-26s %12s %10s %12s %10s %12s" % ("", "records/s", "vs target", "us/record",
+                                             "vs local", "source/used"))
+    for delay, d in out["delays"].items():
+        say("-- %d ms per read: cat (1 MiB reads) %.0f records/s (%.0f MB/s); ceiling (256 "
+            "threads of random %d-byte reads) %.0f records/s, %.1f us CPU per read" % (
+                delay, d["cat"]["rate"], d["cat"]["mb_s"], out["per_rec"], d["ceiling"]["rate"],
+                1e6 * d["ceiling"]["cpu_per_read"]))
+        for label, _ in binaries:
+            for shuffle, base, target in (("block", d["cat"]["rate"], 0.70),
+                                          ("global", d["ceiling"]["rate"], 0.60)):
+                r = d[(label, shuffle)]
+                loc = out["local"][(label, shuffle)]
+                q = r["rate"] / base if base else 0
+                cq = (r["cpu_per_rec"] / loc["cpu_per_rec"]
+                      if r["cpu_per_rec"] and loc["cpu_per_rec"] else 0)
+                used = r["decoded"] * out["per_rec"]
+                say("%-26s %12.0f %5.0f%% %s %9.2f %6.1fx %s %8.2fx %s" % (
+                    "%s %s%s" % (label, shuffle, " (%.0f s)" % r["seconds"] if r["stopped"]
+                                  else ""),
+                    r["rate"], 100 * q, h.verdict(q >= target), 1e6 * r["cpu_per_rec"], cq,
+                    h.verdict(cq <= 3), r["source_bytes"] / used if used else 0,
+                    h.verdict(r["source_bytes"] <= 1.5 * used)))
+                say("%-26s first batch %.3f s after a mount of %.3f s; %d source reads, "
+                    "%d in flight at most, decoders waited %.1f s" % (
+                        "", r["first_batch"], r["mount"], r["io"].get("reads", 0),
+                        r["io"].get("peak_inflight", 0), r["io"].get("wait_seconds", 0)))
+    say("(vs target: block / cat >= 70%, global / ceiling >= 60%; vs local: daemon CPU per "
+        "record decoded against a local mount's, <= 3x; source/used: bytes the source served "
+        "per byte of the records decoded, <= 1.5x)")
