@@ -104,7 +104,10 @@ static bool leads_outside(const char *root_real, const char *path)
 
 bool bfs_source_not_shard(const char *name)
 {
-	static const char *const ext[] = { ".json", ".txt", ".md", ".crc", ".pbtxt", ".idx" };
+	/* .shadow: batchfs's own plain copies of compressed shards, when
+	 * index_dir is the source folder itself */
+	static const char *const ext[] = { ".json",  ".txt", ".md",    ".crc",
+					   ".pbtxt", ".idx", ".shadow" };
 	size_t n = strlen(name);
 
 	if (name[0] == '_')

@@ -143,7 +143,8 @@ int bfs_source_resolve(char ***out, size_t *n, const char *source, bool follow_s
 void bfs_source_free(char **paths, size_t n);
 
 /* In a directory SOURCE, names that are plainly not shards are passed over
- * (docs/contract.md, SOURCE): ending .json .txt .md .crc .pbtxt .idx, or starting with '_'. */
+ * (docs/contract.md, SOURCE): ending .json .txt .md .crc .pbtxt .idx, batchfs's
+ * own .shadow copies (index_dir set to SOURCE), or starting with '_'. */
 bool bfs_source_not_shard(const char *name);
 /* Those names in directory `dir`, sorted (none when dir is not a
  * directory); free with bfs_source_free. */

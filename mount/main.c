@@ -636,7 +636,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.readme = readme,
 		.schema_json = schema_json,
 		.options_text = opts,
-		.fuse_threads = 16,
+		/* a hung source may hold a thread per reader waiting on it:
+		 * enough are left for the other files */
+		.fuse_threads = io_depth ? 64 : 16,
 		.io_depth = io_depth,
 		.readahead = readahead,
 		.io_all = o->io_depth != 0,

@@ -254,3 +254,17 @@ def test_index_dir_full_or_read_only_falls_back_with_one_line(mounter, gen, tmp_
     assert not _leftovers(ix)
     assert _listing(src.path) == before
     assert m.json("stats.json")["failed_reads"] == 0
+
+
+def test_index_dir_may_be_the_source_folder(mounter, gen, tmp_path):  # noqa: F811
+    """The shadow copies written into the folder of gzip shards are passed
+    over as the folder's own files are: a second mount serves the same."""
+    src = Src(gen, tmp_path / "src", n=400)
+    m = mounter(src.path, batch_size=B, index_dir=src.path)
+    _all_exact(m, src)
+    m.stop()
+    assert _shadows(src.path)
+    m = mounter(src.path, batch_size=B, index_dir=src.path)
+    assert len(m.json("schema.json")["shards"]) == len(src.shards)
+    _all_exact(m, src)
+    assert not _log_lines(m, "not a TFRecord")

@@ -254,7 +254,9 @@ START_TEST(reads_go_by_priority_and_a_waiting_reader_first)
 {
 	struct manual mb;
 	struct bfs_fetch *f = manual_new(&mb, 1, 64 * MiB, 0, MiB);
-	struct bfs_fetch_range r[4] = { { 0, 0, 10 }, { 0, 100, 10 }, { 0, 200, 10 }, { 0, 300, 10 } };
+	struct bfs_fetch_range r[4] = {
+		{ 0, 0, 10 }, { 0, 100, 10 }, { 0, 200, 10 }, { 0, 300, 10 }
+	};
 	struct bfs_fetch_ticket *t[4];
 	struct bfs_fetch_read *x;
 	uint64_t order[4];
@@ -534,8 +536,9 @@ struct planned_set {
 	uint64_t data_bytes; /* of every record, framing included */
 };
 
-static const char id_schema[] = "{\"features\": {\"id\": {\"kind\": \"int64\", \"shape\": []},"
-				" \"pad\": {\"kind\": \"float\", \"shape\": [-1], \"max_len\": 40}}}";
+static const char id_schema[] =
+	"{\"features\": {\"id\": {\"kind\": \"int64\", \"shape\": []},"
+	" \"pad\": {\"kind\": \"float\", \"shape\": [-1], \"max_len\": 40}}}";
 
 static void planned_open(struct planned_set *ps, bool block, uint64_t budget, long nrec)
 {
@@ -605,9 +608,9 @@ static void build_unit(struct planned_set *ps, uint64_t e, uint64_t u)
 		const struct bfs_values *v;
 
 		ck_assert_msg(errs[k] == 0, "%s", msgs[k] ? msgs[k] : "");
-		ck_assert_int_eq(bfs_example_decode(&ex, dst[k],
-						    bfs_dataset_record_len(ps->ds, recs[k])),
-				 0);
+		ck_assert_int_eq(
+			bfs_example_decode(&ex, dst[k], bfs_dataset_record_len(ps->ds, recs[k])),
+			0);
 		v = bfs_example_find(ex, "id");
 		ck_assert_ptr_nonnull(v);
 		ck_assert_int_eq(v->i[0], (int64_t)recs[k]);
