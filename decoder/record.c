@@ -98,7 +98,11 @@ struct bfs_shard {
 	bfs_shadow_fail_fn shadow_fail;
 	void *shadow_ctx;
 	bool ix_borrowed; /* a view: ix belongs to the shard it shadows */
-	bool remote; /* on a network or FUSE filesystem: never mapped */
+	bool remote; /* on a network or FUSE filesystem, or not a file: never mapped */
+	/* a shard that is not a local file (an object in a bucket): its bytes
+	 * come through io with obj, and fs holds no descriptor */
+	const struct bfs_shard_io *io;
+	void *io_obj;
 	/* the I/O stage reads of this shard go through (fetch.h), as object
 	 * fetch_id; NULL: reads go to the file */
 	struct bfs_fetch *fetch;
@@ -188,21 +192,94 @@ int bfs_compression_parse(enum bfs_compression *out, const char *s)
 	return bfs_err_set(-EINVAL, "compression: unknown value '%s' (auto, none, gzip, zlib)", s);
 }
 
-/* ---- open / close ------------------------------------------------------ */
-
-static int detect(int fd, uint64_t size, enum bfs_compression *out)
+/* The shard's bytes, pinned for one use: a file's descriptor is then
+ * valid (fs.fd); a shard read through io needs nothing. 0 or -errno. */
+static int shard_pin(struct bfs_shard *s)
 {
-	uint8_t b[HDR_LEN];
-	char hex[3 * HDR_LEN + 1];
+	return s->io ? 0 : bfs_fdslot_pin(&s->fs);
+}
+
+static void shard_unpin(struct bfs_shard *s)
+{
+	if (!s->io)
+		bfs_fdslot_unpin(&s->fs);
+}
+
+/* n bytes at off (pinned): bytes read, fewer only at the end, or -errno
+ * (io: with its message set). */
+static ssize_t shard_pread(const struct bfs_shard *s, void *buf, size_t n, uint64_t off)
+{
+	if (s->io) {
+		ssize_t got = 0;
+
+		while ((size_t)got < n) {
+			ssize_t r = s->io->pread(s->io_obj, (uint8_t *)buf + got, n - (size_t)got,
+						 off + (uint64_t)got);
+			if (r < 0)
+				return r;
+			if (r == 0)
+				break;
+			got += r;
+		}
+		return got;
+	}
+	return pread_full(s->fs.fd, buf, n, off);
+}
+
+/* preadv through the shard (pinned): bytes read or -errno. A shard read
+ * through io gets the whole span in one read, then spread. */
+static ssize_t shard_preadv(const struct bfs_shard *s, const struct iovec *v, int nv, uint64_t off)
+{
+	size_t total = 0, at = 0;
+	uint8_t *tmp;
 	ssize_t n;
 
-	if (size == 0) {
+	if (!s->io) {
+		do
+			n = preadv(s->fs.fd, v, nv, (off_t)off);
+		while (n < 0 && errno == EINTR);
+		return n < 0 ? -errno : n;
+	}
+	for (int i = 0; i < nv; i++)
+		total += v[i].iov_len;
+	tmp = malloc(total ? total : 1);
+	if (!tmp)
+		return bfs_err_set(-ENOMEM, "out of memory");
+	n = shard_pread(s, tmp, total, off);
+	for (int i = 0; i < nv && n > 0 && at < (size_t)n; i++) {
+		size_t k = v[i].iov_len < (size_t)n - at ? v[i].iov_len : (size_t)n - at;
+
+		memcpy(v[i].iov_base, tmp + at, k);
+		at += k;
+	}
+	free(tmp);
+	return n;
+}
+
+/* A message for a failed read: io's own (it names the object and range),
+ * else strerror. */
+static const char *read_why(const struct bfs_shard *s, ssize_t n, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s", s->io && bfs_err_msg()[0] ? bfs_err_msg() : strerror((int)-n));
+	return buf;
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+/* The compression of s from its first bytes (pinned). */
+static int detect(const struct bfs_shard *s, enum bfs_compression *out)
+{
+	uint8_t b[HDR_LEN];
+	char hex[3 * HDR_LEN + 1], why[512];
+	ssize_t n;
+
+	if (s->file_size == 0) {
 		*out = BFS_COMP_NONE;
 		return 0;
 	}
-	n = pread_full(fd, b, sizeof(b), 0);
+	n = shard_pread(s, b, sizeof(b), 0);
 	if (n < 0)
-		return bfs_err_set((int)n, "read: %s", strerror((int)-n));
+		return bfs_err_set((int)n, "read: %s", read_why(s, n, why, sizeof(why)));
 	if (n == HDR_LEN && masked_crc(b, 8) == get_le32(b + 8)) {
 		*out = BFS_COMP_NONE;
 		return 0;
@@ -278,11 +355,6 @@ static int open_shard(struct bfs_shard **out, const char *path, enum bfs_compres
 		err = bfs_err_set(-EINVAL, "not a regular file");
 		goto out_close;
 	}
-	if (comp == BFS_COMP_AUTO && detect_now) {
-		err = detect(fd, (uint64_t)st.st_size, &comp);
-		if (err)
-			goto out_close;
-	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		err = bfs_err_set(-ENOMEM, "out of memory");
@@ -301,9 +373,15 @@ static int open_shard(struct bfs_shard **out, const char *path, enum bfs_compres
 		err = bfs_err_set(-ENOMEM, "out of memory");
 		goto out_free;
 	}
+	s->file_size = (uint64_t)st.st_size;
+	if (comp == BFS_COMP_AUTO && detect_now) {
+		s->fs.fd = fd; /* not in the descriptor cache yet */
+		err = detect(s, &comp);
+		if (err)
+			goto out_free;
+	}
 	bfs_fdslot_init(&s->fs, s->open_path, fd, (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 	s->comp = comp;
-	s->file_size = (uint64_t)st.st_size;
 	s->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	s->remote = fstatfs(fd, &sfs) == 0 && remote_fs((long)sfs.f_type);
 	*out = s;
@@ -328,6 +406,34 @@ int bfs_shard_open_undetected(struct bfs_shard **out, const char *path)
 	return open_shard(out, path, BFS_COMP_AUTO, false);
 }
 
+int bfs_shard_open_io(struct bfs_shard **out, const char *name, uint64_t size, int64_t version,
+		      const struct bfs_shard_io *io, void *obj)
+{
+	struct bfs_shard *s = calloc(1, sizeof(*s));
+
+	if (!s || !(s->path = strdup(name)) || !(s->open_path = strdup(name))) {
+		if (s)
+			free(s->path);
+		free(s);
+		io->close(obj);
+		return bfs_err_set(-ENOMEM, "out of memory");
+	}
+	s->fs.fd = -1;
+	s->io = io;
+	s->io_obj = obj;
+	s->comp = BFS_COMP_AUTO;
+	s->file_size = size;
+	s->mtime_ns = version;
+	s->remote = true;
+	*out = s;
+	return 0;
+}
+
+void *bfs_shard_io_obj(const struct bfs_shard *s)
+{
+	return s->io_obj;
+}
+
 int bfs_shard_detect(struct bfs_shard *s, enum bfs_compression known)
 {
 	enum bfs_compression c = known;
@@ -336,11 +442,11 @@ int bfs_shard_detect(struct bfs_shard *s, enum bfs_compression known)
 	if ((unsigned)known > BFS_COMP_ZLIB)
 		return bfs_err_set(-EINVAL, "invalid compression %d", (int)known);
 	if (known == BFS_COMP_AUTO) {
-		err = bfs_fdslot_pin(&s->fs);
+		err = shard_pin(s);
 		if (err)
 			return err;
-		err = detect(s->fs.fd, s->file_size, &c);
-		bfs_fdslot_unpin(&s->fs);
+		err = detect(s, &c);
+		shard_unpin(s);
 		if (err)
 			return err;
 	}
@@ -357,7 +463,10 @@ void bfs_shard_close(struct bfs_shard *s)
 		atomic_fetch_sub(&nmapped, 1);
 	}
 	bfs_shard_close(s->shadow);
-	bfs_fdslot_release(&s->fs);
+	if (s->io)
+		s->io->close(s->io_obj);
+	else
+		bfs_fdslot_release(&s->fs);
 	free(s->path);
 	free(s->open_path);
 	if (!s->ix_borrowed)
@@ -441,7 +550,7 @@ void bfs_shard_set_fetch(struct bfs_shard *s, struct bfs_fetch *f, uint32_t id)
 
 int bfs_shard_pin_fd(struct bfs_shard *s, int *fd)
 {
-	int err = bfs_fdslot_pin(&s->fs);
+	int err = s->io ? bfs_err_set(-EBADF, "not a file") : bfs_fdslot_pin(&s->fs);
 
 	if (err) {
 		bfs_err_prefix("%s", s->path);
@@ -483,21 +592,20 @@ bool bfs_shard_span(const struct bfs_shard *s, uint64_t i, uint64_t j, uint64_t 
 	return true;
 }
 
-/* Bytes [off, off + n) of the shard's file: from the I/O stage when it
- * holds them, else with pread. Bytes read or a negative errno. */
-static ssize_t src_pread(int fd, struct bfs_fetch *f, uint32_t id, void *buf, size_t n,
-			 uint64_t off)
+/* Bytes [off, off + n) of the shard (pinned): from its I/O stage when it
+ * holds them, else read. Bytes read or a negative errno. */
+static ssize_t src_pread(const struct bfs_shard *s, void *buf, size_t n, uint64_t off)
 {
-	if (f) {
+	if (s->fetch) {
 		struct iovec v = { buf, n };
-		int rc = bfs_fetch_copyv(f, id, off, &v, 1);
+		int rc = bfs_fetch_copyv(s->fetch, s->fetch_id, off, &v, 1);
 
 		if (rc == 0)
 			return (ssize_t)n;
 		if (rc != -ENODATA)
 			return rc;
 	}
-	return pread_full(fd, buf, n, off);
+	return shard_pread(s, buf, n, off);
 }
 
 /* ---- index storage ----------------------------------------------------- */
@@ -590,9 +698,7 @@ int bfs_shard_set_index(struct bfs_shard *s, struct bfs_index *ix)
 /* ---- compressed input -------------------------------------------------- */
 
 struct zin {
-	int fd;
-	struct bfs_fetch *fetch; /* reads go through it first (see src_pread) */
-	uint32_t fetch_id;
+	const struct bfs_shard *s; /* read with src_pread: the I/O stage first */
 	uint64_t file_size;
 	uint64_t pos; /* file offset of the next byte to pread */
 	uint8_t *buf;
@@ -618,13 +724,13 @@ static int zin_refill(struct zin *z)
 	want = z->cap;
 	if (z->file_size - z->pos < want)
 		want = (size_t)(z->file_size - z->pos);
-	n = src_pread(z->fd, z->fetch, z->fetch_id, z->buf, want, z->pos);
+	n = src_pread(z->s, z->buf, want, z->pos);
 	if (n < 0) {
 		char why[512];
 
-		snprintf(why, sizeof(why), "%s", z->fetch ? bfs_err_msg() : strerror((int)-n));
-		if (!z->fetch || !why[0])
-			snprintf(why, sizeof(why), "%s", strerror((int)-n));
+		snprintf(why, sizeof(why), "%s",
+			 (z->s->fetch || z->s->io) && bfs_err_msg()[0] ? bfs_err_msg()
+								       : strerror((int)-n));
 		return bfs_err_set((int)n, "read at compressed offset %" PRIu64 ": %s", z->pos,
 				   why);
 	}
@@ -639,9 +745,7 @@ static int zin_refill(struct zin *z)
 static int zin_init(struct zin *z, const struct bfs_shard *s, size_t cap)
 {
 	memset(z, 0, sizeof(*z));
-	z->fd = s->fs.fd;
-	z->fetch = s->fetch;
-	z->fetch_id = s->fetch_id;
+	z->s = s;
 	z->file_size = s->file_size;
 	z->cap = cap;
 	z->buf = malloc(cap);
@@ -695,14 +799,17 @@ static int scan_fill_plain(struct scan *sc)
 		want = (size_t)(sc->s->file_size - sc->produced);
 	/* the next chunks on their way while this one is parsed: a scan is
 	 * CPU-bound on small records, and reads then overlap it */
-	if (want && sc->s->file_size - sc->produced > want)
+	if (want && sc->s->file_size - sc->produced > want && !sc->s->io)
 		(void)posix_fadvise(sc->s->fs.fd, (off_t)(sc->produced + want), SCAN_AHEAD,
 				    POSIX_FADV_WILLNEED);
-	n = want ? pread_full(sc->s->fs.fd, sc->buf + sc->end, want, sc->produced) : 0;
+	n = want ? shard_pread(sc->s, sc->buf + sc->end, want, sc->produced) : 0;
 
-	if (n < 0)
+	if (n < 0) {
+		char why[512];
+
 		return bfs_err_set((int)n, "record %" PRIu64 " at offset %" PRIu64 ": read: %s",
-				   sc->rec, sc->base, strerror((int)-n));
+				   sc->rec, sc->base, read_why(sc->s, n, why, sizeof(why)));
+	}
 	if (n == 0)
 		sc->eof = true;
 	sc->end += (size_t)n;
@@ -847,7 +954,6 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 
 	memset(&sc, 0, sizeof(sc));
 	sc.s = s;
-	sc.z.fd = -1;
 	drop_shadow(s); /* it borrows the index */
 	bfs_index_free(s->ix);
 	s->ix = NULL;
@@ -861,11 +967,13 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 	sc.buf = malloc(sc.cap);
 	if (!sc.buf)
 		return bfs_err_set(-ENOMEM, "out of memory");
-	err = bfs_fdslot_pin(&s->fs);
+	err = shard_pin(s);
 	if (err) {
 		free(sc.buf);
 		return err;
 	}
+	if (s->io && s->io->stream_begin)
+		s->io->stream_begin(s->io_obj, 0); /* one pass, in order: read ahead */
 	if (!plain) {
 		err = zin_init(&sc.z, s, SCAN_IN_CHUNK);
 		if (err)
@@ -994,7 +1102,9 @@ out:
 	}
 	if (!err)
 		maybe_map(s);
-	bfs_fdslot_unpin(&s->fs);
+	if (s->io && s->io->stream_end)
+		s->io->stream_end(s->io_obj);
+	shard_unpin(s);
 	return err;
 }
 
@@ -1198,14 +1308,13 @@ static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_l
 			skip = 0;
 			k++;
 		}
-		n = preadv(s->fs.fd, v, k, (off_t)(loc->offset + got));
-		if (n < 0 && errno == EINTR)
-			continue;
+		n = shard_preadv(s, v, k, loc->offset + got);
 		if (n < 0) {
-			err = -errno;
-			return bfs_err_set(err,
+			char why[512];
+
+			return bfs_err_set((int)n,
 					   "record %" PRIu64 " at offset %" PRIu64 ": read: %s", i,
-					   loc->offset, strerror(-err));
+					   loc->offset, read_why(s, n, why, sizeof(why)));
 		}
 		if (n == 0)
 			return bfs_err_set(-EIO,
@@ -1238,6 +1347,16 @@ static int zr_err(struct zreader *r, int err, const char *what)
 			   r->z.zs.msg ? ")" : "");
 }
 
+/* zin_refill for a record's read: a failure names the record. */
+static int zr_refill(struct zreader *r)
+{
+	int err = zin_refill(&r->z);
+
+	if (err)
+		bfs_err_prefix("record %" PRIu64 " at offset %" PRIu64, r->rec, r->rec_off);
+	return err;
+}
+
 static int zr_start(struct zreader *r, const struct bfs_seek_point *pt)
 {
 	int err;
@@ -1252,8 +1371,7 @@ static int zr_start(struct zreader *r, const struct bfs_seek_point *pt)
 		r->raw = true;
 		if (pt->bits) {
 			uint8_t b;
-			ssize_t n = src_pread(r->s->fs.fd, r->s->fetch, r->s->fetch_id, &b, 1,
-					      pt->in_off - 1);
+			ssize_t n = src_pread(r->s, &b, 1, pt->in_off - 1);
 
 			if (n != 1)
 				return zr_err(r, n < 0 ? (int)n : -EIO,
@@ -1282,7 +1400,7 @@ static int zr_next_member(struct zreader *r)
 		while (left) {
 			unsigned k;
 
-			err = zin_refill(&r->z);
+			err = zr_refill(r);
 			if (err)
 				return err;
 			if (!r->z.zs.avail_in)
@@ -1293,7 +1411,7 @@ static int zr_next_member(struct zreader *r)
 			left -= k;
 		}
 	}
-	err = zin_refill(&r->z);
+	err = zr_refill(r);
 	if (err)
 		return err;
 	if (!r->z.zs.avail_in)
@@ -1323,7 +1441,7 @@ static int zr_read(struct zreader *r, uint8_t *dst, size_t n)
 		} else if (want > UINT_MAX) {
 			want = UINT_MAX;
 		}
-		err = zin_refill(&r->z);
+		err = zr_refill(r);
 		if (err)
 			return err;
 		zs->next_out = o;
@@ -1544,10 +1662,10 @@ int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap
 
 	if (s->shadow && shadow_read(s, i, dst, dst_cap, &smsg) == 0)
 		return 0;
-	err = bfs_fdslot_pin(&s->fs);
+	err = shard_pin(s);
 	if (!err) {
 		err = read_one(s, i, dst, dst_cap, verify);
-		bfs_fdslot_unpin(&s->fs);
+		shard_unpin(s);
 		if (!err && s->shadow)
 			shadow_failed(s, smsg);
 	}
@@ -1627,7 +1745,7 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
 static void read_many_plain_or_z(struct bfs_shard *s, const uint64_t *idx, size_t n,
 				 uint8_t *const *dst, bool verify, int *errs, char **msgs)
 {
-	int err = bfs_fdslot_pin(&s->fs);
+	int err = shard_pin(s);
 
 	if (err) {
 		for (size_t k = 0; k < n; k++)
@@ -1635,7 +1753,7 @@ static void read_many_plain_or_z(struct bfs_shard *s, const uint64_t *idx, size_
 		return;
 	}
 	read_many_pinned(s, idx, n, dst, verify, errs, msgs);
-	bfs_fdslot_unpin(&s->fs);
+	shard_unpin(s);
 }
 
 /* Records of one call that lie within RUN_GAP bytes of each other in an
@@ -1690,9 +1808,7 @@ static bool read_run(struct bfs_shard *s, const struct pending *p, size_t m, uin
 		v[nv++] = (struct iovec){ hf[t] + HDR_LEN, FOOT_LEN };
 		want += HDR_LEN + (uint64_t)p[t].len + FOOT_LEN;
 	}
-	do
-		got = preadv(s->fs.fd, v, (int)nv, (off_t)p[0].off);
-	while (got < 0 && errno == EINTR);
+	got = shard_preadv(s, v, (int)nv, p[0].off);
 	return got >= 0 && (uint64_t)got == want;
 }
 
@@ -1821,7 +1937,6 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 	}
 	memset(&r, 0, sizeof(r));
 	r.s = s;
-	r.z.fd = -1;
 	r.scratch = malloc(DISCARD_CHUNK);
 	if (!r.scratch) {
 		for (size_t k = 0; k < n; k++)

@@ -127,6 +127,31 @@ int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap
 void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
 			 bool verify, int *errs, char **msgs);
 
+/* ---- shards that are not local files ----
+ *
+ * An object in a bucket (objsrc.h) is a shard whose bytes come through
+ * these functions instead of a descriptor. Such a shard is remote: never
+ * mapped, read through an I/O stage when one is set. */
+struct bfs_shard_io {
+	/* n bytes at off into buf: bytes read (fewer only at the end of the
+	 * object) or a negative errno with a message naming the object */
+	ssize_t (*pread)(void *obj, void *buf, size_t n, uint64_t off);
+	/* a pass over the object in order begins at off / ends (the scan): the
+	 * source may read ahead; NULL: nothing to do */
+	void (*stream_begin)(void *obj, uint64_t off);
+	void (*stream_end)(void *obj);
+	void (*close)(void *obj); /* the shard is closed: obj goes */
+};
+/* A shard named `name` (a URL: messages and cache keys) of `size` bytes,
+ * whose version is `version` (stands for the mtime in cache keys: a hash
+ * of an object's ETag), read through io with obj, which the shard owns
+ * from now on (io->close frees it, on failure too). Its compression is
+ * detected later, as for bfs_shard_open_undetected. -ENOMEM. */
+int bfs_shard_open_io(struct bfs_shard **out, const char *name, uint64_t size, int64_t version,
+		      const struct bfs_shard_io *io, void *obj);
+/* The obj of a shard opened with bfs_shard_open_io; NULL for a file. */
+void *bfs_shard_io_obj(const struct bfs_shard *s);
+
 /* ---- the I/O stage (fetch.h) ----
  *
  * A shard on a network or FUSE filesystem (statfs at open: NFS, SMB,

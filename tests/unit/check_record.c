@@ -1256,6 +1256,116 @@ START_TEST(many_shards_share_a_bounded_descriptor_cache)
 }
 END_TEST
 
+/* ------------------------------------------------ shards that are not files */
+
+/* An object held in memory, as a bucket's would be read: every read,
+ * and the passes in order, counted. */
+struct memobj {
+	uint8_t *data;
+	size_t n;
+	unsigned reads, streams, closed;
+	bool fail; /* reads fail from now on */
+};
+
+static ssize_t mem_pread(void *obj, void *buf, size_t n, uint64_t off)
+{
+	struct memobj *m = obj;
+
+	m->reads++;
+	if (m->fail)
+		return bfs_err_set(-EIO, "s3://bucket/obj: bytes %llu-%llu: connection reset",
+				   (unsigned long long)off, (unsigned long long)(off + n - 1));
+	if (off >= m->n)
+		return 0;
+	if (n > m->n - off)
+		n = m->n - (size_t)off;
+	memcpy(buf, m->data + off, n);
+	return (ssize_t)n;
+}
+
+static void mem_stream_begin(void *obj, uint64_t off)
+{
+	(void)off;
+	((struct memobj *)obj)->streams++;
+}
+
+static void mem_close(void *obj)
+{
+	((struct memobj *)obj)->closed++;
+}
+
+static const struct bfs_shard_io mem_io = {
+	.pread = mem_pread,
+	.stream_begin = mem_stream_begin,
+	.stream_end = NULL,
+	.close = mem_close,
+};
+
+START_TEST(shards_read_through_io_equal_files)
+{
+	static const enum wkind kinds[] = { W_PLAIN, W_GZIP, W_ZLIB, W_GZIP2 };
+	struct recs r;
+	uint8_t *stream, *buf = malloc(1 << 16), *want = malloc(1 << 16);
+	size_t n;
+
+	recs_gen(&r, 400, 900, 77, 0);
+	stream = recs_frame(&r, &n);
+	for (size_t k = 0; k < BFS_ARRAY_SIZE(kinds); k++) {
+		const char *path = tmp_path("io-shard");
+		struct bfs_shard *file = NULL, *obj = NULL;
+		struct memobj m = { 0 };
+		uint64_t idx[50];
+		uint8_t *dst[50], *dmem = malloc(50 << 10);
+		int errs[50];
+		char *msgs[50];
+
+		write_shard(path, kinds[k], stream, n);
+		m.data = read_file(path, &m.n);
+		ck_assert_int_eq(bfs_shard_open(&file, path, BFS_COMP_AUTO), 0);
+		ck_assert_int_eq(bfs_shard_scan(file, true, NULL, NULL), 0);
+		ck_assert_int_eq(bfs_shard_open_io(&obj, "s3://bucket/obj", m.n, 42, &mem_io, &m),
+				 0);
+		ck_assert_str_eq(bfs_shard_path(obj), "s3://bucket/obj");
+		ck_assert_int_eq(bfs_shard_mtime_ns(obj), 42);
+		ck_assert(bfs_shard_is_remote(obj)); /* never mapped */
+		ck_assert_int_eq(bfs_shard_detect(obj, BFS_COMP_AUTO), 0);
+		ck_assert_int_eq(bfs_shard_compression(obj), bfs_shard_compression(file));
+		ck_assert_msg(bfs_shard_scan(obj, true, NULL, NULL) == 0, "%s", bfs_err_msg());
+		ck_assert_uint_eq(m.streams, 1); /* the scan is one pass in order */
+		ck_assert_uint_eq(bfs_shard_nrecords(obj), r.n);
+		for (uint64_t i = 0; i < r.n; i += 7) {
+			ck_assert_int_eq(bfs_shard_read(obj, i, buf, 1 << 16, true), 0);
+			ck_assert_int_eq(bfs_shard_read(file, i, want, 1 << 16, true), 0);
+			ck_assert(memcmp(buf, want, r.len[i]) == 0);
+		}
+		for (size_t j = 0; j < 50; j++) {
+			idx[j] = j * 8 + (kinds[k] == W_PLAIN ? 1 : 0);
+			dst[j] = dmem + (j << 10);
+		}
+		bfs_shard_read_many(obj, idx, 50, dst, true, errs, msgs);
+		for (size_t j = 0; j < 50; j++) {
+			ck_assert_msg(errs[j] == 0, "%s", msgs[j]);
+			ck_assert(memcmp(dst[j], r.data[idx[j]], r.len[idx[j]]) == 0);
+		}
+		/* a failing object: the message names it, the record and offset */
+		m.fail = true;
+		ck_assert_int_eq(bfs_shard_read(obj, 5, buf, 1 << 16, true), -EIO);
+		ck_assert_msg(strstr(bfs_err_msg(), "record 5") &&
+				      strstr(bfs_err_msg(), "connection reset"),
+			      "%s", bfs_err_msg());
+		bfs_shard_close(obj);
+		ck_assert_uint_eq(m.closed, 1);
+		bfs_shard_close(file);
+		free(m.data);
+		free(dmem);
+	}
+	free(stream);
+	free(buf);
+	free(want);
+	recs_free(&r);
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *su = suite_create("record");
@@ -1306,6 +1416,7 @@ static Suite *record_suite(void)
 			    BFS_ARRAY_SIZE(concurrent_kinds));
 	tcase_add_test(tc, set_index_roundtrips_into_a_fresh_shard);
 	tcase_add_test(tc, many_shards_share_a_bounded_descriptor_cache);
+	tcase_add_test(tc, shards_read_through_io_equal_files);
 	tcase_set_timeout(tc, 600);
 	suite_add_tcase(su, tc);
 
