@@ -237,3 +237,24 @@ int bfs_write_file_atomic(const char *path, const struct iovec *iov, size_t n)
 		(void)unlink(tmp);
 	return rc;
 }
+
+int bfs_cache_dir_make(const char *dir)
+{
+	char tmp[PATH_MAX];
+	size_t len = strlen(dir);
+
+	if (len == 0 || len >= sizeof(tmp))
+		return -EINVAL;
+	memcpy(tmp, dir, len + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	}
+	if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}

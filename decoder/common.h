@@ -99,6 +99,8 @@ uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n);
  * crash fails its loader's checks and is rebuilt). 0 or -errno
  * (-ENAMETOOLONG, -ENOSPC, -EACCES, -EROFS ...). */
 int bfs_write_file_atomic(const char *path, const struct iovec *iov, size_t n);
+/* mkdir -p DIR (0755). 0 or -errno. */
+int bfs_cache_dir_make(const char *dir);
 
 /* A little-endian uint64 at p (any alignment). */
 static inline uint64_t bfs_get_le64(const uint8_t *p)

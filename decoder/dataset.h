@@ -31,6 +31,7 @@
 #define BFS_DATASET_H
 
 #include "common.h"
+#include "fetch.h"
 #include "record.h"
 #include "schema.h"
 
@@ -109,12 +110,24 @@ int bfs_dataset_read_many(const struct bfs_dataset *ds, const uint64_t *recs, si
 bool bfs_dataset_remote(const struct bfs_dataset *ds);
 /* An I/O stage (fetch.h) over the dataset's shards (object i = shard i),
  * set on every remote shard, or on all with `all`, so that their reads
- * take what it holds. The dataset must outlive it; free it with
- * bfs_dataset_fetch_free, while no read runs. */
+ * take what it holds. With a disk cache (diskcache.h), the bytes the
+ * stage fetches are kept there and read from there after; a plain shard
+ * whose copy is whole is read from it as a local file (its records'
+ * CRCs always checked; a record its copy fails is read from the source
+ * and the copy deleted). The dataset must outlive the stage; free it
+ * with bfs_dataset_fetch_free, while no read runs. */
 struct bfs_fetch;
-struct bfs_fetch_opts;
+struct bfs_diskcache;
+struct bfs_dataset_io {
+	struct bfs_fetch_opts fetch;
+	bool all;
+	struct bfs_diskcache *dc; /* NULL: none */
+	uint64_t dc_limit; /* its bound: a dataset within it is fetched in whole blocks */
+	void (*note)(void *ctx, const char *msg); /* copies found bad; may be NULL */
+	void *ctx;
+};
 int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
-			  const struct bfs_fetch_opts *o, bool all);
+			  const struct bfs_dataset_io *o);
 void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f); /* accepts NULL */
 
 /* Cache files about one shard in a cache directory (the index is one; the
@@ -134,8 +147,6 @@ int bfs_dataset_cache_file(const struct bfs_dataset *ds, size_t i, const char *d
  * another mount reading a file deleted under it only rebuilds it. */
 void bfs_dataset_drop_cache_files(const struct bfs_dataset *ds, const char *dir,
 				  const char *const *suffixes, size_t nsuf, const bool *drop);
-/* mkdir -p DIR (0755). 0 or -errno. */
-int bfs_cache_dir_make(const char *dir);
 
 /* Resolve SOURCE into a sorted list of shard paths (malloc'd, caller frees
  * each and the array). */

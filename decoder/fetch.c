@@ -414,6 +414,16 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 		}
 		if (obj >= f->nobj)
 			return -EINVAL;
+		if (f->o.align) {
+			uint64_t size = f->src.size(f->src.ctx, obj);
+
+			a -= a % f->o.align;
+			b = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
+				    ? (b / f->o.align + 1) * f->o.align
+				    : b;
+			if (b > size)
+				b = size > a ? size : b;
+		}
 		rc = walk_span(f, t, obj, a, b, add, made);
 		if (rc)
 			return rc;
@@ -629,6 +639,8 @@ int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struc
 
 /* ------------------------------------------------------- for backends */
 
+static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local);
+
 struct bfs_fetch_read *bfs_fetch_take(struct bfs_fetch *f, bool block)
 {
 	struct bfs_fetch_read *x;
@@ -660,10 +672,16 @@ struct bfs_fetch_read *bfs_fetch_take(struct bfs_fetch *f, bool block)
 		f->st.inflight++;
 		if (f->st.inflight > f->st.peak_inflight)
 			f->st.peak_inflight = f->st.inflight;
-		if (x->buf || (x->buf = malloc(x->len ? x->len : 1)))
-			break;
 		pthread_mutex_unlock(&f->lock);
-		bfs_fetch_read_done(x, -ENOMEM, "out of memory for a read buffer");
+		if (!x->buf && !(x->buf = malloc(x->len ? x->len : 1))) {
+			bfs_fetch_read_done(x, -ENOMEM, "out of memory for a read buffer");
+		} else if (f->src.local &&
+			   f->src.local(f->src.ctx, x->obj, x->off, x->buf, x->len)) {
+			complete(x, (int64_t)x->len, NULL, true);
+		} else {
+			pthread_mutex_lock(&f->lock);
+			break;
+		}
 		pthread_mutex_lock(&f->lock);
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -748,14 +766,28 @@ bool bfs_fetch_read_advance(struct bfs_fetch_read *r, uint64_t n)
 
 void bfs_fetch_read_done(struct bfs_fetch_read *x, int64_t got, const char *msg)
 {
+	complete(x, got, msg, false);
+}
+
+/* The end of read x: from the source (local false), or served by the local
+ * copy. */
+static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local)
+{
 	struct bfs_fetch *f = x->f;
 	bool requeued = false;
 
+	if (!local && got >= 0 && (uint64_t)got == x->len && f->src.fetched)
+		f->src.fetched(f->src.ctx, x->obj, x->off, x->buf, x->len);
 	pthread_mutex_lock(&f->lock);
 	f->st.inflight--;
-	f->st.reads++;
-	if (got > 0)
-		f->st.bytes += (uint64_t)got;
+	if (local) {
+		f->st.local++;
+		f->st.local_bytes += (uint64_t)got;
+	} else {
+		f->st.reads++;
+		if (got > 0)
+			f->st.bytes += (uint64_t)got;
+	}
 	if (got >= 0 && (uint64_t)got == x->len) {
 		x->state = X_READY;
 	} else {
@@ -958,6 +990,8 @@ int bfs_fetch_new(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_
 		return bfs_err_set(-EINVAL, "io_depth must be at least 1");
 	if (o->backend == BFS_FETCH_CUSTOM ? !src->submit : !src->pin || !src->unpin)
 		return bfs_err_set(-EINVAL, "the I/O stage has no way to read its source");
+	if (o->align && !src->size)
+		return bfs_err_set(-EINVAL, "aligned reads need the objects' sizes");
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;

@@ -60,6 +60,15 @@ struct bfs_fetch_source {
 	 * what), at most depth at once; call bfs_fetch_read_done(r, ...)
 	 * once from any thread, also on failure */
 	void (*submit)(void *ctx, struct bfs_fetch_read *r);
+	/* optional, a local copy (the disk cache): fill dst with bytes
+	 * [off, off + len) of obj and return true, or false to read them from
+	 * the source; called before each read, no lock held */
+	bool (*local)(void *ctx, uint32_t obj, uint64_t off, uint8_t *dst, uint64_t len);
+	/* optional: bytes [off, off + len) of obj just came from the source
+	 * (borrowed for the call); no lock held */
+	void (*fetched)(void *ctx, uint32_t obj, uint64_t off, const uint8_t *src, uint64_t len);
+	/* with opts.align: the size of object obj */
+	uint64_t (*size)(void *ctx, uint32_t obj);
 	void *ctx;
 };
 
@@ -68,6 +77,10 @@ struct bfs_fetch_opts {
 	uint64_t budget; /* bytes buffered or in flight for planned tickets */
 	uint64_t merge_gap; /* ranges of one object at most this far apart share a read */
 	uint64_t max_read; /* bytes per read at most; 0: 4 MiB */
+	/* every range read from the source is widened to multiples of align
+	 * (within its object; source.size says where it ends), so that a local
+	 * copy can keep whole blocks; 0: ranges as asked */
+	uint64_t align;
 	enum bfs_fetch_backend backend;
 };
 
@@ -87,6 +100,7 @@ struct bfs_fetch_stats {
 	uint64_t waits, wait_ns; /* copies that waited for a read, and how long */
 	uint64_t retries, failed; /* reads retried; reads failed after their retry */
 	uint64_t dropped; /* reads never issued: their tickets went first */
+	uint64_t local, local_bytes; /* reads served by source.local instead */
 	uint64_t refused; /* planned tickets refused for want of room */
 	const char *backend; /* "io_uring", "threads", ... */
 };

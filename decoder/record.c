@@ -94,7 +94,9 @@ struct bfs_shard {
 	 * view of the stream that reads go to first */
 	bfs_stream_sink_fn sink;
 	void *sink_ctx;
-	struct bfs_shard *shadow; /* owned */
+	/* owned; set while reads run only by bfs_shard_promote (an atomic
+	 * store after the fail function: a reader sees a view whole) */
+	struct bfs_shard *_Atomic shadow;
 	bfs_shadow_fail_fn shadow_fail;
 	void *shadow_ctx;
 	bool ix_borrowed; /* a view: ix belongs to the shard it shadows */
@@ -1619,6 +1621,18 @@ int bfs_shard_open_view(struct bfs_shard **out, const char *path, int fd,
 	maybe_map(v);
 	*out = v;
 	return 0;
+}
+
+bool bfs_shard_promote(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
+		       void *ctx)
+{
+	struct bfs_shard *none = NULL;
+
+	if (atomic_load(&s->shadow))
+		return false;
+	s->shadow_fail = fn;
+	s->shadow_ctx = ctx;
+	return atomic_compare_exchange_strong(&s->shadow, &none, view);
 }
 
 void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,

@@ -199,5 +199,10 @@ typedef void (*bfs_shadow_fail_fn)(void *ctx, const struct bfs_shard *s, const c
 void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
 			  void *ctx);
 bool bfs_shard_has_shadow(const struct bfs_shard *s);
+/* The same while reads run: set view as s's shadow (taking it) when s has
+ * none yet, and return true; else false (the caller keeps view). Only
+ * one promotion can win; fn and ctx must then stay valid. */
+bool bfs_shard_promote(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
+		       void *ctx);
 
 #endif

@@ -9,6 +9,7 @@
 #include "cache.h"
 #include "cudapath.h"
 #include "epoch.h"
+#include "diskcache.h"
 #include "fetch.h"
 #include "ioplan.h"
 #include "vfs.h"
@@ -52,6 +53,7 @@ struct bfs_fs {
 	 * daemon; NULL when reads go to the source from the decoders */
 	struct bfs_fetch *fetch;
 	struct bfs_ioplan *ioplan;
+	struct bfs_diskcache *dcache; /* disk_cache=DIR, or NULL */
 	struct bfs_vfs *vfs;
 	struct bfs_fs_config cfg;
 	char *readme, *schema_json, *options_text;
@@ -177,9 +179,25 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 	char *s = NULL;
 	int n;
 
-	char cuda[512] = "", io[2048] = "";
+	char cuda[512] = "", io[2048] = "", dc[512] = "";
 
 	bfs_cache_stats(fs->cache, &st);
+	if (fs->dcache) {
+		struct bfs_diskcache_stats d;
+
+		bfs_diskcache_stats(fs->dcache, &d);
+		snprintf(dc, sizeof(dc),
+			 "  \"disk_cache_hits\": %" PRIu64 ",\n  \"disk_cache_misses\": %" PRIu64
+			 ",\n  \"disk_cache_hit_bytes\": %" PRIu64
+			 ",\n  \"disk_cache_bytes\": %" PRIu64
+			 ",\n  \"disk_cache_evictions\": %" PRIu64
+			 ",\n  \"disk_cache_corrupt\": %" PRIu64
+			 ",\n  \"disk_cache_dropped\": %" PRIu64
+			 ",\n  \"disk_cache_used\": %" PRIu64 ",\n  \"disk_cache_limit\": %" PRIu64
+			 ",\n",
+			 d.hits, d.misses, d.hit_bytes, d.bytes, d.evictions, d.corrupt, d.dropped,
+			 d.used, d.limit);
+	}
 	if (fs->fetch) {
 		struct bfs_fetch_stats fst;
 		struct bfs_ioplan_stats pst;
@@ -198,13 +216,14 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 			 "  \"io_dropped\": %" PRIu64 ",\n  \"io_refused\": %" PRIu64 ",\n"
 			 "  \"io_planned\": %" PRIu64 ",\n  \"io_claimed\": %" PRIu64 ",\n"
 			 "  \"io_unplanned\": %" PRIu64 ",\n  \"io_plans_dropped\": %" PRIu64 ",\n"
-			 "  \"io_groups\": %" PRIu64 ",\n  \"io_streams\": %" PRIu64 ",\n",
+			 "  \"io_groups\": %" PRIu64 ",\n  \"io_streams\": %" PRIu64 ",\n"
+			 "  \"io_local\": %" PRIu64 ",\n  \"io_local_bytes\": %" PRIu64 ",\n",
 			 fst.backend, bfs_fetch_depth(fs->fetch), fs->cfg.readahead, fst.reads,
 			 fst.bytes, fst.inflight, fst.peak_inflight, fst.pending, fst.buffered,
 			 fst.peak_buffered, fst.ranges, fst.merged, fst.waits,
 			 (double)fst.wait_ns / 1e9, fst.retries, fst.failed, fst.dropped,
 			 fst.refused, pst.planned, pst.claimed, pst.unplanned, pst.dropped,
-			 pst.groups, pst.streams);
+			 pst.groups, pst.streams, fst.local, fst.local_bytes);
 	}
 	if (fs->cuda) {
 		struct bfs_cudapath_stats cs;
@@ -257,7 +276,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     "  \"prefetch_queued\": %" PRIu64 ",\n"
 		     "  \"decoding\": %" PRIu64 ",\n"
 		     "  \"buffers_reused\": %" PRIu64 ",\n"
-		     "%s%s"
+		     "%s%s%s"
 		     "  \"uptime_seconds\": %lld\n"
 		     "}\n",
 		     bfs_dataset_nrecords(fs->ds), bfs_batcher_nbatches(fs->b),
@@ -269,7 +288,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, fs->corrupt,
 		     fs->skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
 		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding,
-		     st.buffers_reused, io, cuda, (long long)(time(NULL) - fs->mount_time));
+		     st.buffers_reused, io, dc, cuda, (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
 	if (n < 0)
 		return NULL;
@@ -1419,6 +1438,7 @@ void bfs_fs_free(struct bfs_fs *fs)
 	bfs_cache_free(fs->cache);
 	bfs_ioplan_free(fs->ioplan);
 	bfs_dataset_fetch_free(fs->ds, fs->fetch);
+	bfs_diskcache_close(fs->dcache);
 	bfs_cudapath_free(fs->cuda);
 	free(fs->cuda_busy);
 	pthread_mutex_destroy(&fs->clock);
@@ -1698,24 +1718,51 @@ static void *signal_thread(void *arg)
 
 /* The I/O stage and its planner (threads: in the daemon, after the fork).
  * A stage that does not start leaves the decoders reading the source. */
+/* A line from the disk cache or the copies it keeps: to the log. */
+static void io_note(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "batchfs: %s\n", msg);
+}
+
 static void start_io(struct bfs_fs *fs)
 {
-	struct bfs_fetch_opts fo = {
-		.depth = fs->cfg.io_depth,
-		.budget = fs->cfg.readahead,
-		.merge_gap = IO_MERGE_GAP,
-		.max_read = IO_MAX_READ,
-		.backend = BFS_FETCH_AUTO,
+	struct bfs_dataset_io io = {
+		.fetch = {
+			.depth = fs->cfg.io_depth,
+			.budget = fs->cfg.readahead,
+			.merge_gap = IO_MERGE_GAP,
+			.max_read = IO_MAX_READ,
+			.backend = BFS_FETCH_AUTO,
+		},
+		.all = fs->cfg.io_all,
+		.note = io_note,
 	};
 	const char *e = getenv("BATCHFS_IO_BACKEND");
 
 	if (!fs->cfg.io_depth)
 		return;
 	if (e && strcmp(e, "threads") == 0)
-		fo.backend = BFS_FETCH_THREADS;
+		io.fetch.backend = BFS_FETCH_THREADS;
 	else if (e && strcmp(e, "io_uring") == 0)
-		fo.backend = BFS_FETCH_URING;
-	if (bfs_dataset_fetch_new(&fs->fetch, fs->ds, &fo, fs->cfg.io_all) != 0 ||
+		io.fetch.backend = BFS_FETCH_URING;
+	if (fs->cfg.disk_cache) {
+		struct bfs_diskcache_opts dco = {
+			.dir = fs->cfg.disk_cache,
+			.size = fs->cfg.disk_cache_size,
+			.note = io_note,
+		};
+		struct bfs_diskcache_stats dst;
+
+		if (bfs_diskcache_open(&fs->dcache, &dco) != 0) {
+			fprintf(stderr, "batchfs: %s; mounted without it\n", bfs_err_msg());
+		} else {
+			bfs_diskcache_stats(fs->dcache, &dst);
+			io.dc = fs->dcache;
+			io.dc_limit = dst.limit;
+		}
+	}
+	if (bfs_dataset_fetch_new(&fs->fetch, fs->ds, &io) != 0 ||
 	    bfs_ioplan_new(&fs->ioplan, fs->fetch, fs->ds, fs->rb, fs->nranks, fs->cfg.prefetch) !=
 		    0) {
 		fprintf(stderr,
@@ -1724,6 +1771,8 @@ static void start_io(struct bfs_fs *fs)
 			bfs_err_msg());
 		bfs_dataset_fetch_free(fs->ds, fs->fetch);
 		fs->fetch = NULL;
+		bfs_diskcache_close(fs->dcache);
+		fs->dcache = NULL;
 		return;
 	}
 	bfs_cache_set_io(fs->cache, fs->ioplan);

@@ -33,6 +33,10 @@ struct bfs_fs_config {
 	unsigned io_depth;
 	uint64_t readahead;
 	bool io_all;
+	/* disk_cache=DIR (NULL: none) and its bound (0: 10% of DIR's file
+	 * system): the source bytes the stage fetches, kept on a local disk */
+	const char *disk_cache;
+	uint64_t disk_cache_size;
 	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
 					 * environment's BATCHFS_OPEN_REQUESTS=1, for
 					 * measuring what skipping them saves) */

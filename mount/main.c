@@ -2,6 +2,7 @@
  * main.c — the batchfs command: dispatch to the tools (inspect, schema,
  * index) or mount: options → dataset → schema → batcher → FUSE session.
  */
+#include "diskcache.h"
 #include "fdcache.h"
 #include "fuse_ops.h"
 #include "options.h"
@@ -48,6 +49,8 @@ static void usage(FILE *f)
 		"  io_depth=N|auto  readahead=SIZE|auto: source reads in flight, and bytes\n"
 		"    fetched ahead (auto: none on a local disk, 256 reads on a network or\n"
 		"    FUSE filesystem; 64M, or two windows of blocks under shuffle=block)\n"
+		"  disk_cache=DIR  disk_cache_size=SIZE (10%% of DIR's file system): the source\n"
+		"    bytes fetched, kept in DIR on a local disk for the next epochs and mounts\n"
 		"  cuda[=DEV]  cuda_pool=N (4: device buffers for batch-B.cuda descriptors)\n"
 		"  image=FEATURE:HxW[:C]  image_max_pixels=N (64M)  split=NAME (TFDS folder)\n"
 		"  -f  foreground    -d  debug (foreground, log requests)\n"
@@ -626,6 +629,18 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			    : bfs_dataset_remote(ds) ? IO_DEPTH_REMOTE
 						     : 0;
 	uint64_t readahead = o->readahead ? o->readahead : auto_readahead(o);
+	/* disk_cache: the bytes the stage fetches, so nothing on a local
+	 * disk; one that cannot be used is one line, and the mount goes on */
+	const char *disk_cache = o->disk_cache;
+	if (disk_cache && !io_depth) {
+		fprintf(stderr,
+			"batchfs: option 'disk_cache=%s': %s is on a local disk; not used\n",
+			disk_cache, o->source);
+		disk_cache = NULL;
+	} else if (disk_cache && bfs_diskcache_check(disk_cache) != 0) {
+		fprintf(stderr, "batchfs: %s; mounted without it\n", bfs_err_msg());
+		disk_cache = NULL;
+	}
 	struct bfs_fs_config cfg = {
 		.ds = ds,
 		.batcher = b,
@@ -642,6 +657,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.io_depth = io_depth,
 		.readahead = readahead,
 		.io_all = o->io_depth != 0,
+		.disk_cache = disk_cache,
+		.disk_cache_size = o->disk_cache_size,
 		.cuda_device = o->cuda_device,
 		.cuda_pool = o->cuda_pool,
 		.ranks = (const struct bfs_batcher *const *)ranks,

@@ -40,6 +40,8 @@ enum {
 	K_IMAGE_MAX_PIXELS,
 	K_IO_DEPTH,
 	K_READAHEAD,
+	K_DISK_CACHE,
+	K_DISK_CACHE_SIZE,
 	K_CUDA,
 	K_CUDA_DEV,
 	K_CUDA_POOL,
@@ -77,6 +79,8 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("image_max_pixels=", K_IMAGE_MAX_PIXELS),
 	FUSE_OPT_KEY("io_depth=", K_IO_DEPTH),
 	FUSE_OPT_KEY("readahead=", K_READAHEAD),
+	FUSE_OPT_KEY("disk_cache=", K_DISK_CACHE),
+	FUSE_OPT_KEY("disk_cache_size=", K_DISK_CACHE_SIZE),
 	FUSE_OPT_KEY("cuda", K_CUDA),
 	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
 	FUSE_OPT_KEY("cuda_pool=", K_CUDA_POOL),
@@ -383,6 +387,14 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 		if (bfs_parse_size(&o->readahead, v) || o->readahead < (1u << 20))
 			return bad(c, arg, "need 'auto' or a size of at least 1M, such as 256M");
 		return 0;
+	case K_DISK_CACHE:
+		if (!*v)
+			return bad(c, arg, "need a directory on a local disk");
+		return set_str(&o->disk_cache, v);
+	case K_DISK_CACHE_SIZE:
+		if (bfs_parse_size(&o->disk_cache_size, v) || o->disk_cache_size < (16u << 20))
+			return bad(c, arg, "need a size of at least 16M, such as 100G");
+		return 0;
 	case K_COMPRESSION:
 		if (bfs_compression_parse(&o->compression, v) != 0)
 			return bad(c, arg, "need auto, none, gzip or zlib");
@@ -542,6 +554,7 @@ void bfs_options_destroy(struct bfs_options *o)
 	free(o->schema_file);
 	free(o->features);
 	free(o->index_dir);
+	free(o->disk_cache);
 	free(o->split);
 	for (unsigned i = 0; i < o->nimage; i++)
 		free(o->image[i]);

@@ -46,6 +46,8 @@ struct bfs_options {
 	uint64_t image_max_pixels; /* 0: the default (image.h) */
 	unsigned io_depth; /* source reads in flight at most; 0: auto */
 	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
+	char *disk_cache; /* disk_cache=DIR: source bytes kept on a local disk; NULL: off */
+	uint64_t disk_cache_size; /* its bound; 0: 10% of DIR's file system */
 	enum bfs_compression compression;
 	bool follow_symlinks;
 	int cuda_device; /* -1 off */

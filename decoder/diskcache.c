@@ -1,0 +1,798 @@
+/*
+ * diskcache.c — source bytes on a local disk (see diskcache.h).
+ *
+ * Block size: 1 MiB. It is one FUSE request, and a ranged GET long enough
+ * that its first-byte latency (5-20 ms) is paid over a megabyte; a
+ * record-sized read rounded out to it costs at most one block, once per
+ * block; and the table stays small (1032 bytes per block, 0.1%). Pages of
+ * 4 KiB are what a read checks: a record read costs the CRC of one or two
+ * pages, not of its whole block.
+ *
+ * The .blocks file: a 4 KiB header, then an entry per block:
+ *   u32 present (PRESENT when the block is there), u32 its length,
+ *   u32 crc[256] (CRC32C of each page; the last page of a short block
+ *   covers what is there)
+ * Header (little-endian): "BFSDCv1\n", u64 block size, u32 page size,
+ * u32 name length, u64 object size, i64 version, u64 identity hash, then
+ * the name; its last 4 bytes are the CRC32C of the rest.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "diskcache.h"
+
+#include "common.h"
+#include "crc32c.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAGIC "BFSDCv1\n"
+#define HEADER 4096u
+#define PAGES_PER_BLOCK (BFS_DC_BLOCK / BFS_DC_PAGE)
+#define ENTRY (8u + 4u * (unsigned)PAGES_PER_BLOCK)
+#define PRESENT 0x53455250u /* "PRES" */
+#define TOUCH_EVERY 10 /* seconds between two mtime touches of one object */
+#define RESCAN_BYTES ((uint64_t)256 << 20) /* DIR is measured again after this many written */
+
+struct item {
+	struct bfs_dcobj *o;
+	uint64_t block;
+	uint32_t len;
+	uint8_t *data;
+	struct item *next;
+};
+
+struct bfs_dcobj {
+	struct bfs_diskcache *c;
+	void *user;
+	char *name;
+	uint64_t size, nblocks, hash;
+	int64_t version;
+	pthread_mutex_t lock; /* everything below */
+	int dfd, tfd; /* -1: not open yet; -2: unusable */
+	uint8_t *known; /* [nblocks]: 1 the block is there (its CRCs in crcs) */
+	uint8_t *queued; /* [nblocks]: a write of it is queued */
+	uint32_t *crcs; /* [nblocks * PAGES_PER_BLOCK], of the known blocks */
+	uint64_t nknown;
+	time_t touched;
+	char path[PATH_MAX]; /* the .data file */
+	struct bfs_dcobj *next; /* the cache's list */
+};
+
+struct bfs_diskcache {
+	char *dir;
+	uint64_t limit;
+	void (*note)(void *ctx, const char *msg);
+	void *ctx;
+	pthread_mutex_t lock; /* everything below */
+	void (*complete)(void *ctx, void *user);
+	void *complete_ctx;
+	pthread_cond_t work, idle;
+	struct bfs_dcobj *objs;
+	struct item *head, *tail;
+	uint64_t qbytes;
+	bool busy, stop, no_writes;
+	uint64_t since_scan;
+	struct bfs_diskcache_stats st;
+	pthread_t tid;
+	bool started;
+};
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void note(struct bfs_diskcache *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void note(struct bfs_diskcache *c, const char *fmt, ...)
+{
+	char msg[PATH_MAX + 256];
+	va_list ap;
+
+	if (!c->note)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->note(c->ctx, msg);
+}
+
+static ssize_t pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = pread(fd, (uint8_t *)buf + got, n - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
+{
+	size_t put = 0;
+
+	while (put < n) {
+		ssize_t r = pwrite(fd, (const uint8_t *)buf + put, n - put, (off_t)(off + put));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		put += (size_t)r;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------- the bound */
+
+/* Bytes the data files in DIR take on disk now. */
+static uint64_t measure(const char *dir)
+{
+	uint64_t used = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		struct stat st;
+		size_t n = strlen(de->d_name);
+
+		if (n > 5 && strcmp(de->d_name + n - 5, ".data") == 0 &&
+		    fstatat(dirfd(d), de->d_name, &st, 0) == 0)
+			used += (uint64_t)st.st_blocks * 512;
+	}
+	closedir(d);
+	return used;
+}
+
+/* Forget object o's files (deleted by an eviction): its next use makes
+ * them again. o->lock held. */
+static void obj_reset(struct bfs_dcobj *o)
+{
+	if (o->dfd >= 0)
+		close(o->dfd);
+	if (o->tfd >= 0)
+		close(o->tfd);
+	o->dfd = o->tfd = -1;
+	memset(o->known, 0, o->nblocks);
+	o->nknown = 0;
+}
+
+struct victim {
+	char name[NAME_MAX + 1]; /* the .blocks file */
+	time_t mtime;
+	uint64_t bytes; /* its .data file's */
+};
+
+static int victim_cmp(const void *a, const void *b)
+{
+	const struct victim *x = a, *y = b;
+
+	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+}
+
+/* Delete objects, least recently used first, until `need` more bytes fit
+ * the bound. Lock held (dropped while objects are reset). */
+static void evict(struct bfs_diskcache *c, uint64_t need)
+{
+	struct victim *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	c->st.used = measure(c->dir);
+	c->since_scan = 0;
+	if (c->st.used + need <= c->limit || !(d = opendir(c->dir)))
+		return;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		struct stat st, sd;
+		char data[NAME_MAX + 1];
+
+		if (len <= 7 || len > NAME_MAX || strcmp(de->d_name + len - 7, ".blocks") != 0 ||
+		    fstatat(dirfd(d), de->d_name, &st, 0) != 0)
+			continue;
+		snprintf(data, sizeof(data), "%.*s.data", (int)(len - 7), de->d_name);
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct victim *nv = realloc(v, nc * sizeof(*nv));
+			if (!nv)
+				break;
+			v = nv;
+			cap = nc;
+		}
+		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
+		v[n].mtime = st.st_mtime;
+		v[n].bytes = fstatat(dirfd(d), data, &sd, 0) == 0 ? (uint64_t)sd.st_blocks * 512 : 0;
+		n++;
+	}
+	qsort(v, n, sizeof(*v), victim_cmp);
+	for (size_t i = 0; i < n && c->st.used + need > c->limit; i++) {
+		size_t len = strlen(v[i].name) - 7;
+		char data[NAME_MAX + 1];
+		uint64_t h = 0;
+
+		snprintf(data, sizeof(data), "%.*s.data", (int)len, v[i].name);
+		(void)unlinkat(dirfd(d), data, 0);
+		(void)unlinkat(dirfd(d), v[i].name, 0);
+		c->st.used = c->st.used > v[i].bytes ? c->st.used - v[i].bytes : 0;
+		c->st.evictions++;
+		if (sscanf(v[i].name, "%16" SCNx64, &h) == 1) {
+			for (struct bfs_dcobj *o = c->objs; o; o = o->next) {
+				if (o->hash != h)
+					continue;
+				pthread_mutex_lock(&o->lock);
+				obj_reset(o);
+				pthread_mutex_unlock(&o->lock);
+			}
+		}
+	}
+	closedir(d);
+	free(v);
+}
+
+/* ------------------------------------------------------------ the objects */
+
+static uint64_t identity(const char *name, uint64_t size, int64_t version)
+{
+	uint64_t h = bfs_fnv1a(0xcbf29ce484222325ull, name, strlen(name));
+
+	h = bfs_fnv1a(h, &size, sizeof(size));
+	return bfs_fnv1a(h, &version, sizeof(version));
+}
+
+static void header(const struct bfs_dcobj *o, uint8_t *h)
+{
+	size_t nl = strlen(o->name);
+
+	memset(h, 0, HEADER);
+	memcpy(h, MAGIC, 8);
+	put_le64(h + 8, BFS_DC_BLOCK);
+	put_le32(h + 16, BFS_DC_PAGE);
+	put_le32(h + 20, (uint32_t)nl);
+	put_le64(h + 24, o->size);
+	put_le64(h + 32, (uint64_t)o->version);
+	put_le64(h + 40, o->hash);
+	memcpy(h + 48, o->name, nl);
+	put_le32(h + HEADER - 4, bfs_crc32c(0, h, HEADER - 4));
+}
+
+/* Open (or make) o's files. o->lock held. 0, or -1 (unusable now). */
+static int obj_open(struct bfs_dcobj *o)
+{
+	char tpath[PATH_MAX];
+	uint8_t want[HEADER], have[HEADER];
+	struct stat st;
+	int dfd, tfd;
+
+	if (o->tfd >= 0)
+		return 0;
+	if (o->tfd == -2 || strlen(o->name) > HEADER - 52)
+		return -1;
+	snprintf(tpath, sizeof(tpath), "%s/%016" PRIx64 ".blocks", o->c->dir, o->hash);
+	snprintf(o->path, sizeof(o->path), "%s/%016" PRIx64 ".data", o->c->dir, o->hash);
+	dfd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	tfd = dfd < 0 ? -1 : open(tpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (dfd < 0 || tfd < 0 || fstat(tfd, &st) != 0) {
+		if (dfd >= 0)
+			close(dfd);
+		if (tfd >= 0)
+			close(tfd);
+		return -1; /* DIR went away or read-only: a miss, tried again later */
+	}
+	header(o, want);
+	if (st.st_size < (off_t)HEADER) {
+		/* new (or a crash before its header): ours is the same as
+		 * any other writer's */
+		if (pwrite_all(tfd, want, HEADER, 0) != 0) {
+			close(dfd);
+			close(tfd);
+			return -1;
+		}
+	} else if (pread_all(tfd, have, HEADER, 0) != HEADER || memcmp(have, want, HEADER) != 0) {
+		/* another object's (a hash collision) or a damaged header:
+		 * not ours to use */
+		close(dfd);
+		close(tfd);
+		o->tfd = -2;
+		return -1;
+	}
+	o->dfd = dfd;
+	o->tfd = tfd;
+	return 0;
+}
+
+/* Whether block k is there, its CRCs then in o->crcs. o->lock held. */
+static bool block_known(struct bfs_dcobj *o, uint64_t k)
+{
+	uint8_t e[ENTRY];
+	uint64_t blen;
+
+	if (o->known[k])
+		return true;
+	if (obj_open(o) != 0 || pread_all(o->tfd, e, ENTRY, HEADER + k * ENTRY) != ENTRY)
+		return false;
+	blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK : BFS_DC_BLOCK;
+	if (get_le32(e) != PRESENT || get_le32(e + 4) != blen)
+		return false;
+	for (uint64_t p = 0; p < PAGES_PER_BLOCK; p++)
+		o->crcs[k * PAGES_PER_BLOCK + p] = get_le32(e + 8 + 4 * p);
+	o->known[k] = 1;
+	o->nknown++;
+	return true;
+}
+
+/* A block that failed its CRCs: not there any more (for every mount), so
+ * that the bytes fetched again are written again. o->lock held. */
+static void block_bad(struct bfs_dcobj *o, uint64_t k)
+{
+	uint8_t zero[4] = { 0 };
+
+	if (o->known[k]) {
+		o->known[k] = 0;
+		o->nknown--;
+	}
+	if (o->tfd >= 0)
+		(void)pwrite_all(o->tfd, zero, 4, HEADER + k * ENTRY);
+}
+
+static void touch(struct bfs_dcobj *o)
+{
+	time_t now = time(NULL);
+
+	if (o->tfd >= 0 && now - o->touched >= TOUCH_EVERY) {
+		o->touched = now;
+		(void)futimens(o->tfd, NULL);
+	}
+}
+
+struct bfs_dcobj *bfs_diskcache_obj(struct bfs_diskcache *c, const char *name, uint64_t size,
+				    int64_t version, void *user)
+{
+	struct bfs_dcobj *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	o->c = c;
+	o->user = user;
+	o->size = size;
+	o->version = version;
+	o->nblocks = (size + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK;
+	o->hash = identity(name, size, version);
+	o->dfd = o->tfd = -1;
+	o->name = strdup(name);
+	o->known = calloc(o->nblocks ? o->nblocks : 1, 1);
+	o->queued = calloc(o->nblocks ? o->nblocks : 1, 1);
+	o->crcs = calloc(o->nblocks ? o->nblocks * PAGES_PER_BLOCK : 1, sizeof(*o->crcs));
+	if (!o->name || !o->known || !o->queued || !o->crcs) {
+		free(o->name);
+		free(o->known);
+		free(o->queued);
+		free(o->crcs);
+		free(o);
+		return NULL;
+	}
+	pthread_mutex_init(&o->lock, NULL);
+	pthread_mutex_lock(&c->lock);
+	o->next = c->objs;
+	c->objs = o;
+	pthread_mutex_unlock(&c->lock);
+	return o;
+}
+
+static void obj_free(struct bfs_dcobj *o)
+{
+	if (o->dfd >= 0)
+		close(o->dfd);
+	if (o->tfd >= 0)
+		close(o->tfd);
+	pthread_mutex_destroy(&o->lock);
+	free(o->name);
+	free(o->known);
+	free(o->queued);
+	free(o->crcs);
+	free(o);
+}
+
+int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off)
+{
+	struct bfs_diskcache *c = o->c;
+	uint8_t *buf = NULL;
+	uint64_t end = off + n;
+	int rc = 0;
+	bool corrupt = false;
+
+	if (n == 0)
+		return 0;
+	if (end > o->size || end < off)
+		return -ENODATA;
+	pthread_mutex_lock(&o->lock);
+	for (uint64_t k = off / BFS_DC_BLOCK; k <= (end - 1) / BFS_DC_BLOCK; k++)
+		if (!block_known(o, k)) {
+			rc = -ENODATA;
+			goto out;
+		}
+	{
+		/* the pages holding the bytes, checked, then copied out */
+		uint64_t p0 = off / BFS_DC_PAGE, p1 = (end - 1) / BFS_DC_PAGE + 1;
+		uint64_t a = p0 * BFS_DC_PAGE, b = p1 * BFS_DC_PAGE < o->size ? p1 * BFS_DC_PAGE : o->size;
+		ssize_t got;
+
+		buf = malloc((size_t)(b - a));
+		if (!buf) {
+			rc = -ENODATA;
+			goto out;
+		}
+		got = pread_all(o->dfd, buf, (size_t)(b - a), a);
+		for (uint64_t p = p0; p < p1 && rc == 0; p++) {
+			uint64_t pa = p * BFS_DC_PAGE - a;
+			uint64_t plen = b - a - pa < BFS_DC_PAGE ? b - a - pa : BFS_DC_PAGE;
+
+			if (got < 0 || (uint64_t)got < pa + plen ||
+			    bfs_crc32c(0, buf + pa, (size_t)plen) != o->crcs[p]) {
+				block_bad(o, p * BFS_DC_PAGE / BFS_DC_BLOCK);
+				corrupt = true;
+				rc = -ENODATA;
+			}
+		}
+		if (rc == 0) {
+			memcpy(dst, buf + (off - a), n);
+			touch(o);
+		}
+	}
+out:
+	pthread_mutex_unlock(&o->lock);
+	free(buf);
+	pthread_mutex_lock(&c->lock);
+	if (rc == 0) {
+		c->st.hits++;
+		c->st.hit_bytes += n;
+	} else {
+		c->st.misses++;
+		c->st.corrupt += corrupt;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
+{
+	struct bfs_diskcache *c = o->c;
+	uint64_t end = off + n;
+
+	if (c->no_writes)
+		return;
+	for (uint64_t k = (off + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK; k < o->nblocks; k++) {
+		uint64_t a = k * BFS_DC_BLOCK;
+		uint64_t b = a + BFS_DC_BLOCK < o->size ? a + BFS_DC_BLOCK : o->size;
+		struct item *it;
+
+		if (b > end)
+			break;
+		pthread_mutex_lock(&o->lock);
+		bool skip = o->known[k] || o->queued[k];
+		if (!skip)
+			o->queued[k] = 1;
+		pthread_mutex_unlock(&o->lock);
+		if (skip)
+			continue;
+		it = malloc(sizeof(*it));
+		pthread_mutex_lock(&c->lock);
+		if (!it || c->no_writes || c->qbytes + (b - a) > BFS_DC_QUEUE ||
+		    !(it->data = malloc((size_t)(b - a)))) {
+			c->st.dropped += it != NULL && !c->no_writes;
+			pthread_mutex_unlock(&c->lock);
+			free(it);
+			pthread_mutex_lock(&o->lock);
+			o->queued[k] = 0;
+			pthread_mutex_unlock(&o->lock);
+			continue;
+		}
+		memcpy(it->data, (const uint8_t *)src + (a - off), (size_t)(b - a));
+		it->o = o;
+		it->block = k;
+		it->len = (uint32_t)(b - a);
+		it->next = NULL;
+		if (c->tail)
+			c->tail->next = it;
+		else
+			c->head = it;
+		c->tail = it;
+		c->qbytes += it->len;
+		pthread_cond_signal(&c->work);
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+/* Write one block: data, its page CRCs, then its present word. */
+static int write_block(struct bfs_dcobj *o, const struct item *it)
+{
+	uint8_t e[ENTRY];
+	uint32_t *crc = o->crcs + it->block * PAGES_PER_BLOCK;
+	int rc;
+
+	memset(e, 0, sizeof(e));
+	for (uint64_t p = 0; p * BFS_DC_PAGE < it->len; p++) {
+		uint64_t plen = it->len - p * BFS_DC_PAGE < BFS_DC_PAGE ? it->len - p * BFS_DC_PAGE
+									: BFS_DC_PAGE;
+		crc[p] = bfs_crc32c(0, it->data + p * BFS_DC_PAGE, (size_t)plen);
+		put_le32(e + 8 + 4 * p, crc[p]);
+	}
+	put_le32(e, PRESENT);
+	put_le32(e + 4, it->len);
+	rc = pwrite_all(o->dfd, it->data, it->len, it->block * BFS_DC_BLOCK);
+	if (!rc)
+		rc = pwrite_all(o->tfd, e + 8, ENTRY - 8, HEADER + it->block * ENTRY + 8);
+	if (!rc)
+		rc = pwrite_all(o->tfd, e, 8, HEADER + it->block * ENTRY);
+	return rc;
+}
+
+static void *writer(void *arg)
+{
+	struct bfs_diskcache *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct item *it;
+		struct bfs_dcobj *o;
+		int rc = 0;
+
+		while (!c->head && !c->stop) {
+			c->busy = false;
+			pthread_cond_broadcast(&c->idle);
+			pthread_cond_wait(&c->work, &c->lock);
+		}
+		if (!c->head)
+			break;
+		it = c->head;
+		c->head = it->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->busy = true;
+		if (!c->no_writes &&
+		    (c->st.used + it->len > c->limit || c->since_scan > RESCAN_BYTES))
+			evict(c, it->len);
+		bool room = c->st.used + it->len <= c->limit && !c->no_writes;
+		pthread_mutex_unlock(&c->lock);
+		o = it->o;
+		bool done = false;
+		pthread_mutex_lock(&o->lock);
+		if (room && !o->known[it->block] && obj_open(o) == 0) {
+			rc = write_block(o, it);
+			if (!rc) {
+				o->known[it->block] = 1;
+				o->nknown++;
+				done = o->nknown == o->nblocks;
+				touch(o);
+			}
+		} else if (room && !o->known[it->block]) {
+			rc = -EACCES;
+		}
+		o->queued[it->block] = 0;
+		pthread_mutex_unlock(&o->lock);
+		pthread_mutex_lock(&c->lock);
+		if (done && c->complete) {
+			/* the writer runs it: set_complete waits for it while
+			 * busy, so it outlives the call */
+			void (*fn)(void *, void *) = c->complete;
+			void *cctx = c->complete_ctx;
+
+			pthread_mutex_unlock(&c->lock);
+			fn(cctx, o->user);
+			pthread_mutex_lock(&c->lock);
+		}
+		c->qbytes -= it->len;
+		if (room && rc == 0) {
+			c->st.bytes += it->len;
+			c->st.used += it->len;
+			c->since_scan += it->len;
+		} else if (rc && !c->no_writes) {
+			c->no_writes = true;
+			note(c, "disk_cache %s: writing stopped (%s); reads go on from what it holds",
+			     c->dir, strerror(-rc));
+		}
+		free(it->data);
+		free(it);
+	}
+	c->busy = false;
+	pthread_cond_broadcast(&c->idle);
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+bool bfs_dcobj_complete(struct bfs_dcobj *o)
+{
+	bool all = true;
+
+	pthread_mutex_lock(&o->lock);
+	for (uint64_t k = 0; k < o->nblocks && all; k++)
+		all = block_known(o, k);
+	pthread_mutex_unlock(&o->lock);
+	return all && o->nblocks > 0;
+}
+
+bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path)
+{
+	uint8_t *buf = malloc(BFS_DC_BLOCK);
+	bool good = buf != NULL;
+
+	pthread_mutex_lock(&o->lock);
+	for (uint64_t k = 0; k < o->nblocks && good; k++) {
+		uint64_t blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
+									  : BFS_DC_BLOCK;
+
+		good = block_known(o, k) &&
+		       pread_all(o->dfd, buf, (size_t)blen, k * BFS_DC_BLOCK) == (ssize_t)blen;
+		for (uint64_t p = 0; good && p * BFS_DC_PAGE < blen; p++) {
+			uint64_t plen = blen - p * BFS_DC_PAGE < BFS_DC_PAGE ? blen - p * BFS_DC_PAGE
+									     : BFS_DC_PAGE;
+			good = bfs_crc32c(0, buf + p * BFS_DC_PAGE, (size_t)plen) ==
+			       o->crcs[k * PAGES_PER_BLOCK + p];
+		}
+		if (!good && o->known[k]) {
+			block_bad(o, k);
+			pthread_mutex_lock(&o->c->lock);
+			o->c->st.corrupt++;
+			pthread_mutex_unlock(&o->c->lock);
+		}
+	}
+	if (good)
+		*path = o->path;
+	pthread_mutex_unlock(&o->lock);
+	free(buf);
+	return good && o->nblocks > 0;
+}
+
+void bfs_dcobj_drop(struct bfs_dcobj *o)
+{
+	char tpath[PATH_MAX];
+
+	pthread_mutex_lock(&o->lock);
+	snprintf(tpath, sizeof(tpath), "%s/%016" PRIx64 ".blocks", o->c->dir, o->hash);
+	if (o->path[0])
+		(void)unlink(o->path);
+	(void)unlink(tpath);
+	obj_reset(o);
+	pthread_mutex_unlock(&o->lock);
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+int bfs_diskcache_check(const char *dir)
+{
+	char probe[PATH_MAX];
+	int rc = bfs_cache_dir_make(dir), fd;
+
+	if (rc)
+		return bfs_err_set(rc, "option 'disk_cache=%s': %s", dir, strerror(-rc));
+	/* the directory must take files: a read-only one is refused now */
+	if ((size_t)snprintf(probe, sizeof(probe), "%s/.probe.XXXXXX", dir) >= sizeof(probe))
+		return bfs_err_set(-ENAMETOOLONG, "option 'disk_cache=%s': path too long", dir);
+	fd = mkstemp(probe);
+	if (fd < 0) {
+		rc = -errno;
+		return bfs_err_set(rc, "option 'disk_cache=%s': %s", dir, strerror(-rc));
+	}
+	close(fd);
+	unlink(probe);
+	return 0;
+}
+
+int bfs_diskcache_open(struct bfs_diskcache **out, const struct bfs_diskcache_opts *o)
+{
+	struct bfs_diskcache *c;
+	struct statvfs vfs;
+	int rc;
+
+	*out = NULL;
+	rc = bfs_diskcache_check(o->dir);
+	if (rc)
+		return rc;
+	c = calloc(1, sizeof(*c));
+	if (!c || !(c->dir = strdup(o->dir))) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->limit = o->size;
+	if (!c->limit)
+		c->limit = statvfs(o->dir, &vfs) == 0
+				   ? (uint64_t)vfs.f_blocks * (uint64_t)vfs.f_frsize / 10
+				   : (uint64_t)1 << 30;
+	c->note = o->note;
+	c->ctx = o->ctx;
+	c->st.limit = c->limit;
+	c->st.used = measure(c->dir);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->work, NULL);
+	pthread_cond_init(&c->idle, NULL);
+	rc = bfs_thread_start(&c->tid, writer, c);
+	if (rc) {
+		bfs_diskcache_close(c);
+		return -rc;
+	}
+	c->started = true;
+	*out = c;
+	return 0;
+}
+
+void bfs_diskcache_set_complete(struct bfs_diskcache *c, void (*fn)(void *ctx, void *user),
+				void *ctx)
+{
+	pthread_mutex_lock(&c->lock);
+	c->complete = fn;
+	c->complete_ctx = ctx;
+	while (c->busy)
+		pthread_cond_wait(&c->idle, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_diskcache_flush(struct bfs_diskcache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->head || c->busy)
+		pthread_cond_wait(&c->idle, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_diskcache_close(struct bfs_diskcache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	pthread_cond_broadcast(&c->work);
+	pthread_mutex_unlock(&c->lock);
+	if (c->started)
+		pthread_join(c->tid, NULL);
+	while (c->objs) {
+		struct bfs_dcobj *o = c->objs;
+		c->objs = o->next;
+		obj_free(o);
+	}
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->work);
+	pthread_cond_destroy(&c->idle);
+	free(c->dir);
+	free(c);
+}
+
+void bfs_diskcache_stats(struct bfs_diskcache *c, struct bfs_diskcache_stats *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = c->st;
+	pthread_mutex_unlock(&c->lock);
+}
