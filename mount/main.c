@@ -2,6 +2,7 @@
  * main.c — the batchfs command: dispatch to the tools (inspect, schema,
  * index) or mount: options → dataset → schema → batcher → FUSE session.
  */
+#include "checks.h"
 #include "fdcache.h"
 #include "fuse_ops.h"
 #include "options.h"
@@ -394,18 +395,15 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	char tfds_glob[PATH_MAX + 64];
 	const char *source = o->source;
 	const char **shard_names = NULL;
-	struct stat st;
 	size_t len;
-	int ret = 1, rc;
+	int ret = 1, rc, mnt_fd = -1;
 
-	if (stat(o->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "batchfs: %s: mount point is not a directory\n", o->mountpoint);
+	/* held (locked) for the life of the mount, see checks.h */
+	mnt_fd = bfs_mountpoint_claim(o->mountpoint, mnt);
+	if (mnt_fd < 0)
 		return 1;
-	}
-	if (!realpath(o->mountpoint, mnt))
-		snprintf(mnt, sizeof(mnt), "%s", o->mountpoint);
 	if (bfs_fs_check_args(fargc, fargv) != 0)
-		return 1;
+		goto out;
 	/* Decoded batches come and go under cache_size: keep freed batch
 	 * buffers in the heap for the next batch instead of unmapping them and
 	 * faulting fresh zeroed pages in every time. RSS stays within the
@@ -417,13 +415,13 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		if (!text) {
 			fprintf(stderr, "batchfs: option 'schema=%s': cannot read the file\n",
 				o->schema_file);
-			return 1;
+			goto out;
 		}
 		rc = bfs_schema_from_json(&user, text, len);
 		free(text);
 		if (rc) {
 			fprintf(stderr, "batchfs: %s: %s\n", o->schema_file, bfs_err_msg());
-			return 1;
+			goto out;
 		}
 	}
 	if (is_tfds_dir(o->source)) {
@@ -440,15 +438,13 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 					"(splits: %s)\n",
 					o->source, splits ? splits : "none");
 			free(splits);
-			bfs_schema_free(user);
-			return 1;
+			goto out;
 		}
 		free(splits);
 		if ((size_t)snprintf(tfds_glob, sizeof(tfds_glob), "%s/*-%s.tfrecord*", o->source,
 				     o->split) >= sizeof(tfds_glob)) {
 			fprintf(stderr, "batchfs: %s: path too long\n", o->source);
-			bfs_schema_free(user);
-			return 1;
+			goto out;
 		}
 		source = tfds_glob;
 	} else if (o->split) {
@@ -456,8 +452,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			"batchfs: option 'split=%s': %s is not a TFDS dataset folder (it needs "
 			"dataset_info.json and features.json)\n",
 			o->split, o->source);
-		bfs_schema_free(user);
-		return 1;
+		goto out;
 	}
 	dopt.comp = o->compression;
 	dopt.follow_symlinks = o->follow_symlinks;
@@ -618,6 +613,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
 	}
+	/* the lock kept other batchfs away; anything else mounted meanwhile? */
+	if (bfs_mountpoint_taken(o->mountpoint, mnt))
+		goto out;
 	/* the absolute path: libfuse chdirs to / before it unmounts */
 	ret = bfs_fs_run(fs, fargc, fargv, mnt, o->foreground);
 out:
@@ -633,6 +631,8 @@ out:
 	free(schema_json);
 	free(readme);
 	free(opts);
+	if (mnt_fd >= 0)
+		close(mnt_fd);
 	return ret;
 }
 

@@ -1,0 +1,151 @@
+"""A mount's life (issue 25, items 3-5): one mount per folder, a daemon that
+goes with the process that started it, and set_epoch reaching persistent
+DataLoader workers.
+
+- A MOUNTPOINT that is already a mount point (a live batchfs, a tmpfs, a
+  bind mount of the folder on itself) is refused with one line and exit
+  status 1, in the foreground and as a daemon; two batchfs started on one
+  folder at once give one mount. In Python a nested batchfs.mount on the
+  same folder raises and leaves the outer mount alone.
+- A script inside `with batchfs.mount(...)` that gets SIGTERM or SIGKILL,
+  or raises, leaves no daemon and no mount behind. This process is made a
+  child subreaper, so that the orphaned daemon is reparented to it and its
+  exit status can be read (0: it unmounted cleanly).
+- BatchDataset.set_epoch(e) with DataLoader(persistent_workers=True), forked
+  and spawned workers: the batches are the files of epoch-000e.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import oracle
+from test_mount import (MOUNT_DEADLINE, _dataset, _wait, batchfs, ds_plain,  # noqa: F401
+                        gen, index_dir, mounter, work)
+from test_signals import subreaper  # noqa: F401
+
+PYDIR = os.environ.get("BFS_PYTHONPATH") or os.path.join(oracle.repo_root(), "python")
+if PYDIR not in sys.path:
+    sys.path.insert(0, PYDIR)
+
+import batchfs as bfs  # noqa: E402
+import batchfs.numpy as bnp  # noqa: E402
+
+DEADLINE = 20  # seconds for a daemon to go after its starter
+
+
+def _mounts_at(path):
+    """How many mounts /proc/self/mountinfo lists at path."""
+    want = os.fsencode(os.path.realpath(path))
+    n = 0
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            mp = line.split(b" ")[4].replace(b"\\040", b" ")
+            n += mp == want
+    return n
+
+
+def _unmount_all(mnt):
+    """Lazily unmount whatever is left at mnt (stacked or dead mounts too)."""
+    for _ in range(8):
+        if not _mounts_at(mnt):
+            return
+        subprocess.run(["umount", "-l", mnt] if os.geteuid() == 0 else ["fusermount3", "-uz", mnt],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _second(batchfs, src, mnt, opts, foreground):  # noqa: F811
+    """Run a second batchfs on mnt; (exit status, stderr). One that stacks
+    (and, in the foreground, keeps running) is stopped and unmounted."""
+    argv = [batchfs] + (["-f"] if foreground else []) + [src, mnt, "-o", opts]
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    try:
+        _, err = p.communicate(timeout=MOUNT_DEADLINE)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGTERM)  # a stacked foreground mount: unmounts its own
+        _, err = p.communicate(timeout=MOUNT_DEADLINE)
+        return None, err.decode(errors="replace")
+    if p.returncode == 0 and not foreground and _mounts_at(mnt) > 1:
+        subprocess.run(["fusermount3", "-u", mnt], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)  # the topmost: the stacked one
+    return p.returncode, err.decode(errors="replace")
+
+
+def _one_line(err):
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# ---------------------------------------------------------------- one mount per folder
+
+
+@pytest.mark.parametrize("foreground", [True, False], ids=["foreground", "daemon"])
+def test_second_batchfs_on_a_live_mount_is_refused(batchfs, mounter, ds_plain, index_dir,  # noqa: F811
+                                                   foreground):
+    m = mounter(ds_plain.path, batch_size=8)
+    rc, err = _second(batchfs, ds_plain.path, m.mnt, "batch_size=16,index_dir=" + index_dir,
+                      foreground)
+    assert rc == 1, (rc, err)
+    line = _one_line(err)
+    assert m.mnt in line and "already a mount point" in line and "fuse.batchfs" in line, line
+    # the first mount still serves its own options, alone
+    assert _mounts_at(m.mnt) == 1
+    assert m.json("schema.json")["batch_size"] == 8
+    assert m.proc.poll() is None
+
+
+def test_other_mount_points_are_refused(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs or a bind mount needs root")
+    opts = "index_dir=" + index_dir
+    tmp = tmp_path / "tmpfs"
+    tmp.mkdir()
+    bind = tmp_path / "bind"  # a bind mount of a folder on itself keeps its st_dev
+    bind.mkdir()
+    (bind / "a file").write_text("x")  # not empty: fuse 3 mounts there all the same
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "none", str(tmp)], check=True)
+        subprocess.run(["mount", "--bind", str(bind), str(bind)], check=True)
+        for mnt, kind in ((tmp, "tmpfs"), (bind, "")):
+            rc, err = _second(batchfs, ds_plain.path, str(mnt), opts, True)
+            assert rc == 1, (mnt, rc, err)
+            line = _one_line(err)
+            assert "already a mount point (%s" % kind in line, line
+            assert _mounts_at(str(mnt)) == 1
+    finally:
+        for mnt in (tmp, bind):
+            _unmount_all(str(mnt))
+
+
+def test_two_batchfs_started_at_once_give_one_mount(batchfs, gen, tmp_path):  # noqa: F811
+    # a fresh index_dir each: both index the dataset first, the window in
+    # which both would find the folder free
+    ds = _dataset(gen, tmp_path / "ds", 4000, ["x:float:32", "t:int64:0..20"], shards=4, seed=3)
+    mnt = str(tmp_path / "mnt")
+    os.mkdir(mnt)
+    procs = [subprocess.Popen([batchfs, "-f", ds.path, mnt, "-o",
+                               "index_dir=%s" % (tmp_path / ("index%d" % i))],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE) for i in range(2)]
+    try:
+        _wait(lambda: _mounts_at(mnt) >= 1 and sum(p.poll() is not None for p in procs) >= 1,
+              MOUNT_DEADLINE, "one mount and one refusal")
+        time.sleep(0.5)  # a stacked second mount would show by now
+        assert _mounts_at(mnt) == 1
+        done = [p for p in procs if p.poll() is not None]
+        assert len(done) == 1 and done[0].returncode == 1
+        line = _one_line(done[0].stderr.read().decode(errors="replace"))
+        assert "another batchfs is mounting on it" in line or "already a mount point" in line, line
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=MOUNT_DEADLINE)
+            p.stderr.close()
+        _unmount_all(mnt)

