@@ -1702,6 +1702,8 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		goto out_unmount;
 	fuse_loop_cfg_set_max_threads(lc, fs->cfg.fuse_threads ? fs->cfg.fuse_threads : 16);
 	fuse_loop_cfg_set_clone_fd(lc, 0);
+	if (foreground && fs->cfg.ready)
+		fprintf(stderr, "%s\n", fs->cfg.ready);
 	/* a signal ends the loop too: that is a clean unmount */
 	fuse_session_loop_mt(se, lc);
 	ret = 0;

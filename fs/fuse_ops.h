@@ -27,6 +27,7 @@ struct bfs_fs_config {
 	unsigned fuse_threads; /* max FUSE worker threads */
 	int cuda_device; /* -1: off */
 	unsigned cuda_pool; /* device buffers (0: BFS_CUDA_POOL_DEFAULT) */
+	const char *ready; /* printed on stderr (one line) when a foreground mount is ready */
 	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
 					 * environment's BATCHFS_OPEN_REQUESTS=1, for
 					 * measuring what skipping them saves) */

@@ -389,7 +389,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	struct bfs_batcher *b = NULL;
 	struct bfs_batcher **ranks = NULL; /* world=W without rank: [W], [0] = b */
 	struct bfs_fs *fs = NULL;
-	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL;
+	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL, *ready = NULL;
 	char mnt[PATH_MAX];
 	char first_npy[512] = "FEATURE.npy";
 	char tfds_glob[PATH_MAX + 64];
@@ -592,6 +592,11 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		free(notes);
 		free(passed);
 	}
+	if (asprintf(&ready, "batchfs: mounted %s at %s (%llu records, %llu batches per epoch%s)",
+		     o->source, mnt, (unsigned long long)bfs_dataset_nrecords(ds),
+		     (unsigned long long)bfs_batcher_nbatches(b),
+		     o->all_ranks ? " in each rank folder" : "") < 0)
+		ready = NULL;
 	struct bfs_fs_config cfg = {
 		.ds = ds,
 		.batcher = b,
@@ -607,6 +612,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.cuda_pool = o->cuda_pool,
 		.ranks = (const struct bfs_batcher *const *)ranks,
 		.nranks = ranks ? o->world : 0,
+		.ready = ready,
 	};
 	rc = bfs_fs_new(&fs, &cfg);
 	if (rc) {
@@ -631,6 +637,7 @@ out:
 	free(schema_json);
 	free(readme);
 	free(opts);
+	free(ready);
 	if (mnt_fd >= 0)
 		close(mnt_fd);
 	return ret;

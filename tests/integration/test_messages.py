@@ -67,3 +67,24 @@ def test_dead_mount_is_named(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F
             p.kill()
             p.wait()
         subprocess.run(["fusermount3", "-uz", mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_foreground_says_when_ready(mounter, ds_plain):  # noqa: F811
+    m = mounter(ds_plain.path, batch_size=32)
+    nb = oracle.batches_per_epoch(ds_plain.n, 32)
+    want = "batchfs: mounted %s at %s (%d records, %d batches per epoch)" % (
+        ds_plain.path, os.path.realpath(m.mnt), ds_plain.n, nb)
+    assert m.log_text().splitlines() == [want]
+
+
+def test_daemon_mode_prints_nothing(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+    mnt = str(tmp_path / "mnt")
+    os.mkdir(mnt)
+    try:
+        p = subprocess.run([batchfs, ds_plain.path, mnt, "-o", "index_dir=" + index_dir],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=MOUNT_DEADLINE)
+        assert p.returncode == 0 and p.stdout == b"" and p.stderr == b"", p
+        assert os.path.exists(os.path.join(mnt, "schema.json"))
+    finally:
+        _unmount(mnt)
