@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1647,6 +1648,41 @@ static void *signal_thread(void *arg)
 	return NULL;
 }
 
+static void *watch_thread(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[256];
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!(p.revents & POLLIN))
+			break; /* POLLHUP, POLLERR, POLLNVAL */
+		n = read(fd, buf, sizeof(buf)); /* bytes written to us mean nothing */
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			break;
+	}
+	/* the signal thread unmounts; before the mount, SIGTERM just ends us */
+	kill(getpid(), SIGTERM);
+	return NULL;
+}
+
+int bfs_fs_watch(int fd)
+{
+	pthread_t tid;
+	int rc = bfs_thread_start(&tid, watch_thread, (void *)(intptr_t)fd);
+
+	if (!rc)
+		pthread_detach(tid);
+	return rc;
+}
+
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -1686,6 +1722,10 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	} else if (fuse_daemonize(foreground) != 0) {
 		goto out_unmount;
 	}
+	/* a detached daemon is a new process: its own watch (main.c started
+	 * the foreground's) */
+	if (!foreground && fs->cfg.watch && bfs_fs_watch(fs->cfg.watch_fd) != 0)
+		goto out_unmount;
 	sc.se = se;
 	sc.loop_thread = pthread_self();
 	atomic_init(&sc.loop_done, false);

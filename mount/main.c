@@ -9,6 +9,7 @@
 #include "tools.h"
 #include "watch.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
 #include <malloc.h>
@@ -395,9 +396,26 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	char tfds_glob[PATH_MAX + 64];
 	const char *source = o->source;
 	const char **shard_names = NULL;
+	struct stat st;
 	size_t len;
 	int ret = 1, rc, mnt_fd = -1;
 
+	if (o->watch_fd >= 0) {
+		/* the starter's pipe: its end of file (the starter gone, however
+		 * it ended) stops us, from now on (an index build can be long) */
+		if (fstat(o->watch_fd, &st) != 0 ||
+		    !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+			fprintf(stderr,
+				"batchfs: option 'watch_fd=%d': not an open pipe or socket\n",
+				o->watch_fd);
+			return 1;
+		}
+		(void)fcntl(o->watch_fd, F_SETFD, FD_CLOEXEC);
+		if (bfs_fs_watch(o->watch_fd) != 0) {
+			fprintf(stderr, "batchfs: could not start the watch_fd thread\n");
+			return 1;
+		}
+	}
 	/* held (locked) for the life of the mount, see checks.h */
 	mnt_fd = bfs_mountpoint_claim(o->mountpoint, mnt);
 	if (mnt_fd < 0)
@@ -613,6 +631,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.ranks = (const struct bfs_batcher *const *)ranks,
 		.nranks = ranks ? o->world : 0,
 		.ready = ready,
+		.watch = o->watch_fd >= 0,
+		.watch_fd = o->watch_fd,
 	};
 	rc = bfs_fs_new(&fs, &cfg);
 	if (rc) {

@@ -41,6 +41,7 @@ enum {
 	K_CUDA,
 	K_CUDA_DEV,
 	K_CUDA_POOL,
+	K_WATCH_FD,
 	K_FG,
 	K_DEBUG,
 	K_HELP,
@@ -76,6 +77,7 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("cuda", K_CUDA),
 	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
 	FUSE_OPT_KEY("cuda_pool=", K_CUDA_POOL),
+	FUSE_OPT_KEY("watch_fd=", K_WATCH_FD),
 	FUSE_OPT_KEY("-f", K_FG),
 	FUSE_OPT_KEY("-d", K_DEBUG),
 	FUSE_OPT_KEY("debug", K_DEBUG),
@@ -401,6 +403,11 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 			return bad(c, arg, "need a whole number of device buffers from 1 to 1024");
 		o->cuda_pool = (unsigned)n;
 		return 0;
+	case K_WATCH_FD:
+		if (bfs_parse_u64(&n, v) || n > INT_MAX)
+			return bad(c, arg, "need the number of an open file descriptor");
+		o->watch_fd = (int)n;
+		return 0;
 	case K_FG:
 		o->foreground = true;
 		return 0;
@@ -449,6 +456,7 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 	o->shadow_size = BFS_SHADOW_SIZE_DEFAULT;
 	o->threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
 	o->cuda_device = -1;
+	o->watch_fd = -1;
 	o->prefetch = BFS_PREFETCH_DEFAULT;
 	if (fuse_opt_parse(&args, &c, templates, proc) != 0 || c.failed) {
 		if (!c.failed)
