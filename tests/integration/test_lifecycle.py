@@ -149,3 +149,110 @@ def test_two_batchfs_started_at_once_give_one_mount(batchfs, gen, tmp_path):  # 
                 p.wait(timeout=MOUNT_DEADLINE)
             p.stderr.close()
         _unmount_all(mnt)
+
+
+def test_nested_python_mount_raises_and_leaves_the_outer(batchfs, ds_plain, index_dir,  # noqa: F811
+                                                         tmp_path, monkeypatch):
+    monkeypatch.setenv("BATCHFS", batchfs)
+    mnt = str(tmp_path / "mnt")
+    os.mkdir(mnt)
+    with bfs.mount(ds_plain.path, mnt, batch_size=8, index_dir=index_dir) as outer:
+        with pytest.raises(bfs.BatchfsError, match="already a mount point"):
+            with bfs.mount(ds_plain.path, mnt, batch_size=16, index_dir=index_dir):
+                pytest.fail("a nested mount on the same folder was entered")
+        assert _mounts_at(mnt) == 1
+        assert bfs.Mount(mnt).schema["batch_size"] == 8 == outer.schema["batch_size"]
+        assert len(bnp.load_batch(outer.epoch(0).batch_path(0))["x"]) == 8
+    assert _mounts_at(mnt) == 0
+
+
+# ---------------------------------------------------------------- the daemon goes with its starter
+
+SCRIPT = r"""
+import os, sys, time
+sys.path.insert(0, %(pydir)r)
+import batchfs
+with batchfs.mount(%(src)r, %(mnt)r, batch_size=8, index_dir=%(index)r) as m:
+    open(os.path.join(m.path, "epoch-0000", "batch-000000.safetensors"), "rb").read()
+    print("ready", flush=True)
+    if %(fail)r:
+        raise RuntimeError("the training loop failed")
+    time.sleep(600)
+"""
+
+
+def _children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return False
+    return st[st.rindex(")") + 2] != "Z"
+
+
+def _reap(pid, deadline):
+    """Wait for pid to end; its exit status once it is this process's child
+    (an orphan reparented to this subreaper), None if another reaped it."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            got, st = os.waitpid(pid, os.WNOHANG)
+            if got == pid:
+                return os.waitstatus_to_exitcode(st)
+        except ChildProcessError:  # not ours: its parent reaps it
+            if not os.path.exists("/proc/%d" % pid):
+                return None
+        time.sleep(0.02)
+    return None
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "exception"])
+def test_daemon_goes_with_its_python_starter(batchfs, ds_plain, index_dir, tmp_path,  # noqa: F811
+                                             subreaper, how):
+    mnt = str(tmp_path / "mnt")
+    os.mkdir(mnt)
+    code = SCRIPT % {"pydir": PYDIR, "src": ds_plain.path, "mnt": mnt, "index": index_dir,
+                     "fail": how == "exception"}
+    env = dict(os.environ, BATCHFS=batchfs)
+    script = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    daemon = None
+    try:
+        line = script.stdout.readline()
+        assert line == b"ready\n", (line, script.stderr.read() if script.poll() is not None else "")
+        daemons = [p for p in _children(script.pid) if _alive(p)]
+        assert len(daemons) == 1, daemons
+        daemon = daemons[0]
+        if how != "exception":
+            script.send_signal(getattr(signal, how))
+        script.wait(timeout=DEADLINE)
+        status = _reap(daemon, DEADLINE)
+        assert not _alive(daemon), "the daemon outlived its starter (%s)" % how
+        if how != "exception":  # reparented to this subreaper, which read its status
+            assert status == 0, "the daemon exited with %s, not after a clean unmount" % status
+        daemon = None
+        _wait(lambda: _mounts_at(mnt) == 0, DEADLINE, "the mount to go")
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+        script.stdout.close()
+        script.stderr.close()
+        if daemon is not None and _alive(daemon):
+            os.kill(daemon, signal.SIGTERM)
+            _reap(daemon, DEADLINE)
+        _unmount_all(mnt)
