@@ -256,3 +256,33 @@ def test_daemon_goes_with_its_python_starter(batchfs, ds_plain, index_dir, tmp_p
             os.kill(daemon, signal.SIGTERM)
             _reap(daemon, DEADLINE)
         _unmount_all(mnt)
+
+
+# ---------------------------------------------------------------- set_epoch, persistent workers
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_set_epoch_reaches_persistent_workers(batchfs, ds_plain, index_dir, monkeypatch, start):  # noqa: F811
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+    import batchfs.torch as bt
+    monkeypatch.setenv("BATCHFS", batchfs)
+    with bfs.mount(ds_plain.path, batch_size=50, seed=4, epochs=3, index_dir=index_dir) as m:
+        ds = bt.BatchDataset(m, features=["x", "y"])
+        dl = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True,
+                        multiprocessing_context=start)
+        firsts = []
+        for e in (0, 1, 2, 1):
+            ds.set_epoch(e)
+            got = list(dl)
+            files = m.epoch(e).batch_paths()
+            assert len(got) == len(files) == len(ds)
+            for b, (item, path) in enumerate(zip(got, files)):
+                want = bnp.load_batch(path, features=["x", "y"])
+                assert sorted(item) == sorted(want)
+                for k in want:
+                    assert torch.equal(item[k], torch.from_numpy(want[k])), \
+                        "epoch %d batch %d: %s is not epoch-%04d's" % (e, b, k, e)
+            firsts.append(got[0]["x"])
+        assert not torch.equal(firsts[0], firsts[1])  # the epochs do differ
+        del dl
