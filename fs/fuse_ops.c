@@ -561,6 +561,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* large requests: the kernel caps these at what it supports */
 	conn->max_readahead = conn->max_readahead > READ_CHUNK ? conn->max_readahead : READ_CHUNK;
 	conn->max_write = READ_CHUNK; /* also raises max_pages for reads */
+	if (fs->cfg.max_read) /* libfuse checks that we ask for the mount's own */
+		conn->max_read = fs->cfg.max_read;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	conn->want &= ~(unsigned)FUSE_CAP_ASYNC_READ;

@@ -28,6 +28,7 @@ struct bfs_fs_config {
 	int cuda_device; /* -1: off */
 	unsigned cuda_pool; /* device buffers (0: BFS_CUDA_POOL_DEFAULT) */
 	const char *ready; /* printed on stderr (one line) when a foreground mount is ready */
+	unsigned max_read; /* the FUSE option max_read= given, else 0 */
 	bool watch; /* stop the mount as SIGTERM does at watch_fd's end of file */
 	int watch_fd;
 	bool keep_open; /* answer OPEN/OPENDIR requests (set by the

@@ -631,6 +631,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.ranks = (const struct bfs_batcher *const *)ranks,
 		.nranks = ranks ? o->world : 0,
 		.ready = ready,
+		.max_read = o->max_read,
 		.watch = o->watch_fd >= 0,
 		.watch_fd = o->watch_fd,
 	};

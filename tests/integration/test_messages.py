@@ -36,6 +36,37 @@ def _fail(batchfs, src, mnt, opts, index_dir):  # noqa: F811
     return lines[0]
 
 
+UNKNOWN = [
+    ("batchsize=8", "batchfs: unknown option 'batchsize=8' (did you mean batch_size?)"),
+    ("bacth_size=8", "batchfs: unknown option 'bacth_size=8' (did you mean batch_size?)"),
+    ("Batch_Size=8", "batchfs: unknown option 'Batch_Size=8' (did you mean batch_size?)"),
+    ("threds=2", "batchfs: unknown option 'threds=2' (did you mean threads?)"),
+    ("cache=1G", "batchfs: unknown option 'cache=1G' (did you mean cache_size?)"),
+    ("allow_others", "batchfs: unknown option 'allow_others' (did you mean allow_other?)"),
+    ("sufle=none", "batchfs: unknown option 'sufle=none' (did you mean shuffle?)"),
+    ("frobnicate=1", "batchfs: unknown option 'frobnicate=1' (see batchfs --help)"),
+    ("batch_size", "batchfs: option 'batch_size' needs a value (batch_size=...)"),
+    ("drop_remainder=yes", "batchfs: option 'drop_remainder=yes' takes no value (write drop_remainder)"),
+]
+
+
+@pytest.mark.parametrize("opt,line", UNKNOWN, ids=[o for o, _ in UNKNOWN])
+def test_unknown_option_names_the_nearest(batchfs, ds_plain, index_dir, tmp_path, opt, line):  # noqa: F811
+    assert _fail(batchfs, ds_plain.path, tmp_path / "mnt", opt, index_dir) == line
+
+
+def test_standard_fuse_options_pass_through(mounter, ds_plain):  # noqa: F811
+    # what mount(8), fstab lines and fuse 2 habits pass; max_read must reach
+    # INIT too (libfuse leaves that to the filesystem), nonempty is fuse 3's default
+    m = mounter(ds_plain.path, batch_size=8, allow_other=True, default_permissions=True, ro=True,
+                fsname="mydata", subtype="batchfs", max_read=65536, noatime=True, nosuid=True,
+                nodev=True, nonempty=True)
+    assert len(m.read("epoch-0000", "batch-000000.safetensors")) > 0
+    with open("/proc/self/mountinfo") as f:
+        line = [ln for ln in f if " %s " % m.mnt in ln][0]
+    assert " - fuse.batchfs mydata " in line and "allow_other" in line and "max_read=65536" in line, line
+
+
 def test_mountpoint_messages(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
     missing = tmp_path / "no" / "mnt"
     p = subprocess.run([batchfs, ds_plain.path, str(missing), "-o", "index_dir=" + index_dir],
