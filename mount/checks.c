@@ -3,6 +3,9 @@
  */
 #include "checks.h"
 
+#include "example.h"
+#include "image.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -155,3 +158,154 @@ int bfs_mountpoint_claim(const char *arg, char *abs)
 	return fd;
 }
 
+/* ---- the features there are */
+
+#define NAMES_SHOWN 12
+
+char *bfs_feature_names(const struct bfs_schema *s, bool bytes_only)
+{
+	size_t total = 0, shown = 0;
+	char *out = strdup(""), *t;
+
+	for (size_t i = 0; out && i < s->nfeatures + s->nlists; i++) {
+		bool list = i >= s->nfeatures;
+		const struct bfs_feature_spec *f =
+			list ? &s->lists[i - s->nfeatures] : &s->features[i];
+
+		if (bytes_only && (list || f->kind != BFS_KIND_BYTES))
+			continue;
+		if (total++ >= NAMES_SHOWN)
+			continue;
+		if (asprintf(&t, "%s%s%s%s", out, shown++ ? ", " : "", list ? "feature_lists/" : "",
+			     f->name) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+	}
+	if (out && total > NAMES_SHOWN) {
+		if (asprintf(&t, "%s, ... (%zu in all)", out, total) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+	}
+	return out;
+}
+
+/* ---- image= on features that hold no images */
+
+#define IMAGE_SAMPLES 8
+
+struct sample {
+	unsigned nonempty, images;
+	uint8_t first[32]; /* the start of the first non-empty value */
+	size_t first_len, first_total;
+};
+
+static void sample_record(const struct bfs_dataset *ds, uint64_t rec, const char *name,
+			  struct sample *sm)
+{
+	uint32_t len = bfs_dataset_record_len(ds, rec), got = 0;
+	uint8_t *buf = malloc(len ? len : 1);
+	struct bfs_example *ex = NULL;
+
+	if (!buf)
+		return;
+	if (bfs_dataset_read(ds, rec, buf, len ? len : 1, &got, false) == 0 &&
+	    bfs_example_decode(&ex, buf, got) == 0) {
+		for (size_t i = 0; i < ex->nfeatures; i++) {
+			const struct bfs_values *v = &ex->features[i].v;
+
+			if (strcmp(ex->features[i].name, name) != 0 || v->kind != BFS_KIND_BYTES)
+				continue;
+			for (size_t k = 0; k < v->count; k++) {
+				if (v->b[k].len == 0)
+					continue;
+				if (sm->nonempty++ == 0) {
+					sm->first_total = v->b[k].len;
+					sm->first_len = v->b[k].len < sizeof(sm->first)
+								? v->b[k].len
+								: sizeof(sm->first);
+					memcpy(sm->first, v->b[k].data, sm->first_len);
+				}
+				if (bfs_image_sniff(v->b[k].data, v->b[k].len) != BFS_IMAGE_UNKNOWN)
+					sm->images++;
+			}
+		}
+	}
+	bfs_example_free(ex);
+	free(buf);
+}
+
+/* Printable UTF-8 (a sequence cut at the end of the bytes counts)? */
+static bool looks_like_text(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		uint8_t ch = p[i];
+		size_t more = ch < 0x80 ? 0 : (ch & 0xe0) == 0xc0 ? 1 : (ch & 0xf0) == 0xe0 ? 2 : 3;
+
+		if (ch < 0x80 &&
+		    ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7f))
+			return false;
+		if (ch >= 0x80 && (ch < 0xc2 || ch > 0xf4))
+			return false;
+		for (size_t k = 1; k <= more; k++)
+			if (i + k < n && (p[i + k] & 0xc0) != 0x80)
+				return false;
+		i += 1 + more;
+	}
+	return true;
+}
+
+/* "text, ... (e.g. "Wiesbaden is ...")" or "other bytes (e.g. 0a 1b ...)" */
+static void describe(const struct sample *sm, char *out, size_t cap)
+{
+	char shown[sizeof(sm->first) * 3 + 8];
+	size_t n = 0;
+
+	if (looks_like_text(sm->first, sm->first_len)) {
+		for (size_t i = 0; i < sm->first_len && i < 24; i++) {
+			uint8_t ch = sm->first[i];
+			shown[n++] = ch >= 0x20 && ch < 0x7f && ch != '"' ? (char)ch : '.';
+		}
+		shown[n] = '\0';
+		snprintf(out, cap, "text, not JPEG or PNG images (e.g. \"%s%s\")", shown,
+			 sm->first_total > 24 ? "..." : "");
+		return;
+	}
+	for (size_t i = 0; i < sm->first_len && i < 8; i++)
+		n += (size_t)snprintf(shown + n, sizeof(shown) - n, "%s%02x", i ? " " : "",
+				      sm->first[i]);
+	snprintf(out, cap, "other bytes, not JPEG or PNG images (e.g. %zu bytes: %s%s)",
+		 sm->first_total, shown, sm->first_total > 8 ? " ..." : "");
+}
+
+int bfs_check_image_options(const struct bfs_dataset *ds, const struct bfs_schema *s,
+			    const bool *was_image, char *const *image_opts, unsigned nimage)
+{
+	uint64_t n = bfs_dataset_nrecords(ds);
+
+	for (size_t i = 0; i < s->nfeatures; i++) {
+		const struct bfs_feature_spec *f = &s->features[i];
+		struct sample sm = { 0 };
+		size_t len = strlen(f->name);
+		const char *opt = NULL;
+		char what[200];
+
+		if (!f->image || was_image[i] || f->content != BFS_IMAGE_UNKNOWN)
+			continue;
+		for (unsigned k = 0; k < nimage; k++)
+			if (strncmp(image_opts[k], f->name, len) == 0 && image_opts[k][len] == ':')
+				opt = image_opts[k];
+		/* records spread over the dataset: over its shards too */
+		for (uint64_t k = 0; k < IMAGE_SAMPLES && k < n; k++)
+			sample_record(ds, n <= IMAGE_SAMPLES ? k : k * (n / IMAGE_SAMPLES), f->name,
+				      &sm);
+		if (sm.nonempty == 0 || sm.images > 0)
+			continue; /* only empty values seen, or some images */
+		describe(&sm, what, sizeof(what));
+		fprintf(stderr, "batchfs: option 'image=%s': feature '%s' holds %s\n",
+			opt ? opt : f->name, f->name, what);
+		return -1;
+	}
+	return 0;
+}

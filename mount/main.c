@@ -381,6 +381,27 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 		msg);
 }
 
+/* A schema message on option KEY=VALUE ("KEY=VALUE: why" or "KEY=: why")
+ * as one line that quotes the option whole, "option 'KEY=VALUE': why",
+ * and, for a name not found, the names there are: "(WHAT: a, b)". */
+static void print_option_error(const char *key, const char *value, const char *msg,
+			       const char *what, const char *names)
+{
+	size_t k = strlen(key), n = strlen(value);
+
+	if (strncmp(msg, key, k) == 0 && msg[k] == '=') {
+		if (strncmp(msg + k + 1, value, n) == 0 && strncmp(msg + k + 1 + n, ": ", 2) == 0)
+			msg += k + 1 + n + 2;
+		else if (strncmp(msg + k + 1, ": ", 2) == 0)
+			msg += k + 3;
+	}
+	if (what && names)
+		fprintf(stderr, "batchfs: option '%s=%s': %s (%s: %s)\n", key, value, msg, what,
+			*names ? names : "none");
+	else
+		fprintf(stderr, "batchfs: option '%s=%s': %s\n", key, value, msg);
+}
+
 static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 {
 	struct bfs_dataset_opts dopt = { 0 };
@@ -391,6 +412,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	struct bfs_batcher **ranks = NULL; /* world=W without rank: [W], [0] = b */
 	struct bfs_fs *fs = NULL;
 	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL, *ready = NULL;
+	bool *was_image = NULL; /* per feature: an image before the image= options */
 	char mnt[PATH_MAX];
 	char first_npy[512] = "FEATURE.npy";
 	char tfds_glob[PATH_MAX + 64];
@@ -511,17 +533,35 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			}
 		}
 	}
-	if (o->features && bfs_schema_select(schema, o->features) != 0) {
-		fprintf(stderr, "batchfs: option 'features=%s': %s\n", o->features, bfs_err_msg());
-		goto out;
-	}
-	for (unsigned i = 0; i < o->nimage; i++) {
-		if (bfs_schema_set_image(schema, o->image[i]) != 0) {
-			fprintf(stderr, "batchfs: option '%s'\n",
-				bfs_err_msg()); /* the message starts with image=... */
+	if (o->features) {
+		char *names = bfs_feature_names(schema, false);
+
+		rc = bfs_schema_select(schema, o->features);
+		if (rc)
+			print_option_error("features", o->features, bfs_err_msg(),
+					   rc == -ENOENT ? "features" : NULL, names);
+		free(names);
+		if (rc)
 			goto out;
-		}
 	}
+	was_image = calloc(schema->nfeatures + 1, sizeof(*was_image));
+	if (!was_image)
+		goto out;
+	for (size_t i = 0; i < schema->nfeatures; i++)
+		was_image[i] = schema->features[i].image;
+	for (unsigned i = 0; i < o->nimage; i++) {
+		char *names = bfs_feature_names(schema, true);
+
+		rc = bfs_schema_set_image(schema, o->image[i]);
+		if (rc)
+			print_option_error("image", o->image[i], bfs_err_msg(),
+					   rc == -ENOENT ? "bytes features" : NULL, names);
+		free(names);
+		if (rc)
+			goto out;
+	}
+	if (o->nimage && bfs_check_image_options(ds, schema, was_image, o->image, o->nimage) != 0)
+		goto out;
 	if (schema->nfeatures + schema->nlists == 0) {
 		fprintf(stderr,
 			"batchfs: %s: no features to serve (the records hold no typed "
@@ -659,6 +699,7 @@ out:
 	free(readme);
 	free(opts);
 	free(ready);
+	free(was_image);
 	if (mnt_fd >= 0)
 		close(mnt_fd);
 	return ret;

@@ -18,6 +18,9 @@ import oracle
 from test_mount import (MOUNT_DEADLINE, _expect_mount_failure, _unmount, _wait, batchfs,  # noqa: F401
                         ds_gzip, ds_plain, gen, index_dir, mounter, work)
 
+SQUAD = os.path.join(oracle.testdata_dir(), "trax-squad-validation-00000-of-00001.tfrecord")
+
+
 def _fail(batchfs, src, mnt, opts, index_dir):  # noqa: F811
     """The single stderr line of a mount that must fail (exit status 1)."""
     os.makedirs(mnt, exist_ok=True)
@@ -98,6 +101,33 @@ def test_dead_mount_is_named(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F
             p.kill()
             p.wait()
         subprocess.run(["fusermount3", "-uz", mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_image_option_quotes_the_option_whole(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+    line = _fail(batchfs, ds_plain.path, tmp_path / "mnt", "image=img:224x", index_dir)
+    assert line == "batchfs: option 'image=img:224x': size must be HxW with H and W in 1..65535", line
+    line = _fail(batchfs, ds_plain.path, tmp_path / "mnt", "image=nosuch:2x2", index_dir)
+    assert line == ("batchfs: option 'image=nosuch:2x2': no feature 'nosuch' in the schema "
+                    "(bytes features: img, name, tags)"), line
+
+
+def test_features_option_names_the_features(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+    line = _fail(batchfs, ds_plain.path, tmp_path / "mnt", "features=x,nosuch", index_dir)
+    assert line == ("batchfs: option 'features=x,nosuch': no feature 'nosuch' in the schema "
+                    "(features: e, img, m/sub, name, tags, tokens, x, y)"), line
+
+
+def test_image_option_on_a_feature_without_images_is_refused(batchfs, ds_plain, index_dir,  # noqa: F811
+                                                             tmp_path):
+    # img: 12 random bytes per record, not a JPEG or PNG
+    line = _fail(batchfs, ds_plain.path, tmp_path / "mnt", "image=img:32x32", index_dir)
+    assert line.startswith("batchfs: option 'image=img:32x32': feature 'img' holds other bytes, "
+                           "not JPEG or PNG images (e.g. 12 bytes: "), line
+    if not os.path.exists(SQUAD):
+        pytest.skip("%s is missing" % SQUAD)
+    line = _fail(batchfs, SQUAD, tmp_path / "mnt", "image=context:224x224", index_dir)
+    assert line.startswith("batchfs: option 'image=context:224x224': feature 'context' holds "
+                           "text, not JPEG or PNG images (e.g. \""), line
 
 
 def test_foreground_says_when_ready(mounter, ds_plain):  # noqa: F811
