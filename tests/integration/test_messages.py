@@ -149,3 +149,12 @@ def test_daemon_mode_prints_nothing(batchfs, ds_plain, index_dir, tmp_path):  # 
         assert os.path.exists(os.path.join(mnt, "schema.json"))
     finally:
         _unmount(mnt)
+
+
+def test_inspect_names_the_compression(batchfs, ds_plain, ds_gzip):  # noqa: F811
+    for ds, comp in ((ds_plain, "none"), (ds_gzip, "gzip")):
+        shard = oracle.list_shards(ds.path)[0]
+        r = subprocess.run([batchfs, "inspect", "--records", "0", shard], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=MOUNT_DEADLINE)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().splitlines()[0] == "%s: TFRecord, compression: %s" % (shard, comp)
