@@ -134,8 +134,17 @@ class Epoch:
 
     def __len__(self) -> int:
         if self._n is None:
-            self._n = sum(1 for n in os.listdir(self.path)
-                          if n.startswith("batch-") and n.endswith(".safetensors"))
+            try:
+                names = os.listdir(self.path)
+            except FileNotFoundError:
+                root = os.path.dirname(self.path)
+                if os.path.isdir(os.path.join(root, "rank-0000")):
+                    raise BatchfsError(
+                        "%s: this mount has one folder per rank (world=W without rank): pass "
+                        "a rank's folder, %s/rank-RRRR, e.g. %s" %
+                        (root, root, os.path.join(root, "rank-0000"))) from None
+                raise
+            self._n = sum(1 for n in names if n.startswith("batch-") and n.endswith(".safetensors"))
         return self._n
 
     def batch_path(self, i: int, safetensors: bool = True) -> str:

@@ -158,3 +158,16 @@ def test_inspect_names_the_compression(batchfs, ds_plain, ds_gzip):  # noqa: F81
                            stderr=subprocess.PIPE, timeout=MOUNT_DEADLINE)
         assert r.returncode == 0, r.stderr
         assert r.stdout.decode().splitlines()[0] == "%s: TFRecord, compression: %s" % (shard, comp)
+
+
+def test_batch_dataset_on_rank_folders_says_to_pass_one(mounter, ds_plain):  # noqa: F811
+    pytest.importorskip("torch")
+    pydir = os.environ.get("BFS_PYTHONPATH") or os.path.join(oracle.repo_root(), "python")
+    if pydir not in sys.path:
+        sys.path.insert(0, pydir)
+    import batchfs as bfs
+    import batchfs.torch as bt
+    m = mounter(ds_plain.path, world=2)
+    with pytest.raises(bfs.BatchfsError, match=r"pass a rank's folder, .*/rank-RRRR, e\.g\. .*/rank-0000"):
+        bt.BatchDataset(m.mnt)
+    assert len(bt.BatchDataset(os.path.join(m.mnt, "rank-0001"))) > 0
