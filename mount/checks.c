@@ -88,12 +88,16 @@ bool bfs_mountpoint_taken(const char *arg, const char *abs)
 		snprintf(parent, sizeof(parent), "%s/..", abs);
 		r = stat(abs, &st) == 0 && stat(parent, &pst) == 0 &&
 		    (st.st_dev != pst.st_dev || st.st_ino == pst.st_ino);
-		snprintf(type, sizeof(type), "?");
-		snprintf(src, sizeof(src), "?");
+		type[0] = '\0';
 	}
 	if (!r)
 		return false;
-	if (strncmp(type, "fuse", 4) == 0)
+	if (!type[0])
+		fprintf(stderr,
+			"batchfs: %s: already a mount point; unmount it first or choose another "
+			"folder\n",
+			arg);
+	else if (strncmp(type, "fuse", 4) == 0)
 		fprintf(stderr,
 			"batchfs: %s: already a mount point (%s); unmount it first (fusermount3 -u "
 			"%s) or choose another folder\n",
