@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -611,6 +612,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* large requests: the kernel caps these at what it supports */
 	conn->max_readahead = conn->max_readahead > READ_CHUNK ? conn->max_readahead : READ_CHUNK;
 	conn->max_write = READ_CHUNK; /* also raises max_pages for reads */
+	if (fs->cfg.max_read) /* libfuse checks that we ask for the mount's own */
+		conn->max_read = fs->cfg.max_read;
 	if (conn->capable & FUSE_CAP_SPLICE_WRITE)
 		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	conn->want &= ~(unsigned)FUSE_CAP_ASYNC_READ;
@@ -1778,6 +1781,41 @@ static void start_io(struct bfs_fs *fs)
 	bfs_cache_set_io(fs->cache, fs->ioplan);
 }
 
+static void *watch_thread(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[256];
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!(p.revents & POLLIN))
+			break; /* POLLHUP, POLLERR, POLLNVAL */
+		n = read(fd, buf, sizeof(buf)); /* bytes written to us mean nothing */
+		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+			break;
+	}
+	/* the signal thread unmounts; before the mount, SIGTERM just ends us */
+	kill(getpid(), SIGTERM);
+	return NULL;
+}
+
+int bfs_fs_watch(int fd)
+{
+	pthread_t tid;
+	int rc = bfs_thread_start(&tid, watch_thread, (void *)(intptr_t)fd);
+
+	if (!rc)
+		pthread_detach(tid);
+	return rc;
+}
+
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
@@ -1817,6 +1855,10 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	} else if (fuse_daemonize(foreground) != 0) {
 		goto out_unmount;
 	}
+	/* a detached daemon is a new process: its own watch (main.c started
+	 * the foreground's) */
+	if (!foreground && fs->cfg.watch && bfs_fs_watch(fs->cfg.watch_fd) != 0)
+		goto out_unmount;
 	sc.se = se;
 	sc.fs = fs;
 	sc.loop_thread = pthread_self();
@@ -1835,6 +1877,8 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		goto out_unmount;
 	fuse_loop_cfg_set_max_threads(lc, fs->cfg.fuse_threads ? fs->cfg.fuse_threads : 16);
 	fuse_loop_cfg_set_clone_fd(lc, 0);
+	if (foreground && fs->cfg.ready)
+		fprintf(stderr, "%s\n", fs->cfg.ready);
 	/* a signal ends the loop too: that is a clean unmount */
 	fuse_session_loop_mt(se, lc);
 	ret = 0;

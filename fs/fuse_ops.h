@@ -37,6 +37,10 @@ struct bfs_fs_config {
 	 * system): the source bytes the stage fetches, kept on a local disk */
 	const char *disk_cache;
 	uint64_t disk_cache_size;
+	const char *ready; /* printed on stderr (one line) when a foreground mount is ready */
+	unsigned max_read; /* the FUSE option max_read= given, else 0 */
+	bool watch; /* stop the mount as SIGTERM does at watch_fd's end of file */
+	int watch_fd;
 	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
 					 * environment's BATCHFS_OPEN_REQUESTS=1, for
 					 * measuring what skipping them saves) */
@@ -57,6 +61,12 @@ void bfs_fs_report(void *fs, const char *msg, bool skipped);
  * SIGINT/SIGTERM/SIGHUP. Returns 0 on a clean unmount, 1 on failure (one
  * line on stderr). */
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground);
+
+/* Watch fd (a pipe or socket whose other end the process that started us
+ * holds) from a thread: its end of file, or a hangup, sends this process
+ * SIGTERM, which unmounts cleanly once the mount runs and ends the process
+ * before. Returns 0, or an errno. */
+int bfs_fs_watch(int fd);
 
 /* Check that libfuse accepts these arguments (unknown -o options) without
  * mounting anything. Returns 0, or 1 after libfuse printed why. */

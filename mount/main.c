@@ -2,6 +2,7 @@
  * main.c — the batchfs command: dispatch to the tools (inspect, schema,
  * index) or mount: options → dataset → schema → batcher → FUSE session.
  */
+#include "checks.h"
 #include "diskcache.h"
 #include "fdcache.h"
 #include "fuse_ops.h"
@@ -9,6 +10,7 @@
 #include "tools.h"
 #include "watch.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
 #include <malloc.h>
@@ -406,6 +408,27 @@ static uint64_t auto_readahead(const struct bfs_options *o)
 	return ra > READAHEAD_MIN ? ra : READAHEAD_MIN;
 }
 
+/* A schema message on option KEY=VALUE ("KEY=VALUE: why" or "KEY=: why")
+ * as one line that quotes the option whole, "option 'KEY=VALUE': why",
+ * and, for a name not found, the names there are: "(WHAT: a, b)". */
+static void print_option_error(const char *key, const char *value, const char *msg,
+			       const char *what, const char *names)
+{
+	size_t k = strlen(key), n = strlen(value);
+
+	if (strncmp(msg, key, k) == 0 && msg[k] == '=') {
+		if (strncmp(msg + k + 1, value, n) == 0 && strncmp(msg + k + 1 + n, ": ", 2) == 0)
+			msg += k + 1 + n + 2;
+		else if (strncmp(msg + k + 1, ": ", 2) == 0)
+			msg += k + 3;
+	}
+	if (what && names)
+		fprintf(stderr, "batchfs: option '%s=%s': %s (%s: %s)\n", key, value, msg, what,
+			*names ? names : "none");
+	else
+		fprintf(stderr, "batchfs: option '%s=%s': %s\n", key, value, msg);
+}
+
 static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 {
 	struct bfs_dataset_opts dopt = { 0 };
@@ -415,7 +438,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	struct bfs_batcher *b = NULL;
 	struct bfs_batcher **ranks = NULL; /* world=W without rank: [W], [0] = b */
 	struct bfs_fs *fs = NULL;
-	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL;
+	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL, *ready = NULL;
+	bool *was_image = NULL; /* per feature: an image before the image= options */
 	char mnt[PATH_MAX];
 	char first_npy[512] = "FEATURE.npy";
 	char tfds_glob[PATH_MAX + 64];
@@ -423,16 +447,30 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	const char **shard_names = NULL;
 	struct stat st;
 	size_t len;
-	int ret = 1, rc;
+	int ret = 1, rc, mnt_fd = -1;
 
-	if (stat(o->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "batchfs: %s: mount point is not a directory\n", o->mountpoint);
-		return 1;
+	if (o->watch_fd >= 0) {
+		/* the starter's pipe: its end of file (the starter gone, however
+		 * it ended) stops us, from now on (an index build can be long) */
+		if (fstat(o->watch_fd, &st) != 0 ||
+		    !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+			fprintf(stderr,
+				"batchfs: option 'watch_fd=%d': not an open pipe or socket\n",
+				o->watch_fd);
+			return 1;
+		}
+		(void)fcntl(o->watch_fd, F_SETFD, FD_CLOEXEC);
+		if (bfs_fs_watch(o->watch_fd) != 0) {
+			fprintf(stderr, "batchfs: could not start the watch_fd thread\n");
+			return 1;
+		}
 	}
-	if (!realpath(o->mountpoint, mnt))
-		snprintf(mnt, sizeof(mnt), "%s", o->mountpoint);
-	if (bfs_fs_check_args(fargc, fargv) != 0)
+	/* held (locked) for the life of the mount, see checks.h */
+	mnt_fd = bfs_mountpoint_claim(o->mountpoint, mnt);
+	if (mnt_fd < 0)
 		return 1;
+	if (bfs_fs_check_args(fargc, fargv) != 0)
+		goto out;
 	/* Decoded batches come and go under cache_size: keep freed batch
 	 * buffers in the heap for the next batch instead of unmapping them and
 	 * faulting fresh zeroed pages in every time. RSS stays within the
@@ -444,13 +482,13 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		if (!text) {
 			fprintf(stderr, "batchfs: option 'schema=%s': cannot read the file\n",
 				o->schema_file);
-			return 1;
+			goto out;
 		}
 		rc = bfs_schema_from_json(&user, text, len);
 		free(text);
 		if (rc) {
 			fprintf(stderr, "batchfs: %s: %s\n", o->schema_file, bfs_err_msg());
-			return 1;
+			goto out;
 		}
 	}
 	if (is_tfds_dir(o->source)) {
@@ -467,15 +505,13 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 					"(splits: %s)\n",
 					o->source, splits ? splits : "none");
 			free(splits);
-			bfs_schema_free(user);
-			return 1;
+			goto out;
 		}
 		free(splits);
 		if ((size_t)snprintf(tfds_glob, sizeof(tfds_glob), "%s/*-%s.tfrecord*", o->source,
 				     o->split) >= sizeof(tfds_glob)) {
 			fprintf(stderr, "batchfs: %s: path too long\n", o->source);
-			bfs_schema_free(user);
-			return 1;
+			goto out;
 		}
 		source = tfds_glob;
 	} else if (o->split) {
@@ -483,8 +519,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			"batchfs: option 'split=%s': %s is not a TFDS dataset folder (it needs "
 			"dataset_info.json and features.json)\n",
 			o->split, o->source);
-		bfs_schema_free(user);
-		return 1;
+		goto out;
 	}
 	dopt.comp = o->compression;
 	dopt.follow_symlinks = o->follow_symlinks;
@@ -525,17 +560,35 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			}
 		}
 	}
-	if (o->features && bfs_schema_select(schema, o->features) != 0) {
-		fprintf(stderr, "batchfs: option 'features=%s': %s\n", o->features, bfs_err_msg());
-		goto out;
-	}
-	for (unsigned i = 0; i < o->nimage; i++) {
-		if (bfs_schema_set_image(schema, o->image[i]) != 0) {
-			fprintf(stderr, "batchfs: option '%s'\n",
-				bfs_err_msg()); /* the message starts with image=... */
+	if (o->features) {
+		char *names = bfs_feature_names(schema, false);
+
+		rc = bfs_schema_select(schema, o->features);
+		if (rc)
+			print_option_error("features", o->features, bfs_err_msg(),
+					   rc == -ENOENT ? "features" : NULL, names);
+		free(names);
+		if (rc)
 			goto out;
-		}
 	}
+	was_image = calloc(schema->nfeatures + 1, sizeof(*was_image));
+	if (!was_image)
+		goto out;
+	for (size_t i = 0; i < schema->nfeatures; i++)
+		was_image[i] = schema->features[i].image;
+	for (unsigned i = 0; i < o->nimage; i++) {
+		char *names = bfs_feature_names(schema, true);
+
+		rc = bfs_schema_set_image(schema, o->image[i]);
+		if (rc)
+			print_option_error("image", o->image[i], bfs_err_msg(),
+					   rc == -ENOENT ? "bytes features" : NULL, names);
+		free(names);
+		if (rc)
+			goto out;
+	}
+	if (o->nimage && bfs_check_image_options(ds, schema, was_image, o->image, o->nimage) != 0)
+		goto out;
 	if (schema->nfeatures + schema->nlists == 0) {
 		fprintf(stderr,
 			"batchfs: %s: no features to serve (the records hold no typed "
@@ -641,6 +694,13 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		fprintf(stderr, "batchfs: %s; mounted without it\n", bfs_err_msg());
 		disk_cache = NULL;
 	}
+}
+
+	if (asprintf(&ready, "batchfs: mounted %s at %s (%llu records, %llu batches per epoch%s)",
+		     o->source, mnt, (unsigned long long)bfs_dataset_nrecords(ds),
+		     (unsigned long long)bfs_batcher_nbatches(b),
+		     o->all_ranks ? " in each rank folder" : "") < 0)
+		ready = NULL;
 	struct bfs_fs_config cfg = {
 		.ds = ds,
 		.batcher = b,
@@ -663,12 +723,19 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.cuda_pool = o->cuda_pool,
 		.ranks = (const struct bfs_batcher *const *)ranks,
 		.nranks = ranks ? o->world : 0,
+		.ready = ready,
+		.max_read = o->max_read,
+		.watch = o->watch_fd >= 0,
+		.watch_fd = o->watch_fd,
 	};
 	rc = bfs_fs_new(&fs, &cfg);
 	if (rc) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
 	}
+	/* the lock kept other batchfs away; anything else mounted meanwhile? */
+	if (bfs_mountpoint_taken(o->mountpoint, mnt))
+		goto out;
 	/* the absolute path: libfuse chdirs to / before it unmounts */
 	ret = bfs_fs_run(fs, fargc, fargv, mnt, o->foreground);
 out:
@@ -684,6 +751,10 @@ out:
 	free(schema_json);
 	free(readme);
 	free(opts);
+	free(ready);
+	free(was_image);
+	if (mnt_fd >= 0)
+		close(mnt_fd);
 	return ret;
 }
 

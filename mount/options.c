@@ -5,11 +5,13 @@
 
 #include "options.h"
 
+#include <ctype.h>
 #include <fuse_opt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 enum {
@@ -45,6 +47,7 @@ enum {
 	K_CUDA,
 	K_CUDA_DEV,
 	K_CUDA_POOL,
+	K_WATCH_FD,
 	K_FG,
 	K_DEBUG,
 	K_HELP,
@@ -84,6 +87,7 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("cuda", K_CUDA),
 	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
 	FUSE_OPT_KEY("cuda_pool=", K_CUDA_POOL),
+	FUSE_OPT_KEY("watch_fd=", K_WATCH_FD),
 	FUSE_OPT_KEY("-f", K_FG),
 	FUSE_OPT_KEY("-d", K_DEBUG),
 	FUSE_OPT_KEY("debug", K_DEBUG),
@@ -223,6 +227,151 @@ static int bad(struct parse_ctx *c, const char *arg, const char *why)
 	fprintf(stderr, "batchfs: option '%s': %s\n", arg, why);
 	c->failed = true;
 	return -1;
+}
+
+/* The options libfuse 3 itself takes (fuse_session_new: lib/fuse_lowlevel.c's
+ * fuse_ll_opts and lib/mount.c's fuse_mount_opts), which pass through; any
+ * other option reaching libfuse would fail there with its own message. */
+static const char *const fuse_flags[] = {
+	"allow_other", "allow_root", "auto_unmount", "blkdev",	"default_permissions",
+	"--debug",     "ro",	     "rw",	     "suid",	"nosuid",
+	"dev",	       "nodev",	     "exec",	     "noexec",	"async",
+	"sync",	       "dirsync",    "atime",	     "noatime", "-r",
+	"-n",
+};
+static const char *const fuse_valued[] = {
+	"fsname",    "subtype",	   "max_read",	  "blksize", "context",
+	"fscontext", "defcontext", "rootcontext", "user",
+};
+
+static bool in_list(const char *const *list, size_t n, const char *s, size_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strlen(list[i]) == len && strncmp(list[i], s, len) == 0)
+			return true;
+	return false;
+}
+
+/* Optimal string alignment distance (Levenshtein plus swaps of two
+ * neighbours), case-insensitive; SIZE_MAX for names over 63 bytes. */
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+	size_t d[64][64];
+
+	if (la >= 64 || lb >= 64)
+		return SIZE_MAX;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			int ca = tolower((unsigned char)a[i - 1]),
+			    cb = tolower((unsigned char)b[j - 1]);
+			size_t best = d[i - 1][j - 1] + (ca != cb);
+
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	}
+	return d[la][lb];
+}
+
+/* Keep the closest known option name to key[0..len) in *best. */
+static void closer(const char *name, size_t nlen, const char *key, size_t len, const char **best,
+		   size_t *best_len, size_t *best_d)
+{
+	size_t d = edit_distance(key, len, name, nlen);
+
+	/* "batch" for batch_size, "cache" for cache_size: a start of the name */
+	if (d > 1 && len >= 4 && len < nlen && strncasecmp(key, name, len) == 0)
+		d = 1;
+	if (d < *best_d) {
+		*best = name;
+		*best_len = nlen;
+		*best_d = d;
+	}
+}
+
+/* An option that neither batchfs nor libfuse takes: one line naming it,
+ * with the nearest known option when one is near. */
+static int unknown(struct parse_ctx *c, const char *arg)
+{
+	const char *eq = strchr(arg, '='), *best = NULL;
+	size_t len = eq ? (size_t)(eq - arg) : strlen(arg), best_len = 0, best_d = SIZE_MAX;
+	bool valued_known = false, flag_known = false;
+
+	for (size_t i = 0; templates[i].templ; i++) {
+		const char *t = templates[i].templ;
+		size_t n = strlen(t);
+		bool valued = n > 0 && t[n - 1] == '=';
+
+		if (valued)
+			n--;
+		if (n == len && strncmp(t, arg, len) == 0) {
+			valued_known |= valued;
+			flag_known |= !valued;
+		}
+		if (t[0] != '-')
+			closer(t, n, arg, len, &best, &best_len, &best_d);
+	}
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(fuse_valued); i++) {
+		valued_known |=
+			strlen(fuse_valued[i]) == len && strncmp(fuse_valued[i], arg, len) == 0;
+		closer(fuse_valued[i], strlen(fuse_valued[i]), arg, len, &best, &best_len, &best_d);
+	}
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(fuse_flags); i++) {
+		flag_known |= strlen(fuse_flags[i]) == len && strncmp(fuse_flags[i], arg, len) == 0;
+		if (fuse_flags[i][0] != '-')
+			closer(fuse_flags[i], strlen(fuse_flags[i]), arg, len, &best, &best_len,
+			       &best_d);
+	}
+	c->failed = true;
+	if (valued_known && !eq) {
+		fprintf(stderr, "batchfs: option '%s' needs a value (%s=...)\n", arg, arg);
+		return -1;
+	}
+	if (flag_known && eq) {
+		fprintf(stderr, "batchfs: option '%s' takes no value (write %.*s)\n", arg, (int)len,
+			arg);
+		return -1;
+	}
+	if (best && best_d <= (len <= 3 ? 1 : len <= 8 ? 2 : 3))
+		fprintf(stderr, "batchfs: unknown option '%s' (did you mean %.*s?)\n", arg,
+			(int)best_len, best);
+	else
+		fprintf(stderr, "batchfs: unknown option '%s' (see batchfs --help)\n", arg);
+	return -1;
+}
+
+/* A FUSE option: pass it to libfuse if libfuse takes it. */
+static int fuse_option(struct parse_ctx *c, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+
+	/* fuse 2's nonempty: fuse 3 always mounts on a non-empty folder (a
+	 * mount point is refused all the same, see main.c) */
+	if (strcmp(arg, "nonempty") == 0)
+		return 0;
+	/* libfuse leaves it to us to ask for the same max_read at INIT */
+	if (strncmp(arg, "max_read=", 9) == 0) {
+		uint64_t n;
+
+		if (bfs_parse_u64(&n, arg + 9) || n == 0 || n > UINT32_MAX)
+			return bad(c, arg, "need a whole number of bytes");
+		c->o->max_read = (unsigned)n;
+		return 1;
+	}
+	if (eq ? in_list(fuse_valued, BFS_ARRAY_SIZE(fuse_valued), arg, (size_t)(eq - arg))
+	       : in_list(fuse_flags, BFS_ARRAY_SIZE(fuse_flags), arg, strlen(arg)))
+		return 1;
+	return unknown(c, arg);
 }
 
 static int set_str(char **dst, const char *v)
@@ -434,6 +583,11 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 			return bad(c, arg, "need a whole number of device buffers from 1 to 1024");
 		o->cuda_pool = (unsigned)n;
 		return 0;
+	case K_WATCH_FD:
+		if (bfs_parse_u64(&n, v) || n > INT_MAX)
+			return bad(c, arg, "need the number of an open file descriptor");
+		o->watch_fd = (int)n;
+		return 0;
 	case K_FG:
 		o->foreground = true;
 		return 0;
@@ -448,7 +602,7 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 		o->version = true;
 		return 0;
 	default:
-		return 1; /* a FUSE option: pass it through */
+		return fuse_option(c, arg);
 	}
 }
 
@@ -482,6 +636,7 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 	o->shadow_size = BFS_SHADOW_SIZE_DEFAULT;
 	o->threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
 	o->cuda_device = -1;
+	o->watch_fd = -1;
 	o->prefetch = BFS_PREFETCH_DEFAULT;
 	if (fuse_opt_parse(&args, &c, templates, proc) != 0 || c.failed) {
 		if (!c.failed)
@@ -531,9 +686,10 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 		fuse_opt_free_args(&args);
 		return 1;
 	}
-	/* read-only, and the kernel checks permissions from our modes */
-	if (fuse_opt_add_arg(&args, "-oro,default_permissions,fsname=batchfs,subtype=batchfs") !=
-	    0) {
+	/* read-only, and the kernel checks permissions from our modes; the
+	 * names are defaults, before the user's (libfuse keeps the last) */
+	if (fuse_opt_insert_arg(&args, 1, "-ofsname=batchfs,subtype=batchfs") != 0 ||
+	    fuse_opt_add_arg(&args, "-oro,default_permissions") != 0) {
 		fuse_opt_free_args(&args);
 		return 1;
 	}

@@ -52,6 +52,8 @@ struct bfs_options {
 	bool follow_symlinks;
 	int cuda_device; /* -1 off */
 	unsigned cuda_pool; /* device buffers of the CUDA path; 0: the default (4) */
+	unsigned max_read; /* FUSE's max_read=, passed through; 0: none */
+	int watch_fd; /* -1; else a pipe whose end of file stops the mount */
 	bool foreground;
 	bool debug;
 	char *source;

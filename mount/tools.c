@@ -185,7 +185,8 @@ static int inspect_file(const char *path, uint64_t max_records, bool json, bool 
 		fprintf(stdout, ", \"compression\": \"%s\", \"examples\": [",
 			bfs_compression_name(bfs_shard_compression(s)));
 	} else {
-		printf("%s: %s\n", path, bfs_compression_name(bfs_shard_compression(s)));
+		printf("%s: TFRecord, compression: %s\n", path,
+		       bfs_compression_name(bfs_shard_compression(s)));
 	}
 	*first_file = false;
 	rc = bfs_shard_scan(s, true, inspect_record, &c);

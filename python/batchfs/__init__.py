@@ -25,9 +25,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
@@ -132,8 +134,17 @@ class Epoch:
 
     def __len__(self) -> int:
         if self._n is None:
-            self._n = sum(1 for n in os.listdir(self.path)
-                          if n.startswith("batch-") and n.endswith(".safetensors"))
+            try:
+                names = os.listdir(self.path)
+            except FileNotFoundError:
+                root = os.path.dirname(self.path)
+                if os.path.isdir(os.path.join(root, "rank-0000")):
+                    raise BatchfsError(
+                        "%s: this mount has one folder per rank (world=W without rank): pass "
+                        "a rank's folder, %s/rank-RRRR, e.g. %s" %
+                        (root, root, os.path.join(root, "rank-0000"))) from None
+                raise
+            self._n = sum(1 for n in names if n.startswith("batch-") and n.endswith(".safetensors"))
         return self._n
 
     def batch_path(self, i: int, safetensors: bool = True) -> str:
@@ -216,15 +227,60 @@ class Mount:
         return [Epoch(self.path, int(n[len("epoch-"):])) for n in names]
 
 
-def _is_mounted(path: str) -> bool:
-    return os.path.ismount(path) and os.path.exists(os.path.join(path, "schema.json"))
+def _in_mountinfo(path: str) -> bool:
+    """Is ``path`` (absolute) a mount point, of any filesystem? Unlike
+    os.path.ismount this sees bind mounts and dead FUSE mounts too."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return os.path.ismount(path)
+    want = os.fsencode(path)
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) > 4:
+            mp = fields[4]
+            if b"\\" in mp:
+                mp = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), mp)
+            if mp == want:
+                return True
+    return False
 
 
 def _unmount(path: str) -> None:
     for cmd in (["fusermount3", "-u", path], ["fusermount3", "-uz", path]):
-        if not os.path.ismount(path):
+        if not _in_mountinfo(path):
             return
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+# The write ends of the watch pipes of this process's mounts (see mount()).
+# A forked child (a DataLoader or multiprocessing worker) closes its copies,
+# so that only this process's end, not a child that outlives it, keeps a
+# daemon alive.
+_WATCH_FDS: set = set()
+_WATCH_LOCK = threading.Lock()
+
+
+def _close_watch_fds_in_child() -> None:
+    for fd in list(_WATCH_FDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _WATCH_FDS.clear()
+
+
+def _release_in_child() -> None:
+    _WATCH_LOCK.release()
+    _close_watch_fds_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    # held across a fork: a pipe is never made but not yet listed then
+    os.register_at_fork(before=_WATCH_LOCK.acquire, after_in_parent=_WATCH_LOCK.release,
+                        after_in_child=_release_in_child)
+
+# The line `batchfs -f` prints on stderr once its mount is ready.
+_READY = b"batchfs: mounted "
 
 
 @contextlib.contextmanager
@@ -237,13 +293,20 @@ def mount(source: Union[PathLike, Sequence[PathLike]], mountpoint: Optional[Path
     (``batch_size=256, seed=3, epochs=10, drop_remainder=True,
     features=["x", "label"]``; see :func:`format_options`). The daemon runs
     in the foreground as this process's child (``batchfs -f``), its log in
-    a temporary file; the mount is ready when ``schema.json`` can be seen.
-    If the daemon exits first, :class:`BatchfsError` carries its message
-    (the bad option or file). Leaving the block unmounts (``fusermount3
-    -u``, lazily if busy) and waits for the daemon. With ``mountpoint``
-    None a temporary folder is made and removed afterwards. ``timeout``
-    bounds the wait for the mount (building the index of a large dataset
-    takes a while on first mount).
+    a temporary file; the mount is ready when the daemon says so. If the
+    daemon exits first, :class:`BatchfsError` carries its message (the bad
+    option or file; a ``mountpoint`` that is already a mount point is
+    refused so, never stacked over). With ``mountpoint`` None a temporary
+    folder is made and removed afterwards. ``timeout`` bounds the wait for
+    the mount (building the index of a large dataset takes a while on first
+    mount).
+
+    The daemon goes with this process: it holds one end of a pipe
+    (``-o watch_fd=N``) whose other end only this process has, and
+    unmounts and exits when that end closes — when the block ends, and also
+    when this process dies without running it (SIGTERM, SIGKILL, a crash).
+    Leaving the block unmounts only this mount (lazily if busy) and waits
+    for the daemon.
     """
     exe = binary or find_binary()
     made = None
@@ -256,34 +319,64 @@ def mount(source: Union[PathLike, Sequence[PathLike]], mountpoint: Optional[Path
         raise TypeError("source: one directory, file or quoted glob, not a list")
     argv = [exe, "-f", src, mnt]
     opts = format_options(options)
-    if opts:
-        argv += ["-o", opts]
-    argv += list(fuse_args)
     log = tempfile.TemporaryFile(prefix="batchfs-log-")
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    with _WATCH_LOCK:  # no fork in between may keep the write end
+        rfd, wfd = os.pipe()
+        _WATCH_FDS.add(wfd)
+    mounted = False
+    proc: Optional[subprocess.Popen] = None
+    owner = os.getpid()
     try:
+        argv += ["-o", (opts + "," if opts else "") + "watch_fd=%d" % rfd]
+        argv += list(fuse_args)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    pass_fds=(rfd,))
+        finally:
+            os.close(rfd)
         end = time.monotonic() + timeout
-        while not _is_mounted(mnt):
+        while not mounted:
+            log.seek(0)
+            text = log.read()
+            mounted = text.startswith(_READY) or b"\n" + _READY in text
+            if mounted:
+                break
             rc = proc.poll()
             if rc is not None:
-                log.seek(0)
-                text = log.read().decode(errors="replace").strip()
-                raise BatchfsError(text or "batchfs exited with status %d before mounting" % rc)
+                msg = text.decode(errors="replace").strip()
+                raise BatchfsError(msg or "batchfs exited with status %d before mounting" % rc)
             if time.monotonic() > end:
                 raise BatchfsError("%s: the mount was not ready after %.0f s" % (mnt, timeout))
             time.sleep(0.01)
         yield Mount(mnt)
     finally:
-        _unmount(mnt)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        # (a forked child leaving the block leaves its parent's mount alone)
+        if os.getpid() == owner:
+            _stop(proc, wfd, mnt, mounted)
         log.close()
-        if made is not None:
+        if made is not None and os.getpid() == owner:
             with contextlib.suppress(OSError):
                 os.rmdir(made)
+
+
+def _stop(proc: Optional[subprocess.Popen], wfd: int, mnt: str, mounted: bool) -> None:
+    # the end of file on its pipe stops the daemon: it unmounts its own
+    # mount (lazily if busy) and exits, as on SIGTERM
+    with _WATCH_LOCK:
+        _WATCH_FDS.discard(wfd)
+        with contextlib.suppress(OSError):
+            os.close(wfd)
+    if proc is None:
+        return
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        if mounted:
+            _unmount(mnt)
+        proc.kill()
+        proc.wait()
+    if mounted and _in_mountinfo(mnt):  # the daemon died before it could unmount
+        _unmount(mnt)
 
 
 def __getattr__(name: str) -> Any:
