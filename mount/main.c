@@ -694,8 +694,6 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		fprintf(stderr, "batchfs: %s; mounted without it\n", bfs_err_msg());
 		disk_cache = NULL;
 	}
-}
-
 	if (asprintf(&ready, "batchfs: mounted %s at %s (%llu records, %llu batches per epoch%s)",
 		     o->source, mnt, (unsigned long long)bfs_dataset_nrecords(ds),
 		     (unsigned long long)bfs_batcher_nbatches(b),
