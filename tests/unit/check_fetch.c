@@ -552,11 +552,12 @@ static void planned_open(struct planned_set *ps, bool block, uint64_t budget, lo
 					 .world = 1,
 					 .verify = true,
 					 .jobs = 1 };
-	struct bfs_fetch_opts fo = { .depth = 4,
-				     .budget = budget,
-				     .merge_gap = 4096,
-				     .max_read = 16384,
-				     .backend = BFS_FETCH_THREADS };
+	struct bfs_dataset_io io = { .fetch = { .depth = 4,
+						.budget = budget,
+						.merge_gap = 4096,
+						.max_read = 16384,
+						.backend = BFS_FETCH_THREADS },
+				     .all = true };
 
 	memset(ps, 0, sizeof(*ps));
 	test_mkdir(ps->dir, sizeof(ps->dir), "check_fetch_plan");
@@ -564,7 +565,7 @@ static void planned_open(struct planned_set *ps, bool block, uint64_t budget, lo
 	ck_assert_int_eq(bfs_dataset_open(&ps->ds, ps->dir, &dopt), 0);
 	ck_assert_int_eq(bfs_schema_from_json(&ps->sc, id_schema, strlen(id_schema)), 0);
 	ck_assert_msg(bfs_batcher_new(&ps->b, ps->ds, ps->sc, &bopt) == 0, "%s", bfs_err_msg());
-	ck_assert_int_eq(bfs_dataset_fetch_new(&ps->f, ps->ds, &fo, true), 0);
+	ck_assert_int_eq(bfs_dataset_fetch_new(&ps->f, ps->ds, &io), 0);
 	ck_assert_int_eq(bfs_ioplan_new(&ps->p, ps->f, ps->ds,
 					(const struct bfs_batcher *const *)&ps->b, 1, 2),
 			 0);
