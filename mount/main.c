@@ -2,6 +2,7 @@
  * main.c — the batchfs command: dispatch to the tools (inspect, schema,
  * index) or mount: options → dataset → schema → batcher → FUSE session.
  */
+#include "cache.h"
 #include "fdcache.h"
 #include "fuse_ops.h"
 #include "options.h"
@@ -10,7 +11,6 @@
 
 #include <limits.h>
 #include <unistd.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,12 +406,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		snprintf(mnt, sizeof(mnt), "%s", o->mountpoint);
 	if (bfs_fs_check_args(fargc, fargv) != 0)
 		return 1;
-	/* Decoded batches come and go under cache_size: keep freed batch
-	 * buffers in the heap for the next batch instead of unmapping them and
-	 * faulting fresh zeroed pages in every time. RSS stays within the
-	 * cache bound either way. */
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 512 << 20);
+	/* before any thread: batch buffers and the heap (cache.h) */
+	bfs_cache_malloc_setup();
 	if (o->schema_file) {
 		text = read_file(o->schema_file, &len);
 		if (!text) {
