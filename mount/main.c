@@ -462,6 +462,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.infer = user == NULL;
 	dopt.on_bad = print_bad;
 	dopt.on_note = bfs_tool_note;
+	dopt.keep_cut = o->on_corrupt == BFS_ON_CORRUPT_SKIP; /* reported below */
 	dopt.shadow_size = o->shadow ? o->shadow_size : 0;
 	/* the progress bar of a first index build, in the foreground at a terminal */
 	dopt.progress = bfs_tool_progress;
@@ -614,6 +615,10 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
 	}
+	/* shards cut short (on_corrupt=skip): a line each in errors.txt */
+	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++)
+		if (bfs_dataset_cut(ds, i))
+			bfs_fs_report(fs, bfs_dataset_cut(ds, i), false);
 	/* the absolute path: libfuse chdirs to / before it unmounts */
 	ret = bfs_fs_run(fs, fargc, fargv, mnt, o->foreground);
 out:
