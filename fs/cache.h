@@ -63,8 +63,10 @@ struct bfs_cache_stats {
 typedef void (*bfs_cache_error_fn)(void *ctx, const char *msg, bool skipped);
 
 /* Batch buffers of this many bytes or more are mapped by malloc, and
- * unmapped when freed: their memory leaves with them. */
-#define BFS_CACHE_MAP_MIN ((size_t)256 << 10)
+ * unmapped when freed: their memory leaves with them. Above the decoder's
+ * 256 KiB read chunks (batch.c, READ_CHUNK), which are allocated and freed
+ * per part and are better reused from the heap than faulted in each time. */
+#define BFS_CACHE_MAP_MIN ((size_t)512 << 10)
 
 /* Set glibc's malloc up so that the daemon's memory follows the cache's
  * budget (anonymous RSS within cache_size plus some tens of MiB): buffers
