@@ -26,7 +26,7 @@ struct driver {
 	size_t key; /* its index in the batcher's context or list keymap */
 	int main; /* MAIN, or VALUES for ragged */
 	int aux; /* LENGTHS, VALUE_SPLITS, or ROW_SPLITS of RAGGED */
-	int aux2; /* ROW_SPLITS of RAGGED2 */
+	int aux2; /* ROW_SPLITS of RAGGED2, VALUE_LENGTHS of a bytes feature list */
 	/* a fixed-shape numeric context feature: n values of isz bytes in all
 	 * (0: not such a feature); a row with exactly n values of the right
 	 * kind is one copy (fill_row), anything else takes fill_feature */
@@ -663,6 +663,9 @@ static int make_drivers(struct bfs_batcher *b)
 			else
 				dr->aux2 = (int)t;
 			break;
+		case BFS_ROLE_VALUE_LENGTHS:
+			dr->aux2 = (int)t;
+			break;
 		}
 	}
 	return make_columns(b) ? -ENOMEM : make_keymaps(b);
@@ -936,8 +939,10 @@ static int fill_image(const struct bfs_batcher *b, const struct bfs_feature_spec
 	return 0;
 }
 
+/* Row j of a feature list: its steps (zero-padded), its step count and,
+ * for bytes, each value's length (c_vlen). */
 static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_list *fl,
-		     uint64_t j, struct cursor *c_main, struct cursor *c_len)
+		     uint64_t j, struct cursor *c_main, struct cursor *c_len, struct cursor *c_vlen)
 {
 	uint64_t per_step = bfs_spec_elems(f);
 	uint64_t isz = bfs_dtype_size(f->kind == BFS_KIND_FLOAT	  ? BFS_DT_F32
@@ -947,7 +952,7 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_
 	uint64_t nsteps = fl ? fl->nsteps : 0;
 	uint8_t *row;
 
-	if (!c_main || !c_len)
+	if (!c_main || !c_len || (f->kind == BFS_KIND_BYTES && !c_vlen))
 		return fail_feature(f, "internal error: an output tensor is missing");
 	row = c_main->base + j * (uint64_t)f->max_steps * step_bytes;
 	if (nsteps > (uint64_t)f->max_steps)
@@ -985,6 +990,8 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_
 					(unsigned long long)s, k, v->b[k].len,
 					(unsigned long long)max_bytes);
 			memcpy(dst + k * max_bytes, v->b[k].data, v->b[k].len);
+			int32_put(c_vlen->base, (j * (uint64_t)f->max_steps + s) * max_vals + k,
+				  v->b[k].len);
 		}
 	}
 	return int32_put(c_len->base, j, nsteps);
@@ -1025,7 +1032,7 @@ static int fill_driver(const struct bfs_batcher *b, const struct driver *dr, str
 	if (f->is_list)
 		return fill_list(
 			f, bd ? bfs_bind_list(bd, dr->key) : bfs_example_find_list(ex, f->name), j,
-			&cur[dr->main], c_aux);
+			&cur[dr->main], c_aux, c_aux2);
 	return fill_feature(f, bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name), j,
 			    &cur[dr->main], c_aux, c_aux2);
 }
@@ -1118,7 +1125,7 @@ static void row_undo(const struct bfs_batcher *b, const struct bfs_geom *g, uint
 		enum bfs_role r = p->t[t].role;
 		uint64_t rb = g->g[t].nbytes / g->batch;
 
-		if (r == BFS_ROLE_MAIN || r == BFS_ROLE_LENGTHS)
+		if (r == BFS_ROLE_MAIN || r == BFS_ROLE_LENGTHS || r == BFS_ROLE_VALUE_LENGTHS)
 			memset(cur[t].base + j * rb, 0, rb);
 	}
 	for (size_t k = 0; k < b->nragged; k++) {

@@ -244,6 +244,52 @@ static char *image_notes(const struct bfs_schema *s)
 	return out;
 }
 
+/* README.txt's lines on bytes feature lists: each step's value is
+ * zero-padded in NAME.npy, its length is in NAME.value_lengths.npy.
+ * Takes and returns ownership (NULL stays NULL). */
+static char *add_list_notes(char *readme, const struct bfs_schema *s, const struct bfs_options *o,
+			    const char *mnt)
+{
+	const struct bfs_feature_spec *first = NULL;
+	char *t;
+	int n;
+
+	for (size_t i = 0; readme && i < s->nlists; i++) {
+		const struct bfs_feature_spec *f = &s->lists[i];
+		char vals[32] = ""; /* ", max_values" when a step holds several */
+
+		if (f->kind != BFS_KIND_BYTES)
+			continue;
+		if (f->ndim == 2)
+			snprintf(vals, sizeof(vals), ", %lld", (long long)f->shape[0]);
+		n = asprintf(
+			&t,
+			"%s%s  feature_lists/%s.npy: %s [B, %lld%s, %lld], each value "
+			"zero-padded;\n    feature_lists/%s.value_lengths.npy: int32 [B, "
+			"%lld%s], its length in bytes\n",
+			readme,
+			first ? "" : "\nBytes in feature lists (a value may end in zero bytes):\n",
+			f->name, bfs_dtype_name(f->dtype == BFS_DT_INVALID ? BFS_DT_U8 : f->dtype),
+			(long long)f->max_steps, vals, (long long)f->shape[f->ndim - 1], f->name,
+			(long long)f->max_steps, vals);
+		free(readme);
+		readme = n < 0 ? NULL : t;
+		if (!first)
+			first = f;
+	}
+	if (!readme || !first)
+		return readme;
+	n = asprintf(&t,
+		     "%s  d = '%s%s/epoch-0000/batch-000000/feature_lists/'\n"
+		     "  x, n = np.load(d + '%s.npy'), np.load(d + '%s.value_lengths.npy')\n"
+		     "  value = bytes(x[0, 0%s, :n[0, 0%s]])   # record 0, step 0%s\n",
+		     readme, mnt, o->all_ranks ? "/rank-0000" : "", first->name, first->name,
+		     first->ndim == 2 ? ", 0" : "", first->ndim == 2 ? ", 0" : "",
+		     first->ndim == 2 ? ", value 0" : "");
+	free(readme);
+	return n < 0 ? NULL : t;
+}
+
 /* ---- TFDS dataset folders (DESIGN.md: split=) */
 
 static bool file_exists(const char *dir, const char *name)
@@ -583,6 +629,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
 	readme = add_ranks_note(readme, o, mnt);
 	readme = add_wide_note(readme, bfs_batcher_plan(b)->ntensors, mnt);
+	readme = add_list_notes(readme, schema, o, mnt);
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
 		char *passed = passed_over_note(o->source, source == tfds_glob ? o->split : NULL);
