@@ -20,7 +20,9 @@ from test_mount import batchfs, gen, index_dir, mounter, work  # noqa: F401
 MiB = 1 << 20
 CACHE = 256 * MiB
 SLACK = 64 * MiB
-SECONDS = 25  # the bound was passed after 11-16 s before the fix
+# the bound was passed after 11-16 s before the fix; BFS_MEMORY_SECONDS=54
+# runs it as long as issue 25's measurement
+SECONDS = float(os.environ.get("BFS_MEMORY_SECONDS", "25"))
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +92,8 @@ def test_anonymous_memory_stays_within_cache_size(mounter, ds_small):
     assert st["cache_peak_bytes"] > CACHE * 3 // 4, st
     assert st["cache_evictions"] > 0, st
     peak = max(samples)
+    print("\npeak RssAnon %d MiB, last %d MiB, bound %d MiB, cache peak %d MiB, %d s" % (
+        peak // MiB, samples[-1] // MiB, bound // MiB, st["cache_peak_bytes"] // MiB, SECONDS))
     assert peak <= bound, "RssAnon reached %d MiB, bound %d MiB (cache %d MiB); samples %s" % (
         peak // MiB, bound // MiB, st["cache_peak_bytes"] // MiB,
         [s // MiB for s in samples[::4]])
