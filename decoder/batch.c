@@ -268,23 +268,45 @@ static bool count_read(const struct bfs_batcher *b, uint64_t r, uint8_t *buf, ui
 	return false;
 }
 
+/* What a count_as_next search found: records (from, to) cannot be
+ * counted, and `to` can (found) or is where the search gave up. */
+struct count_memo {
+	uint64_t from, to;
+	bool found, valid;
+};
+
 /* Record r cannot be counted (unreadable, undecodable, a ragged value of
  * the wrong kind): its batches fail it, or replace it with the next valid
  * record whose counts equal those counted here (on_corrupt=skip,
  * fill_substitute). Count it as the next record that can be counted, so
- * that this record normally replaces it; 0 if none is found. */
-static void count_as_next(struct bfs_batcher *b, uint64_t r, uint8_t *buf, uint32_t cap)
+ * that this record normally replaces it; 0 if none is found among the
+ * next SKIP_MAX_TRIES. A run of such records is searched once (memo). */
+static void count_as_next(struct bfs_batcher *b, uint64_t r, uint8_t *buf, uint32_t cap,
+			  struct count_memo *memo)
 {
-	for (uint64_t k = 1; k < SKIP_MAX_TRIES && k < b->nrecords; k++) {
+	uint64_t k;
+
+	if (memo->valid && memo->from < r && r < memo->to) {
+		if (!memo->found) {
+			count_record(b, r, NULL);
+			return;
+		}
+		for (size_t s = 0; s < b->plan->nslots; s++)
+			b->counts[s][r] = b->counts[s][memo->from];
+		return;
+	}
+	for (k = 1; k < SKIP_MAX_TRIES && k < b->nrecords; k++) {
 		struct bfs_example *ex;
 
 		if (count_read(b, (r + k) % b->nrecords, buf, cap, &ex)) {
 			count_record(b, r, ex);
 			bfs_example_free(ex);
+			*memo = (struct count_memo){ r, r + k, true, true };
 			return;
 		}
 	}
 	count_record(b, r, NULL);
+	*memo = (struct count_memo){ r, r + k, false, true };
 }
 
 static void *count_worker(void *arg)
@@ -294,6 +316,7 @@ static void *count_worker(void *arg)
 	struct bfs_batcher *b = cp->b;
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
 	uint8_t *buf = malloc(cap ? cap : 1);
+	struct count_memo memo = { 0 };
 	size_t k = 0;
 
 	if (!buf) {
@@ -315,7 +338,7 @@ static void *count_worker(void *arg)
 			count_record(b, r, ex);
 			bfs_example_free(ex);
 		} else {
-			count_as_next(b, r, buf, cap);
+			count_as_next(b, r, buf, cap, &memo);
 			__atomic_store_n(&cp->failed[cp->segs[k].shard], true, __ATOMIC_RELAXED);
 		}
 	}

@@ -32,8 +32,9 @@ from test_mount import (batchfs, check_batch_dir, check_safetensors, gen, index_
 N = 60
 B = 8
 SEED = 3
-# record -> the damage done to it
-BAD = {7: "data_crc", 19: "length_crc", 31: "undecodable", 43: "ragged_kind", 52: "fixed_kind"}
+# record -> the damage done to it (31 and 32: two in a row that the count
+# pass cannot count, both counted as record 33)
+BAD = {7: "data_crc", 19: "length_crc", 31: "undecodable", 32: "ragged_kind", 52: "fixed_kind"}
 
 
 def _records(rng, n, image_len):
