@@ -55,10 +55,10 @@ def _records(rng, n, image_len):
 
 
 def _serialize(rec):
-    feats = {k: v for k, v in rec.items() if not (isinstance(v, list) and not v)}
-    data = example(feats)
-    # empty lists: present with no values (a count of 0 either way)
-    return data
+    # an empty list is left out (absent: a count of 0), not written as an
+    # int64_list of no values, which a float feature would take for the
+    # wrong kind
+    return example({k: v for k, v in rec.items() if not (isinstance(v, list) and not v)})
 
 
 def _schema(max_len, ragged=True):
@@ -102,7 +102,8 @@ def _countable(data):
 
 
 def _damage(kind, rec, data):
-    """(record bytes to write, length CRC to flip) for one kind of damage."""
+    """(record bytes to write, flip its length CRC, give it the data CRC of
+    the undamaged bytes) for one kind of damage."""
     if kind == "data_crc":  # a byte of the image flipped: the proto still parses
         at = data.find(rec["image"]) + len(rec["image"]) // 2
         return data[:at] + bytes([data[at] ^ 0x20]) + data[at + 1:], False, True
