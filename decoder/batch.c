@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How far on_corrupt=skip looks for a valid substitute record. */
+/* How far on_corrupt=skip looks for a valid substitute record: records
+ * read and tried at most, and records looked at (their ragged counts). */
 #define SKIP_MAX_TRIES 1024
+#define SKIP_MAX_SCAN ((uint64_t)1 << 20)
 
 /* One spec and the plan indices of its tensors (-1: none). */
 struct driver {
@@ -24,7 +26,7 @@ struct driver {
 	size_t key; /* its index in the batcher's context or list keymap */
 	int main; /* MAIN, or VALUES for ragged */
 	int aux; /* LENGTHS, VALUE_SPLITS, or ROW_SPLITS of RAGGED */
-	int aux2; /* ROW_SPLITS of RAGGED2 */
+	int aux2; /* ROW_SPLITS of RAGGED2, VALUE_LENGTHS of a bytes feature list */
 	/* a fixed-shape numeric context feature: n values of isz bytes in all
 	 * (0: not such a feature); a row with exactly n values of the right
 	 * kind is one copy (fill_row), anything else takes fill_feature */
@@ -48,6 +50,9 @@ struct bfs_batcher {
 	uint64_t chunk_rows, nchunks; /* all/ is decoded in chunks of this many rows */
 	/* ragged counts: counts[slot][record]; NULL when plan->nslots == 0 */
 	uint32_t **counts;
+	/* the plan's ragged values tensors (role VALUES): their cursors move */
+	size_t *ragged;
+	size_t nragged;
 	size_t ndrivers;
 	struct driver *drivers;
 	/* the drivers that are not columns, in driver order: a row whose every
@@ -231,6 +236,84 @@ static void count_record(struct bfs_batcher *b, uint64_t rec, const struct bfs_e
 	}
 }
 
+/* Whether ex can be counted: every ragged feature it holds has the
+ * schema's kind (a value of another kind fails its row). */
+static bool countable(const struct bfs_batcher *b, const struct bfs_example *ex)
+{
+	const struct bfs_plan *p = b->plan;
+
+	for (size_t t = 0; t < p->ntensors; t++) {
+		const struct bfs_tensor_tmpl *tm = &p->t[t];
+		const struct bfs_values *v;
+
+		if (tm->role != BFS_ROLE_VALUES)
+			continue;
+		v = bfs_example_find(ex, tm->spec->name);
+		if (v && v->kind != BFS_KIND_NONE && v->kind != tm->spec->kind)
+			return false;
+	}
+	return true;
+}
+
+/* Read and decode record r for counting (no CRC check: a record whose
+ * bytes decode is counted as they are). *ex on success. */
+static bool count_read(const struct bfs_batcher *b, uint64_t r, uint8_t *buf, uint32_t cap,
+		       struct bfs_example **ex)
+{
+	uint32_t len;
+
+	*ex = NULL;
+	if (bfs_dataset_read(b->ds, r, buf, cap, &len, false) != 0 ||
+	    bfs_example_decode(ex, buf, len) != 0)
+		return false;
+	if (countable(b, *ex))
+		return true;
+	bfs_example_free(*ex);
+	*ex = NULL;
+	return false;
+}
+
+/* What a count_as_next search found: records (from, to) cannot be
+ * counted, and `to` can (found) or is where the search gave up. */
+struct count_memo {
+	uint64_t from, to;
+	bool found, valid;
+};
+
+/* Record r cannot be counted (unreadable, undecodable, a ragged value of
+ * the wrong kind): its batches fail it, or replace it with the next valid
+ * record whose counts equal those counted here (on_corrupt=skip,
+ * fill_substitute). Count it as the next record that can be counted, so
+ * that this record normally replaces it; 0 if none is found among the
+ * next SKIP_MAX_TRIES. A run of such records is searched once (memo). */
+static void count_as_next(struct bfs_batcher *b, uint64_t r, uint8_t *buf, uint32_t cap,
+			  struct count_memo *memo)
+{
+	uint64_t k;
+
+	if (memo->valid && memo->from < r && r < memo->to) {
+		if (!memo->found) {
+			count_record(b, r, NULL);
+			return;
+		}
+		for (size_t s = 0; s < b->plan->nslots; s++)
+			b->counts[s][r] = b->counts[s][memo->from];
+		return;
+	}
+	for (k = 1; k < SKIP_MAX_TRIES && k < b->nrecords; k++) {
+		struct bfs_example *ex;
+
+		if (count_read(b, (r + k) % b->nrecords, buf, cap, &ex)) {
+			count_record(b, r, ex);
+			bfs_example_free(ex);
+			*memo = (struct count_memo){ r, r + k, true, true };
+			return;
+		}
+	}
+	count_record(b, r, NULL);
+	*memo = (struct count_memo){ r, r + k, false, true };
+}
+
 static void *count_worker(void *arg)
 {
 	struct count_ctx *c = arg;
@@ -238,6 +321,7 @@ static void *count_worker(void *arg)
 	struct bfs_batcher *b = cp->b;
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
 	uint8_t *buf = malloc(cap ? cap : 1);
+	struct count_memo memo = { 0 };
 	size_t k = 0;
 
 	if (!buf) {
@@ -247,19 +331,19 @@ static void *count_worker(void *arg)
 	for (uint64_t pos = c->lo; pos < c->hi; pos++) {
 		struct bfs_example *ex = NULL;
 		uint64_t r;
-		uint32_t len;
 
 		while (pos >= cp->segs[k].pos + cp->segs[k].n)
 			k++;
 		r = cp->segs[k].first + (pos - cp->segs[k].pos);
-		/* An unreadable record counts 0 here; reading its batch reports it.
-		 * Its shard's counts are not cached (the failure may not last). */
-		if (bfs_dataset_read(b->ds, r, buf, cap, &len, false) == 0 &&
-		    bfs_example_decode(&ex, buf, len) == 0) {
+		/* A record that cannot be counted takes the counts of the next
+		 * one; reading its batch reports it. Its shard's counts are not
+		 * cached (the failure may not last, and the next record may lie
+		 * in another shard). */
+		if (count_read(b, r, buf, cap, &ex)) {
 			count_record(b, r, ex);
 			bfs_example_free(ex);
 		} else {
-			count_record(b, r, NULL);
+			count_as_next(b, r, buf, cap, &memo);
 			__atomic_store_n(&cp->failed[cp->segs[k].shard], true, __ATOMIC_RELAXED);
 		}
 	}
@@ -383,6 +467,7 @@ void bfs_batcher_free(struct bfs_batcher *b)
 	bfs_plan_free(b->plan);
 	free(b->drivers);
 	free(b->others);
+	free(b->ragged);
 	bfs_keymap_free(b->ctx_keys);
 	bfs_keymap_free(b->list_keys);
 	free(b->key_names);
@@ -569,7 +654,8 @@ static int make_drivers(struct bfs_batcher *b)
 	const struct bfs_plan *p = b->plan;
 
 	b->drivers = calloc(p->ntensors ? p->ntensors : 1, sizeof(*b->drivers));
-	if (!b->drivers)
+	b->ragged = calloc(p->ntensors ? p->ntensors : 1, sizeof(*b->ragged));
+	if (!b->drivers || !b->ragged)
 		return -ENOMEM;
 	for (size_t t = 0; t < p->ntensors; t++) {
 		const struct bfs_feature_spec *f = p->t[t].spec;
@@ -583,6 +669,8 @@ static int make_drivers(struct bfs_batcher *b)
 			dr->spec = f;
 			dr->main = dr->aux = dr->aux2 = -1;
 		}
+		if (p->t[t].role == BFS_ROLE_VALUES)
+			b->ragged[b->nragged++] = t;
 		switch (p->t[t].role) {
 		case BFS_ROLE_MAIN:
 		case BFS_ROLE_VALUES:
@@ -602,6 +690,9 @@ static int make_drivers(struct bfs_batcher *b)
 				dr->aux = (int)t;
 			else
 				dr->aux2 = (int)t;
+			break;
+		case BFS_ROLE_VALUE_LENGTHS:
+			dr->aux2 = (int)t;
 			break;
 		}
 	}
@@ -876,8 +967,10 @@ static int fill_image(const struct bfs_batcher *b, const struct bfs_feature_spec
 	return 0;
 }
 
+/* Row j of a feature list: its steps (zero-padded), its step count and,
+ * for bytes, each value's length (c_vlen). */
 static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_list *fl,
-		     uint64_t j, struct cursor *c_main, struct cursor *c_len)
+		     uint64_t j, struct cursor *c_main, struct cursor *c_len, struct cursor *c_vlen)
 {
 	uint64_t per_step = bfs_spec_elems(f);
 	uint64_t isz = bfs_dtype_size(f->kind == BFS_KIND_FLOAT	  ? BFS_DT_F32
@@ -887,7 +980,7 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_
 	uint64_t nsteps = fl ? fl->nsteps : 0;
 	uint8_t *row;
 
-	if (!c_main || !c_len)
+	if (!c_main || !c_len || (f->kind == BFS_KIND_BYTES && !c_vlen))
 		return fail_feature(f, "internal error: an output tensor is missing");
 	row = c_main->base + j * (uint64_t)f->max_steps * step_bytes;
 	if (nsteps > (uint64_t)f->max_steps)
@@ -925,6 +1018,8 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_
 					(unsigned long long)s, k, v->b[k].len,
 					(unsigned long long)max_bytes);
 			memcpy(dst + k * max_bytes, v->b[k].data, v->b[k].len);
+			int32_put(c_vlen->base, (j * (uint64_t)f->max_steps + s) * max_vals + k,
+				  v->b[k].len);
 		}
 	}
 	return int32_put(c_len->base, j, nsteps);
@@ -965,7 +1060,7 @@ static int fill_driver(const struct bfs_batcher *b, const struct driver *dr, str
 	if (f->is_list)
 		return fill_list(
 			f, bd ? bfs_bind_list(bd, dr->key) : bfs_example_find_list(ex, f->name), j,
-			&cur[dr->main], c_aux);
+			&cur[dr->main], c_aux, c_aux2);
 	return fill_feature(f, bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name), j,
 			    &cur[dr->main], c_aux, c_aux2);
 }
@@ -1030,16 +1125,82 @@ static int fill_from_bytes(const struct bfs_batcher *b, struct bfs_bind *bd, uin
 	return rc;
 }
 
-/* on_corrupt=skip: fill row j from the next valid record after `rec`. */
-static int fill_substitute(const struct bfs_batcher *b, struct bfs_bind *bd, uint64_t rec,
-			   uint64_t j, struct cursor *cur, uint8_t *rbuf, size_t cap,
+/* Where row j's ragged values start, taken before it is filled (one per
+ * ragged tensor: b->ragged), so that a row that fails can be filled again
+ * from another record. */
+struct row_mark {
+	uint64_t pos, nvals;
+};
+
+static void row_mark(const struct bfs_batcher *b, const struct cursor *cur, struct row_mark *m)
+{
+	for (size_t k = 0; k < b->nragged; k++) {
+		m[k].pos = cur[b->ragged[k]].pos;
+		m[k].nvals = cur[b->ragged[k]].nvals;
+	}
+}
+
+/* Undo what a failed fill wrote to row j (a unit of g->batch rows): its
+ * rows of the dense tensors zeroed (a padded value or a feature list is
+ * written only as far as it goes, on zeros), the ragged cursors back where
+ * the row starts and the values written past them zeroed. */
+static void row_undo(const struct bfs_batcher *b, const struct bfs_geom *g, uint64_t j,
+		     struct cursor *cur, const struct row_mark *m)
+{
+	const struct bfs_plan *p = b->plan;
+
+	for (size_t t = 0; t < p->ntensors && g->batch; t++) {
+		enum bfs_role r = p->t[t].role;
+		uint64_t rb = g->g[t].nbytes / g->batch;
+
+		if (r == BFS_ROLE_MAIN || r == BFS_ROLE_LENGTHS || r == BFS_ROLE_VALUE_LENGTHS)
+			memset(cur[t].base + j * rb, 0, rb);
+	}
+	for (size_t k = 0; k < b->nragged; k++) {
+		const struct bfs_tensor_tmpl *tm = &p->t[b->ragged[k]];
+		struct cursor *c = &cur[b->ragged[k]];
+		uint64_t isz =
+			tm->spec->layout == BFS_LAYOUT_RAGGED ? bfs_dtype_size(tm->dtype) : 1;
+
+		if (c->pos > m[k].pos)
+			memset(c->base + m[k].pos * isz, 0, (c->pos - m[k].pos) * isz);
+		c->pos = m[k].pos;
+		c->nvals = m[k].nvals;
+	}
+}
+
+/* Whether records x and y have the same ragged counts. */
+static bool same_counts(const struct bfs_batcher *b, uint64_t x, uint64_t y)
+{
+	for (size_t s = 0; s < b->plan->nslots; s++)
+		if (b->counts[s][x] != b->counts[s][y])
+			return false;
+	return true;
+}
+
+/* on_corrupt=skip: fill row j (undone: row_undo, m its mark) from the next
+ * valid record after `bad` whose ragged counts equal those counted for
+ * `bad` (any valid record when there is no ragged feature). The unit's
+ * geometry was computed from those counts before anything was decoded, so
+ * the substitute fills exactly the bytes the replaced record was given:
+ * every size stat reported holds. A record the count pass could not
+ * decode was counted as the next one it could (count_as_next), so that
+ * one normally replaces it. */
+static int fill_substitute(const struct bfs_batcher *b, const struct bfs_geom *g,
+			   struct bfs_bind *bd, uint64_t bad, uint64_t j, struct cursor *cur,
+			   const struct row_mark *m, uint8_t *rbuf, size_t cap,
 			   bfs_corrupt_fn on_corrupt, void *ctx)
 {
-	for (unsigned tries = 1; tries < SKIP_MAX_TRIES; tries++) {
-		uint32_t len;
-		int rc;
+	unsigned tries = 0;
+	int rc;
 
-		rec = (rec + 1) % b->nrecords;
+	for (uint64_t k = 1; k < b->nrecords && k <= SKIP_MAX_SCAN && tries < SKIP_MAX_TRIES; k++) {
+		uint64_t rec = (bad + k) % b->nrecords;
+		uint32_t len;
+
+		if (b->plan->nslots && !same_counts(b, rec, bad))
+			continue;
+		tries++;
 		rc = bfs_dataset_read(b->ds, rec, rbuf, cap, &len, b->o.verify);
 		if (rc == 0)
 			rc = fill_from_bytes(b, bd, rec, rbuf, len, j, cur);
@@ -1049,9 +1210,12 @@ static int fill_substitute(const struct bfs_batcher *b, struct bfs_bind *bd, uin
 			return rc;
 		if (on_corrupt)
 			on_corrupt(ctx, bfs_err_msg(), true);
+		row_undo(b, g, j, cur, m);
 	}
-	return bfs_err_set(-EIO, "no valid record found to substitute within %d tries",
-			   SKIP_MAX_TRIES);
+	return bfs_err_set(-EIO, "no valid record%s to replace it among the next %llu",
+			   b->plan->nslots ? " with the same ragged counts" : "",
+			   (unsigned long long)(b->nrecords - 1 < SKIP_MAX_SCAN ? b->nrecords - 1
+										: SKIP_MAX_SCAN));
 }
 
 /* ------------------------------------------------------ building in parts */
@@ -1281,11 +1445,12 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 	uint8_t **dst = malloc((n ? n : 1) * sizeof(*dst));
 	int *errs = malloc((n ? n : 1) * sizeof(*errs));
 	char **msgs = calloc(n ? n : 1, sizeof(*msgs));
+	struct row_mark *marks = calloc(b->nragged ? b->nragged : 1, sizeof(*marks));
 	struct bfs_bind *bd = NULL;
 	uint64_t arena_size = 0;
 	int rc;
 
-	if (!cur || !rbuf || !lens || !dst || !errs || !msgs ||
+	if (!cur || !rbuf || !lens || !dst || !errs || !msgs || !marks ||
 	    bfs_bind_new(&bd, b->ctx_keys, b->nctx_keys, b->list_keys, b->nlist_keys))
 		goto nomem;
 	part_cursors(jb, pt, cur);
@@ -1322,6 +1487,8 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 		for (size_t i = i0; i < i1; i++) {
 			uint64_t j = pt->j0 + i;
 
+			if (b->nragged)
+				row_mark(b, cur, marks);
 			if (errs[i] == 0)
 				rc = fill_from_bytes(b, bd, recs[i], dst[i], lens[i], j, cur);
 			else
@@ -1330,12 +1497,24 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 				continue;
 			if (rc == -ENOMEM)
 				goto out;
-			if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP && p->nslots == 0 &&
-			    b->nrecords > 1) {
-				if (on_corrupt)
-					on_corrupt(ctx, bfs_err_msg(), true);
-				rc = fill_substitute(b, bd, recs[i], j, cur, rbuf, cap, on_corrupt,
-						     ctx);
+			if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP) {
+				char *why = strdup(bfs_err_msg());
+
+				if (!why)
+					goto nomem;
+				row_undo(b, jb->g, j, cur, marks);
+				rc = fill_substitute(b, jb->g, bd, recs[i], j, cur, marks, rbuf,
+						     cap, on_corrupt, ctx);
+				if (rc == 0 && on_corrupt)
+					on_corrupt(ctx, why, true);
+				if (rc && rc != -ENOMEM) {
+					char none[256];
+
+					snprintf(none, sizeof(none), "%s", bfs_err_msg());
+					rc = bfs_err_set(-EIO, "%s (on_corrupt=skip: %s)", why,
+							 none);
+				}
+				free(why);
 				if (rc == 0)
 					continue;
 				if (rc == -ENOMEM)
@@ -1358,6 +1537,7 @@ out:
 	for (size_t j = 0; msgs && j < n; j++)
 		free(msgs[j]);
 	free(msgs);
+	free(marks);
 	free(errs);
 	free(dst);
 	free(lens);

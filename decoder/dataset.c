@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -40,6 +41,7 @@ struct bfs_dataset {
 	bool schema_reused;
 	uint64_t undecodable;
 	uint64_t bad_records; /* data CRC mismatches met by the scan */
+	char **cut; /* [nshards]: why a shard cut short was kept (opts.keep_cut), else NULL */
 	struct bfs_shadows *shadows; /* NULL: no shadow copies */
 	/* [nshards], with index_dir: each shard's absolute path (the cache key),
 	 * resolved once by the load workers; an entry is NULL until then, or
@@ -844,6 +846,33 @@ static void on_bad(void *ctx, uint64_t index, uint64_t offset, const char *msg)
 	pthread_mutex_unlock(&sc->lock);
 }
 
+/* Shard i's scan stopped at a record cut short (err, its message set):
+ * with opts.keep_cut its whole records before the cut are kept and the
+ * message stays in ds->cut[i] (returns 0); else the error is returned,
+ * saying what keep_cut would do. A kept shard's index is never cached: an
+ * index does not say that its shard was cut, and every open scans that
+ * shard again (and reports it again) until the file is whole. */
+static int keep_cut(struct scan_ctx *sc, size_t i, int err)
+{
+	uint64_t n = bfs_shard_nrecords(sc->ds->shards[i]);
+	char why[1024];
+
+	snprintf(why, sizeof(why), "%s", bfs_err_msg());
+	if (!sc->o->keep_cut)
+		return bfs_err_set(err,
+				   "%s; the shard is cut short (with on_corrupt=skip its %" PRIu64
+				   " whole records before the cut are served)",
+				   why, n);
+	if (asprintf(&sc->ds->cut[i],
+		     "%s; the shard is cut short: its %" PRIu64
+		     " whole records before the cut are kept",
+		     why, n) < 0) {
+		sc->ds->cut[i] = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 static void *scan_worker(void *arg)
 {
 	struct scan_ctx *sc = arg;
@@ -875,12 +904,14 @@ static void *scan_worker(void *arg)
 		bfs_shard_set_bad_fn(sc->ds->shards[i], NULL, NULL);
 		if (err && !strstr(bfs_err_msg(), bfs_shard_path(sc->ds->shards[i])))
 			bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
+		if (err && err != -ENOMEM && bfs_shard_cut(sc->ds->shards[i]))
+			err = keep_cut(sc, i, err);
 		/* a small index goes into its directory's pack, written once
 		 * after the scan (packs_save) */
 		if (!err && sc->o->index_dir && !(sc->cached && sc->cached[i]) &&
-		    !idx_packed(sc->ds, i))
+		    !idx_packed(sc->ds, i) && !sc->ds->cut[i])
 			idx_save(sc->ds, sc->o->index_dir, i);
-		sc->scanned[i] = !err;
+		sc->scanned[i] = !err && !sc->ds->cut[i];
 		pthread_mutex_lock(&sc->lock);
 		if (err && !sc->err) {
 			sc->err = err;
@@ -1142,6 +1173,9 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 	for (size_t i = 0; i < ds->nshards; i++)
 		bfs_shard_close(ds->shards[i]);
 	bfs_shadows_free(ds->shadows); /* after the shards: their copies report to it */
+	for (size_t i = 0; ds->cut && i < ds->nshards; i++)
+		free(ds->cut[i]);
+	free(ds->cut);
 	free(ds->shards);
 	free(ds->first);
 	for (size_t i = 0; ds->abs && i < ds->nshards; i++)
@@ -1198,12 +1232,13 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	/* an array of pointers: sizeof(struct bfs_shard *) is meant */
 	ds->shards = calloc(npaths, sizeof(*ds->shards)); /* NOLINT(bugprone-sizeof-expression) */
 	ds->first = calloc(npaths + 1, sizeof(*ds->first));
+	ds->cut = calloc(npaths ? npaths : 1, sizeof(*ds->cut));
 	need = calloc(npaths, sizeof(*need));
 	cached = calloc(npaths, sizeof(*cached));
 	scanned = calloc(npaths, sizeof(*scanned));
 	ds->abs = o->index_dir ? calloc(npaths, sizeof(*ds->abs)) : NULL;
 	ds->pack_of = o->index_dir ? calloc(npaths, sizeof(*ds->pack_of)) : NULL;
-	if (!ds->shards || !ds->first || !need || !cached || !scanned ||
+	if (!ds->shards || !ds->first || !ds->cut || !need || !cached || !scanned ||
 	    (o->index_dir && (!ds->abs || !ds->pack_of))) {
 		rc = -ENOMEM;
 		goto fail;
@@ -1336,6 +1371,11 @@ bool bfs_dataset_schema_reused(const struct bfs_dataset *ds)
 uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds)
 {
 	return ds->undecodable;
+}
+
+const char *bfs_dataset_cut(const struct bfs_dataset *ds, size_t i)
+{
+	return i < ds->nshards ? ds->cut[i] : NULL;
 }
 
 uint64_t bfs_dataset_bad_records(const struct bfs_dataset *ds)

@@ -55,6 +55,10 @@ struct bfs_dataset_opts {
 	 * (shard NULL: msg names the file). msg borrowed; ctx is progress_ctx.
 	 * Called from any thread, also after open while records are read. */
 	void (*on_note)(void *ctx, const char *shard, const char *msg);
+	/* a shard cut short (the file or its compressed stream ends inside a
+	 * record) keeps its whole records before the cut, and
+	 * bfs_dataset_cut says where it was cut; else it fails the open */
+	bool keep_cut;
 };
 
 struct bfs_dataset;
@@ -78,6 +82,10 @@ uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds); /* mapped or in 
 uint64_t bfs_dataset_index_anon_bytes(const struct bfs_dataset *ds); /* of those, not mapped */
 uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds); /* skipped by inference */
 uint64_t bfs_dataset_bad_records(const struct bfs_dataset *ds); /* bad data CRC at scan */
+/* With opts.keep_cut: why shard i was cut short ("PATH: record N at offset
+ * O: ...; the shard is cut short: ..."), or NULL for a whole shard. Its
+ * index is not cached (every open scans it again). Borrowed. */
+const char *bfs_dataset_cut(const struct bfs_dataset *ds, size_t i);
 
 /* Global record → (shard, record within shard, byte offset). -ENOENT if out
  * of range. */

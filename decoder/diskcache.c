@@ -236,7 +236,8 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 		}
 		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
 		v[n].mtime = st.st_mtime;
-		v[n].bytes = fstatat(dirfd(d), data, &sd, 0) == 0 ? (uint64_t)sd.st_blocks * 512 : 0;
+		v[n].bytes =
+			fstatat(dirfd(d), data, &sd, 0) == 0 ? (uint64_t)sd.st_blocks * 512 : 0;
 		n++;
 	}
 	qsort(v, n, sizeof(*v), victim_cmp);
@@ -345,7 +346,8 @@ static bool block_known(struct bfs_dcobj *o, uint64_t k)
 		return true;
 	if (obj_open(o) != 0 || pread_all(o->tfd, e, ENTRY, HEADER + k * ENTRY) != ENTRY)
 		return false;
-	blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK : BFS_DC_BLOCK;
+	blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
+							 : BFS_DC_BLOCK;
 	if (get_le32(e) != PRESENT || get_le32(e + 4) != blen)
 		return false;
 	for (uint64_t p = 0; p < PAGES_PER_BLOCK; p++)
@@ -448,7 +450,8 @@ int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off)
 	{
 		/* the pages holding the bytes, checked, then copied out */
 		uint64_t p0 = off / BFS_DC_PAGE, p1 = (end - 1) / BFS_DC_PAGE + 1;
-		uint64_t a = p0 * BFS_DC_PAGE, b = p1 * BFS_DC_PAGE < o->size ? p1 * BFS_DC_PAGE : o->size;
+		uint64_t a = p0 * BFS_DC_PAGE,
+			 b = p1 * BFS_DC_PAGE < o->size ? p1 * BFS_DC_PAGE : o->size;
 		ssize_t got;
 
 		buf = malloc((size_t)(b - a));
@@ -622,7 +625,8 @@ static void *writer(void *arg)
 			c->since_scan += it->len;
 		} else if (rc && !c->no_writes) {
 			c->no_writes = true;
-			note(c, "disk_cache %s: writing stopped (%s); reads go on from what it holds",
+			note(c,
+			     "disk_cache %s: writing stopped (%s); reads go on from what it holds",
 			     c->dir, strerror(-rc));
 		}
 		free(it->data);
@@ -652,14 +656,16 @@ bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path)
 
 	pthread_mutex_lock(&o->lock);
 	for (uint64_t k = 0; k < o->nblocks && good; k++) {
-		uint64_t blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
-									  : BFS_DC_BLOCK;
+		uint64_t blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK
+					? o->size - k * BFS_DC_BLOCK
+					: BFS_DC_BLOCK;
 
 		good = block_known(o, k) &&
 		       pread_all(o->dfd, buf, (size_t)blen, k * BFS_DC_BLOCK) == (ssize_t)blen;
 		for (uint64_t p = 0; good && p * BFS_DC_PAGE < blen; p++) {
-			uint64_t plen = blen - p * BFS_DC_PAGE < BFS_DC_PAGE ? blen - p * BFS_DC_PAGE
-									     : BFS_DC_PAGE;
+			uint64_t plen = blen - p * BFS_DC_PAGE < BFS_DC_PAGE
+						? blen - p * BFS_DC_PAGE
+						: BFS_DC_PAGE;
 			good = bfs_crc32c(0, buf + p * BFS_DC_PAGE, (size_t)plen) ==
 			       o->crcs[k * PAGES_PER_BLOCK + p];
 		}

@@ -56,6 +56,9 @@
 #define READ_IN_CHUNK ((size_t)64 << 10) /* compressed input per pread, read */
 #define DISCARD_CHUNK ((size_t)32 << 10) /* output skipped on the way to a record */
 #define SEEK_SPAN ((uint64_t)1 << 20) /* uncompressed bytes between seek points */
+/* A length whose CRC fails is tried (its data's CRC may confirm it) only
+ * up to this many bytes. */
+#define SCAN_TRUST_MAX ((uint64_t)64 << 20)
 
 /* The seek point span; BATCHFS_SEEK_SPAN=BYTES (at least 64 KiB) sets it,
  * for measuring denser seek points against shadow copies (scripts/bench). */
@@ -109,6 +112,7 @@ struct bfs_shard {
 	 * fetch_id; NULL: reads go to the file */
 	struct bfs_fetch *fetch;
 	uint32_t fetch_id;
+	bool cut; /* the last scan stopped at a record cut short (bfs_shard_cut) */
 };
 
 static atomic_long nmapped; /* shards mapped now (see maybe_map) */
@@ -789,6 +793,7 @@ struct scan {
 	uint64_t rec; /* record being read, for messages */
 	struct zin z;
 	uint64_t last_point;
+	bool z_ended; /* the compressed input ended inside its stream */
 };
 
 static int scan_fill_plain(struct scan *sc)
@@ -891,6 +896,7 @@ static int scan_fill_z(struct scan *sc)
 			continue;
 		case Z_BUF_ERROR:
 			/* no progress: input exhausted (room is never 0 here) */
+			sc->z_ended = true;
 			return scan_zerr(sc, -EBADMSG,
 					 "unexpected end of compressed data (truncated file?)");
 		case Z_NEED_DICT:
@@ -956,6 +962,7 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 
 	memset(&sc, 0, sizeof(sc));
 	sc.s = s;
+	s->cut = false;
 	drop_shadow(s); /* it borrows the index */
 	bfs_index_free(s->ix);
 	s->ix = NULL;
@@ -992,10 +999,12 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 		size_t total;
 		int64_t have;
 		uint32_t stored, calc;
+		char bad_len[160] = ""; /* a length CRC mismatch, while its data decides */
 
 		have = scan_need(&sc, HDR_LEN);
 		if (have < 0) {
 			err = (int)have;
+			s->cut = sc.z_ended;
 			goto out;
 		}
 		if (have == 0)
@@ -1004,11 +1013,13 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 	bfs_err_set(e, "record %" PRIu64 " at offset %" PRIu64 ": " fmt, sc.rec, off, __VA_ARGS__)
 		if (have < 8) {
 			err = REC_ERR(-EBADMSG, "truncated length (%" PRId64 " of 8 bytes)", have);
+			s->cut = true;
 			goto out;
 		}
 		if (have < HDR_LEN) {
 			err = REC_ERR(-EBADMSG, "truncated length CRC (%" PRId64 " of 4 bytes)",
 				      have - 8);
+			s->cut = true;
 			goto out;
 		}
 		p = sc.buf + sc.start;
@@ -1019,7 +1030,13 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 				      "length CRC mismatch (stored 0x%08" PRIx32
 				      ", computed 0x%08" PRIx32 ")",
 				      stored, calc);
-			goto out;
+			/* the length may still be right (its CRC was hit): the
+			 * data's CRC at that length says so below. A length too
+			 * large to try is not believed. */
+			if (!s->bad_fn || len > SCAN_TRUST_MAX ||
+			    (plain && len > s->file_size - off - HDR_LEN))
+				goto out;
+			snprintf(bad_len, sizeof(bad_len), "%s", bfs_err_msg());
 		}
 		if (len > BFS_RECORD_MAX_LEN) {
 			err = REC_ERR(-EFBIG, "declared length %" PRIu64 " exceeds limit %" PRIu64,
@@ -1035,25 +1052,28 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 					      "truncated data (declared %" PRIu64 " bytes, %" PRIu64
 					      " left)",
 					      len, left);
+				s->cut = true;
 				goto out;
 			}
 		}
 		total = HDR_LEN + (size_t)len + FOOT_LEN;
 		have = scan_need(&sc, total);
-		if (have < 0) {
-			err = (int)have;
-			goto out;
-		}
-		if ((uint64_t)have < HDR_LEN + len) {
+		if (have >= 0 && (uint64_t)have < HDR_LEN + len)
 			err = REC_ERR(-EBADMSG,
 				      "truncated data (declared %" PRIu64 " bytes, %" PRId64
 				      " left)",
 				      len, have - HDR_LEN);
-			goto out;
-		}
-		if ((size_t)have < total) {
+		else if (have >= 0 && (size_t)have < total)
 			err = REC_ERR(-EBADMSG, "truncated data CRC (%" PRIu64 " of 4 bytes)",
 				      (uint64_t)have - HDR_LEN - len);
+		else if (have < 0)
+			err = (int)have;
+		if (have < 0 || (size_t)have < total) {
+			/* the stream ends inside the record, unless its length
+			 * was wrong */
+			s->cut = (have >= 0 || sc.z_ended) && !bad_len[0];
+			if (bad_len[0] && err != -ENOMEM)
+				err = bfs_err_set(-EBADMSG, "%s", bad_len);
 			goto out;
 		}
 		p = sc.buf + sc.start;
@@ -1063,12 +1083,20 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 				      "data CRC mismatch (stored 0x%08" PRIx32
 				      ", computed 0x%08" PRIx32 ")",
 				      stored, calc);
-			if (!s->bad_fn)
+			if (bad_len[0]) /* no sign that the length is right */
+				err = bfs_err_set(-EBADMSG, "%s", bad_len);
+			if (!s->bad_fn || bad_len[0])
 				goto out;
-			/* the framing holds: index it, report it, go on */
+		}
+		if (err) {
+			/* the framing holds (a data CRC over its declared length,
+			 * or a length CRC hit where the data's CRC confirms the
+			 * length): index it, report it, go on */
 			err = bfs_index_push(s->ix, off, (uint32_t)len);
 			if (err)
 				goto out;
+			if (bad_len[0])
+				(void)bfs_err_set(-EBADMSG, "%s", bad_len);
 			s->bad_fn(s->bad_ctx, sc.rec, off, bfs_err_msg());
 			sc.start += total;
 			sc.base += total;
@@ -1102,12 +1130,17 @@ out:
 			s->npts = s->ix->npts;
 		}
 	}
-	if (!err)
+	if (!err || s->cut)
 		maybe_map(s);
 	if (s->io && s->io->stream_end)
 		s->io->stream_end(s->io_obj);
 	shard_unpin(s);
 	return err;
+}
+
+bool bfs_shard_cut(const struct bfs_shard *s)
+{
+	return s->cut;
 }
 
 /* ---- random access ----------------------------------------------------- */

@@ -81,7 +81,9 @@ typedef int (*bfs_record_fn)(void *ctx, uint64_t index, uint64_t offset, const u
 /* During a verifying scan a data CRC mismatch stops the scan with an error,
  * unless a bad-record function is set: then the record is indexed, reported
  * to fn (msg names record index, offset and reason; borrowed) and not
- * passed to the record callback, and the scan goes on. */
+ * passed to the record callback, and the scan goes on. So is a record whose
+ * length CRC fails when the data's CRC at that length holds (the length
+ * is right, its CRC was hit). */
 typedef void (*bfs_bad_record_fn)(void *ctx, uint64_t index, uint64_t offset, const char *msg);
 void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx);
 
@@ -94,6 +96,10 @@ void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx);
  * trailer) is an error too. A callback's error stops the scan and is returned
  * as is. */
 int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx);
+/* Whether the last scan failed at a record cut short: the file (or the
+ * compressed stream) ends inside it. Its error says where; the records
+ * before it are indexed and can be read. */
+bool bfs_shard_cut(const struct bfs_shard *s);
 
 /* The index (index.h), after a scan or bfs_shard_set_index: NULL before.
  * Borrowed; its inline accessors are the fast path for many lookups. */

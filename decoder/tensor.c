@@ -65,6 +65,11 @@ static int add_spec(struct bfs_plan *p, size_t *cap, const struct bfs_feature_sp
 		rc = add_tmpl(p, cap, f, "", BFS_ROLE_MAIN, dt, -1);
 		if (!rc)
 			rc = add_tmpl(p, cap, f, ".lengths", BFS_ROLE_LENGTHS, BFS_DT_I32, -1);
+		/* bytes are zero-padded per step: their lengths tell trailing
+		 * zeros from padding */
+		if (!rc && f->kind == BFS_KIND_BYTES)
+			rc = add_tmpl(p, cap, f, ".value_lengths", BFS_ROLE_VALUE_LENGTHS,
+				      BFS_DT_I32, -1);
 		return rc;
 	}
 	switch (f->layout) {
@@ -178,6 +183,13 @@ static int tensor_shape(struct bfs_tensor_geom *g, const struct bfs_tensor_tmpl 
 		break;
 	case BFS_ROLE_ROW_SPLITS:
 		g->shape[g->ndim++] = (int64_t)batch + 1;
+		break;
+	case BFS_ROLE_VALUE_LENGTHS:
+		/* the list's shape without its bytes: [B, steps(, values)] */
+		g->shape[g->ndim++] = (int64_t)batch;
+		g->shape[g->ndim++] = f->max_steps;
+		for (int d = 0; d + 1 < f->ndim; d++)
+			g->shape[g->ndim++] = f->shape[d];
 		break;
 	}
 	for (int d = 0; d < g->ndim; d++)

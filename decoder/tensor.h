@@ -25,6 +25,9 @@ enum bfs_role {
 	BFS_ROLE_VALUES, /* F.values */
 	BFS_ROLE_VALUE_SPLITS, /* F.value_splits, int64 [nvalues+1] */
 	BFS_ROLE_ROW_SPLITS, /* F.row_splits, int64 [B+1] */
+	/* feature_lists/F.value_lengths of a bytes feature list, int32
+	 * [B, max_steps] or [B, max_steps, max_values]: each value's bytes */
+	BFS_ROLE_VALUE_LENGTHS,
 };
 
 /* One output tensor of a schema, independent of the batch. */

@@ -3,6 +3,7 @@
  */
 #include "cache.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,9 @@ enum { ST_LOADING = 1, ST_READY = 2, ST_FAILED = 3 };
 #define NBUCKETS 4096
 #define SPARES 4 /* spare batch buffers kept at most */
 #define SPARE_MIN_BYTES ((uint64_t)1 << 20) /* smaller ones come from malloc's heap */
+/* Heap bytes of batch buffers freed between two malloc_trim calls (see
+ * trim_due) */
+#define TRIM_EVERY ((uint64_t)32 << 20)
 
 struct req {
 	uint64_t rank, epoch, batch;
@@ -61,7 +65,39 @@ struct bfs_cache {
 	} spares[SPARES];
 	unsigned nspare;
 	uint64_t spare_bytes;
+	/* lock; bytes of heap buffers (under BFS_CACHE_MAP_MIN) freed since
+	 * the last malloc_trim */
+	uint64_t freed;
 };
+
+void bfs_cache_malloc_setup(void)
+{
+	mallopt(M_MMAP_THRESHOLD, (int)BFS_CACHE_MAP_MIN);
+	mallopt(M_TRIM_THRESHOLD, 16 << 20);
+}
+
+/* Free a batch buffer of cap bytes. Lock held. */
+static void buf_free(struct bfs_cache *c, uint8_t *buf, uint64_t cap)
+{
+	if (buf && cap < BFS_CACHE_MAP_MIN)
+		c->freed += cap;
+	free(buf);
+}
+
+/* Whether the heap should be trimmed now (outside the lock, by the
+ * caller). Batch buffers under BFS_CACHE_MAP_MIN come from malloc's
+ * arenas, one per thread that started a build; a freed one stays in its
+ * arena (free pages inside an arena are not returned, and the thread that
+ * allocates next is rarely the one whose arena holds them). malloc_trim
+ * gives those pages back, once per TRIM_EVERY bytes freed. Larger buffers
+ * are mapped and unmapped by malloc (bfs_cache_malloc_setup). Lock held. */
+static bool trim_due(struct bfs_cache *c)
+{
+	if (c->freed < TRIM_EVERY)
+		return false;
+	c->freed = 0;
+	return true;
+}
 
 /* Keep buf (cap bytes, unpinned) as a spare if it is large and fits the
  * budget, else free it. Lock held. */
@@ -73,7 +109,7 @@ static void keep_spare(struct bfs_cache *c, uint8_t *buf, uint64_t cap)
 		c->spare_bytes += cap;
 		return;
 	}
-	free(buf);
+	buf_free(c, buf, cap);
 }
 
 /* The smallest spare of at least need bytes (and at most twice that), or
@@ -100,7 +136,7 @@ static void drop_spares(struct bfs_cache *c, uint64_t need)
 	while (c->nspare && c->st.bytes + c->spare_bytes + need > c->budget) {
 		struct spare *sp = &c->spares[--c->nspare];
 		c->spare_bytes -= sp->cap;
-		free(sp->p);
+		buf_free(c, sp->p, sp->cap);
 	}
 }
 
@@ -177,8 +213,8 @@ static void lru_push_front(struct bfs_cache *c, struct bfs_cache_entry *x)
 	c->read_bytes += l == 1 ? x->bytes : 0;
 }
 
-/* Free x; its buffer may become a spare (c NULL: never). */
-static void entry_free(struct bfs_cache *c, struct bfs_cache_entry *x)
+/* Free x; its buffer may become a spare if `keep` (c NULL: never). */
+static void entry_free(struct bfs_cache *c, struct bfs_cache_entry *x, bool keep)
 {
 	if (!x)
 		return;
@@ -186,8 +222,10 @@ static void entry_free(struct bfs_cache *c, struct bfs_cache_entry *x)
 	bfs_build_free(x->job);
 	if (x->unpin)
 		x->unpin(x->unpin_ctx, x->buf);
-	else if (c)
+	else if (c && keep)
 		keep_spare(c, x->buf, x->buf_cap);
+	else if (c)
+		buf_free(c, x->buf, x->buf_cap);
 	else
 		free(x->buf);
 	bfs_geom_free(x->geom);
@@ -203,7 +241,7 @@ static void evict(struct bfs_cache *c, struct bfs_cache_entry *x, bool keep)
 	c->st.bytes -= x->bytes;
 	c->st.entries--;
 	c->st.evictions++;
-	entry_free(keep ? c : NULL, x);
+	entry_free(c, x, keep);
 }
 
 /* Evict unreferenced ready entries until `need` more bytes fit: batches
@@ -299,7 +337,7 @@ static void publish(struct bfs_cache *c, struct bfs_cache_entry *x, int rc, uint
 static void unref(struct bfs_cache_entry *x)
 {
 	if (--x->refs == 0 && x->state == ST_FAILED)
-		entry_free(NULL, x);
+		entry_free(NULL, x, false);
 }
 
 /* Every part of x has run: finish its job, outside the lock. Lock held;
@@ -532,6 +570,11 @@ static void *worker(void *arg)
 			continue;
 		start_job(c, x);
 		unref(x);
+		if (trim_due(c)) {
+			pthread_mutex_unlock(&c->lock);
+			malloc_trim(0);
+			pthread_mutex_lock(&c->lock);
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	return NULL;
@@ -541,6 +584,7 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ra
 		  uint64_t batch)
 {
 	struct bfs_cache_entry *x;
+	bool trim;
 	int rc = 0;
 
 	pthread_mutex_lock(&c->lock);
@@ -584,12 +628,17 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ra
 	lru_push_front(c, x);
 	*out = x;
 out:
+	trim = trim_due(c);
 	pthread_mutex_unlock(&c->lock);
+	if (trim)
+		malloc_trim(0);
 	return rc;
 }
 
 void bfs_cache_put(struct bfs_cache *c, struct bfs_cache_entry *x)
 {
+	bool trim;
+
 	if (!x)
 		return;
 	pthread_mutex_lock(&c->lock);
@@ -597,7 +646,10 @@ void bfs_cache_put(struct bfs_cache *c, struct bfs_cache_entry *x)
 	if (c->st.bytes > c->budget)
 		make_room(c, 0);
 	trim_read(c);
+	trim = trim_due(c);
 	pthread_mutex_unlock(&c->lock);
+	if (trim)
+		malloc_trim(0);
 }
 
 void bfs_cache_stats(const struct bfs_cache *c, struct bfs_cache_stats *out)
@@ -685,7 +737,7 @@ void bfs_cache_free(struct bfs_cache *c)
 		struct bfs_cache_entry *x = c->table[i];
 		while (x) {
 			struct bfs_cache_entry *n = x->hnext;
-			entry_free(NULL, x);
+			entry_free(NULL, x, false);
 			x = n;
 		}
 	}

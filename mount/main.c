@@ -2,6 +2,7 @@
  * main.c — the batchfs command: dispatch to the tools (inspect, schema,
  * index) or mount: options → dataset → schema → batcher → FUSE session.
  */
+#include "cache.h"
 #include "checks.h"
 #include "diskcache.h"
 #include "fdcache.h"
@@ -13,7 +14,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +252,52 @@ static char *image_notes(const struct bfs_schema *s)
 	return out;
 }
 
+/* README.txt's lines on bytes feature lists: each step's value is
+ * zero-padded in NAME.npy, its length is in NAME.value_lengths.npy.
+ * Takes and returns ownership (NULL stays NULL). */
+static char *add_list_notes(char *readme, const struct bfs_schema *s, const struct bfs_options *o,
+			    const char *mnt)
+{
+	const struct bfs_feature_spec *first = NULL;
+	char *t;
+	int n;
+
+	for (size_t i = 0; readme && i < s->nlists; i++) {
+		const struct bfs_feature_spec *f = &s->lists[i];
+		char vals[32] = ""; /* ", max_values" when a step holds several */
+
+		if (f->kind != BFS_KIND_BYTES)
+			continue;
+		if (f->ndim == 2)
+			snprintf(vals, sizeof(vals), ", %lld", (long long)f->shape[0]);
+		n = asprintf(
+			&t,
+			"%s%s  feature_lists/%s.npy: %s [B, %lld%s, %lld], each value "
+			"zero-padded;\n    feature_lists/%s.value_lengths.npy: int32 [B, "
+			"%lld%s], its length in bytes\n",
+			readme,
+			first ? "" : "\nBytes in feature lists (a value may end in zero bytes):\n",
+			f->name, bfs_dtype_name(f->dtype == BFS_DT_INVALID ? BFS_DT_U8 : f->dtype),
+			(long long)f->max_steps, vals, (long long)f->shape[f->ndim - 1], f->name,
+			(long long)f->max_steps, vals);
+		free(readme);
+		readme = n < 0 ? NULL : t;
+		if (!first)
+			first = f;
+	}
+	if (!readme || !first)
+		return readme;
+	n = asprintf(&t,
+		     "%s  d = '%s%s/epoch-0000/batch-000000/feature_lists/'\n"
+		     "  x, n = np.load(d + '%s.npy'), np.load(d + '%s.value_lengths.npy')\n"
+		     "  value = bytes(x[0, 0%s, :n[0, 0%s]])   # record 0, step 0%s\n",
+		     readme, mnt, o->all_ranks ? "/rank-0000" : "", first->name, first->name,
+		     first->ndim == 2 ? ", 0" : "", first->ndim == 2 ? ", 0" : "",
+		     first->ndim == 2 ? ", value 0" : "");
+	free(readme);
+	return n < 0 ? NULL : t;
+}
+
 /* ---- TFDS dataset folders (docs/contract.md: split=) */
 
 static bool file_exists(const char *dir, const char *name)
@@ -471,12 +517,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		return 1;
 	if (bfs_fs_check_args(fargc, fargv) != 0)
 		goto out;
-	/* Decoded batches come and go under cache_size: keep freed batch
-	 * buffers in the heap for the next batch instead of unmapping them and
-	 * faulting fresh zeroed pages in every time. RSS stays within the
-	 * cache bound either way. */
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 512 << 20);
+	/* before any thread: batch buffers and the heap (cache.h) */
+	bfs_cache_malloc_setup();
 	if (o->schema_file) {
 		text = read_file(o->schema_file, &len);
 		if (!text) {
@@ -528,6 +570,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.infer = user == NULL;
 	dopt.on_bad = print_bad;
 	dopt.on_note = bfs_tool_note;
+	dopt.keep_cut = o->on_corrupt == BFS_ON_CORRUPT_SKIP; /* reported below */
 	dopt.shadow_size = o->shadow ? o->shadow_size : 0;
 	/* the progress bar of a first index build, in the foreground at a terminal */
 	dopt.progress = bfs_tool_progress;
@@ -666,6 +709,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
 	readme = add_ranks_note(readme, o, mnt);
 	readme = add_wide_note(readme, bfs_batcher_plan(b)->ntensors, mnt);
+	readme = add_list_notes(readme, schema, o, mnt);
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
 		char *passed = passed_over_note(o->source, source == tfds_glob ? o->split : NULL);
@@ -734,6 +778,10 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	/* the lock kept other batchfs away; anything else mounted meanwhile? */
 	if (bfs_mountpoint_taken(o->mountpoint, mnt))
 		goto out;
+	/* shards cut short (on_corrupt=skip): a line each in errors.txt */
+	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++)
+		if (bfs_dataset_cut(ds, i))
+			bfs_fs_report(fs, bfs_dataset_cut(ds, i), false);
 	/* the absolute path: libfuse chdirs to / before it unmounts */
 	ret = bfs_fs_run(fs, fargc, fargv, mnt, o->foreground);
 out:

@@ -167,6 +167,8 @@ static int inspect_file(const char *path, uint64_t max_records, bool json, bool 
 	};
 	struct bfs_shard *s = NULL;
 	struct bfs_schema *sch = NULL;
+	char why[1100];
+	bool cut;
 	int rc;
 
 	rc = bfs_shard_open(&s, path, BFS_COMP_AUTO);
@@ -190,19 +192,33 @@ static int inspect_file(const char *path, uint64_t max_records, bool json, bool 
 	}
 	*first_file = false;
 	rc = bfs_shard_scan(s, true, inspect_record, &c);
+	/* a file cut short: what comes before the cut, and where it is */
+	cut = rc && bfs_shard_cut(s);
+	if (cut)
+		snprintf(why, sizeof(why),
+			 "%s; the file is cut short after %" PRIu64 " whole records", bfs_err_msg(),
+			 bfs_shard_nrecords(s));
+	else if (rc)
+		snprintf(why, sizeof(why), "%s", bfs_err_msg());
 	if (json) {
-		fprintf(stdout, "], \"records\": %" PRIu64 ", \"message\": \"%s\"}",
+		fprintf(stdout, "], \"records\": %" PRIu64 ", \"message\": \"%s\"",
 			bfs_shard_nrecords(s),
 			c.any_sequence ? (c.any_example ? "mixed" : "SequenceExample") : "Example");
+		if (cut) {
+			fputs(", \"cut\": ", stdout);
+			json_str(stdout, why);
+		}
+		fputc('}', stdout);
 	}
 	if (rc) {
 		fflush(stdout);
-		fprintf(stderr, "batchfs: %s: %s\n", path, bfs_err_msg());
-		goto out;
+		fprintf(stderr, "batchfs: %s: %s\n", path, why);
+		if (!cut)
+			goto out;
 	}
 	if (!json) {
-		printf("  %" PRIu64 " records, tf.train.%s\n", bfs_shard_nrecords(s),
-		       c.any_sequence ? "SequenceExample" : "Example");
+		printf("  %" PRIu64 " %srecords, tf.train.%s\n", bfs_shard_nrecords(s),
+		       cut ? "whole " : "", c.any_sequence ? "SequenceExample" : "Example");
 		if (bfs_infer_finish(&sch, c.inf) == 0) {
 			printf("features:\n");
 			for (size_t i = 0; i < sch->nfeatures; i++)
@@ -375,6 +391,7 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 	o.progress = bfs_tool_progress;
 	o.on_note = bfs_tool_note;
 	o.on_bad = print_bad;
+	o.keep_cut = true; /* said by report_cut */
 	o.shadow_size = shadow_size;
 	o.progress_ctx = &pr;
 	rc = bfs_dataset_open(ds, argv[optind], &o);
@@ -386,6 +403,20 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 	return 0;
 }
 
+/* A line for each shard cut short; how many. */
+static size_t report_cut(const struct bfs_dataset *ds)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++) {
+		if (bfs_dataset_cut(ds, i)) {
+			fprintf(stderr, "batchfs: %s\n", bfs_dataset_cut(ds, i));
+			n++;
+		}
+	}
+	return n;
+}
+
 int bfs_tool_schema(int argc, char **argv)
 {
 	struct bfs_dataset *ds = NULL;
@@ -394,6 +425,7 @@ int bfs_tool_schema(int argc, char **argv)
 
 	if (rc)
 		return rc == 2 ? 0 : rc;
+	report_cut(ds); /* the schema of the records that can be read */
 	rc = bfs_schema_to_json(&json, bfs_dataset_schema(ds), NULL);
 	if (rc == 0)
 		fputs(json, stdout);
@@ -408,6 +440,7 @@ int bfs_tool_index(int argc, char **argv)
 {
 	struct bfs_dataset *ds = NULL;
 	struct timespec t0, t1;
+	size_t ncut;
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -415,12 +448,20 @@ int bfs_tool_index(int argc, char **argv)
 	if (rc)
 		return rc == 2 ? 0 : rc;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* a shard cut short is indexed up to the cut but not cached: a mount
+	 * with on_corrupt=skip scans it again, one with fail refuses it */
+	ncut = report_cut(ds);
 	printf("%" PRIu64 " records in %zu shards; index %" PRIu64 " bytes (%s); schema %s; "
 	       "%.2f s\n",
 	       bfs_dataset_nrecords(ds), bfs_dataset_nshards(ds), bfs_dataset_index_bytes(ds),
 	       bfs_dataset_index_reused(ds) ? "reused" : "built",
 	       bfs_dataset_schema_reused(ds) ? "reused" : "inferred",
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	if (ncut)
+		fprintf(stderr,
+			"batchfs: %zu shard%s cut short: not cached (mount with on_corrupt=skip "
+			"to serve the records before the cut)\n",
+			ncut, ncut == 1 ? "" : "s");
 	bfs_dataset_close(ds);
-	return 0;
+	return ncut ? 1 : 0;
 }

@@ -32,11 +32,15 @@ _DTYPES = {
 }
 
 
+# the tensors a feature brings beside its own (README "Bytes of a batch")
+_OWNED = ("lengths", "values", "row_splits", "value_splits", "value_lengths")
+
+
 def select(names: Iterable[str], features: Optional[Iterable[str]]) -> list:
     """The tensor names that belong to ``features`` (all when None): a
     feature ``f`` owns ``f`` and ``f.lengths``, ``f.values``,
     ``f.row_splits``, ``f.value_splits`` (and a feature list
-    ``feature_lists/L`` likewise)."""
+    ``feature_lists/L`` likewise, with ``.value_lengths`` for bytes)."""
     names = list(names)
     if features is None:
         return names
@@ -45,7 +49,7 @@ def select(names: Iterable[str], features: Optional[Iterable[str]]) -> list:
     for n in names:
         for f in want:
             if n == f or (n.startswith(f + ".") and
-                          n[len(f) + 1:] in ("lengths", "values", "row_splits", "value_splits")):
+                          n[len(f) + 1:] in _OWNED):
                 out.append(n)
                 break
     return out
@@ -123,7 +127,8 @@ def load_batch(path: PathLike, features: Optional[Iterable[str]] = None,
     ``path`` is a ``batch-NNNNNN.safetensors`` file (or ``all.safetensors``),
     or a ``batch-NNNNNN/`` folder (or ``all/``) of ``.npy`` files: both
     give the same arrays. ``features`` keeps only those features (with their
-    ``.lengths`` / ``.values`` / ``.row_splits`` / ``.value_splits``).
+    ``.lengths`` / ``.values`` / ``.row_splits`` / ``.value_splits`` /
+    ``.value_lengths``).
     """
     p = os.fspath(path)
     if os.path.isdir(p):

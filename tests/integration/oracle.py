@@ -800,8 +800,11 @@ def _feature_list(name, spec, recs):
     max_steps = int(spec["max_steps"])
     lengths = np.zeros(len(recs), dtype=np.int32)
     key = "feature_lists/" + name
+    vlen = None
     if spec["kind"] == "bytes":
         out = np.zeros((len(recs), max_steps) + shape, dtype=np.uint8)
+        # each value's length in bytes ([B, T] or [B, T, V]); 0: no value
+        vlen = np.zeros((len(recs), max_steps) + shape[:-1], dtype=np.int32)
     else:
         out = np.zeros((len(recs), max_steps) + shape, dtype=_NUM_DTYPE[spec["kind"]])
     for i, rec in enumerate(recs):
@@ -821,6 +824,7 @@ def _feature_list(name, spec, recs):
                     if len(vals) > 1 or len(vals[0]) > shape[0]:
                         raise SchemaError("record %d: list %s step %d too big" % (i, name, s))
                     out[i, s, :len(vals[0])] = np.frombuffer(vals[0], dtype=np.uint8)
+                    vlen[i, s] = len(vals[0])
                 else:
                     if len(vals) > shape[0]:
                         raise SchemaError("record %d: list %s step %d too many" % (i, name, s))
@@ -828,12 +832,15 @@ def _feature_list(name, spec, recs):
                         if len(v) > shape[1]:
                             raise SchemaError("record %d: list %s value too long" % (i, name))
                         out[i, s, j, :len(v)] = np.frombuffer(v, dtype=np.uint8)
+                        vlen[i, s, j] = len(v)
             else:
                 cap = int(np.prod(shape)) if shape else 1
                 if len(vals) > cap:
                     raise SchemaError("record %d: list %s step %d has %d values" % (i, name, s, len(vals)))
                 # out[i, s] of a scalar step is a copy: write through a 2-D view
                 out[i].reshape(max_steps, -1)[s, :len(vals)] = vals
+    if vlen is not None:
+        return {key: out, key + ".lengths": lengths, key + ".value_lengths": vlen}
     return {key: out, key + ".lengths": lengths}
 
 

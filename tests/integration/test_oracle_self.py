@@ -347,6 +347,10 @@ def test_expected_batch_layouts():
     assert b["feature_lists/L"][1].tolist() == [[1, 2], [0, 0], [0, 0]]
     assert b["feature_lists/L.lengths"].tolist() == [0, 2]
     assert b["feature_lists/B"][1].tolist() == [[[113, 0], [114, 115]]]
+    # a bytes list's value lengths: [B, max_steps, max_values], int32
+    assert b["feature_lists/B.value_lengths"].tolist() == [[[0, 0]], [[1, 2]]]
+    assert b["feature_lists/B.value_lengths"].dtype == np.int32
+    assert "feature_lists/L.value_lengths" not in b
     del schema["features"]["w"]["default"]
     with pytest.raises(oracle.SchemaError):
         oracle.expected_batch(recs, schema, [0])

@@ -459,20 +459,28 @@ static const struct {
 	int err;
 	uint64_t indexed; /* records indexed before the error */
 	const char *msg;
+	bool cut; /* the file ends inside the record (bfs_shard_cut) */
 } error_cases[] = {
-	{ M_TRUNC_LEN, -EBADMSG, 2, "record 2 at offset 122: truncated length (5 of 8 bytes)" },
-	{ M_TRUNC_LEN_CRC, -EBADMSG, 2, "record 2 at offset 122: truncated length CRC" },
+	{ M_TRUNC_LEN, -EBADMSG, 2, "record 2 at offset 122: truncated length (5 of 8 bytes)",
+	  true },
+	{ M_TRUNC_LEN_CRC, -EBADMSG, 2, "record 2 at offset 122: truncated length CRC", true },
 	{ M_TRUNC_DATA, -EBADMSG, 2,
-	  "record 2 at offset 122: truncated data (declared 60 bytes, 20 left)" },
-	{ M_TRUNC_DATA_CRC, -EBADMSG, 2, "record 2 at offset 122: truncated data CRC (2 of 4" },
-	{ M_BAD_LEN_CRC, -EBADMSG, 1, "record 1 at offset 56: length CRC mismatch (stored 0x" },
-	{ M_BAD_DATA_CRC, -EBADMSG, 1, "record 1 at offset 56: data CRC mismatch (stored 0x" },
+	  "record 2 at offset 122: truncated data (declared 60 bytes, 20 left)", true },
+	{ M_TRUNC_DATA_CRC, -EBADMSG, 2, "record 2 at offset 122: truncated data CRC (2 of 4",
+	  true },
+	{ M_BAD_LEN_CRC, -EBADMSG, 1, "record 1 at offset 56: length CRC mismatch (stored 0x",
+	  false },
+	{ M_BAD_DATA_CRC, -EBADMSG, 1, "record 1 at offset 56: data CRC mismatch (stored 0x",
+	  false },
 	{ M_HUGE_4G, -EFBIG, 1,
-	  "record 1 at offset 56: declared length 4294967296 exceeds limit 1073741824" },
+	  "record 1 at offset 56: declared length 4294967296 exceeds limit 1073741824", false },
 	{ M_HUGE_2_63, -EFBIG, 1,
-	  "record 1 at offset 56: declared length 9223372036854775808 exceeds limit 1073741824" },
+	  "record 1 at offset 56: declared length 9223372036854775808 exceeds limit 1073741824",
+	  false },
+	/* a length with a good CRC that runs past the end: a cut, as far as
+	 * anyone can tell */
 	{ M_DECLARED_PAST_END, -EBADMSG, 2,
-	  "record 2 at offset 122: truncated data (declared 1000 bytes, 64 left)" },
+	  "record 2 at offset 122: truncated data (declared 1000 bytes, 64 left)", true },
 };
 
 static size_t build_mutated(uint8_t *buf, enum mut m)
@@ -534,6 +542,7 @@ START_TEST(scan_reports_each_framing_error_with_record_and_offset)
 	ck_assert_msg(strstr(bfs_err_msg(), error_cases[_i].msg) != NULL, "got '%s', want '%s'",
 		      bfs_err_msg(), error_cases[_i].msg);
 	ck_assert_uint_eq(bfs_shard_nrecords(s), error_cases[_i].indexed);
+	ck_assert_int_eq(bfs_shard_cut(s), error_cases[_i].cut);
 	bfs_shard_close(s);
 }
 END_TEST
@@ -553,6 +562,67 @@ START_TEST(scan_errors_are_the_same_inside_gzip)
 		ck_assert_msg(strstr(bfs_err_msg(), error_cases[_i].msg) != NULL,
 			      "got '%s', want '%s'", bfs_err_msg(), error_cases[_i].msg);
 	ck_assert_uint_eq(bfs_shard_nrecords(s), error_cases[_i].indexed);
+	ck_assert_int_eq(bfs_shard_cut(s), error_cases[_i].cut);
+	bfs_shard_close(s);
+}
+END_TEST
+
+struct bad_seen {
+	unsigned n;
+	uint64_t index, offset;
+	char msg[256];
+};
+
+static void note_bad(void *ctx, uint64_t index, uint64_t offset, const char *msg)
+{
+	struct bad_seen *b = ctx;
+
+	b->n++;
+	b->index = index;
+	b->offset = offset;
+	snprintf(b->msg, sizeof(b->msg), "%s", msg);
+}
+
+/* With a bad-record function, a length CRC that fails over a length the
+ * data's CRC confirms is a corrupt record like a bad data CRC: indexed,
+ * reported, and read as corrupt (on_corrupt decides); a length that the
+ * data does not confirm still stops the scan (the framing is lost). */
+START_TEST(length_crc_hit_over_a_right_length_is_indexed_as_a_bad_record)
+{
+	static const enum wkind kinds[] = { W_PLAIN, W_GZIP };
+	uint8_t buf[512], rec[64];
+	size_t n = build_mutated(buf, M_BAD_LEN_CRC);
+	const char *path = tmp_path(_i ? "badlen.gz" : "badlen");
+	struct bfs_shard *s = NULL;
+	struct bad_seen seen = { 0 };
+
+	write_shard(path, kinds[_i], buf, n);
+	ck_assert_int_eq(bfs_shard_open(&s, path, BFS_COMP_AUTO), 0);
+	bfs_shard_set_bad_fn(s, note_bad, &seen);
+	ck_assert_msg(bfs_shard_scan(s, true, NULL, NULL) == 0, "%s", bfs_err_msg());
+	ck_assert_uint_eq(bfs_shard_nrecords(s), 3);
+	ck_assert_uint_eq(seen.n, 1);
+	ck_assert_uint_eq(seen.index, 1);
+	ck_assert_uint_eq(seen.offset, 56);
+	ck_assert_ptr_nonnull(strstr(seen.msg, "record 1 at offset 56: length CRC mismatch"));
+	ck_assert_int_eq(bfs_shard_read(s, 1, rec, sizeof(rec), true), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "record 1 at offset 56: length CRC mismatch"));
+	ck_assert_int_eq(bfs_shard_read(s, 1, rec, sizeof(rec), false), 0);
+	ck_assert_int_eq(bfs_shard_read(s, 2, rec, sizeof(rec), true), 0);
+	bfs_shard_close(s);
+
+	/* the length itself hit: 50 read as 58, whose CRC fails and whose data
+	 * CRC does not hold either */
+	buf[56] ^= 8;
+	write_shard(path, kinds[_i], buf, n);
+	memset(&seen, 0, sizeof(seen));
+	ck_assert_int_eq(bfs_shard_open(&s, path, BFS_COMP_AUTO), 0);
+	bfs_shard_set_bad_fn(s, note_bad, &seen);
+	ck_assert_int_eq(bfs_shard_scan(s, true, NULL, NULL), -EBADMSG);
+	ck_assert_msg(strstr(bfs_err_msg(), "record 1 at offset 56: length CRC mismatch") != NULL,
+		      "%s", bfs_err_msg());
+	ck_assert_uint_eq(seen.n, 0);
+	ck_assert_int_eq(bfs_shard_cut(s), false);
 	bfs_shard_close(s);
 }
 END_TEST
@@ -684,6 +754,7 @@ START_TEST(truncated_compressed_trailer_is_an_error_after_all_records)
 	ck_assert_int_eq(bfs_shard_scan(s, true, NULL, NULL), -EBADMSG);
 	ck_assert_msg(strstr(bfs_err_msg(), trunc_cases[_i].msg) != NULL, "%s", bfs_err_msg());
 	ck_assert_uint_eq(bfs_shard_nrecords(s), r.n);
+	ck_assert(bfs_shard_cut(s)); /* every record is whole: a cut after the last */
 	bfs_shard_close(s);
 	free(z);
 	free(stream);
@@ -1395,6 +1466,8 @@ static Suite *record_suite(void)
 			    BFS_ARRAY_SIZE(error_cases));
 	tcase_add_loop_test(tc, scan_errors_are_the_same_inside_gzip, 0,
 			    BFS_ARRAY_SIZE(error_cases));
+	tcase_add_loop_test(tc, length_crc_hit_over_a_right_length_is_indexed_as_a_bad_record, 0,
+			    2);
 	tcase_add_test(tc, verify_off_skips_crc_checks_but_not_framing);
 	tcase_add_test(tc, first_record_corrupt_is_not_a_tfrecord_unless_forced);
 	tcase_add_test(tc, text_file_is_not_a_tfrecord);
