@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- the signer ---- */
 
@@ -261,6 +263,398 @@ START_TEST(the_query_is_sorted_by_encoded_name_then_value)
 }
 END_TEST
 
+/* ---- URLs ---- */
+
+START_TEST(urls_parse_into_bucket_key_and_listing_prefix)
+{
+	static const struct {
+		const char *url;
+		enum bfs_s3_scheme scheme;
+		enum bfs_s3_url_kind kind;
+		const char *bucket, *key, *prefix;
+	} cases[] = {
+		{ "s3://b", BFS_S3_SCHEME_S3, BFS_S3_URL_PREFIX, "b", "", "" },
+		{ "s3://b/", BFS_S3_SCHEME_S3, BFS_S3_URL_PREFIX, "b", "", "" },
+		{ "s3://my-bucket/train/", BFS_S3_SCHEME_S3, BFS_S3_URL_PREFIX, "my-bucket",
+		  "train/", "train/" },
+		{ "s3://b/train/x.tfrecord", BFS_S3_SCHEME_S3, BFS_S3_URL_KEY, "b",
+		  "train/x.tfrecord", "train/x.tfrecord" },
+		{ "S3://b/a b+c", BFS_S3_SCHEME_S3, BFS_S3_URL_KEY, "b", "a b+c", "a b+c" },
+		{ "s3://b/train/part-*.tfrecord.gz", BFS_S3_SCHEME_S3, BFS_S3_URL_GLOB, "b",
+		  "train/part-*.tfrecord.gz", "train/part-" },
+		{ "s3://b/*.gz", BFS_S3_SCHEME_S3, BFS_S3_URL_GLOB, "b", "*.gz", "" },
+		{ "s3://b/d/x[0-3]", BFS_S3_SCHEME_S3, BFS_S3_URL_GLOB, "b", "d/x[0-3]", "d/x" },
+		{ "gs://gcs.bucket_1/data/", BFS_S3_SCHEME_GS, BFS_S3_URL_PREFIX, "gcs.bucket_1",
+		  "data/", "data/" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct bfs_s3_url u;
+
+		ck_assert_msg(bfs_s3_url_parse(&u, cases[i].url) == 0, "%s: %s", cases[i].url,
+			      bfs_err_msg());
+		ck_assert_int_eq(u.scheme, cases[i].scheme);
+		ck_assert_int_eq(u.kind, cases[i].kind);
+		ck_assert_str_eq(u.bucket, cases[i].bucket);
+		ck_assert_str_eq(u.key, cases[i].key);
+		ck_assert_str_eq(u.prefix, cases[i].prefix);
+		bfs_s3_url_destroy(&u);
+	}
+}
+END_TEST
+
+START_TEST(bad_urls_are_refused_with_a_reason)
+{
+	static const char *const bad[] = {
+		"s3:/b/k",   "http://b/k",     "s3://",	    "s3:///k",
+		"s3://b*/k", "s3://b/tr*in/x", "s3://b%/k", "/local/dir"
+	};
+	char longkey[1200];
+	struct bfs_s3_url u;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(bfs_s3_url_parse(&u, bad[i]) == -EINVAL, "%s", bad[i]);
+		ck_assert(strlen(bfs_err_msg()) > 5);
+	}
+	ck_assert_int_eq(bfs_s3_url_parse(&u, "s3://b/tr*in/x"), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "last part"));
+	memcpy(longkey, "s3://b/", 7);
+	memset(longkey + 7, 'k', sizeof(longkey) - 8);
+	longkey[sizeof(longkey) - 1] = '\0';
+	ck_assert_int_eq(bfs_s3_url_parse(&u, longkey), -EINVAL);
+	ck_assert(bfs_s3_url_is("gs://x") && bfs_s3_url_is("s3://x") && !bfs_s3_url_is("/x"));
+}
+END_TEST
+
+START_TEST(listed_keys_match_the_source_as_a_directory_or_glob_would)
+{
+	struct bfs_s3_url p, k, g;
+
+	ck_assert_int_eq(bfs_s3_url_parse(&p, "s3://b/train/"), 0);
+	ck_assert_int_eq(bfs_s3_url_parse(&k, "s3://b/train/a.gz"), 0);
+	ck_assert_int_eq(bfs_s3_url_parse(&g, "s3://b/train/part-*.gz"), 0);
+	ck_assert(bfs_s3_url_match(&p, "train/a.gz"));
+	ck_assert(bfs_s3_url_match(&p, "train/sub/a.gz"));
+	ck_assert(!bfs_s3_url_match(&p, "trainx/a.gz"));
+	ck_assert(bfs_s3_url_match(&k, "train/a.gz"));
+	ck_assert(!bfs_s3_url_match(&k, "train/a.gz.1"));
+	ck_assert(bfs_s3_url_match(&g, "train/part-0001.gz"));
+	ck_assert(!bfs_s3_url_match(&g, "train/part-0001.gz.idx"));
+	ck_assert(!bfs_s3_url_match(&g, "train/part-x/y.gz"));
+	ck_assert(!bfs_s3_url_match(&g, "test/part-0001.gz"));
+	bfs_s3_url_destroy(&p);
+	bfs_s3_url_destroy(&k);
+	bfs_s3_url_destroy(&g);
+}
+END_TEST
+
+/* ---- configuration ---- */
+
+static char home[64];
+
+/* A fresh HOME with no AWS variables set. */
+static void clean_env(void)
+{
+	static const char *const vars[] = {
+		"AWS_ENDPOINT_URL",   "AWS_ENDPOINT_URL_S3", "AWS_REGION",
+		"AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",   "AWS_SECRET_ACCESS_KEY",
+		"AWS_SESSION_TOKEN",  "AWS_PROFILE",	     "AWS_SHARED_CREDENTIALS_FILE",
+		"AWS_CONFIG_FILE",    "AWS_CA_BUNDLE",
+	};
+	char aws[96];
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	snprintf(home, sizeof(home), "/tmp/check_s3.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(home));
+	setenv("HOME", home, 1);
+	snprintf(aws, sizeof(aws), "%s/.aws", home);
+	mkdir(aws, 0700);
+}
+
+static void put_file(const char *name, const char *text)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/.aws/%s", home, name);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int resolve(struct bfs_s3_config *c, enum bfs_s3_scheme s, const struct bfs_s3_options *o)
+{
+	bfs_s3_config_init(c);
+	return bfs_s3_config_resolve(c, s, o);
+}
+
+START_TEST(environment_credentials_region_and_endpoint_are_used)
+{
+	struct bfs_s3_config c;
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SECRETENV", 1);
+	setenv("AWS_SESSION_TOKEN", "TOKENENV", 1);
+	setenv("AWS_DEFAULT_REGION", "eu-west-1", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), 0);
+	ck_assert_str_eq(c.key_id, "AKIDENV");
+	ck_assert_str_eq(c.secret, "SECRETENV");
+	ck_assert_str_eq(c.session_token, "TOKENENV");
+	ck_assert_str_eq(c.region, "eu-west-1");
+	ck_assert_str_eq(c.endpoint, "https://s3.eu-west-1.amazonaws.com");
+	ck_assert(!c.path_style);
+	bfs_s3_config_destroy(&c);
+
+	setenv("AWS_REGION", "us-west-2", 1); /* over AWS_DEFAULT_REGION */
+	setenv("AWS_ENDPOINT_URL", "http://other:1", 1);
+	setenv("AWS_ENDPOINT_URL_S3", "HTTP://MinIO.local:9000/", 1); /* over AWS_ENDPOINT_URL */
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), 0);
+	ck_assert_str_eq(c.region, "us-west-2");
+	ck_assert_str_eq(c.endpoint, "http://minio.local:9000");
+	ck_assert(c.path_style);
+	bfs_s3_config_destroy(&c);
+}
+END_TEST
+
+START_TEST(options_come_before_the_environment)
+{
+	struct bfs_s3_options o = { .endpoint = "https://r2.example:443/base/", .region = "auto" };
+	struct bfs_s3_config c;
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SECRETENV", 1);
+	setenv("AWS_REGION", "us-west-2", 1);
+	setenv("AWS_ENDPOINT_URL", "http://other:1", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, &o), 0);
+	ck_assert_str_eq(c.endpoint, "https://r2.example/base");
+	ck_assert_str_eq(c.region, "auto");
+	ck_assert(c.path_style);
+	bfs_s3_config_destroy(&c);
+	o.no_sign_request = true;
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, &o), 0);
+	ck_assert(c.anonymous);
+	ck_assert_ptr_null(c.key_id);
+	ck_assert_ptr_null(c.secret);
+	bfs_s3_config_destroy(&c);
+}
+END_TEST
+
+START_TEST(the_profile_files_give_credentials_region_and_endpoint)
+{
+	struct bfs_s3_config c;
+
+	clean_env();
+	put_file("credentials",
+		 "# comment\n[default]\naws_access_key_id = AKIDDEF\n"
+		 "aws_secret_access_key=SECRETDEF\n\n[dev]\r\n"
+		 "aws_access_key_id = AKIDDEV\r\naws_secret_access_key = SECRETDEV\r\n"
+		 "aws_session_token = TOKENDEV\r\n");
+	put_file("config", "[default]\nregion = ap-south-1\n[profile dev]\nregion=eu-central-1\n"
+			   "s3 =\n  endpoint_url = http://127.0.0.1:9000\n"
+			   "  addressing_style = virtual\n");
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), 0);
+	ck_assert_str_eq(c.key_id, "AKIDDEF");
+	ck_assert_str_eq(c.secret, "SECRETDEF");
+	ck_assert_ptr_null(c.session_token);
+	ck_assert_str_eq(c.region, "ap-south-1");
+	ck_assert_str_eq(c.endpoint, "https://s3.ap-south-1.amazonaws.com");
+	ck_assert_ptr_nonnull(strstr(c.source, "profile 'default'"));
+	bfs_s3_config_destroy(&c);
+
+	setenv("AWS_PROFILE", "dev", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), 0);
+	ck_assert_str_eq(c.key_id, "AKIDDEV");
+	ck_assert_str_eq(c.secret, "SECRETDEV");
+	ck_assert_str_eq(c.session_token, "TOKENDEV");
+	ck_assert_str_eq(c.region, "eu-central-1");
+	ck_assert_str_eq(c.endpoint, "http://127.0.0.1:9000");
+	ck_assert(!c.path_style);
+	bfs_s3_config_destroy(&c);
+
+	/* the environment's keys come before the profile's */
+	setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SECRETENV", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), 0);
+	ck_assert_str_eq(c.key_id, "AKIDENV");
+	ck_assert_ptr_null(c.session_token);
+	bfs_s3_config_destroy(&c);
+}
+END_TEST
+
+START_TEST(the_file_variables_move_the_profile_files)
+{
+	struct bfs_s3_options o = { .profile = "p" };
+	char path[128];
+	struct bfs_s3_config c;
+
+	clean_env();
+	put_file("elsewhere", "[p]\naws_access_key_id=AKIDP\naws_secret_access_key=SP\n");
+	put_file("conf2", "[profile p]\nregion = sa-east-1\nendpoint_url = http://h:1/\n");
+	snprintf(path, sizeof(path), "%s/.aws/elsewhere", home);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("AWS_CONFIG_FILE", "~/.aws/conf2", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, &o), 0);
+	ck_assert_str_eq(c.key_id, "AKIDP");
+	ck_assert_str_eq(c.region, "sa-east-1");
+	ck_assert_str_eq(c.endpoint, "http://h:1");
+	bfs_s3_config_destroy(&c);
+}
+END_TEST
+
+START_TEST(missing_or_unusable_credentials_say_what_to_do)
+{
+	struct bfs_s3_config c;
+
+	clean_env();
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), -EACCES);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "no_sign_request"));
+	setenv("AWS_ACCESS_KEY_ID", "AKIDONLY", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "AWS_SECRET_ACCESS_KEY"));
+	unsetenv("AWS_ACCESS_KEY_ID");
+	setenv("AWS_PROFILE", "nosuch", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "'nosuch'"));
+	put_file("config", "[profile sso]\nsso_session = corp\nregion = us-east-2\n");
+	setenv("AWS_PROFILE", "sso", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), -EACCES);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "sso_session"));
+	unsetenv("AWS_PROFILE");
+	setenv("AWS_REGION", "us east", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), -EINVAL);
+	setenv("AWS_REGION", "us-east-1", 1);
+	setenv("AWS_ENDPOINT_URL", "http://user:pw@host/", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), -EINVAL);
+	ck_assert_ptr_null(strstr(bfs_err_msg(), "pw@")); /* never echoed: it may hold a secret */
+}
+END_TEST
+
+START_TEST(gs_urls_go_to_google_path_style_in_region_auto)
+{
+	struct bfs_s3_config c;
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "GOOGHMAC", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "HMACSECRET", 1);
+	setenv("AWS_ENDPOINT_URL", "http://not-for-gs:1", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_GS, NULL), 0);
+	ck_assert_str_eq(c.endpoint, "https://storage.googleapis.com");
+	ck_assert_str_eq(c.region, "auto");
+	ck_assert(c.path_style);
+	ck_assert_int_eq(c.scheme, BFS_S3_SCHEME_GS);
+	bfs_s3_config_destroy(&c);
+}
+END_TEST
+
+START_TEST(the_description_names_no_secret)
+{
+	struct bfs_s3_config c;
+	char line[512];
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "AKIAABCDEFGHWXYZ", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "VERYSECRETVALUE", 1);
+	setenv("AWS_SESSION_TOKEN", "TOKENVALUE", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), 0);
+	bfs_s3_config_describe(&c, line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, "****WXYZ"));
+	ck_assert_ptr_nonnull(strstr(line, "virtual-hosted"));
+	ck_assert_ptr_null(strstr(line, "VERYSECRETVALUE"));
+	ck_assert_ptr_null(strstr(line, "TOKENVALUE"));
+	ck_assert_ptr_null(strstr(line, "AKIAABCDEFGH"));
+	bfs_s3_config_destroy(&c);
+	ck_assert_ptr_null(c.secret);
+}
+END_TEST
+
+/* ---- addresses ---- */
+
+static void target(const struct bfs_s3_config *c, const char *bucket, const char *key,
+		   const char *query, const char *url, const char *host, const char *path)
+{
+	struct bfs_s3_target t;
+
+	ck_assert_int_eq(bfs_s3_target_build(&t, c, bucket, key, query), 0);
+	ck_assert_str_eq(t.url, url);
+	ck_assert_str_eq(t.host, host);
+	ck_assert_str_eq(t.path, path);
+	bfs_s3_target_destroy(&t);
+}
+
+START_TEST(aws_is_virtual_hosted_and_custom_endpoints_path_style)
+{
+	struct bfs_s3_config c;
+
+	bfs_s3_config_init(&c);
+	c.endpoint = "https://s3.us-east-1.amazonaws.com";
+	target(&c, "my-bucket", "a b/c+d", NULL,
+	       "https://my-bucket.s3.us-east-1.amazonaws.com/a%20b/c%2Bd",
+	       "my-bucket.s3.us-east-1.amazonaws.com", "/a%20b/c%2Bd");
+	target(&c, "my-bucket", NULL, "list-type=2",
+	       "https://my-bucket.s3.us-east-1.amazonaws.com/?list-type=2",
+	       "my-bucket.s3.us-east-1.amazonaws.com", "/");
+	/* a dotted bucket cannot be a TLS host: path-style */
+	target(&c, "my.bucket", "k", NULL, "https://s3.us-east-1.amazonaws.com/my.bucket/k",
+	       "s3.us-east-1.amazonaws.com", "/my.bucket/k");
+	c.path_style = true;
+	c.endpoint = "http://127.0.0.1:4568";
+	target(&c, "b", "x/y.gz", NULL, "http://127.0.0.1:4568/b/x/y.gz", "127.0.0.1:4568",
+	       "/b/x/y.gz");
+	target(&c, "b", NULL, "list-type=2&prefix=a%2Fb",
+	       "http://127.0.0.1:4568/b?list-type=2&prefix=a%2Fb", "127.0.0.1:4568", "/b");
+	c.endpoint = "https://gw.example/s3";
+	target(&c, "b", "k", NULL, "https://gw.example/s3/b/k", "gw.example", "/s3/b/k");
+}
+END_TEST
+
+/* ---- policy and messages ---- */
+
+START_TEST(backoff_doubles_with_jitter_up_to_its_cap)
+{
+	struct bfs_s3_config c;
+
+	bfs_s3_config_init(&c);
+	c.backoff_ms = 100;
+	c.backoff_max_ms = 1000;
+	for (uint64_t rnd = 0; rnd < 500; rnd += 7) {
+		unsigned a = bfs_s3_backoff_ms(&c, 1, rnd), b = bfs_s3_backoff_ms(&c, 3, rnd),
+			 z = bfs_s3_backoff_ms(&c, 30, rnd);
+
+		ck_assert(a >= 50 && a <= 100);
+		ck_assert(b >= 200 && b <= 400);
+		ck_assert(z >= 500 && z <= 1000);
+	}
+	ck_assert_uint_ne(bfs_s3_backoff_ms(&c, 2, 1), bfs_s3_backoff_ms(&c, 2, 2));
+}
+END_TEST
+
+START_TEST(messages_lose_secrets_and_line_breaks)
+{
+	struct bfs_s3_config c;
+	char m[128];
+
+	bfs_s3_config_init(&c);
+	c.secret = "S3CRETdact";
+	c.session_token = "T0KEN";
+	snprintf(m, sizeof(m), "a S3CRETdact b\nc T0KEN T0KEN\r");
+	bfs_s3_msg_clean(m, sizeof(m), &c);
+	ck_assert_str_eq(m, "a [redacted] b c [redacted] [redacted] ");
+	c.secret = "dact"; /* in the mark itself: no endless loop */
+	snprintf(m, sizeof(m), "x dact y");
+	bfs_s3_msg_clean(m, sizeof(m), &c);
+	ck_assert_str_eq(m, "x [redacted] y");
+	c.secret = "0123456789abcdef";
+	memcpy(m, "0123456789abcdef0123456", 23); /* the secret, and half of it again */
+	m[23] = '\0';
+	bfs_s3_msg_clean(m, 24, &c);
+	ck_assert_ptr_null(strstr(m, "0123456789abcdef"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("s3");
@@ -278,6 +672,19 @@ int main(void)
 	tcase_add_test(sign, the_signer_refuses_what_it_cannot_sign);
 	tcase_add_test(sign, paths_keep_slashes_and_query_values_encode_them);
 	tcase_add_test(sign, the_query_is_sorted_by_encoded_name_then_value);
+	tcase_add_test(url, urls_parse_into_bucket_key_and_listing_prefix);
+	tcase_add_test(url, bad_urls_are_refused_with_a_reason);
+	tcase_add_test(url, listed_keys_match_the_source_as_a_directory_or_glob_would);
+	tcase_add_test(url, aws_is_virtual_hosted_and_custom_endpoints_path_style);
+	tcase_add_test(conf, environment_credentials_region_and_endpoint_are_used);
+	tcase_add_test(conf, options_come_before_the_environment);
+	tcase_add_test(conf, the_profile_files_give_credentials_region_and_endpoint);
+	tcase_add_test(conf, the_file_variables_move_the_profile_files);
+	tcase_add_test(conf, missing_or_unusable_credentials_say_what_to_do);
+	tcase_add_test(conf, gs_urls_go_to_google_path_style_in_region_auto);
+	tcase_add_test(conf, the_description_names_no_secret);
+	tcase_add_test(resp, backoff_doubles_with_jitter_up_to_its_cap);
+	tcase_add_test(resp, messages_lose_secrets_and_line_breaks);
 	suite_add_tcase(s, sign);
 	suite_add_tcase(s, url);
 	suite_add_tcase(s, conf);
