@@ -9,6 +9,7 @@
 #include "s3.h"
 #include "s3_impl.h"
 #include "s3sign.h"
+#include "s3xml.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -611,6 +612,117 @@ START_TEST(aws_is_virtual_hosted_and_custom_endpoints_path_style)
 }
 END_TEST
 
+/* ---- XML ---- */
+
+static const char list_page1[] =
+	"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+	"<Name>b</Name><Prefix>t/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys>"
+	"<IsTruncated>true</IsTruncated>"
+	"<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=</"
+	"NextContinuationToken>"
+	"<Contents><Key>t/b.gz</Key><LastModified>2009-10-12T17:50:30.000Z</LastModified>"
+	"<ETag>&quot;fba9dede5f27731c9771645a39863328&quot;</ETag><Size>434234</Size>"
+	"<StorageClass>STANDARD</StorageClass></Contents>"
+	"<Contents><Key>t/a &amp; c.gz</Key><ETag>\"e\"</ETag><Size>0</Size></Contents>"
+	"</ListBucketResult>";
+
+START_TEST(a_listing_page_gives_keys_sizes_etags_and_the_token)
+{
+	struct bfs_s3xml_list l = { 0 };
+	char why[256];
+
+	ck_assert_int_eq(bfs_s3xml_parse_list(&l, list_page1, strlen(list_page1), why, sizeof(why)),
+			 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_str_eq(l.objs[0].key, "t/b.gz");
+	ck_assert_uint_eq(l.objs[0].size, 434234);
+	ck_assert_str_eq(l.objs[0].etag, "\"fba9dede5f27731c9771645a39863328\"");
+	ck_assert_str_eq(l.objs[1].key, "t/a & c.gz");
+	ck_assert(l.truncated);
+	ck_assert_str_eq(l.next_token, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=");
+	ck_assert_uint_eq(l.page_keys, 2);
+	bfs_s3xml_list_destroy(&l);
+}
+END_TEST
+
+START_TEST(url_encoded_keys_are_decoded)
+{
+	static const char xml[] =
+		"<ListBucketResult><EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>"
+		"<Contents><Key>d/a+b%2Bc%C3%A9%0A</Key><Size>1</Size><ETag>\"x\"</ETag></Contents>"
+		"</ListBucketResult>";
+	static const char bad[] = "<ListBucketResult><EncodingType>url</EncodingType>"
+				  "<Contents><Key>a%00b</Key><Size>1</Size></Contents>"
+				  "</ListBucketResult>";
+	struct bfs_s3xml_list l = { 0 };
+	char why[256];
+
+	ck_assert_int_eq(bfs_s3xml_parse_list(&l, xml, strlen(xml), why, sizeof(why)), 0);
+	ck_assert_str_eq(l.objs[0].key, "d/a b+c\xc3\xa9\n");
+	ck_assert(!l.truncated);
+	ck_assert_ptr_null(l.next_token);
+	bfs_s3xml_list_destroy(&l);
+	ck_assert_int_eq(bfs_s3xml_parse_list(&l, bad, strlen(bad), why, sizeof(why)), -EBADMSG);
+	bfs_s3xml_list_destroy(&l);
+}
+END_TEST
+
+START_TEST(bad_listings_are_refused_with_a_reason)
+{
+	static const char *const bad[] = {
+		"",
+		"not xml",
+		"<Error><Code>NoSuchBucket</Code></Error>",
+		"<ListBucketResult><Contents><Size>1</Size></Contents></ListBucketResult>",
+		"<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>",
+		"<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents></"
+		"ListBucketResult>",
+		"<ListBucketResult><Contents><Key>k</Key><Size>99999999999999999999</Size></"
+		"Contents>"
+		"</ListBucketResult>",
+		"<ListBucketResult><Contents><Key>k</Key><Key>j</Key><Size>1</Size></Contents>"
+		"</ListBucketResult>",
+		"<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+		"<ListBucketResult><IsTruncated>maybe</IsTruncated></ListBucketResult>",
+		"<!DOCTYPE x [<!ENTITY a \"aaaa\">]><ListBucketResult>&a;</ListBucketResult>",
+		"<ListBucketResult><a><a><a><a><a><a><a><a><a><a><a><a><a><a><a><a><a>"
+		"</a></a></a></a></a></a></a></a></a></a></a></a></a></a></a></a></a>"
+		"</ListBucketResult>",
+		"<ListBucketResult><Contents><Key>k</Key><Size>1</Size></Contents>",
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct bfs_s3xml_list l = { 0 };
+		char why[256] = "";
+
+		ck_assert_msg(bfs_s3xml_parse_list(&l, bad[i], strlen(bad[i]), why, sizeof(why)) ==
+				      -EBADMSG,
+			      "%s", bad[i]);
+		ck_assert_msg(strlen(why) > 3, "no reason for %s", bad[i]);
+		bfs_s3xml_list_destroy(&l);
+	}
+}
+END_TEST
+
+START_TEST(error_documents_give_code_message_and_region)
+{
+	static const char xml[] =
+		"<?xml version=\"1.0\" "
+		"encoding=\"UTF-8\"?>\n<Error><Code>AuthorizationHeaderMalformed"
+		"</Code><Message>the region 'us-east-1' is wrong; expecting 'eu-west-1'</Message>"
+		"<Region>eu-west-1</Region><RequestId>X</RequestId></Error>";
+	struct bfs_s3xml_error e;
+
+	ck_assert_int_eq(bfs_s3xml_parse_error(&e, xml, strlen(xml)), 0);
+	ck_assert_str_eq(e.code, "AuthorizationHeaderMalformed");
+	ck_assert_str_eq(e.region, "eu-west-1");
+	ck_assert_ptr_nonnull(strstr(e.message, "expecting"));
+	ck_assert_int_eq(bfs_s3xml_parse_error(&e, "<html>503</html>", 16), -EBADMSG);
+	ck_assert_int_eq(bfs_s3xml_parse_error(&e, "<Error></Error>", 15), -EBADMSG);
+}
+END_TEST
+
 /* ---- policy and messages ---- */
 
 START_TEST(backoff_doubles_with_jitter_up_to_its_cap)
@@ -683,6 +795,10 @@ int main(void)
 	tcase_add_test(conf, missing_or_unusable_credentials_say_what_to_do);
 	tcase_add_test(conf, gs_urls_go_to_google_path_style_in_region_auto);
 	tcase_add_test(conf, the_description_names_no_secret);
+	tcase_add_test(xml, a_listing_page_gives_keys_sizes_etags_and_the_token);
+	tcase_add_test(xml, url_encoded_keys_are_decoded);
+	tcase_add_test(xml, bad_listings_are_refused_with_a_reason);
+	tcase_add_test(xml, error_documents_give_code_message_and_region);
 	tcase_add_test(resp, backoff_doubles_with_jitter_up_to_its_cap);
 	tcase_add_test(resp, messages_lose_secrets_and_line_breaks);
 	suite_add_tcase(s, sign);
