@@ -767,6 +767,147 @@ START_TEST(messages_lose_secrets_and_line_breaks)
 }
 END_TEST
 
+/* ---- responses ---- */
+
+static void feed(struct bfs_s3resp *r, const char *head, const char *body)
+{
+	for (const char *l = head; *l;) {
+		const char *e = strchr(l, '\n');
+		size_t n = e ? (size_t)(e - l) + 1 : strlen(l);
+
+		bfs_s3resp_header(r, l, n);
+		l += n;
+	}
+	if (body)
+		bfs_s3resp_body(r, body, strlen(body));
+}
+
+static enum bfs_s3resp_verdict judge(struct bfs_s3resp *r, int *err, char *why)
+{
+	struct bfs_s3_config c;
+
+	bfs_s3_config_init(&c);
+	c.region = "us-east-1";
+	c.source = "the environment";
+	return bfs_s3resp_judge(r, BFS_S3RESP_NET_OK, false, NULL, &c, err, why, 512);
+}
+
+START_TEST(a_ranged_read_is_checked_against_its_range_and_etag)
+{
+	char buf[8], why[512];
+	struct bfs_s3resp r = {
+		.kind = BFS_S3RESP_GET, .off = 10, .len = 4, .dst = buf, .if_match = "\"v1\""
+	};
+	int err;
+
+	feed(&r,
+	     "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 10-13/100\r\n"
+	     "ETag: \"v1\"\r\nContent-Length: 4\r\n\r\n",
+	     "abcd");
+	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_OK);
+	ck_assert_uint_eq(r.object_size, 100);
+	ck_assert_int_eq(memcmp(buf, "abcd", 4), 0);
+
+	feed(&r, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 10-13/100\r\n\r\n", "ab");
+	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_RETRY); /* short body */
+	ck_assert_ptr_nonnull(strstr(why, "short"));
+
+	feed(&r,
+	     "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 10-13/100\r\n"
+	     "ETag: \"v2\"\r\n\r\n",
+	     "abcd");
+	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_FAIL); /* a store that ignores If-Match */
+	ck_assert_int_eq(err, -ESTALE);
+	ck_assert_ptr_nonnull(strstr(why, "re-mount"));
+
+	feed(&r, "HTTP/1.1 412 Precondition Failed\r\n\r\n",
+	     "<Error><Code>PreconditionFailed</Code></Error>");
+	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_FAIL);
+	ck_assert_int_eq(err, -ESTALE);
+
+	feed(&r, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 10-12/13\r\n\r\n", "abc");
+	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_FAIL); /* past the end */
+	r.to_end = true;
+	feed(&r, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 10-12/13\r\n\r\n", "abc");
+	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_OK);
+	ck_assert_uint_eq(r.got, 3);
+
+	r.to_end = false;
+	feed(&r, "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 10-13/100\r\n\r\n",
+	     "abcdefgh");
+	ck_assert(r.overflow);
+	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_FAIL);
+	feed(&r, "HTTP/1.1 200 OK\r\n\r\n", "0123");
+	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_FAIL); /* Range ignored, off 10 */
+	ck_assert_ptr_nonnull(strstr(why, "ignored the Range"));
+}
+END_TEST
+
+START_TEST(error_statuses_map_to_errno_and_transient_ones_retry)
+{
+	static const struct {
+		const char *status, *body;
+		enum bfs_s3resp_verdict v;
+		int err;
+		const char *words;
+	} cases[] = {
+		{ "HTTP/1.1 503 Slow Down\r\n",
+		  "<Error><Code>SlowDown</Code><Message>Please reduce your request "
+		  "rate.</Message></Error>",
+		  BFS_S3RESP_RETRY, -EIO, "SlowDown: Please reduce your request rate. (HTTP 503)" },
+		{ "HTTP/1.1 429 Too Many\r\n", "", BFS_S3RESP_RETRY, -EIO, "HTTP 429" },
+		{ "HTTP/1.1 500 Oops\r\n", "<html/>", BFS_S3RESP_RETRY, -EIO, "HTTP 500" },
+		{ "HTTP/1.1 404 Not Found\r\n",
+		  "<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not "
+		  "exist</Message>"
+		  "</Error>",
+		  BFS_S3RESP_FAIL, -ENOENT, "NoSuchBucket" },
+		{ "HTTP/1.1 403 Forbidden\r\n",
+		  "<Error><Code>InvalidAccessKeyId</Code><Message>no such key id</Message></Error>",
+		  BFS_S3RESP_FAIL, -EACCES, "credentials from the environment" },
+		{ "HTTP/1.1 403 Forbidden\r\n",
+		  "<Error><Code>SignatureDoesNotMatch</Code><Message>m</Message></Error>",
+		  BFS_S3RESP_FAIL, -EACCES, "check the secret key" },
+		{ "HTTP/1.1 301 Moved\r\nx-amz-bucket-region: eu-west-1\r\n",
+		  "<Error><Code>PermanentRedirect</Code><Message>m</Message></Error>",
+		  BFS_S3RESP_FAIL, -EINVAL, "region=eu-west-1" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char buf[4], why[512];
+		struct bfs_s3resp r = { .kind = BFS_S3RESP_GET, .off = 0, .len = 4, .dst = buf };
+		int err = 0;
+
+		feed(&r, cases[i].status, cases[i].body);
+		ck_assert_int_eq(judge(&r, &err, why), cases[i].v);
+		ck_assert_int_eq(err, cases[i].err);
+		ck_assert_msg(strstr(why, cases[i].words), "'%s' lacks '%s'", why, cases[i].words);
+	}
+}
+END_TEST
+
+START_TEST(transport_failures_retry_and_unreachable_endpoints_are_named)
+{
+	struct bfs_s3_config c;
+	struct bfs_s3resp r = { .kind = BFS_S3RESP_HEAD };
+	char why[256];
+	int err;
+
+	bfs_s3_config_init(&c);
+	c.endpoint = "http://127.0.0.1:1";
+	ck_assert_int_eq(bfs_s3resp_judge(&r, BFS_S3RESP_NET_TRANSIENT, true,
+					  "Failed to connect to 127.0.0.1 port 1", &c, &err, why,
+					  sizeof(why)),
+			 BFS_S3RESP_RETRY);
+	ck_assert_str_eq(why, "cannot reach http://127.0.0.1:1: Failed to connect to 127.0.0.1 "
+			      "port 1");
+	ck_assert_int_eq(bfs_s3resp_judge(&r, BFS_S3RESP_NET_FATAL, false,
+					  "SSL certificate problem", &c, &err, why, sizeof(why)),
+			 BFS_S3RESP_FAIL);
+	ck_assert_int_eq(err, -EIO);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("s3");
@@ -801,6 +942,9 @@ int main(void)
 	tcase_add_test(xml, error_documents_give_code_message_and_region);
 	tcase_add_test(resp, backoff_doubles_with_jitter_up_to_its_cap);
 	tcase_add_test(resp, messages_lose_secrets_and_line_breaks);
+	tcase_add_test(resp, a_ranged_read_is_checked_against_its_range_and_etag);
+	tcase_add_test(resp, error_statuses_map_to_errno_and_transient_ones_retry);
+	tcase_add_test(resp, transport_failures_retry_and_unreachable_endpoints_are_named);
 	suite_add_tcase(s, sign);
 	suite_add_tcase(s, url);
 	suite_add_tcase(s, conf);
