@@ -840,6 +840,7 @@ START_TEST(a_ranged_read_is_checked_against_its_range_and_etag)
 	feed(&r, "HTTP/1.1 200 OK\r\n\r\n", "0123");
 	ck_assert_int_eq(judge(&r, &err, why), BFS_S3RESP_FAIL); /* Range ignored, off 10 */
 	ck_assert_ptr_nonnull(strstr(why, "ignored the Range"));
+	bfs_s3_str_free(&r.body);
 }
 END_TEST
 
@@ -882,6 +883,7 @@ START_TEST(error_statuses_map_to_errno_and_transient_ones_retry)
 		ck_assert_int_eq(judge(&r, &err, why), cases[i].v);
 		ck_assert_int_eq(err, cases[i].err);
 		ck_assert_msg(strstr(why, cases[i].words), "'%s' lacks '%s'", why, cases[i].words);
+		bfs_s3_str_free(&r.body);
 	}
 }
 END_TEST
