@@ -275,11 +275,16 @@ class Proxy:
                 return r
         return None
 
-    def record(self, entry):
+    def record_start(self, entry):
+        """The entry goes in the log at once (a request that never ends is
+        seen too, and one still running at a reset is not in the new log);
+        it is completed in place."""
         if self.keep_log:
             if len(self.log) >= LOG_CAP:
                 del self.log[: LOG_CAP // 10]
             self.log.append(entry)
+
+    def record_end(self, entry):
         if self.log_file:
             self.log_file.write(json.dumps(entry) + "\n")
             self.log_file.flush()
@@ -315,14 +320,15 @@ class Proxy:
                          "headers": {k.lower(): v for k, v in head.headers},
                          "status": None, "bytes": 0, "action": None}
                 t0 = time.monotonic()
+                self.record_start(entry)
                 try:
-                    keep, up = await self.one(head, method, target, raw, body, writer, up,
-                                              upstream, entry)
+                    keep, up = await self.one(head, method, target, raw, body, reader, writer,
+                                              up, upstream, entry)
                 finally:
                     st["in_flight"] -= 1
                     entry["ms"] = round((time.monotonic() - t0) * 1000, 2)
                     st["bytes"] += entry["bytes"]
-                    self.record(entry)
+                    self.record_end(entry)
                 if not keep or (head.get("connection") or "").lower() == "close":
                     break
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
@@ -333,7 +339,7 @@ class Proxy:
                 up[1].close()
             writer.close()
 
-    async def one(self, head, method, target, raw, body, writer, up, upstream, entry):
+    async def one(self, head, method, target, raw, body, reader, writer, up, upstream, entry):
         """Serve one request; returns (keep the connection, upstream)."""
         rule = self.pick(method + " " + target)
         delay = self.delay_ms
@@ -353,8 +359,11 @@ class Proxy:
         if rule and rule.action == "status":
             await self.synthetic(rule, head, method, target, writer, entry)
             return True, up
-        if rule and rule.action == "stall":
-            await asyncio.sleep(float(rule.d.get("ms", 60000)) / 1000)
+        if rule and rule.action == "stall":  # until the time is up or the client goes
+            try:
+                await asyncio.wait_for(reader.read(1), float(rule.d.get("ms", 60000)) / 1000)
+            except asyncio.TimeoutError:
+                pass
             return False, up
         if rule and rule.action == "reset" and rule.d.get("when", "before") == "before":
             set_rst(writer)
