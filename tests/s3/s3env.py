@@ -96,14 +96,29 @@ def s3rver_bin():
     return r.stdout.strip().splitlines()[-1]
 
 
-def start_s3rver(directory, lax=False, buckets=()):
+def start_s3rver(directory, lax=False, buckets=(), tls=None):
+    """tls: (key file, certificate file) to serve https."""
     argv = node_argv() + [s3rver_bin(), "-d", directory, "-a", "127.0.0.1", "-p", "0",
                           "--silent"]
     if lax:
         argv.append("--allow-mismatched-signatures")
+    if tls:
+        argv += ["--key", tls[0], "--cert", tls[1]]
     for b in buckets:
         argv += ["--configure-bucket", b]
-    return Server(argv, r"listening on ([0-9.]+):(\d+)")
+    srv = Server(argv, r"listening on ([0-9.]+):(\d+)")
+    if tls:
+        srv.url = "https://%s:%d" % (srv.host, srv.port)
+    return srv
+
+
+def self_signed(directory):
+    """A key and a certificate for 127.0.0.1, made with the openssl command."""
+    key, cert = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return key, cert
 
 
 def start_proxy(upstream, *extra):

@@ -365,6 +365,26 @@ def test_gs_urls_speak_the_same_api_path_style(tool, proxy, objects):
     assert one_line_error(r).startswith("s3tool: gs://%s/nope bytes 0-0: NoSuchKey" % BUCKET)
 
 
+def test_https_with_the_ca_bundle_and_a_clear_line_without_it(tool, workdir, objects):
+    # s3rver serving TLS over the same directory, with a certificate of the test's
+    tls = s3env.self_signed(workdir)
+    srv = s3env.start_s3rver(os.path.join(workdir, "data"), tls=tls)
+    try:
+        env = tool.env(AWS_CA_BUNDLE=tls[1])
+        r = tool.run("cat", url("big.bin"), "524288", "4", opts=opts(srv.url), env=env)
+        assert r.stdout == objects.data["big.bin"]
+        r = tool.run("ls", url("many/"), opts=opts(srv.url, "max_keys=20"), env=env)
+        assert len(r.stdout.splitlines()) == 53
+        # the system's CAs do not know it: refused at once, not retried for long
+        t0 = time.monotonic()
+        r = tool.run("ls", url(), opts=opts(srv.url), check=False)
+        err = one_line_error(r)
+        assert "certificate" in err.lower() and "(EIO)" in err and "gave up" not in err
+        assert time.monotonic() - t0 < 5
+    finally:
+        srv.stop()
+
+
 # ---- secrets -------------------------------------------------------------
 
 SECRET = "SeCrEt-4f2b9c1e-DO-NOT-LEAK"
