@@ -96,8 +96,12 @@ __attribute__((format(printf, 2, 3))) static inline void bfs_s3_str_addf(struct 
  * returns 0 or the sticky error, and frees it then. */
 static inline int bfs_s3_str_take(struct bfs_s3_str *s, char **out)
 {
-	if (!s->err && !s->p && bfs_s3_str_reserve(s, 0) == 0)
-		s->p[0] = '\0';
+	if (!s->err && !s->p) { /* nothing was added: "" */
+		s->p = calloc(1, 1);
+		s->cap = 1;
+		if (!s->p)
+			s->err = -ENOMEM;
+	}
 	if (s->err) {
 		free(s->p);
 		s->p = NULL;
