@@ -14,6 +14,7 @@ per run and a table, and the CPU time each process spent.
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -76,21 +77,25 @@ def main():
             for conns in [int(x) for x in a.conns.split(",")]:
                 reads = max(conns * 4, min(a.reads, size_arg(a.bytes) // size))
                 t0 = {s: tree_cpu(s.p.pid) for s in servers}
+                ru = resource.getrusage(resource.RUSAGE_CHILDREN)
                 r = tool.run("bench", "s3://bench/object", str(size), str(reads),
                              opts="endpoint=%s,conns=%d" % (proxy.url, conns))
                 res = json.loads(r.stdout)
                 res["delay_ms"] = a.delay_ms
+                ru2 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                res["client_cpu_s"] = round(ru2.ru_utime + ru2.ru_stime - ru.ru_utime
+                                            - ru.ru_stime, 2)
                 res["proxy_cpu_s"] = round(tree_cpu(proxy.p.pid) - t0[proxy], 2)
                 res["s3rver_cpu_s"] = round(sum(tree_cpu(s.p.pid) - t0[s]
                                                 for s in servers if s is not proxy), 2)
                 print(json.dumps(res), flush=True)
                 rows.append(res)
-        print("\n%8s %6s %8s %10s %10s %12s %12s" % ("size", "conns", "reads", "MB/s",
-                                                     "reads/s", "proxy cpu", "s3rver cpu"))
+        print("\n%8s %6s %8s %10s %10s %12s %12s %12s" % (
+            "size", "conns", "reads", "MB/s", "reads/s", "client cpu", "proxy cpu", "s3rver cpu"))
         for r in rows:
-            print("%8d %6d %8d %10.1f %10.1f %11.2fs %11.2fs" % (
+            print("%8d %6d %8d %10.1f %10.1f %11.2fs %11.2fs %11.2fs" % (
                 r["size"], r["conns"], r["reads"], r["MBps"], r["reads_per_s"],
-                r["proxy_cpu_s"], r["s3rver_cpu_s"]))
+                r["client_cpu_s"], r["proxy_cpu_s"], r["s3rver_cpu_s"]))
     finally:
         for s in servers:
             s.stop()
