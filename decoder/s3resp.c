@@ -243,6 +243,31 @@ static int http_errno(long s)
 	}
 }
 
+/* Where the store's Code says more than the status: expired or bad session
+ * tokens are refused credentials (400 by the status), a 400 RequestTimeout
+ * (the store gave up waiting on the connection) passes. Returns whether to
+ * try again; may change *err. */
+static bool by_code(const struct bfs_s3resp *r, int *err, bool transient)
+{
+	static const char *const denied[] = { "ExpiredToken", "InvalidToken",
+					      "TokenRefreshRequired", "InvalidAccessKeyId" };
+	struct bfs_s3xml_error e;
+
+	if (!r->body.n || bfs_s3xml_parse_error(&e, r->body.p, r->body.n) != 0)
+		return transient;
+	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
+		if (strcmp(e.code, denied[i]) == 0) {
+			*err = -EACCES;
+			return false;
+		}
+	if (strcmp(e.code, "RequestTimeout") == 0 || strcmp(e.code, "SlowDown") == 0 ||
+	    strcmp(e.code, "InternalError") == 0) {
+		*err = -EIO; /* what it ends in when no try passes */
+		return true;
+	}
+	return transient;
+}
+
 static bool etag_differs(const struct bfs_s3resp *r)
 {
 	return r->if_match && *r->if_match && r->etag[0] && strcmp(r->etag, r->if_match) != 0;
@@ -361,7 +386,8 @@ enum bfs_s3resp_verdict bfs_s3resp_judge(struct bfs_s3resp *r, enum bfs_s3resp_n
 			return BFS_S3RESP_FAIL;
 		}
 		http_reason(r, cfg, why, cap);
-		return http_transient(r->status) ? BFS_S3RESP_RETRY : BFS_S3RESP_FAIL;
+		return by_code(r, err, http_transient(r->status)) ? BFS_S3RESP_RETRY
+								  : BFS_S3RESP_FAIL;
 	}
 	switch (r->kind) {
 	case BFS_S3RESP_GET:

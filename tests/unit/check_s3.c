@@ -869,6 +869,17 @@ START_TEST(error_statuses_map_to_errno_and_transient_ones_retry)
 		{ "HTTP/1.1 403 Forbidden\r\n",
 		  "<Error><Code>SignatureDoesNotMatch</Code><Message>m</Message></Error>",
 		  BFS_S3RESP_FAIL, -EACCES, "check the secret key" },
+		{ "HTTP/1.1 400 Bad Request\r\n",
+		  "<Error><Code>ExpiredToken</Code><Message>The provided token has "
+		  "expired.</Message>"
+		  "</Error>",
+		  BFS_S3RESP_FAIL, -EACCES, "ExpiredToken" },
+		{ "HTTP/1.1 400 Bad Request\r\n",
+		  "<Error><Code>RequestTimeout</Code><Message>not read from in "
+		  "time</Message></Error>",
+		  BFS_S3RESP_RETRY, -EIO, "RequestTimeout" },
+		{ "HTTP/1.1 400 Bad Request\r\n", "<Error><Code>InvalidArgument</Code></Error>",
+		  BFS_S3RESP_FAIL, -EINVAL, "InvalidArgument" },
 		{ "HTTP/1.1 301 Moved\r\nx-amz-bucket-region: eu-west-1\r\n",
 		  "<Error><Code>PermanentRedirect</Code><Message>m</Message></Error>",
 		  BFS_S3RESP_FAIL, -EINVAL, "region=eu-west-1" },
