@@ -27,12 +27,13 @@
  *    as if it were the old one (-ESTALE, "the object changed ... re-mount").
  *
  * Errors: 0 or a negative errno: -EINVAL (a bad URL, option or argument; a
- * request S3 calls invalid: wrong region, range past the end), -ENOENT (no
+ * request S3 calls invalid: a wrong region or endpoint), -ENOENT (no
  * such bucket or key), -EACCES (access denied, a bad key id or signature,
- * no credentials), -ESTALE (the object changed), -EIO (a transient failure
- * that outlived its retries, an unreachable endpoint, a reply that makes no
- * sense), -ENOMEM, -ECANCELED (cancelled, or the client freed). Blocking
- * calls leave a one-line message in the thread-local buffer (common.h);
+ * an expired token, no credentials), -ESTALE (the object changed), -EIO
+ * (the range is past the object's end, a transient failure that outlived
+ * its retries, an unreachable endpoint, a reply that makes no sense),
+ * -ENOMEM, -ECANCELED (cancelled, or the client freed). Blocking calls
+ * leave a one-line message in the thread-local buffer (common.h);
  * asynchronous ones give it to their completion callback. Messages quote the
  * store's own Code and Message (AccessDenied, NoSuchBucket, NoSuchKey,
  * InvalidAccessKeyId, SignatureDoesNotMatch ...).
