@@ -30,6 +30,8 @@ int bfs_fuzz_image(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_index(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_ixpack(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_counts(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_s3list(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_s3resp(const uint8_t *data, size_t size) __attribute__((weak));
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
@@ -43,6 +45,7 @@ static const struct {
 	{ "batch", bfs_fuzz_batch },   { "options", bfs_fuzz_options },
 	{ "image", bfs_fuzz_image },   { "index", bfs_fuzz_index },
 	{ "ixpack", bfs_fuzz_ixpack }, { "counts", bfs_fuzz_counts },
+	{ "s3list", bfs_fuzz_s3list }, { "s3resp", bfs_fuzz_s3resp },
 };
 
 static int replay_file(fuzz_fn fn, const char *path)
