@@ -1495,7 +1495,9 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 				rc = bfs_err_set(errs[i], "%s", msgs[i] ? msgs[i] : "read failed");
 			if (rc == 0)
 				continue;
-			if (rc == -ENOMEM)
+			/* out of memory, or the mount ending (the I/O stage
+			 * stopped): nothing wrong with the record */
+			if (rc == -ENOMEM || rc == -ESHUTDOWN)
 				goto out;
 			if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP) {
 				char *why = strdup(bfs_err_msg());

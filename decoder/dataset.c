@@ -13,6 +13,7 @@
 #include "example.h"
 #include "fetch.h"
 #include "ixpack.h"
+#include "objsrc.h"
 #include "shadow.h"
 
 #include <dirent.h>
@@ -55,6 +56,10 @@ struct bfs_dataset {
 	size_t npacks;
 	size_t *pack_of;
 	struct dsio *io; /* while an I/O stage reads the shards */
+	/* SOURCE a bucket: its objects, and those passed over */
+	struct bfs_objsrc *objs;
+	char **passed;
+	size_t npassed;
 };
 
 struct pack_group {
@@ -973,6 +978,17 @@ static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bo
 
 /* ------------------------------------------------------- the I/O stage */
 
+struct bfs_objsrc *bfs_dataset_objsrc(const struct bfs_dataset *ds)
+{
+	return ds->objs;
+}
+
+void bfs_dataset_passed(const struct bfs_dataset *ds, char *const **names, size_t *n)
+{
+	*names = ds->passed;
+	*n = ds->npassed;
+}
+
 bool bfs_dataset_remote(const struct bfs_dataset *ds)
 {
 	for (size_t i = 0; i < ds->nshards; i++)
@@ -1003,6 +1019,17 @@ static void shard_unpin(void *ctx, uint32_t obj)
 	const struct dsio *io = ctx;
 
 	bfs_shard_unpin_fd(io->ds->shards[obj]);
+}
+
+static void object_submit(void *ctx, struct bfs_fetch_read *r)
+{
+	const struct dsio *io = ctx;
+	uint64_t off, len;
+	uint32_t obj;
+	uint8_t *dst;
+
+	bfs_fetch_read_target(r, &obj, &off, &dst, &len);
+	bfs_objsrc_submit(io->ds->objs, r, io->ds->shards[obj]);
 }
 
 static uint64_t shard_size(void *ctx, uint32_t obj)
@@ -1122,6 +1149,10 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 					       bfs_shard_file_size(s), bfs_shard_mtime_ns(s),
 					       (void *)(uintptr_t)(i + 1));
 	}
+	if (ds->objs) { /* a bucket: ranged GETs through the client */
+		src.submit = object_submit;
+		fo.backend = BFS_FETCH_CUSTOM;
+	}
 	if (io->dc) {
 		src.local = cached_read;
 		src.fetched = fetched;
@@ -1172,6 +1203,8 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 		return;
 	for (size_t i = 0; i < ds->nshards; i++)
 		bfs_shard_close(ds->shards[i]);
+	bfs_objsrc_free(ds->objs); /* after the shards: they read through it */
+	bfs_source_free(ds->passed, ds->npassed);
 	bfs_shadows_free(ds->shadows); /* after the shards: their copies report to it */
 	for (size_t i = 0; ds->cut && i < ds->nshards; i++)
 		free(ds->cut[i]);
@@ -1226,7 +1259,14 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 
 	if (!ds)
 		return -ENOMEM;
-	rc = bfs_source_resolve(&paths, &npaths, source, o->follow_symlinks);
+	if (bfs_s3_url_is(source)) {
+		rc = bfs_objsrc_new(&ds->objs, source, o->s3, o->s3_conns);
+		if (!rc)
+			rc = bfs_objsrc_list(ds->objs, bfs_source_not_shard, &paths, &npaths,
+					     &ds->passed, &ds->npassed);
+	} else {
+		rc = bfs_source_resolve(&paths, &npaths, source, o->follow_symlinks);
+	}
 	if (rc)
 		goto fail;
 	/* an array of pointers: sizeof(struct bfs_shard *) is meant */
@@ -1247,8 +1287,23 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	 * there is one: detected below only for the shards to scan */
 	lazy = o->index_dir && o->comp == BFS_COMP_AUTO;
 	for (size_t i = 0; i < npaths; i++) {
-		rc = lazy ? bfs_shard_open_undetected(&ds->shards[i], paths[i])
-			  : bfs_shard_open(&ds->shards[i], paths[i], o->comp);
+		if (ds->objs) {
+			/* an object opens undetected; without an index cache
+			 * its compression is found (or set) now, as a file's */
+			rc = bfs_objsrc_open_shard(ds->objs, i, &ds->shards[i]);
+			if (!rc) {
+				ds->nshards++;
+				rc = lazy ? 0 : bfs_shard_detect(ds->shards[i], o->comp);
+				if (!rc)
+					continue;
+				ds->nshards--;
+				bfs_shard_close(ds->shards[i]);
+				ds->shards[i] = NULL;
+			}
+		} else {
+			rc = lazy ? bfs_shard_open_undetected(&ds->shards[i], paths[i])
+				  : bfs_shard_open(&ds->shards[i], paths[i], o->comp);
+		}
 		if (rc) {
 			if (!strstr(bfs_err_msg(), paths[i]))
 				bfs_err_prefix("%s", paths[i]);

@@ -59,9 +59,15 @@ struct bfs_dataset_opts {
 	 * record) keeps its whole records before the cut, and
 	 * bfs_dataset_cut says where it was cut; else it fails the open */
 	bool keep_cut;
+	/* SOURCE a bucket (s3:// or gs://, objsrc.h): the mount's options
+	 * (NULL: none given) and the requests in flight at most (0: 64) */
+	const struct bfs_s3_options *s3;
+	unsigned s3_conns;
 };
 
 struct bfs_dataset;
+struct bfs_objsrc;
+struct bfs_s3_options;
 
 /* Errors (message names the file): -ENOENT no such source or no shards,
  * -EACCES, -EBADMSG not TFRecord / broken framing / inference conflict,
@@ -114,7 +120,12 @@ int bfs_dataset_read(const struct bfs_dataset *ds, uint64_t rec, uint8_t *dst, s
 int bfs_dataset_read_many(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
 			  uint8_t *const *dst, bool verify, int *errs, char **msgs);
 
-/* Whether any shard is on a network or FUSE filesystem (record.h). */
+/* SOURCE a bucket: its object store source (NULL otherwise), and the
+ * objects listed but passed over as a directory's names are (borrowed). */
+struct bfs_objsrc *bfs_dataset_objsrc(const struct bfs_dataset *ds);
+void bfs_dataset_passed(const struct bfs_dataset *ds, char *const **names, size_t *n);
+
+/* Whether any shard is on a network or FUSE filesystem, or in a bucket. */
 bool bfs_dataset_remote(const struct bfs_dataset *ds);
 /* An I/O stage (fetch.h) over the dataset's shards (object i = shard i),
  * set on every remote shard, or on all with `all`, so that their reads

@@ -7,7 +7,9 @@
 #include "diskcache.h"
 #include "fdcache.h"
 #include "fuse_ops.h"
+#include "objsrc.h"
 #include "options.h"
+#include "s3.h"
 #include "tools.h"
 #include "watch.h"
 
@@ -36,7 +38,8 @@ static void usage(FILE *f)
 		"       batchfs top [--interval S] [--count N] MOUNTPOINT   live view (q quits)\n"
 		"       batchfs --help | --version\n"
 		"\n"
-		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob.\n"
+		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob; or a bucket:\n"
+		"  s3://BUCKET/PREFIX/, s3://BUCKET/KEY, a glob on the last part, gs://...\n"
 		"Mount options (-o k=v,k=v; standard FUSE options pass through):\n"
 		"  batch_size=N (32)  seed=N (0)  shuffle=global|block|none  epochs=N (1)\n"
 		"  block_size=SIZE (4M)  window=N (64): blocks of shuffle=block\n"
@@ -53,6 +56,9 @@ static void usage(FILE *f)
 		"    FUSE filesystem; 64M, or two windows of blocks under shuffle=block)\n"
 		"  disk_cache=DIR  disk_cache_size=SIZE (10%% of DIR's file system): the source\n"
 		"    bytes fetched, kept in DIR on a local disk for the next epochs and mounts\n"
+		"  endpoint=URL  region=R  no_sign_request: SOURCE s3://BUCKET/PREFIX/ or "
+		"gs://...\n"
+		"    (else AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID... or AWS_PROFILE)\n"
 		"  cuda[=DEV]  cuda_pool=N (4: device buffers for batch-B.cuda descriptors)\n"
 		"  image=FEATURE:HxW[:C]  image_max_pixels=N (64M)  split=NAME (TFDS folder)\n"
 		"  -f  foreground    -d  debug (foreground, log requests)\n"
@@ -399,7 +405,7 @@ static char *labels_file(void *ctx, const char *feature)
 }
 
 /* README.txt's line on the files of a directory SOURCE that were passed over. */
-static char *passed_over_note(const char *source, const char *split)
+static char *passed_over_note(const char *source, const char *split, const struct bfs_dataset *ds)
 {
 	char **names = NULL, *out = NULL, *t;
 	size_t n = 0;
@@ -408,6 +414,30 @@ static char *passed_over_note(const char *source, const char *split)
 	    asprintf(&out, "\nTFDS dataset folder: split '%s' (its *-%s.tfrecord-* shards)\n",
 		     split, split) < 0)
 		return NULL;
+	if (bfs_dataset_objsrc(ds)) { /* a bucket: the objects its listing passed over */
+		char *const *passed;
+		char line[600];
+
+		bfs_objsrc_describe(bfs_dataset_objsrc(ds), line, sizeof(line));
+		if (asprintf(&t, "%s\nObject store: %s\n", out ? out : "", line) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+		bfs_dataset_passed(ds, &passed, &n);
+		if (!out || n == 0)
+			return out;
+		if (asprintf(&t, "%s\nPassed over in %s (not shards):\n", out, source) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+		for (size_t i = 0; out && i < n; i++) {
+			if (asprintf(&t, "%s  %s\n", out, passed[i]) < 0)
+				t = NULL;
+			free(out);
+			out = t;
+		}
+		return out;
+	}
 	if (bfs_source_passed_over(&names, &n, source) != 0 || n == 0) {
 		bfs_source_free(names, n);
 		return out;
@@ -436,6 +466,8 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 /* Reads in flight on a network or FUSE filesystem: enough to keep a source
  * that answers in milliseconds busy (io_depth=auto). */
 #define IO_DEPTH_REMOTE 256
+/* a bucket: requests in flight (each a connection of its own) */
+#define IO_DEPTH_OBJECTS 64
 #define READAHEAD_MIN ((uint64_t)64 << 20)
 
 /* readahead=auto: 64 MiB; under shuffle=block, two windows of blocks (the
@@ -478,6 +510,11 @@ static void print_option_error(const char *key, const char *value, const char *m
 static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 {
 	struct bfs_dataset_opts dopt = { 0 };
+	struct bfs_s3_options s3opt = {
+		.endpoint = o->endpoint,
+		.region = o->region,
+		.no_sign_request = o->no_sign_request,
+	};
 	struct bfs_progress progress = { .tty = o->foreground && isatty(2) };
 	struct bfs_dataset *ds = NULL;
 	struct bfs_schema *user = NULL, *schema = NULL;
@@ -565,6 +602,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	}
 	dopt.comp = o->compression;
 	dopt.follow_symlinks = o->follow_symlinks;
+	dopt.s3 = &s3opt;
+	dopt.s3_conns = o->io_depth ? o->io_depth : IO_DEPTH_OBJECTS;
 	dopt.index_dir = o->index_dir;
 	dopt.jobs = o->threads;
 	dopt.infer = user == NULL;
@@ -712,7 +751,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	readme = add_list_notes(readme, schema, o, mnt);
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
-		char *passed = passed_over_note(o->source, source == tfds_glob ? o->split : NULL);
+		char *passed =
+			passed_over_note(o->source, source == tfds_glob ? o->split : NULL, ds);
 		if (asprintf(&full, "%s%s%s", readme, notes ? notes : "", passed ? passed : "") >=
 		    0) {
 			free(readme);
@@ -723,6 +763,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	}
 	/* the I/O stage: on a network or FUSE filesystem, or when asked for */
 	unsigned io_depth = o->io_depth		     ? o->io_depth
+			    : bfs_dataset_objsrc(ds) ? IO_DEPTH_OBJECTS
 			    : bfs_dataset_remote(ds) ? IO_DEPTH_REMOTE
 						     : 0;
 	uint64_t readahead = o->readahead ? o->readahead : auto_readahead(o);

@@ -44,6 +44,9 @@ enum {
 	K_READAHEAD,
 	K_DISK_CACHE,
 	K_DISK_CACHE_SIZE,
+	K_ENDPOINT,
+	K_REGION,
+	K_NO_SIGN,
 	K_CUDA,
 	K_CUDA_DEV,
 	K_CUDA_POOL,
@@ -84,6 +87,9 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("readahead=", K_READAHEAD),
 	FUSE_OPT_KEY("disk_cache=", K_DISK_CACHE),
 	FUSE_OPT_KEY("disk_cache_size=", K_DISK_CACHE_SIZE),
+	FUSE_OPT_KEY("endpoint=", K_ENDPOINT),
+	FUSE_OPT_KEY("region=", K_REGION),
+	FUSE_OPT_KEY("no_sign_request", K_NO_SIGN),
 	FUSE_OPT_KEY("cuda", K_CUDA),
 	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
 	FUSE_OPT_KEY("cuda_pool=", K_CUDA_POOL),
@@ -544,6 +550,17 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 		if (bfs_parse_size(&o->disk_cache_size, v) || o->disk_cache_size < (16u << 20))
 			return bad(c, arg, "need a size of at least 16M, such as 100G");
 		return 0;
+	case K_ENDPOINT:
+		if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+			return bad(c, arg, "need an http:// or https:// URL");
+		return set_str(&o->endpoint, v);
+	case K_REGION:
+		if (!*v)
+			return bad(c, arg, "need a region such as us-east-1");
+		return set_str(&o->region, v);
+	case K_NO_SIGN:
+		o->no_sign_request = true;
+		return 0;
 	case K_COMPRESSION:
 		if (bfs_compression_parse(&o->compression, v) != 0)
 			return bad(c, arg, "need auto, none, gzip or zlib");
@@ -711,6 +728,8 @@ void bfs_options_destroy(struct bfs_options *o)
 	free(o->features);
 	free(o->index_dir);
 	free(o->disk_cache);
+	free(o->endpoint);
+	free(o->region);
 	free(o->split);
 	for (unsigned i = 0; i < o->nimage; i++)
 		free(o->image[i]);

@@ -48,6 +48,9 @@ struct bfs_options {
 	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
 	char *disk_cache; /* disk_cache=DIR: source bytes kept on a local disk; NULL: off */
 	uint64_t disk_cache_size; /* its bound; 0: 10% of DIR's file system */
+	/* SOURCE a bucket: endpoint=, region=, no_sign_request (s3.h) */
+	char *endpoint, *region;
+	bool no_sign_request;
 	enum bfs_compression compression;
 	bool follow_symlinks;
 	int cuda_device; /* -1 off */

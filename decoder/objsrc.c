@@ -1,0 +1,347 @@
+/*
+ * objsrc.c — a dataset's shards in a bucket (see objsrc.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "objsrc.h"
+
+#include "common.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STREAM_CHUNK ((size_t)8 << 20) /* a scan's reads ahead: 4 of 8 MiB */
+#define STREAM_DEPTH 4
+
+struct obj {
+	struct bfs_objsrc *src;
+	char *key, *etag;
+	uint64_t size;
+	/* while the scan reads the object in order */
+	struct bfs_s3_stream *stream;
+};
+
+struct bfs_objsrc {
+	struct bfs_s3_url url;
+	struct bfs_s3_config cfg;
+	unsigned max_conns;
+	pthread_mutex_t lock;
+	struct bfs_s3 *client; /* lock; NULL until used, and after a fork */
+	struct bfs_s3_object *objs; /* listed shards, [nobjs] */
+	size_t nobjs;
+	struct bfs_objsrc *next; /* every source alive, for the fork handlers */
+};
+
+/* ------------------------------------------------------------------ fork */
+
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bfs_objsrc *all; /* all_lock */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Before a fork: every client stops (its thread would not be in the
+ * child); the next use starts it again. No object-store call may run
+ * while the process forks. */
+static void before_fork(void)
+{
+	pthread_mutex_lock(&all_lock);
+	for (struct bfs_objsrc *s = all; s; s = s->next) {
+		pthread_mutex_lock(&s->lock);
+		bfs_s3_free(s->client);
+		s->client = NULL;
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+static void after_fork(void)
+{
+	pthread_mutex_unlock(&all_lock);
+}
+
+static void register_atfork(void)
+{
+	(void)pthread_atfork(before_fork, after_fork, after_fork);
+}
+
+/* The client, started on first use. NULL with a message when it cannot. */
+static struct bfs_s3 *client(struct bfs_objsrc *s)
+{
+	struct bfs_s3 *c;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->client && bfs_s3_new(&s->client, &s->cfg, s->max_conns) != 0)
+		s->client = NULL;
+	c = s->client;
+	pthread_mutex_unlock(&s->lock);
+	return c;
+}
+
+/* ----------------------------------------------------------- the shards */
+
+static ssize_t obj_pread(void *arg, void *buf, size_t n, uint64_t off)
+{
+	struct obj *o = arg;
+	struct bfs_s3 *c;
+	size_t got = 0;
+	int rc;
+
+	if (off >= o->size || n == 0)
+		return 0;
+	if (n > o->size - off)
+		n = (size_t)(o->size - off);
+	if (o->stream) {
+		rc = bfs_s3_stream_pread(o->stream, buf, n, off, &got);
+		if (rc != -EINVAL) /* behind the stream: a read of its own */
+			return rc ? rc : (ssize_t)got;
+	}
+	c = client(o->src);
+	if (!c)
+		return -EIO;
+	rc = bfs_s3_get(c, o->src->url.bucket, o->key, o->etag, off, buf, n);
+	return rc ? rc : (ssize_t)n;
+}
+
+static void obj_stream_begin(void *arg, uint64_t off)
+{
+	struct obj *o = arg;
+	struct bfs_s3 *c = client(o->src);
+
+	if (c && !o->stream && off < o->size &&
+	    bfs_s3_stream_open(&o->stream, c, o->src->url.bucket, o->key, o->etag, off, o->size,
+			       STREAM_CHUNK, STREAM_DEPTH) != 0)
+		o->stream = NULL; /* ranged reads then */
+}
+
+static void obj_stream_end(void *arg)
+{
+	struct obj *o = arg;
+
+	bfs_s3_stream_close(o->stream);
+	o->stream = NULL;
+}
+
+static void obj_close(void *arg)
+{
+	struct obj *o = arg;
+
+	if (!o)
+		return;
+	bfs_s3_stream_close(o->stream);
+	free(o->key);
+	free(o->etag);
+	free(o);
+}
+
+static const struct bfs_shard_io obj_io = {
+	.pread = obj_pread,
+	.stream_begin = obj_stream_begin,
+	.stream_end = obj_stream_end,
+	.close = obj_close,
+};
+
+static const char *scheme_name(const struct bfs_objsrc *s)
+{
+	return s->url.scheme == BFS_S3_SCHEME_GS ? "gs" : "s3";
+}
+
+int bfs_objsrc_open_shard(struct bfs_objsrc *s, size_t i, struct bfs_shard **out)
+{
+	const struct bfs_s3_object *lo = &s->objs[i];
+	struct obj *o = calloc(1, sizeof(*o));
+	char *name = NULL;
+	uint64_t v;
+	int rc;
+
+	if (!o || !(o->key = strdup(lo->key)) || !(o->etag = strdup(lo->etag)) ||
+	    asprintf(&name, "%s://%s/%s", scheme_name(s), s->url.bucket, lo->key) < 0) {
+		obj_close(o);
+		return bfs_err_set(-ENOMEM, "out of memory");
+	}
+	o->src = s;
+	o->size = lo->size;
+	/* the ETag stands for the mtime in every cache key */
+	v = bfs_fnv1a(0xcbf29ce484222325ull, lo->etag, strlen(lo->etag)) >> 1;
+	rc = bfs_shard_open_io(out, name, lo->size, (int64_t)v, &obj_io, o);
+	free(name);
+	return rc;
+}
+
+/* ------------------------------------------------------------ the stage */
+
+struct sreq {
+	struct bfs_s3_req r;
+	struct bfs_fetch_read *fr;
+};
+
+static void sreq_done(struct bfs_s3_req *r, int err, const char *msg)
+{
+	struct sreq *q = r->ctx;
+
+	bfs_fetch_read_done(q->fr, err ? err : (int64_t)r->got, msg);
+	free(q);
+}
+
+void bfs_objsrc_submit(struct bfs_objsrc *s, struct bfs_fetch_read *fr, struct bfs_shard *shard)
+{
+	struct obj *o = bfs_shard_io_obj(shard);
+	struct sreq *q = calloc(1, sizeof(*q));
+	struct bfs_s3 *c = client(s);
+	uint64_t off, len;
+	uint32_t id;
+	uint8_t *dst;
+	int rc;
+
+	if (!q || !c || !o) {
+		free(q);
+		bfs_fetch_read_done(fr, -EIO, !c ? bfs_err_msg() : "out of memory");
+		return;
+	}
+	bfs_fetch_read_target(fr, &id, &off, &dst, &len);
+	q->fr = fr;
+	q->r.bucket = s->url.bucket;
+	q->r.key = o->key;
+	q->r.etag = o->etag;
+	q->r.off = off;
+	q->r.len = (size_t)len;
+	q->r.dst = dst;
+	q->r.done = sreq_done;
+	q->r.ctx = q;
+	rc = bfs_s3_submit(c, &q->r);
+	if (rc) {
+		free(q);
+		bfs_fetch_read_done(fr, rc, "the object store client is stopping");
+	}
+}
+
+/* --------------------------------------------------------------- listing */
+
+int bfs_objsrc_new(struct bfs_objsrc **out, const char *url, const struct bfs_s3_options *opt,
+		   unsigned max_conns)
+{
+	struct bfs_objsrc *s = calloc(1, sizeof(*s));
+	int rc;
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	pthread_mutex_init(&s->lock, NULL);
+	bfs_s3_config_init(&s->cfg);
+	s->max_conns = max_conns ? max_conns : 64;
+	rc = bfs_s3_url_parse(&s->url, url);
+	if (!rc)
+		rc = bfs_s3_config_resolve(&s->cfg, s->url.scheme, opt);
+	if (rc) {
+		bfs_objsrc_free(s);
+		return rc;
+	}
+	pthread_once(&atfork_once, register_atfork);
+	pthread_mutex_lock(&all_lock);
+	s->next = all;
+	all = s;
+	pthread_mutex_unlock(&all_lock);
+	*out = s;
+	return 0;
+}
+
+void bfs_objsrc_free(struct bfs_objsrc *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&all_lock);
+	for (struct bfs_objsrc **pp = &all; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&all_lock);
+	bfs_s3_free(s->client);
+	bfs_s3_objects_free(s->objs, s->nobjs);
+	bfs_s3_url_destroy(&s->url);
+	bfs_s3_config_destroy(&s->cfg);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static int push(char ***v, size_t *n, const char *scheme, const char *bucket, const char *key)
+{
+	char **nv = realloc(*v, (*n + 1) * sizeof(**v));
+
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	if (asprintf(&nv[*n], "%s://%s/%s", scheme, bucket, key) < 0)
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), char ***names,
+		    size_t *n, char ***passed, size_t *npassed)
+{
+	struct bfs_s3_object *objs = NULL;
+	struct bfs_s3 *c = client(s);
+	size_t nobjs = 0, keep = 0;
+	int rc;
+
+	*names = *passed = NULL;
+	*n = *npassed = 0;
+	if (!c)
+		return -EIO;
+	rc = bfs_s3_list(c, s->url.bucket, s->url.prefix, &objs, &nobjs);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < nobjs; i++) {
+		const char *key = objs[i].key, *base = strrchr(key, '/');
+		size_t kl = strlen(key);
+		bool pass;
+
+		base = base ? base + 1 : key;
+		if (rc || !bfs_s3_url_match(&s->url, key) || kl == 0 || key[kl - 1] == '/') {
+			bfs_s3_object_destroy(&objs[i]); /* not named, or a "folder" */
+			continue;
+		}
+		pass = *base == '.' || (not_shard && not_shard(base));
+		rc = pass ? push(passed, npassed, scheme_name(s), s->url.bucket, key)
+			  : push(names, n, scheme_name(s), s->url.bucket, key);
+		if (pass || rc)
+			bfs_s3_object_destroy(&objs[i]);
+		else
+			objs[keep++] = objs[i];
+	}
+	if (!rc && keep == 0)
+		rc = bfs_err_set(-ENOENT, "%s://%s/%s: no shard files found", scheme_name(s),
+				 s->url.bucket, s->url.key);
+	if (rc) {
+		bfs_s3_objects_free(objs, keep);
+		for (size_t i = 0; i < *n; i++)
+			free((*names)[i]);
+		for (size_t i = 0; i < *npassed; i++)
+			free((*passed)[i]);
+		free(*names);
+		free(*passed);
+		*names = *passed = NULL;
+		*n = *npassed = 0;
+		return rc == -ENOMEM ? bfs_err_set(rc, "out of memory") : rc;
+	}
+	s->objs = objs;
+	s->nobjs = keep;
+	return 0;
+}
+
+void bfs_objsrc_stats(struct bfs_objsrc *s, struct bfs_s3_stats *out)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->client)
+		bfs_s3_stats(s->client, out);
+	else
+		memset(out, 0, sizeof(*out));
+	pthread_mutex_unlock(&s->lock);
+}
+
+void bfs_objsrc_describe(const struct bfs_objsrc *s, char *dst, size_t cap)
+{
+	bfs_s3_config_describe(&s->cfg, dst, cap);
+}
