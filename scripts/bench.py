@@ -2028,6 +2028,16 @@ def main():
                     help="milliseconds per read of the remote part's source (default 2,20)")
     ap.add_argument("--remote-seconds", type=float, default=10,
                     help="the remote part's global shuffle is read this long at most")
+    ap.add_argument("--bucket", action="store_true",
+                    help="also the 'bucket' part: 'small' and 'image' in s3rver behind a "
+                    "delaying proxy against a 16-way parallel download, and the disk cache "
+                    "(scripts/bench_bucket.py)")
+    ap.add_argument("--only-bucket", action="store_true",
+                    help="the 'bucket' part alone")
+    ap.add_argument("--bucket-delay-ms", type=int, default=20)
+    ap.add_argument("--bucket-cache-delay-ms", type=int, default=5)
+    ap.add_argument("--bucket-seconds", type=float, default=10,
+                    help="the bucket part's global shuffle is read this long at most")
     ap.add_argument("--remote-previous", metavar="DIR",
                     help="also measure DIR/batchfs (a build of the previous commit) in the "
                     "remote part, with the same baselines")
@@ -2078,8 +2088,11 @@ def main():
         args.no_scale = True
     if args.only_remote:
         args.remote = args.no_scale = args.no_shards = args.no_npm = True
+    if args.only_bucket:
+        args.bucket = args.no_scale = args.no_shards = args.no_npm = True
     args.remote_delays = [int(x) for x in args.remote_delays.split(",") if x]
-    names = [] if args.only_scale or args.only_shards or args.only_remote else (
+    names = [] if (args.only_scale or args.only_shards or args.only_remote or
+                   args.only_bucket) else (
         args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
     os.makedirs(args.work, exist_ok=True)
 
@@ -2152,6 +2165,9 @@ def main():
     if args.remote:
         import bench_remote
         remote = bench_remote.run(args, tools, sys.modules[__name__])
+    if args.bucket:
+        import bench_bucket
+        bench_bucket.run(args, tools, sys.modules[__name__])
     gz_results = []
     for name in names:
         w = WORKLOADS[name]

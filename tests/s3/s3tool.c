@@ -19,6 +19,9 @@
  *   s3tool [-o OPTS] bench URL SIZE COUNT
  *                                        COUNT reads of SIZE bytes at random
  *                                        offsets, conns in flight; one JSON line
+ *   s3tool [-o OPTS] fetch URL CHUNK     every object the URL lists, whole, in
+ *                                        ranged reads of CHUNK bytes, conns in
+ *                                        flight (a parallel download); one JSON line
  *   s3tool [-o OPTS] sign METHOD HOST PATH DATE [q:NAME=VALUE | h:NAME:VALUE]...
  *                                        the Authorization header of a request
  *                                        (PATH and query raw, encoded here)
@@ -293,6 +296,111 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* ---- fetch: every listed object whole, in ranges of CHUNK, conns in flight ---- */
+
+struct fetch {
+	struct bfs_s3 *c;
+	const char *bucket;
+	struct bfs_s3_object *objs;
+	size_t nobjs, obj; /* the next range: objs[obj] from off */
+	uint64_t off, chunk, bytes, inflight, requests;
+	int err;
+	char msg[1024];
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+};
+
+static void fetch_done(struct bfs_s3_req *r, int err, const char *msg);
+
+/* Submit the next range in slot r (under f->m), or nothing when none is left. */
+static void fetch_next(struct fetch *f, struct bfs_s3_req *r)
+{
+	while (f->obj < f->nobjs && f->off >= f->objs[f->obj].size) {
+		f->obj++;
+		f->off = 0;
+	}
+	if (f->obj >= f->nobjs || f->err)
+		return;
+	r->key = f->objs[f->obj].key;
+	r->etag = f->objs[f->obj].etag;
+	r->off = f->off;
+	r->len = (size_t)(f->objs[f->obj].size - f->off < f->chunk ? f->objs[f->obj].size - f->off
+								   : f->chunk);
+	r->got = 0;
+	f->off += r->len;
+	if (bfs_s3_submit(f->c, r) == 0) {
+		f->inflight++;
+		f->requests++;
+	} else {
+		f->err = -EIO;
+	}
+}
+
+static void fetch_done(struct bfs_s3_req *r, int err, const char *msg)
+{
+	struct fetch *f = r->ctx;
+
+	pthread_mutex_lock(&f->m);
+	f->inflight--;
+	if (err && !f->err) {
+		f->err = err;
+		snprintf(f->msg, sizeof(f->msg), "%s", msg);
+	}
+	f->bytes += r->got;
+	fetch_next(f, r);
+	pthread_cond_signal(&f->cv);
+	pthread_mutex_unlock(&f->m);
+}
+
+static int cmd_fetch(struct bfs_s3 *c, const struct bfs_s3_url *u, uint64_t chunk, unsigned conns)
+{
+	struct fetch f = { .c = c, .bucket = u->bucket, .chunk = chunk };
+	struct bfs_s3_req *r;
+	double t0, t1;
+	int rc;
+
+	if (chunk == 0)
+		return bfs_err_set(-EINVAL, "CHUNK must be at least 1 byte");
+	t0 = mono_s();
+	rc = bfs_s3_list(c, u->bucket, u->prefix, &f.objs, &f.nobjs);
+	if (rc)
+		return rc;
+	r = calloc(conns, sizeof(*r));
+	if (!r) {
+		bfs_s3_objects_free(f.objs, f.nobjs);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&f.m, NULL);
+	pthread_cond_init(&f.cv, NULL);
+	pthread_mutex_lock(&f.m);
+	for (unsigned i = 0; i < conns; i++) {
+		r[i] = (struct bfs_s3_req){
+			.bucket = u->bucket, .dst = malloc(chunk), .done = fetch_done, .ctx = &f
+		};
+		if (r[i].dst)
+			fetch_next(&f, &r[i]);
+	}
+	while (f.inflight)
+		pthread_cond_wait(&f.cv, &f.m);
+	pthread_mutex_unlock(&f.m);
+	t1 = mono_s();
+	if (f.err)
+		rc = bfs_err_set(f.err, "%s", f.msg);
+	else
+		printf("{\"conns\": %u, \"chunk\": %" PRIu64
+		       ", \"objects\": %zu, \"requests\": %" PRIu64 ", \"bytes\": %" PRIu64
+		       ", \"seconds\": %.4f, \"MBps\": %.2f}\n",
+		       conns, chunk, f.nobjs, f.requests, f.bytes, t1 - t0,
+		       (double)f.bytes / 1e6 / (t1 - t0));
+	for (unsigned i = 0; i < conns; i++)
+		free(r[i].dst);
+	free(r);
+	bfs_s3_objects_free(f.objs, f.nobjs);
+	pthread_mutex_destroy(&f.m);
+	pthread_cond_destroy(&f.cv);
+	return rc;
+}
+
 static int cmd_bench(struct bfs_s3 *c, const struct bfs_s3_url *u, size_t size, uint64_t count,
 		     unsigned conns)
 {
@@ -535,6 +643,8 @@ int main(int argc, char **argv)
 		}
 		bfs_s3_stream_close(s);
 		bfs_s3_object_destroy(&o);
+	} else if (strcmp(cmd, "fetch") == 0 && argc - a >= 1) {
+		rc = cmd_fetch(c, &u, strtoull(argv[a], NULL, 10), t.conns);
 	} else if (strcmp(cmd, "bench") == 0 && argc - a >= 2) {
 		rc = cmd_bench(c, &u, (size_t)strtoull(argv[a], NULL, 10),
 			       strtoull(argv[a + 1], NULL, 10), t.conns);

@@ -1,0 +1,246 @@
+"""The 'bucket' part of scripts/bench: workloads in a bucket behind a
+first-byte delay, and the disk cache.
+
+The objects are served by s3rver (npm; the tests' server) behind
+tests/s3/s3proxy.py, which holds every response DELAY ms before its first
+byte (the kernel here has no netem). For each workload ('small', and
+'image' unless --quick), in the same run:
+
+  download   every object read whole by 16 ranged GETs of 8 MiB in flight
+             (tests/s3/s3tool fetch): what a parallel downloader gets
+  random     16 GETs of one record's size in flight at random offsets
+             (s3tool bench): the store's random-GET ceiling at that
+             parallelism
+  batchfs    default options (io_depth and readahead auto) over
+             s3://BUCKET/NAME/: epoch-0000/all.safetensors with
+             shuffle=block (whole epoch) and shuffle=global (for
+             --bucket-seconds at most); GETs and bytes per record decoded
+
+and, for 'small' behind --bucket-cache-delay-ms: epoch 1 with
+-o disk_cache=DIR after epoch 0, against epoch 1 of a mount of a local copy
+of the same shards, and the bytes fetched from the bucket during it.
+
+Targets: block >= 70% of the download; disk cache epoch 1 >= 70% of the
+local copy's, fetching <= 1% of the dataset's bytes.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "s3"))
+
+BUCKET = "bench"
+
+
+def _stats(mnt):
+    with open(os.path.join(mnt, "stats.json")) as f:
+        return json.load(f)
+
+
+def _server(h, args, work):
+    """s3rver (npm, installed into the build tree by tests/s3/setup) over
+    the work directory's bucket."""
+    import s3env
+    npm = os.path.join(args.build_dir, "tests", "s3", "npm")
+    r = subprocess.run([os.path.join(os.path.dirname(HERE), "tests", "s3", "setup"), npm],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("tests/s3/setup: %s" % r.stderr.strip()[-300:])
+    os.environ["BFS_S3RVER"] = r.stdout.strip().splitlines()[-1]
+    return s3env, s3env.start_s3rver(os.path.join(work, "bucket-s3rver"), buckets=[BUCKET])
+
+
+class _proxy:
+    """The delaying proxy in front of srv, two worker processes."""
+
+    def __init__(self, s3env, srv, delay_ms):
+        self.p = s3env.start_proxy("%s:%d" % (srv.host, srv.port), "--delay-ms",
+                                   str(delay_ms), "--no-log", "--workers", "2")
+        self.url = self.p.url
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.p.stop()
+
+
+def _fill(s3env, srv, name, src):
+    """Put the shards of src under NAME/ unless they are there already."""
+    c = s3env.boto_client(srv.url)
+    have = {o["Key"]: o["Size"] for o in
+            c.list_objects_v2(Bucket=BUCKET, Prefix=name + "/").get("Contents", [])}
+    for p in sorted(os.listdir(src)):
+        if p.startswith(".") or p.endswith(".json"):
+            continue
+        path = os.path.join(src, p)
+        key = "%s/%s" % (name, p)
+        if have.get(key) != os.path.getsize(path):
+            with open(path, "rb") as f:
+                c.put_object(Bucket=BUCKET, Key=key, Body=f.read())
+
+
+def _tool(tools, env, *argv):
+    r = subprocess.run([tools["s3tool"]] + list(argv), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, env=env)
+    if r.returncode != 0:
+        raise RuntimeError("s3tool %s: %s" % (argv[2] if len(argv) > 2 else argv, r.stderr))
+    return json.loads(r.stdout)
+
+
+def _read(h, tools, cmd, mnt, path, seconds=0, env=None):
+    """Mount, read one file of it (for `seconds` at most), unmount: the
+    reader's result, the daemon's CPU and its stats."""
+    with _env_mount(h, cmd, mnt, env or {}) as m:
+        extra = ["--seconds", str(seconds)] if seconds else []
+        rd = m.read(tools, os.path.join(mnt, path), *extra)
+        st = _stats(mnt)
+        rd["mount_s"] = m.mount_seconds
+    return rd, st
+
+
+def run(args, tools, h):
+    work = args.work
+    tools = dict(tools)
+    tools["s3tool"] = os.path.join(args.build_dir, "tests", "s3", "s3tool")
+    s3env, srv = _server(h, args, work)
+    env = {"AWS_ACCESS_KEY_ID": s3env.S3RVER_KEY, "AWS_SECRET_ACCESS_KEY": s3env.S3RVER_SECRET}
+    tenv = dict(os.environ, **env)
+    out = {"workloads": [], "cache": None}
+    mnt = os.path.join(work, "bucket-mnt")
+    try:
+        names = ["small"] if args.quick else ["small", "image"]
+        for name in names:
+            w = h.WORKLOADS[name]
+            n = w["records"] // (10 if args.quick else 1)
+            if name == "image":
+                n = min(n, 2000)  # 300 MB in the bucket
+            src, _ = h.generate(tools, work, "bucket-%s%d" % (name, n), w, n)
+            _fill(s3env, srv, name, src)
+            shards = [p for p in sorted(os.listdir(src))
+                      if not p.startswith(".") and not p.endswith(".json")]
+            size = sum(os.path.getsize(os.path.join(src, p)) for p in shards)
+            url = "s3://%s/%s/" % (BUCKET, name)
+            ix = os.path.join(work, "bucket-index-%s" % name)
+            shutil.rmtree(ix, ignore_errors=True)
+            for shuffle in ("block", "global"):  # the index, once, straight from s3rver
+                with _env_mount(h, [tools["batchfs"], "-f", "-o",
+                                    "endpoint=%s,shuffle=%s,index_dir=%s" % (srv.url, shuffle, ix),
+                                    url, mnt], mnt, env):
+                    pass
+            with _proxy(s3env, srv, args.bucket_delay_ms) as px:
+                dl = _tool(tools, tenv, "-o", "endpoint=%s,conns=16" % px.url, "fetch", url,
+                           str(8 << 20))
+                rnd = _tool(tools, tenv, "-o", "endpoint=%s,conns=16" % px.url, "bench",
+                            "s3://%s/%s/%s" % (BUCKET, name, shards[0]), str(max(1, size // n)),
+                            str(800 if name == "small" else 200))
+                row = {"name": name, "n": n, "bytes": size, "delay": args.bucket_delay_ms,
+                       "download": n / dl["seconds"], "download_MBps": dl["MBps"],
+                       "random": rnd["reads_per_s"]}
+                for shuffle in ("block", "global"):
+                    cmd = [tools["batchfs"], "-f", "-o", "endpoint=%s,batch_size=%d,shuffle=%s,"
+                           "index_dir=%s" % (px.url, w["batch_size"], shuffle, ix), url, mnt]
+                    rd, st = _read(h, tools, cmd, mnt, "epoch-0000/all.safetensors",
+                                   args.bucket_seconds if shuffle == "global" else 0, env)
+                    row[shuffle] = {"rate": st["records_served"] / rd["seconds"],
+                                    "seconds": rd["seconds"], "stopped": rd.get("stopped"),
+                                    "decoded": st["records_decoded"],
+                                    "gets": st.get("io_reads", 0),
+                                    "get_bytes": st.get("io_bytes", 0), "cpu": rd["daemon_cpu"]}
+                    h.log("bucket %s %s: %.0f records/s" % (name, shuffle,
+                                                             row[shuffle]["rate"]))
+            out["workloads"].append(row)
+        out["cache"] = _cache(h, args, tools, env, s3env, srv, mnt)
+    finally:
+        srv.stop()
+    report(h, out)
+    return out
+
+
+class _env_mount:
+    """h.Mount with extra environment variables for the daemon."""
+
+    def __init__(self, h, cmd, mnt, env):
+        old = dict(os.environ)
+        os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
+        try:
+            self.m = h.Mount(cmd, mnt)
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+
+    def __enter__(self):
+        return self.m
+
+    def __exit__(self, *exc):
+        self.m.close()
+
+
+def _cache(h, args, tools, env, s3env, srv, mnt):
+    """'small' behind a short delay: epoch 1 from the disk cache against
+    epoch 1 of a local copy."""
+    w = h.WORKLOADS["small"]
+    n = w["records"] // (10 if args.quick else 1)
+    src, _ = h.generate(tools, args.work, "bucket-small%d" % n, w, n)
+    url = "s3://%s/small/" % BUCKET
+    ix = os.path.join(args.work, "bucket-index-small")
+    dc = os.path.join(args.work, "bucket-disk-cache")
+    shutil.rmtree(dc, ignore_errors=True)
+    with _proxy(s3env, srv, args.bucket_cache_delay_ms) as px:
+        opts = "endpoint=%s,batch_size=%d,epochs=2,index_dir=%s,disk_cache=%s" % (
+            px.url, w["batch_size"], ix, dc)
+        with _env_mount(h, [tools["batchfs"], "-f", "-o", opts, url, mnt], mnt, env) as m:
+            e0 = m.read(tools, os.path.join(mnt, "epoch-0000", "all.safetensors"))
+            st0 = _stats(mnt)
+            e1 = m.read(tools, os.path.join(mnt, "epoch-0001", "all.safetensors"))
+            st1 = _stats(mnt)
+    lix = os.path.join(args.work, "bucket-index-local")
+    with h.Mount([tools["batchfs"], "-f", "-o", "batch_size=%d,epochs=2,index_dir=%s" % (
+            w["batch_size"], lix), src, mnt], mnt) as m:
+        m.read(tools, os.path.join(mnt, "epoch-0000", "all.safetensors"))
+        loc = m.read(tools, os.path.join(mnt, "epoch-0001", "all.safetensors"))
+    size = sum(os.path.getsize(os.path.join(src, p)) for p in os.listdir(src)
+               if not p.startswith(".") and not p.endswith(".json"))
+    return {"n": n, "bytes": size, "delay": args.bucket_cache_delay_ms,
+            "e0": n / e0["seconds"], "e1": n / e1["seconds"], "local": n / loc["seconds"],
+            "e0_bytes": st0.get("io_bytes", 0),
+            "e1_bytes": st1.get("io_bytes", 0) - st0.get("io_bytes", 0),
+            "hits": st1.get("disk_cache_hits", 0), "cached": st1.get("disk_cache_bytes", 0)}
+
+
+def report(h, out):
+    say = h.say
+    say()
+    say("== bucket: workloads in s3rver behind tests/s3/s3proxy.py (first byte held the delay, "
+        "every request); batchfs with default options over s3://BUCKET/NAME/")
+    for r in out["workloads"]:
+        say("-- %s: %d records, %.0f MB, %d ms per request: download (16 ranged GETs of 8 MiB "
+            "in flight) %.0f records/s (%.0f MB/s); random GETs (16 in flight, one record "
+            "each) %.0f/s" % (r["name"], r["n"], r["bytes"] / 1e6, r["delay"], r["download"],
+                              r["download_MBps"], r["random"]))
+        b, g = r["block"], r["global"]
+        q = b["rate"] / r["download"] if r["download"] else 0
+        say("   block   %10.0f records/s = %3.0f%% of the download  target >= 70%%  %s   "
+            "(%d GETs, %.2f bytes fetched per byte of the records decoded)" % (
+                b["rate"], 100 * q, h.verdict(q >= 0.7), b["gets"],
+                b["get_bytes"] / max(1, b["decoded"] * r["bytes"] / r["n"])))
+        say("   global  %10.0f records/s%s = %.1fx the random-GET ceiling at 16 in flight "
+            "(batchfs keeps 64 in flight); %d GETs for %d records decoded" % (
+                g["rate"], " (%.0f s)" % g["seconds"] if g["stopped"] else "",
+                g["rate"] / r["random"] if r["random"] else 0, g["gets"], g["decoded"]))
+    c = out["cache"]
+    if c:
+        q = c["e1"] / c["local"] if c["local"] else 0
+        frac = c["e1_bytes"] / c["bytes"] if c["bytes"] else 0
+        say("-- disk cache: 'small' (%d records, %.0f MB) behind %d ms per request, "
+            "-o disk_cache: epoch 0 %.0f records/s (%.0f MB fetched, %.0f MB written to the "
+            "cache); epoch 1 %.0f records/s = %.0f%% of a local copy's epoch 1 (%.0f)  "
+            "target >= 70%%  %s; fetched during epoch 1: %d bytes = %.3f%% of the dataset  "
+            "target <= 1%%  %s" % (
+                c["n"], c["bytes"] / 1e6, c["delay"], c["e0"], c["e0_bytes"] / 1e6,
+                c["cached"] / 1e6, c["e1"], 100 * q, c["local"], h.verdict(q >= 0.7),
+                c["e1_bytes"], 100 * frac, h.verdict(frac <= 0.01)))
