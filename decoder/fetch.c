@@ -846,25 +846,31 @@ struct threads {
 static void read_fd(struct bfs_fetch *f, struct bfs_fetch_read *r)
 {
 	int fd, err = bfs_fetch_read_pin(f, r, &fd);
+	uint64_t at = r->got;
+	int64_t result;
 
 	if (err) {
 		bfs_fetch_read_done(r, err, bfs_err_msg());
 		return;
 	}
 	for (;;) {
-		uint64_t at = r->got;
 		ssize_t n = pread(fd, r->buf + at, (size_t)(r->len - at), (off_t)(r->off + at));
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			bfs_fetch_read_done(r, n < 0 ? -errno : (int64_t)at, NULL);
+			result = n < 0 ? -errno : (int64_t)at;
 			break;
 		}
-		if (!bfs_fetch_read_advance(r, (uint64_t)n))
+		at += (uint64_t)n;
+		if (at == r->len) {
+			result = (int64_t)at;
 			break;
+		}
 	}
+	/* unpinned first: once done, r may be freed at once */
 	bfs_fetch_read_unpin(f, r);
+	bfs_fetch_read_done(r, result, NULL);
 }
 
 static void *reader(void *arg)
