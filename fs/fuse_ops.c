@@ -1670,7 +1670,7 @@ static int cuda_daemonize(struct bfs_fs *fs, bool foreground, struct fuse_sessio
  * the device (the kernel aborts the connection) and unmounts. */
 #define WAKE_SIGNAL SIGUSR1
 #define WAKE_EVERY_NS 5000000L
-#define WATCH_EVERY_NS 100000000L /* the signal thread looks for an ended session */
+#define WATCH_EVERY_NS 100000000L /* session_watch looks for an ended session */
 /* the I/O stage's reads: near ranges share one when the gap is at most
  * this (and at most half of what they carry: fetch.c), and no read is
  * longer than a FUSE request (1 MiB) and a half */
@@ -1680,6 +1680,7 @@ static int cuda_daemonize(struct bfs_fs *fs, bool foreground, struct fuse_sessio
 struct sigctl {
 	struct fuse_session *se;
 	struct bfs_fs *fs;
+	pthread_t watch; /* session_watch, with the I/O stage */
 	pthread_t loop_thread;
 	pthread_t tid;
 	atomic_bool loop_done; /* the loop returned: stop waking it */
@@ -1695,22 +1696,19 @@ static void *signal_thread(void *arg)
 {
 	struct sigctl *sc = arg;
 	const struct timespec pause = { 0, WAKE_EVERY_NS };
-	const struct timespec look = { 0, WATCH_EVERY_NS };
 	sigset_t set;
-	int sig = -1;
+	int sig = 0;
 
 	bfs_stop_signals(&set);
-	/* a stopping signal, or the kernel ending the session (an unmount):
-	 * either way reads waiting on the source give up, so that FUSE
-	 * threads stuck on a hung source can finish and the loop return */
-	while (sig <= 0) {
-		sig = sigtimedwait(&set, NULL, &look);
-		if (atomic_load(&sc->quit))
-			return NULL;
-		if (sig <= 0 && fuse_session_exited(sc->se))
-			bfs_fetch_stop(sc->fs->fetch);
-	}
+	do {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+	} while (sig == 0);
+	if (atomic_load(&sc->quit))
+		return NULL;
 	fuse_session_exit(sc->se);
+	/* reads waiting on the source give up: FUSE threads stuck on a hung
+	 * source finish, and the loop returns */
 	bfs_fetch_stop(sc->fs->fetch);
 	while (!atomic_load(&sc->loop_done)) {
 		pthread_kill(sc->loop_thread, WAKE_SIGNAL);
@@ -1719,8 +1717,26 @@ static void *signal_thread(void *arg)
 	return NULL;
 }
 
-/* The I/O stage and its planner (threads: in the daemon, after the fork).
- * A stage that does not start leaves the decoders reading the source. */
+/* With the I/O stage: when the kernel ends the session (an unmount), the
+ * stage stops, so that FUSE threads waiting on a hung source finish and
+ * the loop can return (a signal does the same in the signal thread). Its
+ * own thread, all signals blocked, so that the signal thread alone waits
+ * for them. */
+static void *session_watch(void *arg)
+{
+	struct sigctl *sc = arg;
+	const struct timespec look = { 0, WATCH_EVERY_NS };
+
+	while (!atomic_load(&sc->quit)) {
+		if (fuse_session_exited(sc->se)) {
+			bfs_fetch_stop(sc->fs->fetch);
+			break;
+		}
+		nanosleep(&look, NULL);
+	}
+	return NULL;
+}
+
 /* A line from the disk cache or the copies it keeps: to the log. */
 static void io_note(void *ctx, const char *msg)
 {
@@ -1824,7 +1840,7 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	struct sigctl sc = { 0 };
 	struct sigaction sa = { 0 };
 	sigset_t stop;
-	bool sig_started = false;
+	bool sig_started = false, watch_started = false;
 	int ret = 1;
 
 	/* from here on, only the signal thread takes a stopping signal; one
@@ -1870,6 +1886,8 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	}
 	sig_started = true;
 	start_io(fs);
+	if (fs->fetch && bfs_thread_start(&sc.watch, session_watch, &sc) == 0)
+		watch_started = true;
 	if (bfs_cache_start(fs->cache) != 0)
 		fprintf(stderr, "batchfs: prefetch workers did not start; decoding on demand\n");
 	lc = fuse_loop_cfg_create();
@@ -1892,6 +1910,8 @@ out_unmount:
 		pthread_kill(sc.tid, SIGTERM);
 		pthread_join(sc.tid, NULL);
 	}
+	if (watch_started)
+		pthread_join(sc.watch, NULL);
 	fuse_session_unmount(se);
 out_session:
 	fuse_session_destroy(se);
