@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,11 @@ struct bfs_diskcache {
 	uint64_t qbytes;
 	bool busy, stop, no_writes;
 	uint64_t since_scan;
-	struct bfs_diskcache_stats st;
+	struct bfs_diskcache_stats st; /* but corrupt: */
+	/* counted where an object's lock is held, which is taken before the
+	 * cache's only (the writer evicts with the cache's lock, then takes
+	 * the objects') */
+	atomic_uint_least64_t corrupt;
 	pthread_t tid;
 	bool started;
 };
@@ -205,7 +210,9 @@ static int victim_cmp(const void *a, const void *b)
 }
 
 /* Delete objects, least recently used first, until `need` more bytes fit
- * the bound. Lock held (dropped while objects are reset). */
+ * the bound. Lock held; the objects deleted are reset under their own
+ * locks, taken after it (nothing takes the cache's lock while holding an
+ * object's). */
 static void evict(struct bfs_diskcache *c, uint64_t need)
 {
 	struct victim *v = NULL;
@@ -485,8 +492,9 @@ out:
 		c->st.hit_bytes += n;
 	} else {
 		c->st.misses++;
-		c->st.corrupt += corrupt;
 	}
+	if (corrupt)
+		atomic_fetch_add(&c->corrupt, 1);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -671,9 +679,7 @@ bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path)
 		}
 		if (!good && o->known[k]) {
 			block_bad(o, k);
-			pthread_mutex_lock(&o->c->lock);
-			o->c->st.corrupt++;
-			pthread_mutex_unlock(&o->c->lock);
+			atomic_fetch_add(&o->c->corrupt, 1);
 		}
 	}
 	if (good)
@@ -801,4 +807,5 @@ void bfs_diskcache_stats(struct bfs_diskcache *c, struct bfs_diskcache_stats *ou
 	pthread_mutex_lock(&c->lock);
 	*out = c->st;
 	pthread_mutex_unlock(&c->lock);
+	out->corrupt = atomic_load(&c->corrupt);
 }
