@@ -298,45 +298,70 @@ static void header(const struct bfs_dcobj *o, uint8_t *h)
 	put_le32(h + HEADER - 4, bfs_crc32c(0, h, HEADER - 4));
 }
 
-/* Open (or make) o's files. o->lock held. 0, or -1 (unusable now). */
+static uint64_t get_le64(const uint8_t *p)
+{
+	return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
+}
+
+/* Open (or make) o's files. o->lock held. 0; -errno: DIR does not take
+ * them now (a miss; a writer stops); -ESTALE: this object cannot be kept
+ * in DIR (its file is another object's: a hash collision; or its name is
+ * too long for a header), a miss and nothing else. A damaged header
+ * (neither ours nor another object's) is corruption: the table is started
+ * again, empty, and the blocks are written again as they are fetched. */
 static int obj_open(struct bfs_dcobj *o)
 {
 	char tpath[PATH_MAX];
 	uint8_t want[HEADER], have[HEADER];
 	struct stat st;
-	int dfd, tfd;
+	int dfd, tfd, rc;
 
 	if (o->tfd >= 0)
 		return 0;
 	if (o->tfd == -2 || strlen(o->name) > HEADER - 52)
-		return -1;
+		return -ESTALE;
 	snprintf(tpath, sizeof(tpath), "%s/%016" PRIx64 ".blocks", o->c->dir, o->hash);
 	snprintf(o->path, sizeof(o->path), "%s/%016" PRIx64 ".data", o->c->dir, o->hash);
 	dfd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	tfd = dfd < 0 ? -1 : open(tpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (dfd < 0 || tfd < 0 || fstat(tfd, &st) != 0) {
+		rc = -errno;
 		if (dfd >= 0)
 			close(dfd);
 		if (tfd >= 0)
 			close(tfd);
-		return -1; /* DIR went away or read-only: a miss, tried again later */
+		return rc; /* DIR went away or read-only: a miss, tried again later */
 	}
 	header(o, want);
-	if (st.st_size < (off_t)HEADER) {
-		/* new (or a crash before its header): ours is the same as
-		 * any other writer's */
-		if (pwrite_all(tfd, want, HEADER, 0) != 0) {
+	if (st.st_size >= (off_t)HEADER &&
+	    (pread_all(tfd, have, HEADER, 0) != HEADER || memcmp(have, want, HEADER) != 0)) {
+		if (memcmp(have, MAGIC, 8) == 0 &&
+		    get_le32(have + HEADER - 4) == bfs_crc32c(0, have, HEADER - 4) &&
+		    get_le64(have + 40) == o->hash) {
+			/* another object's (a hash collision): not ours to use */
 			close(dfd);
 			close(tfd);
-			return -1;
+			o->tfd = -2;
+			return -ESTALE;
 		}
-	} else if (pread_all(tfd, have, HEADER, 0) != HEADER || memcmp(have, want, HEADER) != 0) {
-		/* another object's (a hash collision) or a damaged header:
-		 * not ours to use */
-		close(dfd);
-		close(tfd);
-		o->tfd = -2;
-		return -1;
+		atomic_fetch_add(&o->c->corrupt, 1);
+		if (ftruncate(tfd, 0) != 0) {
+			rc = -errno;
+			close(dfd);
+			close(tfd);
+			return rc;
+		}
+		st.st_size = 0;
+	}
+	if (st.st_size < (off_t)HEADER) {
+		/* new (or a crash before its header, or a damaged one): ours
+		 * is the same as any other writer's */
+		rc = pwrite_all(tfd, want, HEADER, 0);
+		if (rc != 0) {
+			close(dfd);
+			close(tfd);
+			return rc;
+		}
 	}
 	o->dfd = dfd;
 	o->tfd = tfd;
@@ -600,18 +625,21 @@ static void *writer(void *arg)
 		bool room = c->st.used + it->len <= c->limit && !c->no_writes;
 		pthread_mutex_unlock(&c->lock);
 		o = it->o;
-		bool done = false;
+		bool done = false, wrote = false;
+		int orc = 0;
+
 		pthread_mutex_lock(&o->lock);
-		if (room && !o->known[it->block] && obj_open(o) == 0) {
+		if (room && !o->known[it->block] && (orc = obj_open(o)) == 0) {
 			rc = write_block(o, it);
 			if (!rc) {
+				wrote = true;
 				o->known[it->block] = 1;
 				o->nknown++;
 				done = o->nknown == o->nblocks;
 				touch(o);
 			}
-		} else if (room && !o->known[it->block]) {
-			rc = -EACCES;
+		} else if (room && !o->known[it->block] && orc != -ESTALE) {
+			rc = orc; /* DIR does not take files: writing stops */
 		}
 		o->queued[it->block] = 0;
 		pthread_mutex_unlock(&o->lock);
@@ -627,7 +655,7 @@ static void *writer(void *arg)
 			pthread_mutex_lock(&c->lock);
 		}
 		c->qbytes -= it->len;
-		if (room && rc == 0) {
+		if (wrote) {
 			c->st.bytes += it->len;
 			c->st.used += it->len;
 			c->since_scan += it->len;
