@@ -198,7 +198,7 @@ static void obj_reset(struct bfs_dcobj *o)
 
 struct victim {
 	char name[NAME_MAX + 1]; /* the .blocks file */
-	time_t mtime;
+	struct timespec mtime;
 	uint64_t bytes; /* its .data file's */
 };
 
@@ -206,7 +206,11 @@ static int victim_cmp(const void *a, const void *b)
 {
 	const struct victim *x = a, *y = b;
 
-	return (x->mtime > y->mtime) - (x->mtime < y->mtime);
+	/* to the nanosecond: objects written in the same second (the one
+	 * being written among them) go in the order they were used */
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return (x->mtime.tv_sec > y->mtime.tv_sec) - (x->mtime.tv_sec < y->mtime.tv_sec);
+	return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
 }
 
 /* Delete objects, least recently used first, until `need` more bytes fit
@@ -242,7 +246,7 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 			cap = nc;
 		}
 		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
-		v[n].mtime = st.st_mtime;
+		v[n].mtime = st.st_mtim;
 		v[n].bytes =
 			fstatat(dirfd(d), data, &sd, 0) == 0 ? (uint64_t)sd.st_blocks * 512 : 0;
 		n++;
