@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1003,6 +1004,7 @@ struct dsio {
 	struct bfs_dataset *ds;
 	struct bfs_diskcache *dc;
 	struct bfs_dcobj **obj; /* [nshards] with dc; NULL entries: not cached */
+	atomic_bool *failed; /* [nshards]: the shard's promoted copy failed a read */
 	void (*note)(void *ctx, const char *msg);
 	void *ctx;
 };
@@ -1070,13 +1072,17 @@ static void io_note(const struct dsio *io, const char *fmt, ...)
 }
 
 /* A read of a promoted shard's copy failed (the record was read from the
- * source instead): the copy goes, the next mount fetches it again. */
+ * source instead): the copy goes, the next mount fetches it again. Once
+ * per shard: the copy stays attached (its other records are good), so
+ * each later read of a bad record fails again; one line and one delete
+ * are enough (a second delete would take a copy made again since). */
 static void copy_failed(void *ctx, const struct bfs_shard *s, const char *msg)
 {
 	const struct dsio *io = ctx;
 
 	for (size_t i = 0; i < io->ds->nshards; i++)
-		if (io->ds->shards[i] == s && io->obj[i]) {
+		if (io->ds->shards[i] == s && io->obj[i] &&
+		    !atomic_exchange(&io->failed[i], true)) {
 			io_note(io, "disk_cache: %s: %s; its copy is deleted", bfs_shard_path(s),
 				msg);
 			bfs_dcobj_drop(io->obj[i]);
@@ -1129,7 +1135,10 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 	if (ds->nshards > UINT32_MAX)
 		return bfs_err_set(-EFBIG, "too many shards for the I/O stage");
 	io = calloc(1, sizeof(*io));
-	if (!io || !(io->obj = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->obj)))) {
+	if (!io || !(io->obj = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->obj))) ||
+	    !(io->failed = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->failed)))) {
+		if (io)
+			free(io->obj);
 		free(io);
 		return -ENOMEM;
 	}
@@ -1163,6 +1172,7 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 	rc = bfs_fetch_new(out, (uint32_t)ds->nshards, &src, &fo);
 	if (rc) {
 		free(io->obj);
+		free(io->failed);
 		free(io);
 		return rc;
 	}
@@ -1192,6 +1202,7 @@ void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f)
 		bfs_diskcache_set_complete(m->io->dc, NULL, NULL);
 	if (m->io) {
 		free(m->io->obj);
+		free(m->io->failed);
 		free(m->io);
 		m->io = NULL;
 	}

@@ -732,6 +732,7 @@ void bfs_dcobj_drop(struct bfs_dcobj *o)
 	(void)unlink(tpath);
 	obj_reset(o);
 	pthread_mutex_unlock(&o->lock);
+	atomic_fetch_add(&o->c->corrupt, 1);
 }
 
 /* ------------------------------------------------------------ lifetime */

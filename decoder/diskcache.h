@@ -95,7 +95,7 @@ bool bfs_dcobj_complete(struct bfs_dcobj *o);
 bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path);
 
 /* Delete the object's files (a copy found bad where the caller checks
- * it): the next use fetches and writes it again. */
+ * it; counted as corrupt): the next use fetches and writes it again. */
 void bfs_dcobj_drop(struct bfs_dcobj *o);
 
 /* Call fn(ctx, user) on the writer's thread whenever an object's last
