@@ -1880,12 +1880,14 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	sc.loop_thread = pthread_self();
 	atomic_init(&sc.loop_done, false);
 	atomic_init(&sc.quit, false);
+	/* the stage first: the signal thread reads fs->fetch (a signal that
+	 * comes meanwhile waits, blocked, and is taken once it starts) */
+	start_io(fs);
 	if (bfs_thread_start(&sc.tid, signal_thread, &sc) != 0) {
 		fprintf(stderr, "batchfs: could not start the signal thread\n");
 		goto out_unmount;
 	}
 	sig_started = true;
-	start_io(fs);
 	if (fs->fetch && bfs_thread_start(&sc.watch, session_watch, &sc) == 0)
 		watch_started = true;
 	if (bfs_cache_start(fs->cache) != 0)
