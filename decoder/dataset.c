@@ -1135,6 +1135,7 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 	if (ds->nshards > UINT32_MAX)
 		return bfs_err_set(-EFBIG, "too many shards for the I/O stage");
 	io = calloc(1, sizeof(*io));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	if (!io || !(io->obj = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->obj))) ||
 	    !(io->failed = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->failed)))) {
 		if (io)

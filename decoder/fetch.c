@@ -146,6 +146,7 @@ static int queue_push(struct bfs_fetch *f, struct bfs_fetch_read *x)
 {
 	if (f->nheap == f->capheap) {
 		size_t cap = f->capheap ? f->capheap * 2 : 256;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		struct bfs_fetch_read **h = realloc(f->heap, cap * sizeof(*h));
 		if (!h)
 			return -ENOMEM;
@@ -205,12 +206,14 @@ static int list_insert(struct objx *o, size_t i, struct bfs_fetch_read *x)
 {
 	if (o->n == o->cap) {
 		size_t cap = o->cap ? o->cap * 2 : 16;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		struct bfs_fetch_read **v = realloc(o->v, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		o->v = v;
 		o->cap = cap;
 	}
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	memmove(o->v + i + 1, o->v + i, (o->n - i) * sizeof(*o->v));
 	o->v[i] = x;
 	o->n++;
@@ -229,6 +232,7 @@ static void list_remove(struct bfs_fetch *f, struct bfs_fetch_read *x)
 	while (i < o->n && o->v[i] != x)
 		i++;
 	if (i < o->n) {
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		memmove(o->v + i, o->v + i + 1, (o->n - i - 1) * sizeof(*o->v));
 		o->n--;
 	}
@@ -289,6 +293,7 @@ static int ticket_add(struct bfs_fetch *f, struct bfs_fetch_ticket *t, struct bf
 		return 0; /* already held by t */
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 16;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 		struct bfs_fetch_read **v = realloc(t->x, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;

@@ -162,6 +162,7 @@ static int uring_start(struct bfs_fetch *f)
 	if (!u)
 		return -ENOMEM;
 	u->efd = eventfd(0, EFD_CLOEXEC);
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	u->redo = calloc(depth + 1, sizeof(*u->redo));
 	if (u->efd < 0 || !u->redo) {
 		rc = u->efd < 0 ? -errno : -ENOMEM;

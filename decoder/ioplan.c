@@ -410,9 +410,7 @@ static void note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint
 		release_groups(p, s);
 		s->by_unit = true;
 	}
-	if (s->next == lin)
-		s->next = lin + 1; /* built before it was planned */
-	else if (s->next < lin)
+	if (s->next <= lin) /* built before (or as) it was planned */
 		s->next = lin + 1;
 	kick(p);
 }
@@ -589,7 +587,9 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 		else
 			group_put(p, gr);
 	}
-	memcpy(s->held, keep, nkeep * sizeof(*keep));
+	memcpy(s->held, keep,
+	       /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	       nkeep * sizeof(*keep));
 	s->nheld = nkeep;
 
 	for (unsigned w = 0; w < nwant; w++) {
