@@ -284,6 +284,7 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 	struct bfs_s3_object *objs = NULL;
 	struct bfs_s3 *c = client(s);
 	size_t nobjs = 0, keep = 0;
+	char *folder = NULL; /* the last subfolder passed over */
 	int rc;
 
 	*names = *passed = NULL;
@@ -295,12 +296,33 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 		return rc;
 	for (size_t i = 0; i < nobjs; i++) {
 		const char *key = objs[i].key, *base = strrchr(key, '/');
-		size_t kl = strlen(key);
+		size_t kl = strlen(key), pl = strlen(s->url.key);
+		const char *sub = NULL;
 		bool pass;
 
 		base = base ? base + 1 : key;
+		/* s3://B/PREFIX/ is a directory: its "subfolders" (keys past a
+		 * '/' under the prefix, "folder/" markers) are passed over, as a
+		 * directory's folders are; each named once */
+		if (!rc && s->url.kind == BFS_S3_URL_PREFIX && bfs_s3_url_match(&s->url, key) &&
+		    kl > pl)
+			sub = strchr(key + pl, '/');
+		if (sub) {
+			size_t fl = (size_t)(sub - key) + 1;
+
+			/* keys under one folder are listed one after another */
+			if (!folder || strncmp(folder, key, fl) != 0 || folder[fl] != '\0') {
+				free(folder);
+				folder = strndup(key, fl);
+				rc = folder ? push(passed, npassed, scheme_name(s), s->url.bucket,
+						   folder)
+					    : -ENOMEM;
+			}
+			bfs_s3_object_destroy(&objs[i]);
+			continue;
+		}
 		if (rc || !bfs_s3_url_match(&s->url, key) || kl == 0 || key[kl - 1] == '/') {
-			bfs_s3_object_destroy(&objs[i]); /* not named, or a "folder" */
+			bfs_s3_object_destroy(&objs[i]); /* not named, or the prefix's own marker */
 			continue;
 		}
 		pass = *base == '.' || (not_shard && not_shard(base));
@@ -311,6 +333,7 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 		else
 			objs[keep++] = objs[i];
 	}
+	free(folder);
 	if (!rc && keep == 0)
 		rc = bfs_err_set(-ENOENT, "%s://%s/%s: no shard files found", scheme_name(s),
 				 s->url.bucket, s->url.key);

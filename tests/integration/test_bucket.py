@@ -115,35 +115,29 @@ def put_folder(boto, local, prefix):
                 boto.put_object(Bucket=BUCKET, Key=prefix + rel + f, Body=fh.read())
 
 
-def make_folder(gen, d, records, shards, compression, seed, features=FEATURES,
-                subfolder=False):
+def make_folder(gen, d, records, shards, compression, seed, features=FEATURES):
     """A dataset folder as a job leaves one: shards, files that are not
-    shards, an empty folder, and (subfolder) a folder with another valid
-    shard (the bucket gets the same keys, and a "folder/" marker for the
-    empty one)."""
+    shards, an empty folder, and a folder with another valid shard (the
+    bucket gets the same keys, and a "folder/" marker for the empty one)."""
     oracle.generate(gen, d, records, features, shards=shards, compression=compression, seed=seed)
     for name, data in NOT_SHARDS.items():
         with open(os.path.join(d, name), "wb") as f:
             f.write(data)
     os.makedirs(os.path.join(d, "empty"))
-    if subfolder:
-        oracle.generate(gen, os.path.join(d, SUBFOLDER), 40, features, shards=1,
-                        compression=compression, seed=seed + 100)
+    oracle.generate(gen, os.path.join(d, SUBFOLDER), 40, features, shards=1,
+                    compression=compression, seed=seed + 100)
     return str(d)
 
 
 @pytest.fixture(scope="session")
 def data(s3, boto, gen, work):  # noqa: F811
     """Local folders and the same files in the bucket: "plain/" (3 plain
-    shards), "gzip/" (2 gzip shards), "fixed/" (3 plain shards, FIXED);
-    "nested/": plain's and a subfolder."""
+    shards), "gzip/" (2 gzip shards), "fixed/" (3 plain shards, FIXED)."""
     out = {}
     for name, n, shards, comp, seed, feats in [("plain", 400, 3, "none", 11, FEATURES),
                                                ("gzip", 300, 2, "gzip", 12, FEATURES),
-                                               ("fixed", 300, 3, "none", 13, FIXED),
-                                               ("nested", 400, 3, "none", 11, FEATURES)]:
-        d = make_folder(gen, work / ("bucket-" + name), n, shards, comp, seed, feats,
-                        subfolder=name == "nested")
+                                               ("fixed", 300, 3, "none", 13, FIXED)]:
+        d = make_folder(gen, work / ("bucket-" + name), n, shards, comp, seed, feats)
         put_folder(boto, d, name + "/")
         boto.put_object(Bucket=BUCKET, Key=name + "/", Body=b"")  # the console's marker
         out[name] = d
@@ -366,7 +360,6 @@ def test_a_prefix_serves_the_local_tree_and_bytes(proxy, bmount, data, reference
         assert not gz and stats["io_reads"] > 0
 
 
-@pytest.mark.xfail(strict=True, reason="a bucket prefix's subfolders are read as shards")
 def test_folders_under_the_prefix_are_passed_over_as_a_directory_does(proxy, bmount, data,
                                                                      reference):
     """A directory mount does not descend into its folders; a bucket
@@ -374,8 +367,8 @@ def test_folders_under_the_prefix_are_passed_over_as_a_directory_does(proxy, bmo
     keys past a '/' under the prefix are folders' and passed over: the
     "empty/" marker and more/part-00000.tfrecord (a valid shard of other
     records). README.txt names each folder once."""
-    ref = reference(data["nested"], batch_size=B)
-    m = bmount(url("nested/"), batch_size=B)
+    ref = reference(data["plain"], batch_size=B)
+    m = bmount(url("plain/"), batch_size=B)
     assert m.json("schema.json")["records"] == 400
     assert_same(m, ref)
     log = proxy.log()
@@ -383,7 +376,7 @@ def test_folders_under_the_prefix_are_passed_over_as_a_directory_does(proxy, bmo
     readme = m.read("README.txt").decode()
     assert passed_over(ref[3]) == set(NOT_SHARDS)
     assert passed_over(readme) == set(NOT_SHARDS) | {"empty/", SUBFOLDER + "/"}, readme
-    assert readme.count(url("nested/%s/" % SUBFOLDER)) == 1, readme
+    assert readme.count(url("plain/%s/" % SUBFOLDER)) == 1, readme
 
 
 def test_one_key_and_a_glob_serve_the_local_bytes(proxy, bmount, data, reference):
