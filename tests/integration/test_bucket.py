@@ -413,8 +413,6 @@ def object_sizes(d):
 STREAM_CHUNK = 8 << 20  # objsrc.c: a scan reads its object in chunks of this
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the ragged counts are read one record at a time: a GET per record"))
 def test_the_first_mount_reads_each_object_in_a_few_large_gets(proxy, bmount, data):
     """Indexing streams an object; the ragged features' counts (tokens,
     name, tags) are read in blocks of records, not one GET per record."""
