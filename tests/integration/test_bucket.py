@@ -333,8 +333,7 @@ def byte_range(e):
     ("plain", dict(shuffle="global")),
     ("plain", dict(shuffle="block", block_size="2K", window=3)),
     ("plain", dict(world=2, seed=5)),
-    pytest.param("gzip", dict(shuffle="global"), id="gzip-shadow",  # shadow copies in index_dir
-                 marks=pytest.mark.xfail(strict=True, reason="objects get no shadow copies")),
+    ("gzip", dict(shuffle="global")),              # shadow copies in index_dir
     ("gzip", dict(shuffle="block", block_size="2K", window=2, shadow="off")),
 ], ids=["global", "block", "ranks", "gzip-shadow", "gzip-block-noshadow"])
 def test_a_prefix_serves_the_local_tree_and_bytes(proxy, bmount, data, reference, name, opts):
@@ -424,12 +423,9 @@ def test_the_first_mount_reads_each_object_in_a_few_large_gets(proxy, bmount, da
         assert 2 <= len(gets) <= 4, (sh, [e["headers"]["range"] for e in gets])
 
 
-@pytest.mark.parametrize("name,shadow", [
-    ("fixed", "on"),
-    pytest.param("gzip", "on", marks=pytest.mark.xfail(strict=True, reason=(
-        "objects get no shadow copies: every mount streams each gzip object again to make "
-        "one"))),
-    ("gzip", "off"), ("plain", "on")], ids=["fixed", "gzip", "gzip-noshadow", "plain"])
+@pytest.mark.parametrize("name,shadow", [("fixed", "on"), ("gzip", "on"), ("gzip", "off"),
+                                         ("plain", "on")],
+                         ids=["fixed", "gzip", "gzip-noshadow", "plain"])
 def test_the_first_mount_streams_each_object_once_a_remount_reads_none(
         proxy, bmount, data, reference, tmp_path, name, shadow):
     ix = str(tmp_path / "shared-ix")
@@ -816,13 +812,13 @@ def test_batchfs_index_once_then_read_only_mounts_share_it(proxy, bmount, batchf
     for m in ms:
         m.stop()
     assert snapshot(ix) == before
-    if at_mount and name in ("plain", "gzip"):
-        pytest.xfail("known: `batchfs index` keeps no ragged counts, and a read-only "
-                     "index_dir keeps none a mount counts: each mount reads every object "
-                     "again (%d GETs; gzip: objects get no shadow copies)" % len(at_mount))
-    assert not at_mount, [(path_of(e), e["headers"].get("range")) for e in at_mount]
     if name == "gzip":  # the shadow copies index built serve the batches
         assert not object_gets(proxy.log())
+    if at_mount and name == "plain":
+        pytest.xfail("known: `batchfs index` keeps no ragged counts, and a read-only "
+                     "index_dir keeps none a mount counts: each mount reads every object "
+                     "again (%d GETs)" % len(at_mount))
+    assert not at_mount, [(path_of(e), e["headers"].get("range")) for e in at_mount]
 
 
 # ================================================================ 6. the disk cache
