@@ -507,9 +507,6 @@ def batch_paths(m):
     return ["epoch-0000/batch-%06d.safetensors" % b for b in range(nb)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the I/O stage tries once more a read the client gave up on (8 tries): a failing "
-    "read takes 2 x 8 tries before EIO, 4 x 8 for a batch whose read was planned ahead"))
 def test_a_persistent_failure_fails_only_its_batches(proxy, bmount, data, reference):
     """Every GET of one object fails (HTTP 500) once the mount is up: the
     batches holding its records fail with EIO, errors.txt names the object
