@@ -171,9 +171,14 @@ int bfs_objsrc_open_shard(struct bfs_objsrc *s, size_t i, struct bfs_shard **out
 
 /* ------------------------------------------------------------ the stage */
 
+/* A read in the client's queue. It holds copies of its key and ETag: a
+ * read the I/O stage abandoned (the mount ending with reads in flight) is
+ * ended by the client's shutdown after the shards, whose names they were,
+ * are closed (bfs_dataset_close). */
 struct sreq {
 	struct bfs_s3_req r;
 	struct bfs_fetch_read *fr;
+	char names[]; /* the key, then the ETag */
 };
 
 static void sreq_done(struct bfs_s3_req *r, int err, const char *msg)
@@ -187,23 +192,26 @@ static void sreq_done(struct bfs_s3_req *r, int err, const char *msg)
 void bfs_objsrc_submit(struct bfs_objsrc *s, struct bfs_fetch_read *fr, struct bfs_shard *shard)
 {
 	struct obj *o = bfs_shard_io_obj(shard);
-	struct sreq *q = calloc(1, sizeof(*q));
+	size_t kl = o ? strlen(o->key) + 1 : 0, el = o ? strlen(o->etag) + 1 : 0;
+	struct sreq *q = o ? calloc(1, sizeof(*q) + kl + el) : NULL;
 	struct bfs_s3 *c = client(s);
 	uint64_t off, len;
 	uint32_t id;
 	uint8_t *dst;
 	int rc;
 
-	if (!q || !c || !o) {
+	if (!q || !c) {
 		free(q);
 		bfs_fetch_read_done(fr, -EIO, !c ? bfs_err_msg() : "out of memory");
 		return;
 	}
 	bfs_fetch_read_target(fr, &id, &off, &dst, &len);
+	memcpy(q->names, o->key, kl);
+	memcpy(q->names + kl, o->etag, el);
 	q->fr = fr;
-	q->r.bucket = s->url.bucket;
-	q->r.key = o->key;
-	q->r.etag = o->etag;
+	q->r.bucket = s->url.bucket; /* freed after the client */
+	q->r.key = q->names;
+	q->r.etag = q->names + kl;
 	q->r.off = off;
 	q->r.len = (size_t)len;
 	q->r.dst = dst;
