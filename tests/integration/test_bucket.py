@@ -54,6 +54,7 @@ FEATURES = ["x:float:4", "y:int64:1", "tokens:int64:0..12", "img:bytes:1,len=12"
 # no ragged feature, every record of one length: no count pass at mount,
 # and two seeds give shards of equal sizes
 FIXED = ["x:float:4", "img:bytes:1,len=12"]
+BIG = ["x:float:4", "blob:bytes:1,len=60000"]
 B = 32
 # the files of a dataset folder that are not shards: passed over (and named
 # in README.txt) by a directory mount and by a bucket mount alike
@@ -132,11 +133,13 @@ def make_folder(gen, d, records, shards, compression, seed, features=FEATURES):
 @pytest.fixture(scope="session")
 def data(s3, boto, gen, work):  # noqa: F811
     """Local folders and the same files in the bucket: "plain/" (3 plain
-    shards), "gzip/" (2 gzip shards), "fixed/" (3 plain shards, FIXED)."""
+    shards), "gzip/" (2 gzip shards), "fixed/" (3 plain shards, FIXED),
+    "big/" (one 18 MB shard: an object read in several stream chunks)."""
     out = {}
     for name, n, shards, comp, seed, feats in [("plain", 400, 3, "none", 11, FEATURES),
                                                ("gzip", 300, 2, "gzip", 12, FEATURES),
-                                               ("fixed", 300, 3, "none", 13, FIXED)]:
+                                               ("fixed", 300, 3, "none", 13, FIXED),
+                                               ("big", 300, 1, "none", 14, BIG)]:
         d = make_folder(gen, work / ("bucket-" + name), n, shards, comp, seed, feats)
         put_folder(boto, d, name + "/")
         boto.put_object(Bucket=BUCKET, Key=name + "/", Body=b"")  # the console's marker
@@ -423,9 +426,9 @@ def test_the_first_mount_reads_each_object_in_a_few_large_gets(proxy, bmount, da
         assert 2 <= len(gets) <= 4, (sh, [e["headers"]["range"] for e in gets])
 
 
-@pytest.mark.parametrize("name,shadow", [("fixed", "on"), ("gzip", "on"), ("gzip", "off"),
-                                         ("plain", "on")],
-                         ids=["fixed", "gzip", "gzip-noshadow", "plain"])
+@pytest.mark.parametrize("name,shadow", [("fixed", "on"), ("big", "on"), ("gzip", "on"),
+                                         ("gzip", "off"), ("plain", "on")],
+                         ids=["fixed", "big", "gzip", "gzip-noshadow", "plain"])
 def test_the_first_mount_streams_each_object_once_a_remount_reads_none(
         proxy, bmount, data, reference, tmp_path, name, shadow):
     ix = str(tmp_path / "shared-ix")
