@@ -314,6 +314,66 @@ static void count_as_next(struct bfs_batcher *b, uint64_t r, uint8_t *buf, uint3
 	*memo = (struct count_memo){ r, r + k, false, true };
 }
 
+/* The count pass reads the records of one shard in blocks of neighbours
+ * (bfs_dataset_read_many: one read per run of adjacent records): a source
+ * that charges per read (an object store: a GET each) is paid per block, not
+ * per record. */
+#define COUNT_BLOCK 512
+#define COUNT_BLOCK_BYTES ((uint64_t)1 << 20)
+
+struct count_block {
+	uint64_t recs[COUNT_BLOCK];
+	uint32_t lens[COUNT_BLOCK];
+	uint8_t *dst[COUNT_BLOCK];
+	int errs[COUNT_BLOCK];
+	char *msgs[COUNT_BLOCK];
+	uint8_t *mem;
+	size_t cap;
+};
+
+/* Read records r .. r + n - 1 (one shard) from where they fit in
+ * COUNT_BLOCK_BYTES (at least one): how many were read (errs says which
+ * failed); 0 when out of memory. */
+static size_t count_block_read(const struct bfs_batcher *b, struct count_block *cb, uint64_t r,
+			       uint64_t n)
+{
+	uint64_t bytes = 0;
+	size_t m = 0;
+
+	if (n > COUNT_BLOCK)
+		n = COUNT_BLOCK;
+	for (uint64_t t = 0; t < n; t++)
+		cb->recs[t] = r + t;
+	bfs_dataset_record_lens(b->ds, cb->recs, (size_t)n, cb->lens);
+	for (; m < n; m++) {
+		uint64_t len = cb->lens[m] ? cb->lens[m] : 1;
+
+		if (m > 0 && bytes + len > COUNT_BLOCK_BYTES)
+			break;
+		bytes += len;
+	}
+	if (bytes > cb->cap) {
+		uint8_t *mem = realloc(cb->mem, bytes);
+
+		if (!mem)
+			return 0;
+		cb->mem = mem;
+		cb->cap = bytes;
+	}
+	bytes = 0;
+	for (size_t t = 0; t < m; t++) {
+		cb->dst[t] = cb->mem + bytes;
+		bytes += cb->lens[t] ? cb->lens[t] : 1;
+	}
+	if (bfs_dataset_read_many(b->ds, cb->recs, m, cb->dst, false, cb->errs, cb->msgs) != 0)
+		return 0;
+	for (size_t t = 0; t < m; t++) {
+		free(cb->msgs[t]);
+		cb->msgs[t] = NULL;
+	}
+	return m;
+}
+
 static void *count_worker(void *arg)
 {
 	struct count_ctx *c = arg;
@@ -321,32 +381,54 @@ static void *count_worker(void *arg)
 	struct bfs_batcher *b = cp->b;
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
 	uint8_t *buf = malloc(cap ? cap : 1);
+	struct count_block *cb = calloc(1, sizeof(*cb));
 	struct count_memo memo = { 0 };
 	size_t k = 0;
 
-	if (!buf) {
+	if (!buf || !cb) {
+		free(buf);
+		free(cb);
 		c->err = -ENOMEM;
 		return NULL;
 	}
-	for (uint64_t pos = c->lo; pos < c->hi; pos++) {
-		struct bfs_example *ex = NULL;
-		uint64_t r;
+	for (uint64_t pos = c->lo; pos < c->hi;) {
+		uint64_t r, left;
+		size_t m;
 
 		while (pos >= cp->segs[k].pos + cp->segs[k].n)
 			k++;
 		r = cp->segs[k].first + (pos - cp->segs[k].pos);
-		/* A record that cannot be counted takes the counts of the next
-		 * one; reading its batch reports it. Its shard's counts are not
-		 * cached (the failure may not last, and the next record may lie
-		 * in another shard). */
-		if (count_read(b, r, buf, cap, &ex)) {
-			count_record(b, r, ex);
-			bfs_example_free(ex);
-		} else {
-			count_as_next(b, r, buf, cap, &memo);
+		left = cp->segs[k].pos + cp->segs[k].n - pos; /* in this shard */
+		if (left > c->hi - pos)
+			left = c->hi - pos;
+		m = count_block_read(b, cb, r, left);
+		if (m == 0) {
+			c->err = -ENOMEM;
+			break;
+		}
+		for (size_t t = 0; t < m; t++) {
+			struct bfs_example *ex = NULL;
+
+			/* A record that cannot be counted takes the counts of
+			 * the next one; reading its batch reports it. Its
+			 * shard's counts are not cached (the failure may not
+			 * last, and the next record may lie in another shard). */
+			if (!cb->errs[t] && bfs_example_decode(&ex, cb->dst[t], cb->lens[t]) == 0) {
+				bool ok = countable(b, ex);
+
+				if (ok)
+					count_record(b, r + t, ex);
+				bfs_example_free(ex);
+				if (ok)
+					continue;
+			}
+			count_as_next(b, r + t, buf, cap, &memo);
 			__atomic_store_n(&cp->failed[cp->segs[k].shard], true, __ATOMIC_RELAXED);
 		}
+		pos += m;
 	}
+	free(cb->mem);
+	free(cb);
 	free(buf);
 	return NULL;
 }

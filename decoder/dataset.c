@@ -1162,6 +1162,7 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 	if (ds->objs) { /* a bucket: ranged GETs through the client */
 		src.submit = object_submit;
 		fo.backend = BFS_FETCH_CUSTOM;
+		fo.source_retries = true; /* the client's retries (s3.h) */
 	}
 	if (io->dc) {
 		src.local = cached_read;

@@ -811,7 +811,8 @@ static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, boo
 		x->msg = m;
 		x->err = err;
 		x->got = 0;
-		if (x->tries < TRIES && !f->stopping && x->refs && err != -ESTALE) {
+		if (x->tries < TRIES && !f->o.source_retries && !f->stopping && x->refs &&
+		    err != -ESTALE) {
 			f->st.retries++;
 			x->state = X_PENDING;
 			x->prio = BFS_FETCH_NOW;

@@ -82,6 +82,10 @@ struct bfs_fetch_opts {
 	 * copy can keep whole blocks; 0: ranges as asked */
 	uint64_t align;
 	enum bfs_fetch_backend backend;
+	/* the source retries what may pass itself, for a bounded time (an
+	 * object store's client): a read it fails is not tried again by the
+	 * stage (a new ticket still tries it again) */
+	bool source_retries;
 };
 
 struct bfs_fetch_range {

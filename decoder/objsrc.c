@@ -171,9 +171,14 @@ int bfs_objsrc_open_shard(struct bfs_objsrc *s, size_t i, struct bfs_shard **out
 
 /* ------------------------------------------------------------ the stage */
 
+/* A read in the client's queue. It holds copies of its key and ETag: a
+ * read the I/O stage abandoned (the mount ending with reads in flight) is
+ * ended by the client's shutdown after the shards, whose names they were,
+ * are closed (bfs_dataset_close). */
 struct sreq {
 	struct bfs_s3_req r;
 	struct bfs_fetch_read *fr;
+	char names[]; /* the key, then the ETag */
 };
 
 static void sreq_done(struct bfs_s3_req *r, int err, const char *msg)
@@ -187,23 +192,26 @@ static void sreq_done(struct bfs_s3_req *r, int err, const char *msg)
 void bfs_objsrc_submit(struct bfs_objsrc *s, struct bfs_fetch_read *fr, struct bfs_shard *shard)
 {
 	struct obj *o = bfs_shard_io_obj(shard);
-	struct sreq *q = calloc(1, sizeof(*q));
+	size_t kl = o ? strlen(o->key) + 1 : 0, el = o ? strlen(o->etag) + 1 : 0;
+	struct sreq *q = o ? calloc(1, sizeof(*q) + kl + el) : NULL;
 	struct bfs_s3 *c = client(s);
 	uint64_t off, len;
 	uint32_t id;
 	uint8_t *dst;
 	int rc;
 
-	if (!q || !c || !o) {
+	if (!q || !c) {
 		free(q);
 		bfs_fetch_read_done(fr, -EIO, !c ? bfs_err_msg() : "out of memory");
 		return;
 	}
 	bfs_fetch_read_target(fr, &id, &off, &dst, &len);
+	memcpy(q->names, o->key, kl);
+	memcpy(q->names + kl, o->etag, el);
 	q->fr = fr;
-	q->r.bucket = s->url.bucket;
-	q->r.key = o->key;
-	q->r.etag = o->etag;
+	q->r.bucket = s->url.bucket; /* freed after the client */
+	q->r.key = q->names;
+	q->r.etag = q->names + kl;
 	q->r.off = off;
 	q->r.len = (size_t)len;
 	q->r.dst = dst;
@@ -284,6 +292,7 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 	struct bfs_s3_object *objs = NULL;
 	struct bfs_s3 *c = client(s);
 	size_t nobjs = 0, keep = 0;
+	char *folder = NULL; /* the last subfolder passed over */
 	int rc;
 
 	*names = *passed = NULL;
@@ -295,12 +304,33 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 		return rc;
 	for (size_t i = 0; i < nobjs; i++) {
 		const char *key = objs[i].key, *base = strrchr(key, '/');
-		size_t kl = strlen(key);
+		size_t kl = strlen(key), pl = strlen(s->url.key);
+		const char *sub = NULL;
 		bool pass;
 
 		base = base ? base + 1 : key;
+		/* s3://B/PREFIX/ is a directory: its "subfolders" (keys past a
+		 * '/' under the prefix, "folder/" markers) are passed over, as a
+		 * directory's folders are; each named once */
+		if (!rc && s->url.kind == BFS_S3_URL_PREFIX && bfs_s3_url_match(&s->url, key) &&
+		    kl > pl)
+			sub = strchr(key + pl, '/');
+		if (sub) {
+			size_t fl = (size_t)(sub - key) + 1;
+
+			/* keys under one folder are listed one after another */
+			if (!folder || strncmp(folder, key, fl) != 0 || folder[fl] != '\0') {
+				free(folder);
+				folder = strndup(key, fl);
+				rc = folder ? push(passed, npassed, scheme_name(s), s->url.bucket,
+						   folder)
+					    : -ENOMEM;
+			}
+			bfs_s3_object_destroy(&objs[i]);
+			continue;
+		}
 		if (rc || !bfs_s3_url_match(&s->url, key) || kl == 0 || key[kl - 1] == '/') {
-			bfs_s3_object_destroy(&objs[i]); /* not named, or a "folder" */
+			bfs_s3_object_destroy(&objs[i]); /* not named, or the prefix's own marker */
 			continue;
 		}
 		pass = *base == '.' || (not_shard && not_shard(base));
@@ -311,6 +341,7 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 		else
 			objs[keep++] = objs[i];
 	}
+	free(folder);
 	if (!rc && keep == 0)
 		rc = bfs_err_set(-ENOENT, "%s://%s/%s: no shard files found", scheme_name(s),
 				 s->url.bucket, s->url.key);

@@ -38,7 +38,10 @@ void bfs_objsrc_free(struct bfs_objsrc *s); /* accepts NULL; after its shards ar
 /* List the objects url names: *names (malloc'd URLs, sorted as S3 sorts
  * keys) of those that may be shards, *passed those passed over as a
  * directory's are (not_shard of the last part of the key, or a name
- * starting with '.'); free both with bfs_source_free. A listing that finds no object is
+ * starting with '.'), and, for s3://B/PREFIX/, its folders (the keys past
+ * a '/' under the prefix, "folder/" markers: a directory's folders are not
+ * read), each named once as a URL ending in '/'; free both with
+ * bfs_source_free. A listing that finds no object is
  * -ENOENT "no shard files found". Errors (one line naming the bucket and
  * the reason): -ENOENT, -EACCES, -EIO... */
 int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), char ***names,

@@ -11,6 +11,7 @@
 #include "shadow.h"
 
 #include "crc32c.h"
+#include "s3.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -83,14 +84,22 @@ static void note(struct bfs_shadows *sh, atomic_flag *once, const char *fmt, ...
 	sh->note(sh->ctx, NULL, msg);
 }
 
-/* The shard's absolute path (its real path when it resolves). */
+/* An object in a bucket (objsrc.h): its name is its URL, its "mtime" the
+ * hash of its ETag. */
+static bool is_url(const char *p)
+{
+	return bfs_s3_url_is(p);
+}
+
+/* The shard's absolute path (its real path when it resolves; an object's
+ * URL). */
 static int shard_abs(char abs[PATH_MAX], const struct bfs_shard *s)
 {
 	const char *p = bfs_shard_path(s);
 
-	if (realpath(p, abs))
+	if (!is_url(p) && realpath(p, abs))
 		return 0;
-	if (p[0] != '/' || strlen(p) >= PATH_MAX)
+	if ((p[0] != '/' && !is_url(p)) || strlen(p) >= PATH_MAX)
 		return -ENOENT;
 	memcpy(abs, p, strlen(p) + 1);
 	return 0;
@@ -215,10 +224,18 @@ static void sweep_one(struct bfs_shadows *sh, int dfd, const char *name)
 	if (fd < 0)
 		return;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-	    read_trailer(fd, (uint64_t)st.st_size, &t, shard) == 0 && stat(shard, &sst) == 0 &&
-	    (uint64_t)sst.st_size == t.shard_size &&
-	    (int64_t)sst.st_mtim.tv_sec * 1000000000 + sst.st_mtim.tv_nsec == t.shard_mtime_ns)
-		keep = true;
+	    read_trailer(fd, (uint64_t)st.st_size, &t, shard) == 0) {
+		/* an object's cannot be checked without listing its bucket:
+		 * kept; it is used only when its size and ETag are those
+		 * listed (open_valid), and a new version's shadow replaces it
+		 * (the same name) */
+		if (is_url(shard))
+			keep = true;
+		else if (stat(shard, &sst) == 0 && (uint64_t)sst.st_size == t.shard_size &&
+			 (int64_t)sst.st_mtim.tv_sec * 1000000000 + sst.st_mtim.tv_nsec ==
+				 t.shard_mtime_ns)
+			keep = true;
+	}
 	close(fd);
 	if (keep)
 		atomic_fetch_add(&sh->used, (uint64_t)st.st_size);

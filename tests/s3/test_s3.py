@@ -110,6 +110,21 @@ def test_a_reply_longer_than_the_range_is_refused(tool, proxy, objects):
     assert len(proxy.log()) == 1
 
 
+def test_the_proxy_adds_no_latency_of_its_own(proxy, objects):
+    """Requests on a kept-alive connection through the proxy take what they
+    take at s3rver: no Nagle wait between a response's head and its body
+    (~40 ms each, the client's delayed ACK, while it went unset)."""
+    c = s3env.boto_client(proxy.url_endpoint)
+    c.get_object(Bucket=BUCKET, Key="big.bin", Range="bytes=0-99")["Body"].read()
+    took = []
+    for i in range(15):
+        t0 = time.monotonic()
+        c.get_object(Bucket=BUCKET, Key="big.bin",
+                     Range="bytes=%d-%d" % (i * 100, i * 100 + 99))["Body"].read()
+        took.append(time.monotonic() - t0)
+    assert sorted(took)[len(took) // 2] < 0.025, took
+
+
 def test_many_reads_at_once_keep_to_max_conns(tool, proxy, objects):
     data, etag = objects.data["big.bin"], objects.etag("big.bin")
     proxy.config(delay_ms=30)
