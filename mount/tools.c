@@ -4,6 +4,7 @@
  */
 #include "tools.h"
 
+#include "batch.h"
 #include "dataset.h"
 #include "example.h"
 #include "options.h"
@@ -324,8 +325,10 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 	fprintf(stderr, "batchfs: %s: %s\n", shard, msg);
 }
 
+/* Open SOURCE as the tools' options say; index_dir and jobs (may be NULL)
+ * get the folder used (the caller frees it) and the threads. */
 static int open_source(struct bfs_dataset **ds, int argc, char **argv, const char *cmd,
-		       bool progress)
+		       bool progress, char **index_dir_out, unsigned *jobs_out)
 {
 	static const struct option longopts[] = {
 		{ "jobs", required_argument, NULL, 'j' },
@@ -395,7 +398,12 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 	o.shadow_size = shadow_size;
 	o.progress_ctx = &pr;
 	rc = bfs_dataset_open(ds, argv[optind], &o);
-	free(index_dir);
+	if (jobs_out)
+		*jobs_out = o.jobs;
+	if (index_dir_out && !rc)
+		*index_dir_out = index_dir;
+	else
+		free(index_dir);
 	if (rc) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		return 1;
@@ -421,7 +429,7 @@ int bfs_tool_schema(int argc, char **argv)
 {
 	struct bfs_dataset *ds = NULL;
 	char *json = NULL;
-	int rc = open_source(&ds, argc, argv, "schema", false);
+	int rc = open_source(&ds, argc, argv, "schema", false, NULL, NULL);
 
 	if (rc)
 		return rc == 2 ? 0 : rc;
@@ -436,21 +444,52 @@ int bfs_tool_schema(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
+/* The ragged counts a mount with the inferred schema needs (batch.h), kept
+ * in index_dir as the mount keeps them: mounts that share the folder read
+ * only (many nodes) then count nothing, and write nothing there. A batcher
+ * is what computes and keeps them; its other options do not change them.
+ * Best effort: a failure is one line, and the mounts count. */
+static void count_default(const struct bfs_dataset *ds, const char *index_dir, unsigned jobs)
+{
+	const struct bfs_schema *s = bfs_dataset_schema(ds);
+	struct bfs_batcher_opts bo = {
+		.batch_size = 1,
+		.world = 1,
+		.verify = true,
+		.on_corrupt = BFS_ON_CORRUPT_FAIL,
+		.jobs = jobs,
+		.index_dir = index_dir,
+		.on_note = bfs_tool_note,
+	};
+	struct bfs_batcher *b = NULL;
+
+	if (!s || s->nfeatures + s->nlists == 0)
+		return;
+	if (bfs_batcher_new(&b, ds, s, &bo) != 0)
+		fprintf(stderr, "batchfs: the ragged counts were not kept: %s\n", bfs_err_msg());
+	bfs_batcher_free(b);
+}
+
 int bfs_tool_index(int argc, char **argv)
 {
 	struct bfs_dataset *ds = NULL;
 	struct timespec t0, t1;
+	char *index_dir = NULL;
+	unsigned jobs = 1;
 	size_t ncut;
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = open_source(&ds, argc, argv, "index", true);
+	rc = open_source(&ds, argc, argv, "index", true, &index_dir, &jobs);
 	if (rc)
 		return rc == 2 ? 0 : rc;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
 	/* a shard cut short is indexed up to the cut but not cached: a mount
 	 * with on_corrupt=skip scans it again, one with fail refuses it */
 	ncut = report_cut(ds);
+	if (!ncut)
+		count_default(ds, index_dir, jobs);
+	free(index_dir);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("%" PRIu64 " records in %zu shards; index %" PRIu64 " bytes (%s); schema %s; "
 	       "%.2f s\n",
 	       bfs_dataset_nrecords(ds), bfs_dataset_nshards(ds), bfs_dataset_index_bytes(ds),
