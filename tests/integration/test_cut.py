@@ -17,8 +17,7 @@ import pytest
 
 import oracle
 from imgdata import frame
-from test_mount import (batchfs, check_batch_dir, check_safetensors, gen, index_dir,  # noqa: F401
-                        mounter, work)
+from helpers import check_batch_dir, check_safetensors
 from test_skip import B, SEED, _offsets, _records, _serialize
 
 def _cut_dataset(tmp_path, compression, name):

@@ -18,8 +18,7 @@ import pytest
 
 import oracle
 from imgdata import frame
-from test_mount import (batchfs, check_batch_dir, check_safetensors, gen, index_dir,  # noqa: F401
-                        mounter, work)
+from helpers import check_batch_dir, check_safetensors
 
 REAL = "tfx-seqex-eval.tfrecord.gz"
 

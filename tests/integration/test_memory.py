@@ -15,7 +15,6 @@ import time
 import pytest
 
 import oracle
-from test_mount import batchfs, gen, index_dir, mounter, work  # noqa: F401
 
 MiB = 1 << 20
 CACHE = 256 * MiB
@@ -26,7 +25,7 @@ SECONDS = float(os.environ.get("BFS_MEMORY_SECONDS", "25"))
 
 
 @pytest.fixture(scope="module")
-def ds_small(gen, work):  # noqa: F811
+def ds_small(gen, work):
     """'small' of scripts/bench.py: 400,000 records of 32 floats and an int64."""
     out = work / "mem-small"
     if not out.exists():
