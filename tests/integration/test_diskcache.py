@@ -1,5 +1,6 @@
 """-o disk_cache=DIR over a source behind tests/faultfs (a FUSE filesystem
-that counts the bytes it serves in .faultfs-stats): the rules of issue 24.
+that counts the bytes it serves in .faultfs-stats): the rules of
+docs/contract.md (disk_cache=) and docs/formats.md ("The disk cache").
 
 The bytes are always a local mount's. Epoch 1 after epoch 0, and a new
 mount over the same DIR, read (almost) nothing from the source. The bound

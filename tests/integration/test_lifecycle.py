@@ -1,6 +1,5 @@
-"""A mount's life (issue 25, items 3-5): one mount per folder, a daemon that
-goes with the process that started it, and set_epoch reaching persistent
-DataLoader workers.
+"""A mount's life: one mount per folder, a daemon that goes with the process
+that started it, and set_epoch reaching persistent DataLoader workers.
 
 - A MOUNTPOINT that is already a mount point (a live batchfs, a tmpfs, a
   bind mount of the folder on itself) is refused with one line and exit

@@ -1,4 +1,4 @@
-"""Bytes in feature lists keep their lengths (issue 25, part 3).
+"""Bytes in feature lists keep their lengths (docs/contract.md, "Bytes").
 
 A bytes feature list NAME is served as feature_lists/NAME.npy, uint8
 [B, max_steps, max_bytes] (or [B, max_steps, max_values, max_bytes]), each

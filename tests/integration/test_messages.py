@@ -1,9 +1,9 @@
-"""What a new user reads (issue 25, item 6): one clear line and exit status
-1 for a wrong option (with the nearest known one), a missing mount point,
-image= on a feature that holds no images; the standard FUSE options still
-pass through; `-f` says when the mount is ready; `batchfs inspect` names
-the compression; BatchDataset on a mount with rank folders says what to
-pass; the man page renders its placeholders."""
+"""What a new user reads: one clear line and exit status 1 for a wrong
+option (with the nearest known one), a missing mount point, image= on a
+feature that holds no images; the standard FUSE options still pass through;
+`-f` says when the mount is ready; `batchfs inspect` names the compression;
+BatchDataset on a mount with rank folders says what to pass; the man page
+renders its placeholders."""
 
 import os
 import re

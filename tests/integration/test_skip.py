@@ -1,4 +1,4 @@
-"""on_corrupt=skip replaces a corrupt record (issue 25, part 1).
+"""on_corrupt=skip replaces a corrupt record (docs/contract.md).
 
 A corrupt record is replaced by the next valid one, also when the
 schema has ragged features, whose file sizes come from per-record counts
