@@ -126,7 +126,8 @@ def run(args, tools, name, w):
                   "%.2f" % x["seconds"] for x in runs[key]))
 
     # the seek-point paths: too slow for a whole epoch, the first batches
-    k = w["gz_batches"]
+    # (no more than the epoch has: 25 for image-gz with --quick)
+    k = min(w["gz_batches"], -(-nrec // bs))
     dense = os.path.join(args.work, "index-%s-dense" % name)
     shutil.rmtree(dense, ignore_errors=True)
     for label, key, d, env in (
