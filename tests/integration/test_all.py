@@ -6,7 +6,7 @@ the mount's own batch files of that epoch (ragged offsets shifted as when
 concatenating RaggedTensors), and against the independent oracle: np.save of
 oracle.expected_batch over the whole epoch's records at once
 (oracle.epoch_records), and oracle.safetensors_bytes of those tensors.
-Fixtures (mounts, generated datasets) come from test_mount.py."""
+Fixtures (mounts, generated datasets) are conftest.py's."""
 
 import errno
 import json
@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 
 import oracle
-from test_mount import (USER_SCHEMA, Dataset, _dataset, batchfs, corrupt_data_crc,  # noqa: F401
-                        ds_gzip, ds_plain, ds_seq, ds_user, effective, fact, gen, index_dir,
-                        mounter, read_errno, walk_files, work)
+from helpers import (USER_SCHEMA, Dataset, corrupt_data_crc, effective, expect_mount_failure, fact,
+                     make_dataset, read_errno, walk_files)
 
 
 # ---------------------------------------------------------------- helpers
@@ -480,7 +479,7 @@ BIG_CHUNK = 512
 
 @pytest.fixture(scope="module")
 def ds_big(gen, work):
-    return _dataset(gen, work / "all-big", BIG_N, BIG_FEATURES, shards=2, seed=31)
+    return make_dataset(gen, work / "all-big", BIG_N, BIG_FEATURES, shards=2, seed=31)
 
 
 def _pread_random(path, off, size):
@@ -664,7 +663,7 @@ FAT_N = 3000
 
 @pytest.fixture(scope="module")
 def ds_fat(gen, work):
-    return _dataset(gen, work / "all-fat", FAT_N, FAT_FEATURES, shards=3, seed=41)
+    return make_dataset(gen, work / "all-fat", FAT_N, FAT_FEATURES, shards=3, seed=41)
 
 
 @pytest.fixture(scope="module")
@@ -805,9 +804,9 @@ def test_fat_concurrent_readers(mounter, ds_fat, fat_schema_file, opts):
 
 @pytest.fixture(scope="module")
 def ds_seq_fat(gen, work):
-    return _dataset(gen, work / "all-seq-fat", 1500,
-                    ["c:int64:1", "@frames:float:1..150:8", "@words:bytes:0..6:0..2,len=1..5"],
-                    shards=2, seed=43, seq=True)
+    return make_dataset(gen, work / "all-seq-fat", 1500,
+                        ["c:int64:1", "@frames:float:1..150:8", "@words:bytes:0..6:0..2,len=1..5"],
+                        shards=2, seed=43, seq=True)
 
 
 def test_seq_multichunk(mounter, ds_seq_fat):
@@ -825,7 +824,7 @@ def test_seq_multichunk(mounter, ds_seq_fat):
 
 def test_empty_epoch(mounter, gen, tmp_path, index_dir):
     src = tmp_path / "tiny"
-    ds = _dataset(gen, src, 10, ["x:float:4", "t:int64:0..5", "w:bytes:0..3,len=1..4"], seed=44)
+    ds = make_dataset(gen, src, 10, ["x:float:4", "t:int64:0..5", "w:bytes:0..3,len=1..4"], seed=44)
     sf = tmp_path / "s.json"
     schema = {"features": {"x": {"kind": "float", "shape": [4]},
                            "t": {"kind": "int64", "shape": [-1], "ragged": True},
@@ -843,7 +842,7 @@ def test_empty_epoch(mounter, gen, tmp_path, index_dir):
     m3 = mounter(str(src), batch_size=32, seed=3, schema=str(sf))
     assert check_all(m3, ds, schema=schema, B=32, seed=3)["x"].shape == (10, 4)
     one = tmp_path / "one"
-    ds1 = _dataset(gen, one, 1, ["x:float:4", "t:int64:0..5", "w:bytes:0..3,len=1..4"], seed=45)
+    ds1 = make_dataset(gen, one, 1, ["x:float:4", "t:int64:0..5", "w:bytes:0..3,len=1..4"], seed=45)
     m4 = mounter(str(one), batch_size=3, schema=str(sf))
     assert check_all(m4, ds1, schema=schema, B=3)["t.row_splits"].shape == (2,)
 
@@ -886,7 +885,8 @@ def test_fat_gzip_all_only(mounter, gen, work, fat_schema_file):
     """The fat epoch from gzip shards: all/ only (a chunk reads its records in
     file order; the batches' random access into gzip is slow, and the batch
     path is covered by test_mount.py)."""
-    ds = _dataset(gen, work / "all-fat-gz", FAT_N, FAT_FEATURES, shards=3, seed=41, compression="gzip")
+    ds = make_dataset(gen, work / "all-fat-gz", FAT_N, FAT_FEATURES, shards=3, seed=41,
+                      compression="gzip")
     m = mounter(ds.path, batch_size=64, seed=7, schema=fat_schema_file)
     check_all(m, ds, schema=FAT_SCHEMA, B=64, seed=7, concat=False)
     assert stat_counter(stats(m), "chunks_decoded") >= 3
@@ -1045,7 +1045,6 @@ def test_small_chunks(mounter, request, tmp_path, fx, B, rows, extra):
 
 
 def test_chunk_rows_option_is_checked(batchfs, ds_plain, tmp_path, index_dir):
-    from test_mount import _expect_mount_failure
     for i, bad in enumerate(["chunk_rows=0", "chunk_rows=abc", "chunk_rows=-3"]):
-        _expect_mount_failure(batchfs, ds_plain.path, tmp_path / ("mnt%d" % i),
-                              bad + ",index_dir=" + index_dir, "chunk_rows")
+        expect_mount_failure(batchfs, ds_plain.path, tmp_path / ("mnt%d" % i),
+                             bad + ",index_dir=" + index_dir, "chunk_rows")

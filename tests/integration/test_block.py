@@ -5,7 +5,7 @@ The order of every epoch is computed independently by the oracle
 (oracle.block_perm: the cut and groups of docs/shuffle.md, the whole epoch
 materialised), checked there to be a permutation for many parameters, and
 the mount's batch files and all/ are compared with the oracle's bytes for
-that order. Fixtures come from test_mount.py."""
+that order. Fixtures are conftest.py's."""
 
 import os
 
@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 import oracle
-from test_mount import (Dataset, _dataset, batchfs, check_epoch, ds_plain, effective,  # noqa: F401
-                        fact, gen, index_dir, mounter, walk_files, work)
+from helpers import Dataset, check_batch_dir, check_safetensors, effective, fact
 
 
 def order_of(ds, block_size, window, seed, epoch):
@@ -32,7 +31,6 @@ def check_block_epoch(m, ds, B, block_size, window, seed=0, epoch=0, drop=False,
     nloc = oracle.local_batches(ds.n, B, drop, world)
     names = sorted(n for n in os.listdir(ep) if n.startswith("batch-") and "." not in n)
     assert names == ["batch-%06d" % i for i in range(nloc)]
-    from test_mount import check_batch_dir, check_safetensors
     for i in (range(nloc) if batches is None else batches):
         idx = oracle.batch_records(ds.n, B, i, seed, epoch, "block", rank, world, order)
         exp = oracle.expected_batch(ds.decoded, schema, idx)

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import oracle
-from test_mount import batchfs, gen, index_dir, mounter, work, ds_plain, _dataset  # noqa: F401
+from helpers import check_epoch, make_dataset
 
 
 def stats(m):
@@ -31,8 +31,9 @@ def read_batch(m, epoch, b):
 
 
 @pytest.fixture(scope="module")
-def ds_many(gen, work):  # noqa: F811
-    return _dataset(gen, work / "cache-many", 2000, ["x:float:8", "y:int64:1"], shards=2, seed=11)
+def ds_many(gen, work):
+    return make_dataset(gen, work / "cache-many", 2000, ["x:float:8", "y:int64:1"], shards=2,
+                        seed=11)
 
 
 def test_sequential_reader_is_prefetched_and_read_batches_are_not_hoarded(mounter, ds_many):
@@ -88,14 +89,13 @@ def test_cache_size_bounds_held_bytes(mounter, ds_many):
     assert s["cache_peak_bytes"] <= 16384 + 5000, s
 
 
-def test_recycled_batch_buffers_hold_only_their_own_bytes(mounter, gen, work):  # noqa: F811
+def test_recycled_batch_buffers_hold_only_their_own_bytes(mounter, gen, work):
     # Batches of over 1 MiB: once read and trimmed, their buffers are reused
     # for the next builds. A padded bytes feature (short values, zero
     # padding up to the longest) shows any byte a reused buffer kept from
     # the batch before: every batch of two epochs must equal the oracle.
-    from test_mount import check_epoch
-    ds = _dataset(gen, work / "cache-recycle", 4000, ["b:bytes:1,len=0..4000", "x:float:3"],
-                  shards=2, seed=21)
+    ds = make_dataset(gen, work / "cache-recycle", 4000, ["b:bytes:1,len=0..4000", "x:float:3"],
+                      shards=2, seed=21)
     m = mounter(ds.path, batch_size=300, seed=5, prefetch=1, threads=2, epochs=2)
     for epoch in (0, 1):
         check_epoch(m, ds, B=300, seed=5, epoch=epoch)
@@ -103,13 +103,12 @@ def test_recycled_batch_buffers_hold_only_their_own_bytes(mounter, gen, work):  
     assert s["buffers_reused"] >= 5, s
 
 
-def test_large_read_batches_are_trimmed_by_bytes(mounter, gen, work):  # noqa: F811
+def test_large_read_batches_are_trimmed_by_bytes(mounter, gen, work):
     # With batches over a sixteenth of cache_size, at most one read batch
     # stays decoded (the page cache holds them): each trimmed buffer is the
     # next build's, from the third batch on, not one per prefetch + 8 reads.
-    from test_mount import check_epoch
-    ds = _dataset(gen, work / "cache-trim-bytes", 4000, ["b:bytes:1,len=0..4000", "x:float:3"],
-                  shards=2, seed=22)
+    ds = make_dataset(gen, work / "cache-trim-bytes", 4000, ["b:bytes:1,len=0..4000", "x:float:3"],
+                      shards=2, seed=22)
     m = mounter(ds.path, batch_size=300, seed=5, prefetch=1, threads=2, cache_size="16M")
     check_epoch(m, ds, B=300, seed=5, epoch=0)
     s = stats(m)

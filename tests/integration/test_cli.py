@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import oracle
-from test_mount import batchfs, gen, index_dir, mounter, work, ds_gzip, ds_plain  # noqa: F401
 
 
 def run(*args, **kw):
@@ -20,14 +19,14 @@ def run(*args, **kw):
                           **kw)
 
 
-def test_help_and_version(batchfs):  # noqa: F811
+def test_help_and_version(batchfs):
     r = run(batchfs, "--help")
     assert r.returncode == 0 and b"batch_size" in r.stdout
     r = run(batchfs, "--version")
     assert r.returncode == 0 and r.stdout.startswith(b"batchfs ")
 
 
-def test_glob_source_takes_the_matching_shards_in_name_order(mounter, ds_plain, tmp_path):  # noqa: F811
+def test_glob_source_takes_the_matching_shards_in_name_order(mounter, ds_plain, tmp_path):
     shards = sorted(glob.glob(os.path.join(ds_plain.path, "*")))
     assert len(shards) == 3
     pattern = os.path.join(ds_plain.path, "part-0000[01]*")
@@ -41,7 +40,7 @@ def test_glob_source_takes_the_matching_shards_in_name_order(mounter, ds_plain, 
     assert y.tolist() == [int(d["features"]["y"][1][0]) for d in ds_plain.decoded[:16]]
 
 
-def test_forced_compression(mounter, ds_gzip, tmp_path, batchfs):  # noqa: F811
+def test_forced_compression(mounter, ds_gzip, tmp_path, batchfs):
     # a gzip shard under a name that says nothing
     src = tmp_path / "src"
     src.mkdir()
@@ -60,7 +59,7 @@ def test_forced_compression(mounter, ds_gzip, tmp_path, batchfs):  # noqa: F811
     assert not os.path.ismount(str(mnt))
 
 
-def test_verify_none_skips_the_crc_check(mounter, ds_plain, tmp_path):  # noqa: F811
+def test_verify_none_skips_the_crc_check(mounter, ds_plain, tmp_path):
     # flip one bit of a data CRC: verify=crc gives EIO, verify=none serves the record
     src = tmp_path / "src"
     shutil.copytree(ds_plain.path, src)
@@ -80,7 +79,7 @@ def test_verify_none_skips_the_crc_check(mounter, ds_plain, tmp_path):  # noqa: 
     assert y.tolist() == [int(d["features"]["y"][1][0]) for d in ds_plain.decoded[:500]]
 
 
-def test_schema_and_index_commands(batchfs, ds_gzip, tmp_path, mounter):  # noqa: F811
+def test_schema_and_index_commands(batchfs, ds_gzip, tmp_path, mounter):
     ix = str(tmp_path / "ix")
     r = run(batchfs, "index", "--jobs", "2", "--index-dir", ix, ds_gzip.path)
     assert r.returncode == 0, r.stderr
@@ -99,7 +98,7 @@ def test_schema_and_index_commands(batchfs, ds_gzip, tmp_path, mounter):  # noqa
     assert r.returncode == 1 and b"nope" in r.stderr
 
 
-def test_cuda_option_without_cuda_fails_cleanly(batchfs, ds_plain, tmp_path):  # noqa: F811
+def test_cuda_option_without_cuda_fails_cleanly(batchfs, ds_plain, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     r = run(batchfs, "-f", ds_plain.path, str(mnt), "-o", "cuda,index_dir=%s" % (tmp_path / "ix"))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import oracle
-from test_mount import batchfs, gen, index_dir, mounter, work, _dataset  # noqa: F401
+from helpers import make_dataset
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -36,18 +36,18 @@ def _build_file(batchfs_bin, *parts):
 
 
 @pytest.fixture(scope="module")
-def double(batchfs):  # noqa: F811
+def double(batchfs):
     return _build_file(batchfs, "tests", "cuda", "libcudart-double.so")
 
 
 @pytest.fixture(scope="module")
-def consumer(batchfs):  # noqa: F811
+def consumer(batchfs):
     return _build_file(batchfs, "tests", "cuda", "cuda_consumer")
 
 
 @pytest.fixture(scope="module")
-def ds(gen, work):  # noqa: F811
-    return _dataset(gen, work / "cuda", 300, FEATURES, shards=2, seed=7)
+def ds(gen, work):
+    return make_dataset(gen, work / "cuda", 300, FEATURES, shards=2, seed=7)
 
 
 @pytest.fixture
@@ -324,7 +324,7 @@ def _mount_cmd(batchfs_bin, ds, mnt, opts, foreground, env, tmp_path):
 
 
 @pytest.mark.parametrize("foreground", [True, False])
-def test_no_usable_gpu_fails_the_mount_with_one_line(batchfs, ds, double, tmp_path,  # noqa: F811
+def test_no_usable_gpu_fails_the_mount_with_one_line(batchfs, ds, double, tmp_path,
                                                      foreground):
     cases = [({"BATCHFS_CUDART": double, "BFS_CUDA_DOUBLE_DEVICES": "0"}, "cuda", "GPU"),
              ({"BATCHFS_CUDART": double}, "cuda=3", "device 3"),
@@ -339,7 +339,7 @@ def test_no_usable_gpu_fails_the_mount_with_one_line(batchfs, ds, double, tmp_pa
         assert not os.path.ismount(str(mnt))
 
 
-def test_cuda_starts_only_in_the_detached_daemon(batchfs, ds, double, tmp_path):  # noqa: F811
+def test_cuda_starts_only_in_the_detached_daemon(batchfs, ds, double, tmp_path):
     log = tmp_path / "calls.log"
     env = dict(os.environ, BATCHFS_CUDART=double, BFS_CUDA_DOUBLE_LOG=str(log))
     mnt = tmp_path / "mnt"

@@ -1,4 +1,4 @@
-"""A shard cut short (issue 25, part 2): its last record incomplete, as a
+"""A shard cut short (docs/contract.md): its last record incomplete, as a
 copy or a download stopped midway leaves it. Under on_corrupt=skip it mounts,
 serves its whole records and says in errors.txt where it was cut (shard,
 record index, offset); fail refuses it. Its index is never cached, so a
@@ -17,8 +17,7 @@ import pytest
 
 import oracle
 from imgdata import frame
-from test_mount import (batchfs, check_batch_dir, check_safetensors, gen, index_dir,  # noqa: F401
-                        mounter, work)
+from helpers import check_batch_dir, check_safetensors
 from test_skip import B, SEED, _offsets, _records, _serialize
 
 def _cut_dataset(tmp_path, compression, name):

@@ -1,5 +1,6 @@
 """-o disk_cache=DIR over a source behind tests/faultfs (a FUSE filesystem
-that counts the bytes it serves in .faultfs-stats): the rules of issue 24.
+that counts the bytes it serves in .faultfs-stats): the rules of
+docs/contract.md (disk_cache=) and docs/formats.md ("The disk cache").
 
 The bytes are always a local mount's. Epoch 1 after epoch 0, and a new
 mount over the same DIR, read (almost) nothing from the source. The bound
@@ -22,8 +23,8 @@ import pytest
 
 import oracle
 from test_faults import FaultFS, _faultfs_bin
-from test_mount import (EXIT_DEADLINE, batchfs, gen, index_dir, mounter, read_or_errno,  # noqa: F401
-                        work)
+from fusemount import EXIT_DEADLINE
+from helpers import read_or_errno
 
 # about 1.7 MiB a shard with 4 shards of 20000 records: a whole block and a
 # short one each
@@ -36,7 +37,7 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def source(gen, tmp_path):  # noqa: F811
+def source(gen, tmp_path):
     """source(n, shards, compression, name) -> (local dir, FaultFS over it).
     Request it before `mounter`: batchfs is unmounted first at teardown."""
     if not _faultfs_bin():

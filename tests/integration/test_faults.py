@@ -13,8 +13,8 @@ import time
 import pytest
 
 import oracle
-from test_mount import (EXIT_DEADLINE, batch_files, batchfs, effective, gen, index_dir,  # noqa: F401
-                        mounter, read_or_errno, work)
+from fusemount import EXIT_DEADLINE
+from helpers import batch_files, read_or_errno
 
 B = 8
 FEATURES = ["x:float:4", "y:int64:1", "t:int64:0..5", "s:bytes:1,len=1..9"]
@@ -24,7 +24,7 @@ class Src:
     """A generated dataset in its own directory, with the byte range of
     every record and the decoded records (taken before any change)."""
 
-    def __init__(self, gen, path, n=400, shards=4, seed=41):  # noqa: F811
+    def __init__(self, gen, path, n=400, shards=4, seed=41):
         oracle.generate(gen, path, n, FEATURES, shards=shards, seed=seed)
         self.path = str(path)
         self.shards = oracle.list_shards(self.path)
@@ -76,7 +76,7 @@ def _errors_lines(m, needle):
 # ---------------------------------------------------------------- the source changes
 
 
-def test_shard_truncated_under_mount(mounter, gen, tmp_path):  # noqa: F811
+def test_shard_truncated_under_mount(mounter, gen, tmp_path):
     src = Src(gen, tmp_path / "src")
     m = mounter(src.path, batch_size=B, index_dir=str(tmp_path / "ix"), threads=1, prefetch=2)
     nb = oracle.batches_per_epoch(src.n, B)
@@ -112,7 +112,7 @@ def _rewrite(src, shard, every=7):
     return bytes(raw), bad
 
 
-def test_shard_rewritten_in_place_under_mount(mounter, gen, tmp_path):  # noqa: F811
+def test_shard_rewritten_in_place_under_mount(mounter, gen, tmp_path):
     """Same size, different bytes, same inode: the payloads of some records
     of shard 1 are overwritten; their CRCs no longer match."""
     src = Src(gen, tmp_path / "src")
@@ -126,7 +126,7 @@ def test_shard_rewritten_in_place_under_mount(mounter, gen, tmp_path):  # noqa: 
     assert _errors_lines(m, os.path.basename(src.shards[1])), m.read("errors.txt")
 
 
-def test_shard_replaced_under_mount(mounter, gen, tmp_path):  # noqa: F811
+def test_shard_replaced_under_mount(mounter, gen, tmp_path):
     """A new file renamed over a shard (an editor's save): the daemon may
     keep reading the file it opened, or fail; it never mixes the two."""
     src = Src(gen, tmp_path / "src")
@@ -147,7 +147,7 @@ def test_shard_replaced_under_mount(mounter, gen, tmp_path):  # noqa: F811
 # ---------------------------------------------------------------- killed processes
 
 
-def test_reader_killed_mid_read(mounter, gen, tmp_path):  # noqa: F811
+def test_reader_killed_mid_read(mounter, gen, tmp_path):
     src = Src(gen, tmp_path / "src", n=2000, shards=2)
     m = mounter(src.path, batch_size=B, epochs=2, index_dir=str(tmp_path / "ix"), cache_size="64K",
                 threads=1, prefetch=1)
@@ -176,7 +176,7 @@ def test_reader_killed_mid_read(mounter, gen, tmp_path):  # noqa: F811
         _files(m, src, 3, epoch=1)[-1][1]
 
 
-def test_killed_daemon_leaves_a_dead_mount_fusermount_recovers(mounter, gen, tmp_path):  # noqa: F811
+def test_killed_daemon_leaves_a_dead_mount_fusermount_recovers(mounter, gen, tmp_path):
     src = Src(gen, tmp_path / "src", n=64, shards=1)
     m = mounter(src.path, batch_size=B, index_dir=str(tmp_path / "ix"))
     assert read_or_errno(m.path("epoch-0000", "batch-000000.safetensors")) == _files(m, src, 0)[-1][1]
@@ -196,7 +196,7 @@ def test_killed_daemon_leaves_a_dead_mount_fusermount_recovers(mounter, gen, tmp
     assert read_or_errno(m2.path("epoch-0000", "batch-000001.safetensors")) == _files(m2, src, 1)[-1][1]
 
 
-def test_lazy_unmount_with_active_readers(mounter, gen, tmp_path):  # noqa: F811
+def test_lazy_unmount_with_active_readers(mounter, gen, tmp_path):
     src = Src(gen, tmp_path / "src", n=1000, shards=2)
     m = mounter(src.path, batch_size=B, index_dir=str(tmp_path / "ix"), cache_size="128K")
     script = ("import os,sys,time\n"
@@ -262,7 +262,7 @@ class FaultFS:
 
 
 @pytest.fixture
-def faulty(batchfs, gen, tmp_path):  # noqa: F811
+def faulty(batchfs, gen, tmp_path):
     """(Src, FaultFS): a dataset served through faultfs. Request it before
     `mounter`, so that batchfs is unmounted first at teardown."""
     if not _faultfs_bin():
@@ -275,7 +275,7 @@ def faulty(batchfs, gen, tmp_path):  # noqa: F811
     f.stop()
 
 
-def test_failing_source_disk_then_recovery(faulty, mounter, tmp_path):  # noqa: F811
+def test_failing_source_disk_then_recovery(faulty, mounter, tmp_path):
     src, f = faulty
     m = mounter(src.path, batch_size=B, index_dir=str(tmp_path / "ix"), prefetch=0)
     nb = oracle.batches_per_epoch(src.n, B)
@@ -293,7 +293,7 @@ def test_failing_source_disk_then_recovery(faulty, mounter, tmp_path):  # noqa: 
     assert m.proc.poll() is None
 
 
-def test_slow_source_disk(faulty, mounter, tmp_path):  # noqa: F811
+def test_slow_source_disk(faulty, mounter, tmp_path):
     src, f = faulty
     m = mounter(src.path, batch_size=B, index_dir=str(tmp_path / "ix"), prefetch=0)
     f.set("delay 150")

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 import imgdata
-from test_mount import batchfs, gen, index_dir, mounter, read_errno, work  # noqa: F401
+from helpers import read_errno
 
 pytestmark = pytest.mark.skipif(not imgdata.have_pil(), reason="python3-pil is not installed")
 

@@ -16,8 +16,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from test_mount import (MOUNT_DEADLINE, _unmount, _wait, batchfs, batchfs_on_sh_path,  # noqa: F401
-                        ds_plain, gen, index_dir, mount_helper_usable, work)
+from fusemount import MOUNT_DEADLINE, unmount, wait_for
+from helpers import batchfs_on_sh_path, mount_helper_usable
 
 
 def _build_dir(binary):
@@ -28,7 +28,7 @@ def _build_dir(binary):
 
 
 @pytest.fixture(scope="module")
-def installed(batchfs, tmp_path_factory):  # noqa: F811
+def installed(batchfs, tmp_path_factory):
     """A `make install DESTDIR=...` of the build tree the tested binary is in."""
     dest = tmp_path_factory.mktemp("destdir")
     r = subprocess.run(["make", "-s", "-C", _build_dir(batchfs), "install", "DESTDIR=%s" % dest],
@@ -41,7 +41,7 @@ def installed(batchfs, tmp_path_factory):  # noqa: F811
     return str(dest) + prefix
 
 
-def test_install_puts_binary_man_page_and_module(installed, batchfs):  # noqa: F811
+def test_install_puts_binary_man_page_and_module(installed, batchfs):
     exe = os.path.join(installed, "bin", "batchfs")
     assert os.access(exe, os.X_OK)
     v = subprocess.run([exe, "--version"], stdout=subprocess.PIPE, check=True).stdout
@@ -79,7 +79,7 @@ def _man_text(path):
     return open(path, encoding="utf-8", errors="replace").read().replace("\\-", "-")
 
 
-def test_man_page_covers_every_command_and_option(installed, batchfs):  # noqa: F811
+def test_man_page_covers_every_command_and_option(installed, batchfs):
     text = _man_text(os.path.join(installed, "share", "man", "man1", "batchfs.1"))
     for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "MOUNT OPTIONS", "THE TREE",
                     "EXIT STATUS", "EXAMPLES", "SEE ALSO"):
@@ -117,7 +117,7 @@ def _edit_fstab(fn):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def test_fstab_line_mounts_with_mount_mountpoint(batchfs, ds_plain, tmp_path, index_dir):  # noqa: F811
+def test_fstab_line_mounts_with_mount_mountpoint(batchfs, ds_plain, tmp_path, index_dir):
     why = mount_helper_usable()
     if why:
         pytest.skip(why)
@@ -138,8 +138,8 @@ def test_fstab_line_mounts_with_mount_mountpoint(batchfs, ds_plain, tmp_path, in
                 r = subprocess.run(["mount", str(mnt)], stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
                                    timeout=MOUNT_DEADLINE)
             assert r.returncode == 0, log.read_text(errors="replace")
-            _wait(lambda: os.path.ismount(str(mnt)) and os.path.exists(str(mnt / "schema.json")),
-                  MOUNT_DEADLINE, "mount " + str(mnt))
+            wait_for(lambda: os.path.ismount(str(mnt)) and os.path.exists(str(mnt / "schema.json")),
+                     MOUNT_DEADLINE, "mount " + str(mnt))
             s = json.loads((mnt / "schema.json").read_bytes())
             assert s["batch_size"] == 8 and s["seed"] == 2
             assert np.load(str(mnt / "epoch-0000" / "batch-000000" / "x.npy")).shape == (8, 4)
@@ -149,9 +149,9 @@ def test_fstab_line_mounts_with_mount_mountpoint(batchfs, ds_plain, tmp_path, in
             r = subprocess.run(["umount", str(mnt)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                timeout=MOUNT_DEADLINE)
             assert r.returncode == 0, r.stdout
-            _wait(lambda: not os.path.ismount(str(mnt)), MOUNT_DEADLINE, "umount")
+            wait_for(lambda: not os.path.ismount(str(mnt)), MOUNT_DEADLINE, "umount")
         finally:
-            _unmount(str(mnt))
+            unmount(str(mnt))
             _edit_fstab(lambda t: t.replace(line, "", 1))
     with open(FSTAB) as f:
         assert line not in f.read()

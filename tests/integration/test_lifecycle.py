@@ -1,6 +1,5 @@
-"""A mount's life (issue 25, items 3-5): one mount per folder, a daemon that
-goes with the process that started it, and set_epoch reaching persistent
-DataLoader workers.
+"""A mount's life: one mount per folder, a daemon that goes with the process
+that started it, and set_epoch reaching persistent DataLoader workers.
 
 - A MOUNTPOINT that is already a mount point (a live batchfs, a tmpfs, a
   bind mount of the folder on itself) is refused with one line and exit
@@ -24,9 +23,8 @@ import time
 import pytest
 
 import oracle
-from test_mount import (MOUNT_DEADLINE, _dataset, _wait, batchfs, ds_plain,  # noqa: F401
-                        gen, index_dir, mounter, work)
-from test_signals import subreaper  # noqa: F401
+from fusemount import MOUNT_DEADLINE, wait_for
+from helpers import make_dataset
 
 PYDIR = os.environ.get("BFS_PYTHONPATH") or os.path.join(oracle.repo_root(), "python")
 if PYDIR not in sys.path:
@@ -58,7 +56,7 @@ def _unmount_all(mnt):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _second(batchfs, src, mnt, opts, foreground):  # noqa: F811
+def _second(batchfs, src, mnt, opts, foreground):
     """Run a second batchfs on mnt; (exit status, stderr). One that stacks
     (and, in the foreground, keeps running) is stopped and unmounted."""
     argv = [batchfs] + (["-f"] if foreground else []) + [src, mnt, "-o", opts]
@@ -86,7 +84,7 @@ def _one_line(err):
 
 
 @pytest.mark.parametrize("foreground", [True, False], ids=["foreground", "daemon"])
-def test_second_batchfs_on_a_live_mount_is_refused(batchfs, mounter, ds_plain, index_dir,  # noqa: F811
+def test_second_batchfs_on_a_live_mount_is_refused(batchfs, mounter, ds_plain, index_dir,
                                                    foreground):
     m = mounter(ds_plain.path, batch_size=8)
     rc, err = _second(batchfs, ds_plain.path, m.mnt, "batch_size=16,index_dir=" + index_dir,
@@ -100,7 +98,7 @@ def test_second_batchfs_on_a_live_mount_is_refused(batchfs, mounter, ds_plain, i
     assert m.proc.poll() is None
 
 
-def test_other_mount_points_are_refused(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+def test_other_mount_points_are_refused(batchfs, ds_plain, index_dir, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs or a bind mount needs root")
     opts = "index_dir=" + index_dir
@@ -123,10 +121,10 @@ def test_other_mount_points_are_refused(batchfs, ds_plain, index_dir, tmp_path):
             _unmount_all(str(mnt))
 
 
-def test_two_batchfs_started_at_once_give_one_mount(batchfs, gen, tmp_path):  # noqa: F811
+def test_two_batchfs_started_at_once_give_one_mount(batchfs, gen, tmp_path):
     # a fresh index_dir each: both index the dataset first, the window in
     # which both would find the folder free
-    ds = _dataset(gen, tmp_path / "ds", 4000, ["x:float:32", "t:int64:0..20"], shards=4, seed=3)
+    ds = make_dataset(gen, tmp_path / "ds", 4000, ["x:float:32", "t:int64:0..20"], shards=4, seed=3)
     mnt = str(tmp_path / "mnt")
     os.mkdir(mnt)
     procs = [subprocess.Popen([batchfs, "-f", ds.path, mnt, "-o",
@@ -134,8 +132,8 @@ def test_two_batchfs_started_at_once_give_one_mount(batchfs, gen, tmp_path):  # 
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE) for i in range(2)]
     try:
-        _wait(lambda: _mounts_at(mnt) >= 1 and sum(p.poll() is not None for p in procs) >= 1,
-              MOUNT_DEADLINE, "one mount and one refusal")
+        wait_for(lambda: _mounts_at(mnt) >= 1 and sum(p.poll() is not None for p in procs) >= 1,
+                 MOUNT_DEADLINE, "one mount and one refusal")
         time.sleep(0.5)  # a stacked second mount would show by now
         assert _mounts_at(mnt) == 1
         done = [p for p in procs if p.poll() is not None]
@@ -151,7 +149,7 @@ def test_two_batchfs_started_at_once_give_one_mount(batchfs, gen, tmp_path):  # 
         _unmount_all(mnt)
 
 
-def test_nested_python_mount_raises_and_leaves_the_outer(batchfs, ds_plain, index_dir,  # noqa: F811
+def test_nested_python_mount_raises_and_leaves_the_outer(batchfs, ds_plain, index_dir,
                                                          tmp_path, monkeypatch):
     monkeypatch.setenv("BATCHFS", batchfs)
     mnt = str(tmp_path / "mnt")
@@ -221,7 +219,7 @@ def _reap(pid, deadline):
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL", "exception"])
-def test_daemon_goes_with_its_python_starter(batchfs, ds_plain, index_dir, tmp_path,  # noqa: F811
+def test_daemon_goes_with_its_python_starter(batchfs, ds_plain, index_dir, tmp_path,
                                              subreaper, how):
     mnt = str(tmp_path / "mnt")
     os.mkdir(mnt)
@@ -245,7 +243,7 @@ def test_daemon_goes_with_its_python_starter(batchfs, ds_plain, index_dir, tmp_p
         if how != "exception":  # reparented to this subreaper, which read its status
             assert status == 0, "the daemon exited with %s, not after a clean unmount" % status
         daemon = None
-        _wait(lambda: _mounts_at(mnt) == 0, DEADLINE, "the mount to go")
+        wait_for(lambda: _mounts_at(mnt) == 0, DEADLINE, "the mount to go")
     finally:
         if script.poll() is None:
             script.kill()
@@ -262,7 +260,7 @@ def test_daemon_goes_with_its_python_starter(batchfs, ds_plain, index_dir, tmp_p
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])
-def test_set_epoch_reaches_persistent_workers(batchfs, ds_plain, index_dir, monkeypatch, start):  # noqa: F811
+def test_set_epoch_reaches_persistent_workers(batchfs, ds_plain, index_dir, monkeypatch, start):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
     import batchfs.torch as bt

@@ -1,4 +1,4 @@
-"""Bytes in feature lists keep their lengths (issue 25, part 3).
+"""Bytes in feature lists keep their lengths (docs/contract.md, "Bytes").
 
 A bytes feature list NAME is served as feature_lists/NAME.npy, uint8
 [B, max_steps, max_bytes] (or [B, max_steps, max_values, max_bytes]), each
@@ -18,8 +18,7 @@ import pytest
 
 import oracle
 from imgdata import frame
-from test_mount import (batchfs, check_batch_dir, check_safetensors, gen, index_dir,  # noqa: F401
-                        mounter, work)
+from helpers import check_batch_dir, check_safetensors
 
 REAL = "tfx-seqex-eval.tfrecord.gz"
 

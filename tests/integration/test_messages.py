@@ -1,9 +1,9 @@
-"""What a new user reads (issue 25, item 6): one clear line and exit status
-1 for a wrong option (with the nearest known one), a missing mount point,
-image= on a feature that holds no images; the standard FUSE options still
-pass through; `-f` says when the mount is ready; `batchfs inspect` names
-the compression; BatchDataset on a mount with rank folders says what to
-pass; the man page renders its placeholders."""
+"""What a new user reads: one clear line and exit status 1 for a wrong
+option (with the nearest known one), a missing mount point, image= on a
+feature that holds no images; the standard FUSE options still pass through;
+`-f` says when the mount is ready; `batchfs inspect` names the compression;
+BatchDataset on a mount with rank folders says what to pass; the man page
+renders its placeholders."""
 
 import os
 import re
@@ -15,13 +15,12 @@ import sys
 import pytest
 
 import oracle
-from test_mount import (MOUNT_DEADLINE, _expect_mount_failure, _unmount, _wait, batchfs,  # noqa: F401
-                        ds_gzip, ds_plain, gen, index_dir, mounter, work)
+from fusemount import MOUNT_DEADLINE, unmount, wait_for
 
 SQUAD = os.path.join(oracle.testdata_dir(), "trax-squad-validation-00000-of-00001.tfrecord")
 
 
-def _fail(batchfs, src, mnt, opts, index_dir):  # noqa: F811
+def _fail(batchfs, src, mnt, opts, index_dir):
     """The single stderr line of a mount that must fail (exit status 1)."""
     os.makedirs(mnt, exist_ok=True)
     p = subprocess.Popen([batchfs, "-f", str(src), str(mnt), "-o", opts + ",index_dir=" + index_dir],
@@ -33,7 +32,7 @@ def _fail(batchfs, src, mnt, opts, index_dir):  # noqa: F811
         p.communicate()
         raise AssertionError("batchfs -o %s mounted" % opts)
     finally:
-        _unmount(str(mnt))
+        unmount(str(mnt))
     lines = [ln for ln in err.decode(errors="replace").splitlines() if ln.strip()]
     assert p.returncode == 1 and len(lines) == 1, (opts, p.returncode, lines)
     return lines[0]
@@ -54,11 +53,11 @@ UNKNOWN = [
 
 
 @pytest.mark.parametrize("opt,line", UNKNOWN, ids=[o for o, _ in UNKNOWN])
-def test_unknown_option_names_the_nearest(batchfs, ds_plain, index_dir, tmp_path, opt, line):  # noqa: F811
+def test_unknown_option_names_the_nearest(batchfs, ds_plain, index_dir, tmp_path, opt, line):
     assert _fail(batchfs, ds_plain.path, tmp_path / "mnt", opt, index_dir) == line
 
 
-def test_standard_fuse_options_pass_through(mounter, ds_plain):  # noqa: F811
+def test_standard_fuse_options_pass_through(mounter, ds_plain):
     # what mount(8), fstab lines and fuse 2 habits pass; max_read must reach
     # INIT too (libfuse leaves that to the filesystem), nonempty is fuse 3's default
     m = mounter(ds_plain.path, batch_size=8, allow_other=True, default_permissions=True, ro=True,
@@ -70,7 +69,7 @@ def test_standard_fuse_options_pass_through(mounter, ds_plain):  # noqa: F811
     assert " - fuse.batchfs mydata " in line and "allow_other" in line and "max_read=65536" in line, line
 
 
-def test_mountpoint_messages(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+def test_mountpoint_messages(batchfs, ds_plain, index_dir, tmp_path):
     missing = tmp_path / "no" / "mnt"
     p = subprocess.run([batchfs, ds_plain.path, str(missing), "-o", "index_dir=" + index_dir],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=MOUNT_DEADLINE)
@@ -84,13 +83,13 @@ def test_mountpoint_messages(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F
     assert p.stderr.decode() == "batchfs: %s: mount point is not a directory\n" % f
 
 
-def test_dead_mount_is_named(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+def test_dead_mount_is_named(batchfs, ds_plain, index_dir, tmp_path):
     mnt = str(tmp_path / "mnt")
     os.mkdir(mnt)
     p = subprocess.Popen([batchfs, "-f", ds_plain.path, mnt, "-o", "index_dir=" + index_dir],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait(lambda: os.path.exists(os.path.join(mnt, "schema.json")), MOUNT_DEADLINE, "mount")
+        wait_for(lambda: os.path.exists(os.path.join(mnt, "schema.json")), MOUNT_DEADLINE, "mount")
         p.kill()
         p.wait()
         line = _fail(batchfs, ds_plain.path, mnt, "batch_size=4", index_dir)
@@ -103,7 +102,7 @@ def test_dead_mount_is_named(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F
         subprocess.run(["fusermount3", "-uz", mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def test_image_option_quotes_the_option_whole(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+def test_image_option_quotes_the_option_whole(batchfs, ds_plain, index_dir, tmp_path):
     line = _fail(batchfs, ds_plain.path, tmp_path / "mnt", "image=img:224x", index_dir)
     assert line == "batchfs: option 'image=img:224x': size must be HxW with H and W in 1..65535", line
     line = _fail(batchfs, ds_plain.path, tmp_path / "mnt", "image=nosuch:2x2", index_dir)
@@ -111,13 +110,13 @@ def test_image_option_quotes_the_option_whole(batchfs, ds_plain, index_dir, tmp_
                     "(bytes features: img, name, tags)"), line
 
 
-def test_features_option_names_the_features(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+def test_features_option_names_the_features(batchfs, ds_plain, index_dir, tmp_path):
     line = _fail(batchfs, ds_plain.path, tmp_path / "mnt", "features=x,nosuch", index_dir)
     assert line == ("batchfs: option 'features=x,nosuch': no feature 'nosuch' in the schema "
                     "(features: e, img, m/sub, name, tags, tokens, x, y)"), line
 
 
-def test_image_option_on_a_feature_without_images_is_refused(batchfs, ds_plain, index_dir,  # noqa: F811
+def test_image_option_on_a_feature_without_images_is_refused(batchfs, ds_plain, index_dir,
                                                              tmp_path):
     # img: 12 random bytes per record, not a JPEG or PNG
     line = _fail(batchfs, ds_plain.path, tmp_path / "mnt", "image=img:32x32", index_dir)
@@ -130,7 +129,7 @@ def test_image_option_on_a_feature_without_images_is_refused(batchfs, ds_plain, 
                            "text, not JPEG or PNG images (e.g. \""), line
 
 
-def test_foreground_says_when_ready(mounter, ds_plain):  # noqa: F811
+def test_foreground_says_when_ready(mounter, ds_plain):
     m = mounter(ds_plain.path, batch_size=32)
     nb = oracle.batches_per_epoch(ds_plain.n, 32)
     want = "batchfs: mounted %s at %s (%d records, %d batches per epoch)" % (
@@ -138,7 +137,7 @@ def test_foreground_says_when_ready(mounter, ds_plain):  # noqa: F811
     assert m.log_text().splitlines() == [want]
 
 
-def test_daemon_mode_prints_nothing(batchfs, ds_plain, index_dir, tmp_path):  # noqa: F811
+def test_daemon_mode_prints_nothing(batchfs, ds_plain, index_dir, tmp_path):
     mnt = str(tmp_path / "mnt")
     os.mkdir(mnt)
     try:
@@ -148,10 +147,10 @@ def test_daemon_mode_prints_nothing(batchfs, ds_plain, index_dir, tmp_path):  # 
         assert p.returncode == 0 and p.stdout == b"" and p.stderr == b"", p
         assert os.path.exists(os.path.join(mnt, "schema.json"))
     finally:
-        _unmount(mnt)
+        unmount(mnt)
 
 
-def test_inspect_names_the_compression(batchfs, ds_plain, ds_gzip):  # noqa: F811
+def test_inspect_names_the_compression(batchfs, ds_plain, ds_gzip):
     for ds, comp in ((ds_plain, "none"), (ds_gzip, "gzip")):
         shard = oracle.list_shards(ds.path)[0]
         r = subprocess.run([batchfs, "inspect", "--records", "0", shard], stdout=subprocess.PIPE,
@@ -160,7 +159,7 @@ def test_inspect_names_the_compression(batchfs, ds_plain, ds_gzip):  # noqa: F81
         assert r.stdout.decode().splitlines()[0] == "%s: TFRecord, compression: %s" % (shard, comp)
 
 
-def test_batch_dataset_on_rank_folders_says_to_pass_one(mounter, ds_plain):  # noqa: F811
+def test_batch_dataset_on_rank_folders_says_to_pass_one(mounter, ds_plain):
     pytest.importorskip("torch")
     pydir = os.environ.get("BFS_PYTHONPATH") or os.path.join(oracle.repo_root(), "python")
     if pydir not in sys.path:

@@ -1,11 +1,11 @@
 """Integration tests over real FUSE mounts of batchfs, checked against the
-oracle (docs/contract.md, docs/shuffle.md). Needs root (or fuse access), /dev/fuse and
-fusermount3; skips cleanly while batchfs is missing or a placeholder.
+oracle (docs/contract.md, docs/shuffle.md): the tree, the bytes of every
+layout and compression, the readers users have (numpy, PyTorch, dd, cat),
+options, the index, failures, unmounting, mount(8), corrupt records and
+stats. Needs root (or fuse access), /dev/fuse and fusermount3; skips
+cleanly while batchfs is missing or a placeholder. Fixtures are
+conftest.py's."""
 
-Every mount runs in the foreground (`batchfs -f`) under a finalizer that
-unmounts (fusermount3 -u, then -uz) and kills the process."""
-
-import contextlib
 import errno
 import glob
 import json
@@ -15,351 +15,16 @@ import shutil
 import signal
 import stat
 import subprocess
-import time
 
 import numpy as np
 import pytest
 
 import oracle
-
-POLL = 0.02          # seconds between readiness polls
-MOUNT_DEADLINE = 60  # seconds for a mount to become ready
-EXIT_DEADLINE = 20   # seconds for a daemon to exit after unmount / SIGTERM
-
-
-# ---------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="session")
-def batchfs():
-    why = oracle.batchfs_unusable()
-    if why:
-        pytest.skip(why)
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("/dev/fuse is missing")
-    if shutil.which("fusermount3") is None:
-        pytest.skip("fusermount3 is not installed")
-    return os.path.abspath(oracle.batchfs_path())
-
-
-@pytest.fixture(scope="session")
-def work(tmp_path_factory):
-    return tmp_path_factory.mktemp("bfs")
-
-
-@pytest.fixture(scope="session")
-def gen(work):
-    return oracle.gen_path(str(work))
-
-
-@pytest.fixture(scope="session")
-def index_dir(work):
-    d = work / "index"
-    d.mkdir(exist_ok=True)
-    return str(d)
-
-
-def _wait(cond, deadline, what):
-    end = time.monotonic() + deadline
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(POLL)
-
-
-def _unmount(mnt):
-    if not os.path.ismount(mnt):
-        return
-    r = subprocess.run(["fusermount3", "-u", mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if r.returncode != 0:
-        subprocess.run(["fusermount3", "-uz", mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-class Mount:
-    """One foreground batchfs process and its mountpoint."""
-
-    def __init__(self, binary, source, mnt, opts, log):
-        self.binary, self.source, self.mnt, self.opts, self.log = binary, str(source), str(mnt), opts, log
-        self.proc = None
-
-    def start(self):
-        os.makedirs(self.mnt, exist_ok=True)
-        with open(self.log, "wb") as logf:
-            self.proc = subprocess.Popen([self.binary, "-f", self.source, self.mnt, "-o", self.opts],
-                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
-        end = time.monotonic() + MOUNT_DEADLINE
-        while True:
-            if os.path.ismount(self.mnt) and os.path.exists(os.path.join(self.mnt, "schema.json")):
-                return self
-            rc = self.proc.poll()
-            if rc is not None:
-                raise AssertionError("batchfs exited with %d before mounting %s -o %s:\n%s" %
-                                     (rc, self.source, self.opts, self.log_text()))
-            if time.monotonic() > end:
-                raise AssertionError("mount of %s not ready after %ds:\n%s" %
-                                     (self.source, MOUNT_DEADLINE, self.log_text()))
-            time.sleep(POLL)
-
-    def log_text(self):
-        try:
-            return open(self.log, "rb").read().decode(errors="replace")[-4000:]
-        except OSError:
-            return ""
-
-    def path(self, *parts):
-        return os.path.join(self.mnt, *parts)
-
-    def read(self, *parts):
-        with open(self.path(*parts), "rb") as f:
-            return f.read()
-
-    def json(self, name):
-        return json.loads(self.read(name))
-
-    def stop(self):
-        try:
-            _unmount(self.mnt)
-        finally:
-            if self.proc is not None and self.proc.poll() is None:
-                try:
-                    self.proc.wait(timeout=EXIT_DEADLINE)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-            if os.path.ismount(self.mnt):
-                subprocess.run(["fusermount3", "-uz", self.mnt], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-
-
-def _opts(default_index_dir, **kw):
-    kw.setdefault("index_dir", default_index_dir)
-    parts = []
-    for k, v in kw.items():
-        if v is True:
-            parts.append(k)
-        elif v is not None and v is not False:
-            parts.append("%s=%s" % (k, v))
-    return ",".join(parts)
-
-
-@pytest.fixture
-def mounter(batchfs, tmp_path, index_dir, request):
-    """mount(source, **opts) -> a started Mount; all are stopped at teardown."""
-    mounts = []
-    counter = [0]
-
-    def mount(source, start=True, **opts):
-        counter[0] += 1
-        mnt = tmp_path / ("mnt%d" % counter[0])
-        m = Mount(batchfs, source, mnt, _opts(index_dir, **opts), str(tmp_path / ("log%d" % counter[0])))
-        mounts.append(m)
-        return m.start() if start else m
-
-    def fin():
-        for m in reversed(mounts):
-            m.stop()
-    request.addfinalizer(fin)
-    return mount
-
-
-class Dataset:
-    def __init__(self, path, decoded, nshards):
-        self.path = str(path)
-        self.decoded = decoded
-        self.n = len(decoded)
-        self.nshards = nshards
-
-
-def _dataset(gen, out, records, features, **kw):
-    shards = oracle.generate(gen, out, records, features, **kw)
-    return Dataset(out, oracle.read_dataset(str(out)), len(shards))
-
-
-MAIN = ["x:float:4", "y:int64:1", "tokens:int64:0..12", "img:bytes:1,len=12",
-        "name:bytes:1,len=0..9,missing=0.2", "tags:bytes:0..3,len=1..5",
-        "e:int64:1..3,empty=0.3", "m/sub:float:2"]
-
-
-@pytest.fixture(scope="session")
-def ds_plain(gen, work):
-    return _dataset(gen, work / "plain", 500, MAIN, shards=3, seed=1)
-
-
-@pytest.fixture(scope="session")
-def ds_gzip(gen, work):
-    return _dataset(gen, work / "gzip", 300, MAIN, shards=2, seed=2, compression="gzip", unpacked=True)
-
-
-@pytest.fixture(scope="session")
-def ds_zlib(gen, work):
-    return _dataset(gen, work / "zlib", 120, MAIN, shards=2, seed=4, compression="zlib")
-
-
-@pytest.fixture(scope="session")
-def ds_seq(gen, work):
-    return _dataset(gen, work / "seq", 200,
-                    ["c:int64:1", "f:float:2,missing=0.2", "@frames:float:1..6:3",
-                     "@words:bytes:0..4:0..2,len=1..5", "@ids:int64:2:1,missing=0.25"],
-                    shards=2, seed=5, seq=True, compression="gzip")
-
-
-@pytest.fixture(scope="session")
-def ds_user(gen, work):
-    return _dataset(gen, work / "user", 240,
-                    ["words:int64:0..10", "raw:bytes:1,len=24", "r16:bytes:1,len=8",
-                     "weight:float:1,missing=0.3", "tok:int64:1..5", "nm:bytes:1,len=0..6",
-                     "tags:bytes:0..3,len=1..4", "lbl:int64:1", "ff:float:6"],
-                    shards=2, seed=6)
-
-
-USER_SCHEMA = {"features": {
-    "words": {"kind": "int64", "shape": [-1], "ragged": True},
-    "raw": {"kind": "bytes", "dtype": "float32", "shape": [2, 3]},
-    "r16": {"kind": "bytes", "dtype": "int16", "shape": [4]},
-    "weight": {"kind": "float", "shape": [], "default": 1.5},
-    "tok": {"kind": "int64", "shape": [-1], "max_len": 8, "pad": -1},
-    "nm": {"kind": "bytes", "shape": [-1], "max_len": 10},
-    "tags": {"kind": "bytes", "shape": [-1, -1], "ragged": True},
-    "lbl": {"kind": "int64", "shape": []},
-    "ff": {"kind": "float", "shape": [2, 3]},
-}}
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def fact(schema, key):
-    """A dataset fact of schema.json (top level; a "facts" object also accepted)."""
-    if key in schema:
-        return schema[key]
-    return schema.get("facts", {})[key]
-
-
-def walk_files(d):
-    out = []
-    for root, dirs, files in os.walk(d):
-        for f in files:
-            out.append(os.path.relpath(os.path.join(root, f), d))
-    return sorted(out)
-
-
-def effective(m):
-    """The effective schema of a mount (features / feature_lists only)."""
-    s = m.json("schema.json")
-    return {"features": s.get("features", {}), "feature_lists": s.get("feature_lists") or {}}
-
-
-def _describe(data, want):
-    try:
-        import io
-        got = np.load(io.BytesIO(data))
-        return "got %s %s, want %s %s" % (got.dtype, got.shape, want.dtype, want.shape)
-    except Exception as e:  # noqa: BLE001 - only for the message
-        return "got %d unparsable bytes (%s), want %s %s" % (len(data), e, want.dtype, want.shape)
-
-
-def check_batch_dir(bdir, exp):
-    files = walk_files(bdir)
-    assert files == oracle.tensor_files(exp), bdir
-    for name, arr in exp.items():
-        p = os.path.join(bdir, name + ".npy")
-        size = os.stat(p).st_size
-        with open(p, "rb") as f:
-            data = f.read()
-        assert size == len(data), "%s: stat size %d, read %d" % (p, size, len(data))
-        want = oracle.npy_bytes(arr)
-        assert data == want, "%s: %s" % (p, _describe(data, arr))
-
-
-def check_safetensors(path, exp):
-    size = os.stat(path).st_size
-    with open(path, "rb") as f:
-        raw = f.read()
-    assert size == len(raw), path
-    got = oracle.parse_safetensors(raw)
-    assert sorted(got) == sorted(exp), path
-    for k in exp:
-        assert oracle.arrays_equal(got[k], exp[k]), "%s: tensor %s" % (path, k)
-
-
-def batch_files(m, src, B, b, epoch=0, seed=0):
-    """(path, expected bytes) of every file of batch b of a mount of src (an
-    object with .decoded and .n), batch size B, from the oracle."""
-    exp = oracle.expected_batch(src.decoded, effective(m),
-                                oracle.batch_records(src.n, B, b, seed, epoch))
-    base = m.path("epoch-%04d" % epoch, "batch-%06d" % b)
-    out = [(os.path.join(base, k + ".npy"), oracle.npy_bytes(v)) for k, v in exp.items()]
-    out.append((base + ".safetensors", oracle.safetensors_bytes(exp)))
-    return out
-
-
-def read_or_errno(path):
-    """The file's bytes, or the errno of opening/reading it."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        return e.errno
-
-
-def check_epoch(m, ds, schema=None, B=32, seed=0, epoch=0, shuffle="global", drop=False,
-                rank=0, world=1, batches=None, safetensors=True):
-    schema = schema or effective(m)
-    ep = m.path("epoch-%04d" % epoch)
-    nloc = oracle.local_batches(ds.n, B, drop, world)
-    want = sorted(["all", "all.safetensors"] + ["batch-%06d" % i for i in range(nloc)] +
-                  ["batch-%06d.safetensors" % i for i in range(nloc)])
-    assert sorted(os.listdir(ep)) == want
-    for i in (range(nloc) if batches is None else batches):
-        idx = oracle.batch_records(ds.n, B, i, seed, epoch, shuffle, rank, world)
-        exp = oracle.expected_batch(ds.decoded, schema, idx)
-        check_batch_dir(os.path.join(ep, "batch-%06d" % i), exp)
-        if safetensors:
-            check_safetensors(os.path.join(ep, "batch-%06d.safetensors" % i), exp)
-
-
-def assert_inferred(m, ds):
-    """schema.json's features match the oracle's inference rules."""
-    got = oracle.normalize_schema(effective(m))
-    want = oracle.normalize_schema(oracle.infer_schema(ds.decoded))
-    assert got["features"] == want["features"]
-    # feature lists: step shape [] and [1] are both fine for one value per step
-    assert set(got["feature_lists"]) == set(want["feature_lists"])
-    for k, w in want["feature_lists"].items():
-        g = dict(got["feature_lists"][k])
-        w = dict(w)
-        for d in (g, w):
-            if d["kind"] != "bytes" and d["shape"] in ([], [1]):
-                d["shape"] = [1]
-        assert g == w, k
-
-
-def numeric_leaves(obj, prefix=""):
-    out = {}
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            out.update(numeric_leaves(v, prefix + "/" + str(k)))
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            out.update(numeric_leaves(v, prefix + "/" + str(i)))
-    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
-        out[prefix] = obj
-    return out
-
-
-def corrupt_count(stats):
-    return sum(v for k, v in numeric_leaves(stats).items() if "corrupt" in k.lower())
-
-
-def read_errno(path):
-    """errno of opening + reading path, or None when it reads fine."""
-    try:
-        with open(path, "rb") as f:
-            f.read()
-    except OSError as e:
-        return e.errno
-    return None
-
+from fusemount import EXIT_DEADLINE, MOUNT_DEADLINE, unmount, wait_for
+from helpers import (USER_SCHEMA, Dataset, assert_inferred, batchfs_on_sh_path, check_batch_dir,
+                     check_epoch, check_safetensors, corrupt_count, effective,
+                     expect_mount_failure, fact, mount_helper_usable, numeric_leaves, read_errno,
+                     walk_files)
 
 # ---------------------------------------------------------------- tree
 
@@ -752,27 +417,6 @@ def test_index_reuse_and_invalidation(mounter, gen, tmp_path):
 # ---------------------------------------------------------------- failures
 
 
-def _expect_mount_failure(batchfs, source, mnt, opts, needle):
-    os.makedirs(mnt, exist_ok=True)
-    p = subprocess.Popen([batchfs, "-f", str(source), str(mnt), "-o", opts],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(timeout=MOUNT_DEADLINE)
-    except subprocess.TimeoutExpired:
-        _unmount(str(mnt))
-        p.kill()
-        p.communicate()
-        raise AssertionError("batchfs did not fail for -o %s" % opts)
-    finally:
-        mounted = os.path.ismount(str(mnt))
-        _unmount(str(mnt))
-    assert not mounted
-    assert p.returncode == 1, (opts, p.returncode, err)
-    lines = [l for l in err.decode(errors="replace").splitlines() if l.strip()]
-    assert len(lines) == 1, (opts, lines)
-    assert needle in lines[0], (needle, lines[0])
-
-
 BAD_OPTS = [("batch_size=abc", "batch_size"), ("batch_size=0", "batch_size"),
             ("shuffle=sideways", "shuffle"), ("on_corrupt=maybe", "on_corrupt"),
             ("compression=lz4", "compression"), ("verify=sometimes", "verify"),
@@ -783,21 +427,22 @@ BAD_OPTS = [("batch_size=abc", "batch_size"), ("batch_size=0", "batch_size"),
 
 @pytest.mark.parametrize("opt,needle", BAD_OPTS, ids=[o for o, _ in BAD_OPTS])
 def test_bad_option_fails(batchfs, ds_plain, tmp_path, index_dir, opt, needle):
-    _expect_mount_failure(batchfs, ds_plain.path, tmp_path / "mnt",
-                          opt + ",index_dir=" + index_dir, needle)
+    expect_mount_failure(batchfs, ds_plain.path, tmp_path / "mnt",
+                         opt + ",index_dir=" + index_dir, needle)
 
 
 def test_bad_sources_fail(batchfs, tmp_path, index_dir, ds_plain):
     missing = str(tmp_path / "no" / "such" / "dir")
-    _expect_mount_failure(batchfs, missing, tmp_path / "m1", "index_dir=" + index_dir, missing)
+    expect_mount_failure(batchfs, missing, tmp_path / "m1", "index_dir=" + index_dir, missing)
     junk = tmp_path / "junk.tfrecord"
     junk.write_bytes(b"this is plainly not a TFRecord file, just some text\n" * 20)
-    _expect_mount_failure(batchfs, junk, tmp_path / "m2", "index_dir=" + index_dir, "junk.tfrecord")
+    expect_mount_failure(batchfs, junk, tmp_path / "m2", "index_dir=" + index_dir, "junk.tfrecord")
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     shutil.copy(oracle.list_shards(ds_plain.path)[0], mixed / "a.tfrecord")
     shutil.copy(junk, mixed / "b-junk.tfrecord")
-    _expect_mount_failure(batchfs, mixed, tmp_path / "m3", "index_dir=" + index_dir, "b-junk.tfrecord")
+    expect_mount_failure(batchfs, mixed, tmp_path / "m3", "index_dir=" + index_dir,
+                         "b-junk.tfrecord")
 
 
 # ---------------------------------------------------------------- unmount
@@ -817,46 +462,7 @@ def test_unmount_with_signal(mounter, ds_plain, sig):
     m.read("epoch-0000", "batch-000001", "y.npy")
     m.proc.send_signal(sig)
     assert m.proc.wait(timeout=EXIT_DEADLINE) == 0, m.log_text()
-    _wait(lambda: not os.path.ismount(m.mnt), EXIT_DEADLINE, "unmount after signal")
-
-
-# mount(8) drops PATH before running /sbin/mount.fuse3, whose /bin/sh then
-# finds `batchfs` on the shell's default PATH. Use an installed batchfs if it
-# is this binary; else (as root) a temporary symlink in /usr/local/sbin.
-_SH_DEFAULT_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-
-
-def mount_helper_usable():
-    """None if mount(8) and mount.fuse3 are there and we are root, else why not."""
-    if shutil.which("mount") is None or not (os.path.exists("/sbin/mount.fuse3") or
-                                             os.path.exists("/usr/sbin/mount.fuse3")):
-        return "mount(8) or mount.fuse3 missing"
-    if os.geteuid() != 0:
-        return "mount(8) with a fuse.batchfs type needs root here"
-    return None
-
-
-@contextlib.contextmanager
-def batchfs_on_sh_path(batchfs):
-    """Make `batchfs` on the shell's default PATH this binary for the block
-    (a temporary /usr/local/sbin symlink unless it already is); skips when
-    another batchfs would be found first."""
-    found = shutil.which("batchfs", path=os.pathsep.join(_SH_DEFAULT_PATH))
-    link = None
-    if found is None or not os.path.samefile(found, batchfs):
-        cand = "/usr/local/sbin/batchfs"
-        if os.path.lexists(cand):
-            pytest.skip("%s exists and is not %s" % (cand, batchfs))
-        if found is not None and _SH_DEFAULT_PATH.index(os.path.dirname(found)) == 0:
-            pytest.skip("another batchfs shadows the built one: %s" % found)
-        os.makedirs("/usr/local/sbin", exist_ok=True)
-        os.symlink(batchfs, cand)
-        link = cand
-    try:
-        yield
-    finally:
-        if link:
-            os.unlink(link)
+    wait_for(lambda: not os.path.ismount(m.mnt), EXIT_DEADLINE, "unmount after signal")
 
 
 def test_mount_t_fuse_batchfs(batchfs, ds_plain, tmp_path, index_dir):
@@ -874,45 +480,17 @@ def test_mount_t_fuse_batchfs(batchfs, ds_plain, tmp_path, index_dir):
                                     "-o", "batch_size=8,index_dir=" + index_dir],
                                    stdin=subprocess.DEVNULL, stdout=lf, stderr=lf, timeout=MOUNT_DEADLINE)
             assert r.returncode == 0, log.read_text(errors="replace")
-            _wait(lambda: os.path.ismount(str(mnt)) and os.path.exists(str(mnt / "schema.json")),
-                  MOUNT_DEADLINE, "mount -t fuse.batchfs")
+            wait_for(lambda: os.path.ismount(str(mnt)) and os.path.exists(str(mnt / "schema.json")),
+                     MOUNT_DEADLINE, "mount -t fuse.batchfs")
             s = json.loads((mnt / "schema.json").read_bytes())
             assert fact(s, "batch_size") == 8
             assert np.load(str(mnt / "epoch-0000" / "batch-000000" / "x.npy")).shape == (8, 4)
         finally:
-            _unmount(str(mnt))
+            unmount(str(mnt))
     assert not os.path.ismount(str(mnt))
 
 
 # ---------------------------------------------------------------- corruption
-
-
-def corrupt_data_crc(shard, index):
-    """Flip a byte of record `index`'s data CRC in a plain shard; returns the
-    record (oracle.scan_records) and the CRC's offset."""
-    r = oracle.scan_records(shard)[index]
-    crc_at = r["data_offset"] + r["length"]
-    raw = bytearray(open(shard, "rb").read())
-    raw[crc_at] ^= 0x5A
-    with open(shard, "wb") as f:
-        f.write(raw)
-    assert [x["data_ok"] for x in oracle.scan_records(shard)].count(False) == 1
-    return r, crc_at
-
-
-@pytest.fixture
-def corrupt_ds(gen, tmp_path):
-    """2 plain shards x 100 records with record 37 of shard 1 (global 137)
-    given a wrong data CRC."""
-    src = tmp_path / "corrupt"
-    oracle.generate(gen, src, 200, ["x:float:4", "y:int64:1"], shards=2, seed=21)
-    decoded = oracle.read_dataset(str(src))
-    shard = oracle.list_shards(str(src))[1]
-    r, crc_at = corrupt_data_crc(shard, 37)
-    ds = Dataset(src, decoded, 2)
-    ds.bad_global = 137
-    ds.bad_shard, ds.bad_index, ds.bad_offsets = shard, 37, {r["offset"], r["data_offset"], crc_at}
-    return ds
 
 
 def _bad_batch(ds, B, seed):

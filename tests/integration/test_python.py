@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import oracle
-from test_mount import (MAIN, POLL, _dataset, _unmount, _wait, batchfs, gen, index_dir,  # noqa: F401
-                        work)
+from fusemount import unmount, wait_for
+from helpers import MAIN, make_dataset
 
 PYDIR = os.environ.get("BFS_PYTHONPATH") or os.path.join(oracle.repo_root(), "python")
 sys.path.insert(0, PYDIR)
@@ -25,18 +25,18 @@ import batchfs.numpy as bnp  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def ds_py(gen, work):  # noqa: F811
-    return _dataset(gen, work / "python", 300, MAIN, shards=2, seed=7)
+def ds_py(gen, work):
+    return make_dataset(gen, work / "python", 300, MAIN, shards=2, seed=7)
 
 
 @pytest.fixture(scope="module")
-def ds_fixed(gen, work):  # noqa: F811
-    return _dataset(gen, work / "python_fixed", 200, ["x:float:3", "y:int64:1", "b:bytes:1,len=5"],
-                    shards=2, seed=8)
+def ds_fixed(gen, work):
+    return make_dataset(gen, work / "python_fixed", 200,
+                        ["x:float:3", "y:int64:1", "b:bytes:1,len=5"], shards=2, seed=8)
 
 
 @pytest.fixture(autouse=True)
-def _binary(batchfs, monkeypatch):  # noqa: F811
+def _binary(batchfs, monkeypatch):
     monkeypatch.setenv("BATCHFS", batchfs)
 
 
@@ -63,7 +63,7 @@ def test_module_is_the_source_tree_one():
         assert obj.__doc__ and len(obj.__doc__.strip()) > 20, obj
 
 
-def test_find_binary_order(batchfs, monkeypatch, tmp_path):  # noqa: F811
+def test_find_binary_order(batchfs, monkeypatch, tmp_path):
     assert bfs.find_binary() == batchfs
     monkeypatch.setenv("BATCHFS", str(tmp_path / "nothing"))
     with pytest.raises(bfs.BatchfsError, match="nothing"):
@@ -92,7 +92,7 @@ def test_format_options():
         bfs.format_options({"features": "x,y"})
 
 
-def test_mount_context_manager(ds_py, index_dir, tmp_path):  # noqa: F811
+def test_mount_context_manager(ds_py, index_dir, tmp_path):
     mnt = str(tmp_path / "mnt")
     os.mkdir(mnt)
     B = 32
@@ -120,7 +120,7 @@ def test_mount_context_manager(ds_py, index_dir, tmp_path):  # noqa: F811
     assert os.path.isdir(mnt)  # given by the caller: kept
 
 
-def test_mount_features_and_temporary_mountpoint(ds_py, index_dir):  # noqa: F811
+def test_mount_features_and_temporary_mountpoint(ds_py, index_dir):
     with bfs.mount(ds_py.path, batch_size=16, features=["x", "tokens"], index_dir=index_dir) as m:
         mnt = m.path
         assert sorted(m.schema["features"]) == ["tokens", "x"]
@@ -133,7 +133,7 @@ def test_mount_features_and_temporary_mountpoint(ds_py, index_dir):  # noqa: F81
     assert not os.path.exists(mnt)
 
 
-def test_mount_failure_carries_the_daemon_message(ds_py, index_dir, tmp_path):  # noqa: F811
+def test_mount_failure_carries_the_daemon_message(ds_py, index_dir, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     with pytest.raises(bfs.BatchfsError, match="batch_size"):
@@ -145,7 +145,7 @@ def test_mount_failure_carries_the_daemon_message(ds_py, index_dir, tmp_path):  
             pass
 
 
-def test_mount_class_on_existing_mount_and_errors(ds_py, index_dir, tmp_path):  # noqa: F811
+def test_mount_class_on_existing_mount_and_errors(ds_py, index_dir, tmp_path):
     with pytest.raises(bfs.BatchfsError, match="not a batchfs mount"):
         bfs.Mount(tmp_path)
     with bfs.mount(ds_py.path, batch_size=10, rank=1, world=2, index_dir=index_dir) as m:
@@ -164,7 +164,7 @@ def test_mount_class_on_existing_mount_and_errors(ds_py, index_dir, tmp_path):  
     assert r.schema == {"batch_size": 4} and r.epoch(0).path == str(top / "rank-0001" / "epoch-0000")
 
 
-def test_load_batch_whole_epoch(ds_py, ds_fixed, index_dir):  # noqa: F811
+def test_load_batch_whole_epoch(ds_py, ds_fixed, index_dir):
     B = 24
     for ds in (ds_fixed, ds_py):
         with bfs.mount(ds.path, batch_size=B, seed=2, index_dir=index_dir) as m:
@@ -190,7 +190,7 @@ def test_load_batch_rejects_a_bad_file(tmp_path):
         bnp.load_batch(p)
 
 
-def test_torch_batch_dataset_dataloader(ds_py, index_dir):  # noqa: F811
+def test_torch_batch_dataset_dataloader(ds_py, index_dir):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
     import batchfs.torch as bt
@@ -220,12 +220,12 @@ def test_torch_batch_dataset_dataloader(ds_py, index_dir):  # noqa: F811
             ds2[nb]
 
 
-def _py_env(batchfs):  # noqa: F811
+def _py_env(batchfs):
     env = dict(os.environ, PYTHONPATH=PYDIR, BATCHFS=batchfs)
     return env
 
 
-def test_python_dash_m_is_the_binary(batchfs, ds_py, index_dir, tmp_path):  # noqa: F811
+def test_python_dash_m_is_the_binary(batchfs, ds_py, index_dir, tmp_path):
     env = _py_env(batchfs)
     cases = [["--version"], ["--help"], [], [ds_py.path, str(tmp_path), "-o", "batch_size=0"],
              ["schema", "--index-dir", index_dir, ds_py.path], ["inspect", "--records", "1", ds_py.path]]
@@ -247,8 +247,8 @@ def test_python_dash_m_is_the_binary(batchfs, ds_py, index_dir, tmp_path):  # no
         assert m.schema["batch_size"] == 50
         _same(bnp.load_batch(m.epoch(0).batch_path(1)), _expected(ds_py, m, 50, 1), "python -m mount")
     finally:
-        _unmount(mnt)
-        _wait(lambda: not os.path.ismount(mnt), 20, "unmount")
+        unmount(mnt)
+        wait_for(lambda: not os.path.ismount(mnt), 20, "unmount")
 
 
 def test_python_dash_m_without_binary(tmp_path):

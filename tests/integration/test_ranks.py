@@ -3,15 +3,14 @@ ranks, one mount"): `world=W` without `rank` shows rank-0000/ ... rank-(W-1)/ at
 top, each holding exactly what a `rank=R,world=W` mount shows. Every file
 of every rank folder is compared byte for byte with its own rank=R mount,
 and the ranks' batches together with the single-node sequence minus the cut
-tail. Fixtures come from test_mount.py."""
+tail. Fixtures are conftest.py's."""
 
 import os
 
 import pytest
 
 import oracle
-from test_mount import (batchfs, check_epoch, ds_plain, fact, gen, index_dir,  # noqa: F401
-                        mounter, walk_files, work)
+from helpers import check_epoch, fact, walk_files
 
 
 def tree(d):

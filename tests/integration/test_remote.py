@@ -17,15 +17,15 @@ import pytest
 
 import oracle
 from test_faults import FaultFS, _faultfs_bin
-from test_mount import (EXIT_DEADLINE, batchfs, gen, index_dir, mounter, read_or_errno,  # noqa: F401
-                        work)
+from fusemount import EXIT_DEADLINE
+from helpers import read_or_errno
 
 FEATURES = ["x:float:4", "y:int64:1", "t:int64:0..5", "s:bytes:1,len=1..9"]
 B = 8
 
 
 @pytest.fixture
-def remote(gen, tmp_path):  # noqa: F811
+def remote(gen, tmp_path):
     """remote(n, shards, compression) -> (local dir, FaultFS over it)."""
     if not _faultfs_bin():
         pytest.skip("tests/faultfs/faultfs is not built (scripts/build builds it)")
@@ -230,7 +230,7 @@ def test_memory_stays_bounded_under_a_reader_that_jumps(remote, mounter, tmp_pat
     assert io["failed"] == 0
 
 
-def test_stats_and_top_show_the_io_stage(remote, mounter, batchfs, tmp_path):  # noqa: F811
+def test_stats_and_top_show_the_io_stage(remote, mounter, batchfs, tmp_path):
     local, slow = remote(n=300)
     m = mounter(slow.mnt, batch_size=B, index_dir=str(tmp_path / "ix"))
     m.read("epoch-0000", "all.safetensors")

@@ -2,7 +2,7 @@
 descriptor limit, and records with hundreds of features. Every byte is
 checked against the oracle.
 
-Fixtures come from test_mount.py."""
+Fixtures are conftest.py's."""
 
 import json
 import os
@@ -13,8 +13,9 @@ import subprocess
 import pytest
 
 import oracle
-from test_mount import (Mount, _dataset, batchfs, check_batch_dir, check_safetensors,  # noqa: F401
-                        effective, gen, index_dir, mounter, work)
+from fusemount import BatchfsMount
+from helpers import (check_batch_dir, check_safetensors, effective, expect_mount_failure,
+                     make_dataset)
 
 NOFILE = 256
 
@@ -43,22 +44,22 @@ def _check_all_batches(m, ds, B, npy_every=1):
 
 
 @pytest.mark.parametrize("compression,shards", [("none", 3000), ("gzip", 1200)])
-def test_thousands_of_shards_under_ulimit_256(batchfs, gen, tmp_path, compression, shards):  # noqa: F811
+def test_thousands_of_shards_under_ulimit_256(batchfs, gen, tmp_path, compression, shards):
     """More shards than descriptors: the index is built (by parallel scan
     workers), the schema inferred and every record served with at most
     NOFILE descriptors, through the bounded descriptor cache; a re-mount
     reuses the index."""
-    ds = _dataset(gen, tmp_path / "src", 2 * shards, ["x:float:3", "y:int64:1",
-                                                     "t:int64:0..4", "b:bytes:1,len=1..6"],
-                  shards=shards, seed=13, compression=compression)
+    ds = make_dataset(gen, tmp_path / "src", 2 * shards,
+                      ["x:float:3", "y:int64:1", "t:int64:0..4", "b:bytes:1,len=1..6"],
+                      shards=shards, seed=13, compression=compression)
     assert ds.nshards == shards
     binary = _limited(batchfs, tmp_path, NOFILE)
     ix = str(tmp_path / "ix")
     B = 64
     for run in range(2):
-        m = Mount(binary, ds.path, tmp_path / ("mnt%d" % run),
-                  "batch_size=%d,index_dir=%s,threads=2,prefetch=4" % (B, ix),
-                  str(tmp_path / ("log%d" % run)))
+        m = BatchfsMount(binary, ds.path, tmp_path / ("mnt%d" % run),
+                         "batch_size=%d,index_dir=%s,threads=2,prefetch=4" % (B, ix),
+                         str(tmp_path / ("log%d" % run)))
         try:
             m.start()
             stats = m.json("stats.json")
@@ -78,10 +79,10 @@ WIDE = (["f%03d:float:1" % i for i in range(300)] + ["i%02d:int64:1" % i for i i
         ["s%d:bytes:1,len=1..8" % i for i in range(10)])
 
 
-def test_wide_records_every_file_and_readme(mounter, gen, tmp_path):  # noqa: F811
+def test_wide_records_every_file_and_readme(mounter, gen, tmp_path):
     """360 features (as the bench's 'wide'): every .npy (listing included) and .safetensors of every batch
     against the oracle, and README.txt says to read .safetensors."""
-    ds = _dataset(gen, tmp_path / "wide", 300, WIDE, shards=2, seed=5)
+    ds = make_dataset(gen, tmp_path / "wide", 300, WIDE, shards=2, seed=5)
     B = 64
     m = mounter(ds.path, batch_size=B)
     _check_all_batches(m, ds, B)
@@ -96,8 +97,8 @@ def test_wide_records_every_file_and_readme(mounter, gen, tmp_path):  # noqa: F8
         assert os.stat(os.path.join(bdir, name)).st_size > 0
 
 
-def test_narrow_schema_readme_has_no_wide_note(mounter, gen, tmp_path):  # noqa: F811
-    ds = _dataset(gen, tmp_path / "narrow", 50, ["x:float:2", "y:int64:1"], seed=6)
+def test_narrow_schema_readme_has_no_wide_note(mounter, gen, tmp_path):
+    ds = make_dataset(gen, tmp_path / "narrow", 50, ["x:float:2", "y:int64:1"], seed=6)
     m = mounter(ds.path, batch_size=16)
     assert "Many features" not in m.read("README.txt").decode()
 
@@ -112,13 +113,13 @@ def _idx_files(d):
     return {n: os.stat(os.path.join(d, n)) for n in os.listdir(d) if n.endswith(".idx")}
 
 
-def test_remount_maps_the_index_without_reading_the_shards(batchfs, gen, tmp_path):  # noqa: F811
+def test_remount_maps_the_index_without_reading_the_shards(batchfs, gen, tmp_path):
     """The first mount reads every shard once (its read count covers
     their bytes); a re-mount of the unchanged dataset reads none of them
     (read/pread bytes far below the shards' size), rewrites no index file and
     serves the same batches; a cache file with a flipped byte is rebuilt with
     one log line naming it."""
-    ds = _dataset(gen, tmp_path / "src", 60000, ["y:int64:1", "x:float:2"], shards=4, seed=9)
+    ds = make_dataset(gen, tmp_path / "src", 60000, ["y:int64:1", "x:float:2"], shards=4, seed=9)
     shard_bytes = sum(os.path.getsize(os.path.join(str(ds.path), n))
                       for n in os.listdir(str(ds.path)))
     ix = str(tmp_path / "ix")
@@ -133,8 +134,8 @@ def test_remount_maps_the_index_without_reading_the_shards(batchfs, gen, tmp_pat
                 b = f.read(1)
                 f.seek(size // 2)
                 f.write(bytes([b[0] ^ 0x10]))
-        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
-                  str(tmp_path / ("log%d" % run)))
+        m = BatchfsMount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
+                         str(tmp_path / ("log%d" % run)))
         try:
             m.start()
             reads.append(_rchar(m.proc.pid))
@@ -204,7 +205,7 @@ def _evict(paths):
 
 
 @pytest.mark.parametrize("size", ["large", "small"])
-def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size):  # noqa: F811
+def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size):
     """The per-record ragged counts are cached in index_dir beside
     the index. The first mount decodes every record (counting), a re-mount
     of the unchanged dataset reads no shard's records (its shards' pages stay
@@ -218,9 +219,9 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
     the one corrupted."""
     blob = "blob:bytes:1..2,len=40000..70000" if size == "large" else "blob:bytes:0..3,len=1..9"
     n = 160 if size == "large" else 12000
-    ds = _dataset(gen, tmp_path / "src", n,
-                  [blob, "tokens:int64:0..50", "w:float:0..5,missing=0.2", "y:int64:1"],
-                  shards=4, seed=11)
+    ds = make_dataset(gen, tmp_path / "src", n,
+                      [blob, "tokens:int64:0..50", "w:float:0..5,missing=0.2", "y:int64:1"],
+                      shards=4, seed=11)
     shards = [os.path.join(str(ds.path), x) for x in sorted(os.listdir(str(ds.path)))]
     shard_bytes = sum(os.path.getsize(p) for p in shards)
     sfile = tmp_path / "schema.json"
@@ -245,8 +246,8 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
                 f.seek(at)
                 f.write(bytes([b[0] ^ 0x01]))
         _evict(shards)
-        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
-                  str(tmp_path / ("log%d" % run)))
+        m = BatchfsMount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
+                         str(tmp_path / ("log%d" % run)))
         try:
             m.start()
             reads.append(_rchar(m.proc.pid))
@@ -286,23 +287,23 @@ def test_remount_of_a_ragged_dataset_reads_no_shard(batchfs, gen, tmp_path, size
     assert got[0] == got[1] == got[2] == got[3]
 
 
-def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):  # noqa: F811
+def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):
     """A first mount with schema= caches the index but no inferred schema; a
     mount without schema= then scans every shard to infer one, and must not
     write the index it loaded again (a rename over an existing file, which
     ext4 flushes at once: one per shard where each shard has an index
     file of its own; these small shards share one index pack); the
     inferred schema is cached, and a third mount scans nothing."""
-    ds = _dataset(gen, tmp_path / "src", 400, ["x:float:2", "y:int64:1"], shards=40, seed=21)
+    ds = make_dataset(gen, tmp_path / "src", 400, ["x:float:2", "y:int64:1"], shards=40, seed=21)
     ix = str(tmp_path / "ix")
     schema = tmp_path / "schema.json"
     schema.write_text('{"features": {"x": {"kind": "float", "dtype": "float32", "shape": [2]}, '
                       '"y": {"kind": "int64", "dtype": "int64", "shape": []}}}')
     files, got = [], []
     for run, extra in enumerate([",schema=%s" % schema, "", ""]):
-        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run),
-                  "batch_size=50,index_dir=%s,threads=2%s" % (ix, extra),
-                  str(tmp_path / ("log%d" % run)))
+        m = BatchfsMount(batchfs, ds.path, tmp_path / ("mnt%d" % run),
+                         "batch_size=50,index_dir=%s,threads=2%s" % (ix, extra),
+                         str(tmp_path / ("log%d" % run)))
         try:
             m.start()
             stats = m.json("stats.json")
@@ -321,18 +322,17 @@ def test_inference_rescan_keeps_cached_index_files(batchfs, gen, tmp_path):  # n
     assert got[0] == got[1] == got[2]
 
 
-def test_remount_takes_each_shards_compression_from_its_index(batchfs, gen, tmp_path):  # noqa: F811
+def test_remount_takes_each_shards_compression_from_its_index(batchfs, gen, tmp_path):
     """A re-mount does not read a shard's first bytes to tell its compression
     (one random read per shard from a cold disk): the cached index, checked
     against the shard's size and mtime, says it. Shown with a shard whose
     first header is garbled in place, size and mtime kept: the re-mount
     succeeds from the cache, where a mount without that cache fails naming
     the shard as not TFRecord."""
-    from test_mount import _expect_mount_failure
-    ds = _dataset(gen, tmp_path / "src", 300, ["x:float:2", "y:int64:1"], shards=3, seed=23)
+    ds = make_dataset(gen, tmp_path / "src", 300, ["x:float:2", "y:int64:1"], shards=3, seed=23)
     ix = str(tmp_path / "ix")
     opts = "batch_size=50,index_dir=%s,threads=2" % ix
-    m = Mount(batchfs, ds.path, tmp_path / "mnt0", opts, str(tmp_path / "log0"))
+    m = BatchfsMount(batchfs, ds.path, tmp_path / "mnt0", opts, str(tmp_path / "log0"))
     try:
         m.start()
         assert m.json("stats.json")["index_reused"] is False
@@ -344,7 +344,7 @@ def test_remount_takes_each_shards_compression_from_its_index(batchfs, gen, tmp_
     with open(shard, "r+b") as f:
         f.write(b"\xee" * 12)
     os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
-    m = Mount(batchfs, ds.path, tmp_path / "mnt1", opts, str(tmp_path / "log1"))
+    m = BatchfsMount(batchfs, ds.path, tmp_path / "mnt1", opts, str(tmp_path / "log1"))
     try:
         m.start()
         stats = m.json("stats.json")
@@ -352,11 +352,11 @@ def test_remount_takes_each_shards_compression_from_its_index(batchfs, gen, tmp_
     finally:
         m.stop()
     assert m.proc.returncode == 0, m.log_text()
-    _expect_mount_failure(batchfs, ds.path, tmp_path / "mnt2",
-                          "index_dir=%s" % (tmp_path / "ix2"), os.path.basename(shard))
+    expect_mount_failure(batchfs, ds.path, tmp_path / "mnt2",
+                         "index_dir=%s" % (tmp_path / "ix2"), os.path.basename(shard))
 
 
-def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs, gen,  # noqa: F811
+def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs, gen,
                                                                         tmp_path):
     """A first mount over thousands of tiny shards writes one index
     pack in index_dir (not one index file per shard: creating those was two
@@ -365,8 +365,8 @@ def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs,
     cache after it; its read bytes stay far below the shards' size), and
     serves every record; an entry with a flipped byte costs one log line
     naming the pack, that shard is rescanned and the pack rewritten."""
-    ds = _dataset(gen, tmp_path / "src", 2 * 2000, ["y:int64:1", "b:bytes:1,len=2000..3000"],
-                  shards=2000, seed=31)
+    ds = make_dataset(gen, tmp_path / "src", 2 * 2000, ["y:int64:1", "b:bytes:1,len=2000..3000"],
+                      shards=2000, seed=31)
     assert ds.nshards == 2000
     shards = oracle.list_shards(str(ds.path))
     shard_bytes = sum(os.path.getsize(p) for p in shards)
@@ -379,8 +379,8 @@ def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs,
             pack = os.path.join(ix, list(files[0])[0])
             _flip_first_entry(pack)
         _evict(shards)
-        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
-                  str(tmp_path / ("log%d" % run)))
+        m = BatchfsMount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
+                         str(tmp_path / ("log%d" % run)))
         try:
             m.start()
             reads.append(_rchar(m.proc.pid))
@@ -416,7 +416,7 @@ def test_many_tiny_shards_share_one_index_pack_and_a_remount_reads_none(batchfs,
     assert got[0] == got[1] == got[2]
 
 
-def test_many_tiny_ragged_shards_share_one_counts_pack_and_a_remount_reads_none(  # noqa: F811
+def test_many_tiny_ragged_shards_share_one_counts_pack_and_a_remount_reads_none(
         batchfs, gen, tmp_path):
     """A first mount of a dataset with ragged features over
     thousands of tiny shards counts every record and writes the counts in
@@ -427,9 +427,9 @@ def test_many_tiny_ragged_shards_share_one_counts_pack_and_a_remount_reads_none(
     every batch equals the oracle; an entry with a flipped byte costs one log
     line naming the pack, that shard is counted again and the pack rewritten,
     the bytes served unchanged."""
-    ds = _dataset(gen, tmp_path / "src", 2 * 2000,
-                  ["tokens:int64:0..40", "w:float:0..5,missing=0.2", "y:int64:1"],
-                  shards=2000, seed=37)
+    ds = make_dataset(gen, tmp_path / "src", 2 * 2000,
+                      ["tokens:int64:0..40", "w:float:0..5,missing=0.2", "y:int64:1"],
+                      shards=2000, seed=37)
     assert ds.nshards == 2000
     shards = oracle.list_shards(str(ds.path))
     sfile = tmp_path / "schema.json"
@@ -447,8 +447,8 @@ def test_many_tiny_ragged_shards_share_one_counts_pack_and_a_remount_reads_none(
             pack = os.path.join(ix, list(cnt[0])[0])
             _flip_first_entry(pack)
         _evict(shards)
-        m = Mount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
-                  str(tmp_path / ("log%d" % run)))
+        m = BatchfsMount(batchfs, ds.path, tmp_path / ("mnt%d" % run), opts,
+                         str(tmp_path / ("log%d" % run)))
         try:
             m.start()
             sizes = [os.stat(m.path("epoch-0000", "batch-%06d.safetensors" % i)).st_size

@@ -13,15 +13,15 @@ import tempfile
 import pytest
 
 import oracle
-from test_mount import (_expect_mount_failure, _opts, batchfs, ds_plain, gen, index_dir,  # noqa: F401
-                        mounter, work, Mount)
+from fusemount import BatchfsMount, mount_opts
+from helpers import expect_mount_failure
 
 
 # ---------------------------------------------------------------- symlinks
 
 
 @pytest.fixture
-def linked_src(ds_plain, tmp_path):  # noqa: F811
+def linked_src(ds_plain, tmp_path):
     """SOURCE/ holding a.tfrecord (a real shard) and b.tfrecord, a symlink to
     a shard outside SOURCE."""
     shards = oracle.list_shards(ds_plain.path)
@@ -35,16 +35,16 @@ def linked_src(ds_plain, tmp_path):  # noqa: F811
     return src, shards
 
 
-def test_symlink_leading_outside_is_refused(batchfs, linked_src, tmp_path, index_dir):  # noqa: F811
+def test_symlink_leading_outside_is_refused(batchfs, linked_src, tmp_path, index_dir):
     src, _ = linked_src
-    _expect_mount_failure(batchfs, src, tmp_path / "mnt", "index_dir=" + index_dir, "b.tfrecord")
+    expect_mount_failure(batchfs, src, tmp_path / "mnt", "index_dir=" + index_dir, "b.tfrecord")
     # an absolute link is refused too
     os.unlink(src / "b.tfrecord")
     os.symlink(str(tmp_path / "outside" / "secret.tfrecord"), src / "b.tfrecord")
-    _expect_mount_failure(batchfs, src, tmp_path / "mnt", "index_dir=" + index_dir, "b.tfrecord")
+    expect_mount_failure(batchfs, src, tmp_path / "mnt", "index_dir=" + index_dir, "b.tfrecord")
 
 
-def test_symlink_outside_needs_follow_symlinks(mounter, linked_src, tmp_path):  # noqa: F811
+def test_symlink_outside_needs_follow_symlinks(mounter, linked_src, tmp_path):
     src, shards = linked_src
     m = mounter(str(src), batch_size=32, follow_symlinks=True, index_dir=str(tmp_path / "ix"))
     want = len(oracle.read_records(shards[0])) + len(oracle.read_records(shards[1]))
@@ -52,7 +52,7 @@ def test_symlink_outside_needs_follow_symlinks(mounter, linked_src, tmp_path):  
     assert s.get("records", s.get("facts", {}).get("records")) == want
 
 
-def test_symlink_inside_source_is_fine(mounter, ds_plain, tmp_path):  # noqa: F811
+def test_symlink_inside_source_is_fine(mounter, ds_plain, tmp_path):
     shards = oracle.list_shards(ds_plain.path)
     src = tmp_path / "src"
     (src / "real").mkdir(parents=True)
@@ -90,13 +90,14 @@ def public_dir():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def _mount_public(batchfs, src, d, index_dir, **opts):  # noqa: F811
+def _mount_public(batchfs, src, d, index_dir, **opts):
     os.makedirs(os.path.join(d, "mnt"), mode=0o755, exist_ok=True)
-    m = Mount(batchfs, src, os.path.join(d, "mnt"), _opts(index_dir, **opts), os.path.join(d, "log"))
+    m = BatchfsMount(batchfs, src, os.path.join(d, "mnt"), mount_opts(index_dir, **opts),
+                     os.path.join(d, "log"))
     return m.start()
 
 
-def test_other_users_cannot_read_without_allow_other(batchfs, ds_plain, public_dir, index_dir):  # noqa: F811
+def test_other_users_cannot_read_without_allow_other(batchfs, ds_plain, public_dir, index_dir):
     m = _mount_public(batchfs, ds_plain.path, public_dir, index_dir, batch_size=32)
     try:
         assert os.path.getsize(m.path("schema.json")) > 0  # root can
@@ -108,7 +109,7 @@ def test_other_users_cannot_read_without_allow_other(batchfs, ds_plain, public_d
         m.stop()
 
 
-def test_allow_other_lets_them_read_and_only_read(batchfs, ds_plain, public_dir, index_dir):  # noqa: F811
+def test_allow_other_lets_them_read_and_only_read(batchfs, ds_plain, public_dir, index_dir):
     m = _mount_public(batchfs, ds_plain.path, public_dir, index_dir, batch_size=32, allow_other=True)
     try:
         r = _as_nobody("cat", m.path("epoch-0000", "batch-000001", "x.npy"))
@@ -134,7 +135,7 @@ def test_allow_other_lets_them_read_and_only_read(batchfs, ds_plain, public_dir,
 TOP = {"README.txt", "schema.json", "stats.json", "errors.txt"}
 
 
-def test_modes_everywhere(mounter, ds_plain):  # noqa: F811
+def test_modes_everywhere(mounter, ds_plain):
     m = mounter(ds_plain.path, batch_size=100, epochs=2)
     for root, dirs, files in os.walk(m.mnt):
         for d in dirs:
@@ -146,7 +147,7 @@ def test_modes_everywhere(mounter, ds_plain):  # noqa: F811
     assert stat.S_IMODE(os.stat(m.mnt).st_mode) == 0o555
 
 
-def test_nothing_outside_the_tree_is_reachable(mounter, ds_plain):  # noqa: F811
+def test_nothing_outside_the_tree_is_reachable(mounter, ds_plain):
     m = mounter(ds_plain.path, batch_size=100, epochs=2)
     # the whole tree: only the documented names, no symlinks, no source files
     seen = set()

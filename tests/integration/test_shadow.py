@@ -17,8 +17,7 @@ import subprocess
 import pytest
 
 import oracle
-from test_mount import (batch_files, batchfs, effective, gen, index_dir, mounter,  # noqa: F401
-                        read_or_errno, work)
+from helpers import batch_files, read_or_errno
 
 B = 16
 FEATURES = ["x:float:4", "y:int64:1", "t:int64:0..5", "s:bytes:1,len=1..40"]
@@ -27,7 +26,7 @@ FEATURES = ["x:float:4", "y:int64:1", "t:int64:0..5", "s:bytes:1,len=1..40"]
 class Src:
     """A generated compressed dataset and its decoded records."""
 
-    def __init__(self, gen, path, compression="gzip", n=3000, shards=3, seed=14):  # noqa: F811
+    def __init__(self, gen, path, compression="gzip", n=3000, shards=3, seed=14):
         oracle.generate(gen, path, n, FEATURES, shards=shards, seed=seed, compression=compression)
         self.path = str(path)
         self.shards = oracle.list_shards(self.path)
@@ -68,7 +67,7 @@ def _listing(d):
 
 
 @pytest.mark.parametrize("compression", ["gzip", "zlib"])
-def test_every_batch_through_the_copies_equals_oracle_and_shadow_off(mounter, gen, tmp_path,  # noqa: F811
+def test_every_batch_through_the_copies_equals_oracle_and_shadow_off(mounter, gen, tmp_path,
                                                                       compression):
     src = Src(gen, tmp_path / "src", compression)
     before = _listing(src.path)
@@ -99,7 +98,7 @@ def test_every_batch_through_the_copies_equals_oracle_and_shadow_off(mounter, ge
     _all_exact(m2, src, batches=range(0, src.nb, 5))
 
 
-def test_copy_written_lazily_for_an_index_without_one(mounter, gen, tmp_path):  # noqa: F811
+def test_copy_written_lazily_for_an_index_without_one(mounter, gen, tmp_path):
     """An index written with shadow=off gets its copies on the next mount
     that wants them (one scan), and shadow_size bounds them."""
     src = Src(gen, tmp_path / "src", n=1500)
@@ -133,7 +132,7 @@ def _rewrite_gz(src, shard, every=5):
 
 
 @pytest.mark.parametrize("how", ["replaced", "rewritten"])
-def test_shard_replaced_or_rewritten_under_the_mount(mounter, gen, tmp_path, how):  # noqa: F811
+def test_shard_replaced_or_rewritten_under_the_mount(mounter, gen, tmp_path, how):
     """The mount serves what it indexed: the copy of the old bytes, or
     EIO; never the new bytes or a mix."""
     src = Src(gen, tmp_path / "src")
@@ -174,7 +173,7 @@ def _damage(path, how, at):
 
 @pytest.mark.parametrize("how", ["truncated", "corrupted"])
 @pytest.mark.parametrize("when", ["under", "before"])
-def test_damaged_copy_falls_back_to_the_shard(mounter, gen, tmp_path, how, when):  # noqa: F811
+def test_damaged_copy_falls_back_to_the_shard(mounter, gen, tmp_path, how, when):
     """A copy truncated or corrupted on disk, under the mount or between
     mounts: every batch still reads exactly (from the compressed shard),
     one line says so, and the copy is deleted for the next mount to
@@ -229,7 +228,7 @@ def tmpfs_dirs():
 
 
 @pytest.mark.parametrize("kind", ["full", "readonly"])
-def test_index_dir_full_or_read_only_falls_back_with_one_line(mounter, gen, tmp_path,  # noqa: F811
+def test_index_dir_full_or_read_only_falls_back_with_one_line(mounter, gen, tmp_path,
                                                               tmpfs_dirs, kind):
     """index_dir a tmpfs too small for the copies (ENOSPC in the middle of
     a write) or mounted read-only: the mount serves every batch exactly
@@ -256,7 +255,7 @@ def test_index_dir_full_or_read_only_falls_back_with_one_line(mounter, gen, tmp_
     assert m.json("stats.json")["failed_reads"] == 0
 
 
-def test_index_dir_may_be_the_source_folder(mounter, gen, tmp_path):  # noqa: F811
+def test_index_dir_may_be_the_source_folder(mounter, gen, tmp_path):
     """The shadow copies written into the folder of gzip shards are passed
     over as the folder's own files are: a second mount serves the same."""
     src = Src(gen, tmp_path / "src", n=400)

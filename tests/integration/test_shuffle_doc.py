@@ -9,8 +9,8 @@ global_order / block_order / rank_batches for several seeds and epochs,
 including epochs read by name only, record counts whose permutation walks
 cycles (n = 2, 3, 5, 17, 65, 300, 1000 are not powers of 4), seeds at both
 ends of 64 bits, blocks cut by size and by shard, and rank/world with
-drop_remainder (also through one batch file each). Fixtures come from
-test_mount.py."""
+drop_remainder (also through one batch file each). Fixtures are
+conftest.py's."""
 
 import os
 import re
@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 import oracle
-from test_mount import batchfs, index_dir, mounter, work  # noqa: F401
 
 DOC = os.path.join(oracle.repo_root(), "docs", "shuffle.md")
 TOP_SEED = (1 << 64) - 1

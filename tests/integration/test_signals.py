@@ -17,7 +17,6 @@ scheduled), so each exit has a hard deadline (BFS_SIGNAL_DEADLINE, default
 (taken by a thread that does not wake the session loop) makes
 the daemon run until the hard deadline, and fails the test."""
 
-import ctypes
 import os
 import signal
 import statistics
@@ -27,8 +26,8 @@ import time
 
 import pytest
 
-from test_mount import (MOUNT_DEADLINE, POLL, _dataset, _opts, batchfs, gen,  # noqa: F401
-                        index_dir, work)
+from fusemount import MOUNT_DEADLINE, POLL, mount_opts
+from helpers import make_dataset
 
 ROUNDS = int(os.environ.get("BFS_SIGNAL_ROUNDS", "50"))
 HARD_DEADLINE = float(os.environ.get("BFS_SIGNAL_DEADLINE", "10"))
@@ -36,24 +35,14 @@ TARGET = 1.0  # seconds: the contract
 # SIGHUP, SIGINT, SIGQUIT, SIGTERM: blocked in every thread but the waiter
 STOP_MASK = (1 << (signal.SIGHUP - 1)) | (1 << (signal.SIGINT - 1)) | \
     (1 << (signal.SIGQUIT - 1)) | (1 << (signal.SIGTERM - 1))
-PR_SET_CHILD_SUBREAPER = 36
 
 
 @pytest.fixture(scope="module")
-def ds_sig(gen, work):  # noqa: F811
+def ds_sig(gen, work):
     # 6000 records of 64 floats: a batch of 64 takes real decode work, so
     # the prefetch workers are busy when the signal comes
-    return _dataset(gen, work / "signals", 6000, ["x:float:64", "y:int64:1", "t:int64:0..20"],
-                    shards=3, seed=12)
-
-
-@pytest.fixture
-def subreaper():
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        pytest.skip("prctl(PR_SET_CHILD_SUBREAPER) failed")
-    yield
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    return make_dataset(gen, work / "signals", 6000, ["x:float:64", "y:int64:1", "t:int64:0..20"],
+                        shards=3, seed=12)
 
 
 def _ready(mnt):
@@ -157,7 +146,7 @@ def _wait_exit(pid, proc):
         time.sleep(0.002)
 
 
-def _one_round(batchfs, ds, mnt, opts, log, sig, foreground, check_masks,  # noqa: F811
+def _one_round(batchfs, ds, mnt, opts, log, sig, foreground, check_masks,
                relative=False):
     os.makedirs(mnt, exist_ok=True)
     arg = os.path.basename(mnt) if relative else mnt
@@ -211,9 +200,9 @@ def _one_round(batchfs, ds, mnt, opts, log, sig, foreground, check_masks,  # noq
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
                          ids=["SIGINT", "SIGTERM", "SIGHUP"])
-def test_signal_under_load_unmounts_and_exits_0(batchfs, ds_sig, index_dir, tmp_path,  # noqa: F811
+def test_signal_under_load_unmounts_and_exits_0(batchfs, ds_sig, index_dir, tmp_path,
                                                 subreaper, sig):
-    opts = _opts(index_dir, batch_size=64, prefetch=8, threads=2, epochs=2, cache_size="4M")
+    opts = mount_opts(index_dir, batch_size=64, prefetch=8, threads=2, epochs=2, cache_size="4M")
     times = {True: [], False: []}
     for i in range(ROUNDS):
         fg = i % 2 == 0
@@ -229,10 +218,10 @@ def test_signal_under_load_unmounts_and_exits_0(batchfs, ds_sig, index_dir, tmp_
 
 
 @pytest.mark.parametrize("foreground", [True, False], ids=["foreground", "daemon"])
-def test_signal_unmounts_a_relative_mountpoint(batchfs, ds_sig, index_dir, tmp_path,  # noqa: F811
+def test_signal_unmounts_a_relative_mountpoint(batchfs, ds_sig, index_dir, tmp_path,
                                                subreaper, foreground):
     # libfuse changes to / before it unmounts: the mount point given as
     # "mnt" must still be the one unmounted
-    opts = _opts(index_dir, batch_size=64)
+    opts = mount_opts(index_dir, batch_size=64)
     _one_round(batchfs, ds_sig, str(tmp_path / "mnt"), opts, str(tmp_path / "log"),
                signal.SIGTERM, foreground, check_masks=True, relative=True)

@@ -1,4 +1,4 @@
-"""on_corrupt=skip replaces a corrupt record (issue 25, part 1).
+"""on_corrupt=skip replaces a corrupt record (docs/contract.md).
 
 A corrupt record is replaced by the next valid one, also when the
 schema has ragged features, whose file sizes come from per-record counts
@@ -26,8 +26,7 @@ import pytest
 
 import oracle
 from imgdata import example, frame
-from test_mount import (batchfs, check_batch_dir, check_safetensors, gen, index_dir,  # noqa: F401
-                        mounter, read_errno, work)
+from helpers import check_batch_dir, check_safetensors, read_errno
 
 N = 60
 B = 8

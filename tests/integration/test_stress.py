@@ -22,7 +22,6 @@ import time
 import pytest
 
 import oracle
-from test_mount import batchfs, gen, index_dir, mounter, work  # noqa: F401 (fixtures)
 
 SECONDS = float(os.environ.get("BFS_STRESS_SECONDS", "30"))
 READERS = int(os.environ.get("BFS_STRESS_READERS", "16"))
@@ -34,7 +33,7 @@ RSS_FIXED_MARGIN = 64 * MiB  # absolute bound: cache_size + index + this
 
 
 @pytest.fixture(scope="module")
-def ds_stress(gen, work):  # noqa: F811
+def ds_stress(gen, work):
     """~9 KiB per record: 32-record batches of ~300 KiB, 75 per epoch, plain
     shards (gzip ones decode ~500x slower here, leaving little concurrency
     to test). A ragged bytes feature makes every batch's geometry different."""
@@ -192,7 +191,7 @@ def _sanitized(binary):
     return b"__asan_init" in data or b"__tsan_init" in data
 
 
-def test_stress_readers_evicting_cache(batchfs, mounter, ds_stress):  # noqa: F811
+def test_stress_readers_evicting_cache(batchfs, mounter, ds_stress):
     src, decoded = ds_stress
     global _EXPECTED
     # one mount just to learn the schema and sizes, then the real one

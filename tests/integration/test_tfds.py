@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import imgdata
-from test_mount import batchfs, gen, index_dir, mounter, work  # noqa: F401
 
 pytestmark = pytest.mark.skipif(not imgdata.have_pil(), reason="python3-pil is not installed")
 

@@ -18,8 +18,7 @@ import time
 import pytest
 
 import oracle
-from test_mount import (batchfs, gen, index_dir, mounter, work, _dataset,  # noqa: F401
-                        corrupt_ds, corrupt_data_crc)
+from helpers import make_dataset
 
 DEADLINE = 30  # seconds: a bound for hangs, never a speed requirement
 B = 50
@@ -48,13 +47,13 @@ def run(binary, *args, timeout=DEADLINE):
 
 
 @pytest.fixture(scope="module")
-def ds_watch(gen, work):  # noqa: F811
+def ds_watch(gen, work):
     # a ragged feature too: records_served must not depend on fixed sizes
-    return _dataset(gen, work / "watch", 1000, ["x:float:8", "y:int64:1", "t:int64:0..9"],
-                    shards=2, seed=31)
+    return make_dataset(gen, work / "watch", 1000, ["x:float:8", "y:int64:1", "t:int64:0..9"],
+                        shards=2, seed=31)
 
 
-def test_stats_json_is_the_mounts_stats(batchfs, mounter, ds_watch):  # noqa: F811
+def test_stats_json_is_the_mounts_stats(batchfs, mounter, ds_watch):
     m = mounter(ds_watch.path, batch_size=B, prefetch=0, threads=1)
     read_batch_npys(m, 0, 3)
     before = stats(m)
@@ -76,7 +75,7 @@ def test_stats_json_is_the_mounts_stats(batchfs, mounter, ds_watch):  # noqa: F8
     assert r2.returncode == 0 and set(json.loads(r2.stdout)) == set(got)
 
 
-def test_records_served_counts_records_once_per_form(batchfs, mounter, ds_watch):  # noqa: F811
+def test_records_served_counts_records_once_per_form(batchfs, mounter, ds_watch):
     m = mounter(ds_watch.path, batch_size=B, prefetch=0, threads=1)
     s0 = stats(m)
     assert s0["records_served"] == 0 and s0["records_decoded"] == 0
@@ -100,7 +99,7 @@ def test_records_served_counts_records_once_per_form(batchfs, mounter, ds_watch)
     assert s2["failed_reads"] == 0
 
 
-def test_prefetch_depth_is_shown(batchfs, mounter, ds_watch):  # noqa: F811
+def test_prefetch_depth_is_shown(batchfs, mounter, ds_watch):
     m = mounter(ds_watch.path, batch_size=B, prefetch=3, threads=1)
     read_batch_npys(m, 0, 0)
     end = time.monotonic() + DEADLINE
@@ -122,7 +121,7 @@ def test_prefetch_depth_is_shown(batchfs, mounter, ds_watch):  # noqa: F811
     assert s["prefetch_ready"] + s["prefetch_queued"] + s["decoding"] == 3  # 2, 3 + the new 4
 
 
-def test_stats_human_form(batchfs, mounter, ds_watch):  # noqa: F811
+def test_stats_human_form(batchfs, mounter, ds_watch):
     m = mounter(ds_watch.path, batch_size=B, prefetch=0, threads=1)
     for b in range(3):
         read_batch_npys(m, 0, b)
@@ -139,7 +138,7 @@ def test_stats_human_form(batchfs, mounter, ds_watch):  # noqa: F811
     assert re.search(r"^cache +.*hits \(", out, re.M), out
 
 
-def test_errors_are_counted_in_stats_and_top(batchfs, mounter, corrupt_ds):  # noqa: F811
+def test_errors_are_counted_in_stats_and_top(batchfs, mounter, corrupt_ds):
     m = mounter(corrupt_ds.path, batch_size=20, shuffle="none", prefetch=0, threads=1)
     bad = corrupt_ds.bad_global // 20
     with pytest.raises(OSError) as ei:
@@ -158,7 +157,7 @@ def test_errors_are_counted_in_stats_and_top(batchfs, mounter, corrupt_ds):  # n
         (head, line)
 
 
-def test_top_plain_lines_follow_the_counters(batchfs, mounter, ds_watch):  # noqa: F811
+def test_top_plain_lines_follow_the_counters(batchfs, mounter, ds_watch):
     m = mounter(ds_watch.path, batch_size=B, prefetch=0, threads=1)
     p = subprocess.Popen([batchfs, "top", "--interval", "0.2", m.mnt], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
@@ -197,7 +196,7 @@ def test_top_plain_lines_follow_the_counters(batchfs, mounter, ds_watch):  # noq
     assert rc == 0
 
 
-def test_top_leaves_with_one_line_when_the_mount_goes(batchfs, mounter, ds_watch, tmp_path):  # noqa: F811
+def test_top_leaves_with_one_line_when_the_mount_goes(batchfs, mounter, ds_watch, tmp_path):
     m = mounter(ds_watch.path, batch_size=B)
     p = subprocess.Popen([batchfs, "top", "--interval", "0.1", m.mnt], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
@@ -209,7 +208,7 @@ def test_top_leaves_with_one_line_when_the_mount_goes(batchfs, mounter, ds_watch
     assert len(lines) == 1 and lines[0].startswith("batchfs: ") and m.mnt in lines[0], lines
 
 
-def test_bad_use_gets_one_line(batchfs, tmp_path):  # noqa: F811
+def test_bad_use_gets_one_line(batchfs, tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
     for cmd in (["stats"], ["stats", "--json"], ["top"], ["top", "--count", "1"]):
@@ -327,7 +326,7 @@ class Pty:
 
 
 @pytest.mark.parametrize("leave", [b"q", b"\x03"])
-def test_top_on_a_terminal(batchfs, mounter, ds_watch, leave):  # noqa: F811
+def test_top_on_a_terminal(batchfs, mounter, ds_watch, leave):
     m = mounter(ds_watch.path, batch_size=B, prefetch=0, threads=1)
     t = Pty([batchfs, "top", "--interval", "0.2", m.mnt])
     try:

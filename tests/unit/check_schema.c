@@ -144,6 +144,8 @@ struct infer_case {
 #define FL BFS_KIND_FLOAT
 #define BY BFS_KIND_BYTES
 
+/* The inference rules of docs/contract.md ("Schema", Inference), one case
+ * each. */
 static const struct infer_case infer_cases[] = {
 	{ "fixed scalar",
 	  { { { "x", I, 1 } }, { { "x", I, 1 } }, { { "x", I, 1 } } },
@@ -264,7 +266,7 @@ static const struct infer_case infer_cases[] = {
 	  0 },
 };
 
-START_TEST(inference_follows_the_design_rules)
+START_TEST(inference_follows_the_contract_rules)
 {
 	const struct infer_case *c = &infer_cases[_i];
 	struct bfs_infer *inf = NULL;
@@ -1092,7 +1094,7 @@ static Suite *schema_suite(void)
 	Suite *s = suite_create("schema");
 	TCase *tc = tcase_create("infer");
 
-	tcase_add_loop_test(tc, inference_follows_the_design_rules, 0,
+	tcase_add_loop_test(tc, inference_follows_the_contract_rules, 0,
 			    (int)BFS_ARRAY_SIZE(infer_cases));
 	tcase_add_test(tc, features_never_typed_are_left_out);
 	tcase_add_test(tc, no_records_infer_an_empty_schema);

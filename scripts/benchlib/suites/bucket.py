@@ -30,8 +30,12 @@ import shutil
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "s3"))
+from ..data import WORKLOADS, generate
+from ..harness import TOP, log, mount, read_tree
+from ..report import say, verdict
+
+if os.path.join(TOP, "tests", "s3") not in sys.path:
+    sys.path.insert(0, os.path.join(TOP, "tests", "s3"))
 
 BUCKET = "bench"
 
@@ -41,12 +45,12 @@ def _stats(mnt):
         return json.load(f)
 
 
-def _server(h, args, work):
+def _server(args, work):
     """s3rver (npm, installed into the build tree by tests/s3/setup) over
     the work directory's bucket."""
     import s3env
     npm = os.path.join(args.build_dir, "tests", "s3", "npm")
-    r = subprocess.run([os.path.join(os.path.dirname(HERE), "tests", "s3", "setup"), npm],
+    r = subprocess.run([os.path.join(TOP, "tests", "s3", "setup"), npm],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if r.returncode != 0:
         raise RuntimeError("tests/s3/setup: %s" % r.stderr.strip()[-300:])
@@ -92,22 +96,22 @@ def _tool(tools, env, *argv):
     return json.loads(r.stdout)
 
 
-def _read(h, tools, cmd, mnt, path, seconds=0, env=None):
+def _read(tools, cmd, mnt, path, seconds=0, env=None):
     """Mount, read one file of it (for `seconds` at most), unmount: the
     reader's result, the daemon's CPU and its stats."""
-    with _env_mount(h, cmd, mnt, env or {}) as m:
+    with _env_mount(cmd, mnt, env or {}) as m:
         extra = ["--seconds", str(seconds)] if seconds else []
-        rd = m.read(tools, os.path.join(mnt, path), *extra)
+        rd = read_tree(m, tools, os.path.join(mnt, path), *extra)
         st = _stats(mnt)
         rd["mount_s"] = m.mount_seconds
     return rd, st
 
 
-def run(args, tools, h):
+def run(args, tools):
     work = args.work
     tools = dict(tools)
     tools["s3tool"] = os.path.join(args.build_dir, "tests", "s3", "s3tool")
-    s3env, srv = _server(h, args, work)
+    s3env, srv = _server(args, work)
     env = {"AWS_ACCESS_KEY_ID": s3env.S3RVER_KEY, "AWS_SECRET_ACCESS_KEY": s3env.S3RVER_SECRET}
     tenv = dict(os.environ, **env)
     out = {"workloads": [], "cache": None}
@@ -115,11 +119,11 @@ def run(args, tools, h):
     try:
         names = ["small"] if args.quick else ["small", "image"]
         for name in names:
-            w = h.WORKLOADS[name]
+            w = WORKLOADS[name]
             n = w["records"] // (10 if args.quick else 1)
             if name == "image":
                 n = min(n, 2000)  # 300 MB in the bucket
-            src, _ = h.generate(tools, work, "bucket-%s%d" % (name, n), w, n)
+            src, _ = generate(tools, work, "bucket-%s%d" % (name, n), w, n)
             _fill(s3env, srv, name, src)
             shards = [p for p in sorted(os.listdir(src))
                       if not p.startswith(".") and not p.endswith(".json")]
@@ -128,9 +132,9 @@ def run(args, tools, h):
             ix = os.path.join(work, "bucket-index-%s" % name)
             shutil.rmtree(ix, ignore_errors=True)
             for shuffle in ("block", "global"):  # the index, once, straight from s3rver
-                with _env_mount(h, [tools["batchfs"], "-f", "-o",
-                                    "endpoint=%s,shuffle=%s,index_dir=%s" % (srv.url, shuffle, ix),
-                                    url, mnt], mnt, env):
+                with _env_mount([tools["batchfs"], "-f", "-o",
+                                 "endpoint=%s,shuffle=%s,index_dir=%s" % (srv.url, shuffle, ix),
+                                 url, mnt], mnt, env):
                     pass
             with _proxy(s3env, srv, args.bucket_delay_ms) as px:
                 dl = _tool(tools, tenv, "-o", "endpoint=%s,conns=16" % px.url, "fetch", url,
@@ -144,48 +148,35 @@ def run(args, tools, h):
                 for shuffle in ("block", "global"):
                     cmd = [tools["batchfs"], "-f", "-o", "endpoint=%s,batch_size=%d,shuffle=%s,"
                            "index_dir=%s" % (px.url, w["batch_size"], shuffle, ix), url, mnt]
-                    rd, st = _read(h, tools, cmd, mnt, "epoch-0000/all.safetensors",
+                    rd, st = _read(tools, cmd, mnt, "epoch-0000/all.safetensors",
                                    args.bucket_seconds if shuffle == "global" else 0, env)
                     row[shuffle] = {"rate": st["records_served"] / rd["seconds"],
                                     "seconds": rd["seconds"], "stopped": rd.get("stopped"),
                                     "decoded": st["records_decoded"],
                                     "gets": st.get("io_reads", 0),
                                     "get_bytes": st.get("io_bytes", 0), "cpu": rd["daemon_cpu"]}
-                    h.log("bucket %s %s: %.0f records/s" % (name, shuffle,
+                    log("bucket %s %s: %.0f records/s" % (name, shuffle,
                                                              row[shuffle]["rate"]))
             out["workloads"].append(row)
-        out["cache"] = _cache(h, args, tools, env, s3env, srv, mnt)
+        out["cache"] = _cache(args, tools, env, s3env, srv, mnt)
     finally:
         srv.stop()
-    report(h, out)
+    report(out)
     return out
 
 
-class _env_mount:
-    """h.Mount with extra environment variables for the daemon."""
-
-    def __init__(self, h, cmd, mnt, env):
-        old = dict(os.environ)
-        os.environ.update({k: v for k, v in env.items() if k.startswith("AWS_")})
-        try:
-            self.m = h.Mount(cmd, mnt)
-        finally:
-            os.environ.clear()
-            os.environ.update(old)
-
-    def __enter__(self):
-        return self.m
-
-    def __exit__(self, *exc):
-        self.m.close()
+def _env_mount(cmd, mnt, env):
+    """A mount whose daemon has the AWS_ variables of env besides ours."""
+    return mount(cmd, mnt, env=dict(os.environ, **{k: v for k, v in env.items()
+                                                  if k.startswith("AWS_")}))
 
 
-def _cache(h, args, tools, env, s3env, srv, mnt):
+def _cache(args, tools, env, s3env, srv, mnt):
     """'small' behind a short delay: epoch 1 from the disk cache against
     epoch 1 of a local copy."""
-    w = h.WORKLOADS["small"]
+    w = WORKLOADS["small"]
     n = w["records"] // (10 if args.quick else 1)
-    src, _ = h.generate(tools, args.work, "bucket-small%d" % n, w, n)
+    src, _ = generate(tools, args.work, "bucket-small%d" % n, w, n)
     url = "s3://%s/small/" % BUCKET
     ix = os.path.join(args.work, "bucket-index-small")
     dc = os.path.join(args.work, "bucket-disk-cache")
@@ -193,16 +184,16 @@ def _cache(h, args, tools, env, s3env, srv, mnt):
     with _proxy(s3env, srv, args.bucket_cache_delay_ms) as px:
         opts = "endpoint=%s,batch_size=%d,epochs=2,index_dir=%s,disk_cache=%s" % (
             px.url, w["batch_size"], ix, dc)
-        with _env_mount(h, [tools["batchfs"], "-f", "-o", opts, url, mnt], mnt, env) as m:
-            e0 = m.read(tools, os.path.join(mnt, "epoch-0000", "all.safetensors"))
+        with _env_mount([tools["batchfs"], "-f", "-o", opts, url, mnt], mnt, env) as m:
+            e0 = read_tree(m, tools, os.path.join(mnt, "epoch-0000", "all.safetensors"))
             st0 = _stats(mnt)
-            e1 = m.read(tools, os.path.join(mnt, "epoch-0001", "all.safetensors"))
+            e1 = read_tree(m, tools, os.path.join(mnt, "epoch-0001", "all.safetensors"))
             st1 = _stats(mnt)
     lix = os.path.join(args.work, "bucket-index-local")
-    with h.Mount([tools["batchfs"], "-f", "-o", "batch_size=%d,epochs=2,index_dir=%s" % (
+    with mount([tools["batchfs"], "-f", "-o", "batch_size=%d,epochs=2,index_dir=%s" % (
             w["batch_size"], lix), src, mnt], mnt) as m:
-        m.read(tools, os.path.join(mnt, "epoch-0000", "all.safetensors"))
-        loc = m.read(tools, os.path.join(mnt, "epoch-0001", "all.safetensors"))
+        read_tree(m, tools, os.path.join(mnt, "epoch-0000", "all.safetensors"))
+        loc = read_tree(m, tools, os.path.join(mnt, "epoch-0001", "all.safetensors"))
     size = sum(os.path.getsize(os.path.join(src, p)) for p in os.listdir(src)
                if not p.startswith(".") and not p.endswith(".json"))
     return {"n": n, "bytes": size, "delay": args.bucket_cache_delay_ms,
@@ -212,8 +203,7 @@ def _cache(h, args, tools, env, s3env, srv, mnt):
             "hits": st1.get("disk_cache_hits", 0), "cached": st1.get("disk_cache_bytes", 0)}
 
 
-def report(h, out):
-    say = h.say
+def report(out):
     say()
     say("== bucket: workloads in s3rver behind tests/s3/s3proxy.py (first byte held the delay, "
         "every request); batchfs with default options over s3://BUCKET/NAME/")
@@ -226,7 +216,7 @@ def report(h, out):
         q = b["rate"] / r["download"] if r["download"] else 0
         say("   block   %10.0f records/s = %3.0f%% of the download  target >= 70%%  %s   "
             "(%d GETs, %.2f bytes fetched per byte of the records decoded)" % (
-                b["rate"], 100 * q, h.verdict(q >= 0.7), b["gets"],
+                b["rate"], 100 * q, verdict(q >= 0.7), b["gets"],
                 b["get_bytes"] / max(1, b["decoded"] * r["bytes"] / r["n"])))
         say("   global  %10.0f records/s%s = %.1fx the random-GET ceiling at 16 in flight "
             "(batchfs keeps 64 in flight); %d GETs for %d records decoded" % (
@@ -242,5 +232,5 @@ def report(h, out):
             "target >= 70%%  %s; fetched during epoch 1: %d bytes = %.3f%% of the dataset  "
             "target <= 1%%  %s" % (
                 c["n"], c["bytes"] / 1e6, c["delay"], c["e0"], c["e0_bytes"] / 1e6,
-                c["cached"] / 1e6, c["e1"], 100 * q, c["local"], h.verdict(q >= 0.7),
-                c["e1_bytes"], 100 * frac, h.verdict(frac <= 0.01)))
+                c["cached"] / 1e6, c["e1"], 100 * q, c["local"], verdict(q >= 0.7),
+                c["e1_bytes"], 100 * frac, verdict(frac <= 0.01)))

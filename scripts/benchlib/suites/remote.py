@@ -24,8 +24,11 @@ Targets: block >= 70% of cat; global >= 60% of the ceiling; CPU per record
 
 import json
 import os
-import subprocess
 import time
+
+from ..data import generate, shard_paths
+from ..harness import check_child, json_lines, log, mount, read_tree
+from ..report import say, verdict
 
 W = {"shards": 16, "features": ["x:float:32", "y:int64:1"]}
 
@@ -55,21 +58,21 @@ def _stats(mnt):
         return json.load(f)
 
 
-def _epoch(h, tools, binary, source, mnt, opts, seconds, lower=None):
+def _epoch(tools, binary, source, mnt, opts, seconds, lower=None):
     """Mount, time the first batch, remount, read all.safetensors (for
     `seconds` at most). Returns a dict of what was measured."""
     cmd = [binary, "-f", "-o", opts, source, mnt]
     r = {}
-    with h.Mount(cmd, mnt) as m:
+    with mount(cmd, mnt) as m:
         t0 = time.perf_counter()
         with open(os.path.join(mnt, "epoch-0000", "batch-000000.safetensors"), "rb") as f:
             f.read()
         r["first_batch"] = time.perf_counter() - t0
         r["mount"] = m.mount_seconds
-    with h.Mount(cmd, mnt) as m:
+    with mount(cmd, mnt) as m:
         b0 = _stat_bytes(lower) if lower else 0
         extra = ["--seconds", str(seconds)] if seconds else []
-        rd = m.read(tools, os.path.join(mnt, "epoch-0000", "all.safetensors"), *extra)
+        rd = read_tree(m, tools, os.path.join(mnt, "epoch-0000", "all.safetensors"), *extra)
         st = _stats(mnt)
         r["seconds"] = rd["seconds"]
         r["stopped"] = rd.get("stopped", False)
@@ -83,12 +86,11 @@ def _epoch(h, tools, binary, source, mnt, opts, seconds, lower=None):
     return r
 
 
-def run(args, tools, h):
-    """Returns the rows; prints the table. h is scripts/bench.py's module
-    (say, log, Mount, generate...)."""
+def run(args, tools):
+    """Returns the rows; prints the table."""
     n = 200_000 if args.quick else 2_000_000
-    src, _ = h.generate(tools, args.work, "remote%d" % n, W, n)
-    shards = h.shard_paths(src)
+    src, _ = generate(tools, args.work, "remote%d" % n, W, n)
+    shards = shard_paths(src)
     total = sum(os.path.getsize(p) for p in shards)
     per_rec = total / n
     faultfs = os.path.join(os.path.dirname(tools["gen"]), "..", "faultfs", "faultfs")
@@ -106,54 +108,53 @@ def run(args, tools, h):
         for shuffle in ("block", "global"):
             ix = os.path.join(args.work, "remote-index-local-%s" % label)
             opts = "shuffle=%s,index_dir=%s" % (shuffle, ix)
-            with h.Mount([binary, "-f", "-o", opts, src, mnt], mnt):
+            with mount([binary, "-f", "-o", opts, src, mnt], mnt):
                 pass  # the index, once
-            out["local"][(label, shuffle)] = _epoch(h, tools, binary, src, mnt, opts, 0)
-            h.log("local %s %s: %.2f us/record" % (
+            out["local"][(label, shuffle)] = _epoch(tools, binary, src, mnt, opts, 0)
+            log("local %s %s: %.2f us/record" % (
                 label, shuffle, 1e6 * out["local"][(label, shuffle)]["cpu_per_rec"]))
 
     lower = os.path.join(args.work, "remote-lower")
     ctl = os.path.join(args.work, "remote.ctl")
     _set(ctl, "ok")
-    with h.Mount([faultfs, src, lower, ctl], lower):
+    with mount([faultfs, src, lower, ctl], lower):
         for label, binary in binaries:  # index through the source's paths, no delay
             ix = os.path.join(args.work, "remote-index-%s" % label)
             for shuffle in ("block", "global"):
-                with h.Mount([binary, "-f", "-o", "shuffle=%s,index_dir=%s" % (shuffle, ix),
+                with mount([binary, "-f", "-o", "shuffle=%s,index_dir=%s" % (shuffle, ix),
                               lower, mnt], mnt):
                     pass
         for delay in args.remote_delays:
             d = out["delays"][delay] = {}
             _set(ctl, "delay %d" % delay)
             b0 = _stat_bytes(lower)
-            rt = h.json_lines(h.check_child([tools["readtree"], "--exclude", ".faultfs-stats",
+            rt = json_lines(check_child([tools["readtree"], "--exclude", ".faultfs-stats",
                                              lower])[0])[0]
             d["cat"] = {"rate": n / rt["seconds"], "mb_s": rt["MB_s"],
                         "source_bytes": _stat_bytes(lower) - b0}
-            rr = json.loads(h.check_child([randread, "--threads", "256", "--seconds",
+            rr = json.loads(check_child([randread, "--threads", "256", "--seconds",
                                            str(args.remote_seconds / 2), "--len",
-                                           str(int(per_rec))] + h.shard_paths(lower))[0])
+                                           str(int(per_rec))] + shard_paths(lower))[0])
             d["ceiling"] = {"rate": rr["reads_per_s"], "cpu_per_read": rr["cpu_s"] / rr["reads"]}
-            h.log("delay %d ms: cat %.0f records/s, ceiling %.0f reads/s" % (
+            log("delay %d ms: cat %.0f records/s, ceiling %.0f reads/s" % (
                 delay, d["cat"]["rate"], d["ceiling"]["rate"]))
             for label, binary in binaries:
                 ix = os.path.join(args.work, "remote-index-%s" % label)
                 for shuffle in ("block", "global"):
                     opts = "shuffle=%s,index_dir=%s" % (shuffle, ix)
-                    r = _epoch(h, tools, binary, lower, mnt, opts,
+                    r = _epoch(tools, binary, lower, mnt, opts,
                                args.remote_seconds if shuffle == "global" else 0, lower)
                     d[(label, shuffle)] = r
-                    h.log("delay %d ms, %s %s: %.0f records/s, %.2f us/record, source "
+                    log("delay %d ms, %s %s: %.0f records/s, %.2f us/record, source "
                           "%.2fx" % (delay, label, shuffle, r["rate"],
                                      1e6 * (r["cpu_per_rec"] or 0),
                                      r["source_bytes"] / max(1, r["decoded"] * per_rec)))
         _set(ctl, "ok")
-    report(h, out, binaries)
+    report(out, binaries)
     return out
 
 
-def report(h, out, binaries):
-    say = h.say
+def report(out, binaries):
     say()
     say("== remote: 'small' (x float[32], y int64), %d records in %d shards (%.0f MB), behind "
         "tests/faultfs (each read answered after the delay, 256 at once, direct_io); "
@@ -177,9 +178,9 @@ def report(h, out, binaries):
                 say("%-26s %12.0f %5.0f%% %s %9.2f %6.1fx %s %8.2fx %s" % (
                     "%s %s%s" % (label, shuffle, " (%.0f s)" % r["seconds"] if r["stopped"]
                                   else ""),
-                    r["rate"], 100 * q, h.verdict(q >= target), 1e6 * r["cpu_per_rec"], cq,
-                    h.verdict(cq <= 3), r["source_bytes"] / used if used else 0,
-                    h.verdict(r["source_bytes"] <= 1.5 * used)))
+                    r["rate"], 100 * q, verdict(q >= target), 1e6 * r["cpu_per_rec"], cq,
+                    verdict(cq <= 3), r["source_bytes"] / used if used else 0,
+                    verdict(r["source_bytes"] <= 1.5 * used)))
                 say("%-26s first batch %.3f s after a mount of %.3f s; %d source reads, "
                     "%d in flight at most, decoders waited %.1f s" % (
                         "", r["first_batch"], r["mount"], r["io"].get("reads", 0),

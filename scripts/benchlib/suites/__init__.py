@@ -1,0 +1,1 @@
+"""The parts of a scripts/bench run, one module each (see benchlib)."""
