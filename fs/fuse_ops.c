@@ -10,6 +10,7 @@
 #include "cudapath.h"
 #include "epoch.h"
 #include "diskcache.h"
+#include "errlog.h"
 #include "fetch.h"
 #include "ioplan.h"
 #include "vfs.h"
@@ -34,7 +35,6 @@
 /* Files are immutable for the life of the mount: cache names and
  * attributes for a long time. */
 #define LONG_TIMEOUT 86400.0
-#define MAX_ERROR_LINES 10000
 #define READ_CHUNK (1u << 20)
 #define NVIEWS 8 /* epoch views kept (geometry and chunk totals of all/) */
 
@@ -79,11 +79,9 @@ struct bfs_fs {
 	} views[NVIEWS];
 	uint64_t view_tick;
 
+	struct bfs_errlog *errlog; /* errors.txt */
 	pthread_mutex_t elock; /* guards everything below */
-	char *errors; /* errors.txt */
-	size_t errors_len, errors_cap, error_lines;
-	uint64_t *error_hashes; /* [MAX_ERROR_LINES], for de-duplication */
-	uint64_t corrupt, skipped, failed_reads, dropped_lines;
+	uint64_t failed_reads;
 	uint64_t reads, bytes_read;
 	double records_served; /* rows' worth of tensor data read, see served_rows */
 
@@ -118,58 +116,11 @@ struct cwait {
 
 /* ------------------------------------------------------------- errors */
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 void bfs_fs_report(void *arg, const char *msg, bool skipped)
 {
 	struct bfs_fs *fs = arg;
-	uint64_t h = hash_str(msg);
-	size_t len = strlen(msg);
-	bool seen = false;
 
-	pthread_mutex_lock(&fs->elock);
-	for (size_t i = 0; i < fs->error_lines; i++)
-		if (fs->error_hashes[i] == h) {
-			seen = true;
-			break;
-		}
-	if (!seen) {
-		fs->corrupt++;
-		if (skipped)
-			fs->skipped++;
-		if (fs->error_lines < MAX_ERROR_LINES) {
-			size_t need = fs->errors_len + len + 32;
-			if (need > fs->errors_cap) {
-				size_t nc = fs->errors_cap ? fs->errors_cap * 2 : 4096;
-				while (nc < need)
-					nc *= 2;
-				char *n = realloc(fs->errors, nc);
-				if (n) {
-					fs->errors = n;
-					fs->errors_cap = nc;
-				}
-			}
-			if (need <= fs->errors_cap) {
-				fs->errors_len +=
-					(size_t)snprintf(fs->errors + fs->errors_len,
-							 fs->errors_cap - fs->errors_len, "%s%s\n",
-							 msg, skipped ? " (skipped)" : "");
-				fs->error_hashes[fs->error_lines++] = h;
-			}
-		} else {
-			fs->dropped_lines++;
-		}
-		fprintf(stderr, "batchfs: %s%s\n", msg, skipped ? " (skipped)" : "");
-	}
-	pthread_mutex_unlock(&fs->elock);
+	bfs_errlog_add(fs->errlog, msg, skipped);
 }
 
 /* ------------------------------------------------------------ dynamic */
@@ -177,6 +128,7 @@ void bfs_fs_report(void *arg, const char *msg, bool skipped)
 static char *stats_text(struct bfs_fs *fs, size_t *len)
 {
 	struct bfs_cache_stats st;
+	struct bfs_errlog_counts ec;
 	char *s = NULL;
 	int n;
 
@@ -244,6 +196,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 			 cs.copies, cs.bytes, cs.pinned, cs.device_bytes);
 		pthread_mutex_unlock(&fs->clock);
 	}
+	bfs_errlog_counts(fs->errlog, &ec);
 	pthread_mutex_lock(&fs->elock);
 	n = asprintf(&s,
 		     "{\n"
@@ -286,8 +239,8 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 		     bfs_dataset_index_bytes(fs->ds), bfs_dataset_bad_records(fs->ds), fs->reads,
 		     fs->bytes_read, st.hits, st.misses, st.waits, st.evictions, st.entries,
 		     st.bytes, st.peak_bytes, st.budget, st.prefetch_issued, st.batches_decoded,
-		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, fs->corrupt,
-		     fs->skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
+		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, ec.corrupt,
+		     ec.skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
 		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding,
 		     st.buffers_reused, io, dc, cuda, (long long)(time(NULL) - fs->mount_time));
 	pthread_mutex_unlock(&fs->elock);
@@ -299,19 +252,7 @@ static char *stats_text(struct bfs_fs *fs, size_t *len)
 
 static char *errors_text(struct bfs_fs *fs, size_t *len)
 {
-	char *s;
-
-	pthread_mutex_lock(&fs->elock);
-	s = malloc(fs->errors_len + 64);
-	if (s) {
-		memcpy(s, fs->errors ? fs->errors : "", fs->errors_len);
-		*len = fs->errors_len;
-		if (fs->dropped_lines)
-			*len += (size_t)snprintf(s + *len, 64, "... %" PRIu64 " more\n",
-						 fs->dropped_lines);
-	}
-	pthread_mutex_unlock(&fs->elock);
-	return s;
+	return bfs_errlog_text(fs->errlog, len);
 }
 
 /* -------------------------------------------------------- epoch views */
@@ -1460,8 +1401,7 @@ void bfs_fs_free(struct bfs_fs *fs)
 	free(fs->readme);
 	free(fs->schema_json);
 	free(fs->options_text);
-	free(fs->errors);
-	free(fs->error_hashes);
+	bfs_errlog_free(fs->errlog);
 	pthread_mutex_destroy(&fs->elock);
 	free(fs);
 }
@@ -1492,8 +1432,8 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 	fs->readme = strdup(cfg->readme ? cfg->readme : "");
 	fs->schema_json = strdup(cfg->schema_json ? cfg->schema_json : "{}\n");
 	fs->options_text = strdup(cfg->options_text ? cfg->options_text : "");
-	fs->error_hashes = calloc(MAX_ERROR_LINES, sizeof(uint64_t));
-	if (!fs->readme || !fs->schema_json || !fs->options_text || !fs->error_hashes) {
+	if (!fs->readme || !fs->schema_json || !fs->options_text ||
+	    bfs_errlog_new(&fs->errlog, BFS_ERRLOG_MAX_LINES, stderr) != 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
