@@ -13,6 +13,7 @@
 #include "errlog.h"
 #include "fetch.h"
 #include "ioplan.h"
+#include "stats.h"
 #include "vfs.h"
 
 #include <fuse_lowlevel.h>
@@ -80,10 +81,7 @@ struct bfs_fs {
 	uint64_t view_tick;
 
 	struct bfs_errlog *errlog; /* errors.txt */
-	pthread_mutex_t elock; /* guards everything below */
-	uint64_t failed_reads;
-	uint64_t reads, bytes_read;
-	double records_served; /* rows' worth of tensor data read, see served_rows */
+	struct bfs_stats_reads reads; /* reads served, for stats.json */
 
 	/* the CUDA path (-o cuda); NULL when off */
 	struct bfs_cudapath *cuda;
@@ -125,129 +123,57 @@ void bfs_fs_report(void *arg, const char *msg, bool skipped)
 
 /* ------------------------------------------------------------ dynamic */
 
-static char *stats_text(struct bfs_fs *fs, size_t *len)
+/* stats.json's text, padded to `pad` bytes (0: not padded). */
+static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 {
+	struct bfs_stats_snap snap = { 0 };
 	struct bfs_cache_stats st;
 	struct bfs_errlog_counts ec;
-	char *s = NULL;
-	int n;
 
-	char cuda[512] = "", io[2048] = "", dc[512] = "";
-
+	bfs_stats_put_dataset(&snap, fs->ds, bfs_batcher_nbatches(fs->b));
 	bfs_cache_stats(fs->cache, &st);
-	if (fs->dcache) {
-		struct bfs_diskcache_stats d;
-
-		bfs_diskcache_stats(fs->dcache, &d);
-		snprintf(dc, sizeof(dc),
-			 "  \"disk_cache_hits\": %" PRIu64 ",\n  \"disk_cache_misses\": %" PRIu64
-			 ",\n  \"disk_cache_hit_bytes\": %" PRIu64
-			 ",\n  \"disk_cache_bytes\": %" PRIu64
-			 ",\n  \"disk_cache_evictions\": %" PRIu64
-			 ",\n  \"disk_cache_corrupt\": %" PRIu64
-			 ",\n  \"disk_cache_dropped\": %" PRIu64
-			 ",\n  \"disk_cache_used\": %" PRIu64 ",\n  \"disk_cache_limit\": %" PRIu64
-			 ",\n",
-			 d.hits, d.misses, d.hit_bytes, d.bytes, d.evictions, d.corrupt, d.dropped,
-			 d.used, d.limit);
-	}
+	bfs_stats_put_cache(&snap, &st);
+	bfs_errlog_counts(fs->errlog, &ec);
+	bfs_stats_put_errors(&snap, &ec);
+	bfs_stats_put_reads(&snap, &fs->reads);
 	if (fs->fetch) {
 		struct bfs_fetch_stats fst;
 		struct bfs_ioplan_stats pst;
 
 		bfs_fetch_stats(fs->fetch, &fst);
 		bfs_ioplan_stats(fs->ioplan, &pst);
-		snprintf(io, sizeof(io),
-			 "  \"io_backend\": \"%s\",\n  \"io_depth\": %u,\n"
-			 "  \"io_readahead\": %" PRIu64 ",\n  \"io_reads\": %" PRIu64 ",\n"
-			 "  \"io_bytes\": %" PRIu64 ",\n  \"io_inflight\": %" PRIu64 ",\n"
-			 "  \"io_peak_inflight\": %" PRIu64 ",\n  \"io_pending\": %" PRIu64 ",\n"
-			 "  \"io_buffered\": %" PRIu64 ",\n  \"io_peak_buffered\": %" PRIu64 ",\n"
-			 "  \"io_ranges\": %" PRIu64 ",\n  \"io_merged\": %" PRIu64 ",\n"
-			 "  \"io_waits\": %" PRIu64 ",\n  \"io_wait_seconds\": %.6f,\n"
-			 "  \"io_retries\": %" PRIu64 ",\n  \"io_failed\": %" PRIu64 ",\n"
-			 "  \"io_dropped\": %" PRIu64 ",\n  \"io_refused\": %" PRIu64 ",\n"
-			 "  \"io_planned\": %" PRIu64 ",\n  \"io_claimed\": %" PRIu64 ",\n"
-			 "  \"io_unplanned\": %" PRIu64 ",\n  \"io_plans_dropped\": %" PRIu64 ",\n"
-			 "  \"io_groups\": %" PRIu64 ",\n  \"io_streams\": %" PRIu64 ",\n"
-			 "  \"io_local\": %" PRIu64 ",\n  \"io_local_bytes\": %" PRIu64 ",\n",
-			 fst.backend, bfs_fetch_depth(fs->fetch), fs->cfg.readahead, fst.reads,
-			 fst.bytes, fst.inflight, fst.peak_inflight, fst.pending, fst.buffered,
-			 fst.peak_buffered, fst.ranges, fst.merged, fst.waits,
-			 (double)fst.wait_ns / 1e9, fst.retries, fst.failed, fst.dropped,
-			 fst.refused, pst.planned, pst.claimed, pst.unplanned, pst.dropped,
-			 pst.groups, pst.streams, fst.local, fst.local_bytes);
+		bfs_stats_put_io(&snap, &fst, &pst, bfs_fetch_depth(fs->fetch), fs->cfg.readahead);
+	}
+	if (fs->dcache) {
+		struct bfs_diskcache_stats d;
+
+		bfs_diskcache_stats(fs->dcache, &d);
+		bfs_stats_put_diskcache(&snap, &d);
 	}
 	if (fs->cuda) {
 		struct bfs_cudapath_stats cs;
+		unsigned busy = 0;
+
 		bfs_cudapath_stats(fs->cuda, &cs);
 		pthread_mutex_lock(&fs->clock);
-		unsigned busy = 0;
 		for (unsigned i = 0; i < bfs_cudapath_pool(fs->cuda); i++)
 			busy += fs->cuda_busy[i];
-		snprintf(cuda, sizeof(cuda),
-			 "  \"cuda\": {\"device\": %d, \"pool\": %u, \"busy\": %u, "
-			 "\"opens\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"eagain\": %" PRIu64
-			 ", \"errors\": %" PRIu64 ", \"copies\": %" PRIu64
-			 ", \"bytes_copied\": %" PRIu64 ", \"pinned_buffers\": %" PRIu64
-			 ", \"device_bytes\": %" PRIu64 "},\n",
-			 bfs_cudapath_device(fs->cuda), bfs_cudapath_pool(fs->cuda), busy,
-			 fs->cuda_opens, fs->cuda_waits, fs->cuda_eagain, fs->cuda_errors,
-			 cs.copies, cs.bytes, cs.pinned, cs.device_bytes);
+		snap.has[BFS_SGROUP_CUDA] = true;
+		snap.v[BFS_STAT_CUDA_DEVICE].i = bfs_cudapath_device(fs->cuda);
+		snap.v[BFS_STAT_CUDA_POOL].u = bfs_cudapath_pool(fs->cuda);
+		snap.v[BFS_STAT_CUDA_BUSY].u = busy;
+		snap.v[BFS_STAT_CUDA_OPENS].u = fs->cuda_opens;
+		snap.v[BFS_STAT_CUDA_WAITS].u = fs->cuda_waits;
+		snap.v[BFS_STAT_CUDA_EAGAIN].u = fs->cuda_eagain;
+		snap.v[BFS_STAT_CUDA_ERRORS].u = fs->cuda_errors;
 		pthread_mutex_unlock(&fs->clock);
+		snap.v[BFS_STAT_CUDA_COPIES].u = cs.copies;
+		snap.v[BFS_STAT_CUDA_BYTES_COPIED].u = cs.bytes;
+		snap.v[BFS_STAT_CUDA_PINNED_BUFFERS].u = cs.pinned;
+		snap.v[BFS_STAT_CUDA_DEVICE_BYTES].u = cs.device_bytes;
 	}
-	bfs_errlog_counts(fs->errlog, &ec);
-	pthread_mutex_lock(&fs->elock);
-	n = asprintf(&s,
-		     "{\n"
-		     "  \"records\": %" PRIu64 ",\n"
-		     "  \"batches_per_epoch\": %" PRIu64 ",\n"
-		     "  \"index_reused\": %s,\n"
-		     "  \"schema_reused\": %s,\n"
-		     "  \"index_bytes\": %" PRIu64 ",\n"
-		     "  \"index_corrupt_records\": %" PRIu64 ",\n"
-		     "  \"reads\": %" PRIu64 ",\n"
-		     "  \"bytes_read\": %" PRIu64 ",\n"
-		     "  \"cache_hits\": %" PRIu64 ",\n"
-		     "  \"cache_misses\": %" PRIu64 ",\n"
-		     "  \"cache_waits\": %" PRIu64 ",\n"
-		     "  \"cache_evictions\": %" PRIu64 ",\n"
-		     "  \"cache_entries\": %" PRIu64 ",\n"
-		     "  \"cache_bytes\": %" PRIu64 ",\n"
-		     "  \"cache_peak_bytes\": %" PRIu64 ",\n"
-		     "  \"cache_budget\": %" PRIu64 ",\n"
-		     "  \"prefetch_issued\": %" PRIu64 ",\n"
-		     "  \"batches_decoded\": %" PRIu64 ",\n"
-		     "  \"chunks_decoded\": %" PRIu64 ",\n"
-		     "  \"decode_seconds\": %.6f,\n"
-		     "  \"decode_errors\": %" PRIu64 ",\n"
-		     "  \"corrupt_records\": %" PRIu64 ",\n"
-		     "  \"skipped_records\": %" PRIu64 ",\n"
-		     "  \"failed_reads\": %" PRIu64 ",\n"
-		     "  \"records_served\": %" PRIu64 ",\n"
-		     "  \"records_decoded\": %" PRIu64 ",\n"
-		     "  \"prefetch_ready\": %" PRIu64 ",\n"
-		     "  \"prefetch_queued\": %" PRIu64 ",\n"
-		     "  \"decoding\": %" PRIu64 ",\n"
-		     "  \"buffers_reused\": %" PRIu64 ",\n"
-		     "%s%s%s"
-		     "  \"uptime_seconds\": %lld\n"
-		     "}\n",
-		     bfs_dataset_nrecords(fs->ds), bfs_batcher_nbatches(fs->b),
-		     bfs_dataset_index_reused(fs->ds) ? "true" : "false",
-		     bfs_dataset_schema_reused(fs->ds) ? "true" : "false",
-		     bfs_dataset_index_bytes(fs->ds), bfs_dataset_bad_records(fs->ds), fs->reads,
-		     fs->bytes_read, st.hits, st.misses, st.waits, st.evictions, st.entries,
-		     st.bytes, st.peak_bytes, st.budget, st.prefetch_issued, st.batches_decoded,
-		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, ec.corrupt,
-		     ec.skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
-		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding,
-		     st.buffers_reused, io, dc, cuda, (long long)(time(NULL) - fs->mount_time));
-	pthread_mutex_unlock(&fs->elock);
-	if (n < 0)
-		return NULL;
-	*len = (size_t)n;
-	return s;
+	snap.v[BFS_STAT_UPTIME_SECONDS].i = (int64_t)(time(NULL) - fs->mount_time);
+	return bfs_stats_json(&snap, pad, len);
 }
 
 static char *errors_text(struct bfs_fs *fs, size_t *len)
@@ -352,11 +278,6 @@ static void fh_put(struct fh *h)
 	}
 }
 
-/* stats.json is padded with spaces to this size, so that its size does not
- * change as its numbers grow: a reader that saw one snapshot's size and
- * reads the next still gets whole JSON. */
-#define STATS_SIZE 4096
-
 /* A new snapshot of stats.json or errors.txt, made the current one; the
  * caller gets a reference. Without OPEN requests (no_open) a dynamic file
  * is read through the page cache: every GETATTR makes a snapshot with a new
@@ -370,16 +291,7 @@ static struct fh *dyn_refresh(struct bfs_fs *fs, enum bfs_vtype type, uint64_t *
 
 	if (!h)
 		return NULL;
-	h->text = k == 0 ? stats_text(fs, &h->len) : errors_text(fs, &h->len);
-	if (h->text && k == 0 && h->len < STATS_SIZE) {
-		char *t = realloc(h->text, STATS_SIZE);
-		if (t) {
-			memset(t + h->len - 1, ' ', STATS_SIZE - h->len);
-			t[STATS_SIZE - 1] = '\n';
-			h->text = t;
-			h->len = STATS_SIZE;
-		}
-	}
+	h->text = k == 0 ? stats_text(fs, BFS_STATS_SIZE, &h->len) : errors_text(fs, &h->len);
 	if (!h->text) {
 		free(h);
 		return NULL;
@@ -963,7 +875,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (is_dynamic(&n)) {
 		struct fh *h = calloc(1, sizeof(*h));
 		if (h)
-			h->text = n.type == BFS_V_STATS ? stats_text(fs, &h->len)
+			h->text = n.type == BFS_V_STATS ? stats_text(fs, 0, &h->len)
 							: errors_text(fs, &h->len);
 		if (!h || !h->text) {
 			free(h);
@@ -1003,37 +915,10 @@ static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off,
 	fuse_reply_buf(req, data + off, size);
 }
 
-/* The records' worth of tensor data in bytes [pos, end) of a file whose
- * data (after hlen bytes of header) is part of a unit (batch, or epoch
- * view) of geometry g: the bytes of tensor data read, over the unit's bytes
- * of tensor data per record. So reading every .npy of a batch, or its
- * .safetensors, counts its records once; a header counts nothing. */
-static double served_rows(const struct bfs_geom *g, uint64_t hlen, uint64_t pos, uint64_t end)
-{
-	uint64_t total = g->st_size - g->st_hlen;
-	uint64_t a = pos > hlen ? pos : hlen;
-
-	if (end <= a || total == 0)
-		return 0;
-	return (double)(end - a) * (double)g->batch / (double)total;
-}
-
-/* A read of a batch or view file answered: its bytes and the counters. */
-static void count_read(struct bfs_fs *fs, uint64_t bytes, double records)
-{
-	pthread_mutex_lock(&fs->elock);
-	fs->reads++;
-	fs->bytes_read += bytes;
-	fs->records_served += records;
-	pthread_mutex_unlock(&fs->elock);
-}
-
 /* A read of a batch or view file failed (rc < 0): EIO, or ENOMEM. */
 static void fail_read(struct bfs_fs *fs, fuse_req_t req, int rc)
 {
-	pthread_mutex_lock(&fs->elock);
-	fs->failed_reads++;
-	pthread_mutex_unlock(&fs->elock);
+	bfs_stats_read_failed(&fs->reads);
 	fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
 }
 
@@ -1082,7 +967,7 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	}
 	if (size > fsize - pos)
 		size = (size_t)(fsize - pos);
-	rows = served_rows(e->geom, rows_hlen, pos, pos + size);
+	rows = bfs_stats_rows(e->geom, rows_hlen, pos, pos + size);
 	struct fuse_buf *b = bv.v.buf;
 	size_t left = size;
 	if (pos < hlen) {
@@ -1103,7 +988,7 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 	}
 	/* counted before the reply: a reader that reads stats.json after its
 	 * read returned sees the read in it */
-	count_read(fs, size, rows);
+	bfs_stats_read(&fs->reads, size, rows);
 	fuse_reply_data(req, &bv.v, FUSE_BUF_SPLICE_MOVE);
 	bfs_cache_put(fs->cache, e);
 }
@@ -1199,9 +1084,9 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 	}
 	if (rc)
 		goto fail;
-	double rows = served_rows(g, hlen, pos, end);
+	double rows = bfs_stats_rows(g, hlen, pos, end);
 	vref_put(fs, r);
-	count_read(fs, end - pos, rows); /* before the reply, as above */
+	bfs_stats_read(&fs->reads, end - pos, rows); /* before the reply, as above */
 	fuse_reply_buf(req, (const char *)buf, end - pos);
 	free(buf);
 	return;
@@ -1402,7 +1287,7 @@ void bfs_fs_free(struct bfs_fs *fs)
 	free(fs->schema_json);
 	free(fs->options_text);
 	bfs_errlog_free(fs->errlog);
-	pthread_mutex_destroy(&fs->elock);
+	bfs_stats_reads_destroy(&fs->reads);
 	free(fs);
 }
 
@@ -1415,7 +1300,7 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 
 	if (!fs)
 		return -ENOMEM;
-	pthread_mutex_init(&fs->elock, NULL);
+	bfs_stats_reads_init(&fs->reads);
 	pthread_mutex_init(&fs->vlock, NULL);
 	pthread_mutex_init(&fs->dlock, NULL);
 	pthread_mutex_init(&fs->clock, NULL);
