@@ -15,6 +15,7 @@
 #include "ioplan.h"
 #include "stats.h"
 #include "vfs.h"
+#include "views.h"
 
 #include <fuse_lowlevel.h>
 #include <errno.h>
@@ -38,12 +39,6 @@
 #define LONG_TIMEOUT 86400.0
 #define READ_CHUNK (1u << 20)
 #define NVIEWS 8 /* epoch views kept (geometry and chunk totals of all/) */
-
-/* A shared epoch view; the last reference frees it. */
-struct vref {
-	struct bfs_epoch_view *v;
-	int refs;
-};
 
 struct bfs_fs {
 	const struct bfs_dataset *ds;
@@ -73,12 +68,7 @@ struct bfs_fs {
 	struct fh *dyn[2]; /* latest snapshots of stats.json, errors.txt */
 	uint64_t dyn_gen; /* bumped per snapshot: their mtime, in ns */
 
-	pthread_mutex_t vlock; /* guards views and view_tick */
-	struct {
-		uint64_t rank, epoch, used;
-		struct vref *r;
-	} views[NVIEWS];
-	uint64_t view_tick;
+	struct bfs_views *views; /* of all/: geometry and chunk totals */
 
 	struct bfs_errlog *errlog; /* errors.txt */
 	struct bfs_stats_reads reads; /* reads served, for stats.json */
@@ -179,86 +169,6 @@ static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 static char *errors_text(struct bfs_fs *fs, size_t *len)
 {
 	return bfs_errlog_text(fs->errlog, len);
-}
-
-/* -------------------------------------------------------- epoch views */
-
-static void vref_put(struct bfs_fs *fs, struct vref *r)
-{
-	bool last;
-
-	if (!r)
-		return;
-	pthread_mutex_lock(&fs->vlock);
-	last = --r->refs == 0;
-	pthread_mutex_unlock(&fs->vlock);
-	if (last) {
-		bfs_epoch_view_free(r->v);
-		free(r);
-	}
-}
-
-/* The view of `epoch` (a reference: vref_put it). Computing one costs a
- * pass over the epoch's permutation when a tensor is ragged; without
- * ragged tensors every epoch has the same view, kept once. */
-static int vref_get(struct bfs_fs *fs, uint64_t rank, uint64_t epoch, struct vref **out)
-{
-	uint64_t key = bfs_batcher_plan(fs->b)->nslots ? epoch : 0;
-	struct vref *r = NULL, *drop = NULL;
-	size_t lru = 0;
-	int rc;
-
-	pthread_mutex_lock(&fs->vlock);
-	for (size_t i = 0; i < NVIEWS; i++)
-		if (fs->views[i].r && fs->views[i].epoch == key && fs->views[i].rank == rank) {
-			r = fs->views[i].r;
-			r->refs++;
-			fs->views[i].used = ++fs->view_tick;
-			break;
-		}
-	pthread_mutex_unlock(&fs->vlock);
-	if (r) {
-		*out = r;
-		return 0;
-	}
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	rc = bfs_epoch_view_new(&r->v, fs->rb[rank], key);
-	if (rc) {
-		free(r);
-		return rc;
-	}
-	r->refs = 2; /* the caller's and the table's */
-	pthread_mutex_lock(&fs->vlock);
-	for (size_t i = 0; i < NVIEWS; i++) {
-		if (fs->views[i].r && fs->views[i].epoch == key &&
-		    fs->views[i].rank == rank) { /* made meanwhile */
-			r->refs = 0;
-			drop = r;
-			r = fs->views[i].r;
-			r->refs++;
-			goto done;
-		}
-		if (!fs->views[i].r || fs->views[i].used < fs->views[lru].used)
-			lru = i;
-		if (!fs->views[i].r)
-			break;
-	}
-	if (fs->views[lru].r && --fs->views[lru].r->refs == 0)
-		drop = fs->views[lru].r;
-	fs->views[lru].r = r;
-	fs->views[lru].rank = rank;
-	fs->views[lru].epoch = key;
-	fs->views[lru].used = ++fs->view_tick;
-done:
-	pthread_mutex_unlock(&fs->vlock);
-	if (drop) {
-		bfs_epoch_view_free(drop->v);
-		free(drop);
-	}
-	*out = r;
-	return 0;
 }
 
 struct fh {
@@ -370,14 +280,14 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:
 		if (n->all) {
-			struct vref *r;
-			rc = vref_get(fs, n->rank, n->epoch, &r);
+			struct bfs_view_ref *r;
+			rc = bfs_views_get(&r, fs->views, n->rank, n->epoch);
 			if (rc)
 				return rc;
 			g = r->v->geom;
 			*size = n->type == BFS_V_SAFETENSORS ? g->st_size
 							     : bfs_npy_size(&g->g[n->tensor]);
-			vref_put(fs, r);
+			bfs_views_put(fs->views, r);
 			return 0;
 		}
 		rc = get_geom(fs, n->rank, n->epoch, n->batch, &g, &owned);
@@ -1030,10 +940,10 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 {
 	uint64_t pos = (uint64_t)off, end, fsize, hlen;
 	const struct bfs_geom *g;
-	struct vref *r = NULL;
+	struct bfs_view_ref *r = NULL;
 	uint8_t *buf = NULL;
 	char hdr[1024];
-	int rc = vref_get(fs, n->rank, n->epoch, &r);
+	int rc = bfs_views_get(&r, fs->views, n->rank, n->epoch);
 
 	if (rc)
 		goto fail;
@@ -1046,7 +956,7 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 		hlen = g->g[n->tensor].npy_hlen;
 	}
 	if (pos >= fsize) {
-		vref_put(fs, r);
+		bfs_views_put(fs->views, r);
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
@@ -1085,13 +995,13 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 	if (rc)
 		goto fail;
 	double rows = bfs_stats_rows(g, hlen, pos, end);
-	vref_put(fs, r);
+	bfs_views_put(fs->views, r);
 	bfs_stats_read(&fs->reads, end - pos, rows); /* before the reply, as above */
 	fuse_reply_buf(req, (const char *)buf, end - pos);
 	free(buf);
 	return;
 fail:
-	vref_put(fs, r);
+	bfs_views_put(fs->views, r);
 	free(buf);
 	fail_read(fs, req, rc);
 }
@@ -1271,12 +1181,7 @@ void bfs_fs_free(struct bfs_fs *fs)
 	bfs_cudapath_free(fs->cuda);
 	free(fs->cuda_busy);
 	pthread_mutex_destroy(&fs->clock);
-	for (size_t i = 0; i < NVIEWS; i++)
-		if (fs->views[i].r) {
-			bfs_epoch_view_free(fs->views[i].r->v);
-			free(fs->views[i].r);
-		}
-	pthread_mutex_destroy(&fs->vlock);
+	bfs_views_free(fs->views);
 	fh_put(fs->dyn[0]);
 	fh_put(fs->dyn[1]);
 	pthread_mutex_destroy(&fs->dlock);
@@ -1301,7 +1206,6 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 	if (!fs)
 		return -ENOMEM;
 	bfs_stats_reads_init(&fs->reads);
-	pthread_mutex_init(&fs->vlock, NULL);
 	pthread_mutex_init(&fs->dlock, NULL);
 	pthread_mutex_init(&fs->clock, NULL);
 	fs->cfg = *cfg;
@@ -1341,6 +1245,8 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 		fs->cfg.keep_open = true;
 	}
 	rc = bfs_vfs_new(&fs->vfs, plan, nb, cfg->epochs, cfg->cuda_device >= 0, cfg->nranks);
+	if (!rc)
+		rc = bfs_views_new(&fs->views, fs->rb, fs->nranks, NVIEWS);
 	if (rc)
 		goto fail;
 	if (plan->nslots == 0 && nb > 0) {
