@@ -8,6 +8,7 @@
 
 #include "cache.h"
 #include "cudapath.h"
+#include "cudapool.h"
 #include "epoch.h"
 #include "diskcache.h"
 #include "errlog.h"
@@ -23,6 +24,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -75,10 +77,7 @@ struct bfs_fs {
 
 	/* the CUDA path (-o cuda); NULL when off */
 	struct bfs_cudapath *cuda;
-	pthread_mutex_t clock; /* guards everything below */
-	bool *cuda_busy; /* [pool]: the buffer belongs to an open descriptor */
-	struct cwait *wait_head, *wait_tail; /* opens waiting for a buffer, FIFO */
-	uint64_t cuda_opens, cuda_waits, cuda_eagain, cuda_errors;
+	struct bfs_cudapool *cpool; /* who holds which buffer, who waits */
 };
 
 /* An open batch-B.cuda: a pool buffer holding the batch, copied from the
@@ -96,11 +95,16 @@ struct cfh {
 
 /* An OPEN of batch-B.cuda waiting for a free buffer. */
 struct cwait {
+	struct bfs_cudapool_waiter w; /* w.tag: req */
 	fuse_req_t req;
 	uint64_t rank, epoch, batch;
 	struct fuse_file_info fi;
-	struct cwait *next;
 };
+
+static struct cwait *cwait_of(struct bfs_cudapool_waiter *w)
+{
+	return (struct cwait *)((char *)w - offsetof(struct cwait, w));
+}
 
 /* ------------------------------------------------------------- errors */
 
@@ -142,25 +146,11 @@ static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 	}
 	if (fs->cuda) {
 		struct bfs_cudapath_stats cs;
-		unsigned busy = 0;
+		struct bfs_cudapool_stats ps;
 
 		bfs_cudapath_stats(fs->cuda, &cs);
-		pthread_mutex_lock(&fs->clock);
-		for (unsigned i = 0; i < bfs_cudapath_pool(fs->cuda); i++)
-			busy += fs->cuda_busy[i];
-		snap.has[BFS_SGROUP_CUDA] = true;
-		snap.v[BFS_STAT_CUDA_DEVICE].i = bfs_cudapath_device(fs->cuda);
-		snap.v[BFS_STAT_CUDA_POOL].u = bfs_cudapath_pool(fs->cuda);
-		snap.v[BFS_STAT_CUDA_BUSY].u = busy;
-		snap.v[BFS_STAT_CUDA_OPENS].u = fs->cuda_opens;
-		snap.v[BFS_STAT_CUDA_WAITS].u = fs->cuda_waits;
-		snap.v[BFS_STAT_CUDA_EAGAIN].u = fs->cuda_eagain;
-		snap.v[BFS_STAT_CUDA_ERRORS].u = fs->cuda_errors;
-		pthread_mutex_unlock(&fs->clock);
-		snap.v[BFS_STAT_CUDA_COPIES].u = cs.copies;
-		snap.v[BFS_STAT_CUDA_BYTES_COPIED].u = cs.bytes;
-		snap.v[BFS_STAT_CUDA_PINNED_BUFFERS].u = cs.pinned;
-		snap.v[BFS_STAT_CUDA_DEVICE_BYTES].u = cs.device_bytes;
+		bfs_cudapool_stats(fs->cpool, &ps);
+		bfs_stats_put_cuda(&snap, bfs_cudapath_device(fs->cuda), &ps, &cs);
 	}
 	snap.v[BFS_STAT_UPTIME_SECONDS].i = (int64_t)(time(NULL) - fs->mount_time);
 	return bfs_stats_json(&snap, pad, len);
@@ -532,9 +522,7 @@ static void cuda_fail(struct bfs_fs *fs, const char *what, uint64_t e, uint64_t 
 {
 	char line[600];
 
-	pthread_mutex_lock(&fs->clock);
-	fs->cuda_errors++;
-	pthread_mutex_unlock(&fs->clock);
+	bfs_cudapool_failed(fs->cpool);
 	snprintf(line, sizeof(line),
 		 "epoch-%04" PRIu64 "/batch-%06" PRIu64 "/batch-%06" PRIu64 ".cuda: %s: %s", e, b,
 		 b, what, msg);
@@ -586,9 +574,7 @@ static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e
 	h->slot = slot;
 	h->refs = 1;
 	pthread_mutex_init(&h->m, NULL);
-	pthread_mutex_lock(&fs->clock);
-	fs->cuda_opens++;
-	pthread_mutex_unlock(&fs->clock);
+	bfs_cudapool_opened(fs->cpool);
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 1; /* every read comes here: it waits for the copy */
 	fi->keep_cache = 0;
@@ -605,55 +591,31 @@ static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e
 /* A buffer comes back: to the first waiting OPEN, else to the pool. */
 static void cuda_put_slot(struct bfs_fs *fs, unsigned slot)
 {
-	struct cwait *w;
+	struct bfs_cudapool_waiter *w = bfs_cudapool_put(fs->cpool, slot);
 
-	pthread_mutex_lock(&fs->clock);
-	w = fs->wait_head;
 	if (w) {
-		fs->wait_head = w->next;
-		if (!fs->wait_head)
-			fs->wait_tail = NULL;
-	} else {
-		fs->cuda_busy[slot] = false;
-	}
-	pthread_mutex_unlock(&fs->clock);
-	if (w) {
-		cuda_start(fs, w->req, w->rank, w->epoch, w->batch, &w->fi, slot);
-		free(w);
-	}
-}
+		struct cwait *c = cwait_of(w);
 
-/* Lock held: a free buffer, or -1. */
-static int cuda_take_slot(struct bfs_fs *fs)
-{
-	for (unsigned i = 0; i < bfs_cudapath_pool(fs->cuda); i++)
-		if (!fs->cuda_busy[i]) {
-			fs->cuda_busy[i] = true;
-			return (int)i;
-		}
-	return -1;
+		cuda_start(fs, c->req, c->rank, c->epoch, c->batch, &c->fi, slot);
+		free(c);
+	}
 }
 
 /* The opener of a waiting OPEN got a signal: it gives up (EINTR). */
 static void cuda_interrupted(fuse_req_t req, void *data)
 {
 	struct bfs_fs *fs = data;
-	struct cwait *w = NULL;
+	struct bfs_cudapool_waiter *w = bfs_cudapool_cancel(fs->cpool, req);
 
-	pthread_mutex_lock(&fs->clock);
-	for (struct cwait **pp = &fs->wait_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
-		if ((*pp)->req == req) {
-			w = *pp;
-			*pp = w->next;
-			if (fs->wait_tail == w)
-				fs->wait_tail = prev;
-			break;
-		}
-	pthread_mutex_unlock(&fs->clock);
 	if (w) {
 		fuse_reply_err(req, EINTR);
-		free(w);
+		free(cwait_of(w));
 	}
+}
+
+static bool req_gone(const void *tag)
+{
+	return fuse_req_interrupted((fuse_req_t)(uintptr_t)tag);
 }
 
 /* OPEN of batch-B.cuda: take a pool buffer, or wait for one without holding
@@ -662,48 +624,29 @@ static void cuda_interrupted(fuse_req_t req, void *data)
 static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode *n,
 		      struct fuse_file_info *fi)
 {
-	struct cwait *w = calloc(1, sizeof(*w));
+	struct cwait *c = calloc(1, sizeof(*c));
 	int slot;
 
-	if (!w) {
+	if (!c) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	w->req = req;
-	w->rank = n->rank;
-	w->epoch = n->epoch;
-	w->batch = n->batch;
-	w->fi = *fi;
+	c->w.tag = req;
+	c->req = req;
+	c->rank = n->rank;
+	c->epoch = n->epoch;
+	c->batch = n->batch;
+	c->fi = *fi;
 	if (!(fi->flags & O_NONBLOCK))
 		fuse_req_interrupt_func(req, cuda_interrupted, fs);
-	pthread_mutex_lock(&fs->clock);
-	slot = cuda_take_slot(fs);
-	if (slot < 0) {
-		if (fi->flags & O_NONBLOCK) {
-			fs->cuda_eagain++;
-			pthread_mutex_unlock(&fs->clock);
-			free(w);
-			fuse_reply_err(req, EAGAIN);
-			return;
-		}
-		if (fuse_req_interrupted(req)) {
-			pthread_mutex_unlock(&fs->clock);
-			free(w);
-			fuse_reply_err(req, EINTR);
-			return;
-		}
-		fs->cuda_waits++;
-		if (fs->wait_tail)
-			fs->wait_tail->next = w;
-		else
-			fs->wait_head = w;
-		fs->wait_tail = w;
-		pthread_mutex_unlock(&fs->clock);
+	slot = bfs_cudapool_take(fs->cpool, &c->w, fi->flags & O_NONBLOCK, req_gone);
+	if (slot == -EINPROGRESS) /* queued: c belongs to the pool's queue now */
 		return;
-	}
-	pthread_mutex_unlock(&fs->clock);
-	free(w);
-	cuda_start(fs, req, n->rank, n->epoch, n->batch, fi, (unsigned)slot);
+	free(c);
+	if (slot < 0)
+		fuse_reply_err(req, -slot);
+	else
+		cuda_start(fs, req, n->rank, n->epoch, n->batch, fi, (unsigned)slot);
 }
 
 /* Drop a reference to an open descriptor; the last one (after the RELEASE
@@ -1179,8 +1122,7 @@ void bfs_fs_free(struct bfs_fs *fs)
 	bfs_dataset_fetch_free(fs->ds, fs->fetch);
 	bfs_diskcache_close(fs->dcache);
 	bfs_cudapath_free(fs->cuda);
-	free(fs->cuda_busy);
-	pthread_mutex_destroy(&fs->clock);
+	bfs_cudapool_free(fs->cpool);
 	bfs_views_free(fs->views);
 	fh_put(fs->dyn[0]);
 	fh_put(fs->dyn[1]);
@@ -1207,7 +1149,6 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 		return -ENOMEM;
 	bfs_stats_reads_init(&fs->reads);
 	pthread_mutex_init(&fs->dlock, NULL);
-	pthread_mutex_init(&fs->clock, NULL);
 	fs->cfg = *cfg;
 	if (getenv("BATCHFS_OPEN_REQUESTS") && strcmp(getenv("BATCHFS_OPEN_REQUESTS"), "1") == 0)
 		fs->cfg.keep_open = true;
@@ -1237,11 +1178,9 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 			rc = bfs_err_set(-EINVAL, "option 'cuda': %s", err);
 			goto fail;
 		}
-		fs->cuda_busy = calloc(pool, sizeof(*fs->cuda_busy));
-		if (!fs->cuda_busy) {
-			rc = -ENOMEM;
+		rc = bfs_cudapool_new(&fs->cpool, bfs_cudapath_pool(fs->cuda));
+		if (rc)
 			goto fail;
-		}
 		fs->cfg.keep_open = true;
 	}
 	rc = bfs_vfs_new(&fs->vfs, plan, nb, cfg->epochs, cfg->cuda_device >= 0, cfg->nranks);

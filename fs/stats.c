@@ -8,6 +8,8 @@
 
 #include "cache.h"
 #include "common.h"
+#include "cudapath.h"
+#include "cudapool.h"
 #include "dataset.h"
 #include "diskcache.h"
 #include "errlog.h"
@@ -318,6 +320,23 @@ void bfs_stats_put_diskcache(struct bfs_stats_snap *s, const struct bfs_diskcach
 	U(DISK_CACHE_DROPPED) = d->dropped;
 	U(DISK_CACHE_USED) = d->used;
 	U(DISK_CACHE_LIMIT) = d->limit;
+}
+
+void bfs_stats_put_cuda(struct bfs_stats_snap *s, int device, const struct bfs_cudapool_stats *p,
+			const struct bfs_cudapath_stats *c)
+{
+	s->has[BFS_SGROUP_CUDA] = true;
+	s->v[BFS_STAT_CUDA_DEVICE].i = device;
+	U(CUDA_POOL) = p->pool;
+	U(CUDA_BUSY) = p->busy;
+	U(CUDA_OPENS) = p->opens;
+	U(CUDA_WAITS) = p->waits;
+	U(CUDA_EAGAIN) = p->eagain;
+	U(CUDA_ERRORS) = p->errors;
+	U(CUDA_COPIES) = c->copies;
+	U(CUDA_BYTES_COPIED) = c->bytes;
+	U(CUDA_PINNED_BUFFERS) = c->pinned;
+	U(CUDA_DEVICE_BYTES) = c->device_bytes;
 }
 
 /* ---------------------------------------------------------------- reads */

@@ -193,6 +193,7 @@ struct bfs_fetch_stats;
 struct bfs_ioplan_stats;
 struct bfs_diskcache_stats;
 struct bfs_cudapath_stats;
+struct bfs_cudapool_stats;
 struct bfs_dataset;
 
 /* records, batches_per_epoch and the index facts */
@@ -204,6 +205,9 @@ void bfs_stats_put_errors(struct bfs_stats_snap *s, const struct bfs_errlog_coun
 void bfs_stats_put_io(struct bfs_stats_snap *s, const struct bfs_fetch_stats *f,
 		      const struct bfs_ioplan_stats *p, unsigned depth, uint64_t readahead);
 void bfs_stats_put_diskcache(struct bfs_stats_snap *s, const struct bfs_diskcache_stats *d);
+/* -o cuda on device `device` (sets has[BFS_SGROUP_CUDA]) */
+void bfs_stats_put_cuda(struct bfs_stats_snap *s, int device, const struct bfs_cudapool_stats *p,
+			const struct bfs_cudapath_stats *c);
 
 /* ---- the reads fs/ serves */
 

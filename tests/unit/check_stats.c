@@ -6,6 +6,13 @@
  */
 #include "stats.h"
 
+#include "cache.h"
+#include "cudapath.h"
+#include "cudapool.h"
+#include "diskcache.h"
+#include "errlog.h"
+#include "fetch.h"
+#include "ioplan.h"
 #include "tensor.h"
 
 #include <check.h>
@@ -200,6 +207,147 @@ START_TEST(padded_to_a_size_that_holds_still)
 }
 END_TEST
 
+/* Each module's stats land in their keys: every field a different number,
+ * read back by key name. */
+START_TEST(the_put_functions_fill_their_keys)
+{
+	struct bfs_cache_stats c = { .hits = 1,
+				     .misses = 2,
+				     .evictions = 3,
+				     .prefetch_issued = 4,
+				     .waits = 5,
+				     .batches_decoded = 6,
+				     .chunks_decoded = 7,
+				     .decode_ns = 8500000000u,
+				     .decode_errors = 9,
+				     .bytes = 10,
+				     .peak_bytes = 11,
+				     .budget = 12,
+				     .entries = 13,
+				     .records_decoded = 14,
+				     .prefetch_ready = 15,
+				     .prefetch_queued = 16,
+				     .decoding = 17,
+				     .buffers_reused = 18 };
+	struct bfs_errlog_counts e = { .corrupt = 19, .skipped = 20 };
+	struct bfs_fetch_stats f = { .reads = 21,
+				     .bytes = 22,
+				     .ranges = 23,
+				     .merged = 24,
+				     .inflight = 25,
+				     .peak_inflight = 26,
+				     .pending = 27,
+				     .buffered = 28,
+				     .peak_buffered = 29,
+				     .waits = 30,
+				     .wait_ns = 31000000000u,
+				     .retries = 32,
+				     .failed = 33,
+				     .dropped = 34,
+				     .local = 35,
+				     .local_bytes = 36,
+				     .refused = 37,
+				     .backend = "threads" };
+	struct bfs_ioplan_stats pl = { .planned = 38,
+				       .claimed = 39,
+				       .unplanned = 40,
+				       .dropped = 41,
+				       .groups = 42,
+				       .streams = 43 };
+	struct bfs_diskcache_stats d = { .hits = 44,
+					 .misses = 45,
+					 .hit_bytes = 46,
+					 .bytes = 47,
+					 .evictions = 48,
+					 .corrupt = 49,
+					 .dropped = 50,
+					 .used = 51,
+					 .limit = 52 };
+	struct bfs_cudapool_stats cp = {
+		.pool = 53, .busy = 54, .opens = 55, .waits = 56, .eagain = 57, .errors = 58
+	};
+	struct bfs_cudapath_stats cc = {
+		.copies = 59, .bytes = 60, .pinned = 61, .device_bytes = 62
+	};
+	static const char *const want[] = {
+		"\"cache_hits\": 1,",
+		"\"cache_misses\": 2,",
+		"\"cache_evictions\": 3,",
+		"\"prefetch_issued\": 4,",
+		"\"cache_waits\": 5,",
+		"\"batches_decoded\": 6,",
+		"\"chunks_decoded\": 7,",
+		"\"decode_seconds\": 8.500000,",
+		"\"decode_errors\": 9,",
+		"\"cache_bytes\": 10,",
+		"\"cache_peak_bytes\": 11,",
+		"\"cache_budget\": 12,",
+		"\"cache_entries\": 13,",
+		"\"records_decoded\": 14,",
+		"\"prefetch_ready\": 15,",
+		"\"prefetch_queued\": 16,",
+		"\"decoding\": 17,",
+		"\"buffers_reused\": 18,",
+		"\"corrupt_records\": 19,",
+		"\"skipped_records\": 20,",
+		"\"io_backend\": \"threads\",",
+		"\"io_depth\": 7,",
+		"\"io_readahead\": 65536,",
+		"\"io_reads\": 21,",
+		"\"io_bytes\": 22,",
+		"\"io_ranges\": 23,",
+		"\"io_merged\": 24,",
+		"\"io_inflight\": 25,",
+		"\"io_peak_inflight\": 26,",
+		"\"io_pending\": 27,",
+		"\"io_buffered\": 28,",
+		"\"io_peak_buffered\": 29,",
+		"\"io_waits\": 30,",
+		"\"io_wait_seconds\": 31.000000,",
+		"\"io_retries\": 32,",
+		"\"io_failed\": 33,",
+		"\"io_dropped\": 34,",
+		"\"io_local\": 35,",
+		"\"io_local_bytes\": 36,",
+		"\"io_refused\": 37,",
+		"\"io_planned\": 38,",
+		"\"io_claimed\": 39,",
+		"\"io_unplanned\": 40,",
+		"\"io_plans_dropped\": 41,",
+		"\"io_groups\": 42,",
+		"\"io_streams\": 43,",
+		"\"disk_cache_hits\": 44,",
+		"\"disk_cache_misses\": 45,",
+		"\"disk_cache_hit_bytes\": 46,",
+		"\"disk_cache_bytes\": 47,",
+		"\"disk_cache_evictions\": 48,",
+		"\"disk_cache_corrupt\": 49,",
+		"\"disk_cache_dropped\": 50,",
+		"\"disk_cache_used\": 51,",
+		"\"disk_cache_limit\": 52,",
+		"\"cuda\": {\"device\": 2, \"pool\": 53, \"busy\": 54, \"opens\": 55, \"waits\": "
+		"56, "
+		"\"eagain\": 57, \"errors\": 58, \"copies\": 59, \"bytes_copied\": 60, "
+		"\"pinned_buffers\": 61, \"device_bytes\": 62},",
+	};
+	struct bfs_stats_snap s;
+	size_t len;
+	char *t;
+
+	memset(&s, 0, sizeof(s));
+	bfs_stats_put_cache(&s, &c);
+	bfs_stats_put_errors(&s, &e);
+	bfs_stats_put_io(&s, &f, &pl, 7, 65536);
+	bfs_stats_put_diskcache(&s, &d);
+	bfs_stats_put_cuda(&s, 2, &cp, &cc);
+	t = bfs_stats_json(&s, 0, &len);
+	ck_assert_ptr_nonnull(t);
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		ck_assert_msg(strstr(t, want[i]) != NULL, "%s not in %s", want[i], t);
+	free(t);
+}
+END_TEST
+
 #define THREADS 8
 #define READS 20000
 
@@ -284,6 +432,7 @@ int main(void)
 	tcase_add_test(tc, the_keys_of_every_mount_to_the_byte);
 	tcase_add_test(tc, the_io_disk_cache_and_cuda_keys_to_the_byte);
 	tcase_add_test(tc, a_name_is_a_json_string);
+	tcase_add_test(tc, the_put_functions_fill_their_keys);
 	tcase_add_test(tc, padded_to_a_size_that_holds_still);
 	tcase_add_test(tc, reads_from_many_threads_add_up);
 	tcase_add_test(tc, a_read_counts_the_records_its_data_holds);
