@@ -14,6 +14,7 @@
 #include "errlog.h"
 #include "fetch.h"
 #include "ioplan.h"
+#include "lifecycle.h"
 #include "stats.h"
 #include "vfs.h"
 #include "views.h"
@@ -55,6 +56,8 @@ struct bfs_fs {
 	struct bfs_diskcache *dcache; /* disk_cache=DIR, or NULL */
 	struct bfs_vfs *vfs;
 	struct bfs_fs_config cfg;
+	/* set before the helper threads start, cleared after they ended */
+	struct fuse_session *se;
 	char *readme, *schema_json, *options_text;
 	size_t readme_len, schema_len;
 	time_t mount_time;
@@ -1084,7 +1087,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t i, const char *n)
 	op_rofs_entry(req);
 }
 
-static const struct fuse_lowlevel_ops ops = {
+static const struct fuse_lowlevel_ops ops_ll = {
 	.init = op_init,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
@@ -1208,204 +1211,58 @@ fail:
 	return rc;
 }
 
-/* The kernel caps a FUSE mount's readahead at its default (128 KiB), whatever
- * max_readahead says; a root daemon can raise it through the mount's bdi.
- * Found via /proc/self/mountinfo so that no request to ourselves is needed.
- * Best effort: without it sequential reads are 128-256 KiB requests. */
-static void raise_readahead(const char *mountpoint, unsigned kb)
+/* The CUDA runtime starts in the detached daemon: a CUDA context does not
+ * survive a fork (bfs_lifecycle_daemonize). */
+static int cuda_runtime_start(void *arg, char *msg, size_t cap)
 {
-	char abs[PATH_MAX], line[4096], path[128];
-	FILE *f;
-	unsigned maj = 0, min = 0;
-	bool found = false;
+	struct bfs_fs *fs = arg;
+	char err[480];
 
-	if (!realpath(mountpoint, abs))
-		return;
-	f = fopen("/proc/self/mountinfo", "r");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char mnt[4096], fstype[256];
-		unsigned a, b;
-		/* id parent maj:min root mountpoint opts ... - fstype source super */
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mnt) != 3)
-			continue;
-		char *dash = strstr(line, " - ");
-		if (!dash || sscanf(dash, " - %255s", fstype) != 1)
-			continue;
-		if (strcmp(mnt, abs) == 0 && strncmp(fstype, "fuse", 4) == 0) {
-			maj = a;
-			min = b;
-			found = true; /* the last match is the topmost mount */
-		}
-	}
-	fclose(f);
-	if (!found)
-		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
-	f = fopen(path, "w");
-	if (f) {
-		fprintf(f, "%u\n", kb);
-		fclose(f);
-	}
-}
-
-/* Detach (unless foreground) and only then start CUDA: a CUDA context does
- * not survive a fork. The parent waits for the daemon's word: "ok" (exit 0)
- * or one line saying why CUDA did not start (the daemon has unmounted by
- * then; exit 1), so that `-o cuda` without a usable GPU fails the mount
- * command itself. Returns 0 in the daemon (or foreground) when CUDA runs,
- * -1 when it does not (the caller unmounts). */
-static int cuda_daemonize(struct bfs_fs *fs, bool foreground, struct fuse_session **se)
-{
-	char err[480], msg[512];
-	int p[2], nullfd;
-	pid_t pid;
-
-	if (foreground) {
-		if (bfs_cudapath_init(fs->cuda, err, sizeof(err)) != 0) {
-			fprintf(stderr, "batchfs: option 'cuda': %s\n", err);
-			return -1;
-		}
-		if (chdir("/") != 0) {
-			/* as fuse_daemonize in the foreground: not expected to fail */
-		}
+	if (bfs_cudapath_init(fs->cuda, err, sizeof(err)) == 0)
 		return 0;
-	}
-	if (pipe(p) != 0) {
-		fprintf(stderr, "batchfs: cannot detach: %s\n", strerror(errno));
-		return -1;
-	}
-	pid = fork();
-	if (pid < 0) {
-		fprintf(stderr, "batchfs: cannot detach: %s\n", strerror(errno));
-		close(p[0]);
-		close(p[1]);
-		return -1;
-	}
-	if (pid > 0) { /* the mount command: wait for the daemon's word */
-		size_t got = 0;
-		ssize_t k;
-		close(p[1]);
-		while (got < sizeof(msg) - 1 &&
-		       ((k = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0 ||
-			(k < 0 && errno == EINTR)))
-			got += k > 0 ? (size_t)k : 0;
-		msg[got] = '\0';
-		if (got == 2 && strcmp(msg, "ok") == 0)
-			_exit(0);
-		fprintf(stderr, "batchfs: %s\n",
-			got ? msg : "the daemon exited before CUDA started");
-		_exit(1);
-	}
-	close(p[0]);
-	if (setsid() == -1 || chdir("/") != 0) {
-		/* as fuse_daemonize: neither is expected to fail */
-	}
-	if (bfs_cudapath_init(fs->cuda, err, sizeof(err)) != 0) {
-		/* unmount first, so that the mount is gone when the command exits */
-		fuse_session_unmount(*se);
-		snprintf(msg, sizeof(msg), "option 'cuda': %s", err);
-		if (write(p[1], msg, strlen(msg)) < 0) {
-			/* the parent is gone: nothing to tell */
-		}
-		close(p[1]);
-		_exit(1);
-	}
-	nullfd = open("/dev/null", O_RDWR);
-	if (nullfd >= 0) {
-		dup2(nullfd, 0);
-		dup2(nullfd, 1);
-		dup2(nullfd, 2);
-		if (nullfd > 2)
-			close(nullfd);
-	}
-	if (write(p[1], "ok", 2) != 2) {
-		/* the parent is gone: serve anyway */
-	}
-	close(p[1]);
-	return 0;
+	snprintf(msg, cap, "option 'cuda': %s", err);
+	return -1;
 }
 
-/* Signals. SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in every
- * thread of a mount (the main thread blocks them before any thread starts;
- * bfs_thread_start blocks them for the helpers), so the kernel can only
- * hand them to the one thread that waits for them with sigwait. That
- * thread ends the session loop: it marks the session exited, then wakes
- * libfuse's loop thread, which sleeps in sem_wait until a worker leaves;
- * a handled signal (WAKE_SIGNAL, a no-op handler) interrupts that wait.
- * The loop thread may go to sleep just after a wake, so the signal thread
- * wakes it every few milliseconds until the loop has returned. The loop
- * thread then cancels the workers (blocked in read on /dev/fuse), closes
- * the device (the kernel aborts the connection) and unmounts. */
-#define WAKE_SIGNAL SIGUSR1
-#define WAKE_EVERY_NS 5000000L
-#define WATCH_EVERY_NS 100000000L /* session_watch looks for an ended session */
+static void session_unmount(void *arg)
+{
+	struct bfs_fs *fs = arg;
+
+	fuse_session_unmount(fs->se);
+}
+
+/* A stopping signal (lifecycle.h): the session ends, and reads waiting on
+ * the source give up, so that FUSE threads stuck on a hung source finish
+ * and the loop returns. */
+static void session_stop(void *arg)
+{
+	struct bfs_fs *fs = arg;
+
+	fuse_session_exit(fs->se);
+	bfs_fetch_stop(fs->fetch);
+}
+
+static bool session_ended(void *arg)
+{
+	struct bfs_fs *fs = arg;
+
+	return fuse_session_exited(fs->se);
+}
+
+/* The kernel ended the session (an unmount): as a signal does, the I/O
+ * stage stops, so that the loop can return. */
+static void source_stop(void *arg)
+{
+	struct bfs_fs *fs = arg;
+
+	bfs_fetch_stop(fs->fetch);
+}
+
 /* the I/O stage's reads: near ranges share one when the gap is at most
  * this (and at most half of what they carry: fetch.c), and no read is
  * longer than a FUSE request (1 MiB) and a half */
 #define IO_MERGE_GAP ((uint64_t)64 << 10)
 #define IO_MAX_READ ((uint64_t)1 << 20)
-
-struct sigctl {
-	struct fuse_session *se;
-	struct bfs_fs *fs;
-	pthread_t watch; /* session_watch, with the I/O stage */
-	pthread_t loop_thread;
-	pthread_t tid;
-	atomic_bool loop_done; /* the loop returned: stop waking it */
-	atomic_bool quit; /* the mount ended: the signal thread leaves */
-};
-
-static void wake_handler(int sig)
-{
-	(void)sig;
-}
-
-static void *signal_thread(void *arg)
-{
-	struct sigctl *sc = arg;
-	const struct timespec pause = { 0, WAKE_EVERY_NS };
-	sigset_t set;
-	int sig = 0;
-
-	bfs_stop_signals(&set);
-	do {
-		if (sigwait(&set, &sig) != 0)
-			continue;
-	} while (sig == 0);
-	if (atomic_load(&sc->quit))
-		return NULL;
-	fuse_session_exit(sc->se);
-	/* reads waiting on the source give up: FUSE threads stuck on a hung
-	 * source finish, and the loop returns */
-	bfs_fetch_stop(sc->fs->fetch);
-	while (!atomic_load(&sc->loop_done)) {
-		pthread_kill(sc->loop_thread, WAKE_SIGNAL);
-		nanosleep(&pause, NULL);
-	}
-	return NULL;
-}
-
-/* With the I/O stage: when the kernel ends the session (an unmount), the
- * stage stops, so that FUSE threads waiting on a hung source finish and
- * the loop can return (a signal does the same in the signal thread). Its
- * own thread, all signals blocked, so that the signal thread alone waits
- * for them. */
-static void *session_watch(void *arg)
-{
-	struct sigctl *sc = arg;
-	const struct timespec look = { 0, WATCH_EVERY_NS };
-
-	while (!atomic_load(&sc->quit)) {
-		if (fuse_session_exited(sc->se)) {
-			bfs_fetch_stop(sc->fs->fetch);
-			break;
-		}
-		nanosleep(&look, NULL);
-	}
-	return NULL;
-}
 
 /* A line from the disk cache or the copies it keeps: to the log. */
 static void io_note(void *ctx, const char *msg)
@@ -1467,99 +1324,53 @@ static void start_io(struct bfs_fs *fs)
 	bfs_cache_set_io(fs->cache, fs->ioplan);
 }
 
-static void *watch_thread(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
-	char buf[256];
-
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (poll(&p, 1, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (!(p.revents & POLLIN))
-			break; /* POLLHUP, POLLERR, POLLNVAL */
-		n = read(fd, buf, sizeof(buf)); /* bytes written to us mean nothing */
-		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-			break;
-	}
-	/* the signal thread unmounts; before the mount, SIGTERM just ends us */
-	kill(getpid(), SIGTERM);
-	return NULL;
-}
-
-int bfs_fs_watch(int fd)
-{
-	pthread_t tid;
-	int rc = bfs_thread_start(&tid, watch_thread, (void *)(intptr_t)fd);
-
-	if (!rc)
-		pthread_detach(tid);
-	return rc;
-}
-
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc = NULL;
-	struct fuse_session *se = NULL;
-	struct sigctl sc = { 0 };
-	struct sigaction sa = { 0 };
-	sigset_t stop;
-	bool sig_started = false, watch_started = false;
+	struct bfs_lifecycle *life = NULL;
+	struct bfs_lifecycle_ops ops = {
+		.stop = session_stop,
+		.on_end = source_stop,
+		.ctx = fs,
+	};
 	int ret = 1;
 
-	/* from here on, only the signal thread takes a stopping signal; one
-	 * that comes before it starts waits, pending, and is taken then */
-	bfs_stop_signals(&stop);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	sa.sa_handler = wake_handler; /* no SA_RESTART: sem_wait returns EINTR */
-	sigemptyset(&sa.sa_mask);
-	sigaction(WAKE_SIGNAL, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	bfs_lifecycle_signals();
 	for (int i = 0; i < argc; i++)
 		if (fuse_opt_add_arg(&args, argv[i]) != 0)
 			goto out;
-	se = fuse_session_new(&args, &ops, sizeof(ops), fs);
-	if (!se) {
+	fs->se = fuse_session_new(&args, &ops_ll, sizeof(ops_ll), fs);
+	if (!fs->se) {
 		fprintf(stderr, "batchfs: could not create the FUSE session (bad FUSE option?)\n");
 		goto out;
 	}
-	if (fuse_session_mount(se, mountpoint) != 0) {
+	if (fuse_session_mount(fs->se, mountpoint) != 0) {
 		fprintf(stderr, "batchfs: %s: could not mount\n", mountpoint);
 		goto out_session;
 	}
-	raise_readahead(mountpoint, READ_CHUNK >> 10);
+	(void)bfs_lifecycle_readahead(mountpoint, READ_CHUNK >> 10); /* best effort */
 	/* detach only now that the mount is ready; threads start after fork */
 	if (fs->cuda) {
-		if (cuda_daemonize(fs, foreground, &se) != 0)
+		if (bfs_lifecycle_daemonize(foreground, cuda_runtime_start, session_unmount, fs,
+					    "CUDA") != 0)
 			goto out_unmount;
 	} else if (fuse_daemonize(foreground) != 0) {
 		goto out_unmount;
 	}
 	/* a detached daemon is a new process: its own watch (main.c started
 	 * the foreground's) */
-	if (!foreground && fs->cfg.watch && bfs_fs_watch(fs->cfg.watch_fd) != 0)
+	if (!foreground && fs->cfg.watch && bfs_lifecycle_watch(fs->cfg.watch_fd) != 0)
 		goto out_unmount;
-	sc.se = se;
-	sc.fs = fs;
-	sc.loop_thread = pthread_self();
-	atomic_init(&sc.loop_done, false);
-	atomic_init(&sc.quit, false);
 	/* the stage first: the signal thread reads fs->fetch (a signal that
 	 * comes meanwhile waits, blocked, and is taken once it starts) */
 	start_io(fs);
-	if (bfs_thread_start(&sc.tid, signal_thread, &sc) != 0) {
+	/* with the I/O stage, an unmount must stop it too (session_ended) */
+	ops.ended = fs->fetch ? session_ended : NULL;
+	if (bfs_lifecycle_new(&life, &ops) != 0) {
 		fprintf(stderr, "batchfs: could not start the signal thread\n");
 		goto out_unmount;
 	}
-	sig_started = true;
-	if (fs->fetch && bfs_thread_start(&sc.watch, session_watch, &sc) == 0)
-		watch_started = true;
 	if (bfs_cache_start(fs->cache) != 0)
 		fprintf(stderr, "batchfs: prefetch workers did not start; decoding on demand\n");
 	lc = fuse_loop_cfg_create();
@@ -1570,23 +1381,15 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	if (foreground && fs->cfg.ready)
 		fprintf(stderr, "%s\n", fs->cfg.ready);
 	/* a signal ends the loop too: that is a clean unmount */
-	fuse_session_loop_mt(se, lc);
+	fuse_session_loop_mt(fs->se, lc);
 	ret = 0;
 	fuse_loop_cfg_destroy(lc);
 out_unmount:
-	if (sig_started) {
-		atomic_store(&sc.loop_done, true);
-		atomic_store(&sc.quit, true);
-		/* wakes a signal thread still in sigwait; one that took a
-		 * signal leaves on its own now that loop_done is set */
-		pthread_kill(sc.tid, SIGTERM);
-		pthread_join(sc.tid, NULL);
-	}
-	if (watch_started)
-		pthread_join(sc.watch, NULL);
-	fuse_session_unmount(se);
+	bfs_lifecycle_free(life);
+	fuse_session_unmount(fs->se);
 out_session:
-	fuse_session_destroy(se);
+	fuse_session_destroy(fs->se);
+	fs->se = NULL;
 out:
 	fuse_opt_free_args(&args);
 	/* the stopping signals stay blocked (and the wake handler in place):

@@ -62,12 +62,6 @@ void bfs_fs_report(void *fs, const char *msg, bool skipped);
  * line on stderr). */
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground);
 
-/* Watch fd (a pipe or socket whose other end the process that started us
- * holds) from a thread: its end of file, or a hangup, sends this process
- * SIGTERM, which unmounts cleanly once the mount runs and ends the process
- * before. Returns 0, or an errno. */
-int bfs_fs_watch(int fd);
-
 /* Check that libfuse accepts these arguments (unknown -o options) without
  * mounting anything. Returns 0, or 1 after libfuse printed why. */
 int bfs_fs_check_args(int argc, char **argv);
