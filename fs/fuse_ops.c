@@ -347,7 +347,13 @@ static bool is_dynamic(const struct bfs_vnode *n)
 	return n->type == BFS_V_STATS || n->type == BFS_V_ERRORS;
 }
 
-/* ------------------------------------------------------------ handlers */
+/* ------------------------------------------------------------ handlers
+ *
+ * Each request is answered by its op_ function, once, from one place: a
+ * do_ function does the work and returns 0 or a negative errno (and fills
+ * the answer), then the op_ function replies with the answer or the error.
+ * The CUDA path's OPEN is the exception (below).
+ */
 
 static struct bfs_fs *FS(fuse_req_t req)
 {
@@ -376,91 +382,118 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
 }
 
-static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* n's entry: its attributes and how long the kernel may keep them. */
+static int fill_entry(struct bfs_fs *fs, const struct bfs_vnode *n, struct fuse_entry_param *e)
 {
-	struct bfs_fs *fs = FS(req);
-	struct fuse_entry_param e;
+	int rc = fill_attr(fs, n, &e->attr);
+
+	if (rc)
+		return rc;
+	e->ino = n->ino;
+	e->generation = 1;
+	e->attr_timeout = is_dynamic(n) ? 0 : LONG_TIMEOUT;
+	e->entry_timeout = LONG_TIMEOUT;
+	return 0;
+}
+
+static int do_lookup(struct bfs_fs *fs, fuse_ino_t parent, const char *name,
+		     struct fuse_entry_param *e)
+{
 	struct bfs_vnode dir, n;
 	int rc = bfs_vfs_get(fs->vfs, parent, &dir);
 
+	memset(e, 0, sizeof(*e));
 	if (!rc)
 		rc = bfs_vfs_lookup(fs->vfs, &dir, name, &n);
-	memset(&e, 0, sizeof(e));
 	if (!rc)
-		rc = fill_attr(fs, &n, &e.attr);
-	if (rc) {
-		if (rc == -ENOENT) { /* cache the negative answer too: names never appear */
-			e.ino = 0;
-			e.entry_timeout = LONG_TIMEOUT;
-			fuse_reply_entry(req, &e);
-			return;
-		}
-		fuse_reply_err(req, -rc);
-		return;
+		rc = fill_entry(fs, &n, e);
+	if (rc == -ENOENT) { /* cache the negative answer too: names never appear */
+		e->ino = 0;
+		e->entry_timeout = LONG_TIMEOUT;
+		return 0;
 	}
-	e.ino = n.ino;
-	e.generation = 1;
-	e.attr_timeout = is_dynamic(&n) ? 0 : LONG_TIMEOUT;
-	e.entry_timeout = LONG_TIMEOUT;
-	fuse_reply_entry(req, &e);
+	return rc;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int rc = do_lookup(FS(req), parent, name, &e);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static int do_getattr(struct bfs_fs *fs, fuse_ino_t ino, struct stat *st, double *timeout)
+{
+	struct bfs_vnode n;
+	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+
+	if (!rc)
+		rc = fill_attr(fs, &n, st);
+	if (!rc)
+		*timeout = is_dynamic(&n) ? 0 : LONG_TIMEOUT;
+	return rc;
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct bfs_fs *fs = FS(req);
-	struct bfs_vnode n;
 	struct stat st;
-	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+	double timeout = 0;
+	int rc = do_getattr(FS(req), ino, &st, &timeout);
 
 	(void)fi;
-	if (!rc)
-		rc = fill_attr(fs, &n, &st);
-	if (rc) {
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	fuse_reply_attr(req, &st, is_dynamic(&n) ? 0 : LONG_TIMEOUT);
+	else
+		fuse_reply_attr(req, &st, timeout);
+}
+
+static int do_opendir(struct bfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct bfs_vnode n;
+	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+
+	if (rc)
+		return rc;
+	if (!bfs_vnode_is_dir(&n))
+		return -ENOTDIR;
+	if (fs->no_opendir)
+		return -ENOSYS; /* the kernel then caches listings itself (FOPEN_CACHE_DIR) */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	return 0;
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct bfs_fs *fs = FS(req);
-	struct bfs_vnode n;
-	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+	int rc = do_opendir(FS(req), ino, fi);
 
-	if (!rc && !bfs_vnode_is_dir(&n))
-		rc = -ENOTDIR;
-	if (!rc && fs->no_opendir)
-		rc = -ENOSYS; /* the kernel then caches listings itself (FOPEN_CACHE_DIR) */
-	if (rc) {
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	else
+		fuse_reply_open(req, fi);
 }
 
 /* READDIR, and READDIRPLUS (plus): each entry with its attributes and a
  * lookup reference, so that a reader who lists a batch folder and then opens
- * its files costs no LOOKUP round trip per file. */
-static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+ * its files costs no LOOKUP round trip per file. The entries of ino from
+ * offset off, at most size bytes of them, into *buf (malloc'd), *used bytes
+ * (req only formats them). */
+static int do_readdir(struct bfs_fs *fs, fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      bool plus, char **buf, size_t *used)
 {
-	struct bfs_fs *fs = FS(req);
 	struct bfs_vnode dir, n;
-	char *buf;
-	size_t used = 0;
 	int rc = bfs_vfs_get(fs->vfs, ino, &dir);
 
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
+	if (rc)
+		return rc;
+	*buf = malloc(size);
+	if (!*buf)
+		return -ENOMEM;
+	*used = 0;
 	/* offsets: 0 ".", 1 "..", 2+i child i */
 	for (uint64_t i = (uint64_t)off;; i++) {
 		char name[512];
@@ -483,22 +516,30 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 			e.attr.st_mode = bfs_vnode_is_dir(&n) ? S_IFDIR : S_IFREG;
 			/* an entry whose attributes fail is listed without them: its
 			 * LOOKUP then reports the error */
-			if (plus && fill_attr(fs, &n, &e.attr) == 0) {
-				e.ino = n.ino;
-				e.generation = 1;
-				e.attr_timeout = is_dynamic(&n) ? 0 : LONG_TIMEOUT;
-				e.entry_timeout = LONG_TIMEOUT;
-			}
+			if (plus)
+				(void)fill_entry(fs, &n, &e);
 		}
-		ent = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+		ent = plus ? fuse_add_direntry_plus(req, *buf + *used, size - *used, name, &e,
 						    (off_t)(i + 1))
-			   : fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
+			   : fuse_add_direntry(req, *buf + *used, size - *used, name, &e.attr,
 					       (off_t)(i + 1));
-		if (ent > size - used)
+		if (ent > size - *used)
 			break;
-		used += ent;
+		*used += ent;
 	}
-	fuse_reply_buf(req, buf, used);
+	return 0;
+}
+
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	char *buf = NULL;
+	size_t used = 0;
+	int rc = do_readdir(FS(req), req, ino, size, off, plus, &buf, &used);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, used);
 	free(buf);
 }
 
@@ -506,20 +547,23 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	(void)fi;
-	read_dir(req, ino, size, off, false);
+	list_dir(req, ino, size, off, false);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi)
 {
 	(void)fi;
-	read_dir(req, ino, size, off, true);
+	list_dir(req, ino, size, off, true);
 }
 
-/* ------------------------------------------------------------ the CUDA path */
-
-static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off, size_t size);
-static void fail_read(struct bfs_fs *fs, fuse_req_t req, int rc);
+/* ------------------------------------------------------------ the CUDA path
+ *
+ * An OPEN of batch-B.cuda is answered on a path of its own: with the pool
+ * of device buffers taken, it waits without holding a thread, and is
+ * answered later from the thread that gives a buffer back (cuda_put_slot),
+ * or from the interrupt callback when its opener gives up.
+ */
 
 static void cuda_fail(struct bfs_fs *fs, const char *what, uint64_t e, uint64_t b, const char *msg)
 {
@@ -532,13 +576,29 @@ static void cuda_fail(struct bfs_fs *fs, const char *what, uint64_t e, uint64_t 
 	bfs_fs_report(fs, line, false);
 }
 
+/* A descriptor's buffer goes back to the pool once its copy is over (a
+ * failed wait is reported as `what`, NULL: not reported). */
 static void cuda_put_slot(struct bfs_fs *fs, unsigned slot);
 
-/* Copy (epoch e, batch b) into pool buffer `slot` (ours) and answer the
- * OPEN: the copy runs on the buffer's stream while the reply goes out. On
- * failure the buffer goes back to the pool. */
-static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e, uint64_t b,
-		       struct fuse_file_info *fi, unsigned slot)
+static void cfh_free(struct bfs_fs *fs, struct cfh *h, const char *what)
+{
+	char err[400];
+
+	/* the copy must be over before its source and buffer are reused */
+	if (bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err)) != 0 && what)
+		cuda_fail(fs, what, h->e->epoch, h->e->batch, err);
+	bfs_cache_put(fs->cache, h->e);
+	pthread_mutex_destroy(&h->m);
+	free(h->json);
+	cuda_put_slot(fs, h->slot);
+	free(h);
+}
+
+/* Copy (rank r, epoch e, batch b) into pool buffer `slot` (ours): the copy
+ * runs on the buffer's stream while the OPEN is answered. On failure the
+ * buffer goes back to the pool. */
+static int do_cuda_open(struct bfs_fs *fs, uint64_t r, uint64_t e, uint64_t b, unsigned slot,
+			struct cfh **out)
 {
 	struct cfh *h = calloc(1, sizeof(*h));
 	char hex[BFS_CUDA_HANDLE_HEX + 1], err[400];
@@ -571,24 +631,32 @@ static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e
 			bfs_cache_put(fs->cache, h->e);
 		free(h);
 		cuda_put_slot(fs, slot);
-		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : rc == -ENOENT ? ENOENT : EIO);
-		return;
+		return rc == -ENOMEM || rc == -ENOENT ? rc : -EIO;
 	}
 	h->slot = slot;
 	h->refs = 1;
 	pthread_mutex_init(&h->m, NULL);
 	bfs_cudapool_opened(fs->cpool);
+	*out = h;
+	return 0;
+}
+
+/* The answer to an OPEN of batch-B.cuda that holds buffer `slot`. */
+static void cuda_answer(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e, uint64_t b,
+			struct fuse_file_info *fi, unsigned slot)
+{
+	struct cfh *h = NULL;
+	int rc = do_cuda_open(fs, r, e, b, slot, &h);
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 1; /* every read comes here: it waits for the copy */
 	fi->keep_cache = 0;
-	if (fuse_reply_open(req, fi) != 0) { /* the opener is gone: no RELEASE will come */
-		bfs_cudapath_wait(fs->cuda, slot, err, sizeof(err));
-		bfs_cache_put(fs->cache, h->e);
-		pthread_mutex_destroy(&h->m);
-		free(h->json);
-		free(h);
-		cuda_put_slot(fs, slot);
-	}
+	if (fuse_reply_open(req, fi) != 0) /* the opener is gone: no RELEASE will come */
+		cfh_free(fs, h, NULL);
 }
 
 /* A buffer comes back: to the first waiting OPEN, else to the pool. */
@@ -599,7 +667,7 @@ static void cuda_put_slot(struct bfs_fs *fs, unsigned slot)
 	if (w) {
 		struct cwait *c = cwait_of(w);
 
-		cuda_start(fs, c->req, c->rank, c->epoch, c->batch, &c->fi, slot);
+		cuda_answer(fs, c->req, c->rank, c->epoch, c->batch, &c->fi, slot);
 		free(c);
 	}
 }
@@ -649,7 +717,7 @@ static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode 
 	if (slot < 0)
 		fuse_reply_err(req, -slot);
 	else
-		cuda_start(fs, req, n->rank, n->epoch, n->batch, fi, (unsigned)slot);
+		cuda_answer(fs, req, n->rank, n->epoch, n->batch, fi, (unsigned)slot);
 }
 
 /* Drop a reference to an open descriptor; the last one (after the RELEASE
@@ -657,86 +725,37 @@ static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode 
  * reply is still being written) gives its buffer back. */
 static void cfh_put(struct bfs_fs *fs, struct cfh *h)
 {
-	char err[400];
-
-	if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
-		return;
-	/* the copy must be over before its source and buffer are reused */
-	if (bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err)) != 0)
-		cuda_fail(fs, "close", h->e->epoch, h->e->batch, err);
-	bfs_cache_put(fs->cache, h->e);
-	cuda_put_slot(fs, h->slot);
-	pthread_mutex_destroy(&h->m);
-	free(h->json);
-	free(h);
+	if (h && __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		cfh_free(fs, h, "close");
 }
 
-static void cuda_read(struct bfs_fs *fs, fuse_req_t req, struct cfh *h, size_t size, off_t off)
+/* ------------------------------------------------------------ open, release */
+
+/* OPEN of anything but batch-B.cuda (*n says which it was). */
+static int do_open(struct bfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		   struct bfs_vnode *n)
 {
-	char err[400];
+	int rc = bfs_vfs_get(fs->vfs, ino, n);
 
-	if (!h) {
-		fuse_reply_err(req, EIO);
-		return;
-	}
-	__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_lock(&h->m);
-	if (!h->waited) {
-		h->err = bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err));
-		h->waited = true;
-		if (h->err)
-			cuda_fail(fs, "read", h->e->epoch, h->e->batch, err);
-	}
-	pthread_mutex_unlock(&h->m);
-	if (h->err)
-		fail_read(fs, req, h->err);
-	else
-		reply_slice(req, h->json, h->len, off, size);
-	cfh_put(fs, h);
-}
-
-static void cuda_release(struct bfs_fs *fs, fuse_req_t req, struct cfh *h)
-{
-	fuse_reply_err(req, 0);
-	if (h)
-		cfh_put(fs, h);
-}
-
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct bfs_fs *fs = FS(req);
-	struct bfs_vnode n;
-	int rc = bfs_vfs_get(fs->vfs, ino, &n);
-
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	if (bfs_vnode_is_dir(&n)) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	if (n.type == BFS_V_CUDA) {
-		cuda_open(fs, req, &n, fi);
-		return;
-	}
-	if (fs->no_open) { /* the kernel opens every file without asking from now on */
-		fuse_reply_err(req, ENOSYS);
-		return;
-	}
-	if (is_dynamic(&n)) {
+	if (rc)
+		return rc;
+	if (bfs_vnode_is_dir(n))
+		return -EISDIR;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		return -EROFS;
+	if (n->type == BFS_V_CUDA)
+		return 0; /* cuda_open answers it */
+	if (fs->no_open) /* the kernel opens every file without asking from now on */
+		return -ENOSYS;
+	if (is_dynamic(n)) { /* opened with an OPEN request: a snapshot of its own */
 		struct fh *h = calloc(1, sizeof(*h));
+
 		if (h)
-			h->text = n.type == BFS_V_STATS ? stats_text(fs, 0, &h->len)
-							: errors_text(fs, &h->len);
+			h->text = n->type == BFS_V_STATS ? stats_text(fs, 0, &h->len)
+							 : errors_text(fs, &h->len);
 		if (!h || !h->text) {
 			free(h);
-			fuse_reply_err(req, ENOMEM);
-			return;
+			return -ENOMEM;
 		}
 		h->refs = 1;
 		fi->fh = (uint64_t)(uintptr_t)h;
@@ -744,65 +763,114 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	} else {
 		fi->keep_cache = 1;
 	}
-	fuse_reply_open(req, fi);
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct bfs_fs *fs = FS(req);
+	struct bfs_vnode n;
+	int rc = do_open(fs, ino, fi, &n);
+
+	if (!rc && n.type == BFS_V_CUDA)
+		cuda_open(fs, req, &n, fi); /* answered on the CUDA path's own */
+	else if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_open(req, fi);
+}
+
+/* A file closed: its snapshot, or its descriptor's reference, goes. */
+static void do_release(struct bfs_fs *fs, fuse_ino_t ino, uint64_t fh)
+{
+	struct bfs_vnode n;
+
+	if (bfs_vfs_get(fs->vfs, ino, &n) == 0 && n.type == BFS_V_CUDA)
+		cfh_put(fs, (struct cfh *)(uintptr_t)fh);
+	else
+		fh_put((struct fh *)(uintptr_t)fh);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	struct bfs_vnode n;
+	struct bfs_fs *fs = FS(req);
+	uint64_t fh = fi->fh;
 
-	if (bfs_vfs_get(FS(req)->vfs, ino, &n) == 0 && n.type == BFS_V_CUDA) {
-		cuda_release(FS(req), req, (struct cfh *)(uintptr_t)fi->fh);
-		return;
-	}
-	fh_put(h);
+	/* answered first: the last reference to a descriptor waits for its copy */
 	fuse_reply_err(req, 0);
+	do_release(fs, ino, fh);
 }
 
-static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off, size_t size)
-{
-	if ((uint64_t)off >= len) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (size > len - (size_t)off)
-		size = len - (size_t)off;
-	fuse_reply_buf(req, data + off, size);
-}
+/* ------------------------------------------------------------------ read */
 
-/* A read of a batch or view file failed (rc < 0): EIO, or ENOMEM. */
-static void fail_read(struct bfs_fs *fs, fuse_req_t req, int rc)
-{
-	bfs_stats_read_failed(&fs->reads);
-	fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-}
-
-/* A bufvec of up to two memory pieces (npy header + data). */
-struct bufvec2 {
-	struct fuse_bufvec v;
+/* The answer to a READ: up to two pieces of memory (a .npy header built
+ * for the read, then data), and what they borrow, released once the reply
+ * is written. */
+struct read_reply {
+	struct fuse_bufvec v; /* v.buf[0], then `extra` as v.buf[1] */
 	struct fuse_buf extra;
+	bool splice; /* the cache's buffer: fuse_reply_data may splice it */
+	char hdr[1024]; /* a .npy header */
+	struct bfs_cache_entry *entry;
+	struct fh *snap;
+	struct cfh *cuda;
+	uint8_t *owned;
 };
 
-static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode *n,
-			    size_t size, off_t off)
+static void read_reply_init(struct read_reply *r)
 {
-	struct bfs_cache_entry *e = NULL;
-	struct bufvec2 bv;
-	char hdr[1024];
+	memset(r, 0, sizeof(*r));
+	r->v.count = 1;
+	r->v.buf[0].fd = -1;
+	r->extra.fd = -1;
+}
+
+/* Bytes [off, off + size) of data[0, len), as the reply's one piece. */
+static void read_slice(struct read_reply *r, const void *data, size_t len, off_t off, size_t size)
+{
+	if ((uint64_t)off >= len)
+		return;
+	if (size > len - (size_t)off)
+		size = len - (size_t)off;
+	r->v.buf[0].mem = (char *)data + off;
+	r->v.buf[0].size = size;
+}
+
+static void read_done(struct bfs_fs *fs, struct read_reply *r)
+{
+	if (r->entry)
+		bfs_cache_put(fs->cache, r->entry);
+	fh_put(r->snap);
+	cfh_put(fs, r->cuda);
+	free(r->owned);
+}
+
+/* A read of a batch or view file failed (rc < 0): counted; EIO, or ENOMEM. */
+static int read_failed(struct bfs_fs *fs, int rc)
+{
+	bfs_stats_read_failed(&fs->reads);
+	return rc == -ENOMEM ? -ENOMEM : -EIO;
+}
+
+/* batch-B.safetensors, or a .npy of batch-B/: straight from the cache
+ * entry's buffer (held until the reply is written), a .npy's header built
+ * here; no copy. */
+static int read_batch_file(struct bfs_fs *fs, const struct bfs_vnode *n, size_t size, off_t off,
+			   struct read_reply *r)
+{
 	const struct bfs_tensor_geom *g;
 	uint64_t fsize, hlen, rows_hlen, pos = (uint64_t)off;
+	struct bfs_cache_entry *e = NULL;
+	struct fuse_buf *b = r->v.buf;
 	const uint8_t *data;
 	double rows;
+	size_t left;
 	int rc;
 
 	rc = bfs_cache_get(&e, fs->cache, n->rank, n->epoch, n->batch);
-	if (rc) {
-		fail_read(fs, req, rc);
-		return;
-	}
-	memset(&bv, 0, sizeof(bv));
-	bv.v.count = 0;
+	if (rc)
+		return read_failed(fs, rc);
+	r->entry = e;
 	if (n->type == BFS_V_SAFETENSORS) {
 		fsize = e->geom->st_size;
 		hlen = 0;
@@ -816,37 +884,34 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 		data = e->buf + g->offset;
 		rows_hlen = hlen;
 	}
-	if (pos >= fsize) {
-		bfs_cache_put(fs->cache, e);
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
+	if (pos >= fsize)
+		return 0;
 	if (size > fsize - pos)
 		size = (size_t)(fsize - pos);
 	rows = bfs_stats_rows(e->geom, rows_hlen, pos, pos + size);
-	struct fuse_buf *b = bv.v.buf;
-	size_t left = size;
+	r->splice = true;
+	r->v.count = 0;
+	left = size;
 	if (pos < hlen) {
 		size_t k = (size_t)(hlen - pos) < left ? (size_t)(hlen - pos) : left;
-		bfs_npy_header(hdr, sizeof(hdr), bfs_batcher_plan(fs->b)->t[n->tensor].dtype,
+		bfs_npy_header(r->hdr, sizeof(r->hdr), bfs_batcher_plan(fs->b)->t[n->tensor].dtype,
 			       g->ndim, g->shape);
-		b->mem = hdr + pos;
+		b->mem = r->hdr + pos;
 		b->size = k;
-		bv.v.count++;
-		b = &bv.extra;
+		r->v.count++;
+		b = &r->extra;
 		left -= k;
 		pos = hlen;
 	}
 	if (left) {
 		b->mem = (void *)(data + (pos - hlen));
 		b->size = left;
-		bv.v.count++;
+		r->v.count++;
 	}
 	/* counted before the reply: a reader that reads stats.json after its
 	 * read returned sees the read in it */
 	bfs_stats_read(&fs->reads, size, rows);
-	fuse_reply_data(req, &bv.v, FUSE_BUF_SPLICE_MOVE);
-	bfs_cache_put(fs->cache, e);
+	return 0;
 }
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
@@ -880,20 +945,20 @@ static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, 
 }
 
 /* A read of all/F.npy or all.safetensors: assembled from chunks into one
- * reply buffer (offsets must be shifted, so no zero-copy here). */
-static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode *n,
-			   size_t size, off_t off)
+ * buffer (offsets must be shifted, so no zero-copy here). */
+static int read_view_file(struct bfs_fs *fs, const struct bfs_vnode *n, size_t size, off_t off,
+			  struct read_reply *r)
 {
 	uint64_t pos = (uint64_t)off, end, fsize, hlen;
 	const struct bfs_geom *g;
-	struct bfs_view_ref *r = NULL;
-	uint8_t *buf = NULL;
-	char hdr[1024];
-	int rc = bfs_views_get(&r, fs->views, n->rank, n->epoch);
+	struct bfs_view_ref *vr = NULL;
+	uint8_t *buf;
+	double rows;
+	int rc = bfs_views_get(&vr, fs->views, n->rank, n->epoch);
 
 	if (rc)
-		goto fail;
-	g = r->v->geom;
+		return read_failed(fs, rc);
+	g = vr->v->geom;
 	if (n->type == BFS_V_SAFETENSORS) {
 		fsize = g->st_size;
 		hlen = g->st_hlen;
@@ -902,15 +967,14 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 		hlen = g->g[n->tensor].npy_hlen;
 	}
 	if (pos >= fsize) {
-		bfs_views_put(fs->views, r);
-		fuse_reply_buf(req, NULL, 0);
-		return;
+		bfs_views_put(fs->views, vr);
+		return 0;
 	}
 	end = pos + size < fsize ? pos + size : fsize;
-	buf = malloc(end - pos);
+	buf = r->owned = malloc(end - pos);
 	if (!buf) {
-		rc = -ENOMEM;
-		goto fail;
+		bfs_views_put(fs->views, vr);
+		return read_failed(fs, -ENOMEM);
 	}
 	if (pos < hlen) { /* the header */
 		uint64_t k = (end < hlen ? end : hlen) - pos;
@@ -918,15 +982,15 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 			memcpy(buf, g->st_header + pos, k);
 		} else {
 			const struct bfs_tensor_geom *tg = &g->g[n->tensor];
-			bfs_npy_header(hdr, sizeof(hdr),
+			bfs_npy_header(r->hdr, sizeof(r->hdr),
 				       bfs_batcher_plan(fs->b)->t[n->tensor].dtype, tg->ndim,
 				       tg->shape);
-			memcpy(buf, hdr + pos, k);
+			memcpy(buf, r->hdr + pos, k);
 		}
 	}
 	if (n->type == BFS_V_NPY && end > hlen) {
 		uint64_t a = pos > hlen ? pos : hlen;
-		rc = view_tensor_bytes(fs, r->v, n->rank, n->epoch, (size_t)n->tensor, a - hlen,
+		rc = view_tensor_bytes(fs, vr->v, n->rank, n->epoch, (size_t)n->tensor, a - hlen,
 				       end - hlen, buf + (a - pos));
 	} else if (n->type == BFS_V_SAFETENSORS) {
 		/* the tensors lie end to end after the header, in plan order */
@@ -934,84 +998,126 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 			uint64_t ts = g->g[t].offset, te = ts + g->g[t].nbytes;
 			uint64_t a = pos > ts ? pos : ts, b = end < te ? end : te;
 			if (a < b)
-				rc = view_tensor_bytes(fs, r->v, n->rank, n->epoch, t, a - ts,
+				rc = view_tensor_bytes(fs, vr->v, n->rank, n->epoch, t, a - ts,
 						       b - ts, buf + (a - pos));
 		}
 	}
+	rows = rc ? 0 : bfs_stats_rows(g, hlen, pos, end);
+	bfs_views_put(fs->views, vr);
 	if (rc)
-		goto fail;
-	double rows = bfs_stats_rows(g, hlen, pos, end);
-	bfs_views_put(fs->views, r);
+		return read_failed(fs, rc);
 	bfs_stats_read(&fs->reads, end - pos, rows); /* before the reply, as above */
-	fuse_reply_buf(req, (const char *)buf, end - pos);
-	free(buf);
-	return;
-fail:
-	bfs_views_put(fs->views, r);
-	free(buf);
-	fail_read(fs, req, rc);
+	r->v.buf[0].mem = buf;
+	r->v.buf[0].size = end - pos;
+	return 0;
+}
+
+/* A read of batch-B.cuda: its JSON once the copy is complete. */
+static int read_cuda_file(struct bfs_fs *fs, struct cfh *h, size_t size, off_t off,
+			  struct read_reply *r)
+{
+	char err[400];
+
+	if (!h)
+		return -EIO;
+	__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+	r->cuda = h;
+	pthread_mutex_lock(&h->m);
+	if (!h->waited) {
+		h->err = bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err));
+		h->waited = true;
+		if (h->err)
+			cuda_fail(fs, "read", h->e->epoch, h->e->batch, err);
+	}
+	pthread_mutex_unlock(&h->m);
+	if (h->err)
+		return read_failed(fs, h->err);
+	read_slice(r, h->json, h->len, off, size);
+	return 0;
+}
+
+static int do_read(struct bfs_fs *fs, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi, struct read_reply *r)
+{
+	struct bfs_vnode n;
+	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+
+	if (rc)
+		return rc;
+	switch (n.type) {
+	case BFS_V_README:
+		read_slice(r, fs->readme, fs->readme_len, off, size);
+		return 0;
+	case BFS_V_SCHEMA:
+		read_slice(r, fs->schema_json, fs->schema_len, off, size);
+		return 0;
+	case BFS_V_STATS:
+	case BFS_V_ERRORS:
+		r->snap = (struct fh *)(uintptr_t)fi->fh;
+		if (r->snap) /* opened with an OPEN request: its own snapshot */
+			__atomic_add_fetch(&r->snap->refs, 1, __ATOMIC_ACQ_REL);
+		else
+			r->snap = dyn_current(fs, n.type);
+		if (!r->snap)
+			return -ENOMEM;
+		read_slice(r, r->snap->text, r->snap->len, off, size);
+		return 0;
+	case BFS_V_SAFETENSORS:
+	case BFS_V_NPY:
+		if (n.all)
+			return read_view_file(fs, &n, size, off, r);
+		return read_batch_file(fs, &n, size, off, r);
+	case BFS_V_CUDA:
+		return read_cuda_file(fs, (struct cfh *)(uintptr_t)fi->fh, size, off, r);
+	default:
+		return -EISDIR;
+	}
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct bfs_fs *fs = FS(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	struct bfs_vnode n;
-	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+	struct read_reply r;
+	int rc;
 
-	if (rc) {
+	read_reply_init(&r);
+	rc = do_read(fs, ino, size, off, fi, &r);
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	switch (n.type) {
-	case BFS_V_README:
-		reply_slice(req, fs->readme, fs->readme_len, off, size);
-		return;
-	case BFS_V_SCHEMA:
-		reply_slice(req, fs->schema_json, fs->schema_len, off, size);
-		return;
-	case BFS_V_STATS:
-	case BFS_V_ERRORS:
-		if (h) /* opened with an OPEN request: its own snapshot */
-			__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
-		else
-			h = dyn_current(fs, n.type);
-		if (!h) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		reply_slice(req, h->text, h->len, off, size);
-		fh_put(h);
-		return;
-	case BFS_V_SAFETENSORS:
-	case BFS_V_NPY:
-		if (n.all)
-			read_view_file(fs, req, &n, size, off);
-		else
-			read_batch_file(fs, req, &n, size, off);
-		return;
-	case BFS_V_CUDA:
-		cuda_read(fs, req, (struct cfh *)(uintptr_t)fi->fh, size, off);
-		return;
-	default:
-		fuse_reply_err(req, EISDIR);
-	}
+	else if (r.splice)
+		fuse_reply_data(req, &r.v, FUSE_BUF_SPLICE_MOVE);
+	else
+		fuse_reply_buf(req, r.v.buf[0].mem, r.v.buf[0].size);
+	/* what the reply borrowed is released once it is written */
+	read_done(fs, &r);
+}
+
+/* ------------------------------------------------------------ the rest */
+
+static int do_statfs(struct statvfs *sv)
+{
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = READ_CHUNK;
+	sv->f_frsize = 512;
+	sv->f_namemax = 255;
+	sv->f_flag = ST_RDONLY;
+	return 0;
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
+	int rc = do_statfs(&sv);
 
 	(void)ino;
-	memset(&sv, 0, sizeof(sv));
-	sv.f_bsize = READ_CHUNK;
-	sv.f_frsize = 512;
-	sv.f_namemax = 255;
-	sv.f_flag = ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_statfs(req, &sv);
 }
 
+/* Every change to the tree is refused: the mount is read-only. */
 static void op_rofs_entry(fuse_req_t req)
 {
 	fuse_reply_err(req, EROFS);
