@@ -10,10 +10,8 @@
 #include "cudapath.h"
 #include "cudapool.h"
 #include "epoch.h"
-#include "diskcache.h"
 #include "errlog.h"
-#include "fetch.h"
-#include "ioplan.h"
+#include "iostage.h"
 #include "lifecycle.h"
 #include "stats.h"
 #include "vfs.h"
@@ -49,11 +47,9 @@ struct bfs_fs {
 	const struct bfs_batcher *const *rb; /* [nranks]: each rank's */
 	size_t nranks; /* 1 without rank folders */
 	struct bfs_cache *cache;
-	/* the I/O stage and its planner (io_depth, readahead), started in the
-	 * daemon; NULL when reads go to the source from the decoders */
-	struct bfs_fetch *fetch;
-	struct bfs_ioplan *ioplan;
-	struct bfs_diskcache *dcache; /* disk_cache=DIR, or NULL */
+	/* the I/O stage (io_depth), started in the daemon; NULL when reads go
+	 * to the source from the decoders */
+	struct bfs_iostage *io;
 	struct bfs_vfs *vfs;
 	struct bfs_fs_config cfg;
 	/* set before the helper threads start, cleared after they ended */
@@ -133,20 +129,8 @@ static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 	bfs_errlog_counts(fs->errlog, &ec);
 	bfs_stats_put_errors(&snap, &ec);
 	bfs_stats_put_reads(&snap, &fs->reads);
-	if (fs->fetch) {
-		struct bfs_fetch_stats fst;
-		struct bfs_ioplan_stats pst;
-
-		bfs_fetch_stats(fs->fetch, &fst);
-		bfs_ioplan_stats(fs->ioplan, &pst);
-		bfs_stats_put_io(&snap, &fst, &pst, bfs_fetch_depth(fs->fetch), fs->cfg.readahead);
-	}
-	if (fs->dcache) {
-		struct bfs_diskcache_stats d;
-
-		bfs_diskcache_stats(fs->dcache, &d);
-		bfs_stats_put_diskcache(&snap, &d);
-	}
+	if (fs->io)
+		bfs_iostage_stats(fs->io, &snap);
 	if (fs->cuda) {
 		struct bfs_cudapath_stats cs;
 		struct bfs_cudapool_stats ps;
@@ -1225,11 +1209,9 @@ void bfs_fs_free(struct bfs_fs *fs)
 	if (!fs)
 		return;
 	/* builds waiting on the source end first, then the cache's workers */
-	bfs_fetch_stop(fs->fetch);
+	bfs_iostage_stop(fs->io);
 	bfs_cache_free(fs->cache);
-	bfs_ioplan_free(fs->ioplan);
-	bfs_dataset_fetch_free(fs->ds, fs->fetch);
-	bfs_diskcache_close(fs->dcache);
+	bfs_iostage_free(fs->io);
 	bfs_cudapath_free(fs->cuda);
 	bfs_cudapool_free(fs->cpool);
 	bfs_views_free(fs->views);
@@ -1345,7 +1327,7 @@ static void session_stop(void *arg)
 	struct bfs_fs *fs = arg;
 
 	fuse_session_exit(fs->se);
-	bfs_fetch_stop(fs->fetch);
+	bfs_iostage_stop(fs->io);
 }
 
 static bool session_ended(void *arg)
@@ -1361,33 +1343,28 @@ static void source_stop(void *arg)
 {
 	struct bfs_fs *fs = arg;
 
-	bfs_fetch_stop(fs->fetch);
+	bfs_iostage_stop(fs->io);
 }
 
-/* the I/O stage's reads: near ranges share one when the gap is at most
- * this (and at most half of what they carry: fetch.c), and no read is
- * longer than a FUSE request (1 MiB) and a half */
-#define IO_MERGE_GAP ((uint64_t)64 << 10)
-#define IO_MAX_READ ((uint64_t)1 << 20)
-
-/* A line from the disk cache or the copies it keeps: to the log. */
+/* A line from the I/O stage or the disk cache: to the log. */
 static void io_note(void *ctx, const char *msg)
 {
 	(void)ctx;
 	fprintf(stderr, "batchfs: %s\n", msg);
 }
 
+/* The I/O stage, when the mount has one; BATCHFS_IO_BACKEND=threads or
+ * io_uring picks its backend (for tests and measurements). */
 static void start_io(struct bfs_fs *fs)
 {
-	struct bfs_dataset_io io = {
-		.fetch = {
-			.depth = fs->cfg.io_depth,
-			.budget = fs->cfg.readahead,
-			.merge_gap = IO_MERGE_GAP,
-			.max_read = IO_MAX_READ,
-			.backend = BFS_FETCH_AUTO,
-		},
+	struct bfs_iostage_opts o = {
+		.depth = fs->cfg.io_depth,
+		.readahead = fs->cfg.readahead,
 		.all = fs->cfg.io_all,
+		.lookahead = fs->cfg.prefetch,
+		.backend = BFS_FETCH_AUTO,
+		.disk_cache = fs->cfg.disk_cache,
+		.disk_cache_size = fs->cfg.disk_cache_size,
 		.note = io_note,
 	};
 	const char *e = getenv("BATCHFS_IO_BACKEND");
@@ -1395,39 +1372,17 @@ static void start_io(struct bfs_fs *fs)
 	if (!fs->cfg.io_depth)
 		return;
 	if (e && strcmp(e, "threads") == 0)
-		io.fetch.backend = BFS_FETCH_THREADS;
+		o.backend = BFS_FETCH_THREADS;
 	else if (e && strcmp(e, "io_uring") == 0)
-		io.fetch.backend = BFS_FETCH_URING;
-	if (fs->cfg.disk_cache) {
-		struct bfs_diskcache_opts dco = {
-			.dir = fs->cfg.disk_cache,
-			.size = fs->cfg.disk_cache_size,
-			.note = io_note,
-		};
-		struct bfs_diskcache_stats dst;
-
-		if (bfs_diskcache_open(&fs->dcache, &dco) != 0) {
-			fprintf(stderr, "batchfs: %s; mounted without it\n", bfs_err_msg());
-		} else {
-			bfs_diskcache_stats(fs->dcache, &dst);
-			io.dc = fs->dcache;
-			io.dc_limit = dst.limit;
-		}
-	}
-	if (bfs_dataset_fetch_new(&fs->fetch, fs->ds, &io) != 0 ||
-	    bfs_ioplan_new(&fs->ioplan, fs->fetch, fs->ds, fs->rb, fs->nranks, fs->cfg.prefetch) !=
-		    0) {
+		o.backend = BFS_FETCH_URING;
+	if (bfs_iostage_new(&fs->io, fs->ds, fs->rb, fs->nranks, &o) != 0) {
 		fprintf(stderr,
 			"batchfs: the I/O stage did not start (%s); reading the source "
 			"from the decoders\n",
 			bfs_err_msg());
-		bfs_dataset_fetch_free(fs->ds, fs->fetch);
-		fs->fetch = NULL;
-		bfs_diskcache_close(fs->dcache);
-		fs->dcache = NULL;
 		return;
 	}
-	bfs_cache_set_io(fs->cache, fs->ioplan);
+	bfs_cache_set_io(fs->cache, bfs_iostage_plan(fs->io));
 }
 
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground)
@@ -1468,11 +1423,11 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	 * the foreground's) */
 	if (!foreground && fs->cfg.watch && bfs_lifecycle_watch(fs->cfg.watch_fd) != 0)
 		goto out_unmount;
-	/* the stage first: the signal thread reads fs->fetch (a signal that
+	/* the stage first: the signal thread reads fs->io (a signal that
 	 * comes meanwhile waits, blocked, and is taken once it starts) */
 	start_io(fs);
 	/* with the I/O stage, an unmount must stop it too (session_ended) */
-	ops.ended = fs->fetch ? session_ended : NULL;
+	ops.ended = fs->io ? session_ended : NULL;
 	if (bfs_lifecycle_new(&life, &ops) != 0) {
 		fprintf(stderr, "batchfs: could not start the signal thread\n");
 		goto out_unmount;

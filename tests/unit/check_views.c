@@ -6,107 +6,19 @@
  */
 #include "views.h"
 
-#include "crc32c.h"
-#include "dataset.h"
-#include "pbtest.h"
-#include "schema.h"
+#include "fstest.h"
 
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define RECORDS 300
-#define BATCH 37
 #define KEEP 4
 
-static const char fixed_schema[] = "{\"features\": {\"x\": {\"kind\": \"float\", \"shape\": [2]}}}";
-static const char ragged_schema[] =
-	"{\"features\": {\"x\": {\"kind\": \"float\", \"shape\": [2]},"
-	" \"tok\": {\"kind\": \"int64\", \"shape\": [-1], \"ragged\": true}}}";
-
-static void put_record(FILE *f, const struct pb *m)
-{
-	uint8_t hdr[12], tail[4];
-	uint64_t len = m->n;
-	uint32_t c;
-
-	memcpy(hdr, &len, 8);
-	c = bfs_crc32c_mask(bfs_crc32c(0, hdr, 8));
-	memcpy(hdr + 8, &c, 4);
-	c = bfs_crc32c_mask(bfs_crc32c(0, m->d, m->n));
-	memcpy(tail, &c, 4);
-	ck_assert(fwrite(hdr, 1, 12, f) == 12 && fwrite(m->d, 1, m->n, f) == m->n &&
-		  fwrite(tail, 1, 4, f) == 4);
-}
-
-/* x float [2]; tok: 0..5 int64 values, so that epochs differ in totals */
-static void write_records(const char *path)
-{
-	FILE *f = fopen(path, "wb");
-
-	ck_assert_ptr_nonnull(f);
-	for (long i = 0; i < RECORDS; i++) {
-		struct pb feats = { 0 }, fx, ft, ex;
-		float x[2] = { (float)i, (float)-i };
-		int64_t v[6] = { i, i + 1, i + 2, i + 3, i + 4, i + 5 };
-
-		fx = pb_float_feature(x, 2, true);
-		ft = pb_int_feature(v, (size_t)(i * 7 % 6), true);
-		pb_add(&feats, "x", &fx);
-		pb_add(&feats, "tok", &ft);
-		ex = pb_example(&feats, NULL);
-		put_record(f, &ex);
-	}
-	ck_assert_int_eq(fclose(f), 0);
-}
-
-/* A dataset, its batcher and a second rank's, under one of the schemas. */
-struct fixture {
-	char path[64];
-	struct bfs_dataset *ds;
-	struct bfs_schema *sc;
-	struct bfs_batcher *b[2];
-};
-
-static void setup(struct fixture *fx, const char *schema)
-{
-	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO };
-	struct bfs_batcher_opts bopt = { .batch_size = BATCH,
-					 .seed = 9,
-					 .shuffle = true,
-					 .world = 2,
-					 .verify = true,
-					 .jobs = 1,
-					 .chunk_rows = 50 };
-	int fd;
-
-	memset(fx, 0, sizeof(*fx));
-	snprintf(fx->path, sizeof(fx->path), "/tmp/check_views_XXXXXX");
-	fd = mkstemp(fx->path);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
-	write_records(fx->path);
-	ck_assert_int_eq(bfs_dataset_open(&fx->ds, fx->path, &dopt), 0);
-	ck_assert_msg(bfs_schema_from_json(&fx->sc, schema, strlen(schema)) == 0, "%s",
-		      bfs_err_msg());
-	ck_assert_msg(bfs_batcher_new(&fx->b[0], fx->ds, fx->sc, &bopt) == 0, "%s", bfs_err_msg());
-	ck_assert_int_eq(bfs_batcher_new_rank(&fx->b[1], fx->b[0], 1), 0);
-}
-
-static void teardown(struct fixture *fx)
-{
-	bfs_batcher_free(fx->b[1]);
-	bfs_batcher_free(fx->b[0]);
-	bfs_schema_free(fx->sc);
-	bfs_dataset_close(fx->ds);
-	unlink(fx->path);
-}
-
 /* The rows of (rank, epoch)'s view, made afresh. */
-static uint64_t rows_of(struct fixture *fx, uint64_t rank, uint64_t epoch)
+static uint64_t rows_of(struct fstest *fx, uint64_t rank, uint64_t epoch)
 {
 	struct bfs_epoch_view *v = NULL;
 	uint64_t rows;
@@ -129,11 +41,11 @@ static struct bfs_view_ref *get(struct bfs_views *vs, uint64_t rank, uint64_t ep
 
 START_TEST(without_ragged_tensors_a_rank_has_one_view)
 {
-	struct fixture fx;
+	struct fstest fx;
 	struct bfs_views *vs = NULL;
 	struct bfs_view_ref *a, *b, *c;
 
-	setup(&fx, fixed_schema);
+	fstest_setup(&fx, RECORDS, FSTEST_FIXED);
 	ck_assert_int_eq(bfs_views_new(&vs, (const struct bfs_batcher *const *)fx.b, 2, KEEP), 0);
 	a = get(vs, 0, 0);
 	b = get(vs, 0, 7);
@@ -153,17 +65,17 @@ START_TEST(without_ragged_tensors_a_rank_has_one_view)
 	bfs_views_put(vs, NULL);
 	bfs_views_free(vs);
 	bfs_views_free(NULL);
-	teardown(&fx);
+	fstest_teardown(&fx);
 }
 END_TEST
 
 START_TEST(with_ragged_tensors_each_epoch_has_its_view)
 {
-	struct fixture fx;
+	struct fstest fx;
 	struct bfs_views *vs = NULL;
 	struct bfs_view_ref *r[3];
 
-	setup(&fx, ragged_schema);
+	fstest_setup(&fx, RECORDS, FSTEST_RAGGED);
 	ck_assert_int_eq(bfs_views_new(&vs, (const struct bfs_batcher *const *)fx.b, 2, KEEP), 0);
 	r[0] = get(vs, 0, 0);
 	r[1] = get(vs, 0, 1);
@@ -178,7 +90,7 @@ START_TEST(with_ragged_tensors_each_epoch_has_its_view)
 	for (int i = 0; i < 3; i++)
 		bfs_views_put(vs, r[i]);
 	bfs_views_free(vs);
-	teardown(&fx);
+	fstest_teardown(&fx);
 }
 END_TEST
 
@@ -186,11 +98,11 @@ END_TEST
  * a reference held keeps its view whole after it left the table. */
 START_TEST(the_least_recently_used_view_goes_first)
 {
-	struct fixture fx;
+	struct fstest fx;
 	struct bfs_views *vs = NULL;
 	struct bfs_view_ref *held[KEEP], *r;
 
-	setup(&fx, ragged_schema);
+	fstest_setup(&fx, RECORDS, FSTEST_RAGGED);
 	ck_assert_int_eq(bfs_views_new(&vs, (const struct bfs_batcher *const *)fx.b, 2, KEEP), 0);
 	for (uint64_t e = 0; e < KEEP; e++)
 		held[e] = get(vs, 0, e);
@@ -212,7 +124,7 @@ START_TEST(the_least_recently_used_view_goes_first)
 	for (uint64_t e = 0; e < 5 * KEEP; e++)
 		bfs_views_put(vs, get(vs, e % 2, e));
 	bfs_views_free(vs);
-	teardown(&fx);
+	fstest_teardown(&fx);
 }
 END_TEST
 
@@ -253,13 +165,13 @@ static void *ask_many(void *arg)
 
 START_TEST(threads_share_the_views)
 {
-	struct fixture fx;
+	struct fstest fx;
 	struct bfs_views *vs = NULL;
 	struct asker a[THREADS];
 	pthread_t tid[THREADS];
 	uint64_t rows[2 * EPOCHS];
 
-	setup(&fx, ragged_schema);
+	fstest_setup(&fx, RECORDS, FSTEST_RAGGED);
 	for (uint64_t k = 0; k < 2 * EPOCHS; k++)
 		rows[k] = rows_of(&fx, k / EPOCHS, k % EPOCHS);
 	ck_assert_int_eq(bfs_views_new(&vs, (const struct bfs_batcher *const *)fx.b, 2, KEEP), 0);
@@ -270,7 +182,7 @@ START_TEST(threads_share_the_views)
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(tid[i], NULL);
 	bfs_views_free(vs);
-	teardown(&fx);
+	fstest_teardown(&fx);
 }
 END_TEST
 
