@@ -1,6 +1,6 @@
 /*
- * fuse_ops.c — FUSE low-level handlers and the session lifecycle
- * (see fuse_ops.h). The only file that includes <fuse_lowlevel.h>.
+ * fuse_ops.c — the FUSE session and its handlers (see fuse_ops.h). The
+ * only file that includes <fuse_lowlevel.h>.
  */
 #define FUSE_USE_VERSION 312
 
@@ -21,13 +21,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <poll.h>
-#include <stddef.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
