@@ -142,8 +142,11 @@ static void put_text(FILE *f, const char *s)
 	char tmp[7];
 
 	fputc('"', f);
-	for (; s && *s; s++)
-		fwrite(tmp, 1, bfs_json_char(tmp, (unsigned char)*s), f);
+	for (; s && *s; s++) {
+		size_t n = bfs_json_char(tmp, (unsigned char)*s);
+
+		fwrite(tmp, 1, n, f);
+	}
 	fputc('"', f);
 }
 
