@@ -13,6 +13,7 @@
 #include "errlog.h"
 #include "iostage.h"
 #include "lifecycle.h"
+#include "snapshot.h"
 #include "stats.h"
 #include "vfs.h"
 #include "views.h"
@@ -60,9 +61,9 @@ struct bfs_fs {
 
 	/* no OPEN/RELEASE (OPENDIR) round trips: the kernel took ENOSYS for them */
 	bool no_open, no_opendir;
-	pthread_mutex_t dlock; /* guards dyn and dyn_gen */
-	struct fh *dyn[2]; /* latest snapshots of stats.json, errors.txt */
-	uint64_t dyn_gen; /* bumped per snapshot: their mtime, in ns */
+	/* snapshots of stats.json (DYN_STATS) and errors.txt (DYN_ERRORS);
+	 * their generation is their mtime, in ns past the mount's */
+	struct bfs_snapshot_set *dyn;
 
 	struct bfs_views *views; /* of all/: geometry and chunk totals */
 
@@ -143,64 +144,20 @@ static char *errors_text(struct bfs_fs *fs, size_t *len)
 	return bfs_errlog_text(fs->errlog, len);
 }
 
-struct fh {
-	char *text; /* snapshot of a dynamic file */
-	size_t len;
-	int refs; /* the open file's, plus one per read being replied to */
-};
+enum { DYN_STATS, DYN_ERRORS };
 
-/* Drop a reference to a snapshot; the last one frees it. A read holds one
- * across its reply: once the kernel has the reply the reader may close the
- * file, and the release may then run before the read handler returns. */
-static void fh_put(struct fh *h)
+static unsigned dyn_file(const struct bfs_vnode *n)
 {
-	if (h && __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		free(h->text);
-		free(h);
-	}
+	return n->type == BFS_V_STATS ? DYN_STATS : DYN_ERRORS;
 }
 
-/* A new snapshot of stats.json or errors.txt, made the current one; the
- * caller gets a reference. Without OPEN requests (no_open) a dynamic file
- * is read through the page cache: every GETATTR makes a snapshot with a new
- * mtime, and the kernel (auto_inval_data, attributes never cached) drops
- * the cached pages when the mtime moves, so each read(2) sees fresh
- * counters. errors.txt only grows, so an older size is a prefix of it. */
-static struct fh *dyn_refresh(struct bfs_fs *fs, enum bfs_vtype type, uint64_t *gen)
+/* A snapshot's text: stats.json padded to its fixed size (errors.txt only
+ * grows, so an older size is a prefix of it). */
+static char *dyn_text(void *arg, unsigned k, size_t *len)
 {
-	struct fh *h = calloc(1, sizeof(*h)), *old;
-	int k = type == BFS_V_STATS ? 0 : 1;
+	struct bfs_fs *fs = arg;
 
-	if (!h)
-		return NULL;
-	h->text = k == 0 ? stats_text(fs, BFS_STATS_SIZE, &h->len) : errors_text(fs, &h->len);
-	if (!h->text) {
-		free(h);
-		return NULL;
-	}
-	h->refs = 2; /* the table's and the caller's */
-	pthread_mutex_lock(&fs->dlock);
-	old = fs->dyn[k];
-	fs->dyn[k] = h;
-	*gen = ++fs->dyn_gen;
-	pthread_mutex_unlock(&fs->dlock);
-	fh_put(old);
-	return h;
-}
-
-/* The current snapshot (a reference), made if there is none. */
-static struct fh *dyn_current(struct bfs_fs *fs, enum bfs_vtype type)
-{
-	int k = type == BFS_V_STATS ? 0 : 1;
-	struct fh *h;
-	uint64_t gen;
-
-	pthread_mutex_lock(&fs->dlock);
-	h = fs->dyn[k];
-	if (h)
-		__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_unlock(&fs->dlock);
-	return h ? h : dyn_refresh(fs, type, &gen);
+	return k == DYN_STATS ? stats_text(fs, BFS_STATS_SIZE, len) : errors_text(fs, len);
 }
 
 /* -------------------------------------------------------------- sizes */
@@ -240,11 +197,11 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 	case BFS_V_STATS:
 	case BFS_V_ERRORS: {
 		uint64_t gen;
-		struct fh *h = dyn_refresh(fs, n->type, &gen);
+		struct bfs_snapshot *h = bfs_snapshot_refresh(fs->dyn, dyn_file(n), &gen);
 		if (!h)
 			return -ENOMEM;
 		*size = h->len;
-		fh_put(h);
+		bfs_snapshot_put(h);
 		if (mtime_ns)
 			*mtime_ns = gen;
 		return 0;
@@ -727,16 +684,13 @@ static int do_open(struct bfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	if (fs->no_open) /* the kernel opens every file without asking from now on */
 		return -ENOSYS;
 	if (is_dynamic(n)) { /* opened with an OPEN request: a snapshot of its own */
-		struct fh *h = calloc(1, sizeof(*h));
+		size_t len = 0;
+		char *text =
+			n->type == BFS_V_STATS ? stats_text(fs, 0, &len) : errors_text(fs, &len);
+		struct bfs_snapshot *h = text ? bfs_snapshot_new(text, len) : NULL;
 
-		if (h)
-			h->text = n->type == BFS_V_STATS ? stats_text(fs, 0, &h->len)
-							 : errors_text(fs, &h->len);
-		if (!h || !h->text) {
-			free(h);
+		if (!h)
 			return -ENOMEM;
-		}
-		h->refs = 1;
 		fi->fh = (uint64_t)(uintptr_t)h;
 		fi->direct_io = 1;
 	} else {
@@ -767,7 +721,7 @@ static void do_release(struct bfs_fs *fs, fuse_ino_t ino, uint64_t fh)
 	if (bfs_vfs_get(fs->vfs, ino, &n) == 0 && n.type == BFS_V_CUDA)
 		cfh_put(fs, (struct cfh *)(uintptr_t)fh);
 	else
-		fh_put((struct fh *)(uintptr_t)fh);
+		bfs_snapshot_put((struct bfs_snapshot *)(uintptr_t)fh);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -791,7 +745,7 @@ struct read_reply {
 	bool splice; /* the cache's buffer: fuse_reply_data may splice it */
 	char hdr[1024]; /* a .npy header */
 	struct bfs_cache_entry *entry;
-	struct fh *snap;
+	struct bfs_snapshot *snap;
 	struct cfh *cuda;
 	uint8_t *owned;
 };
@@ -819,7 +773,7 @@ static void read_done(struct bfs_fs *fs, struct read_reply *r)
 {
 	if (r->entry)
 		bfs_cache_put(fs->cache, r->entry);
-	fh_put(r->snap);
+	bfs_snapshot_put(r->snap);
 	cfh_put(fs, r->cuda);
 	free(r->owned);
 }
@@ -1032,11 +986,11 @@ static int do_read(struct bfs_fs *fs, fuse_ino_t ino, size_t size, off_t off,
 		return 0;
 	case BFS_V_STATS:
 	case BFS_V_ERRORS:
-		r->snap = (struct fh *)(uintptr_t)fi->fh;
+		r->snap = (struct bfs_snapshot *)(uintptr_t)fi->fh;
 		if (r->snap) /* opened with an OPEN request: its own snapshot */
-			__atomic_add_fetch(&r->snap->refs, 1, __ATOMIC_ACQ_REL);
+			bfs_snapshot_get(r->snap);
 		else
-			r->snap = dyn_current(fs, n.type);
+			r->snap = bfs_snapshot_current(fs->dyn, dyn_file(&n));
 		if (!r->snap)
 			return -ENOMEM;
 		read_slice(r, r->snap->text, r->snap->len, off, size);
@@ -1210,9 +1164,7 @@ void bfs_fs_free(struct bfs_fs *fs)
 	bfs_cudapath_free(fs->cuda);
 	bfs_cudapool_free(fs->cpool);
 	bfs_views_free(fs->views);
-	fh_put(fs->dyn[0]);
-	fh_put(fs->dyn[1]);
-	pthread_mutex_destroy(&fs->dlock);
+	bfs_snapshot_set_free(fs->dyn);
 	bfs_vfs_free(fs->vfs);
 	bfs_geom_free(fs->geom_full);
 	bfs_geom_free(fs->geom_last);
@@ -1234,7 +1186,6 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 	if (!fs)
 		return -ENOMEM;
 	bfs_stats_reads_init(&fs->reads);
-	pthread_mutex_init(&fs->dlock, NULL);
 	fs->cfg = *cfg;
 	if (getenv("BATCHFS_OPEN_REQUESTS") && strcmp(getenv("BATCHFS_OPEN_REQUESTS"), "1") == 0)
 		fs->cfg.keep_open = true;
@@ -1249,7 +1200,8 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 	fs->schema_json = strdup(cfg->schema_json ? cfg->schema_json : "{}\n");
 	fs->options_text = strdup(cfg->options_text ? cfg->options_text : "");
 	if (!fs->readme || !fs->schema_json || !fs->options_text ||
-	    bfs_errlog_new(&fs->errlog, BFS_ERRLOG_MAX_LINES, stderr) != 0) {
+	    bfs_errlog_new(&fs->errlog, BFS_ERRLOG_MAX_LINES, stderr) != 0 ||
+	    bfs_snapshot_set_new(&fs->dyn, 2, dyn_text, fs) != 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
