@@ -177,7 +177,7 @@ int bfs_cudapath_copy(struct bfs_cudapath *cp, unsigned slot, const void *src, u
 				snprintf(s->hex + 2 * i, 3, "%02x", (unsigned char)h.reserved[i]);
 		}
 		/* by difference: another slot's cap is its owner's, written
-		 * without the lock, so summing the slots here was a data race */
+		 * without the lock, so summing the slots here would race */
 		pthread_mutex_lock(&cp->lock);
 		cp->st.device_bytes = cp->st.device_bytes - old + s->cap;
 		pthread_mutex_unlock(&cp->lock);

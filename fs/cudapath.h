@@ -7,8 +7,9 @@
  * Lifecycle: bfs_cudapath_load (dlopen only, before the daemon forks) →
  * bfs_cudapath_init (the first CUDA call: only in the detached daemon) →
  * ... → bfs_cudapath_free. The pool's accounting (which buffer is free, who
- * waits) belongs to the caller (fuse_ops.c, which also holds the requests
- * that wait): these calls do not lock, except the pinned allocator.
+ * waits) is cudapool.h's; a buffer's slot belongs to the one caller that
+ * holds it there, so these calls do not lock, except the pinned allocator
+ * and the counters.
  */
 #ifndef BFS_CUDAPATH_H
 #define BFS_CUDAPATH_H

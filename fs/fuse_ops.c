@@ -1,6 +1,6 @@
 /*
- * fuse_ops.c — FUSE low-level handlers and the session lifecycle
- * (see fuse_ops.h). The only file that includes <fuse_lowlevel.h>.
+ * fuse_ops.c — the FUSE session and its handlers (see fuse_ops.h). The
+ * only file that includes <fuse_lowlevel.h>.
  */
 #define FUSE_USE_VERSION 312
 
@@ -8,22 +8,22 @@
 
 #include "cache.h"
 #include "cudapath.h"
+#include "cudapool.h"
 #include "epoch.h"
-#include "diskcache.h"
-#include "fetch.h"
-#include "ioplan.h"
+#include "errlog.h"
+#include "iostage.h"
+#include "lifecycle.h"
+#include "snapshot.h"
+#include "stats.h"
 #include "vfs.h"
+#include "views.h"
 
 #include <fuse_lowlevel.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,15 +34,8 @@
 /* Files are immutable for the life of the mount: cache names and
  * attributes for a long time. */
 #define LONG_TIMEOUT 86400.0
-#define MAX_ERROR_LINES 10000
 #define READ_CHUNK (1u << 20)
 #define NVIEWS 8 /* epoch views kept (geometry and chunk totals of all/) */
-
-/* A shared epoch view; the last reference frees it. */
-struct vref {
-	struct bfs_epoch_view *v;
-	int refs;
-};
 
 struct bfs_fs {
 	const struct bfs_dataset *ds;
@@ -50,13 +43,13 @@ struct bfs_fs {
 	const struct bfs_batcher *const *rb; /* [nranks]: each rank's */
 	size_t nranks; /* 1 without rank folders */
 	struct bfs_cache *cache;
-	/* the I/O stage and its planner (io_depth, readahead), started in the
-	 * daemon; NULL when reads go to the source from the decoders */
-	struct bfs_fetch *fetch;
-	struct bfs_ioplan *ioplan;
-	struct bfs_diskcache *dcache; /* disk_cache=DIR, or NULL */
+	/* the I/O stage (io_depth), started in the daemon; NULL when reads go
+	 * to the source from the decoders */
+	struct bfs_iostage *io;
 	struct bfs_vfs *vfs;
 	struct bfs_fs_config cfg;
+	/* set before the helper threads start, cleared after they ended */
+	struct fuse_session *se;
 	char *readme, *schema_json, *options_text;
 	size_t readme_len, schema_len;
 	time_t mount_time;
@@ -68,31 +61,18 @@ struct bfs_fs {
 
 	/* no OPEN/RELEASE (OPENDIR) round trips: the kernel took ENOSYS for them */
 	bool no_open, no_opendir;
-	pthread_mutex_t dlock; /* guards dyn and dyn_gen */
-	struct fh *dyn[2]; /* latest snapshots of stats.json, errors.txt */
-	uint64_t dyn_gen; /* bumped per snapshot: their mtime, in ns */
+	/* snapshots of stats.json (DYN_STATS) and errors.txt (DYN_ERRORS);
+	 * their generation is their mtime, in ns past the mount's */
+	struct bfs_snapshot_set *dyn;
 
-	pthread_mutex_t vlock; /* guards views and view_tick */
-	struct {
-		uint64_t rank, epoch, used;
-		struct vref *r;
-	} views[NVIEWS];
-	uint64_t view_tick;
+	struct bfs_views *views; /* of all/: geometry and chunk totals */
 
-	pthread_mutex_t elock; /* guards everything below */
-	char *errors; /* errors.txt */
-	size_t errors_len, errors_cap, error_lines;
-	uint64_t *error_hashes; /* [MAX_ERROR_LINES], for de-duplication */
-	uint64_t corrupt, skipped, failed_reads, dropped_lines;
-	uint64_t reads, bytes_read;
-	double records_served; /* rows' worth of tensor data read, see served_rows */
+	struct bfs_errlog *errlog; /* errors.txt */
+	struct bfs_stats_reads reads; /* reads served, for stats.json */
 
 	/* the CUDA path (-o cuda); NULL when off */
 	struct bfs_cudapath *cuda;
-	pthread_mutex_t clock; /* guards everything below */
-	bool *cuda_busy; /* [pool]: the buffer belongs to an open descriptor */
-	struct cwait *wait_head, *wait_tail; /* opens waiting for a buffer, FIFO */
-	uint64_t cuda_opens, cuda_waits, cuda_eagain, cuda_errors;
+	struct bfs_cudapool *cpool; /* who holds which buffer, who waits */
 };
 
 /* An open batch-B.cuda: a pool buffer holding the batch, copied from the
@@ -110,362 +90,74 @@ struct cfh {
 
 /* An OPEN of batch-B.cuda waiting for a free buffer. */
 struct cwait {
+	struct bfs_cudapool_waiter w; /* w.tag: req */
 	fuse_req_t req;
 	uint64_t rank, epoch, batch;
 	struct fuse_file_info fi;
-	struct cwait *next;
 };
 
-/* ------------------------------------------------------------- errors */
-
-static uint64_t hash_str(const char *s)
+static struct cwait *cwait_of(struct bfs_cudapool_waiter *w)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ull;
-	}
-	return h;
+	return (struct cwait *)((char *)w - offsetof(struct cwait, w));
 }
+
+/* ------------------------------------------------------------- errors */
 
 void bfs_fs_report(void *arg, const char *msg, bool skipped)
 {
 	struct bfs_fs *fs = arg;
-	uint64_t h = hash_str(msg);
-	size_t len = strlen(msg);
-	bool seen = false;
 
-	pthread_mutex_lock(&fs->elock);
-	for (size_t i = 0; i < fs->error_lines; i++)
-		if (fs->error_hashes[i] == h) {
-			seen = true;
-			break;
-		}
-	if (!seen) {
-		fs->corrupt++;
-		if (skipped)
-			fs->skipped++;
-		if (fs->error_lines < MAX_ERROR_LINES) {
-			size_t need = fs->errors_len + len + 32;
-			if (need > fs->errors_cap) {
-				size_t nc = fs->errors_cap ? fs->errors_cap * 2 : 4096;
-				while (nc < need)
-					nc *= 2;
-				char *n = realloc(fs->errors, nc);
-				if (n) {
-					fs->errors = n;
-					fs->errors_cap = nc;
-				}
-			}
-			if (need <= fs->errors_cap) {
-				fs->errors_len +=
-					(size_t)snprintf(fs->errors + fs->errors_len,
-							 fs->errors_cap - fs->errors_len, "%s%s\n",
-							 msg, skipped ? " (skipped)" : "");
-				fs->error_hashes[fs->error_lines++] = h;
-			}
-		} else {
-			fs->dropped_lines++;
-		}
-		fprintf(stderr, "batchfs: %s%s\n", msg, skipped ? " (skipped)" : "");
-	}
-	pthread_mutex_unlock(&fs->elock);
+	bfs_errlog_add(fs->errlog, msg, skipped);
 }
 
 /* ------------------------------------------------------------ dynamic */
 
-static char *stats_text(struct bfs_fs *fs, size_t *len)
+/* stats.json's text, padded to `pad` bytes (0: not padded). */
+static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 {
+	struct bfs_stats_snap snap = { 0 };
 	struct bfs_cache_stats st;
-	char *s = NULL;
-	int n;
+	struct bfs_errlog_counts ec;
 
-	char cuda[512] = "", io[2048] = "", dc[512] = "";
-
+	bfs_stats_put_dataset(&snap, fs->ds, bfs_batcher_nbatches(fs->b));
 	bfs_cache_stats(fs->cache, &st);
-	if (fs->dcache) {
-		struct bfs_diskcache_stats d;
-
-		bfs_diskcache_stats(fs->dcache, &d);
-		snprintf(dc, sizeof(dc),
-			 "  \"disk_cache_hits\": %" PRIu64 ",\n  \"disk_cache_misses\": %" PRIu64
-			 ",\n  \"disk_cache_hit_bytes\": %" PRIu64
-			 ",\n  \"disk_cache_bytes\": %" PRIu64
-			 ",\n  \"disk_cache_evictions\": %" PRIu64
-			 ",\n  \"disk_cache_corrupt\": %" PRIu64
-			 ",\n  \"disk_cache_dropped\": %" PRIu64
-			 ",\n  \"disk_cache_used\": %" PRIu64 ",\n  \"disk_cache_limit\": %" PRIu64
-			 ",\n",
-			 d.hits, d.misses, d.hit_bytes, d.bytes, d.evictions, d.corrupt, d.dropped,
-			 d.used, d.limit);
-	}
-	if (fs->fetch) {
-		struct bfs_fetch_stats fst;
-		struct bfs_ioplan_stats pst;
-
-		bfs_fetch_stats(fs->fetch, &fst);
-		bfs_ioplan_stats(fs->ioplan, &pst);
-		snprintf(io, sizeof(io),
-			 "  \"io_backend\": \"%s\",\n  \"io_depth\": %u,\n"
-			 "  \"io_readahead\": %" PRIu64 ",\n  \"io_reads\": %" PRIu64 ",\n"
-			 "  \"io_bytes\": %" PRIu64 ",\n  \"io_inflight\": %" PRIu64 ",\n"
-			 "  \"io_peak_inflight\": %" PRIu64 ",\n  \"io_pending\": %" PRIu64 ",\n"
-			 "  \"io_buffered\": %" PRIu64 ",\n  \"io_peak_buffered\": %" PRIu64 ",\n"
-			 "  \"io_ranges\": %" PRIu64 ",\n  \"io_merged\": %" PRIu64 ",\n"
-			 "  \"io_waits\": %" PRIu64 ",\n  \"io_wait_seconds\": %.6f,\n"
-			 "  \"io_retries\": %" PRIu64 ",\n  \"io_failed\": %" PRIu64 ",\n"
-			 "  \"io_dropped\": %" PRIu64 ",\n  \"io_refused\": %" PRIu64 ",\n"
-			 "  \"io_planned\": %" PRIu64 ",\n  \"io_claimed\": %" PRIu64 ",\n"
-			 "  \"io_unplanned\": %" PRIu64 ",\n  \"io_plans_dropped\": %" PRIu64 ",\n"
-			 "  \"io_groups\": %" PRIu64 ",\n  \"io_streams\": %" PRIu64 ",\n"
-			 "  \"io_local\": %" PRIu64 ",\n  \"io_local_bytes\": %" PRIu64 ",\n",
-			 fst.backend, bfs_fetch_depth(fs->fetch), fs->cfg.readahead, fst.reads,
-			 fst.bytes, fst.inflight, fst.peak_inflight, fst.pending, fst.buffered,
-			 fst.peak_buffered, fst.ranges, fst.merged, fst.waits,
-			 (double)fst.wait_ns / 1e9, fst.retries, fst.failed, fst.dropped,
-			 fst.refused, pst.planned, pst.claimed, pst.unplanned, pst.dropped,
-			 pst.groups, pst.streams, fst.local, fst.local_bytes);
-	}
+	bfs_stats_put_cache(&snap, &st);
+	bfs_errlog_counts(fs->errlog, &ec);
+	bfs_stats_put_errors(&snap, &ec);
+	bfs_stats_put_reads(&snap, &fs->reads);
+	if (fs->io)
+		bfs_iostage_stats(fs->io, &snap);
 	if (fs->cuda) {
 		struct bfs_cudapath_stats cs;
+		struct bfs_cudapool_stats ps;
+
 		bfs_cudapath_stats(fs->cuda, &cs);
-		pthread_mutex_lock(&fs->clock);
-		unsigned busy = 0;
-		for (unsigned i = 0; i < bfs_cudapath_pool(fs->cuda); i++)
-			busy += fs->cuda_busy[i];
-		snprintf(cuda, sizeof(cuda),
-			 "  \"cuda\": {\"device\": %d, \"pool\": %u, \"busy\": %u, "
-			 "\"opens\": %" PRIu64 ", \"waits\": %" PRIu64 ", \"eagain\": %" PRIu64
-			 ", \"errors\": %" PRIu64 ", \"copies\": %" PRIu64
-			 ", \"bytes_copied\": %" PRIu64 ", \"pinned_buffers\": %" PRIu64
-			 ", \"device_bytes\": %" PRIu64 "},\n",
-			 bfs_cudapath_device(fs->cuda), bfs_cudapath_pool(fs->cuda), busy,
-			 fs->cuda_opens, fs->cuda_waits, fs->cuda_eagain, fs->cuda_errors,
-			 cs.copies, cs.bytes, cs.pinned, cs.device_bytes);
-		pthread_mutex_unlock(&fs->clock);
+		bfs_cudapool_stats(fs->cpool, &ps);
+		bfs_stats_put_cuda(&snap, bfs_cudapath_device(fs->cuda), &ps, &cs);
 	}
-	pthread_mutex_lock(&fs->elock);
-	n = asprintf(&s,
-		     "{\n"
-		     "  \"records\": %" PRIu64 ",\n"
-		     "  \"batches_per_epoch\": %" PRIu64 ",\n"
-		     "  \"index_reused\": %s,\n"
-		     "  \"schema_reused\": %s,\n"
-		     "  \"index_bytes\": %" PRIu64 ",\n"
-		     "  \"index_corrupt_records\": %" PRIu64 ",\n"
-		     "  \"reads\": %" PRIu64 ",\n"
-		     "  \"bytes_read\": %" PRIu64 ",\n"
-		     "  \"cache_hits\": %" PRIu64 ",\n"
-		     "  \"cache_misses\": %" PRIu64 ",\n"
-		     "  \"cache_waits\": %" PRIu64 ",\n"
-		     "  \"cache_evictions\": %" PRIu64 ",\n"
-		     "  \"cache_entries\": %" PRIu64 ",\n"
-		     "  \"cache_bytes\": %" PRIu64 ",\n"
-		     "  \"cache_peak_bytes\": %" PRIu64 ",\n"
-		     "  \"cache_budget\": %" PRIu64 ",\n"
-		     "  \"prefetch_issued\": %" PRIu64 ",\n"
-		     "  \"batches_decoded\": %" PRIu64 ",\n"
-		     "  \"chunks_decoded\": %" PRIu64 ",\n"
-		     "  \"decode_seconds\": %.6f,\n"
-		     "  \"decode_errors\": %" PRIu64 ",\n"
-		     "  \"corrupt_records\": %" PRIu64 ",\n"
-		     "  \"skipped_records\": %" PRIu64 ",\n"
-		     "  \"failed_reads\": %" PRIu64 ",\n"
-		     "  \"records_served\": %" PRIu64 ",\n"
-		     "  \"records_decoded\": %" PRIu64 ",\n"
-		     "  \"prefetch_ready\": %" PRIu64 ",\n"
-		     "  \"prefetch_queued\": %" PRIu64 ",\n"
-		     "  \"decoding\": %" PRIu64 ",\n"
-		     "  \"buffers_reused\": %" PRIu64 ",\n"
-		     "%s%s%s"
-		     "  \"uptime_seconds\": %lld\n"
-		     "}\n",
-		     bfs_dataset_nrecords(fs->ds), bfs_batcher_nbatches(fs->b),
-		     bfs_dataset_index_reused(fs->ds) ? "true" : "false",
-		     bfs_dataset_schema_reused(fs->ds) ? "true" : "false",
-		     bfs_dataset_index_bytes(fs->ds), bfs_dataset_bad_records(fs->ds), fs->reads,
-		     fs->bytes_read, st.hits, st.misses, st.waits, st.evictions, st.entries,
-		     st.bytes, st.peak_bytes, st.budget, st.prefetch_issued, st.batches_decoded,
-		     st.chunks_decoded, (double)st.decode_ns / 1e9, st.decode_errors, fs->corrupt,
-		     fs->skipped, fs->failed_reads, (uint64_t)(fs->records_served + 0.5),
-		     st.records_decoded, st.prefetch_ready, st.prefetch_queued, st.decoding,
-		     st.buffers_reused, io, dc, cuda, (long long)(time(NULL) - fs->mount_time));
-	pthread_mutex_unlock(&fs->elock);
-	if (n < 0)
-		return NULL;
-	*len = (size_t)n;
-	return s;
+	snap.v[BFS_STAT_UPTIME_SECONDS].i = (int64_t)(time(NULL) - fs->mount_time);
+	return bfs_stats_json(&snap, pad, len);
 }
 
 static char *errors_text(struct bfs_fs *fs, size_t *len)
 {
-	char *s;
-
-	pthread_mutex_lock(&fs->elock);
-	s = malloc(fs->errors_len + 64);
-	if (s) {
-		memcpy(s, fs->errors ? fs->errors : "", fs->errors_len);
-		*len = fs->errors_len;
-		if (fs->dropped_lines)
-			*len += (size_t)snprintf(s + *len, 64, "... %" PRIu64 " more\n",
-						 fs->dropped_lines);
-	}
-	pthread_mutex_unlock(&fs->elock);
-	return s;
+	return bfs_errlog_text(fs->errlog, len);
 }
 
-/* -------------------------------------------------------- epoch views */
+enum { DYN_STATS, DYN_ERRORS };
 
-static void vref_put(struct bfs_fs *fs, struct vref *r)
+static unsigned dyn_file(const struct bfs_vnode *n)
 {
-	bool last;
-
-	if (!r)
-		return;
-	pthread_mutex_lock(&fs->vlock);
-	last = --r->refs == 0;
-	pthread_mutex_unlock(&fs->vlock);
-	if (last) {
-		bfs_epoch_view_free(r->v);
-		free(r);
-	}
+	return n->type == BFS_V_STATS ? DYN_STATS : DYN_ERRORS;
 }
 
-/* The view of `epoch` (a reference: vref_put it). Computing one costs a
- * pass over the epoch's permutation when a tensor is ragged; without
- * ragged tensors every epoch has the same view, kept once. */
-static int vref_get(struct bfs_fs *fs, uint64_t rank, uint64_t epoch, struct vref **out)
+/* A snapshot's text: stats.json padded to its fixed size (errors.txt only
+ * grows, so an older size is a prefix of it). */
+static char *dyn_text(void *arg, unsigned k, size_t *len)
 {
-	uint64_t key = bfs_batcher_plan(fs->b)->nslots ? epoch : 0;
-	struct vref *r = NULL, *drop = NULL;
-	size_t lru = 0;
-	int rc;
+	struct bfs_fs *fs = arg;
 
-	pthread_mutex_lock(&fs->vlock);
-	for (size_t i = 0; i < NVIEWS; i++)
-		if (fs->views[i].r && fs->views[i].epoch == key && fs->views[i].rank == rank) {
-			r = fs->views[i].r;
-			r->refs++;
-			fs->views[i].used = ++fs->view_tick;
-			break;
-		}
-	pthread_mutex_unlock(&fs->vlock);
-	if (r) {
-		*out = r;
-		return 0;
-	}
-	r = calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	rc = bfs_epoch_view_new(&r->v, fs->rb[rank], key);
-	if (rc) {
-		free(r);
-		return rc;
-	}
-	r->refs = 2; /* the caller's and the table's */
-	pthread_mutex_lock(&fs->vlock);
-	for (size_t i = 0; i < NVIEWS; i++) {
-		if (fs->views[i].r && fs->views[i].epoch == key &&
-		    fs->views[i].rank == rank) { /* made meanwhile */
-			r->refs = 0;
-			drop = r;
-			r = fs->views[i].r;
-			r->refs++;
-			goto done;
-		}
-		if (!fs->views[i].r || fs->views[i].used < fs->views[lru].used)
-			lru = i;
-		if (!fs->views[i].r)
-			break;
-	}
-	if (fs->views[lru].r && --fs->views[lru].r->refs == 0)
-		drop = fs->views[lru].r;
-	fs->views[lru].r = r;
-	fs->views[lru].rank = rank;
-	fs->views[lru].epoch = key;
-	fs->views[lru].used = ++fs->view_tick;
-done:
-	pthread_mutex_unlock(&fs->vlock);
-	if (drop) {
-		bfs_epoch_view_free(drop->v);
-		free(drop);
-	}
-	*out = r;
-	return 0;
-}
-
-struct fh {
-	char *text; /* snapshot of a dynamic file */
-	size_t len;
-	int refs; /* the open file's, plus one per read being replied to */
-};
-
-/* Drop a reference to a snapshot; the last one frees it. A read holds one
- * across its reply: once the kernel has the reply the reader may close the
- * file, and the release may then run before the read handler returns. */
-static void fh_put(struct fh *h)
-{
-	if (h && __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		free(h->text);
-		free(h);
-	}
-}
-
-/* stats.json is padded with spaces to this size, so that its size does not
- * change as its numbers grow: a reader that saw one snapshot's size and
- * reads the next still gets whole JSON. */
-#define STATS_SIZE 4096
-
-/* A new snapshot of stats.json or errors.txt, made the current one; the
- * caller gets a reference. Without OPEN requests (no_open) a dynamic file
- * is read through the page cache: every GETATTR makes a snapshot with a new
- * mtime, and the kernel (auto_inval_data, attributes never cached) drops
- * the cached pages when the mtime moves, so each read(2) sees fresh
- * counters. errors.txt only grows, so an older size is a prefix of it. */
-static struct fh *dyn_refresh(struct bfs_fs *fs, enum bfs_vtype type, uint64_t *gen)
-{
-	struct fh *h = calloc(1, sizeof(*h)), *old;
-	int k = type == BFS_V_STATS ? 0 : 1;
-
-	if (!h)
-		return NULL;
-	h->text = k == 0 ? stats_text(fs, &h->len) : errors_text(fs, &h->len);
-	if (h->text && k == 0 && h->len < STATS_SIZE) {
-		char *t = realloc(h->text, STATS_SIZE);
-		if (t) {
-			memset(t + h->len - 1, ' ', STATS_SIZE - h->len);
-			t[STATS_SIZE - 1] = '\n';
-			h->text = t;
-			h->len = STATS_SIZE;
-		}
-	}
-	if (!h->text) {
-		free(h);
-		return NULL;
-	}
-	h->refs = 2; /* the table's and the caller's */
-	pthread_mutex_lock(&fs->dlock);
-	old = fs->dyn[k];
-	fs->dyn[k] = h;
-	*gen = ++fs->dyn_gen;
-	pthread_mutex_unlock(&fs->dlock);
-	fh_put(old);
-	return h;
-}
-
-/* The current snapshot (a reference), made if there is none. */
-static struct fh *dyn_current(struct bfs_fs *fs, enum bfs_vtype type)
-{
-	int k = type == BFS_V_STATS ? 0 : 1;
-	struct fh *h;
-	uint64_t gen;
-
-	pthread_mutex_lock(&fs->dlock);
-	h = fs->dyn[k];
-	if (h)
-		__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_unlock(&fs->dlock);
-	return h ? h : dyn_refresh(fs, type, &gen);
+	return k == DYN_STATS ? stats_text(fs, BFS_STATS_SIZE, len) : errors_text(fs, len);
 }
 
 /* -------------------------------------------------------------- sizes */
@@ -505,11 +197,11 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 	case BFS_V_STATS:
 	case BFS_V_ERRORS: {
 		uint64_t gen;
-		struct fh *h = dyn_refresh(fs, n->type, &gen);
+		struct bfs_snapshot *h = bfs_snapshot_refresh(fs->dyn, dyn_file(n), &gen);
 		if (!h)
 			return -ENOMEM;
 		*size = h->len;
-		fh_put(h);
+		bfs_snapshot_put(h);
 		if (mtime_ns)
 			*mtime_ns = gen;
 		return 0;
@@ -517,14 +209,14 @@ static int node_size(struct bfs_fs *fs, const struct bfs_vnode *n, uint64_t *siz
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:
 		if (n->all) {
-			struct vref *r;
-			rc = vref_get(fs, n->rank, n->epoch, &r);
+			struct bfs_view_ref *r;
+			rc = bfs_views_get(&r, fs->views, n->rank, n->epoch);
 			if (rc)
 				return rc;
 			g = r->v->geom;
 			*size = n->type == BFS_V_SAFETENSORS ? g->st_size
 							     : bfs_npy_size(&g->g[n->tensor]);
-			vref_put(fs, r);
+			bfs_views_put(fs->views, r);
 			return 0;
 		}
 		rc = get_geom(fs, n->rank, n->epoch, n->batch, &g, &owned);
@@ -591,7 +283,13 @@ static bool is_dynamic(const struct bfs_vnode *n)
 	return n->type == BFS_V_STATS || n->type == BFS_V_ERRORS;
 }
 
-/* ------------------------------------------------------------ handlers */
+/* ------------------------------------------------------------ handlers
+ *
+ * Each request is answered by its op_ function, once, from one place: a
+ * do_ function does the work and returns 0 or a negative errno (and fills
+ * the answer), then the op_ function replies with the answer or the error.
+ * The CUDA path's OPEN is the exception (below).
+ */
 
 static struct bfs_fs *FS(fuse_req_t req)
 {
@@ -620,91 +318,118 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
 }
 
-static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* n's entry: its attributes and how long the kernel may keep them. */
+static int fill_entry(struct bfs_fs *fs, const struct bfs_vnode *n, struct fuse_entry_param *e)
 {
-	struct bfs_fs *fs = FS(req);
-	struct fuse_entry_param e;
+	int rc = fill_attr(fs, n, &e->attr);
+
+	if (rc)
+		return rc;
+	e->ino = n->ino;
+	e->generation = 1;
+	e->attr_timeout = is_dynamic(n) ? 0 : LONG_TIMEOUT;
+	e->entry_timeout = LONG_TIMEOUT;
+	return 0;
+}
+
+static int do_lookup(struct bfs_fs *fs, fuse_ino_t parent, const char *name,
+		     struct fuse_entry_param *e)
+{
 	struct bfs_vnode dir, n;
 	int rc = bfs_vfs_get(fs->vfs, parent, &dir);
 
+	memset(e, 0, sizeof(*e));
 	if (!rc)
 		rc = bfs_vfs_lookup(fs->vfs, &dir, name, &n);
-	memset(&e, 0, sizeof(e));
 	if (!rc)
-		rc = fill_attr(fs, &n, &e.attr);
-	if (rc) {
-		if (rc == -ENOENT) { /* cache the negative answer too: names never appear */
-			e.ino = 0;
-			e.entry_timeout = LONG_TIMEOUT;
-			fuse_reply_entry(req, &e);
-			return;
-		}
-		fuse_reply_err(req, -rc);
-		return;
+		rc = fill_entry(fs, &n, e);
+	if (rc == -ENOENT) { /* cache the negative answer too: names never appear */
+		e->ino = 0;
+		e->entry_timeout = LONG_TIMEOUT;
+		return 0;
 	}
-	e.ino = n.ino;
-	e.generation = 1;
-	e.attr_timeout = is_dynamic(&n) ? 0 : LONG_TIMEOUT;
-	e.entry_timeout = LONG_TIMEOUT;
-	fuse_reply_entry(req, &e);
+	return rc;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int rc = do_lookup(FS(req), parent, name, &e);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static int do_getattr(struct bfs_fs *fs, fuse_ino_t ino, struct stat *st, double *timeout)
+{
+	struct bfs_vnode n;
+	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+
+	if (!rc)
+		rc = fill_attr(fs, &n, st);
+	if (!rc)
+		*timeout = is_dynamic(&n) ? 0 : LONG_TIMEOUT;
+	return rc;
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct bfs_fs *fs = FS(req);
-	struct bfs_vnode n;
 	struct stat st;
-	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+	double timeout = 0;
+	int rc = do_getattr(FS(req), ino, &st, &timeout);
 
 	(void)fi;
-	if (!rc)
-		rc = fill_attr(fs, &n, &st);
-	if (rc) {
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	fuse_reply_attr(req, &st, is_dynamic(&n) ? 0 : LONG_TIMEOUT);
+	else
+		fuse_reply_attr(req, &st, timeout);
+}
+
+static int do_opendir(struct bfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct bfs_vnode n;
+	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+
+	if (rc)
+		return rc;
+	if (!bfs_vnode_is_dir(&n))
+		return -ENOTDIR;
+	if (fs->no_opendir)
+		return -ENOSYS; /* the kernel then caches listings itself (FOPEN_CACHE_DIR) */
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	return 0;
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct bfs_fs *fs = FS(req);
-	struct bfs_vnode n;
-	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+	int rc = do_opendir(FS(req), ino, fi);
 
-	if (!rc && !bfs_vnode_is_dir(&n))
-		rc = -ENOTDIR;
-	if (!rc && fs->no_opendir)
-		rc = -ENOSYS; /* the kernel then caches listings itself (FOPEN_CACHE_DIR) */
-	if (rc) {
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	fi->cache_readdir = 1;
-	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	else
+		fuse_reply_open(req, fi);
 }
 
 /* READDIR, and READDIRPLUS (plus): each entry with its attributes and a
  * lookup reference, so that a reader who lists a batch folder and then opens
- * its files costs no LOOKUP round trip per file. */
-static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+ * its files costs no LOOKUP round trip per file. The entries of ino from
+ * offset off, at most size bytes of them, into *buf (malloc'd), *used bytes
+ * (req only formats them). */
+static int do_readdir(struct bfs_fs *fs, fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		      bool plus, char **buf, size_t *used)
 {
-	struct bfs_fs *fs = FS(req);
 	struct bfs_vnode dir, n;
-	char *buf;
-	size_t used = 0;
 	int rc = bfs_vfs_get(fs->vfs, ino, &dir);
 
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
+	if (rc)
+		return rc;
+	*buf = malloc(size);
+	if (!*buf)
+		return -ENOMEM;
+	*used = 0;
 	/* offsets: 0 ".", 1 "..", 2+i child i */
 	for (uint64_t i = (uint64_t)off;; i++) {
 		char name[512];
@@ -727,22 +452,30 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, boo
 			e.attr.st_mode = bfs_vnode_is_dir(&n) ? S_IFDIR : S_IFREG;
 			/* an entry whose attributes fail is listed without them: its
 			 * LOOKUP then reports the error */
-			if (plus && fill_attr(fs, &n, &e.attr) == 0) {
-				e.ino = n.ino;
-				e.generation = 1;
-				e.attr_timeout = is_dynamic(&n) ? 0 : LONG_TIMEOUT;
-				e.entry_timeout = LONG_TIMEOUT;
-			}
+			if (plus)
+				(void)fill_entry(fs, &n, &e);
 		}
-		ent = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+		ent = plus ? fuse_add_direntry_plus(req, *buf + *used, size - *used, name, &e,
 						    (off_t)(i + 1))
-			   : fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
+			   : fuse_add_direntry(req, *buf + *used, size - *used, name, &e.attr,
 					       (off_t)(i + 1));
-		if (ent > size - used)
+		if (ent > size - *used)
 			break;
-		used += ent;
+		*used += ent;
 	}
-	fuse_reply_buf(req, buf, used);
+	return 0;
+}
+
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	char *buf = NULL;
+	size_t used = 0;
+	int rc = do_readdir(FS(req), req, ino, size, off, plus, &buf, &used);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, used);
 	free(buf);
 }
 
@@ -750,41 +483,58 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
 	(void)fi;
-	read_dir(req, ino, size, off, false);
+	list_dir(req, ino, size, off, false);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi)
 {
 	(void)fi;
-	read_dir(req, ino, size, off, true);
+	list_dir(req, ino, size, off, true);
 }
 
-/* ------------------------------------------------------------ the CUDA path */
-
-static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off, size_t size);
-static void fail_read(struct bfs_fs *fs, fuse_req_t req, int rc);
+/* ------------------------------------------------------------ the CUDA path
+ *
+ * An OPEN of batch-B.cuda is answered on a path of its own: with the pool
+ * of device buffers taken, it waits without holding a thread, and is
+ * answered later from the thread that gives a buffer back (cuda_put_slot),
+ * or from the interrupt callback when its opener gives up.
+ */
 
 static void cuda_fail(struct bfs_fs *fs, const char *what, uint64_t e, uint64_t b, const char *msg)
 {
 	char line[600];
 
-	pthread_mutex_lock(&fs->clock);
-	fs->cuda_errors++;
-	pthread_mutex_unlock(&fs->clock);
+	bfs_cudapool_failed(fs->cpool);
 	snprintf(line, sizeof(line),
 		 "epoch-%04" PRIu64 "/batch-%06" PRIu64 "/batch-%06" PRIu64 ".cuda: %s: %s", e, b,
 		 b, what, msg);
 	bfs_fs_report(fs, line, false);
 }
 
+/* A descriptor's buffer goes back to the pool once its copy is over (a
+ * failed wait is reported as `what`, NULL: not reported). */
 static void cuda_put_slot(struct bfs_fs *fs, unsigned slot);
 
-/* Copy (epoch e, batch b) into pool buffer `slot` (ours) and answer the
- * OPEN: the copy runs on the buffer's stream while the reply goes out. On
- * failure the buffer goes back to the pool. */
-static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e, uint64_t b,
-		       struct fuse_file_info *fi, unsigned slot)
+static void cfh_free(struct bfs_fs *fs, struct cfh *h, const char *what)
+{
+	char err[400];
+
+	/* the copy must be over before its source and buffer are reused */
+	if (bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err)) != 0 && what)
+		cuda_fail(fs, what, h->e->epoch, h->e->batch, err);
+	bfs_cache_put(fs->cache, h->e);
+	pthread_mutex_destroy(&h->m);
+	free(h->json);
+	cuda_put_slot(fs, h->slot);
+	free(h);
+}
+
+/* Copy (rank r, epoch e, batch b) into pool buffer `slot` (ours): the copy
+ * runs on the buffer's stream while the OPEN is answered. On failure the
+ * buffer goes back to the pool. */
+static int do_cuda_open(struct bfs_fs *fs, uint64_t r, uint64_t e, uint64_t b, unsigned slot,
+			struct cfh **out)
 {
 	struct cfh *h = calloc(1, sizeof(*h));
 	char hex[BFS_CUDA_HANDLE_HEX + 1], err[400];
@@ -817,80 +567,62 @@ static void cuda_start(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e
 			bfs_cache_put(fs->cache, h->e);
 		free(h);
 		cuda_put_slot(fs, slot);
-		fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : rc == -ENOENT ? ENOENT : EIO);
-		return;
+		return rc == -ENOMEM || rc == -ENOENT ? rc : -EIO;
 	}
 	h->slot = slot;
 	h->refs = 1;
 	pthread_mutex_init(&h->m, NULL);
-	pthread_mutex_lock(&fs->clock);
-	fs->cuda_opens++;
-	pthread_mutex_unlock(&fs->clock);
+	bfs_cudapool_opened(fs->cpool);
+	*out = h;
+	return 0;
+}
+
+/* The answer to an OPEN of batch-B.cuda that holds buffer `slot`. */
+static void cuda_answer(struct bfs_fs *fs, fuse_req_t req, uint64_t r, uint64_t e, uint64_t b,
+			struct fuse_file_info *fi, unsigned slot)
+{
+	struct cfh *h = NULL;
+	int rc = do_cuda_open(fs, r, e, b, slot, &h);
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->direct_io = 1; /* every read comes here: it waits for the copy */
 	fi->keep_cache = 0;
-	if (fuse_reply_open(req, fi) != 0) { /* the opener is gone: no RELEASE will come */
-		bfs_cudapath_wait(fs->cuda, slot, err, sizeof(err));
-		bfs_cache_put(fs->cache, h->e);
-		pthread_mutex_destroy(&h->m);
-		free(h->json);
-		free(h);
-		cuda_put_slot(fs, slot);
-	}
+	if (fuse_reply_open(req, fi) != 0) /* the opener is gone: no RELEASE will come */
+		cfh_free(fs, h, NULL);
 }
 
 /* A buffer comes back: to the first waiting OPEN, else to the pool. */
 static void cuda_put_slot(struct bfs_fs *fs, unsigned slot)
 {
-	struct cwait *w;
+	struct bfs_cudapool_waiter *w = bfs_cudapool_put(fs->cpool, slot);
 
-	pthread_mutex_lock(&fs->clock);
-	w = fs->wait_head;
 	if (w) {
-		fs->wait_head = w->next;
-		if (!fs->wait_head)
-			fs->wait_tail = NULL;
-	} else {
-		fs->cuda_busy[slot] = false;
-	}
-	pthread_mutex_unlock(&fs->clock);
-	if (w) {
-		cuda_start(fs, w->req, w->rank, w->epoch, w->batch, &w->fi, slot);
-		free(w);
-	}
-}
+		struct cwait *c = cwait_of(w);
 
-/* Lock held: a free buffer, or -1. */
-static int cuda_take_slot(struct bfs_fs *fs)
-{
-	for (unsigned i = 0; i < bfs_cudapath_pool(fs->cuda); i++)
-		if (!fs->cuda_busy[i]) {
-			fs->cuda_busy[i] = true;
-			return (int)i;
-		}
-	return -1;
+		cuda_answer(fs, c->req, c->rank, c->epoch, c->batch, &c->fi, slot);
+		free(c);
+	}
 }
 
 /* The opener of a waiting OPEN got a signal: it gives up (EINTR). */
 static void cuda_interrupted(fuse_req_t req, void *data)
 {
 	struct bfs_fs *fs = data;
-	struct cwait *w = NULL;
+	struct bfs_cudapool_waiter *w = bfs_cudapool_cancel(fs->cpool, req);
 
-	pthread_mutex_lock(&fs->clock);
-	for (struct cwait **pp = &fs->wait_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next)
-		if ((*pp)->req == req) {
-			w = *pp;
-			*pp = w->next;
-			if (fs->wait_tail == w)
-				fs->wait_tail = prev;
-			break;
-		}
-	pthread_mutex_unlock(&fs->clock);
 	if (w) {
 		fuse_reply_err(req, EINTR);
-		free(w);
+		free(cwait_of(w));
 	}
+}
+
+static bool req_gone(const void *tag)
+{
+	return fuse_req_interrupted((fuse_req_t)(uintptr_t)tag);
 }
 
 /* OPEN of batch-B.cuda: take a pool buffer, or wait for one without holding
@@ -899,48 +631,29 @@ static void cuda_interrupted(fuse_req_t req, void *data)
 static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode *n,
 		      struct fuse_file_info *fi)
 {
-	struct cwait *w = calloc(1, sizeof(*w));
+	struct cwait *c = calloc(1, sizeof(*c));
 	int slot;
 
-	if (!w) {
+	if (!c) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	w->req = req;
-	w->rank = n->rank;
-	w->epoch = n->epoch;
-	w->batch = n->batch;
-	w->fi = *fi;
+	c->w.tag = req;
+	c->req = req;
+	c->rank = n->rank;
+	c->epoch = n->epoch;
+	c->batch = n->batch;
+	c->fi = *fi;
 	if (!(fi->flags & O_NONBLOCK))
 		fuse_req_interrupt_func(req, cuda_interrupted, fs);
-	pthread_mutex_lock(&fs->clock);
-	slot = cuda_take_slot(fs);
-	if (slot < 0) {
-		if (fi->flags & O_NONBLOCK) {
-			fs->cuda_eagain++;
-			pthread_mutex_unlock(&fs->clock);
-			free(w);
-			fuse_reply_err(req, EAGAIN);
-			return;
-		}
-		if (fuse_req_interrupted(req)) {
-			pthread_mutex_unlock(&fs->clock);
-			free(w);
-			fuse_reply_err(req, EINTR);
-			return;
-		}
-		fs->cuda_waits++;
-		if (fs->wait_tail)
-			fs->wait_tail->next = w;
-		else
-			fs->wait_head = w;
-		fs->wait_tail = w;
-		pthread_mutex_unlock(&fs->clock);
+	slot = bfs_cudapool_take(fs->cpool, &c->w, fi->flags & O_NONBLOCK, req_gone);
+	if (slot == -EINPROGRESS) /* queued: c belongs to the pool's queue now */
 		return;
-	}
-	pthread_mutex_unlock(&fs->clock);
-	free(w);
-	cuda_start(fs, req, n->rank, n->epoch, n->batch, fi, (unsigned)slot);
+	free(c);
+	if (slot < 0)
+		fuse_reply_err(req, -slot);
+	else
+		cuda_answer(fs, req, n->rank, n->epoch, n->batch, fi, (unsigned)slot);
 }
 
 /* Drop a reference to an open descriptor; the last one (after the RELEASE
@@ -948,179 +661,149 @@ static void cuda_open(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode 
  * reply is still being written) gives its buffer back. */
 static void cfh_put(struct bfs_fs *fs, struct cfh *h)
 {
-	char err[400];
-
-	if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) != 0)
-		return;
-	/* the copy must be over before its source and buffer are reused */
-	if (bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err)) != 0)
-		cuda_fail(fs, "close", h->e->epoch, h->e->batch, err);
-	bfs_cache_put(fs->cache, h->e);
-	cuda_put_slot(fs, h->slot);
-	pthread_mutex_destroy(&h->m);
-	free(h->json);
-	free(h);
+	if (h && __atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		cfh_free(fs, h, "close");
 }
 
-static void cuda_read(struct bfs_fs *fs, fuse_req_t req, struct cfh *h, size_t size, off_t off)
-{
-	char err[400];
+/* ------------------------------------------------------------ open, release */
 
-	if (!h) {
-		fuse_reply_err(req, EIO);
-		return;
-	}
-	__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_lock(&h->m);
-	if (!h->waited) {
-		h->err = bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err));
-		h->waited = true;
-		if (h->err)
-			cuda_fail(fs, "read", h->e->epoch, h->e->batch, err);
-	}
-	pthread_mutex_unlock(&h->m);
-	if (h->err)
-		fail_read(fs, req, h->err);
-	else
-		reply_slice(req, h->json, h->len, off, size);
-	cfh_put(fs, h);
-}
-
-static void cuda_release(struct bfs_fs *fs, fuse_req_t req, struct cfh *h)
+/* OPEN of anything but batch-B.cuda (*n says which it was). */
+static int do_open(struct bfs_fs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		   struct bfs_vnode *n)
 {
-	fuse_reply_err(req, 0);
-	if (h)
-		cfh_put(fs, h);
+	int rc = bfs_vfs_get(fs->vfs, ino, n);
+
+	if (rc)
+		return rc;
+	if (bfs_vnode_is_dir(n))
+		return -EISDIR;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		return -EROFS;
+	if (n->type == BFS_V_CUDA)
+		return 0; /* cuda_open answers it */
+	if (fs->no_open) /* the kernel opens every file without asking from now on */
+		return -ENOSYS;
+	if (is_dynamic(n)) { /* opened with an OPEN request: a snapshot of its own */
+		size_t len = 0;
+		char *text =
+			n->type == BFS_V_STATS ? stats_text(fs, 0, &len) : errors_text(fs, &len);
+		struct bfs_snapshot *h = text ? bfs_snapshot_new(text, len) : NULL;
+
+		if (!h)
+			return -ENOMEM;
+		fi->fh = (uint64_t)(uintptr_t)h;
+		fi->direct_io = 1;
+	} else {
+		fi->keep_cache = 1;
+	}
+	return 0;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct bfs_fs *fs = FS(req);
 	struct bfs_vnode n;
-	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+	int rc = do_open(fs, ino, fi, &n);
 
-	if (rc) {
+	if (!rc && n.type == BFS_V_CUDA)
+		cuda_open(fs, req, &n, fi); /* answered on the CUDA path's own */
+	else if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	if (bfs_vnode_is_dir(&n)) {
-		fuse_reply_err(req, EISDIR);
-		return;
-	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		fuse_reply_err(req, EROFS);
-		return;
-	}
-	if (n.type == BFS_V_CUDA) {
-		cuda_open(fs, req, &n, fi);
-		return;
-	}
-	if (fs->no_open) { /* the kernel opens every file without asking from now on */
-		fuse_reply_err(req, ENOSYS);
-		return;
-	}
-	if (is_dynamic(&n)) {
-		struct fh *h = calloc(1, sizeof(*h));
-		if (h)
-			h->text = n.type == BFS_V_STATS ? stats_text(fs, &h->len)
-							: errors_text(fs, &h->len);
-		if (!h || !h->text) {
-			free(h);
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		h->refs = 1;
-		fi->fh = (uint64_t)(uintptr_t)h;
-		fi->direct_io = 1;
-	} else {
-		fi->keep_cache = 1;
-	}
-	fuse_reply_open(req, fi);
+	else
+		fuse_reply_open(req, fi);
+}
+
+/* A file closed: its snapshot, or its descriptor's reference, goes. */
+static void do_release(struct bfs_fs *fs, fuse_ino_t ino, uint64_t fh)
+{
+	struct bfs_vnode n;
+
+	if (bfs_vfs_get(fs->vfs, ino, &n) == 0 && n.type == BFS_V_CUDA)
+		cfh_put(fs, (struct cfh *)(uintptr_t)fh);
+	else
+		bfs_snapshot_put((struct bfs_snapshot *)(uintptr_t)fh);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	struct bfs_vnode n;
+	struct bfs_fs *fs = FS(req);
+	uint64_t fh = fi->fh;
 
-	if (bfs_vfs_get(FS(req)->vfs, ino, &n) == 0 && n.type == BFS_V_CUDA) {
-		cuda_release(FS(req), req, (struct cfh *)(uintptr_t)fi->fh);
-		return;
-	}
-	fh_put(h);
+	/* answered first: the last reference to a descriptor waits for its copy */
 	fuse_reply_err(req, 0);
+	do_release(fs, ino, fh);
 }
 
-static void reply_slice(fuse_req_t req, const char *data, size_t len, off_t off, size_t size)
-{
-	if ((uint64_t)off >= len) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (size > len - (size_t)off)
-		size = len - (size_t)off;
-	fuse_reply_buf(req, data + off, size);
-}
+/* ------------------------------------------------------------------ read */
 
-/* The records' worth of tensor data in bytes [pos, end) of a file whose
- * data (after hlen bytes of header) is part of a unit (batch, or epoch
- * view) of geometry g: the bytes of tensor data read, over the unit's bytes
- * of tensor data per record. So reading every .npy of a batch, or its
- * .safetensors, counts its records once; a header counts nothing. */
-static double served_rows(const struct bfs_geom *g, uint64_t hlen, uint64_t pos, uint64_t end)
-{
-	uint64_t total = g->st_size - g->st_hlen;
-	uint64_t a = pos > hlen ? pos : hlen;
-
-	if (end <= a || total == 0)
-		return 0;
-	return (double)(end - a) * (double)g->batch / (double)total;
-}
-
-/* A read of a batch or view file answered: its bytes and the counters. */
-static void count_read(struct bfs_fs *fs, uint64_t bytes, double records)
-{
-	pthread_mutex_lock(&fs->elock);
-	fs->reads++;
-	fs->bytes_read += bytes;
-	fs->records_served += records;
-	pthread_mutex_unlock(&fs->elock);
-}
-
-/* A read of a batch or view file failed (rc < 0): EIO, or ENOMEM. */
-static void fail_read(struct bfs_fs *fs, fuse_req_t req, int rc)
-{
-	pthread_mutex_lock(&fs->elock);
-	fs->failed_reads++;
-	pthread_mutex_unlock(&fs->elock);
-	fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-}
-
-/* A bufvec of up to two memory pieces (npy header + data). */
-struct bufvec2 {
-	struct fuse_bufvec v;
+/* The answer to a READ: up to two pieces of memory (a .npy header built
+ * for the read, then data), and what they borrow, released once the reply
+ * is written. */
+struct read_reply {
+	struct fuse_bufvec v; /* v.buf[0], then `extra` as v.buf[1] */
 	struct fuse_buf extra;
+	bool splice; /* the cache's buffer: fuse_reply_data may splice it */
+	char hdr[1024]; /* a .npy header */
+	struct bfs_cache_entry *entry;
+	struct bfs_snapshot *snap;
+	struct cfh *cuda;
+	uint8_t *owned;
 };
 
-static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode *n,
-			    size_t size, off_t off)
+static void read_reply_init(struct read_reply *r)
 {
-	struct bfs_cache_entry *e = NULL;
-	struct bufvec2 bv;
-	char hdr[1024];
+	memset(r, 0, sizeof(*r));
+	r->v.count = 1;
+	r->v.buf[0].fd = -1;
+	r->extra.fd = -1;
+}
+
+/* Bytes [off, off + size) of data[0, len), as the reply's one piece. */
+static void read_slice(struct read_reply *r, const void *data, size_t len, off_t off, size_t size)
+{
+	if ((uint64_t)off >= len)
+		return;
+	if (size > len - (size_t)off)
+		size = len - (size_t)off;
+	r->v.buf[0].mem = (char *)data + off;
+	r->v.buf[0].size = size;
+}
+
+static void read_done(struct bfs_fs *fs, struct read_reply *r)
+{
+	if (r->entry)
+		bfs_cache_put(fs->cache, r->entry);
+	bfs_snapshot_put(r->snap);
+	cfh_put(fs, r->cuda);
+	free(r->owned);
+}
+
+/* A read of a batch or view file failed (rc < 0): counted; EIO, or ENOMEM. */
+static int read_failed(struct bfs_fs *fs, int rc)
+{
+	bfs_stats_read_failed(&fs->reads);
+	return rc == -ENOMEM ? -ENOMEM : -EIO;
+}
+
+/* batch-B.safetensors, or a .npy of batch-B/: straight from the cache
+ * entry's buffer (held until the reply is written), a .npy's header built
+ * here; no copy. */
+static int read_batch_file(struct bfs_fs *fs, const struct bfs_vnode *n, size_t size, off_t off,
+			   struct read_reply *r)
+{
 	const struct bfs_tensor_geom *g;
 	uint64_t fsize, hlen, rows_hlen, pos = (uint64_t)off;
+	struct bfs_cache_entry *e = NULL;
+	struct fuse_buf *b = r->v.buf;
 	const uint8_t *data;
 	double rows;
+	size_t left;
 	int rc;
 
 	rc = bfs_cache_get(&e, fs->cache, n->rank, n->epoch, n->batch);
-	if (rc) {
-		fail_read(fs, req, rc);
-		return;
-	}
-	memset(&bv, 0, sizeof(bv));
-	bv.v.count = 0;
+	if (rc)
+		return read_failed(fs, rc);
+	r->entry = e;
 	if (n->type == BFS_V_SAFETENSORS) {
 		fsize = e->geom->st_size;
 		hlen = 0;
@@ -1134,37 +817,34 @@ static void read_batch_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_
 		data = e->buf + g->offset;
 		rows_hlen = hlen;
 	}
-	if (pos >= fsize) {
-		bfs_cache_put(fs->cache, e);
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
+	if (pos >= fsize)
+		return 0;
 	if (size > fsize - pos)
 		size = (size_t)(fsize - pos);
-	rows = served_rows(e->geom, rows_hlen, pos, pos + size);
-	struct fuse_buf *b = bv.v.buf;
-	size_t left = size;
+	rows = bfs_stats_rows(e->geom, rows_hlen, pos, pos + size);
+	r->splice = true;
+	r->v.count = 0;
+	left = size;
 	if (pos < hlen) {
 		size_t k = (size_t)(hlen - pos) < left ? (size_t)(hlen - pos) : left;
-		bfs_npy_header(hdr, sizeof(hdr), bfs_batcher_plan(fs->b)->t[n->tensor].dtype,
+		bfs_npy_header(r->hdr, sizeof(r->hdr), bfs_batcher_plan(fs->b)->t[n->tensor].dtype,
 			       g->ndim, g->shape);
-		b->mem = hdr + pos;
+		b->mem = r->hdr + pos;
 		b->size = k;
-		bv.v.count++;
-		b = &bv.extra;
+		r->v.count++;
+		b = &r->extra;
 		left -= k;
 		pos = hlen;
 	}
 	if (left) {
 		b->mem = (void *)(data + (pos - hlen));
 		b->size = left;
-		bv.v.count++;
+		r->v.count++;
 	}
 	/* counted before the reply: a reader that reads stats.json after its
 	 * read returned sees the read in it */
-	count_read(fs, size, rows);
-	fuse_reply_data(req, &bv.v, FUSE_BUF_SPLICE_MOVE);
-	bfs_cache_put(fs->cache, e);
+	bfs_stats_read(&fs->reads, size, rows);
+	return 0;
 }
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
@@ -1198,20 +878,20 @@ static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, 
 }
 
 /* A read of all/F.npy or all.safetensors: assembled from chunks into one
- * reply buffer (offsets must be shifted, so no zero-copy here). */
-static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_vnode *n,
-			   size_t size, off_t off)
+ * buffer (offsets must be shifted, so no zero-copy here). */
+static int read_view_file(struct bfs_fs *fs, const struct bfs_vnode *n, size_t size, off_t off,
+			  struct read_reply *r)
 {
 	uint64_t pos = (uint64_t)off, end, fsize, hlen;
 	const struct bfs_geom *g;
-	struct vref *r = NULL;
-	uint8_t *buf = NULL;
-	char hdr[1024];
-	int rc = vref_get(fs, n->rank, n->epoch, &r);
+	struct bfs_view_ref *vr = NULL;
+	uint8_t *buf;
+	double rows;
+	int rc = bfs_views_get(&vr, fs->views, n->rank, n->epoch);
 
 	if (rc)
-		goto fail;
-	g = r->v->geom;
+		return read_failed(fs, rc);
+	g = vr->v->geom;
 	if (n->type == BFS_V_SAFETENSORS) {
 		fsize = g->st_size;
 		hlen = g->st_hlen;
@@ -1220,15 +900,14 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 		hlen = g->g[n->tensor].npy_hlen;
 	}
 	if (pos >= fsize) {
-		vref_put(fs, r);
-		fuse_reply_buf(req, NULL, 0);
-		return;
+		bfs_views_put(fs->views, vr);
+		return 0;
 	}
 	end = pos + size < fsize ? pos + size : fsize;
-	buf = malloc(end - pos);
+	buf = r->owned = malloc(end - pos);
 	if (!buf) {
-		rc = -ENOMEM;
-		goto fail;
+		bfs_views_put(fs->views, vr);
+		return read_failed(fs, -ENOMEM);
 	}
 	if (pos < hlen) { /* the header */
 		uint64_t k = (end < hlen ? end : hlen) - pos;
@@ -1236,15 +915,15 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 			memcpy(buf, g->st_header + pos, k);
 		} else {
 			const struct bfs_tensor_geom *tg = &g->g[n->tensor];
-			bfs_npy_header(hdr, sizeof(hdr),
+			bfs_npy_header(r->hdr, sizeof(r->hdr),
 				       bfs_batcher_plan(fs->b)->t[n->tensor].dtype, tg->ndim,
 				       tg->shape);
-			memcpy(buf, hdr + pos, k);
+			memcpy(buf, r->hdr + pos, k);
 		}
 	}
 	if (n->type == BFS_V_NPY && end > hlen) {
 		uint64_t a = pos > hlen ? pos : hlen;
-		rc = view_tensor_bytes(fs, r->v, n->rank, n->epoch, (size_t)n->tensor, a - hlen,
+		rc = view_tensor_bytes(fs, vr->v, n->rank, n->epoch, (size_t)n->tensor, a - hlen,
 				       end - hlen, buf + (a - pos));
 	} else if (n->type == BFS_V_SAFETENSORS) {
 		/* the tensors lie end to end after the header, in plan order */
@@ -1252,84 +931,126 @@ static void read_view_file(struct bfs_fs *fs, fuse_req_t req, const struct bfs_v
 			uint64_t ts = g->g[t].offset, te = ts + g->g[t].nbytes;
 			uint64_t a = pos > ts ? pos : ts, b = end < te ? end : te;
 			if (a < b)
-				rc = view_tensor_bytes(fs, r->v, n->rank, n->epoch, t, a - ts,
+				rc = view_tensor_bytes(fs, vr->v, n->rank, n->epoch, t, a - ts,
 						       b - ts, buf + (a - pos));
 		}
 	}
+	rows = rc ? 0 : bfs_stats_rows(g, hlen, pos, end);
+	bfs_views_put(fs->views, vr);
 	if (rc)
-		goto fail;
-	double rows = served_rows(g, hlen, pos, end);
-	vref_put(fs, r);
-	count_read(fs, end - pos, rows); /* before the reply, as above */
-	fuse_reply_buf(req, (const char *)buf, end - pos);
-	free(buf);
-	return;
-fail:
-	vref_put(fs, r);
-	free(buf);
-	fail_read(fs, req, rc);
+		return read_failed(fs, rc);
+	bfs_stats_read(&fs->reads, end - pos, rows); /* before the reply, as above */
+	r->v.buf[0].mem = buf;
+	r->v.buf[0].size = end - pos;
+	return 0;
+}
+
+/* A read of batch-B.cuda: its JSON once the copy is complete. */
+static int read_cuda_file(struct bfs_fs *fs, struct cfh *h, size_t size, off_t off,
+			  struct read_reply *r)
+{
+	char err[400];
+
+	if (!h)
+		return -EIO;
+	__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+	r->cuda = h;
+	pthread_mutex_lock(&h->m);
+	if (!h->waited) {
+		h->err = bfs_cudapath_wait(fs->cuda, h->slot, err, sizeof(err));
+		h->waited = true;
+		if (h->err)
+			cuda_fail(fs, "read", h->e->epoch, h->e->batch, err);
+	}
+	pthread_mutex_unlock(&h->m);
+	if (h->err)
+		return read_failed(fs, h->err);
+	read_slice(r, h->json, h->len, off, size);
+	return 0;
+}
+
+static int do_read(struct bfs_fs *fs, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi, struct read_reply *r)
+{
+	struct bfs_vnode n;
+	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+
+	if (rc)
+		return rc;
+	switch (n.type) {
+	case BFS_V_README:
+		read_slice(r, fs->readme, fs->readme_len, off, size);
+		return 0;
+	case BFS_V_SCHEMA:
+		read_slice(r, fs->schema_json, fs->schema_len, off, size);
+		return 0;
+	case BFS_V_STATS:
+	case BFS_V_ERRORS:
+		r->snap = (struct bfs_snapshot *)(uintptr_t)fi->fh;
+		if (r->snap) /* opened with an OPEN request: its own snapshot */
+			bfs_snapshot_get(r->snap);
+		else
+			r->snap = bfs_snapshot_current(fs->dyn, dyn_file(&n));
+		if (!r->snap)
+			return -ENOMEM;
+		read_slice(r, r->snap->text, r->snap->len, off, size);
+		return 0;
+	case BFS_V_SAFETENSORS:
+	case BFS_V_NPY:
+		if (n.all)
+			return read_view_file(fs, &n, size, off, r);
+		return read_batch_file(fs, &n, size, off, r);
+	case BFS_V_CUDA:
+		return read_cuda_file(fs, (struct cfh *)(uintptr_t)fi->fh, size, off, r);
+	default:
+		return -EISDIR;
+	}
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct bfs_fs *fs = FS(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	struct bfs_vnode n;
-	int rc = bfs_vfs_get(fs->vfs, ino, &n);
+	struct read_reply r;
+	int rc;
 
-	if (rc) {
+	read_reply_init(&r);
+	rc = do_read(fs, ino, size, off, fi, &r);
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	switch (n.type) {
-	case BFS_V_README:
-		reply_slice(req, fs->readme, fs->readme_len, off, size);
-		return;
-	case BFS_V_SCHEMA:
-		reply_slice(req, fs->schema_json, fs->schema_len, off, size);
-		return;
-	case BFS_V_STATS:
-	case BFS_V_ERRORS:
-		if (h) /* opened with an OPEN request: its own snapshot */
-			__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
-		else
-			h = dyn_current(fs, n.type);
-		if (!h) {
-			fuse_reply_err(req, ENOMEM);
-			return;
-		}
-		reply_slice(req, h->text, h->len, off, size);
-		fh_put(h);
-		return;
-	case BFS_V_SAFETENSORS:
-	case BFS_V_NPY:
-		if (n.all)
-			read_view_file(fs, req, &n, size, off);
-		else
-			read_batch_file(fs, req, &n, size, off);
-		return;
-	case BFS_V_CUDA:
-		cuda_read(fs, req, (struct cfh *)(uintptr_t)fi->fh, size, off);
-		return;
-	default:
-		fuse_reply_err(req, EISDIR);
-	}
+	else if (r.splice)
+		fuse_reply_data(req, &r.v, FUSE_BUF_SPLICE_MOVE);
+	else
+		fuse_reply_buf(req, r.v.buf[0].mem, r.v.buf[0].size);
+	/* what the reply borrowed is released once it is written */
+	read_done(fs, &r);
+}
+
+/* ------------------------------------------------------------ the rest */
+
+static int do_statfs(struct statvfs *sv)
+{
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = READ_CHUNK;
+	sv->f_frsize = 512;
+	sv->f_namemax = 255;
+	sv->f_flag = ST_RDONLY;
+	return 0;
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
+	int rc = do_statfs(&sv);
 
 	(void)ino;
-	memset(&sv, 0, sizeof(sv));
-	sv.f_bsize = READ_CHUNK;
-	sv.f_frsize = 512;
-	sv.f_namemax = 255;
-	sv.f_flag = ST_RDONLY;
-	fuse_reply_statfs(req, &sv);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_statfs(req, &sv);
 }
 
+/* Every change to the tree is refused: the mount is read-only. */
 static void op_rofs_entry(fuse_req_t req)
 {
 	fuse_reply_err(req, EROFS);
@@ -1405,7 +1126,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t i, const char *n)
 	op_rofs_entry(req);
 }
 
-static const struct fuse_lowlevel_ops ops = {
+static const struct fuse_lowlevel_ops ops_ll = {
 	.init = op_init,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
@@ -1437,32 +1158,21 @@ void bfs_fs_free(struct bfs_fs *fs)
 	if (!fs)
 		return;
 	/* builds waiting on the source end first, then the cache's workers */
-	bfs_fetch_stop(fs->fetch);
+	bfs_iostage_stop(fs->io);
 	bfs_cache_free(fs->cache);
-	bfs_ioplan_free(fs->ioplan);
-	bfs_dataset_fetch_free(fs->ds, fs->fetch);
-	bfs_diskcache_close(fs->dcache);
+	bfs_iostage_free(fs->io);
 	bfs_cudapath_free(fs->cuda);
-	free(fs->cuda_busy);
-	pthread_mutex_destroy(&fs->clock);
-	for (size_t i = 0; i < NVIEWS; i++)
-		if (fs->views[i].r) {
-			bfs_epoch_view_free(fs->views[i].r->v);
-			free(fs->views[i].r);
-		}
-	pthread_mutex_destroy(&fs->vlock);
-	fh_put(fs->dyn[0]);
-	fh_put(fs->dyn[1]);
-	pthread_mutex_destroy(&fs->dlock);
+	bfs_cudapool_free(fs->cpool);
+	bfs_views_free(fs->views);
+	bfs_snapshot_set_free(fs->dyn);
 	bfs_vfs_free(fs->vfs);
 	bfs_geom_free(fs->geom_full);
 	bfs_geom_free(fs->geom_last);
 	free(fs->readme);
 	free(fs->schema_json);
 	free(fs->options_text);
-	free(fs->errors);
-	free(fs->error_hashes);
-	pthread_mutex_destroy(&fs->elock);
+	bfs_errlog_free(fs->errlog);
+	bfs_stats_reads_destroy(&fs->reads);
 	free(fs);
 }
 
@@ -1475,10 +1185,7 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 
 	if (!fs)
 		return -ENOMEM;
-	pthread_mutex_init(&fs->elock, NULL);
-	pthread_mutex_init(&fs->vlock, NULL);
-	pthread_mutex_init(&fs->dlock, NULL);
-	pthread_mutex_init(&fs->clock, NULL);
+	bfs_stats_reads_init(&fs->reads);
 	fs->cfg = *cfg;
 	if (getenv("BATCHFS_OPEN_REQUESTS") && strcmp(getenv("BATCHFS_OPEN_REQUESTS"), "1") == 0)
 		fs->cfg.keep_open = true;
@@ -1492,8 +1199,9 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 	fs->readme = strdup(cfg->readme ? cfg->readme : "");
 	fs->schema_json = strdup(cfg->schema_json ? cfg->schema_json : "{}\n");
 	fs->options_text = strdup(cfg->options_text ? cfg->options_text : "");
-	fs->error_hashes = calloc(MAX_ERROR_LINES, sizeof(uint64_t));
-	if (!fs->readme || !fs->schema_json || !fs->options_text || !fs->error_hashes) {
+	if (!fs->readme || !fs->schema_json || !fs->options_text ||
+	    bfs_errlog_new(&fs->errlog, BFS_ERRLOG_MAX_LINES, stderr) != 0 ||
+	    bfs_snapshot_set_new(&fs->dyn, 2, dyn_text, fs) != 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -1508,14 +1216,14 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 			rc = bfs_err_set(-EINVAL, "option 'cuda': %s", err);
 			goto fail;
 		}
-		fs->cuda_busy = calloc(pool, sizeof(*fs->cuda_busy));
-		if (!fs->cuda_busy) {
-			rc = -ENOMEM;
+		rc = bfs_cudapool_new(&fs->cpool, bfs_cudapath_pool(fs->cuda));
+		if (rc)
 			goto fail;
-		}
 		fs->cfg.keep_open = true;
 	}
 	rc = bfs_vfs_new(&fs->vfs, plan, nb, cfg->epochs, cfg->cuda_device >= 0, cfg->nranks);
+	if (!rc)
+		rc = bfs_views_new(&fs->views, fs->rb, fs->nranks, NVIEWS);
 	if (rc)
 		goto fail;
 	if (plan->nslots == 0 && nb > 0) {
@@ -1538,223 +1246,72 @@ fail:
 	return rc;
 }
 
-/* The kernel caps a FUSE mount's readahead at its default (128 KiB), whatever
- * max_readahead says; a root daemon can raise it through the mount's bdi.
- * Found via /proc/self/mountinfo so that no request to ourselves is needed.
- * Best effort: without it sequential reads are 128-256 KiB requests. */
-static void raise_readahead(const char *mountpoint, unsigned kb)
+/* The CUDA runtime starts in the detached daemon: a CUDA context does not
+ * survive a fork (bfs_lifecycle_daemonize). */
+static int cuda_runtime_start(void *arg, char *msg, size_t cap)
 {
-	char abs[PATH_MAX], line[4096], path[128];
-	FILE *f;
-	unsigned maj = 0, min = 0;
-	bool found = false;
+	struct bfs_fs *fs = arg;
+	char err[480];
 
-	if (!realpath(mountpoint, abs))
-		return;
-	f = fopen("/proc/self/mountinfo", "r");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char mnt[4096], fstype[256];
-		unsigned a, b;
-		/* id parent maj:min root mountpoint opts ... - fstype source super */
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &a, &b, mnt) != 3)
-			continue;
-		char *dash = strstr(line, " - ");
-		if (!dash || sscanf(dash, " - %255s", fstype) != 1)
-			continue;
-		if (strcmp(mnt, abs) == 0 && strncmp(fstype, "fuse", 4) == 0) {
-			maj = a;
-			min = b;
-			found = true; /* the last match is the topmost mount */
-		}
-	}
-	fclose(f);
-	if (!found)
-		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
-	f = fopen(path, "w");
-	if (f) {
-		fprintf(f, "%u\n", kb);
-		fclose(f);
-	}
-}
-
-/* Detach (unless foreground) and only then start CUDA: a CUDA context does
- * not survive a fork. The parent waits for the daemon's word: "ok" (exit 0)
- * or one line saying why CUDA did not start (the daemon has unmounted by
- * then; exit 1), so that `-o cuda` without a usable GPU fails the mount
- * command itself. Returns 0 in the daemon (or foreground) when CUDA runs,
- * -1 when it does not (the caller unmounts). */
-static int cuda_daemonize(struct bfs_fs *fs, bool foreground, struct fuse_session **se)
-{
-	char err[480], msg[512];
-	int p[2], nullfd;
-	pid_t pid;
-
-	if (foreground) {
-		if (bfs_cudapath_init(fs->cuda, err, sizeof(err)) != 0) {
-			fprintf(stderr, "batchfs: option 'cuda': %s\n", err);
-			return -1;
-		}
-		if (chdir("/") != 0) {
-			/* as fuse_daemonize in the foreground: not expected to fail */
-		}
+	if (bfs_cudapath_init(fs->cuda, err, sizeof(err)) == 0)
 		return 0;
-	}
-	if (pipe(p) != 0) {
-		fprintf(stderr, "batchfs: cannot detach: %s\n", strerror(errno));
-		return -1;
-	}
-	pid = fork();
-	if (pid < 0) {
-		fprintf(stderr, "batchfs: cannot detach: %s\n", strerror(errno));
-		close(p[0]);
-		close(p[1]);
-		return -1;
-	}
-	if (pid > 0) { /* the mount command: wait for the daemon's word */
-		size_t got = 0;
-		ssize_t k;
-		close(p[1]);
-		while (got < sizeof(msg) - 1 &&
-		       ((k = read(p[0], msg + got, sizeof(msg) - 1 - got)) > 0 ||
-			(k < 0 && errno == EINTR)))
-			got += k > 0 ? (size_t)k : 0;
-		msg[got] = '\0';
-		if (got == 2 && strcmp(msg, "ok") == 0)
-			_exit(0);
-		fprintf(stderr, "batchfs: %s\n",
-			got ? msg : "the daemon exited before CUDA started");
-		_exit(1);
-	}
-	close(p[0]);
-	if (setsid() == -1 || chdir("/") != 0) {
-		/* as fuse_daemonize: neither is expected to fail */
-	}
-	if (bfs_cudapath_init(fs->cuda, err, sizeof(err)) != 0) {
-		/* unmount first, so that the mount is gone when the command exits */
-		fuse_session_unmount(*se);
-		snprintf(msg, sizeof(msg), "option 'cuda': %s", err);
-		if (write(p[1], msg, strlen(msg)) < 0) {
-			/* the parent is gone: nothing to tell */
-		}
-		close(p[1]);
-		_exit(1);
-	}
-	nullfd = open("/dev/null", O_RDWR);
-	if (nullfd >= 0) {
-		dup2(nullfd, 0);
-		dup2(nullfd, 1);
-		dup2(nullfd, 2);
-		if (nullfd > 2)
-			close(nullfd);
-	}
-	if (write(p[1], "ok", 2) != 2) {
-		/* the parent is gone: serve anyway */
-	}
-	close(p[1]);
-	return 0;
+	snprintf(msg, cap, "option 'cuda': %s", err);
+	return -1;
 }
 
-/* Signals. SIGINT, SIGTERM, SIGHUP and SIGQUIT are blocked in every
- * thread of a mount (the main thread blocks them before any thread starts;
- * bfs_thread_start blocks them for the helpers), so the kernel can only
- * hand them to the one thread that waits for them with sigwait. That
- * thread ends the session loop: it marks the session exited, then wakes
- * libfuse's loop thread, which sleeps in sem_wait until a worker leaves;
- * a handled signal (WAKE_SIGNAL, a no-op handler) interrupts that wait.
- * The loop thread may go to sleep just after a wake, so the signal thread
- * wakes it every few milliseconds until the loop has returned. The loop
- * thread then cancels the workers (blocked in read on /dev/fuse), closes
- * the device (the kernel aborts the connection) and unmounts. */
-#define WAKE_SIGNAL SIGUSR1
-#define WAKE_EVERY_NS 5000000L
-#define WATCH_EVERY_NS 100000000L /* session_watch looks for an ended session */
-/* the I/O stage's reads: near ranges share one when the gap is at most
- * this (and at most half of what they carry: fetch.c), and no read is
- * longer than a FUSE request (1 MiB) and a half */
-#define IO_MERGE_GAP ((uint64_t)64 << 10)
-#define IO_MAX_READ ((uint64_t)1 << 20)
-
-struct sigctl {
-	struct fuse_session *se;
-	struct bfs_fs *fs;
-	pthread_t watch; /* session_watch, with the I/O stage */
-	pthread_t loop_thread;
-	pthread_t tid;
-	atomic_bool loop_done; /* the loop returned: stop waking it */
-	atomic_bool quit; /* the mount ended: the signal thread leaves */
-};
-
-static void wake_handler(int sig)
+static void session_unmount(void *arg)
 {
-	(void)sig;
+	struct bfs_fs *fs = arg;
+
+	fuse_session_unmount(fs->se);
 }
 
-static void *signal_thread(void *arg)
+/* A stopping signal (lifecycle.h): the session ends, and reads waiting on
+ * the source give up, so that FUSE threads stuck on a hung source finish
+ * and the loop returns. */
+static void session_stop(void *arg)
 {
-	struct sigctl *sc = arg;
-	const struct timespec pause = { 0, WAKE_EVERY_NS };
-	sigset_t set;
-	int sig = 0;
+	struct bfs_fs *fs = arg;
 
-	bfs_stop_signals(&set);
-	do {
-		if (sigwait(&set, &sig) != 0)
-			continue;
-	} while (sig == 0);
-	if (atomic_load(&sc->quit))
-		return NULL;
-	fuse_session_exit(sc->se);
-	/* reads waiting on the source give up: FUSE threads stuck on a hung
-	 * source finish, and the loop returns */
-	bfs_fetch_stop(sc->fs->fetch);
-	while (!atomic_load(&sc->loop_done)) {
-		pthread_kill(sc->loop_thread, WAKE_SIGNAL);
-		nanosleep(&pause, NULL);
-	}
-	return NULL;
+	fuse_session_exit(fs->se);
+	bfs_iostage_stop(fs->io);
 }
 
-/* With the I/O stage: when the kernel ends the session (an unmount), the
- * stage stops, so that FUSE threads waiting on a hung source finish and
- * the loop can return (a signal does the same in the signal thread). Its
- * own thread, all signals blocked, so that the signal thread alone waits
- * for them. */
-static void *session_watch(void *arg)
+static bool session_ended(void *arg)
 {
-	struct sigctl *sc = arg;
-	const struct timespec look = { 0, WATCH_EVERY_NS };
+	struct bfs_fs *fs = arg;
 
-	while (!atomic_load(&sc->quit)) {
-		if (fuse_session_exited(sc->se)) {
-			bfs_fetch_stop(sc->fs->fetch);
-			break;
-		}
-		nanosleep(&look, NULL);
-	}
-	return NULL;
+	return fuse_session_exited(fs->se);
 }
 
-/* A line from the disk cache or the copies it keeps: to the log. */
+/* The kernel ended the session (an unmount): as a signal does, the I/O
+ * stage stops, so that the loop can return. */
+static void source_stop(void *arg)
+{
+	struct bfs_fs *fs = arg;
+
+	bfs_iostage_stop(fs->io);
+}
+
+/* A line from the I/O stage or the disk cache: to the log. */
 static void io_note(void *ctx, const char *msg)
 {
 	(void)ctx;
 	fprintf(stderr, "batchfs: %s\n", msg);
 }
 
+/* The I/O stage, when the mount has one; BATCHFS_IO_BACKEND=threads or
+ * io_uring picks its backend (for tests and measurements). */
 static void start_io(struct bfs_fs *fs)
 {
-	struct bfs_dataset_io io = {
-		.fetch = {
-			.depth = fs->cfg.io_depth,
-			.budget = fs->cfg.readahead,
-			.merge_gap = IO_MERGE_GAP,
-			.max_read = IO_MAX_READ,
-			.backend = BFS_FETCH_AUTO,
-		},
+	struct bfs_iostage_opts o = {
+		.depth = fs->cfg.io_depth,
+		.readahead = fs->cfg.readahead,
 		.all = fs->cfg.io_all,
+		.lookahead = fs->cfg.prefetch,
+		.backend = BFS_FETCH_AUTO,
+		.disk_cache = fs->cfg.disk_cache,
+		.disk_cache_size = fs->cfg.disk_cache_size,
 		.note = io_note,
 	};
 	const char *e = getenv("BATCHFS_IO_BACKEND");
@@ -1762,134 +1319,66 @@ static void start_io(struct bfs_fs *fs)
 	if (!fs->cfg.io_depth)
 		return;
 	if (e && strcmp(e, "threads") == 0)
-		io.fetch.backend = BFS_FETCH_THREADS;
+		o.backend = BFS_FETCH_THREADS;
 	else if (e && strcmp(e, "io_uring") == 0)
-		io.fetch.backend = BFS_FETCH_URING;
-	if (fs->cfg.disk_cache) {
-		struct bfs_diskcache_opts dco = {
-			.dir = fs->cfg.disk_cache,
-			.size = fs->cfg.disk_cache_size,
-			.note = io_note,
-		};
-		struct bfs_diskcache_stats dst;
-
-		if (bfs_diskcache_open(&fs->dcache, &dco) != 0) {
-			fprintf(stderr, "batchfs: %s; mounted without it\n", bfs_err_msg());
-		} else {
-			bfs_diskcache_stats(fs->dcache, &dst);
-			io.dc = fs->dcache;
-			io.dc_limit = dst.limit;
-		}
-	}
-	if (bfs_dataset_fetch_new(&fs->fetch, fs->ds, &io) != 0 ||
-	    bfs_ioplan_new(&fs->ioplan, fs->fetch, fs->ds, fs->rb, fs->nranks, fs->cfg.prefetch) !=
-		    0) {
+		o.backend = BFS_FETCH_URING;
+	if (bfs_iostage_new(&fs->io, fs->ds, fs->rb, fs->nranks, &o) != 0) {
 		fprintf(stderr,
 			"batchfs: the I/O stage did not start (%s); reading the source "
 			"from the decoders\n",
 			bfs_err_msg());
-		bfs_dataset_fetch_free(fs->ds, fs->fetch);
-		fs->fetch = NULL;
-		bfs_diskcache_close(fs->dcache);
-		fs->dcache = NULL;
 		return;
 	}
-	bfs_cache_set_io(fs->cache, fs->ioplan);
-}
-
-static void *watch_thread(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
-	char buf[256];
-
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (poll(&p, 1, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (!(p.revents & POLLIN))
-			break; /* POLLHUP, POLLERR, POLLNVAL */
-		n = read(fd, buf, sizeof(buf)); /* bytes written to us mean nothing */
-		if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-			break;
-	}
-	/* the signal thread unmounts; before the mount, SIGTERM just ends us */
-	kill(getpid(), SIGTERM);
-	return NULL;
-}
-
-int bfs_fs_watch(int fd)
-{
-	pthread_t tid;
-	int rc = bfs_thread_start(&tid, watch_thread, (void *)(intptr_t)fd);
-
-	if (!rc)
-		pthread_detach(tid);
-	return rc;
+	bfs_cache_set_io(fs->cache, bfs_iostage_plan(fs->io));
 }
 
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_loop_config *lc = NULL;
-	struct fuse_session *se = NULL;
-	struct sigctl sc = { 0 };
-	struct sigaction sa = { 0 };
-	sigset_t stop;
-	bool sig_started = false, watch_started = false;
+	struct bfs_lifecycle *life = NULL;
+	struct bfs_lifecycle_ops ops = {
+		.stop = session_stop,
+		.on_end = source_stop,
+		.ctx = fs,
+	};
 	int ret = 1;
 
-	/* from here on, only the signal thread takes a stopping signal; one
-	 * that comes before it starts waits, pending, and is taken then */
-	bfs_stop_signals(&stop);
-	pthread_sigmask(SIG_BLOCK, &stop, NULL);
-	sa.sa_handler = wake_handler; /* no SA_RESTART: sem_wait returns EINTR */
-	sigemptyset(&sa.sa_mask);
-	sigaction(WAKE_SIGNAL, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	bfs_lifecycle_signals();
 	for (int i = 0; i < argc; i++)
 		if (fuse_opt_add_arg(&args, argv[i]) != 0)
 			goto out;
-	se = fuse_session_new(&args, &ops, sizeof(ops), fs);
-	if (!se) {
+	fs->se = fuse_session_new(&args, &ops_ll, sizeof(ops_ll), fs);
+	if (!fs->se) {
 		fprintf(stderr, "batchfs: could not create the FUSE session (bad FUSE option?)\n");
 		goto out;
 	}
-	if (fuse_session_mount(se, mountpoint) != 0) {
+	if (fuse_session_mount(fs->se, mountpoint) != 0) {
 		fprintf(stderr, "batchfs: %s: could not mount\n", mountpoint);
 		goto out_session;
 	}
-	raise_readahead(mountpoint, READ_CHUNK >> 10);
+	(void)bfs_lifecycle_readahead(mountpoint, READ_CHUNK >> 10); /* best effort */
 	/* detach only now that the mount is ready; threads start after fork */
 	if (fs->cuda) {
-		if (cuda_daemonize(fs, foreground, &se) != 0)
+		if (bfs_lifecycle_daemonize(foreground, cuda_runtime_start, session_unmount, fs,
+					    "CUDA") != 0)
 			goto out_unmount;
 	} else if (fuse_daemonize(foreground) != 0) {
 		goto out_unmount;
 	}
 	/* a detached daemon is a new process: its own watch (main.c started
 	 * the foreground's) */
-	if (!foreground && fs->cfg.watch && bfs_fs_watch(fs->cfg.watch_fd) != 0)
+	if (!foreground && fs->cfg.watch && bfs_lifecycle_watch(fs->cfg.watch_fd) != 0)
 		goto out_unmount;
-	sc.se = se;
-	sc.fs = fs;
-	sc.loop_thread = pthread_self();
-	atomic_init(&sc.loop_done, false);
-	atomic_init(&sc.quit, false);
-	/* the stage first: the signal thread reads fs->fetch (a signal that
+	/* the stage first: the signal thread reads fs->io (a signal that
 	 * comes meanwhile waits, blocked, and is taken once it starts) */
 	start_io(fs);
-	if (bfs_thread_start(&sc.tid, signal_thread, &sc) != 0) {
+	/* with the I/O stage, an unmount must stop it too (session_ended) */
+	ops.ended = fs->io ? session_ended : NULL;
+	if (bfs_lifecycle_new(&life, &ops) != 0) {
 		fprintf(stderr, "batchfs: could not start the signal thread\n");
 		goto out_unmount;
 	}
-	sig_started = true;
-	if (fs->fetch && bfs_thread_start(&sc.watch, session_watch, &sc) == 0)
-		watch_started = true;
 	if (bfs_cache_start(fs->cache) != 0)
 		fprintf(stderr, "batchfs: prefetch workers did not start; decoding on demand\n");
 	lc = fuse_loop_cfg_create();
@@ -1900,23 +1389,15 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 	if (foreground && fs->cfg.ready)
 		fprintf(stderr, "%s\n", fs->cfg.ready);
 	/* a signal ends the loop too: that is a clean unmount */
-	fuse_session_loop_mt(se, lc);
+	fuse_session_loop_mt(fs->se, lc);
 	ret = 0;
 	fuse_loop_cfg_destroy(lc);
 out_unmount:
-	if (sig_started) {
-		atomic_store(&sc.loop_done, true);
-		atomic_store(&sc.quit, true);
-		/* wakes a signal thread still in sigwait; one that took a
-		 * signal leaves on its own now that loop_done is set */
-		pthread_kill(sc.tid, SIGTERM);
-		pthread_join(sc.tid, NULL);
-	}
-	if (watch_started)
-		pthread_join(sc.watch, NULL);
-	fuse_session_unmount(se);
+	bfs_lifecycle_free(life);
+	fuse_session_unmount(fs->se);
 out_session:
-	fuse_session_destroy(se);
+	fuse_session_destroy(fs->se);
+	fs->se = NULL;
 out:
 	fuse_opt_free_args(&args);
 	/* the stopping signals stay blocked (and the wake handler in place):

@@ -1,9 +1,17 @@
 /*
- * fuse_ops.h — the mounted filesystem: FUSE low-level handlers over the
- * vfs namespace and the batch cache, plus the session lifecycle.
+ * fuse_ops.h — the mounted filesystem: the FUSE session and its low-level
+ * handlers, glue over FUSE-free modules: the namespace (vfs.h), decoded
+ * batches (cache.h), the epoch views of all/ (views.h), errors.txt
+ * (errlog.h), stats.json (stats.h), the I/O stage (iostage.h), the CUDA
+ * path (cudapath.h, cudapool.h) and the daemon's life (lifecycle.h).
  *
- * fuse_ops.c is the only file that includes <fuse_lowlevel.h>.
- * Every handler calls a do_ function and replies exactly once.
+ * fuse_ops.c is the only file that includes <fuse_lowlevel.h>. Every
+ * handler calls a do_ function and replies exactly once, from one place;
+ * an OPEN of batch-B.cuda may wait for a device buffer without a thread and
+ * is answered on the CUDA path's own (fuse_ops.c says where).
+ *
+ * Thread-safety: bfs_fs_report from any thread; the rest from the main
+ * thread.
  */
 #ifndef BFS_FUSE_OPS_H
 #define BFS_FUSE_OPS_H
@@ -61,12 +69,6 @@ void bfs_fs_report(void *fs, const char *msg, bool skipped);
  * SIGINT/SIGTERM/SIGHUP. Returns 0 on a clean unmount, 1 on failure (one
  * line on stderr). */
 int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint, bool foreground);
-
-/* Watch fd (a pipe or socket whose other end the process that started us
- * holds) from a thread: its end of file, or a hangup, sends this process
- * SIGTERM, which unmounts cleanly once the mount runs and ends the process
- * before. Returns 0, or an errno. */
-int bfs_fs_watch(int fd);
 
 /* Check that libfuse accepts these arguments (unknown -o options) without
  * mounting anything. Returns 0, or 1 after libfuse printed why. */

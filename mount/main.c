@@ -7,6 +7,7 @@
 #include "diskcache.h"
 #include "fdcache.h"
 #include "fuse_ops.h"
+#include "lifecycle.h"
 #include "objsrc.h"
 #include "options.h"
 #include "s3.h"
@@ -543,7 +544,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			return 1;
 		}
 		(void)fcntl(o->watch_fd, F_SETFD, FD_CLOEXEC);
-		if (bfs_fs_watch(o->watch_fd) != 0) {
+		if (bfs_lifecycle_watch(o->watch_fd) != 0) {
 			fprintf(stderr, "batchfs: could not start the watch_fd thread\n");
 			return 1;
 		}

@@ -4,8 +4,15 @@
  * user): stats.json is one flat object that the daemon writes itself, so a
  * small strict reader of {"key": value, ...} is enough; a value that is not
  * a number (a string, an object) is kept as text and shown as is.
+ *
+ * Keys, labels and units come from the daemon's table (fs/stats.h): the
+ * lines below name keys by their place in it, and every key of the snapshot
+ * that no line shows is listed after them by its label, so a key added to
+ * the table shows here too.
  */
 #include "watch.h"
+
+#include "stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +36,7 @@ struct kv {
 	char *raw; /* the value's JSON text */
 	double num;
 	bool isnum;
+	bool shown; /* a line of the view showed it (see key) */
 };
 
 struct snap {
@@ -159,6 +167,7 @@ static int snap_parse(struct snap *s, const char *text, size_t len, char *why, s
 			return -1;
 		}
 		s->n++;
+		e->shown = false;
 		e->isnum = true;
 		if (strcmp(e->raw, "true") == 0) {
 			e->num = 1;
@@ -270,24 +279,40 @@ out:
 	return rc;
 }
 
-static const struct kv *find(const struct snap *s, const char *key)
+static struct kv *find(const struct snap *s, const char *name)
 {
 	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i].key, key) == 0)
+		if (strcmp(s->v[i].key, name) == 0)
 			return &s->v[i];
 	return NULL;
 }
 
-/* A counter's value; NAN when absent (an older daemon) or not a number. */
-static double val(const struct snap *s, const char *key)
+/* The entry of the table's key id, NULL when absent (an older daemon).
+ * It is marked shown: the keys no line asked for are listed after the
+ * lines (others). */
+static const struct kv *key(const struct snap *s, enum bfs_stat id)
 {
-	const struct kv *e = find(s, key);
+	struct kv *e = find(s, bfs_stat_keys[id].name);
 
+	if (e)
+		e->shown = true;
+	return e;
+}
+
+static double num(const struct kv *e)
+{
 	return e && e->isnum ? e->num : NAN;
 }
 
-/* Its change per second from a to b; NAN without two samples. */
-static double rate(const struct snap *a, const struct snap *b, const char *key)
+/* A counter's value; NAN when absent or not a number. */
+static double val(const struct snap *s, enum bfs_stat id)
+{
+	return num(key(s, id));
+}
+
+/* The change per second of name's value from a to b; NAN without two
+ * samples. */
+static double rate_of(const struct snap *a, const struct snap *b, const char *name)
 {
 	double dt;
 
@@ -296,7 +321,13 @@ static double rate(const struct snap *a, const struct snap *b, const char *key)
 	dt = b->t - a->t;
 	if (dt <= 0)
 		return NAN;
-	return (val(b, key) - val(a, key)) / dt;
+	return (num(find(b, name)) - num(find(a, name))) / dt;
+}
+
+static double rate(const struct snap *a, const struct snap *b, enum bfs_stat id)
+{
+	key(b, id);
+	return rate_of(a, b, bfs_stat_keys[id].name);
 }
 
 /* --------------------------------------------------------------- text */
@@ -367,7 +398,8 @@ static double hit_pct(double hits, double waits, double misses)
 static double sum_errors(const struct snap *s)
 {
 	double e = 0;
-	static const char *keys[] = { "corrupt_records", "failed_reads", "decode_errors" };
+	static const enum bfs_stat keys[] = { BFS_STAT_CORRUPT_RECORDS, BFS_STAT_FAILED_READS,
+					      BFS_STAT_DECODE_ERRORS };
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		double v = val(s, keys[i]);
@@ -375,6 +407,78 @@ static double sum_errors(const struct snap *s)
 			e += v;
 	}
 	return e;
+}
+
+/* The key of e as "label value": the table's label and unit (a count since
+ * mount as its rate per second when p, an earlier sample, is given), or,
+ * for a key the table does not know (a newer daemon), its name and JSON
+ * text. */
+static void fmt_other(char *buf, size_t cap, const struct kv *e, const struct snap *p,
+		      const struct snap *s)
+{
+	const struct bfs_stat_key *k = bfs_stat_find(e->key);
+	const char *rate_unit = "";
+	double x = e->num;
+	char v[64];
+
+	if (!k || !e->isnum) {
+		size_t n = strlen(e->raw);
+
+		if (n >= 2 && e->raw[0] == '"') /* a name, without its quotes */
+			snprintf(buf, cap, "%s %.*s", k ? k->label : e->key, (int)(n - 2),
+				 e->raw + 1);
+		else
+			snprintf(buf, cap, "%s %s", k ? k->label : e->key, e->raw);
+		return;
+	}
+	if (p && k->kind == BFS_SKIND_TOTAL) {
+		x = rate_of(p, s, e->key);
+		rate_unit = "/s";
+	}
+	switch (k->unit) {
+	case BFS_SUNIT_BYTES:
+		fmt_bytes(v, sizeof(v), x);
+		break;
+	case BFS_SUNIT_SECONDS:
+		fmt_f(v, sizeof(v), x, 2);
+		strcat(v, " s");
+		break;
+	case BFS_SUNIT_FLAG:
+		snprintf(v, sizeof(v), "%s", x > 0 ? "yes" : "no");
+		break;
+	default:
+		fmt_n(v, sizeof(v), x);
+	}
+	snprintf(buf, cap, "%s %s%s", k->label, v, rate_unit);
+}
+
+/* The keys of s that no line showed (see key), in stats.json's order, as
+ * "label value" items after a head of `indent` columns ("other" on the
+ * first line), into at most max lines of about `width` columns. Returns
+ * the lines written. */
+static int others(char (*lines)[512], int max, size_t width, int indent, const struct snap *p,
+		  const struct snap *s)
+{
+	char item[300];
+	size_t len = 0;
+	int nl = 0;
+
+	for (size_t i = 0; i < s->n; i++) {
+		if (s->v[i].shown)
+			continue;
+		fmt_other(item, sizeof(item), &s->v[i], p, s);
+		if (nl > 0 && len + 2 + strlen(item) <= width) {
+			len += (size_t)snprintf(lines[nl - 1] + len, 512 - len, ", %s", item);
+			continue;
+		}
+		if (nl == max)
+			break;
+		len = (size_t)snprintf(lines[nl], 512, "%-*s%s", indent, nl ? "" : "other", item);
+		if (len >= 512)
+			len = 511;
+		nl++;
+	}
+	return nl;
 }
 
 /* ---------------------------------------------------------- arguments */
@@ -404,85 +508,92 @@ static const char *fmt_errors(char *buf, size_t cap, const struct snap *s)
 	char a[32], b[32], c[32], d[32];
 
 	snprintf(buf, cap, "%s corrupt records, %s skipped, %s failed reads, %s decode errors",
-		 fmt_n(a, sizeof(a), val(s, "corrupt_records")),
-		 fmt_n(b, sizeof(b), val(s, "skipped_records")),
-		 fmt_n(c, sizeof(c), val(s, "failed_reads")),
-		 fmt_n(d, sizeof(d), val(s, "decode_errors")));
+		 fmt_n(a, sizeof(a), val(s, BFS_STAT_CORRUPT_RECORDS)),
+		 fmt_n(b, sizeof(b), val(s, BFS_STAT_SKIPPED_RECORDS)),
+		 fmt_n(c, sizeof(c), val(s, BFS_STAT_FAILED_READS)),
+		 fmt_n(d, sizeof(d), val(s, BFS_STAT_DECODE_ERRORS)));
 	return buf;
 }
 
 static void print_human(const struct snap *s, const char *mnt)
 {
-	char a[64], b[64], c[64], d[64], e[64], line[256];
-	double up = val(s, "uptime_seconds");
-	double br = val(s, "bytes_read");
+	char a[64], b[64], c[64], d[64], e[64], line[256], more[16][512];
+	double up = val(s, BFS_STAT_UPTIME_SECONDS);
+	int n;
+	double br = val(s, BFS_STAT_BYTES_READ);
 
 	printf("mount       %s (up %s s)\n", mnt, fmt_n(a, sizeof(a), up));
-	printf("records     %s, %s batches per epoch\n", fmt_n(a, sizeof(a), val(s, "records")),
-	       fmt_n(b, sizeof(b), val(s, "batches_per_epoch")));
+	printf("records     %s, %s batches per epoch\n",
+	       fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS)),
+	       fmt_n(b, sizeof(b), val(s, BFS_STAT_BATCHES_PER_EPOCH)));
 	printf("served      %s records, %s in %s reads (%s failed)",
-	       fmt_n(a, sizeof(a), val(s, "records_served")), fmt_bytes(b, sizeof(b), br),
-	       fmt_n(c, sizeof(c), val(s, "reads")), fmt_n(d, sizeof(d), val(s, "failed_reads")));
+	       fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS_SERVED)), fmt_bytes(b, sizeof(b), br),
+	       fmt_n(c, sizeof(c), val(s, BFS_STAT_READS)),
+	       fmt_n(d, sizeof(d), val(s, BFS_STAT_FAILED_READS)));
 	if (up > 0 && !isnan(br))
 		printf("; %s MB/s since mount", fmt_f(e, sizeof(e), br / 1e6 / up, 1));
 	printf("\n");
 	printf("decoded     %s records: %s batches, %s chunks of all/, in %s s of decoding "
 	       "(%s errors)\n",
-	       fmt_n(a, sizeof(a), val(s, "records_decoded")),
-	       fmt_n(b, sizeof(b), val(s, "batches_decoded")),
-	       fmt_n(c, sizeof(c), val(s, "chunks_decoded")),
-	       fmt_f(d, sizeof(d), val(s, "decode_seconds"), 2),
-	       fmt_n(e, sizeof(e), val(s, "decode_errors")));
+	       fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS_DECODED)),
+	       fmt_n(b, sizeof(b), val(s, BFS_STAT_BATCHES_DECODED)),
+	       fmt_n(c, sizeof(c), val(s, BFS_STAT_CHUNKS_DECODED)),
+	       fmt_f(d, sizeof(d), val(s, BFS_STAT_DECODE_SECONDS), 2),
+	       fmt_n(e, sizeof(e), val(s, BFS_STAT_DECODE_ERRORS)));
 	printf("cache       %s%% hits (%s hits, %s waits for a decode, %s misses)\n",
 	       fmt_f(a, sizeof(a),
-		     hit_pct(val(s, "cache_hits"), val(s, "cache_waits"), val(s, "cache_misses")),
+		     hit_pct(val(s, BFS_STAT_CACHE_HITS), val(s, BFS_STAT_CACHE_WAITS),
+			     val(s, BFS_STAT_CACHE_MISSES)),
 		     1),
-	       fmt_n(b, sizeof(b), val(s, "cache_hits")),
-	       fmt_n(c, sizeof(c), val(s, "cache_waits")),
-	       fmt_n(d, sizeof(d), val(s, "cache_misses")));
+	       fmt_n(b, sizeof(b), val(s, BFS_STAT_CACHE_HITS)),
+	       fmt_n(c, sizeof(c), val(s, BFS_STAT_CACHE_WAITS)),
+	       fmt_n(d, sizeof(d), val(s, BFS_STAT_CACHE_MISSES)));
 	printf("            %s of %s held (peak %s) in %s entries, %s evictions\n",
-	       fmt_bytes(a, sizeof(a), val(s, "cache_bytes")),
-	       fmt_bytes(b, sizeof(b), val(s, "cache_budget")),
-	       fmt_bytes(c, sizeof(c), val(s, "cache_peak_bytes")),
-	       fmt_n(d, sizeof(d), val(s, "cache_entries")),
-	       fmt_n(e, sizeof(e), val(s, "cache_evictions")));
+	       fmt_bytes(a, sizeof(a), val(s, BFS_STAT_CACHE_BYTES)),
+	       fmt_bytes(b, sizeof(b), val(s, BFS_STAT_CACHE_BUDGET)),
+	       fmt_bytes(c, sizeof(c), val(s, BFS_STAT_CACHE_PEAK_BYTES)),
+	       fmt_n(d, sizeof(d), val(s, BFS_STAT_CACHE_ENTRIES)),
+	       fmt_n(e, sizeof(e), val(s, BFS_STAT_CACHE_EVICTIONS)));
 	printf("prefetch    %s ready ahead, %s queued, %s decoding now; %s issued\n",
-	       fmt_n(a, sizeof(a), val(s, "prefetch_ready")),
-	       fmt_n(b, sizeof(b), val(s, "prefetch_queued")),
-	       fmt_n(c, sizeof(c), val(s, "decoding")),
-	       fmt_n(d, sizeof(d), val(s, "prefetch_issued")));
-	if (find(s, "io_reads")) {
+	       fmt_n(a, sizeof(a), val(s, BFS_STAT_PREFETCH_READY)),
+	       fmt_n(b, sizeof(b), val(s, BFS_STAT_PREFETCH_QUEUED)),
+	       fmt_n(c, sizeof(c), val(s, BFS_STAT_DECODING)),
+	       fmt_n(d, sizeof(d), val(s, BFS_STAT_PREFETCH_ISSUED)));
+	if (key(s, BFS_STAT_IO_READS)) {
 		printf("source      %s source reads, %s (%s ranges, %s of them sharing a read), "
 		       "%s retried, %s failed\n",
-		       fmt_n(a, sizeof(a), val(s, "io_reads")),
-		       fmt_bytes(b, sizeof(b), val(s, "io_bytes")),
-		       fmt_n(c, sizeof(c), val(s, "io_ranges")),
-		       fmt_n(d, sizeof(d), val(s, "io_merged")),
-		       fmt_n(e, sizeof(e), val(s, "io_retries")),
-		       fmt_n(line, sizeof(line), val(s, "io_failed")));
+		       fmt_n(a, sizeof(a), val(s, BFS_STAT_IO_READS)),
+		       fmt_bytes(b, sizeof(b), val(s, BFS_STAT_IO_BYTES)),
+		       fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_RANGES)),
+		       fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_MERGED)),
+		       fmt_n(e, sizeof(e), val(s, BFS_STAT_IO_RETRIES)),
+		       fmt_n(line, sizeof(line), val(s, BFS_STAT_IO_FAILED)));
 		printf("            %s in flight of %s (peak %s), %s queued; %s of %s buffered "
 		       "(peak %s)\n",
-		       fmt_n(a, sizeof(a), val(s, "io_inflight")),
-		       fmt_n(b, sizeof(b), val(s, "io_depth")),
-		       fmt_n(c, sizeof(c), val(s, "io_peak_inflight")),
-		       fmt_n(d, sizeof(d), val(s, "io_pending")),
-		       fmt_bytes(e, sizeof(e), val(s, "io_buffered")),
-		       fmt_bytes(line, sizeof(line), val(s, "io_readahead")),
-		       fmt_bytes(a, sizeof(a), val(s, "io_peak_buffered")));
+		       fmt_n(a, sizeof(a), val(s, BFS_STAT_IO_INFLIGHT)),
+		       fmt_n(b, sizeof(b), val(s, BFS_STAT_IO_DEPTH)),
+		       fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_PEAK_INFLIGHT)),
+		       fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_PENDING)),
+		       fmt_bytes(e, sizeof(e), val(s, BFS_STAT_IO_BUFFERED)),
+		       fmt_bytes(line, sizeof(line), val(s, BFS_STAT_IO_READAHEAD)),
+		       fmt_bytes(a, sizeof(a), val(s, BFS_STAT_IO_PEAK_BUFFERED)));
 		printf("            decoders waited %s times (%s s); %s units planned ahead, "
 		       "%s built from a plan, %s without\n",
-		       fmt_n(a, sizeof(a), val(s, "io_waits")),
-		       fmt_f(b, sizeof(b), val(s, "io_wait_seconds"), 2),
-		       fmt_n(c, sizeof(c), val(s, "io_planned")),
-		       fmt_n(d, sizeof(d), val(s, "io_claimed")),
-		       fmt_n(e, sizeof(e), val(s, "io_unplanned")));
+		       fmt_n(a, sizeof(a), val(s, BFS_STAT_IO_WAITS)),
+		       fmt_f(b, sizeof(b), val(s, BFS_STAT_IO_WAIT_SECONDS), 2),
+		       fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_PLANNED)),
+		       fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_CLAIMED)),
+		       fmt_n(e, sizeof(e), val(s, BFS_STAT_IO_UNPLANNED)));
 	}
 	printf("errors      %s\n", fmt_errors(line, sizeof(line), s));
 	printf("index       %s, %s (%s corrupt records); schema %s\n",
-	       val(s, "index_reused") > 0 ? "reused" : "built at mount",
-	       fmt_bytes(a, sizeof(a), val(s, "index_bytes")),
-	       fmt_n(b, sizeof(b), val(s, "index_corrupt_records")),
-	       val(s, "schema_reused") > 0 ? "reused" : "inferred or given at mount");
+	       val(s, BFS_STAT_INDEX_REUSED) > 0 ? "reused" : "built at mount",
+	       fmt_bytes(a, sizeof(a), val(s, BFS_STAT_INDEX_BYTES)),
+	       fmt_n(b, sizeof(b), val(s, BFS_STAT_INDEX_CORRUPT_RECORDS)),
+	       val(s, BFS_STAT_SCHEMA_REUSED) > 0 ? "reused" : "inferred or given at mount");
+	n = others(more, 16, 100, 12, NULL, s);
+	for (int i = 0; i < n; i++)
+		printf("%s\n", more[i]);
 }
 
 int bfs_tool_stats(int argc, char **argv)
@@ -548,13 +659,15 @@ static void screen_leave(void)
 static void draw_frame(const struct snap *p, const struct snap *s, const char *mnt, double interval)
 {
 	char a[64], b[64], c[64], d[64], errs[256];
-	const char *lines[16];
-	char store[16][512];
-	int nl = 0, cols = 80;
+	const char *lines[32];
+	char store[32][512];
+	int nl = 0, cols = 80, rows = 24;
 	struct winsize ws;
 
-	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
 		cols = ws.ws_col;
+		rows = ws.ws_row > 0 ? ws.ws_row : rows;
+	}
 #define LINE(...)                                                                                  \
 	do {                                                                                       \
 		snprintf(store[nl], sizeof(store[nl]), __VA_ARGS__);                               \
@@ -562,57 +675,66 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 		nl++;                                                                              \
 	} while (0)
 	LINE("batchfs top  %s   up %s s   every %.1f s   q quits", mnt,
-	     fmt_n(a, sizeof(a), val(s, "uptime_seconds")), interval);
-	LINE("records %s, %s batches per epoch", fmt_n(a, sizeof(a), val(s, "records")),
-	     fmt_n(b, sizeof(b), val(s, "batches_per_epoch")));
+	     fmt_n(a, sizeof(a), val(s, BFS_STAT_UPTIME_SECONDS)), interval);
+	LINE("records %s, %s batches per epoch", fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS)),
+	     fmt_n(b, sizeof(b), val(s, BFS_STAT_BATCHES_PER_EPOCH)));
 	LINE("%s", "");
 	LINE("served   %11s records/s %8s MB/s %9s reads/s",
-	     fmt_n(a, sizeof(a), rate(p, s, "records_served")),
-	     fmt_f(b, sizeof(b), rate(p, s, "bytes_read") / 1e6, 1),
-	     fmt_n(c, sizeof(c), rate(p, s, "reads")));
+	     fmt_n(a, sizeof(a), rate(p, s, BFS_STAT_RECORDS_SERVED)),
+	     fmt_f(b, sizeof(b), rate(p, s, BFS_STAT_BYTES_READ) / 1e6, 1),
+	     fmt_n(c, sizeof(c), rate(p, s, BFS_STAT_READS)));
 	LINE("decode   %11s records/s %8s batches/s %5s chunks/s  busy %s",
-	     fmt_n(a, sizeof(a), rate(p, s, "records_decoded")),
-	     fmt_f(b, sizeof(b), rate(p, s, "batches_decoded"), 1),
-	     fmt_f(c, sizeof(c), rate(p, s, "chunks_decoded"), 1),
-	     fmt_f(d, sizeof(d), rate(p, s, "decode_seconds"), 2));
+	     fmt_n(a, sizeof(a), rate(p, s, BFS_STAT_RECORDS_DECODED)),
+	     fmt_f(b, sizeof(b), rate(p, s, BFS_STAT_BATCHES_DECODED), 1),
+	     fmt_f(c, sizeof(c), rate(p, s, BFS_STAT_CHUNKS_DECODED), 1),
+	     fmt_f(d, sizeof(d), rate(p, s, BFS_STAT_DECODE_SECONDS), 2));
 	double ih = NAN;
 	if (p && p->n) {
-		ih = hit_pct(val(s, "cache_hits") - val(p, "cache_hits"),
-			     val(s, "cache_waits") - val(p, "cache_waits"),
-			     val(s, "cache_misses") - val(p, "cache_misses"));
+		ih = hit_pct(val(s, BFS_STAT_CACHE_HITS) - val(p, BFS_STAT_CACHE_HITS),
+			     val(s, BFS_STAT_CACHE_WAITS) - val(p, BFS_STAT_CACHE_WAITS),
+			     val(s, BFS_STAT_CACHE_MISSES) - val(p, BFS_STAT_CACHE_MISSES));
 	}
 	LINE("cache    %s%% hits now, %s%% since mount; %s entries", fmt_f(a, sizeof(a), ih, 1),
 	     fmt_f(b, sizeof(b),
-		   hit_pct(val(s, "cache_hits"), val(s, "cache_waits"), val(s, "cache_misses")), 1),
-	     fmt_n(c, sizeof(c), val(s, "cache_entries")));
+		   hit_pct(val(s, BFS_STAT_CACHE_HITS), val(s, BFS_STAT_CACHE_WAITS),
+			   val(s, BFS_STAT_CACHE_MISSES)),
+		   1),
+	     fmt_n(c, sizeof(c), val(s, BFS_STAT_CACHE_ENTRIES)));
 	LINE("         %s held of %s (peak %s), %s evictions",
-	     fmt_bytes(a, sizeof(a), val(s, "cache_bytes")),
-	     fmt_bytes(b, sizeof(b), val(s, "cache_budget")),
-	     fmt_bytes(c, sizeof(c), val(s, "cache_peak_bytes")),
-	     fmt_n(d, sizeof(d), val(s, "cache_evictions")));
+	     fmt_bytes(a, sizeof(a), val(s, BFS_STAT_CACHE_BYTES)),
+	     fmt_bytes(b, sizeof(b), val(s, BFS_STAT_CACHE_BUDGET)),
+	     fmt_bytes(c, sizeof(c), val(s, BFS_STAT_CACHE_PEAK_BYTES)),
+	     fmt_n(d, sizeof(d), val(s, BFS_STAT_CACHE_EVICTIONS)));
 	LINE("prefetch depth %s: %s ready ahead, %s queued; %s decoding now",
-	     fmt_n(a, sizeof(a), val(s, "prefetch_ready") + val(s, "prefetch_queued")),
-	     fmt_n(b, sizeof(b), val(s, "prefetch_ready")),
-	     fmt_n(c, sizeof(c), val(s, "prefetch_queued")),
-	     fmt_n(d, sizeof(d), val(s, "decoding")));
-	if (find(s, "io_reads")) {
+	     fmt_n(a, sizeof(a),
+		   val(s, BFS_STAT_PREFETCH_READY) + val(s, BFS_STAT_PREFETCH_QUEUED)),
+	     fmt_n(b, sizeof(b), val(s, BFS_STAT_PREFETCH_READY)),
+	     fmt_n(c, sizeof(c), val(s, BFS_STAT_PREFETCH_QUEUED)),
+	     fmt_n(d, sizeof(d), val(s, BFS_STAT_DECODING)));
+	if (key(s, BFS_STAT_IO_READS)) {
 		LINE("source   %11s reads/s %10s MB/s  %s in flight, %s queued, %s buffered",
-		     fmt_n(a, sizeof(a), rate(p, s, "io_reads")),
-		     fmt_f(b, sizeof(b), rate(p, s, "io_bytes") / 1e6, 1),
-		     fmt_n(c, sizeof(c), val(s, "io_inflight")),
-		     fmt_n(d, sizeof(d), val(s, "io_pending")),
-		     fmt_bytes(errs, sizeof(errs), val(s, "io_buffered")));
+		     fmt_n(a, sizeof(a), rate(p, s, BFS_STAT_IO_READS)),
+		     fmt_f(b, sizeof(b), rate(p, s, BFS_STAT_IO_BYTES) / 1e6, 1),
+		     fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_INFLIGHT)),
+		     fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_PENDING)),
+		     fmt_bytes(errs, sizeof(errs), val(s, BFS_STAT_IO_BUFFERED)));
 		LINE("         %s source reads, %s retried, %s failed; decoders waited %s s",
-		     fmt_n(a, sizeof(a), val(s, "io_reads")),
-		     fmt_n(b, sizeof(b), val(s, "io_retries")),
-		     fmt_n(c, sizeof(c), val(s, "io_failed")),
-		     fmt_f(d, sizeof(d), val(s, "io_wait_seconds"), 2));
+		     fmt_n(a, sizeof(a), val(s, BFS_STAT_IO_READS)),
+		     fmt_n(b, sizeof(b), val(s, BFS_STAT_IO_RETRIES)),
+		     fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_FAILED)),
+		     fmt_f(d, sizeof(d), val(s, BFS_STAT_IO_WAIT_SECONDS), 2));
 	}
 	LINE("errors   %s", fmt_errors(errs, sizeof(errs), s));
 	LINE("totals   %s records served, %s in %s reads",
-	     fmt_n(a, sizeof(a), val(s, "records_served")),
-	     fmt_bytes(b, sizeof(b), val(s, "bytes_read")), fmt_n(c, sizeof(c), val(s, "reads")));
+	     fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS_SERVED)),
+	     fmt_bytes(b, sizeof(b), val(s, BFS_STAT_BYTES_READ)),
+	     fmt_n(c, sizeof(c), val(s, BFS_STAT_READS)));
 #undef LINE
+	/* the other keys, as many lines of them as the terminal has left */
+	int room = rows - 1 - nl < 32 - nl ? rows - 1 - nl : 32 - nl;
+	int k = others(store + nl, room > 0 ? room : 0, (size_t)cols, 9, p, s);
+	for (int i = 0; i < k; i++, nl++)
+		lines[nl] = store[nl];
 	fputs("\033[H", stdout);
 	for (int i = 0; i < nl; i++) {
 		int w = (int)strlen(lines[i]);
@@ -632,21 +754,24 @@ static void plain_line(const struct snap *p, const struct snap *s)
 	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32];
 
 	printf("%6.0f %9s %8s %9s %10s %5s %6s %10.1f %6.0f %6.0f %6.0f %11s %8s %12.0f\n",
-	       val(s, "uptime_seconds"), fmt_f(a, sizeof(a), rate(p, s, "records_served"), 1),
-	       fmt_f(b, sizeof(b), rate(p, s, "bytes_read") / 1e6, 1),
-	       fmt_f(c, sizeof(c), rate(p, s, "reads"), 0),
-	       fmt_f(d, sizeof(d), rate(p, s, "records_decoded"), 0),
-	       fmt_f(e, sizeof(e), rate(p, s, "decode_seconds"), 2),
+	       val(s, BFS_STAT_UPTIME_SECONDS),
+	       fmt_f(a, sizeof(a), rate(p, s, BFS_STAT_RECORDS_SERVED), 1),
+	       fmt_f(b, sizeof(b), rate(p, s, BFS_STAT_BYTES_READ) / 1e6, 1),
+	       fmt_f(c, sizeof(c), rate(p, s, BFS_STAT_READS), 0),
+	       fmt_f(d, sizeof(d), rate(p, s, BFS_STAT_RECORDS_DECODED), 0),
+	       fmt_f(e, sizeof(e), rate(p, s, BFS_STAT_DECODE_SECONDS), 2),
 	       fmt_f(f, sizeof(f),
-		     hit_pct(val(s, "cache_hits") - val(p, "cache_hits"),
-			     val(s, "cache_waits") - val(p, "cache_waits"),
-			     val(s, "cache_misses") - val(p, "cache_misses")),
+		     hit_pct(val(s, BFS_STAT_CACHE_HITS) - val(p, BFS_STAT_CACHE_HITS),
+			     val(s, BFS_STAT_CACHE_WAITS) - val(p, BFS_STAT_CACHE_WAITS),
+			     val(s, BFS_STAT_CACHE_MISSES) - val(p, BFS_STAT_CACHE_MISSES)),
 		     1),
-	       val(s, "cache_bytes") / 1048576.0, val(s, "prefetch_ready"),
-	       val(s, "prefetch_queued"), sum_errors(s),
-	       fmt_f(g, sizeof(g), find(s, "io_reads") ? rate(p, s, "io_reads") : NAN, 0),
-	       fmt_f(h, sizeof(h), find(s, "io_bytes") ? rate(p, s, "io_bytes") / 1e6 : NAN, 1),
-	       val(s, "records_served"));
+	       val(s, BFS_STAT_CACHE_BYTES) / 1048576.0, val(s, BFS_STAT_PREFETCH_READY),
+	       val(s, BFS_STAT_PREFETCH_QUEUED), sum_errors(s),
+	       fmt_f(g, sizeof(g), key(s, BFS_STAT_IO_READS) ? rate(p, s, BFS_STAT_IO_READS) : NAN,
+		     0),
+	       fmt_f(h, sizeof(h),
+		     key(s, BFS_STAT_IO_BYTES) ? rate(p, s, BFS_STAT_IO_BYTES) / 1e6 : NAN, 1),
+	       val(s, BFS_STAT_RECORDS_SERVED));
 	fflush(stdout);
 }
 

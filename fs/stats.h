@@ -1,0 +1,240 @@
+/*
+ * stats.h — stats.json: the one table of its keys, the JSON written from
+ * it, and the read counters fs/ keeps itself.
+ *
+ * Every key is declared once: its place in the enum below (which is its
+ * place in stats.json), and its entry in bfs_stat_keys (name, JSON type,
+ * when it is present, how to read it, unit, a label for people). The
+ * daemon writes stats.json from the table; `batchfs stats` and `batchfs
+ * top` (mount/watch.c) find every key, label and unit there, so a key added
+ * to the table shows in all of them. The keys and value formats are
+ * docs/contract.md's (none is ever removed or renamed).
+ *
+ * Does not: know FUSE, read the cache or the I/O stage itself (the put
+ * functions take their stats), or parse stats.json (watch.c does).
+ * Thread-safety: the table is immutable; a snapshot belongs to its caller;
+ * struct bfs_stats_reads is locked inside.
+ */
+#ifndef BFS_STATS_H
+#define BFS_STATS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* In stats.json's order. */
+enum bfs_stat {
+	BFS_STAT_RECORDS,
+	BFS_STAT_BATCHES_PER_EPOCH,
+	BFS_STAT_INDEX_REUSED,
+	BFS_STAT_SCHEMA_REUSED,
+	BFS_STAT_INDEX_BYTES,
+	BFS_STAT_INDEX_CORRUPT_RECORDS,
+	BFS_STAT_READS,
+	BFS_STAT_BYTES_READ,
+	BFS_STAT_CACHE_HITS,
+	BFS_STAT_CACHE_MISSES,
+	BFS_STAT_CACHE_WAITS,
+	BFS_STAT_CACHE_EVICTIONS,
+	BFS_STAT_CACHE_ENTRIES,
+	BFS_STAT_CACHE_BYTES,
+	BFS_STAT_CACHE_PEAK_BYTES,
+	BFS_STAT_CACHE_BUDGET,
+	BFS_STAT_PREFETCH_ISSUED,
+	BFS_STAT_BATCHES_DECODED,
+	BFS_STAT_CHUNKS_DECODED,
+	BFS_STAT_DECODE_SECONDS,
+	BFS_STAT_DECODE_ERRORS,
+	BFS_STAT_CORRUPT_RECORDS,
+	BFS_STAT_SKIPPED_RECORDS,
+	BFS_STAT_FAILED_READS,
+	BFS_STAT_RECORDS_SERVED,
+	BFS_STAT_RECORDS_DECODED,
+	BFS_STAT_PREFETCH_READY,
+	BFS_STAT_PREFETCH_QUEUED,
+	BFS_STAT_DECODING,
+	BFS_STAT_BUFFERS_REUSED,
+	/* with the I/O stage */
+	BFS_STAT_IO_BACKEND,
+	BFS_STAT_IO_DEPTH,
+	BFS_STAT_IO_READAHEAD,
+	BFS_STAT_IO_READS,
+	BFS_STAT_IO_BYTES,
+	BFS_STAT_IO_INFLIGHT,
+	BFS_STAT_IO_PEAK_INFLIGHT,
+	BFS_STAT_IO_PENDING,
+	BFS_STAT_IO_BUFFERED,
+	BFS_STAT_IO_PEAK_BUFFERED,
+	BFS_STAT_IO_RANGES,
+	BFS_STAT_IO_MERGED,
+	BFS_STAT_IO_WAITS,
+	BFS_STAT_IO_WAIT_SECONDS,
+	BFS_STAT_IO_RETRIES,
+	BFS_STAT_IO_FAILED,
+	BFS_STAT_IO_DROPPED,
+	BFS_STAT_IO_REFUSED,
+	BFS_STAT_IO_PLANNED,
+	BFS_STAT_IO_CLAIMED,
+	BFS_STAT_IO_UNPLANNED,
+	BFS_STAT_IO_PLANS_DROPPED,
+	BFS_STAT_IO_GROUPS,
+	BFS_STAT_IO_STREAMS,
+	BFS_STAT_IO_LOCAL,
+	BFS_STAT_IO_LOCAL_BYTES,
+	/* with disk_cache=DIR */
+	BFS_STAT_DISK_CACHE_HITS,
+	BFS_STAT_DISK_CACHE_MISSES,
+	BFS_STAT_DISK_CACHE_HIT_BYTES,
+	BFS_STAT_DISK_CACHE_BYTES,
+	BFS_STAT_DISK_CACHE_EVICTIONS,
+	BFS_STAT_DISK_CACHE_CORRUPT,
+	BFS_STAT_DISK_CACHE_DROPPED,
+	BFS_STAT_DISK_CACHE_USED,
+	BFS_STAT_DISK_CACHE_LIMIT,
+	/* with -o cuda: one object, its members after it */
+	BFS_STAT_CUDA,
+	BFS_STAT_CUDA_DEVICE,
+	BFS_STAT_CUDA_POOL,
+	BFS_STAT_CUDA_BUSY,
+	BFS_STAT_CUDA_OPENS,
+	BFS_STAT_CUDA_WAITS,
+	BFS_STAT_CUDA_EAGAIN,
+	BFS_STAT_CUDA_ERRORS,
+	BFS_STAT_CUDA_COPIES,
+	BFS_STAT_CUDA_BYTES_COPIED,
+	BFS_STAT_CUDA_PINNED_BUFFERS,
+	BFS_STAT_CUDA_DEVICE_BYTES,
+	BFS_STAT_UPTIME_SECONDS,
+	BFS_STAT_NKEYS
+};
+
+/* A value's JSON form. */
+enum bfs_stat_type {
+	BFS_STYPE_UINT, /* 123 */
+	BFS_STYPE_INT, /* -1 */
+	BFS_STYPE_REAL, /* 1.250000 (six decimals) */
+	BFS_STYPE_BOOL, /* true, false */
+	BFS_STYPE_TEXT, /* "io_uring" */
+	BFS_STYPE_OBJECT, /* {"a": 1, "b": 2}: the member keys that follow it */
+};
+
+/* When a key is in stats.json. */
+enum bfs_stat_group {
+	BFS_SGROUP_ALWAYS,
+	BFS_SGROUP_IO, /* the I/O stage runs */
+	BFS_SGROUP_DISK, /* disk_cache=DIR is in use */
+	BFS_SGROUP_CUDA, /* -o cuda */
+	BFS_SGROUP_N
+};
+
+/* How to read a value. */
+enum bfs_stat_kind {
+	BFS_SKIND_FACT, /* fixed for the life of the mount */
+	BFS_SKIND_TOTAL, /* a count since mount: two readings give a rate */
+	BFS_SKIND_LEVEL, /* a level now (or its peak): read as it is */
+};
+
+enum bfs_stat_unit {
+	BFS_SUNIT_COUNT,
+	BFS_SUNIT_BYTES,
+	BFS_SUNIT_SECONDS,
+	BFS_SUNIT_FLAG, /* yes or no */
+	BFS_SUNIT_NAME, /* a word */
+};
+
+struct bfs_stat_key {
+	const char *name; /* the JSON key */
+	enum bfs_stat_type type;
+	enum bfs_stat_group group;
+	enum bfs_stat_kind kind;
+	enum bfs_stat_unit unit;
+	const char *label; /* a few words for people: "cache hits" */
+	bool member; /* a member of the object key before it, not a key of stats.json */
+};
+
+/* [BFS_STAT_NKEYS], indexed by enum bfs_stat. */
+extern const struct bfs_stat_key bfs_stat_keys[BFS_STAT_NKEYS];
+
+/* The top-level key of that name (members are not found), or NULL. */
+const struct bfs_stat_key *bfs_stat_find(const char *name);
+
+union bfs_stat_value {
+	uint64_t u; /* BFS_STYPE_UINT */
+	int64_t i; /* BFS_STYPE_INT */
+	double f; /* BFS_STYPE_REAL */
+	bool b; /* BFS_STYPE_BOOL */
+	const char *s; /* BFS_STYPE_TEXT: borrowed, until the JSON is written */
+};
+
+/* One reading of every key: the values of the groups present. */
+struct bfs_stats_snap {
+	union bfs_stat_value v[BFS_STAT_NKEYS];
+	bool has[BFS_SGROUP_N]; /* has[BFS_SGROUP_ALWAYS] is taken as true */
+};
+
+/* stats.json is padded with spaces to this size, so that its size does not
+ * change as its numbers grow: a reader that saw one snapshot's size and
+ * reads the next still gets whole JSON. */
+#define BFS_STATS_SIZE 4096
+
+/* stats.json for s (malloc'd, *len bytes, NUL-terminated): one key per
+ * line in the table's order, the present groups only. pad > 0: shorter
+ * text is padded with spaces to pad bytes, the last still a newline, so
+ * that the file's size holds still as its numbers grow. NULL without
+ * memory. */
+char *bfs_stats_json(const struct bfs_stats_snap *s, size_t pad, size_t *len);
+
+/* ---- filling a snapshot from the modules' own stats */
+
+struct bfs_cache_stats;
+struct bfs_errlog_counts;
+struct bfs_fetch_stats;
+struct bfs_ioplan_stats;
+struct bfs_diskcache_stats;
+struct bfs_cudapath_stats;
+struct bfs_cudapool_stats;
+struct bfs_dataset;
+
+/* records, batches_per_epoch and the index facts */
+void bfs_stats_put_dataset(struct bfs_stats_snap *s, const struct bfs_dataset *ds,
+			   uint64_t batches_per_epoch);
+void bfs_stats_put_cache(struct bfs_stats_snap *s, const struct bfs_cache_stats *c);
+void bfs_stats_put_errors(struct bfs_stats_snap *s, const struct bfs_errlog_counts *e);
+/* the I/O stage (sets has[BFS_SGROUP_IO]); depth and readahead are its bounds */
+void bfs_stats_put_io(struct bfs_stats_snap *s, const struct bfs_fetch_stats *f,
+		      const struct bfs_ioplan_stats *p, unsigned depth, uint64_t readahead);
+void bfs_stats_put_diskcache(struct bfs_stats_snap *s, const struct bfs_diskcache_stats *d);
+/* -o cuda on device `device` (sets has[BFS_SGROUP_CUDA]) */
+void bfs_stats_put_cuda(struct bfs_stats_snap *s, int device, const struct bfs_cudapool_stats *p,
+			const struct bfs_cudapath_stats *c);
+
+/* ---- the reads fs/ serves */
+
+/* reads, bytes_read, records_served and failed_reads. A read is counted
+ * before its reply, so a reader that reads stats.json after its read
+ * returned sees it (docs/contract.md). */
+struct bfs_stats_reads {
+	pthread_mutex_t lock; /* guards the fields below */
+	uint64_t reads, bytes, failed;
+	double records; /* records' worth of tensor data: fractions add up */
+};
+
+void bfs_stats_reads_init(struct bfs_stats_reads *r);
+void bfs_stats_reads_destroy(struct bfs_stats_reads *r);
+/* A read of a batch or view file answered with `bytes` bytes, `records`
+ * records' worth of them (bfs_stats_rows). */
+void bfs_stats_read(struct bfs_stats_reads *r, uint64_t bytes, double records);
+void bfs_stats_read_failed(struct bfs_stats_reads *r);
+void bfs_stats_put_reads(struct bfs_stats_snap *s, struct bfs_stats_reads *r);
+
+struct bfs_geom;
+
+/* The records' worth of tensor data in bytes [pos, end) of a file whose
+ * data (after hlen bytes of header) is part of a unit (a batch, or an
+ * epoch view) of geometry g: the bytes of tensor data read over the unit's
+ * bytes of tensor data per record. So reading every .npy of a batch, or
+ * its .safetensors, counts its records once; a header counts nothing. */
+double bfs_stats_rows(const struct bfs_geom *g, uint64_t hlen, uint64_t pos, uint64_t end);
+
+#endif
