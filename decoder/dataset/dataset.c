@@ -14,6 +14,7 @@
 #include "fetch.h"
 #include "ixpack.h"
 #include "objsrc.h"
+#include "pfor.h"
 #include "shadow.h"
 
 #include <dirent.h>
@@ -463,52 +464,6 @@ static int idx_load(struct bfs_dataset *ds, const char *dir, size_t i, pthread_m
 	return 1;
 }
 
-/* fn(ctx, i) for every i < n, over `jobs` threads (this one among them). */
-struct par {
-	size_t n, next;
-	pthread_mutex_t lock; /* guards next */
-	void (*fn)(void *ctx, size_t i);
-	void *ctx;
-};
-
-static void *par_worker(void *arg)
-{
-	struct par *p = arg;
-
-	for (;;) {
-		size_t i;
-
-		pthread_mutex_lock(&p->lock);
-		i = p->next++;
-		pthread_mutex_unlock(&p->lock);
-		if (i >= p->n)
-			return NULL;
-		p->fn(p->ctx, i);
-	}
-}
-
-static void par_for(size_t n, unsigned jobs, void (*fn)(void *ctx, size_t i), void *ctx)
-{
-	struct par p = { .n = n, .fn = fn, .ctx = ctx };
-	pthread_t tids[64];
-	unsigned started = 0;
-
-	pthread_mutex_init(&p.lock, NULL);
-	if (jobs == 0)
-		jobs = 1;
-	if (jobs > BFS_ARRAY_SIZE(tids))
-		jobs = BFS_ARRAY_SIZE(tids);
-	if (jobs > n)
-		jobs = (unsigned)n;
-	for (unsigned t = 1; t < jobs; t++)
-		if (bfs_thread_start(&tids[started], par_worker, &p) == 0)
-			started++;
-	par_worker(&p);
-	for (unsigned t = 0; t < started; t++)
-		pthread_join(tids[t], NULL);
-	pthread_mutex_destroy(&p.lock);
-}
-
 /* Load every shard's cached index, over `jobs` threads (each load reads
  * and checks its entry or whole file). need[i] is set for the shards to
  * scan. */
@@ -520,7 +475,7 @@ struct load_ctx {
 	pthread_mutex_t lock; /* guards the notes and the packs' dirty flags */
 };
 
-static void resolve_one(void *arg, size_t i)
+static int resolve_one(void *arg, size_t i)
 {
 	struct load_ctx *lc = arg;
 	const char *abs = shard_abs(lc->ds, i);
@@ -529,9 +484,10 @@ static void resolve_one(void *arg, size_t i)
 	/* the pack of the shard's (real) directory */
 	lc->ds->pack_of[i] = slash ? 0 : SIZE_MAX;
 	lc->dirh[i] = slash ? bfs_ixpack_dir_hash(abs) : 0;
+	return 0;
 }
 
-static void load_one(void *arg, size_t i)
+static int load_one(void *arg, size_t i)
 {
 	struct load_ctx *lc = arg;
 	char note[2 * PATH_MAX + 512];
@@ -542,6 +498,7 @@ static void load_one(void *arg, size_t i)
 		lc->o->on_note(lc->o->progress_ctx, bfs_shard_path(lc->ds->shards[i]), note);
 		pthread_mutex_unlock(&lc->lock);
 	}
+	return 0; /* a shard without a good entry is scanned */
 }
 
 static int u64_cmp(const void *a, const void *b)
@@ -629,14 +586,14 @@ static void load_all(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, b
 	lc.dirh = malloc((ds->nshards ? ds->nshards : 1) * sizeof(*lc.dirh));
 	pthread_mutex_init(&lc.lock, NULL);
 	if (lc.dirh) {
-		par_for(ds->nshards, o->jobs, resolve_one, &lc);
+		(void)bfs_pfor(ds->nshards, o->jobs, resolve_one, &lc);
 		packs_open(ds, o, lc.dirh);
 		free(lc.dirh);
 	}
 	if (!ds->packs)
 		for (size_t i = 0; i < ds->nshards; i++)
 			ds->pack_of[i] = SIZE_MAX;
-	par_for(ds->nshards, o->jobs, load_one, &lc);
+	(void)bfs_pfor(ds->nshards, o->jobs, load_one, &lc);
 	pthread_mutex_destroy(&lc.lock);
 }
 
@@ -801,10 +758,9 @@ struct scan_ctx {
 	bool *scanned; /* [nshards]: scanned without error */
 	bool infer;
 	struct bfs_infer *inf;
-	pthread_mutex_t lock; /* guards next, inf, err, done_bytes, undecodable */
-	size_t next;
-	int err;
-	char errmsg[1024];
+	/* guards inf, done_bytes, the dataset's undecodable and bad_records,
+	 * and the calls of on_bad and progress */
+	pthread_mutex_t lock;
 	uint64_t done_bytes, total_bytes;
 };
 
@@ -879,64 +835,48 @@ static int keep_cut(struct scan_ctx *sc, size_t i, int err)
 	return 0;
 }
 
-static void *scan_worker(void *arg)
+/* Scan shard i if it needs it; its error (message set) stops the pass
+ * (bfs_pfor): the shards being scanned finish, no other starts. */
+static int scan_one(void *arg, size_t i)
 {
 	struct scan_ctx *sc = arg;
+	struct bfs_shadow_writer *w;
+	struct rec_ctx rc;
+	int err;
 
-	for (;;) {
-		struct bfs_shadow_writer *w;
-		struct rec_ctx rc;
-		size_t i;
-		int err;
-
-		pthread_mutex_lock(&sc->lock);
-		while (sc->next < sc->ds->nshards && !sc->need_scan[sc->next])
-			sc->next++;
-		if (sc->err || sc->next >= sc->ds->nshards) {
-			pthread_mutex_unlock(&sc->lock);
-			return NULL;
-		}
-		i = sc->next++;
-		pthread_mutex_unlock(&sc->lock);
-
-		rc.sc = sc;
-		rc.shard = i;
-		/* CRCs are checked; a corrupt record is indexed and reported, and is
-		 * handled per on_corrupt when a batch holding it is read */
-		bfs_shard_set_bad_fn(sc->ds->shards[i], on_bad, &rc);
-		w = sc->ds->shadows ? bfs_shadow_begin(sc->ds->shadows, sc->ds->shards[i]) : NULL;
-		err = bfs_shard_scan(sc->ds->shards[i], true, sc->infer ? on_record : NULL, &rc);
-		bfs_shadow_end(w, err);
-		bfs_shard_set_bad_fn(sc->ds->shards[i], NULL, NULL);
-		if (err && !strstr(bfs_err_msg(), bfs_shard_path(sc->ds->shards[i])))
-			bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
-		if (err && err != -ENOMEM && bfs_shard_cut(sc->ds->shards[i]))
-			err = keep_cut(sc, i, err);
-		/* a small index goes into its directory's pack, written once
-		 * after the scan (packs_save) */
-		if (!err && sc->o->index_dir && !(sc->cached && sc->cached[i]) &&
-		    !idx_packed(sc->ds, i) && !sc->ds->cut[i])
-			idx_save(sc->ds, sc->o->index_dir, i);
-		sc->scanned[i] = !err && !sc->ds->cut[i];
-		pthread_mutex_lock(&sc->lock);
-		if (err && !sc->err) {
-			sc->err = err;
-			snprintf(sc->errmsg, sizeof(sc->errmsg), "%s", bfs_err_msg());
-		}
-		sc->done_bytes += bfs_shard_file_size(sc->ds->shards[i]);
-		if (sc->o->progress)
-			sc->o->progress(sc->o->progress_ctx, sc->done_bytes, sc->total_bytes);
-		pthread_mutex_unlock(&sc->lock);
-	}
+	if (!sc->need_scan[i])
+		return 0;
+	rc.sc = sc;
+	rc.shard = i;
+	/* CRCs are checked; a corrupt record is indexed and reported, and is
+	 * handled per on_corrupt when a batch holding it is read */
+	bfs_shard_set_bad_fn(sc->ds->shards[i], on_bad, &rc);
+	w = sc->ds->shadows ? bfs_shadow_begin(sc->ds->shadows, sc->ds->shards[i]) : NULL;
+	err = bfs_shard_scan(sc->ds->shards[i], true, sc->infer ? on_record : NULL, &rc);
+	bfs_shadow_end(w, err);
+	bfs_shard_set_bad_fn(sc->ds->shards[i], NULL, NULL);
+	if (err && !strstr(bfs_err_msg(), bfs_shard_path(sc->ds->shards[i])))
+		bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
+	if (err && err != -ENOMEM && bfs_shard_cut(sc->ds->shards[i]))
+		err = keep_cut(sc, i, err);
+	/* a small index goes into its directory's pack, written once
+	 * after the scan (packs_save) */
+	if (!err && sc->o->index_dir && !(sc->cached && sc->cached[i]) && !idx_packed(sc->ds, i) &&
+	    !sc->ds->cut[i])
+		idx_save(sc->ds, sc->o->index_dir, i);
+	sc->scanned[i] = !err && !sc->ds->cut[i];
+	pthread_mutex_lock(&sc->lock);
+	sc->done_bytes += bfs_shard_file_size(sc->ds->shards[i]);
+	if (sc->o->progress)
+		sc->o->progress(sc->o->progress_ctx, sc->done_bytes, sc->total_bytes);
+	pthread_mutex_unlock(&sc->lock);
+	return err;
 }
 
 static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need,
 		    const bool *cached, bool *scanned, bool infer)
 {
 	struct scan_ctx sc;
-	unsigned jobs = o->jobs ? o->jobs : 1;
-	pthread_t tids[64];
-	unsigned started = 0;
 	int rc = 0;
 
 	memset(&sc, 0, sizeof(sc));
@@ -955,20 +895,8 @@ static int run_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bo
 			return rc;
 	}
 	pthread_mutex_init(&sc.lock, NULL);
-	if (jobs > BFS_ARRAY_SIZE(tids))
-		jobs = BFS_ARRAY_SIZE(tids);
-	if (jobs > ds->nshards)
-		jobs = (unsigned)ds->nshards;
-	for (unsigned t = 1; t < jobs; t++)
-		if (bfs_thread_start(&tids[started], scan_worker, &sc) == 0)
-			started++;
-	scan_worker(&sc);
-	for (unsigned t = 0; t < started; t++)
-		pthread_join(tids[t], NULL);
+	rc = bfs_pfor(ds->nshards, o->jobs, scan_one, &sc);
 	pthread_mutex_destroy(&sc.lock);
-	rc = sc.err;
-	if (rc)
-		(void)bfs_err_set(rc, "%s", sc.errmsg);
 	if (!rc && infer)
 		rc = bfs_infer_finish(&ds->schema, sc.inf);
 	bfs_infer_free(sc.inf);
