@@ -7,9 +7,9 @@
 #include "example.h"
 #include "image.h"
 #include "keymap.h"
+#include "pfor.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,12 +209,8 @@ struct count_pass {
 	const struct count_seg *segs;
 	size_t nsegs;
 	bool *failed; /* [nshards]: a record not read or decoded (written atomically) */
-};
-
-struct count_ctx {
-	const struct count_pass *cp;
-	uint64_t lo, hi; /* positions in the segments' records end to end */
-	int err;
+	uint64_t total; /* records of the segments */
+	unsigned shares; /* their positions, end to end, in this many equal shares */
 };
 
 static void count_record(struct bfs_batcher *b, uint64_t rec, const struct bfs_example *ex)
@@ -314,21 +310,21 @@ static void count_as_next(struct bfs_batcher *b, uint64_t r, uint8_t *buf, uint3
 	*memo = (struct count_memo){ r, r + k, false, true };
 }
 
-static void *count_worker(void *arg)
+/* Share j of the positions: one run of consecutive records, in order, so
+ * that count_as_next's memo serves a run of records it cannot count. */
+static int count_share(void *arg, size_t j)
 {
-	struct count_ctx *c = arg;
-	const struct count_pass *cp = c->cp;
+	const struct count_pass *cp = arg;
 	struct bfs_batcher *b = cp->b;
+	uint64_t lo = cp->total * j / cp->shares, hi = cp->total * (j + 1) / cp->shares;
 	uint32_t cap = bfs_dataset_max_record_len(b->ds);
 	uint8_t *buf = malloc(cap ? cap : 1);
 	struct count_memo memo = { 0 };
 	size_t k = 0;
 
-	if (!buf) {
-		c->err = -ENOMEM;
-		return NULL;
-	}
-	for (uint64_t pos = c->lo; pos < c->hi; pos++) {
+	if (!buf)
+		return bfs_err_set(-ENOMEM, "out of memory");
+	for (uint64_t pos = lo; pos < hi; pos++) {
 		struct bfs_example *ex = NULL;
 		uint64_t r;
 
@@ -348,40 +344,21 @@ static void *count_worker(void *arg)
 		}
 	}
 	free(buf);
-	return NULL;
+	return 0;
 }
 
-/* Decode the records of segs over the jobs. */
-static int count_segments(const struct count_pass *cp, uint64_t total)
+/* Decode the records of segs, one share per job. */
+static int count_segments(struct count_pass *cp, uint64_t total)
 {
 	unsigned jobs = cp->b->o.jobs ? cp->b->o.jobs : 1;
-	struct count_ctx ctx[64];
-	pthread_t tid[64];
-	bool started[64] = { false };
-	int rc = 0;
 
 	if (total == 0)
 		return 0;
-	if (jobs > 64)
-		jobs = 64;
-	for (unsigned j = 0; j < jobs; j++) {
-		ctx[j].cp = cp;
-		ctx[j].lo = total * j / jobs;
-		ctx[j].hi = total * (j + 1) / jobs;
-		ctx[j].err = 0;
-		if (j > 0)
-			started[j] = bfs_thread_start(&tid[j], count_worker, &ctx[j]) == 0;
-		if (j > 0 && !started[j])
-			count_worker(&ctx[j]);
-	}
-	count_worker(&ctx[0]);
-	for (unsigned j = 0; j < jobs; j++) {
-		if (started[j])
-			pthread_join(tid[j], NULL);
-		if (ctx[j].err && !rc)
-			rc = ctx[j].err;
-	}
-	return rc;
+	if (jobs > BFS_PFOR_MAX_THREADS)
+		jobs = BFS_PFOR_MAX_THREADS;
+	cp->total = total;
+	cp->shares = jobs;
+	return bfs_pfor(jobs, jobs, count_share, cp);
 }
 
 /* The columns of the shard whose first record is `first`. */
