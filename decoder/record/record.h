@@ -172,7 +172,7 @@ bool bfs_shard_span(const struct bfs_shard *s, uint64_t i, uint64_t j, uint64_t 
 int bfs_shard_pin_fd(struct bfs_shard *s, int *fd);
 void bfs_shard_unpin_fd(struct bfs_shard *s);
 
-/* ---- hooks for decoder/shadow.c: a plain copy of a compressed stream ----
+/* ---- hooks for store/shadow.c: a plain copy of a compressed stream ----
  *
  * A sink set on a compressed shard gets the whole uncompressed stream, in
  * order, in pieces, while bfs_shard_scan produces it (nothing is re-read);
