@@ -10,7 +10,7 @@
  * TurboJPEG handle at the DCT scale batchfs picks for a stretch to HxW
  * (the smallest of 1/8, 1/4, 1/2 still at least as large as the target on
  * the axis reduced least; else full size), into one reused buffer, as RGB,
- * then bfs_resize (decoder/resize.h, bilinear) the whole decoded image to
+ * then bfs_resize (decoder/image/resize.h, bilinear) the whole decoded image to
  * HxW (default 224x224) into one reused output row. Every step is what
  * batchfs does for `-o image=NAME:HxW`, without its per-image allocations
  * and fresh handles: the floor a one-core loop reaches.

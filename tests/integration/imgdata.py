@@ -171,7 +171,7 @@ def psnr(a, b):
 
 # ------------------------------------------------------------ numpy references
 # The resize docs/contract.md's filters describe, written independently of
-# decoder/resize.c as dense weight matrices (float64): out = Wy @ img @ Wx.T.
+# decoder/image/resize.c as dense weight matrices (float64): out = Wy @ img @ Wx.T.
 
 
 def _axis_weights(n_src, start, size, n_out, filt):

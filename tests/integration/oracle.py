@@ -574,7 +574,7 @@ def batch_records(n, batch_size, batch, seed=0, epoch=0, shuffle="global", rank=
 
 
 def infer_schema(decoded):
-    """Inference per docs/contract.md and decoder/schema.h, from decoded records.
+    """Inference per docs/contract.md and decoder/schema/schema.h, from decoded records.
     Returns {"features": {...}, "feature_lists": {...}} (no facts)."""
     n = len(decoded)
     ctx = {}  # name -> {"kind", "counts": [...per record or None], "blens": set, "maxb"}

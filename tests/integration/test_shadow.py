@@ -1,4 +1,4 @@
-"""Shadow copies of compressed shards (decoder/shadow.h): a gzip or zlib
+"""Shadow copies of compressed shards (decoder/store/shadow.h): a gzip or zlib
 shard is read from a plain copy in index_dir written by the index scan.
 
 Checked here: every batch of a gzip and a zlib dataset read through the

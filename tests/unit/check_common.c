@@ -1,4 +1,4 @@
-/* Unit tests for decoder/common.c: bfs_write_file_atomic, the one way a
+/* Unit tests for decoder/util/common.c: bfs_write_file_atomic, the one way a
  * cache file is written (index, index pack, counts, schema).
  *
  * write(2) and writev(2) are wrapped below: while `chop` is set, a call on

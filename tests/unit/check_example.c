@@ -1,5 +1,5 @@
 /*
- * check_example.c — unit tests of decoder/example.c: tf.train.Example and
+ * check_example.c — unit tests of decoder/example/example.c: tf.train.Example and
  * SequenceExample decoding from hand-built wire bytes (packed and unpacked
  * lists, unknown fields at every level, duplicate keys, empty Features,
  * malformed input) and the text form. Every record of the shared real

@@ -1,4 +1,4 @@
-/* Unit tests for decoder/index.c: the compact record index, its cache file,
+/* Unit tests for decoder/record/index.c: the compact record index, its cache file,
  * and how a dataset reuses, rejects and rebuilds that file. */
 #include "testfiles.h"
 #include "crc32c.h"

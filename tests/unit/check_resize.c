@@ -1,7 +1,7 @@
 /*
- * check_resize.c — unit tests of the resampler (decoder/resize.c) on cases
+ * check_resize.c — unit tests of the resampler (decoder/image/resize.c) on cases
  * worked out by hand, and of the stretch / fit / crop geometry of
- * bfs_image_decode (decoder/image.c) on small PNGs built here.
+ * bfs_image_decode (decoder/image/image.c) on small PNGs built here.
  */
 #include "image.h"
 #include "resize.h"

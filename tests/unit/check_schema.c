@@ -1,5 +1,5 @@
 /*
- * check_schema.c — unit tests of decoder/schema.c: inference from
+ * check_schema.c — unit tests of decoder/schema/: inference from
  * hand-built records, JSON in and out (every from_json error), record
  * checks, ragged counts, selection and names. Inference over the shared
  * real TFRecord files is check_realdata.c's.

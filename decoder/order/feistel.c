@@ -1,7 +1,5 @@
-/* perm.c — keyed Feistel permutation with cycle walking (see perm.h). */
-#include "perm.h"
-
-#include "blockshuf.h"
+/* feistel.c — keyed Feistel permutation with cycle walking (see feistel.h). */
+#include "feistel.h"
 
 #include <string.h>
 
@@ -15,13 +13,12 @@ uint64_t bfs_mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-void bfs_perm_init(struct bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch, int shuffle)
+void bfs_feistel_init(struct bfs_feistel *p, uint64_t n, uint64_t seed, uint64_t epoch, int shuffle)
 {
 	unsigned bits = 0;
 	uint64_t base;
 
 	p->n = n;
-	p->bo = NULL;
 	p->identity = !shuffle || n <= 1;
 	if (p->identity) {
 		p->half = 0;
@@ -41,7 +38,7 @@ void bfs_perm_init(struct bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch
 		p->key[r] = bfs_mix64(base + GOLDEN * (r + 1));
 }
 
-static uint64_t encrypt(const struct bfs_perm *p, uint64_t x)
+static uint64_t encrypt(const struct bfs_feistel *p, uint64_t x)
 {
 	uint64_t l = x >> p->half, r = x & p->mask;
 
@@ -54,7 +51,7 @@ static uint64_t encrypt(const struct bfs_perm *p, uint64_t x)
 }
 
 /* encrypt() over v[0..n), n a multiple of 8. */
-static void encrypt_scalar(const struct bfs_perm *p, uint64_t *v, size_t n)
+static void encrypt_scalar(const struct bfs_feistel *p, uint64_t *v, size_t n)
 {
 	for (size_t k = 0; k < n; k++)
 		v[k] = encrypt(p, v[k]);
@@ -71,7 +68,7 @@ typedef uint64_t v8u __attribute__((vector_size(64)));
 #define LANES 8
 #define WAYS 4
 __attribute__((target("avx512f,avx512dq"), always_inline)) static inline void
-rounds_avx512(const struct bfs_perm *p, uint64_t *v, size_t ways)
+rounds_avx512(const struct bfs_feistel *p, uint64_t *v, size_t ways)
 {
 	const uint64_t half = p->half, mask = p->mask;
 	v8u l[WAYS], r[WAYS];
@@ -99,7 +96,7 @@ rounds_avx512(const struct bfs_perm *p, uint64_t *v, size_t ways)
 	}
 }
 
-__attribute__((target("avx512f,avx512dq"))) static void encrypt_avx512(const struct bfs_perm *p,
+__attribute__((target("avx512f,avx512dq"))) static void encrypt_avx512(const struct bfs_feistel *p,
 								       uint64_t *v, size_t n)
 {
 	size_t k = 0;
@@ -113,14 +110,14 @@ __attribute__((target("avx512f,avx512dq"))) static void encrypt_avx512(const str
 
 /* Many positions at once: each pass encrypts every position still out of
  * range (8 at a time where the CPU can), then keeps the ones still out of
- * range, without branches. Same results as bfs_perm_apply. */
-void bfs_perm_apply_many_how(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out,
-			     bool vector)
+ * range, without branches. Same results as bfs_feistel_apply. */
+void bfs_feistel_apply_many(const struct bfs_feistel *p, const uint64_t *pos, size_t n,
+			    uint64_t *out, bool vector)
 {
 	enum { BLOCK = 256 };
 	uint64_t val[BLOCK];
 	uint32_t idx[BLOCK];
-	void (*enc)(const struct bfs_perm *, uint64_t *, size_t) = encrypt_scalar;
+	void (*enc)(const struct bfs_feistel *, uint64_t *, size_t) = encrypt_scalar;
 
 #ifdef PERM_VECTOR
 	if (vector && __builtin_cpu_supports("avx512dq"))
@@ -128,10 +125,6 @@ void bfs_perm_apply_many_how(const struct bfs_perm *p, const uint64_t *pos, size
 #else
 	(void)vector;
 #endif
-	if (p->bo) {
-		bfs_block_order_apply_many(p->bo, pos, n, out);
-		return;
-	}
 	if (p->identity) {
 		for (size_t i = 0; i < n; i++)
 			out[i] = pos[i];
@@ -163,27 +156,14 @@ void bfs_perm_apply_many_how(const struct bfs_perm *p, const uint64_t *pos, size
 	}
 }
 
-void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out)
-{
-	bfs_perm_apply_many_how(p, pos, n, out, true);
-}
-
-uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos)
+uint64_t bfs_feistel_apply(const struct bfs_feistel *p, uint64_t pos)
 {
 	uint64_t y;
 
-	if (p->bo)
-		return bfs_block_order_apply(p->bo, pos);
 	if (p->identity)
 		return pos;
 	y = encrypt(p, pos);
 	while (y >= p->n)
 		y = encrypt(p, y);
 	return y;
-}
-
-void bfs_perm_release(struct bfs_perm *p)
-{
-	bfs_block_order_put(p->bo);
-	p->bo = NULL;
 }

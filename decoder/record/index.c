@@ -13,7 +13,7 @@
 #include "index.h"
 
 #include "crc32c.h"
-#include "record.h"
+#include "tfrecord.h"
 
 #include <fcntl.h>
 #include <inttypes.h>

@@ -25,19 +25,10 @@
 
 #include "common.h"
 #include "index.h"
+#include "tfrecord.h" /* enum bfs_compression, BFS_RECORD_MAX_LEN */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
-
-enum bfs_compression {
-	BFS_COMP_AUTO = 0, /* detect from the bytes */
-	BFS_COMP_NONE,
-	BFS_COMP_GZIP,
-	BFS_COMP_ZLIB,
-};
-
-/* Caps applied to every length read from disk before allocation. */
-#define BFS_RECORD_MAX_LEN ((uint64_t)1 << 30) /* 1 GiB per record */
 
 const char *bfs_compression_name(enum bfs_compression c); /* "none","gzip","zlib","auto" */
 int bfs_compression_parse(enum bfs_compression *out, const char *s);
@@ -181,7 +172,7 @@ bool bfs_shard_span(const struct bfs_shard *s, uint64_t i, uint64_t j, uint64_t 
 int bfs_shard_pin_fd(struct bfs_shard *s, int *fd);
 void bfs_shard_unpin_fd(struct bfs_shard *s);
 
-/* ---- hooks for decoder/shadow.c: a plain copy of a compressed stream ----
+/* ---- hooks for store/shadow.c: a plain copy of a compressed stream ----
  *
  * A sink set on a compressed shard gets the whole uncompressed stream, in
  * order, in pieces, while bfs_shard_scan produces it (nothing is re-read);

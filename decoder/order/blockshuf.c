@@ -4,7 +4,7 @@
  */
 #include "blockshuf.h"
 
-#include "perm.h"
+#include "feistel.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -191,7 +191,7 @@ static int order_new(struct bfs_block_order **out, const struct bfs_blocks *bl, 
 {
 	struct bfs_block_order *o = calloc(1, sizeof(*o));
 	uint64_t nb = bl->nblocks;
-	struct bfs_perm p;
+	struct bfs_feistel p;
 
 	if (!o)
 		return -ENOMEM;
@@ -205,10 +205,10 @@ static int order_new(struct bfs_block_order **out, const struct bfs_blocks *bl, 
 	o->epoch = epoch;
 	o->bl = bl;
 	o->ngroups = (nb + bl->window - 1) / bl->window;
-	bfs_perm_init(&p, nb, bl->seed_b, epoch, 1);
+	bfs_feistel_init(&p, nb, bl->seed_b, epoch, 1);
 	o->cum[0] = 0;
 	for (uint64_t i = 0; i < nb; i++) {
-		uint64_t k = bfs_perm_apply(&p, i);
+		uint64_t k = bfs_feistel_apply(&p, i);
 		o->blk[i] = k;
 		o->cum[i + 1] = o->cum[i] + (bl->start[k + 1] - bl->start[k]);
 	}
@@ -251,14 +251,14 @@ int bfs_block_order_get(struct bfs_block_order **out, struct bfs_blocks *bl, uin
 /* Group g: the sequence positions [*i0, *i1) of its blocks, and the
  * permutation of its records keyed for (seed, epoch, g). */
 static void group_at(const struct bfs_block_order *o, uint64_t g, uint64_t *i0, uint64_t *i1,
-		     struct bfs_perm *p)
+		     struct bfs_feistel *p)
 {
 	const struct bfs_blocks *bl = o->bl;
 
 	*i0 = g * bl->window;
 	*i1 = bl->nblocks - *i0 < bl->window ? bl->nblocks : *i0 + bl->window;
-	bfs_perm_init(p, o->cum[*i1] - o->cum[*i0], bfs_mix64(bl->seed_b + GOLDEN * (g + 1)),
-		      o->epoch, 1);
+	bfs_feistel_init(p, o->cum[*i1] - o->cum[*i0], bfs_mix64(bl->seed_b + GOLDEN * (g + 1)),
+			 o->epoch, 1);
 }
 
 /* The group holding epoch position pos: the last g with cum[g*W] <= pos. */
@@ -315,11 +315,11 @@ void bfs_block_order_group(const struct bfs_block_order *o, uint64_t g, uint64_t
 uint64_t bfs_block_order_apply(const struct bfs_block_order *o, uint64_t pos)
 {
 	uint64_t i0, i1, first;
-	struct bfs_perm p;
+	struct bfs_feistel p;
 
 	group_at(o, group_of(o, pos), &i0, &i1, &p);
 	first = o->cum[i0];
-	return record_at(o, i0, i1, first + bfs_perm_apply(&p, pos - first));
+	return record_at(o, i0, i1, first + bfs_feistel_apply(&p, pos - first));
 }
 
 void bfs_block_order_apply_many(const struct bfs_block_order *o, const uint64_t *pos, size_t n,
@@ -331,7 +331,7 @@ void bfs_block_order_apply_many(const struct bfs_block_order *o, const uint64_t 
 	 * Feistel permutation many at a time */
 	while (k < n) {
 		uint64_t i0, i1, first, end;
-		struct bfs_perm p;
+		struct bfs_feistel p;
 		size_t j = k;
 
 		group_at(o, group_of(o, pos[k]), &i0, &i1, &p);
@@ -339,7 +339,7 @@ void bfs_block_order_apply_many(const struct bfs_block_order *o, const uint64_t 
 		end = o->cum[i1];
 		for (; j < n && pos[j] >= first && pos[j] < end; j++)
 			out[j] = pos[j] - first;
-		bfs_perm_apply_many(&p, out + k, j - k, out + k);
+		bfs_feistel_apply_many(&p, out + k, j - k, out + k, true);
 		for (size_t t = k; t < j; t++)
 			out[t] = record_at(o, i0, i1, first + out[t]);
 		k = j;

@@ -1,7 +1,7 @@
 /*
  * example_impl.h — the allocation behind a struct bfs_example, shared by the
  * reference decoder (example.c, protobuf-c) and the fast one (wire.c).
- * Internal to decoder/.
+ * Internal to the example module.
  */
 #ifndef BFS_EXAMPLE_IMPL_H
 #define BFS_EXAMPLE_IMPL_H

@@ -26,7 +26,7 @@
  * mtime, or an unreadable trailer) and leftovers of dead writers are deleted
  * when a set is created.
  *
- * Does not: decide what to read (record.c does), know the index format, or
+ * Does not: decide what to read (record_read.c does), know the index format, or
  * verify the whole copy at attach time (per-record CRCs do that at read,
  * which also covers a copy damaged after it was attached).
  *

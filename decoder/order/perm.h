@@ -1,16 +1,16 @@
 /*
- * perm.h — the epoch permutation: a keyed Feistel bijection with cycle
- * walking, computed from (seed, epoch) alone, O(1) memory. The algorithm is
- * specified in docs/shuffle.md (sections 3 and 4); changing it
- * changes every user's data order, so it is versioned there.
- *
- * The same type carries a shuffle=block order (blockshuf.h) when one is
- * attached, so that callers map positions to records one way.
+ * perm.h — the epoch order: the record at each position of an epoch, for
+ * every shuffle: none (the identity), global (the Feistel bijection of
+ * feistel.h over the whole epoch) or block (the block order of
+ * blockshuf.h, attached by the batcher). Callers map positions to records
+ * one way, whichever it is. docs/shuffle.md specifies the orders.
  *
  * Pure functions; thread-safe.
  */
 #ifndef BFS_PERM_H
 #define BFS_PERM_H
+
+#include "feistel.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,14 +19,10 @@
 struct bfs_block_order; /* blockshuf.h */
 
 struct bfs_perm {
-	uint64_t n;
+	struct bfs_feistel f; /* shuffle=global, or the identity */
 	/* shuffle=block: the epoch's block order (a reference, dropped by
 	 * bfs_perm_release), which apply then follows; NULL otherwise */
 	struct bfs_block_order *bo;
-	uint64_t key[6];
-	unsigned half; /* bits per Feistel half */
-	uint64_t mask;
-	int identity; /* n <= 1 or shuffle=none */
 };
 
 /* Set up the permutation of [0, n) for (seed, epoch). shuffle=0 gives the
@@ -42,8 +38,5 @@ void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n
 /* The same with the vector rounds allowed or not (for tests of both). */
 void bfs_perm_apply_many_how(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out,
 			     bool vector);
-
-/* The 64-bit mixer used by the keys and the round function. */
-uint64_t bfs_mix64(uint64_t z);
 
 #endif

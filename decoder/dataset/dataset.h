@@ -48,7 +48,7 @@ struct bfs_dataset_opts {
 	/* a record with a bad data CRC met while indexing (msg borrowed) */
 	void (*on_bad)(void *ctx, const char *shard, const char *msg);
 	/* plain copies of compressed shards in index_dir, at most this many
-	 * bytes there in all (decoder/shadow.h); 0: none */
+	 * bytes there in all (store/shadow.h); 0: none */
 	uint64_t shadow_size;
 	/* worth one log line (may be NULL): an index cache file rebuilt and
 	 * why (shard names it), shadow copies not written or a bad one found

@@ -1,0 +1,252 @@
+/*
+ * dataset_io.c — the I/O stage (fetch.h) over a dataset's shards: what it
+ * reads through (descriptors, a bucket's objects, copies in a disk cache),
+ * which shards go through it (the remote ones, or all with an explicit
+ * io_depth), and a disk cache copy that is whole promoted to a local,
+ * mapped view of its shard.
+ *
+ * Does not: plan reads (ioplan.c) or issue them (fetch.c).
+ */
+#include "dataset_impl.h"
+
+#include "diskcache.h"
+#include "fetch.h"
+#include "objsrc.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct bfs_objsrc *bfs_dataset_objsrc(const struct bfs_dataset *ds)
+{
+	return ds->objs;
+}
+
+void bfs_dataset_passed(const struct bfs_dataset *ds, char *const **names, size_t *n)
+{
+	*names = ds->passed;
+	*n = ds->npassed;
+}
+
+bool bfs_dataset_remote(const struct bfs_dataset *ds)
+{
+	for (size_t i = 0; i < ds->nshards; i++)
+		if (bfs_shard_is_remote(ds->shards[i]))
+			return true;
+	return false;
+}
+
+/* What the I/O stage reads through: the shards, and their copies in a
+ * disk cache. Attached to the dataset while a stage exists. */
+struct dsio {
+	struct bfs_dataset *ds;
+	struct bfs_diskcache *dc;
+	struct bfs_dcobj **obj; /* [nshards] with dc; NULL entries: not cached */
+	atomic_bool *failed; /* [nshards]: the shard's promoted copy failed a read */
+	void (*note)(void *ctx, const char *msg);
+	void *ctx;
+};
+
+static int shard_pin(void *ctx, uint32_t obj, int *fd)
+{
+	const struct dsio *io = ctx;
+
+	return bfs_shard_pin_fd(io->ds->shards[obj], fd);
+}
+
+static void shard_unpin(void *ctx, uint32_t obj)
+{
+	const struct dsio *io = ctx;
+
+	bfs_shard_unpin_fd(io->ds->shards[obj]);
+}
+
+static void object_submit(void *ctx, struct bfs_fetch_read *r)
+{
+	const struct dsio *io = ctx;
+	uint64_t off, len;
+	uint32_t obj;
+	uint8_t *dst;
+
+	bfs_fetch_read_target(r, &obj, &off, &dst, &len);
+	bfs_objsrc_submit(io->ds->objs, r, io->ds->shards[obj]);
+}
+
+static uint64_t shard_size(void *ctx, uint32_t obj)
+{
+	const struct dsio *io = ctx;
+
+	return bfs_shard_file_size(io->ds->shards[obj]);
+}
+
+static bool cached_read(void *ctx, uint32_t obj, uint64_t off, uint8_t *dst, uint64_t len)
+{
+	const struct dsio *io = ctx;
+
+	return io->obj[obj] && bfs_dcobj_read(io->obj[obj], dst, (size_t)len, off) == 0;
+}
+
+static void fetched(void *ctx, uint32_t obj, uint64_t off, const uint8_t *src, uint64_t len)
+{
+	const struct dsio *io = ctx;
+
+	if (io->obj[obj])
+		bfs_dcobj_put(io->obj[obj], src, (size_t)len, off);
+}
+
+static void io_note(const struct dsio *io, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void io_note(const struct dsio *io, const char *fmt, ...)
+{
+	char msg[PATH_MAX + 512];
+	va_list ap;
+
+	if (!io->note)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	io->note(io->ctx, msg);
+}
+
+/* A read of a promoted shard's copy failed (the record was read from the
+ * source instead): the copy goes, the next mount fetches it again. Once
+ * per shard: the copy stays attached (its other records are good), so
+ * each later read of a bad record fails again; one line and one delete
+ * are enough (a second delete would take a copy made again since). */
+static void copy_failed(void *ctx, const struct bfs_shard *s, const char *msg)
+{
+	const struct dsio *io = ctx;
+
+	for (size_t i = 0; i < io->ds->nshards; i++)
+		if (io->ds->shards[i] == s && io->obj[i] &&
+		    !atomic_exchange(&io->failed[i], true)) {
+			io_note(io, "disk_cache: %s: %s; its copy is deleted", bfs_shard_path(s),
+				msg);
+			bfs_dcobj_drop(io->obj[i]);
+		}
+}
+
+/* Shard i's copy is whole: check it, and read the shard from it from now
+ * on, as a plain local file (mapped). Plain shards only: a compressed
+ * one's copy holds compressed bytes. */
+static void promote(struct dsio *io, size_t i)
+{
+	struct bfs_shard *s = io->ds->shards[i], *view = NULL;
+	const char *path;
+	int fd;
+
+	if (bfs_shard_compression(s) != BFS_COMP_NONE || bfs_shard_has_shadow(s) ||
+	    !bfs_dcobj_verify(io->obj[i], &path))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (bfs_shard_open_view(&view, path, fd, s) != 0) {
+		close(fd);
+		return;
+	}
+	if (!bfs_shard_promote(s, view, copy_failed, io))
+		bfs_shard_close(view);
+}
+
+static void copy_complete(void *ctx, void *user)
+{
+	struct dsio *io = ctx;
+
+	promote(io, (size_t)(uintptr_t)user - 1);
+}
+
+int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
+			  const struct bfs_dataset_io *o)
+{
+	struct bfs_fetch_source src = { .pin = shard_pin,
+					.unpin = shard_unpin,
+					.size = shard_size };
+	struct bfs_fetch_opts fo = o->fetch;
+	struct bfs_dataset *m = (struct bfs_dataset *)ds; /* the stage is attached to it */
+	struct dsio *io;
+	uint64_t total = 0;
+	int rc;
+
+	*out = NULL;
+	if (ds->nshards > UINT32_MAX)
+		return bfs_err_set(-EFBIG, "too many shards for the I/O stage");
+	io = calloc(1, sizeof(*io));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	if (!io || !(io->obj = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->obj))) ||
+	    !(io->failed = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->failed)))) {
+		if (io)
+			free(io->obj);
+		free(io);
+		return -ENOMEM;
+	}
+	io->ds = m;
+	io->dc = o->dc;
+	io->note = o->note;
+	io->ctx = o->ctx;
+	src.ctx = io;
+	for (size_t i = 0; i < ds->nshards; i++) {
+		const struct bfs_shard *s = ds->shards[i];
+		char real[PATH_MAX];
+
+		total += bfs_shard_file_size(s);
+		if (!io->dc || !(o->all || bfs_shard_is_remote(s)))
+			continue;
+		io->obj[i] = bfs_diskcache_obj(
+			io->dc, bfs_dataset_real_path(bfs_shard_path(s), real),
+			bfs_shard_file_size(s), bfs_shard_mtime_ns(s), (void *)(uintptr_t)(i + 1));
+	}
+	if (ds->objs) { /* a bucket: ranged GETs through the client */
+		src.submit = object_submit;
+		fo.backend = BFS_FETCH_CUSTOM;
+		fo.source_retries = true; /* the client's retries (s3.h) */
+	}
+	if (io->dc) {
+		src.local = cached_read;
+		src.fetched = fetched;
+		/* a dataset that fits is kept whole: reads of whole blocks */
+		if (total <= o->dc_limit)
+			fo.align = BFS_DC_BLOCK;
+	}
+	rc = bfs_fetch_new(out, (uint32_t)ds->nshards, &src, &fo);
+	if (rc) {
+		free(io->obj);
+		free(io->failed);
+		free(io);
+		return rc;
+	}
+	m->io = io;
+	if (io->dc)
+		bfs_diskcache_set_complete(io->dc, copy_complete, io);
+	for (size_t i = 0; i < ds->nshards; i++) {
+		if (o->all || bfs_shard_is_remote(ds->shards[i]))
+			bfs_shard_set_fetch(ds->shards[i], *out, (uint32_t)i);
+		/* copies made whole by an earlier mount: local from the start */
+		if (io->obj[i] && bfs_dcobj_complete(io->obj[i]))
+			promote(io, i);
+	}
+	return 0;
+}
+
+void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f)
+{
+	struct bfs_dataset *m = (struct bfs_dataset *)ds;
+
+	if (!f)
+		return;
+	for (size_t i = 0; i < ds->nshards; i++)
+		bfs_shard_set_fetch(ds->shards[i], NULL, 0);
+	bfs_fetch_free(f);
+	if (m->io && m->io->dc)
+		bfs_diskcache_set_complete(m->io->dc, NULL, NULL);
+	if (m->io) {
+		free(m->io->obj);
+		free(m->io->failed);
+		free(m->io);
+		m->io = NULL;
+	}
+}

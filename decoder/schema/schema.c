@@ -1,0 +1,381 @@
+/*
+ * schema.c — the dataset schema's vocabulary (see schema.h): valid feature
+ * names, specs and schemas (free, clone, element counts), feature
+ * selection (features=) and image= (a bytes feature decoded and resized
+ * to [H, W, C]). Every entry point validates before it changes anything:
+ * a failed bfs_schema_select leaves its schema as it was.
+ *
+ * JSON is schema_json.c, inference schema_infer.c, checking a record
+ * schema_check.c (see schema_impl.h).
+ *
+ * Does not: read files, know FUSE, tensors or threads.
+ */
+#include "schema_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- names ---------------------------------------------------------------- */
+
+/* Valid UTF-8 as JSON needs it: no overlong forms, surrogates or code
+ * points over U+10FFFF. */
+static bool utf8_valid(const unsigned char *s)
+{
+	while (*s) {
+		unsigned c = *s++, n, cp, min;
+		if (c < 0x80)
+			continue;
+		if ((c & 0xe0) == 0xc0) {
+			n = 1;
+			cp = c & 0x1f;
+			min = 0x80;
+		} else if ((c & 0xf0) == 0xe0) {
+			n = 2;
+			cp = c & 0x0f;
+			min = 0x800;
+		} else if ((c & 0xf8) == 0xf0) {
+			n = 3;
+			cp = c & 0x07;
+			min = 0x10000;
+		} else {
+			return false;
+		}
+		for (unsigned i = 0; i < n; i++, s++) {
+			if ((*s & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (*s & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+	}
+	return true;
+}
+
+int bfs_schema_name_ok(const char *name)
+{
+	const char *p, *c;
+	size_t n;
+
+	if (!name || !name[0])
+		return bfs_err_set(-EINVAL, "name '' is empty");
+	n = strlen(name);
+	if (name[0] == '/')
+		return bfs_err_set(-EINVAL, "name '%.200s' starts with '/'", name);
+	if (name[n - 1] == '/')
+		return bfs_err_set(-EINVAL, "name '%.200s' ends with '/'", name);
+	if (strstr(name, "//"))
+		return bfs_err_set(-EINVAL, "name '%.200s' contains '//'", name);
+	for (c = name;; c = p + 1) {
+		size_t len;
+		p = strchr(c, '/');
+		len = p ? (size_t)(p - c) : strlen(c);
+		if ((len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return bfs_err_set(-EINVAL, "name '%.200s' has a '%.*s' component", name,
+					   (int)len, c);
+		if (!p)
+			break;
+	}
+	if (!utf8_valid((const unsigned char *)name))
+		return bfs_err_set(-EINVAL, "name '%.200s' is not valid UTF-8", name);
+	return 0;
+}
+
+/* ---- specs and schemas ---------------------------------------------------- */
+
+const char *bfs_spec_what(const struct bfs_feature_spec *f)
+{
+	return f->is_list ? "feature list" : "feature";
+}
+
+/* "[224, 224, 3]" */
+void bfs_spec_fmt_shape(char *dst, size_t cap, int ndim, const int64_t *shape)
+{
+	size_t n = 0;
+
+	n += (size_t)snprintf(dst, cap, "[");
+	for (int i = 0; i < ndim && n < cap; i++)
+		n += (size_t)snprintf(dst + n, cap - n, "%s%lld", i ? ", " : "",
+				      (long long)shape[i]);
+	if (n < cap)
+		snprintf(dst + n, cap - n, "]");
+}
+
+uint64_t bfs_spec_elems(const struct bfs_feature_spec *f)
+{
+	uint64_t p = 1;
+
+	if (!f->is_list) {
+		if (f->layout == BFS_LAYOUT_PADDED)
+			return (uint64_t)f->max_len;
+		if (f->layout != BFS_LAYOUT_FIXED)
+			return 0;
+	}
+	for (int i = 0; i < f->ndim; i++) {
+		if (f->shape[i] < 0 || __builtin_mul_overflow(p, (uint64_t)f->shape[i], &p))
+			return 0;
+	}
+	return p;
+}
+
+void bfs_spec_names_free(struct bfs_feature_spec *f)
+{
+	for (size_t i = 0; i < f->nnames; i++)
+		free(f->names[i]);
+	free(f->names);
+	f->names = NULL;
+	f->nnames = 0;
+}
+
+void bfs_schema_free(struct bfs_schema *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nfeatures; i++) {
+		free(s->features[i].name);
+		bfs_spec_names_free(&s->features[i]);
+	}
+	for (size_t i = 0; i < s->nlists; i++)
+		free(s->lists[i].name);
+	free(s->features);
+	free(s->lists);
+	free(s);
+}
+
+static int specs_clone(struct bfs_feature_spec **out, const struct bfs_feature_spec *src, size_t n)
+{
+	struct bfs_feature_spec *a;
+
+	*out = NULL;
+	if (!n)
+		return 0;
+	a = calloc(n, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		bool ok;
+		a[i] = src[i];
+		a[i].names = NULL;
+		a[i].nnames = 0;
+		a[i].name = strdup(src[i].name);
+		ok = a[i].name != NULL;
+		if (ok && src[i].nnames) {
+			a[i].names = calloc(src[i].nnames, sizeof(char *));
+			ok = a[i].names != NULL;
+			for (size_t k = 0; ok && k < src[i].nnames; k++) {
+				a[i].names[k] = strdup(src[i].names[k]);
+				ok = a[i].names[k] != NULL;
+				a[i].nnames = k + 1;
+			}
+		}
+		if (!ok) {
+			for (size_t j = 0; j <= i; j++) {
+				free(a[j].name);
+				bfs_spec_names_free(&a[j]);
+			}
+			free(a);
+			return -ENOMEM;
+		}
+	}
+	*out = a;
+	return 0;
+}
+
+int bfs_schema_clone(struct bfs_schema **out, const struct bfs_schema *s)
+{
+	struct bfs_schema *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		goto nomem;
+	if (specs_clone(&c->features, s->features, s->nfeatures) < 0)
+		goto nomem;
+	c->nfeatures = s->nfeatures;
+	if (specs_clone(&c->lists, s->lists, s->nlists) < 0)
+		goto nomem;
+	c->nlists = s->nlists;
+	*out = c;
+	return 0;
+nomem:
+	bfs_schema_free(c);
+	return bfs_err_set(-ENOMEM, "schema: out of memory");
+}
+
+enum bfs_dtype bfs_spec_default_dtype(enum bfs_kind k)
+{
+	return k == BFS_KIND_FLOAT ? BFS_DT_F32 : k == BFS_KIND_INT64 ? BFS_DT_I64 : BFS_DT_U8;
+}
+
+/* ---- selection ---------------------------------------------------------------- */
+
+/* strcmp(name, item[0..len)) */
+static int cmp_n(const char *name, const char *item, size_t len)
+{
+	int c = strncmp(name, item, len);
+
+	if (c)
+		return c;
+	return name[len] != '\0';
+}
+
+ssize_t bfs_spec_find_n(const struct bfs_feature_spec *a, size_t n, const char *item, size_t len)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = cmp_n(a[mid].name, item, len);
+		if (c == 0)
+			return (ssize_t)mid;
+		if (c > 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return -1;
+}
+
+/* Keep the specs whose flag is set; free the others' names. */
+static void specs_keep(struct bfs_feature_spec *a, size_t *n, const bool *keep)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < *n; i++) {
+		if (keep[i]) {
+			a[k++] = a[i];
+		} else {
+			free(a[i].name);
+			bfs_spec_names_free(&a[i]);
+		}
+	}
+	*n = k;
+}
+
+int bfs_schema_select(struct bfs_schema *s, const char *csv)
+{
+	static const char prefix[] = "feature_lists/";
+	const size_t plen = sizeof(prefix) - 1;
+	bool *keep_f = NULL, *keep_l = NULL;
+	const char *p = csv;
+	int err = 0;
+
+	if (!csv || !csv[0])
+		return bfs_err_set(-EINVAL, "features=: empty list of features");
+	keep_f = calloc(s->nfeatures + 1, sizeof(bool));
+	keep_l = calloc(s->nlists + 1, sizeof(bool));
+	if (!keep_f || !keep_l) {
+		err = bfs_err_set(-ENOMEM, "schema: out of memory");
+		goto out;
+	}
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		ssize_t at = -1;
+
+		if (!len) {
+			err = bfs_err_set(-EINVAL, "features=: empty name in '%.200s'", csv);
+			goto out;
+		}
+		if (len > plen && strncmp(p, prefix, plen) == 0) {
+			at = bfs_spec_find_n(s->lists, s->nlists, p + plen, len - plen);
+			if (at >= 0)
+				keep_l[at] = true;
+		}
+		if (at < 0) {
+			at = bfs_spec_find_n(s->features, s->nfeatures, p, len);
+			if (at >= 0)
+				keep_f[at] = true;
+		}
+		if (at < 0) {
+			err = bfs_err_set(-ENOENT, "features=: no feature '%.*s' in the schema",
+					  (int)(len > 200 ? 200 : len), p);
+			goto out;
+		}
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	specs_keep(s->features, &s->nfeatures, keep_f);
+	specs_keep(s->lists, &s->nlists, keep_l);
+out:
+	free(keep_f);
+	free(keep_l);
+	return err;
+}
+
+/* ---- image= --------------------------------------------------------------------------- */
+
+/* "224" -> 224 in 1..max; -1 when not a plain decimal in range. */
+static long dim_parse(const char *p, size_t len, long max)
+{
+	long v = 0;
+
+	if (len == 0 || len > 6)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		v = v * 10 + (p[i] - '0');
+	}
+	return v >= 1 && v <= max ? v : -1;
+}
+
+int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
+{
+	const char *colon = strrchr(arg, ':'), *size, *x;
+	size_t name_len, size_len;
+	long h, w, c = 3;
+	ssize_t at;
+	struct bfs_feature_spec *f;
+
+	if (!colon)
+		return bfs_err_set(-EINVAL, "image=%.200s: expected FEATURE:HxW[:C]", arg);
+	/* FEATURE:HxW:C when the last part is the channel count */
+	if (!strchr(colon + 1, 'x') && colon > arg) {
+		const char *prev = colon - 1;
+		while (prev > arg && *prev != ':')
+			prev--;
+		if (*prev != ':')
+			return bfs_err_set(-EINVAL, "image=%.200s: expected FEATURE:HxW[:C]", arg);
+		c = dim_parse(colon + 1, strlen(colon + 1), 4);
+		if (c != 1 && c != 3 && c != 4)
+			return bfs_err_set(-EINVAL, "image=%.200s: channels must be 1, 3 or 4",
+					   arg);
+		size = prev + 1;
+		size_len = (size_t)(colon - size);
+		name_len = (size_t)(prev - arg);
+	} else {
+		size = colon + 1;
+		size_len = strlen(size);
+		name_len = (size_t)(colon - arg);
+	}
+	x = memchr(size, 'x', size_len);
+	h = x ? dim_parse(size, (size_t)(x - size), UINT16_MAX) : -1;
+	w = x ? dim_parse(x + 1, size_len - (size_t)(x + 1 - size), UINT16_MAX) : -1;
+	if (h < 0 || w < 0)
+		return bfs_err_set(-EINVAL,
+				   "image=%.200s: size must be HxW with H and W in 1..65535", arg);
+	at = name_len ? bfs_spec_find_n(s->features, s->nfeatures, arg, name_len) : -1;
+	if (at < 0)
+		return bfs_err_set(-ENOENT, "image=%.200s: no feature '%.*s' in the schema", arg,
+				   (int)(name_len > 200 ? 200 : name_len), arg);
+	f = &s->features[at];
+	if (f->kind != BFS_KIND_BYTES)
+		return bfs_err_set(-EINVAL, "image=%.200s: feature '%.200s' is %s, not bytes", arg,
+				   f->name, bfs_kind_name(f->kind));
+	if (f->layout == BFS_LAYOUT_RAGGED2)
+		return bfs_err_set(-EINVAL,
+				   "image=%.200s: feature '%.200s' has several values per record, "
+				   "an image feature one",
+				   arg, f->name);
+	f->layout = BFS_LAYOUT_FIXED;
+	f->dtype = BFS_DT_U8;
+	f->ndim = 3;
+	f->shape[0] = h;
+	f->shape[1] = w;
+	f->shape[2] = c;
+	f->max_len = 0;
+	f->image = true;
+	f->resize = BFS_RESIZE_STRETCH;
+	f->filter = BFS_FILTER_BILINEAR;
+	return 0;
+}
