@@ -41,8 +41,10 @@ import time
 import pytest
 
 import oracle
-from test_mount import (MOUNT_DEADLINE, POLL, Mount, _opts, batchfs, gen,  # noqa: F401
-                        read_or_errno, work)
+from fusemount import BatchfsMount as Mount
+from fusemount import MOUNT_DEADLINE, POLL, MountError
+from fusemount import mount_opts as _opts
+from helpers import read_or_errno
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "s3"))
 import s3env  # noqa: E402
@@ -156,17 +158,16 @@ def shard_names(d):
 
 class BucketMount(Mount):
     """A foreground batchfs with an environment of the test's (credentials
-    in AWS_* variables, HOME without ~/.aws)."""
+    in AWS_* variables, HOME without ~/.aws), started without waiting for
+    its mount (a test may look at it while it mounts): wait() waits."""
 
     def __init__(self, binary, source, mnt, opts, log, env):
-        super().__init__(binary, source, mnt, opts, log)
-        self.env = env
+        super().__init__(binary, source, mnt, opts, log, env=env)
 
     def start(self):
         os.makedirs(self.mnt, exist_ok=True)
         with open(self.log, "wb") as logf:
-            self.proc = subprocess.Popen([self.binary, "-f", self.source, self.mnt, "-o",
-                                          self.opts], stdin=subprocess.DEVNULL, stdout=logf,
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=logf,
                                          stderr=logf, env=self.env)
         return self
 
@@ -176,14 +177,13 @@ class BucketMount(Mount):
 
     def wait(self):
         end = time.monotonic() + MOUNT_DEADLINE
-        while not (os.path.ismount(self.mnt) and os.path.exists(self.path("schema.json"))):
+        while not self._is_ready():
             rc = self.proc.poll()
             if rc is not None:
-                raise AssertionError("batchfs exited with %d before mounting %s -o %s:\n%s" %
-                                     (rc, self.source, self.opts, self.log_text()))
+                raise MountError("batchfs exited with %d before mounting %s -o %s:\n%s" %
+                                 (rc, self.source, self.opts, self.log_text()))
             if time.monotonic() > end:
-                raise AssertionError("mount of %s not ready:\n%s" % (self.source,
-                                                                     self.log_text()))
+                raise MountError("mount of %s not ready:\n%s" % (self.source, self.log_text()))
             time.sleep(POLL)
         return self
 
