@@ -1,4 +1,4 @@
-"""A bucket as SOURCE (issue 23): batchfs mounts s3://BUCKET/PREFIX/,
+"""A bucket as SOURCE: batchfs mounts s3://BUCKET/PREFIX/,
 s3://BUCKET/KEY and a glob through tests/s3's servers: s3rver (lax: it
 accepts any well-formed signature) behind s3proxy.py, which checks every
 signature as S3 does (against the key pair a test gives it), injects
@@ -7,7 +7,7 @@ is filled with botocore straight into s3rver (not through the proxy, so
 the proxy's log holds only what batchfs sent), and every mount is
 compared with a local mount of the same files.
 
-What must be true (DESIGN.md, "Sources with latency, and object stores"):
+What must be true (docs/contract.md, "SOURCE"):
 - a bucket mount serves the tree and bytes of a local mount of the same
   files: global and block shuffle, plain and gzip objects (shadow copies
   on and off), rank folders, a prefix, one key, a glob; names that are not
