@@ -229,12 +229,10 @@ static void sweep_one(struct bfs_shadows *sh, int dfd, const char *name)
 		 * kept; it is used only when its size and ETag are those
 		 * listed (open_valid), and a new version's shadow replaces it
 		 * (the same name) */
-		if (is_url(shard))
-			keep = true;
-		else if (stat(shard, &sst) == 0 && (uint64_t)sst.st_size == t.shard_size &&
-			 (int64_t)sst.st_mtim.tv_sec * 1000000000 + sst.st_mtim.tv_nsec ==
-				 t.shard_mtime_ns)
-			keep = true;
+		keep = is_url(shard) ||
+		       (stat(shard, &sst) == 0 && (uint64_t)sst.st_size == t.shard_size &&
+			(int64_t)sst.st_mtim.tv_sec * 1000000000 + sst.st_mtim.tv_nsec ==
+				t.shard_mtime_ns);
 	}
 	close(fd);
 	if (keep)
