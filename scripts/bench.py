@@ -101,6 +101,11 @@ def parse_args(argv):
                     help="the 'remote' part alone (no workloads, no scale or shards parts)")
     ap.add_argument("--remote-delays", default="2,20",
                     help="milliseconds per read of the remote part's source (default 2,20)")
+    ap.add_argument("--remote-records", type=int, metavar="N",
+                    help="records of the remote part's dataset (default 2,000,000; --quick "
+                    "200,000): shuffle=block reads a group of window blocks (256 MiB by "
+                    "default) before its first batch, so its ratio to cat grows with the "
+                    "number of groups")
     ap.add_argument("--remote-seconds", type=float, default=10,
                     help="the remote part's global shuffle is read this long at most")
     ap.add_argument("--bucket", action="store_true",

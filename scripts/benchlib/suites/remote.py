@@ -88,7 +88,7 @@ def _epoch(tools, binary, source, mnt, opts, seconds, lower=None):
 
 def run(args, tools):
     """Returns the rows; prints the table."""
-    n = 200_000 if args.quick else 2_000_000
+    n = getattr(args, "remote_records", None) or (200_000 if args.quick else 2_000_000)
     src, _ = generate(tools, args.work, "remote%d" % n, W, n)
     shards = shard_paths(src)
     total = sum(os.path.getsize(p) for p in shards)
@@ -161,6 +161,12 @@ def report(out, binaries):
         "default options" % (out["n"], W["shards"], out["bytes"] / 1e6))
     say("%-26s %12s %10s %12s %10s %12s" % ("", "records/s", "vs target", "us/record",
                                              "vs local", "source/used"))
+    for label, _ in binaries:  # what the same mounts do with no latency at all
+        say("-- local disk, %s: block %.0f records/s (%.2f us/record), global %.0f records/s "
+            "(%.2f us/record): the most a slow source could give on this machine's cores" % (
+                label, *(v for sh in ("block", "global")
+                         for v in (out["local"][(label, sh)]["rate"],
+                                   1e6 * (out["local"][(label, sh)]["cpu_per_rec"] or 0)))))
     for delay, d in out["delays"].items():
         say("-- %d ms per read: cat (1 MiB reads) %.0f records/s (%.0f MB/s); ceiling (256 "
             "threads of random %d-byte reads) %.0f records/s, %.1f us CPU per read" % (
