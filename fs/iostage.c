@@ -13,10 +13,13 @@
 #include <stdlib.h>
 
 /* Near ranges share a read when the gap between them is at most this (and
- * at most half of what they carry: fetch.c); no read is longer than a FUSE
- * request (1 MiB) and a half. */
+ * at most half of what they carry: fetch.c); no read of a file is longer
+ * than a FUSE request (1 MiB) and a half. A bucket charges its latency per
+ * GET, not per byte: a GET may carry a whole block of shuffle=block (4 MiB)
+ * and more, as a parallel downloader's do. */
 #define MERGE_GAP ((uint64_t)64 << 10)
 #define MAX_READ ((uint64_t)1 << 20)
+#define MAX_GET ((uint64_t)8 << 20)
 
 struct bfs_iostage {
 	const struct bfs_dataset *ds;
@@ -60,7 +63,7 @@ int bfs_iostage_new(struct bfs_iostage **out, const struct bfs_dataset *ds,
 			.depth = o->depth,
 			.budget = o->readahead,
 			.merge_gap = MERGE_GAP,
-			.max_read = MAX_READ,
+			.max_read = bfs_dataset_objsrc(ds) ? MAX_GET : MAX_READ,
 			.backend = o->backend,
 		},
 		.all = o->all,

@@ -154,9 +154,12 @@ def run(args, tools):
                                     "seconds": rd["seconds"], "stopped": rd.get("stopped"),
                                     "decoded": st["records_decoded"],
                                     "gets": st.get("io_reads", 0),
-                                    "get_bytes": st.get("io_bytes", 0), "cpu": rd["daemon_cpu"]}
-                    log("bucket %s %s: %.0f records/s" % (name, shuffle,
-                                                             row[shuffle]["rate"]))
+                                    "get_bytes": st.get("io_bytes", 0), "cpu": rd["daemon_cpu"],
+                                    "retries": st.get("io_retries", 0),
+                                    "failed": st.get("io_failed", 0)}
+                    log("bucket %s %s: %.0f records/s; io: %s" % (
+                        name, shuffle, row[shuffle]["rate"],
+                        {k[3:]: v for k, v in st.items() if k.startswith("io_")}))
             out["workloads"].append(row)
         out["cache"] = _cache(args, tools, env, s3env, srv, mnt)
     finally:
@@ -219,9 +222,10 @@ def report(out):
                 b["rate"], 100 * q, verdict(q >= 0.7), b["gets"],
                 b["get_bytes"] / max(1, b["decoded"] * r["bytes"] / r["n"])))
         say("   global  %10.0f records/s%s = %.1fx the random-GET ceiling at 16 in flight "
-            "(batchfs keeps 64 in flight); %d GETs for %d records decoded" % (
+            "(batchfs keeps 64 in flight); %d GETs for %d records decoded, %d failed" % (
                 g["rate"], " (%.0f s)" % g["seconds"] if g["stopped"] else "",
-                g["rate"] / r["random"] if r["random"] else 0, g["gets"], g["decoded"]))
+                g["rate"] / r["random"] if r["random"] else 0, g["gets"], g["decoded"],
+                g.get("failed", 0)))
     c = out["cache"]
     if c:
         q = c["e1"] / c["local"] if c["local"] else 0
