@@ -580,6 +580,60 @@ static void unuse(struct bfs_fetch *f, struct bfs_fetch_read *x)
 	settle(f, x);
 }
 
+/* Whether bytes [pos, end) of o are all in reads that are ready. */
+static bool all_ready(const struct objx *o, uint64_t pos, uint64_t end)
+{
+	for (size_t i = lower(o, pos); pos < end; i++) {
+		const struct bfs_fetch_read *x = i < o->n ? o->v[i] : NULL;
+
+		if (!x || x->off > pos || x->state != X_READY)
+			return false;
+		pos = x->off + x->len;
+	}
+	return true;
+}
+
+size_t bfs_fetch_copy_ready(struct bfs_fetch *f, uint32_t obj, size_t n, const uint64_t *offs,
+			    const struct iovec *iovs, size_t per, bool *done)
+{
+	size_t got = 0;
+
+	for (size_t k = 0; k < n; k++)
+		done[k] = false;
+	if (obj >= f->nobj || n == 0)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	for (size_t k = 0; k < n; k++) {
+		const struct iovec *iov = iovs + k * per;
+		struct objx *o = &f->objs[obj];
+		uint64_t total = 0, pos = offs[k], end;
+		size_t vi = 0, vo = 0;
+
+		for (size_t j = 0; j < per; j++)
+			total += iov[j].iov_len;
+		end = pos + total;
+		if (total >= COPY_UNLOCKED || !all_ready(o, pos, end))
+			continue; /* bfs_fetch_copyv: it waits, fails, copies unlocked */
+		while (vi < per && iov[vi].iov_len == 0)
+			vi++;
+		while (pos < end) {
+			struct bfs_fetch_read *x = o->v[lower(o, pos)];
+			uint64_t take = x->off + x->len - pos;
+
+			if (take > end - pos)
+				take = end - pos;
+			x->users++;
+			scatter(iov, &vi, &vo, x->buf + (pos - x->off), (size_t)take);
+			pos += take;
+			unuse(f, x);
+		}
+		done[k] = true;
+		got++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return got;
+}
+
 int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struct iovec *iov,
 		    size_t niov)
 {

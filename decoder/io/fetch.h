@@ -144,6 +144,14 @@ void bfs_fetch_release(struct bfs_fetch *f, struct bfs_fetch_ticket *t);
 /* Whether `bytes` more fit the budget now (for planning). */
 bool bfs_fetch_has_room(struct bfs_fetch *f, uint64_t bytes);
 
+/* The records of object obj at offs[0..n), each into its `per` iovecs
+ * (iovs[k * per ..]), under one hold of the stage's lock: those whose
+ * bytes are all in reads that are ready are copied (done[k] true), the
+ * others left for bfs_fetch_copyv (which waits, or says why not). Returns
+ * how many were copied. A decoder takes a batch's records this way: one
+ * lock per batch part instead of one per record. */
+size_t bfs_fetch_copy_ready(struct bfs_fetch *f, uint32_t obj, size_t n, const uint64_t *offs,
+			    const struct iovec *iovs, size_t per, bool *done);
 /* Copy bytes [off, off + total) of object obj into iov[0..niov) (total:
  * the sum of their lengths), waiting for reads in flight. 0; -ENODATA
  * when some of those bytes are not held by any ticket (read them

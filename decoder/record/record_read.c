@@ -504,10 +504,57 @@ static void read_runs(struct bfs_shard *s, const uint64_t *idx, struct pending *
 	free(sink);
 }
 
+/* The records of idx whose bytes the I/O stage holds ready, copied out
+ * under one hold of its lock and checked (staged[k] true); the others are
+ * left to read_staged, one by one. Without memory, none is taken. */
+static void take_staged(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
+			bool verify, int *errs, char **msgs, bool *staged)
+{
+	uint8_t(*frame)[HDR_LEN + FOOT_LEN] = malloc(n * sizeof(*frame));
+	struct iovec *iov = malloc(n * 3 * sizeof(*iov));
+	uint64_t *offs = malloc(n * sizeof(*offs));
+	size_t m = 0;
+
+	if (frame && iov && offs) {
+		for (size_t k = 0; k < n; k++) {
+			struct bfs_record_loc loc = { 0, 0 };
+
+			if (idx[k] < s->nlocs)
+				loc = loc_of(s, idx[k]);
+			offs[k] = loc.offset;
+			iov[3 * k] = (struct iovec){ frame[k], HDR_LEN };
+			iov[3 * k + 1] = (struct iovec){ dst[k], loc.len };
+			iov[3 * k + 2] = (struct iovec){ frame[k] + HDR_LEN, FOOT_LEN };
+			if (idx[k] >= s->nlocs) /* left for the path that names it */
+				iov[3 * k + 1].iov_len = UINT32_MAX;
+		}
+		m = bfs_fetch_copy_ready(s->fetch, s->fetch_id, n, offs, iov, 3, staged);
+	}
+	for (size_t k = 0; m && k < n; k++) {
+		struct bfs_record_loc loc;
+		int err;
+
+		if (!staged[k])
+			continue;
+		loc = loc_of(s, idx[k]);
+		err = bfs_record_check_header(idx[k], &loc, frame[k], verify);
+		if (!err && verify)
+			err = bfs_record_check_data(idx[k], &loc, dst[k], frame[k] + HDR_LEN);
+		if (err)
+			bfs_shard_fail_one(s, err, errs, msgs, k);
+	}
+	if (!m)
+		for (size_t k = 0; k < n; k++)
+			staged[k] = false;
+	free(frame);
+	free(iov);
+	free(offs);
+}
+
 static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 			     uint8_t *const *dst, bool verify, int *errs, char **msgs)
 {
-	bool any_mapped = false;
+	bool any_mapped = false, *staged = NULL;
 	struct pending *p;
 	size_t np = 0;
 	int err;
@@ -518,10 +565,14 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 	}
 	p = malloc((n ? n : 1) * sizeof(*p));
 	touch_records(s, idx, n);
+	if (s->fetch && n > 1 && (staged = calloc(n, sizeof(*staged))))
+		take_staged(s, idx, n, dst, verify, errs, msgs, staged);
 	for (size_t k = 0; k < n; k++) {
 		bool in = idx[k] < s->nlocs;
 		struct bfs_record_loc loc = { 0, 0 };
 
+		if (staged && staged[k])
+			continue;
 		if (in)
 			loc = loc_of(s, idx[k]);
 		if (in && s->fetch) {
@@ -546,6 +597,7 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 	}
 	read_runs(s, idx, p, np, dst, verify, errs, msgs);
 	free(p);
+	free(staged);
 	/* one size check for every record copied from the mapping (a
 	 * record past a shrunk end is named as such, whatever its CRC);
 	 * a file that has not shrunk holds them all */
