@@ -250,13 +250,15 @@ static void extent_free(struct bfs_fetch *f, struct bfs_fetch_read *x)
 }
 
 /* x lost its last ticket, or a user of one that has none left is done:
- * out of the list and the queue now, freed once nothing uses it. */
+ * out of the list now, and out of the queue unless a copy waits for it
+ * (bfs_fetch_copyv: dropped, it would never be read and the copy would
+ * wait for ever); freed once nothing uses it. */
 static void settle(struct bfs_fetch *f, struct bfs_fetch_read *x)
 {
 	if (x->refs)
 		return;
 	list_remove(f, x);
-	if (x->state == X_PENDING && x->heap != NOT_QUEUED) {
+	if (x->state == X_PENDING && x->heap != NOT_QUEUED && x->users == 0) {
 		queue_remove(f, x);
 		f->st.dropped++;
 		f->st.pending--;

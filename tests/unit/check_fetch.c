@@ -405,6 +405,50 @@ START_TEST(stopping_ends_every_wait)
 }
 END_TEST
 
+START_TEST(a_read_a_copy_waits_for_is_read_though_its_ticket_goes)
+{
+	struct manual mb;
+	struct bfs_fetch *f = manual_new(&mb, 1, 64 * MiB, 0, MiB);
+	struct bfs_fetch_range a = { 0, 100, 10 }, b = { 0, 0, 10 };
+	struct bfs_fetch_ticket *ta, *tb;
+	struct waiter w = { f, 1 };
+	struct timespec ts = { 0, 20000000 }, until;
+	struct bfs_fetch_stats st;
+	struct bfs_fetch_read *x;
+	pthread_t tid;
+	int joined;
+
+	/* a is in flight (depth 1), b queued behind it; a copy waits for b */
+	ck_assert_int_eq(bfs_fetch_want(f, &a, 1, 1, 0, &ta), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, &b, 1, 2, 0, &tb), 0);
+	ck_assert_int_eq(pthread_create(&tid, NULL, wait_copy, &w), 0);
+	do {
+		nanosleep(&ts, NULL);
+		bfs_fetch_stats(f, &st);
+	} while (st.waits == 0);
+	/* b's ticket goes while the copy waits (a unit done, a plan
+	 * dropped): its read must still be issued, or the copy waits for
+	 * ever */
+	bfs_fetch_release(f, tb);
+	while ((x = manual_take(&mb)))
+		manual_serve(x, -1);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	joined = pthread_timedjoin_np(tid, NULL, &until);
+	if (joined != 0) { /* let the copy go before failing */
+		bfs_fetch_stop(f);
+		pthread_join(tid, NULL);
+	}
+	ck_assert_msg(joined == 0, "the copy still waits for a read that was dropped");
+	ck_assert_int_eq(w.rc, 0);
+	bfs_fetch_release(f, ta);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.reads, 2);
+	ck_assert_uint_eq(st.buffered, 0);
+	bfs_fetch_free(f);
+}
+END_TEST
+
 /* ----------------------------------------------- descriptor backends */
 
 static void fd_pattern_file(const char *path, uint64_t size)
@@ -759,6 +803,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(t, released_tickets_drop_their_queued_reads);
 	tcase_add_test(t, a_failed_read_is_retried_once_then_fails_its_bytes);
 	tcase_add_test(t, stopping_ends_every_wait);
+	tcase_add_test(t, a_read_a_copy_waits_for_is_read_though_its_ticket_goes);
 	tcase_add_test(t, reader_threads_read_a_file);
 	tcase_add_test(t, io_uring_reads_a_file);
 	tcase_set_timeout(t, 30);
