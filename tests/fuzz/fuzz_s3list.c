@@ -1,5 +1,5 @@
 /*
- * fuzz_s3list.c — fuzz target for decoder/io/s3xml.c: the bytes are what an
+ * fuzz_s3list.c — fuzz target for decoder/cloud/s3xml.c: the bytes are what an
  * object store answered to ListObjectsV2 (or to anything, as an error
  * document). Untrusted: any server the endpoint names writes them. A page
  * that parses must hold only sane objects: non-empty keys of at most

@@ -1,5 +1,5 @@
 /*
- * fuzz_s3resp.c — fuzz target for decoder/io/s3resp.c, the object-store
+ * fuzz_s3resp.c — fuzz target for decoder/cloud/s3resp.c, the object-store
  * client's handling of one HTTP response (what curl hands it: header lines,
  * then body pieces), and of the message made of it.
  *

@@ -1,5 +1,5 @@
 /*
- * s3tool — drives the object-store client (decoder/io/s3.h) from the command
+ * s3tool — drives the object-store client (decoder/cloud/s3.h) from the command
  * line, for tests/s3 (pytest against s3rver and s3proxy.py) and for trying
  * a real bucket by hand. Credentials come from the environment or the
  * profile files, never from the command line.

@@ -1,4 +1,4 @@
-"""The object-store client (decoder/io/s3.h, through tests/s3/s3tool) against a
+"""The object-store client (decoder/cloud/s3.h, through tests/s3/s3tool) against a
 real S3 server (s3rver, which checks every signature against its S3RVER
 account) and the fault-injecting proxy in front of it (s3proxy.py)."""
 import datetime
