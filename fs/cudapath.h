@@ -59,6 +59,7 @@ char *bfs_cudapath_describe(const struct bfs_plan *plan, const struct bfs_geom *
 
 struct bfs_cudapath_stats {
 	uint64_t copies, bytes, pinned, pinned_bytes, device_bytes;
+	uint64_t host_allocs; /* cudaHostAlloc calls: pinned blocks are reused */
 };
 void bfs_cudapath_stats(struct bfs_cudapath *cp, struct bfs_cudapath_stats *st);
 

@@ -122,6 +122,7 @@ const struct bfs_stat_key bfs_stat_keys[BFS_STAT_NKEYS] = {
 	MEMBER(CUDA_COPIES, "copies", UINT, TOTAL, COUNT, "copies"),
 	MEMBER(CUDA_BYTES_COPIED, "bytes_copied", UINT, TOTAL, BYTES, "copied"),
 	MEMBER(CUDA_PINNED_BUFFERS, "pinned_buffers", UINT, LEVEL, COUNT, "pinned buffers"),
+	MEMBER(CUDA_HOST_ALLOCS, "host_allocs", UINT, TOTAL, COUNT, "cudaHostAlloc calls"),
 	MEMBER(CUDA_DEVICE_BYTES, "device_bytes", UINT, LEVEL, BYTES, "device memory"),
 
 	KEY(UPTIME_SECONDS, "uptime_seconds", INT, ALWAYS, TOTAL, SECONDS, "up"),
@@ -339,6 +340,7 @@ void bfs_stats_put_cuda(struct bfs_stats_snap *s, int device, const struct bfs_c
 	U(CUDA_COPIES) = c->copies;
 	U(CUDA_BYTES_COPIED) = c->bytes;
 	U(CUDA_PINNED_BUFFERS) = c->pinned;
+	U(CUDA_HOST_ALLOCS) = c->host_allocs;
 	U(CUDA_DEVICE_BYTES) = c->device_bytes;
 }
 

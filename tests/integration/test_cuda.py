@@ -146,6 +146,25 @@ def test_descriptor_contents_and_bytes_in_another_process(mounter, ds, cuda_env,
     assert s["pinned_buffers"] > 0
 
 
+def test_pinned_blocks_are_reused_across_batches(mounter, ds, cuda_env):
+    # page-locking a batch costs more than decoding it on a real GPU
+    # (docs/cuda.md): a batch leaving the cache gives its pinned block to
+    # the next one, so the daemon does not ask the runtime for one per batch
+    m = mounter(ds.path, batch_size=32, cuda=True, epochs=3, cache_size="16K")
+    nb = nbatches(m)
+    for e in range(3):
+        for b in range(nb):
+            with open(desc_path(m, e, b), "rb") as f:
+                assert json.loads(f.read())["tensors"]
+    top = json.loads(m.read("stats.json"))
+    s = top["cuda"]
+    assert s["copies"] >= 3 * nb and s["errors"] == 0
+    assert top["batches_decoded"] >= 3 * nb
+    # at most the blocks alive at once (the cache's batches, the spares) are
+    # ever allocated; without reuse every decoded batch took one
+    assert 0 < s["host_allocs"] < top["batches_decoded"] // 2, (s, top["batches_decoded"])
+
+
 def test_python_load_gives_tensors_through_dlpack(mounter, ds, cuda_env):
     torch = pytest.importorskip("torch")
     m = mounter(ds.path, batch_size=32, cuda=True, cuda_pool=2)

@@ -146,7 +146,8 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 		 "  \"disk_cache_limit\": 1064,\n"
 		 "  \"cuda\": {\"device\": 0, \"pool\": 1067, \"busy\": 1068, \"opens\": 1069, "
 		 "\"waits\": 1070, \"eagain\": 1071, \"errors\": 1072, \"copies\": 1073, "
-		 "\"bytes_copied\": 1074, \"pinned_buffers\": 1075, \"device_bytes\": 1076},\n"
+		 "\"bytes_copied\": 1074, \"pinned_buffers\": 1075, \"host_allocs\": 1076, "
+		 "\"device_bytes\": 1077},\n"
 		 "  \"uptime_seconds\": 42\n}\n",
 		 always);
 	ck_assert_str_eq(t, want);
@@ -267,7 +268,7 @@ START_TEST(the_put_functions_fill_their_keys)
 		.pool = 53, .busy = 54, .opens = 55, .waits = 56, .eagain = 57, .errors = 58
 	};
 	struct bfs_cudapath_stats cc = {
-		.copies = 59, .bytes = 60, .pinned = 61, .device_bytes = 62
+		.copies = 59, .bytes = 60, .pinned = 61, .host_allocs = 62, .device_bytes = 63
 	};
 	static const char *const want[] = {
 		"\"cache_hits\": 1,",
@@ -328,7 +329,7 @@ START_TEST(the_put_functions_fill_their_keys)
 		"\"cuda\": {\"device\": 2, \"pool\": 53, \"busy\": 54, \"opens\": 55, \"waits\": "
 		"56, "
 		"\"eagain\": 57, \"errors\": 58, \"copies\": 59, \"bytes_copied\": 60, "
-		"\"pinned_buffers\": 61, \"device_bytes\": 62},",
+		"\"pinned_buffers\": 61, \"host_allocs\": 62, \"device_bytes\": 63},",
 	};
 	struct bfs_stats_snap s;
 	size_t len;
