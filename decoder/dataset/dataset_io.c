@@ -82,6 +82,13 @@ static uint64_t shard_size(void *ctx, uint32_t obj)
 	return bfs_shard_file_size(io->ds->shards[obj]);
 }
 
+static uint64_t shard_dev(void *ctx, uint32_t obj)
+{
+	const struct dsio *io = ctx;
+
+	return bfs_shard_dev(io->ds->shards[obj]);
+}
+
 static bool cached_read(void *ctx, uint32_t obj, uint64_t off, uint8_t *dst, uint64_t len)
 {
 	const struct dsio *io = ctx;
@@ -163,9 +170,9 @@ static void copy_complete(void *ctx, void *user)
 int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 			  const struct bfs_dataset_io *o)
 {
-	struct bfs_fetch_source src = { .pin = shard_pin,
-					.unpin = shard_unpin,
-					.size = shard_size };
+	struct bfs_fetch_source src = {
+		.pin = shard_pin, .unpin = shard_unpin, .size = shard_size, .dev = shard_dev
+	};
 	struct bfs_fetch_opts fo = o->fetch;
 	struct bfs_dataset *m = (struct bfs_dataset *)ds; /* the stage is attached to it */
 	struct dsio *io;

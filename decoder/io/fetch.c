@@ -19,11 +19,15 @@
 #include "common.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +40,13 @@ enum { X_PENDING, X_INFLIGHT, X_READY, X_FAILED };
 #define TRIES 2 /* a read and its retry */
 #define READER_STACK ((size_t)128 << 10)
 #define JOIN_WAIT_NS 1000000000L /* a reader stuck in a source is left behind */
+#define FUSE_MAGIC 0x65735546L /* statfs f_type of a FUSE filesystem */
+#define FUSECTL "/sys/fs/fuse/connections"
+#define PROBE_READS 256 /* reads of the AUTO probe, at most */
+#define PROBE_LEN ((uint64_t)4096)
+#define PROBE_WAIT_NS 2000000000ll /* a probe that takes longer has failed */
+#define PROBE_MAX_DEVS 16 /* filesystems looked at, at most */
+#define REASON_LEN 320
 
 struct bfs_fetch_read {
 	struct bfs_fetch *f;
@@ -70,6 +81,7 @@ struct bfs_fetch {
 	struct bfs_fetch_opts o;
 	struct bfs_fetch_source src;
 	const struct bfs_fetch_backend_ops *be;
+	char reason[REASON_LEN]; /* why be */
 	void *be_data;
 	bool be_started;
 	uint32_t nobj;
@@ -1047,20 +1059,15 @@ static void custom_kick(struct bfs_fetch *f)
 
 /* ------------------------------------------------------------ lifetime */
 
-int bfs_fetch_new(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
-		  const struct bfs_fetch_opts *o)
+/* f with backend be (started), the rest of it as bfs_fetch_new says. */
+static int fetch_open(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
+		      const struct bfs_fetch_opts *o, const struct bfs_fetch_backend_ops *be,
+		      const char *reason)
 {
-	struct bfs_fetch *f;
+	struct bfs_fetch *f = calloc(1, sizeof(*f));
 	int rc;
 
 	*out = NULL;
-	if (!o->depth)
-		return bfs_err_set(-EINVAL, "io_depth must be at least 1");
-	if (o->backend == BFS_FETCH_CUSTOM ? !src->submit : !src->pin || !src->unpin)
-		return bfs_err_set(-EINVAL, "the I/O stage has no way to read its source");
-	if (o->align && !src->size)
-		return bfs_err_set(-EINVAL, "aligned reads need the objects' sizes");
-	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	f->o = *o;
@@ -1076,27 +1083,13 @@ int bfs_fetch_new(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->done, NULL);
 	pthread_cond_init(&f->work, NULL);
-	switch (o->backend) {
-	case BFS_FETCH_CUSTOM:
-		f->be = &custom_ops;
-		break;
-	case BFS_FETCH_THREADS:
-		f->be = &threads_ops;
-		break;
-	case BFS_FETCH_URING:
-		if (!bfs_fetch_uring_ops) {
-			bfs_fetch_free(f);
-			return bfs_err_set(-ENOSYS, "built without io_uring (liburing)");
-		}
-		f->be = bfs_fetch_uring_ops;
-		break;
-	default:
-		f->be = bfs_fetch_uring_ops ? bfs_fetch_uring_ops : &threads_ops;
-		break;
-	}
+	f->be = be;
+	snprintf(f->reason, sizeof(f->reason), "%s", reason ? reason : "");
 	rc = f->be->start ? f->be->start(f) : 0;
 	if (rc && o->backend == BFS_FETCH_AUTO && f->be != &threads_ops) {
 		/* io_uring refused (an old kernel, a seccomp filter): threads */
+		snprintf(f->reason, sizeof(f->reason),
+			 "io_uring could not start (%s): reader threads", strerror(-rc));
 		f->be = &threads_ops;
 		rc = f->be->start(f);
 	}
@@ -1106,8 +1099,263 @@ int bfs_fetch_new(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_
 	}
 	f->be_started = true;
 	f->st.backend = f->be->name;
+	f->st.backend_reason = f->reason;
 	*out = f;
 	return 0;
+}
+
+/* ------------------------------------------- the choice of a backend */
+
+long bfs_fetch_fuse_max_background(int fd)
+{
+	struct statfs sfs;
+	struct stat st;
+	char path[96], buf[32];
+	unsigned kdev;
+	ssize_t n;
+	long v;
+	int d;
+
+	if (fstatfs(fd, &sfs) != 0 || (long)(unsigned int)sfs.f_type != FUSE_MAGIC)
+		return 0;
+	if (fstat(fd, &st) != 0)
+		return -1;
+	/* fusectl names a connection by the kernel's encoding of its device */
+	kdev = (major(st.st_dev) << 20) | minor(st.st_dev);
+	snprintf(path, sizeof(path), FUSECTL "/%u/max_background", kdev);
+	d = open(path, O_RDONLY | O_CLOEXEC);
+	if (d < 0)
+		return -1;
+	n = read(d, buf, sizeof(buf) - 1);
+	close(d);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	v = strtol(buf, NULL, 10);
+	return v > 0 ? v : -1;
+}
+
+enum bfs_fetch_backend bfs_fetch_choose_fuse(long max_bg, unsigned depth, int64_t uring_ns,
+					     int64_t threads_ns, char *why, size_t len)
+{
+	static const char held[] = "the kernel holds io_uring's reads of a FUSE file to its "
+				   "max_background, not a reader thread's";
+
+	if (max_bg > 0 && (unsigned long)max_bg >= depth) {
+		snprintf(why, len, "io_uring: FUSE source's max_background is %ld, io_depth %u",
+			 max_bg, depth);
+		return BFS_FETCH_URING;
+	}
+	if (max_bg > 0) {
+		snprintf(why, len,
+			 "threads: FUSE source's max_background is %ld, below io_depth %u (%s)",
+			 max_bg, depth, held);
+		return BFS_FETCH_THREADS;
+	}
+	if (uring_ns == 0 || threads_ns == 0) {
+		snprintf(why, len,
+			 "threads: FUSE source's max_background unknown (libfuse's default is 12, "
+			 "below io_depth %u; %s)",
+			 depth, held);
+		return BFS_FETCH_THREADS;
+	}
+	if (uring_ns < 0 || threads_ns < 0 || (double)uring_ns > 1.5 * (double)threads_ns) {
+		char u[32], t[32];
+
+		snprintf(u, sizeof(u), uring_ns < 0 ? "over 2 s" : "%.1f ms",
+			 (double)uring_ns / 1e6);
+		snprintf(t, sizeof(t), threads_ns < 0 ? "over 2 s" : "%.1f ms",
+			 (double)threads_ns / 1e6);
+		if (uring_ns >= 0 && threads_ns < 0) {
+			snprintf(why, len,
+				 "io_uring: FUSE source, %u reads took %s through io_uring, %s "
+				 "through "
+				 "reader threads",
+				 depth, u, t);
+			return BFS_FETCH_URING;
+		}
+		snprintf(why, len,
+			 "threads: FUSE source, %u reads took %s through io_uring, %s through "
+			 "reader "
+			 "threads (%s; fusectl does not say it here)",
+			 depth, u, t, held);
+		return BFS_FETCH_THREADS;
+	}
+	snprintf(why, len,
+		 "io_uring: FUSE source, %u reads took %.1f ms through io_uring, %.1f ms through "
+		 "reader threads",
+		 depth, (double)uring_ns / 1e6, (double)threads_ns / 1e6);
+	return BFS_FETCH_URING;
+}
+
+/* The time n reads r[0..n) (modified) take through backend be at once, in
+ * ns; -1 when they did not all end within PROBE_WAIT_NS (or be did not
+ * start). Bypasses a local copy: the source's own reads are timed. */
+static int64_t probe(uint32_t nobj, const struct bfs_fetch_source *src,
+		     const struct bfs_fetch_backend_ops *be, struct bfs_fetch_range *r, size_t n)
+{
+	struct bfs_fetch_source s = *src;
+	struct bfs_fetch_opts o = {
+		.depth = (unsigned)n,
+		.budget = UINT64_MAX,
+		.max_read = PROBE_LEN,
+		.backend = be == &threads_ops ? BFS_FETCH_THREADS : BFS_FETCH_URING,
+	};
+	struct bfs_fetch_ticket *t = NULL;
+	struct bfs_fetch *f;
+	struct timespec dl;
+	int64_t ns = -1;
+	uint64_t t0;
+	bool late = false;
+
+	s.local = NULL;
+	s.fetched = NULL;
+	if (fetch_open(&f, nobj, &s, &o, be, NULL) != 0)
+		return -1;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += PROBE_WAIT_NS / 1000000000ll;
+	t0 = now_ns();
+	if (bfs_fetch_want(f, r, n, BFS_FETCH_NOW, BFS_WANT_DEMAND | BFS_WANT_NO_GAPS, &t) == 0) {
+		pthread_mutex_lock(&f->lock);
+		for (size_t k = 0; k < t->n && !late; k++)
+			while (t->x[k]->state == X_PENDING || t->x[k]->state == X_INFLIGHT)
+				if (pthread_cond_timedwait(&f->done, &f->lock, &dl) == ETIMEDOUT) {
+					late = true;
+					break;
+				}
+		pthread_mutex_unlock(&f->lock);
+		ns = late ? -1 : (int64_t)(now_ns() - t0) + 1;
+	}
+	bfs_fetch_release(f, t);
+	bfs_fetch_free(f); /* one with reads stuck in the source stays behind */
+	return ns;
+}
+
+/* Up to n probe reads of the objects of filesystem dev: 2n slots spread
+ * over them, the even or (odd) the odd ones, so that the second probe
+ * reads other bytes; pages where the objects are large, and apart (never
+ * one read) where they are small. How many were made. */
+static size_t probe_ranges(uint32_t nobj, const struct bfs_fetch_source *src, uint64_t dev,
+			   bool odd, struct bfs_fetch_range *r, size_t n)
+{
+	uint32_t nd = 0;
+	size_t m = 0;
+
+	for (uint32_t i = 0; i < nobj; i++)
+		nd += src->dev(src->ctx, i) == dev && src->size(src->ctx, i) > 0;
+	if (!nd)
+		return 0;
+	for (uint32_t i = 0; i < nobj && m < n; i++) {
+		uint64_t size = src->size(src->ctx, i), per = (2 * n + nd - 1) / nd, step;
+
+		if (src->dev(src->ctx, i) != dev || size == 0)
+			continue;
+		step = size / per;
+		for (uint64_t q = odd; q < per && m < n && (step >= 2 || q < 2); q += 2) {
+			r[m].obj = i;
+			if (step >= 2 * PROBE_LEN) {
+				r[m].off = step * q - step * q % PROBE_LEN;
+				r[m].len = PROBE_LEN;
+			} else if (step >= 2) {
+				r[m].off = step * q;
+				r[m].len = step / 2;
+			} else {
+				r[m].off = q < size ? q : 0;
+				r[m].len = 1;
+			}
+			m++;
+		}
+	}
+	return m;
+}
+
+/* BFS_FETCH_AUTO (fetch.h): the backend for src, and why. */
+static const struct bfs_fetch_backend_ops *choose(uint32_t nobj, const struct bfs_fetch_source *src,
+						  const struct bfs_fetch_opts *o, char *why,
+						  size_t len)
+{
+	uint64_t devs[PROBE_MAX_DEVS];
+	size_t ndev = 0;
+
+	if (!bfs_fetch_uring_ops) {
+		snprintf(why, len, "threads: built without io_uring (liburing)");
+		return &threads_ops;
+	}
+	snprintf(why, len, "io_uring: no object is on a FUSE filesystem");
+	if (!src->dev)
+		return bfs_fetch_uring_ops;
+	for (uint32_t i = 0; i < nobj && ndev < PROBE_MAX_DEVS; i++) {
+		uint64_t dev = src->dev(src->ctx, i);
+		enum bfs_fetch_backend be;
+		int64_t tu = 0, tt = 0;
+		bool seen = false;
+		long mb;
+		int fd;
+
+		for (size_t k = 0; k < ndev; k++)
+			seen = seen || devs[k] == dev;
+		if (!dev || seen)
+			continue;
+		devs[ndev++] = dev;
+		if (src->pin(src->ctx, i, &fd) != 0)
+			continue;
+		mb = bfs_fetch_fuse_max_background(fd);
+		src->unpin(src->ctx, i);
+		if (mb == 0)
+			continue;
+		if (mb < 0 && src->size) {
+			size_t n = o->depth < PROBE_READS ? o->depth : PROBE_READS;
+			struct bfs_fetch_range *r = calloc(n, sizeof(*r));
+			size_t m;
+
+			if (r && (m = probe_ranges(nobj, src, dev, false, r, n)) > 0)
+				tu = probe(nobj, src, bfs_fetch_uring_ops, r, m);
+			if (r && (m = probe_ranges(nobj, src, dev, true, r, n)) > 0)
+				tt = probe(nobj, src, &threads_ops, r, m);
+			free(r);
+		}
+		be = bfs_fetch_choose_fuse(mb, o->depth, tu, tt, why, len);
+		if (be == BFS_FETCH_THREADS)
+			return &threads_ops;
+	}
+	return bfs_fetch_uring_ops;
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+int bfs_fetch_new(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
+		  const struct bfs_fetch_opts *o)
+{
+	const struct bfs_fetch_backend_ops *be;
+	char why[REASON_LEN];
+
+	*out = NULL;
+	if (!o->depth)
+		return bfs_err_set(-EINVAL, "io_depth must be at least 1");
+	if (o->backend == BFS_FETCH_CUSTOM ? !src->submit : !src->pin || !src->unpin)
+		return bfs_err_set(-EINVAL, "the I/O stage has no way to read its source");
+	if (o->align && !src->size)
+		return bfs_err_set(-EINVAL, "aligned reads need the objects' sizes");
+	switch (o->backend) {
+	case BFS_FETCH_CUSTOM:
+		be = &custom_ops;
+		snprintf(why, sizeof(why), "custom: the source's own client");
+		break;
+	case BFS_FETCH_THREADS:
+		be = &threads_ops;
+		snprintf(why, sizeof(why), "threads: asked for");
+		break;
+	case BFS_FETCH_URING:
+		if (!bfs_fetch_uring_ops)
+			return bfs_err_set(-ENOSYS, "built without io_uring (liburing)");
+		be = bfs_fetch_uring_ops;
+		snprintf(why, sizeof(why), "io_uring: asked for");
+		break;
+	default:
+		be = choose(nobj, src, o, why, sizeof(why));
+		break;
+	}
+	return fetch_open(out, nobj, src, o, be, why);
 }
 
 void bfs_fetch_stop(struct bfs_fetch *f)
@@ -1162,6 +1410,11 @@ void bfs_fetch_stats(struct bfs_fetch *f, struct bfs_fetch_stats *out)
 const char *bfs_fetch_backend_name(const struct bfs_fetch *f)
 {
 	return f->be->name;
+}
+
+const char *bfs_fetch_backend_reason(const struct bfs_fetch *f)
+{
+	return f->reason;
 }
 
 unsigned bfs_fetch_depth(const struct bfs_fetch *f)

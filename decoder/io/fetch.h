@@ -40,8 +40,17 @@ struct bfs_fetch_ticket;
 
 #define BFS_FETCH_NOW 0 /* priority of a read a reader waits for */
 
+/* BFS_FETCH_AUTO chooses per source (bfs_fetch_new): io_uring, unless
+ * objects are on a FUSE filesystem whose max_background (the kernel's
+ * limit on the asynchronous requests of a connection: io_uring's reads of
+ * a FUSE file are such requests, a reader thread's pread is not) is below
+ * depth. max_background is read from /sys/fs/fuse/connections/DEV where
+ * fusectl is mounted; elsewhere the two backends are timed on `depth`
+ * reads of the source (up to 2 s), and the faster one taken (threads only
+ * when io_uring takes over 1.5 times as long). Threads where io_uring
+ * cannot start. stats.backend_reason says which and why. */
 enum bfs_fetch_backend {
-	BFS_FETCH_AUTO = 0, /* io_uring where the kernel allows it, else threads */
+	BFS_FETCH_AUTO = 0,
 	BFS_FETCH_URING,
 	BFS_FETCH_THREADS,
 	BFS_FETCH_CUSTOM, /* reads go to bfs_fetch_source.submit */
@@ -67,8 +76,13 @@ struct bfs_fetch_source {
 	/* optional: bytes [off, off + len) of obj just came from the source
 	 * (borrowed for the call); no lock held */
 	void (*fetched)(void *ctx, uint32_t obj, uint64_t off, const uint8_t *src, uint64_t len);
-	/* with opts.align: the size of object obj */
+	/* with opts.align, and for BFS_FETCH_AUTO's probe: the size of
+	 * object obj */
 	uint64_t (*size)(void *ctx, uint32_t obj);
+	/* optional, for BFS_FETCH_AUTO: the filesystem object obj is on
+	 * (st_dev; objects of one value share one choice), or 0 when not a
+	 * file; NULL: io_uring, as for a local disk */
+	uint64_t (*dev)(void *ctx, uint32_t obj);
 	void *ctx;
 };
 
@@ -107,6 +121,7 @@ struct bfs_fetch_stats {
 	uint64_t local, local_bytes; /* reads served by source.local instead */
 	uint64_t refused; /* planned tickets refused for want of room */
 	const char *backend; /* "io_uring", "threads", ... */
+	const char *backend_reason; /* why (one line; lives as long as the stage) */
 };
 
 /* n objects read through src (copied). Starts the backend's threads.
@@ -168,6 +183,19 @@ void bfs_fetch_set_low(struct bfs_fetch *f, uint64_t at, void (*fn)(void *ctx), 
 void bfs_fetch_stats(struct bfs_fetch *f, struct bfs_fetch_stats *out);
 /* The backend in use and the depth: "io_uring", "threads", "custom". */
 const char *bfs_fetch_backend_name(const struct bfs_fetch *f);
+/* Why that backend (BFS_FETCH_AUTO's choice, or "asked for"). */
+const char *bfs_fetch_backend_reason(const struct bfs_fetch *f);
+
+/* What BFS_FETCH_AUTO takes for a FUSE filesystem whose max_background is
+ * max_bg (-1: unknown), given the times of `depth` reads through io_uring
+ * and threads (0: not measured; -1: did not finish in time), and the
+ * line why into why[len]. For tests; bfs_fetch_new calls it. */
+enum bfs_fetch_backend bfs_fetch_choose_fuse(long max_bg, unsigned depth, int64_t uring_ns,
+					     int64_t threads_ns, char *why, size_t len);
+/* A FUSE connection's max_background, for a descriptor of a file on it:
+ * the value (> 0), -1 when it cannot be read (fusectl not mounted), or 0
+ * when the file is not on FUSE. */
+long bfs_fetch_fuse_max_background(int fd);
 unsigned bfs_fetch_depth(const struct bfs_fetch *f);
 
 /* ---- for custom backends ---- */

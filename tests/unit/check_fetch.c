@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -545,6 +546,51 @@ START_TEST(io_uring_reads_a_file)
 }
 END_TEST
 
+/* BFS_FETCH_AUTO on a FUSE source: io_uring's reads wait for the kernel's
+ * max_background, a reader thread's do not; a local file is no FUSE one. */
+START_TEST(auto_takes_threads_where_max_background_is_below_the_depth)
+{
+	char why[320], dir[64], path[96];
+	int fd;
+
+	ck_assert_int_eq(bfs_fetch_choose_fuse(12, 256, 0, 0, why, sizeof(why)), BFS_FETCH_THREADS);
+	ck_assert(strstr(why, "max_background is 12, below io_depth 256") != NULL);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(256, 256, 0, 0, why, sizeof(why)), BFS_FETCH_URING);
+	ck_assert(strncmp(why, "io_uring: ", 10) == 0);
+	/* unknown, not measured: libfuse's default is taken */
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 0, 0, why, sizeof(why)), BFS_FETCH_THREADS);
+	ck_assert(strstr(why, "libfuse's default is 12") != NULL);
+	/* measured: the faster, io_uring unless it takes over 1.5 times as long */
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 44000000, 3000000, why, sizeof(why)),
+			 BFS_FETCH_THREADS);
+	ck_assert(strstr(why, "44.0 ms through io_uring, 3.0 ms through reader threads") != NULL);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 4000000, 3000000, why, sizeof(why)),
+			 BFS_FETCH_URING);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, -1, 3000000, why, sizeof(why)),
+			 BFS_FETCH_THREADS);
+	ck_assert(strstr(why, "over 2 s through io_uring") != NULL);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 3000000, -1, why, sizeof(why)),
+			 BFS_FETCH_URING);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, -1, -1, why, sizeof(why)),
+			 BFS_FETCH_THREADS);
+	/* a file on the test's own disk */
+	test_mkdir(dir, sizeof(dir), "check_fetch_fuse");
+	snprintf(path, sizeof(path), "%s/obj", dir);
+	fd_pattern_file(path, 100);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	{
+		struct statfs sfs;
+
+		ck_assert_int_eq(fstatfs(fd, &sfs), 0);
+		if ((long)(unsigned int)sfs.f_type != 0x65735546L) /* not built on FUSE */
+			ck_assert_int_eq(bfs_fetch_fuse_max_background(fd), 0);
+	}
+	close(fd);
+	test_rmdir(dir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the planner */
 
 /* nsh shards of nrec records each: one int64 "id" (the global number) and
@@ -806,6 +852,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(t, a_read_a_copy_waits_for_is_read_though_its_ticket_goes);
 	tcase_add_test(t, reader_threads_read_a_file);
 	tcase_add_test(t, io_uring_reads_a_file);
+	tcase_add_test(t, auto_takes_threads_where_max_background_is_below_the_depth);
 	tcase_set_timeout(t, 30);
 	suite_add_tcase(s, t);
 	tcase_add_test(p, plans_follow_a_reader_and_read_every_byte_once);
