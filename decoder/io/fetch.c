@@ -503,8 +503,11 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 	}
 	f->st.ranges += m;
 	f->st.merged += m > made ? m - made : 0;
-	if (f->st.pending > pending0)
-		pthread_cond_broadcast(&f->work);
+	/* one reader thread woken per new read, not all of them: 256 threads
+	 * woken for each record of the global shuffle cost more CPU than the
+	 * reads (a busy one takes the next read before it sleeps again) */
+	for (uint64_t k = pending0; k < f->st.pending && k - pending0 < f->o.depth; k++)
+		pthread_cond_signal(&f->work);
 	pthread_mutex_unlock(&f->lock);
 	if (made && f->be->kick)
 		f->be->kick(f);
@@ -898,7 +901,7 @@ static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, boo
 	}
 	pthread_cond_broadcast(&f->done);
 	if (requeued)
-		pthread_cond_broadcast(&f->work);
+		pthread_cond_signal(&f->work);
 	settle(f, x);
 	pthread_mutex_unlock(&f->lock);
 	if (requeued && f->be->kick)
