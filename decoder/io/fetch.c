@@ -42,8 +42,10 @@ enum { X_PENDING, X_INFLIGHT, X_READY, X_FAILED };
 #define JOIN_WAIT_NS 1000000000L /* a reader stuck in a source is left behind */
 #define FUSE_MAGIC 0x65735546L /* statfs f_type of a FUSE filesystem */
 #define FUSECTL "/sys/fs/fuse/connections"
+#define FUSE_DEFAULT_BG 12 /* the kernel's max_background, which libfuse 3 keeps */
 #define PROBE_READS 256 /* reads of the AUTO probe, at most */
-#define PROBE_LEN ((uint64_t)4096)
+#define PROBE_LEN ((uint64_t)512) /* bytes of a probe read (a FUSE request each) */
+#define PROBE_MIN 24 /* fewer reads tell 12 at a time from all at once too poorly */
 #define PROBE_WAIT_NS 2000000000ll /* a probe that takes longer has failed */
 #define PROBE_MAX_DEVS 16 /* filesystems looked at, at most */
 #define REASON_LEN 320
@@ -1155,11 +1157,18 @@ enum bfs_fetch_backend bfs_fetch_choose_fuse(long max_bg, unsigned depth, int64_
 			 max_bg, depth, held);
 		return BFS_FETCH_THREADS;
 	}
+	if ((uring_ns == 0 || threads_ns == 0) && depth <= FUSE_DEFAULT_BG) {
+		snprintf(why, len,
+			 "io_uring: FUSE source's max_background unknown, not timed; libfuse's "
+			 "default (%d) is at least io_depth %u",
+			 FUSE_DEFAULT_BG, depth);
+		return BFS_FETCH_URING;
+	}
 	if (uring_ns == 0 || threads_ns == 0) {
 		snprintf(why, len,
-			 "threads: FUSE source's max_background unknown (libfuse's default is 12, "
-			 "below io_depth %u; %s)",
-			 depth, held);
+			 "threads: FUSE source's max_background unknown, not timed; libfuse's "
+			 "default (%d) is below io_depth %u (%s)",
+			 FUSE_DEFAULT_BG, depth, held);
 		return BFS_FETCH_THREADS;
 	}
 	if (uring_ns < 0 || threads_ns < 0 || (double)uring_ns > 1.5 * (double)threads_ns) {
@@ -1236,8 +1245,9 @@ static int64_t probe(uint32_t nobj, const struct bfs_fetch_source *src,
 
 /* Up to n probe reads of the objects of filesystem dev: 2n slots spread
  * over them, the even or (odd) the odd ones, so that the second probe
- * reads other bytes; pages where the objects are large, and apart (never
- * one read) where they are small. How many were made. */
+ * reads other bytes; apart (never one read) where the objects are small.
+ * Bytes a local copy holds are left out: a mount over a warm disk cache
+ * reads nothing from the source. How many were made. */
 static size_t probe_ranges(uint32_t nobj, const struct bfs_fetch_source *src, uint64_t dev,
 			   bool odd, struct bfs_fetch_range *r, size_t n)
 {
@@ -1255,6 +1265,8 @@ static size_t probe_ranges(uint32_t nobj, const struct bfs_fetch_source *src, ui
 			continue;
 		step = size / per;
 		for (uint64_t q = odd; q < per && m < n && (step >= 2 || q < 2); q += 2) {
+			uint8_t held[PROBE_LEN];
+
 			r[m].obj = i;
 			if (step >= 2 * PROBE_LEN) {
 				r[m].off = step * q - step * q % PROBE_LEN;
@@ -1266,7 +1278,8 @@ static size_t probe_ranges(uint32_t nobj, const struct bfs_fetch_source *src, ui
 				r[m].off = q < size ? q : 0;
 				r[m].len = 1;
 			}
-			m++;
+			if (!src->local || !src->local(src->ctx, i, r[m].off, held, r[m].len))
+				m++;
 		}
 	}
 	return m;
@@ -1311,9 +1324,9 @@ static const struct bfs_fetch_backend_ops *choose(uint32_t nobj, const struct bf
 			struct bfs_fetch_range *r = calloc(n, sizeof(*r));
 			size_t m;
 
-			if (r && (m = probe_ranges(nobj, src, dev, false, r, n)) > 0)
+			if (r && (m = probe_ranges(nobj, src, dev, false, r, n)) >= PROBE_MIN)
 				tu = probe(nobj, src, bfs_fetch_uring_ops, r, m);
-			if (r && (m = probe_ranges(nobj, src, dev, true, r, n)) > 0)
+			if (tu && (m = probe_ranges(nobj, src, dev, true, r, n)) >= PROBE_MIN)
 				tt = probe(nobj, src, &threads_ops, r, m);
 			free(r);
 		}

@@ -559,7 +559,8 @@ START_TEST(auto_takes_threads_where_max_background_is_below_the_depth)
 	ck_assert(strncmp(why, "io_uring: ", 10) == 0);
 	/* unknown, not measured: libfuse's default is taken */
 	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 0, 0, why, sizeof(why)), BFS_FETCH_THREADS);
-	ck_assert(strstr(why, "libfuse's default is 12") != NULL);
+	ck_assert(strstr(why, "libfuse's default (12) is below io_depth 256") != NULL);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 8, 0, 0, why, sizeof(why)), BFS_FETCH_URING);
 	/* measured: the faster, io_uring unless it takes over 1.5 times as long */
 	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 44000000, 3000000, why, sizeof(why)),
 			 BFS_FETCH_THREADS);
