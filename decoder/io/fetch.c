@@ -718,25 +718,26 @@ int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struc
 /* ------------------------------------------------------- for backends */
 
 static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local);
+static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local);
 
-struct bfs_fetch_read *bfs_fetch_take(struct bfs_fetch *f, bool block)
+/* bfs_fetch_take, entered with f->lock held; returns with it released. */
+static struct bfs_fetch_read *take_locked(struct bfs_fetch *f, bool block)
 {
 	struct bfs_fetch_read *x;
 	void (*low)(void *) = NULL;
 	void *low_ctx = NULL;
 
-	pthread_mutex_lock(&f->lock);
 	for (;;) {
 		while (!f->stopping && f->nheap == 0) {
 			if (!block) {
-				pthread_mutex_unlock(&f->lock);
-				return NULL;
+				x = NULL;
+				goto out;
 			}
 			pthread_cond_wait(&f->work, &f->lock);
 		}
 		if (f->stopping) {
-			pthread_mutex_unlock(&f->lock);
-			return NULL;
+			x = NULL;
+			goto out;
 		}
 		x = f->heap[0];
 		queue_remove(f, x);
@@ -757,11 +758,19 @@ struct bfs_fetch_read *bfs_fetch_take(struct bfs_fetch *f, bool block)
 			   f->src.local(f->src.ctx, x->obj, x->off, x->buf, x->len)) {
 			complete(x, (int64_t)x->len, NULL, true);
 		} else {
-			pthread_mutex_lock(&f->lock);
-			break;
+			break; /* x goes to the source; the lock is not held */
 		}
 		pthread_mutex_lock(&f->lock);
 	}
+	if (low) {
+		low(low_ctx);
+		pthread_mutex_lock(&f->lock);
+		f->in_low--;
+		pthread_cond_broadcast(&f->done);
+		pthread_mutex_unlock(&f->lock);
+	}
+	return x;
+out:
 	pthread_mutex_unlock(&f->lock);
 	if (low) {
 		low(low_ctx);
@@ -771,6 +780,12 @@ struct bfs_fetch_read *bfs_fetch_take(struct bfs_fetch *f, bool block)
 		pthread_mutex_unlock(&f->lock);
 	}
 	return x;
+}
+
+struct bfs_fetch_read *bfs_fetch_take(struct bfs_fetch *f, bool block)
+{
+	pthread_mutex_lock(&f->lock);
+	return take_locked(f, block);
 }
 
 void bfs_fetch_set_low(struct bfs_fetch *f, uint64_t at, void (*fn)(void *ctx), void *ctx)
@@ -847,16 +862,13 @@ void bfs_fetch_read_done(struct bfs_fetch_read *x, int64_t got, const char *msg)
 	complete(x, got, msg, false);
 }
 
-/* The end of read x: from the source (local false), or served by the local
- * copy. */
-static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local)
+/* The end of read x under f->lock (complete): x READY, FAILED or queued
+ * again (true). */
+static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local)
 {
 	struct bfs_fetch *f = x->f;
 	bool requeued = false;
 
-	if (!local && got >= 0 && (uint64_t)got == x->len && f->src.fetched)
-		f->src.fetched(f->src.ctx, x->obj, x->off, x->buf, x->len);
-	pthread_mutex_lock(&f->lock);
 	f->st.inflight--;
 	if (local) {
 		f->st.local++;
@@ -905,6 +917,20 @@ static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, boo
 	if (requeued)
 		pthread_cond_signal(&f->work);
 	settle(f, x);
+	return requeued;
+}
+
+/* The end of read x: from the source (local false), or served by the local
+ * copy. */
+static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local)
+{
+	struct bfs_fetch *f = x->f;
+	bool requeued;
+
+	if (!local && got >= 0 && (uint64_t)got == x->len && f->src.fetched)
+		f->src.fetched(f->src.ctx, x->obj, x->off, x->buf, x->len);
+	pthread_mutex_lock(&f->lock);
+	requeued = complete_locked(x, got, msg, local);
 	pthread_mutex_unlock(&f->lock);
 	if (requeued && f->be->kick)
 		f->be->kick(f);
@@ -922,15 +948,18 @@ struct threads {
 	unsigned running; /* lock */
 };
 
-static void read_fd(struct bfs_fetch *f, struct bfs_fetch_read *r)
+/* Read r from its descriptor: the bytes read, or a negative errno (*msg
+ * then says why, when it is more than the errno). */
+static int64_t read_fd(struct bfs_fetch *f, struct bfs_fetch_read *r, const char **msg)
 {
 	int fd, err = bfs_fetch_read_pin(f, r, &fd);
 	uint64_t at = r->got;
 	int64_t result;
 
+	*msg = NULL;
 	if (err) {
-		bfs_fetch_read_done(r, err, bfs_err_msg());
-		return;
+		*msg = bfs_err_msg();
+		return err;
 	}
 	for (;;) {
 		ssize_t n = pread(fd, r->buf + at, (size_t)(r->len - at), (off_t)(r->off + at));
@@ -949,17 +978,27 @@ static void read_fd(struct bfs_fetch *f, struct bfs_fetch_read *r)
 	}
 	/* unpinned first: once done, r may be freed at once */
 	bfs_fetch_read_unpin(f, r);
-	bfs_fetch_read_done(r, result, NULL);
+	return result;
 }
 
+/* A reader thread: a read ends and the next is taken under one hold of
+ * the stage's lock (256 threads contend for it). */
 static void *reader(void *arg)
 {
 	struct bfs_fetch *f = arg;
 	struct threads *t = f->be_data;
-	struct bfs_fetch_read *r;
+	struct bfs_fetch_read *r = bfs_fetch_take(f, true);
 
-	while ((r = bfs_fetch_take(f, true)))
-		read_fd(f, r);
+	while (r) {
+		const char *msg;
+		int64_t got = read_fd(f, r, &msg);
+
+		if (got >= 0 && (uint64_t)got == r->len && f->src.fetched)
+			f->src.fetched(f->src.ctx, r->obj, r->off, r->buf, r->len);
+		pthread_mutex_lock(&f->lock);
+		(void)complete_locked(r, got, msg, false); /* a read queued again: taken below */
+		r = take_locked(f, true);
+	}
 	pthread_mutex_lock(&t->lock);
 	t->running--;
 	pthread_cond_broadcast(&t->gone);
