@@ -119,6 +119,9 @@ def parse_args(argv):
     ap.add_argument("--bucket-cache-delay-ms", type=int, default=5)
     ap.add_argument("--bucket-seconds", type=float, default=10,
                     help="the bucket part's global shuffle is read this long at most")
+    ap.add_argument("--remote-block-seconds", type=float, default=120,
+                    help="the remote part's shuffle=block reads each epoch this long at most "
+                    "(0: whole)")
     ap.add_argument("--remote-previous", metavar="DIR",
                     help="also measure DIR/batchfs (a build of the previous commit) in the "
                     "remote part, with the same baselines")

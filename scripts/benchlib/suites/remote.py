@@ -95,7 +95,7 @@ def _epoch(tools, binary, source, mnt, opts, seconds, lower=None):
     return r
 
 
-def _block_epochs(tools, binary, source, mnt, opts, lower, total):
+def _block_epochs(args, tools, binary, source, mnt, opts, lower, total, n):
     """shuffle=block, one mount: the first batch timed, then
     epoch-K/all.safetensors of EPOCHS epochs read whole, each epoch's
     seconds and the bytes the source served for it. The same keys as
@@ -110,19 +110,26 @@ def _block_epochs(tools, binary, source, mnt, opts, lower, total):
             f.read()
         r["first_batch"] = time.perf_counter() - t0
         cpu, served0 = 0.0, 0
+        limit = getattr(args, "remote_block_seconds", 0) or 0
+        extra = ["--seconds", str(limit)] if limit else []
         for e in range(EPOCHS):
-            rd = read_tree(m, tools, os.path.join(mnt, "epoch-%04d" % e, "all.safetensors"))
+            rd = read_tree(m, tools, os.path.join(mnt, "epoch-%04d" % e, "all.safetensors"),
+                           *extra)
+            r["stopped"] = r["stopped"] or rd.get("stopped", False)
             st = _stats(mnt)
             cpu += rd["daemon_cpu"] or 0
             b1 = _stat_bytes(lower)
             ep = {"seconds": rd["seconds"], "source_bytes": b1 - b0,
-                  "served": st["records_served"] - served0}
+                  "served": st["records_served"] - served0,
+                  "stopped": rd.get("stopped", False)}
             b0 = b1
-            ep["ratio"] = ep["source_bytes"] / total if total else 0
+            # a stopped epoch: against the part of the dataset it served
+            part = total * min(1.0, ep["served"] / n) if ep["stopped"] else total
+            ep["ratio"] = ep["source_bytes"] / part if part else 0
             served0 = st["records_served"]
             r["epochs"].append(ep)
-            log("  block epoch %d: %.1f s, source %.3fx the dataset" % (
-                e, ep["seconds"], ep["ratio"]))
+            log("  block epoch %d: %.1f s%s, source %.3fx the dataset" % (
+                e, ep["seconds"], " (stopped)" if ep["stopped"] else "", ep["ratio"]))
         r["daemon_cpu"] = cpu
         r["decoded"] = st["records_decoded"]
         r["io"] = {k[3:]: v for k, v in st.items() if k.startswith("io_")}
@@ -204,7 +211,8 @@ def _source(args, tools, binaries, src, lower, ctl, mnt, n, per_rec, total, faul
                 for shuffle in ("block", "global"):
                     opts = "shuffle=%s,index_dir=%s" % (shuffle, ix)
                     if shuffle == "block":
-                        r = _block_epochs(tools, binary, lower, mnt, opts, lower, total)
+                        r = _block_epochs(args, tools, binary, lower, mnt, opts, lower, total,
+                                          n)
                     else:
                         r = _epoch(tools, binary, lower, mnt, opts, args.remote_seconds, lower)
                     d[(label, shuffle)] = r
@@ -262,7 +270,8 @@ def _row(out, d, label, shuffle, base, target):
         verdict(r["source_bytes"] <= 1.5 * used)))
     say("%-26s backend %s: %s" % ("", *r["backend"]))
     if r.get("epochs"):
-        allb = r["source_bytes"] / (len(r["epochs"]) * out["bytes"])
+        allb = r["source_bytes"] / sum(out["bytes"] * min(1.0, e["served"] / out["n"])
+                                       if e["stopped"] else out["bytes"] for e in r["epochs"])
         say("%-26s %d epochs in one mount: the source served %.3fx the dataset per epoch %s" % (
             "", len(r["epochs"]), allb, verdict(allb <= 1.05)))
     say("%-26s first batch %.3f s after a mount of %.3f s; %d source reads, "
@@ -270,7 +279,7 @@ def _row(out, d, label, shuffle, base, target):
             "", r["first_batch"], r["mount"], r["io"].get("reads", 0),
             r["io"].get("peak_inflight", 0), r["io"].get("wait_seconds", 0)))
     for e, ep in enumerate(r.get("epochs", [])):
-        say("%-26s epoch %d: %.1f s, %.0f records/s (%.0f%% of the first), source %.3fx the "
-            "dataset %s" % ("", e, ep["seconds"], ep["served"] / ep["seconds"] if ep["seconds"]
+        say("%-26s epoch %d: %.1f s%s, %.0f records/s (%.0f%% of the first), source %.3fx the "
+            "dataset %s" % ("", e, ep["seconds"], " (stopped)" if ep.get("stopped") else "", ep["served"] / ep["seconds"] if ep["seconds"]
                             else 0, 100 * r["epochs"][0]["seconds"] / ep["seconds"]
                             if ep["seconds"] else 0, ep["ratio"], verdict(ep["ratio"] <= 1.05)))
