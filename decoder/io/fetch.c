@@ -46,6 +46,7 @@ enum { X_PENDING, X_INFLIGHT, X_READY, X_FAILED };
 #define PROBE_READS 256 /* reads of the AUTO probe, at most */
 #define PROBE_LEN ((uint64_t)512) /* bytes of a probe read (a FUSE request each) */
 #define PROBE_MIN 24 /* fewer reads tell 12 at a time from all at once too poorly */
+#define PROBE_ROUNDS 3 /* of each backend; the first warms up */
 #define PROBE_WAIT_NS 2000000000ll /* a probe that takes longer has failed */
 #define PROBE_MAX_DEVS 16 /* filesystems looked at, at most */
 #define REASON_LEN 320
@@ -1239,11 +1240,10 @@ enum bfs_fetch_backend bfs_fetch_choose_fuse(long max_bg, unsigned depth, int64_
 	return BFS_FETCH_URING;
 }
 
-/* The time n reads r[0..n) (modified) take through backend be at once, in
- * ns; -1 when they did not all end within PROBE_WAIT_NS (or be did not
- * start). Bypasses a local copy: the source's own reads are timed. */
-static int64_t probe(uint32_t nobj, const struct bfs_fetch_source *src,
-		     const struct bfs_fetch_backend_ops *be, struct bfs_fetch_range *r, size_t n)
+/* A stage of n reads in flight through backend be, for timing the source:
+ * it bypasses a local copy. NULL when be does not start. */
+static struct bfs_fetch *probe_open(uint32_t nobj, const struct bfs_fetch_source *src,
+				    const struct bfs_fetch_backend_ops *be, size_t n)
 {
 	struct bfs_fetch_source s = *src;
 	struct bfs_fetch_opts o = {
@@ -1252,43 +1252,49 @@ static int64_t probe(uint32_t nobj, const struct bfs_fetch_source *src,
 		.max_read = PROBE_LEN,
 		.backend = be == &threads_ops ? BFS_FETCH_THREADS : BFS_FETCH_URING,
 	};
-	struct bfs_fetch_ticket *t = NULL;
 	struct bfs_fetch *f;
+
+	s.local = NULL;
+	s.fetched = NULL;
+	return fetch_open(&f, nobj, &s, &o, be, NULL) == 0 ? f : NULL;
+}
+
+/* The time the n reads r[0..n) (modified) take through f at once, in ns;
+ * -1 when they did not all end within PROBE_WAIT_NS. */
+static int64_t probe_time(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n)
+{
+	struct bfs_fetch_ticket *t = NULL;
 	struct timespec dl;
 	int64_t ns = -1;
 	uint64_t t0;
 	bool late = false;
 
-	s.local = NULL;
-	s.fetched = NULL;
-	if (fetch_open(&f, nobj, &s, &o, be, NULL) != 0)
-		return -1;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += PROBE_WAIT_NS / 1000000000ll;
 	t0 = now_ns();
-	if (bfs_fetch_want(f, r, n, BFS_FETCH_NOW, BFS_WANT_DEMAND | BFS_WANT_NO_GAPS, &t) == 0) {
-		pthread_mutex_lock(&f->lock);
-		for (size_t k = 0; k < t->n && !late; k++)
-			while (t->x[k]->state == X_PENDING || t->x[k]->state == X_INFLIGHT)
-				if (pthread_cond_timedwait(&f->done, &f->lock, &dl) == ETIMEDOUT) {
-					late = true;
-					break;
-				}
-		pthread_mutex_unlock(&f->lock);
-		ns = late ? -1 : (int64_t)(now_ns() - t0) + 1;
-	}
+	if (bfs_fetch_want(f, r, n, BFS_FETCH_NOW, BFS_WANT_DEMAND | BFS_WANT_NO_GAPS, &t) != 0)
+		return -1;
+	pthread_mutex_lock(&f->lock);
+	for (size_t k = 0; k < t->n && !late; k++)
+		while (t->x[k]->state == X_PENDING || t->x[k]->state == X_INFLIGHT)
+			if (pthread_cond_timedwait(&f->done, &f->lock, &dl) == ETIMEDOUT) {
+				late = true;
+				break;
+			}
+	pthread_mutex_unlock(&f->lock);
+	ns = late ? -1 : (int64_t)(now_ns() - t0) + 1;
 	bfs_fetch_release(f, t);
-	bfs_fetch_free(f); /* one with reads stuck in the source stays behind */
 	return ns;
 }
 
-/* Up to n probe reads of the objects of filesystem dev: 2n slots spread
- * over them, the even or (odd) the odd ones, so that the second probe
- * reads other bytes; apart (never one read) where the objects are small.
- * Bytes a local copy holds are left out: a mount over a warm disk cache
- * reads nothing from the source. How many were made. */
+/* Up to n probe reads of the objects of filesystem dev, round `part` of
+ * `parts`: parts * n slots spread over the objects, each round its own
+ * (a page cache serves no round from another's reads); apart (never one
+ * read) where the objects are small. Bytes a local copy holds are left
+ * out: a mount over a warm disk cache reads nothing from the source. How
+ * many were made. */
 static size_t probe_ranges(uint32_t nobj, const struct bfs_fetch_source *src, uint64_t dev,
-			   bool odd, struct bfs_fetch_range *r, size_t n)
+			   unsigned part, unsigned parts, struct bfs_fetch_range *r, size_t n)
 {
 	uint32_t nd = 0;
 	size_t m = 0;
@@ -1298,12 +1304,12 @@ static size_t probe_ranges(uint32_t nobj, const struct bfs_fetch_source *src, ui
 	if (!nd)
 		return 0;
 	for (uint32_t i = 0; i < nobj && m < n; i++) {
-		uint64_t size = src->size(src->ctx, i), per = (2 * n + nd - 1) / nd, step;
+		uint64_t size = src->size(src->ctx, i), per = (parts * n + nd - 1) / nd, step;
 
 		if (src->dev(src->ctx, i) != dev || size == 0)
 			continue;
 		step = size / per;
-		for (uint64_t q = odd; q < per && m < n && (step >= 2 || q < 2); q += 2) {
+		for (uint64_t q = part; q < per && m < n && (step >= 2 || q < parts); q += parts) {
 			uint8_t held[PROBE_LEN];
 
 			r[m].obj = i;
@@ -1322,6 +1328,58 @@ static size_t probe_ranges(uint32_t nobj, const struct bfs_fetch_source *src, ui
 		}
 	}
 	return m;
+}
+
+/* Time n reads of filesystem dev through io_uring and through reader
+ * threads, PROBE_ROUNDS rounds of each in turn: the first warms both up
+ * (threads and kernel workers start), the best of the others counts (a
+ * loaded machine delays some rounds, never speeds one up). *tu, *tt: 0
+ * when not timed (too few bytes outside a local copy), -1 when a round
+ * did not end in time. */
+static void probe_dev(uint32_t nobj, const struct bfs_fetch_source *src, uint64_t dev, size_t n,
+		      int64_t *tu, int64_t *tt)
+{
+	struct bfs_fetch_range *r = calloc(n, sizeof(*r));
+	struct bfs_fetch *fu = NULL, *ft = NULL;
+
+	*tu = *tt = 0;
+	if (!r)
+		return;
+	fu = probe_open(nobj, src, bfs_fetch_uring_ops, n);
+	ft = probe_open(nobj, src, &threads_ops, n);
+	if (!fu || !ft)
+		goto out;
+	for (unsigned k = 0; k < PROBE_ROUNDS; k++) {
+		size_t m = probe_ranges(nobj, src, dev, 2 * k, 2 * PROBE_ROUNDS, r, n);
+		int64_t th, t;
+
+		if (m < PROBE_MIN)
+			break;
+		th = probe_time(ft, r, m);
+		if (k > 0 && (*tt == 0 || (th >= 0 && (th < *tt || *tt < 0))))
+			*tt = th;
+		m = probe_ranges(nobj, src, dev, 2 * k + 1, 2 * PROBE_ROUNDS, r, n);
+		if (m < PROBE_MIN) {
+			*tt = 0;
+			break;
+		}
+		t = probe_time(fu, r, m);
+		if (t < 0) { /* 2 s for n reads: io_uring is out, and no round more */
+			*tu = -1;
+			if (*tt == 0)
+				*tt = th;
+			break;
+		}
+		if (k > 0 && (*tu == 0 || t < *tu))
+			*tu = t;
+		/* a clear answer needs no more rounds */
+		if (k > 0 && *tt > 0 && (*tu > 3 * *tt || *tu <= *tt))
+			break;
+	}
+out:
+	bfs_fetch_free(fu); /* one with reads stuck in the source stays behind */
+	bfs_fetch_free(ft);
+	free(r);
 }
 
 /* BFS_FETCH_AUTO (fetch.h): the backend for src, and why. */
@@ -1358,17 +1416,9 @@ static const struct bfs_fetch_backend_ops *choose(uint32_t nobj, const struct bf
 		src->unpin(src->ctx, i);
 		if (mb == 0)
 			continue;
-		if (mb < 0 && src->size) {
-			size_t n = o->depth < PROBE_READS ? o->depth : PROBE_READS;
-			struct bfs_fetch_range *r = calloc(n, sizeof(*r));
-			size_t m;
-
-			if (r && (m = probe_ranges(nobj, src, dev, false, r, n)) >= PROBE_MIN)
-				tu = probe(nobj, src, bfs_fetch_uring_ops, r, m);
-			if (tu && (m = probe_ranges(nobj, src, dev, true, r, n)) >= PROBE_MIN)
-				tt = probe(nobj, src, &threads_ops, r, m);
-			free(r);
-		}
+		if (mb < 0 && src->size)
+			probe_dev(nobj, src, dev, o->depth < PROBE_READS ? o->depth : PROBE_READS,
+				  &tu, &tt);
 		be = bfs_fetch_choose_fuse(mb, o->depth, tu, tt, why, len);
 		if (be == BFS_FETCH_THREADS)
 			return &threads_ops;
