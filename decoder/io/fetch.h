@@ -46,8 +46,10 @@ struct bfs_fetch_ticket;
  * a FUSE file are such requests, a reader thread's pread is not) is below
  * depth. max_background is read from /sys/fs/fuse/connections/DEV where
  * fusectl is mounted; elsewhere the two backends are timed on `depth`
- * (at most 256) small reads of the source (up to 2 s each), and the faster
- * one taken (threads only when io_uring takes over 1.5 times as long);
+ * (at most 256) small reads of the source, in turn, up to three rounds
+ * (the first warms up; the best later round counts; 2 s at most each),
+ * and the faster one taken (threads only when io_uring takes over 1.5
+ * times as long);
  * bytes a local copy holds (source.local) are not read, and where too few
  * are left to time, threads. Threads where io_uring cannot start.
  * stats.backend_reason says which and why. */
