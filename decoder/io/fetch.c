@@ -44,7 +44,7 @@ enum { X_PENDING, X_INFLIGHT, X_READY, X_FAILED };
 #define FUSECTL "/sys/fs/fuse/connections"
 #define FUSE_DEFAULT_BG 12 /* the kernel's max_background, which libfuse 3 keeps */
 #define PROBE_READS 256 /* reads of the AUTO probe, at most */
-#define PROBE_LEN ((uint64_t)512) /* bytes of a probe read (a FUSE request each) */
+#define PROBE_LEN ((uint64_t)16) /* bytes of a probe read: a request, not bandwidth */
 #define PROBE_MIN 24 /* fewer reads tell 12 at a time from all at once too poorly */
 #define PROBE_ROUNDS 3 /* of each backend; the first warms up */
 #define PROBE_WAIT_NS 2000000000ll /* a probe that takes longer has failed */
@@ -95,6 +95,7 @@ struct bfs_fetch {
 	struct bfs_fetch_read **heap; /* lock; the queue */
 	size_t nheap, capheap; /* lock */
 	uint64_t seq, ticket_id; /* lock */
+	uint64_t inflight_bytes; /* lock: bytes of the reads in flight */
 	bool stopping; /* lock */
 	struct bfs_fetch_stats st; /* lock */
 	/* lock: the low-water call (bfs_fetch_set_low) and calls running */
@@ -721,6 +722,14 @@ int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struc
 static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local);
 static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local);
 
+/* Whether the next read must wait for bytes in flight to end
+ * (opts.max_inflight_bytes; one read always goes). */
+static bool bytes_full(const struct bfs_fetch *f)
+{
+	return f->o.max_inflight_bytes && f->inflight_bytes &&
+	       f->inflight_bytes + f->heap[0]->len > f->o.max_inflight_bytes;
+}
+
 /* bfs_fetch_take, entered with f->lock held; returns with it released. */
 static struct bfs_fetch_read *take_locked(struct bfs_fetch *f, bool block)
 {
@@ -729,7 +738,7 @@ static struct bfs_fetch_read *take_locked(struct bfs_fetch *f, bool block)
 	void *low_ctx = NULL;
 
 	for (;;) {
-		while (!f->stopping && f->nheap == 0) {
+		while (!f->stopping && (f->nheap == 0 || bytes_full(f))) {
 			if (!block) {
 				x = NULL;
 				goto out;
@@ -749,6 +758,7 @@ static struct bfs_fetch_read *take_locked(struct bfs_fetch *f, bool block)
 			f->in_low++;
 		}
 		x->state = X_INFLIGHT;
+		f->inflight_bytes += x->len;
 		f->st.inflight++;
 		if (f->st.inflight > f->st.peak_inflight)
 			f->st.peak_inflight = f->st.inflight;
@@ -871,6 +881,9 @@ static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *m
 	bool requeued = false;
 
 	f->st.inflight--;
+	f->inflight_bytes -= x->len;
+	if (f->o.max_inflight_bytes && f->nheap)
+		pthread_cond_signal(&f->work); /* room for a read held back by its bytes */
 	if (local) {
 		f->st.local++;
 		f->st.local_bytes += (uint64_t)got;
@@ -1094,7 +1107,8 @@ static void custom_kick(struct bfs_fetch *f)
 		struct bfs_fetch_read *r;
 
 		pthread_mutex_lock(&f->lock);
-		bool room = f->st.inflight < f->o.depth && f->nheap && !f->stopping;
+		bool room =
+			f->st.inflight < f->o.depth && f->nheap && !bytes_full(f) && !f->stopping;
 		pthread_mutex_unlock(&f->lock);
 		if (!room || !(r = bfs_fetch_take(f, false)))
 			return;

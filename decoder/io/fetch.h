@@ -95,6 +95,12 @@ struct bfs_fetch_opts {
 	uint64_t budget; /* bytes buffered or in flight for planned tickets */
 	uint64_t merge_gap; /* ranges of one object at most this far apart share a read */
 	uint64_t max_read; /* bytes per read at most; 0: 4 MiB */
+	/* bytes of the reads in flight at most (one read always goes); 0: no
+	 * bound but depth. A source that serves its bandwidth shares it among
+	 * the reads in flight: with all of a group's blocks in flight at once,
+	 * the one a reader waits for ends with the last; held in the queue,
+	 * the reads go by priority (the reader's first). */
+	uint64_t max_inflight_bytes;
 	/* every range read from the source is widened to multiples of align
 	 * (within its object; source.size says where it ends), so that a local
 	 * copy can keep whole blocks; 0: ranges as asked */
