@@ -289,6 +289,58 @@ START_TEST(reads_go_by_priority_and_a_waiting_reader_first)
 }
 END_TEST
 
+/* max_inflight_bytes: reads past it wait in the queue, where a read a
+ * reader waits for goes before the planned ones (in flight, it would
+ * share the source with all of them). */
+START_TEST(bytes_in_flight_are_bounded_and_a_waiting_reader_goes_first)
+{
+	struct manual mb;
+	struct bfs_fetch_source src = { .submit = manual_submit, .ctx = &mb };
+	struct bfs_fetch_opts o = { .depth = 16,
+				    .budget = 64 * MiB,
+				    .max_read = MiB,
+				    .max_inflight_bytes = 3000,
+				    .backend = BFS_FETCH_CUSTOM };
+	struct bfs_fetch_ticket *t[11];
+	struct bfs_fetch_stats st;
+	struct bfs_fetch_read *x;
+	struct bfs_fetch *f = NULL;
+	uint32_t obj;
+	uint64_t off, len;
+	uint8_t *dst;
+
+	memset(&mb, 0, sizeof(mb));
+	pthread_mutex_init(&mb.m, NULL);
+	ck_assert_int_eq(bfs_fetch_new(&f, 4, &src, &o), 0);
+	for (int i = 0; i < 10; i++) {
+		struct bfs_fetch_range r = { 0, (uint64_t)i * 10000, 1000 };
+		ck_assert_int_eq(bfs_fetch_want(f, &r, 1, 10 + (uint64_t)i, 0, &t[i]), 0);
+	}
+	ck_assert_uint_eq(mb.n, 3); /* 3 x 1000 bytes in flight, of 16 places */
+	{
+		struct bfs_fetch_range r = { 1, 0, 1000 };
+		ck_assert_int_eq(bfs_fetch_want(f, &r, 1, BFS_FETCH_NOW, BFS_WANT_DEMAND, &t[10]),
+				 0);
+	}
+	ck_assert_uint_eq(mb.n, 3);
+	manual_serve(manual_take(&mb), -1); /* room for one: the reader's */
+	ck_assert_uint_eq(mb.n, 3);
+	x = mb.r[2];
+	bfs_fetch_read_target(x, &obj, &off, &dst, &len);
+	ck_assert_uint_eq(obj, 1);
+	while ((x = manual_take(&mb)))
+		manual_serve(x, -1);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.reads, 11);
+	ck_assert_uint_eq(st.peak_inflight, 3);
+	check_bytes(f, 1, 0, 1000);
+	check_bytes(f, 0, 90000, 1000);
+	for (int i = 0; i < 11; i++)
+		bfs_fetch_release(f, t[i]);
+	bfs_fetch_free(f);
+}
+END_TEST
+
 START_TEST(released_tickets_drop_their_queued_reads)
 {
 	struct manual mb;
@@ -847,6 +899,7 @@ static Suite *fetch_suite(void)
 	tcase_add_test(t, long_ranges_are_cut_into_reads);
 	tcase_add_test(t, planned_tickets_stay_within_the_budget);
 	tcase_add_test(t, reads_go_by_priority_and_a_waiting_reader_first);
+	tcase_add_test(t, bytes_in_flight_are_bounded_and_a_waiting_reader_goes_first);
 	tcase_add_test(t, released_tickets_drop_their_queued_reads);
 	tcase_add_test(t, a_failed_read_is_retried_once_then_fails_its_bytes);
 	tcase_add_test(t, stopping_ends_every_wait);
