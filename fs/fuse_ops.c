@@ -1300,8 +1300,10 @@ static void io_note(void *ctx, const char *msg)
 	fprintf(stderr, "batchfs: %s\n", msg);
 }
 
-/* The I/O stage, when the mount has one; BATCHFS_IO_BACKEND=threads or
- * io_uring picks its backend (for tests and measurements). */
+/* The I/O stage, when the mount has one. Its backend is chosen per source
+ * (fetch.h, BFS_FETCH_AUTO); BATCHFS_IO_BACKEND=threads or io_uring
+ * overrides the choice, for measurements (docs/architecture.md): stats.json
+ * then says "asked for". */
 static void start_io(struct bfs_fs *fs)
 {
 	struct bfs_iostage_opts o = {

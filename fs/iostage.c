@@ -20,6 +20,13 @@
 #define MERGE_GAP ((uint64_t)64 << 10)
 #define MAX_READ ((uint64_t)1 << 20)
 #define MAX_GET ((uint64_t)8 << 20)
+/* A file source's reads in flight carry this many bytes at most: a FUSE or
+ * network filesystem serves its bandwidth to all of them at once, so that
+ * 256 reads of 1 MiB in flight (a group of shuffle=block) each end only
+ * after about all of them; 32 MiB keeps a source of 1 GB/s busy at 30 ms
+ * per read, and the rest waits in the stage's queue, by priority. A
+ * bucket's GETs are bound by depth alone (each a connection of its own). */
+#define MAX_INFLIGHT_BYTES ((uint64_t)32 << 20)
 
 struct bfs_iostage {
 	const struct bfs_dataset *ds;
@@ -64,6 +71,7 @@ int bfs_iostage_new(struct bfs_iostage **out, const struct bfs_dataset *ds,
 			.budget = o->readahead,
 			.merge_gap = MERGE_GAP,
 			.max_read = bfs_dataset_objsrc(ds) ? MAX_GET : MAX_READ,
+			.max_inflight_bytes = bfs_dataset_objsrc(ds) ? 0 : MAX_INFLIGHT_BYTES,
 			.backend = o->backend,
 		},
 		.all = o->all,

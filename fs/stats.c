@@ -71,6 +71,7 @@ const struct bfs_stat_key bfs_stat_keys[BFS_STAT_NKEYS] = {
 	KEY(BUFFERS_REUSED, "buffers_reused", UINT, ALWAYS, TOTAL, COUNT, "buffers reused"),
 
 	KEY(IO_BACKEND, "io_backend", TEXT, IO, FACT, NAME, "source reads by"),
+	KEY(IO_BACKEND_REASON, "io_backend_reason", TEXT, IO, FACT, NAME, "because"),
 	KEY(IO_DEPTH, "io_depth", UINT, IO, FACT, COUNT, "source reads in flight at most"),
 	KEY(IO_READAHEAD, "io_readahead", UINT, IO, FACT, BYTES, "readahead"),
 	KEY(IO_READS, "io_reads", UINT, IO, TOTAL, COUNT, "source reads"),
@@ -285,6 +286,7 @@ void bfs_stats_put_io(struct bfs_stats_snap *s, const struct bfs_fetch_stats *f,
 {
 	s->has[BFS_SGROUP_IO] = true;
 	s->v[BFS_STAT_IO_BACKEND].s = f->backend;
+	s->v[BFS_STAT_IO_BACKEND_REASON].s = f->backend_reason ? f->backend_reason : "";
 	U(IO_DEPTH) = depth;
 	U(IO_READAHEAD) = readahead;
 	U(IO_READS) = f->reads;

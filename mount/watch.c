@@ -584,6 +584,15 @@ static void print_human(const struct snap *s, const char *mnt)
 		       fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_PLANNED)),
 		       fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_CLAIMED)),
 		       fmt_n(e, sizeof(e), val(s, BFS_STAT_IO_UNPLANNED)));
+		/* "reads by threads: FUSE source, ..." (the reason names the backend) */
+		const struct kv *be = key(s, BFS_STAT_IO_BACKEND);
+		const struct kv *why = key(s, BFS_STAT_IO_BACKEND_REASON);
+		if (why && !why->isnum && strlen(why->raw) > 2)
+			printf("            reads by %.*s\n", (int)strlen(why->raw) - 2,
+			       why->raw + 1);
+		else if (be && !be->isnum && strlen(be->raw) > 2)
+			printf("            reads by %.*s\n", (int)strlen(be->raw) - 2,
+			       be->raw + 1);
 	}
 	printf("errors      %s\n", fmt_errors(line, sizeof(line), s));
 	printf("index       %s, %s (%s corrupt records); schema %s\n",

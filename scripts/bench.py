@@ -102,9 +102,10 @@ def parse_args(argv):
     ap.add_argument("--remote-delays", default="2,20",
                     help="milliseconds per read of the remote part's source (default 2,20)")
     ap.add_argument("--remote-records", type=int, metavar="N",
-                    help="records of the remote part's dataset (default 2,000,000; --quick "
-                    "200,000): shuffle=block reads a group of window blocks (256 MiB by "
-                    "default) before its first batch, so its ratio to cat grows with the "
+                    help="records of the remote part's dataset (default 6,400,000: 1.1 GB, "
+                    "four groups of shuffle=block's window blocks, 256 MiB by default; "
+                    "--quick 200,000; fewer for a busy machine): shuffle=block reads a "
+                    "group before its first batch, so its ratio to cat grows with the "
                     "number of groups")
     ap.add_argument("--remote-seconds", type=float, default=10,
                     help="the remote part's global shuffle is read this long at most")
@@ -118,6 +119,9 @@ def parse_args(argv):
     ap.add_argument("--bucket-cache-delay-ms", type=int, default=5)
     ap.add_argument("--bucket-seconds", type=float, default=10,
                     help="the bucket part's global shuffle is read this long at most")
+    ap.add_argument("--remote-block-seconds", type=float, default=120,
+                    help="the remote part's shuffle=block reads each epoch this long at most "
+                    "(0: whole)")
     ap.add_argument("--remote-previous", metavar="DIR",
                     help="also measure DIR/batchfs (a build of the previous commit) in the "
                     "remote part, with the same baselines")

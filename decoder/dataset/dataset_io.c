@@ -46,6 +46,7 @@ struct dsio {
 	struct bfs_diskcache *dc;
 	struct bfs_dcobj **obj; /* [nshards] with dc; NULL entries: not cached */
 	atomic_bool *failed; /* [nshards]: the shard's promoted copy failed a read */
+	bool all; /* every shard through the stage, else the remote ones */
 	void (*note)(void *ctx, const char *msg);
 	void *ctx;
 };
@@ -80,6 +81,19 @@ static uint64_t shard_size(void *ctx, uint32_t obj)
 	const struct dsio *io = ctx;
 
 	return bfs_shard_file_size(io->ds->shards[obj]);
+}
+
+/* The filesystem a shard's stage reads go to; 0 for one the stage does
+ * not read (a local shard without `all`, one a shadow copy serves): the
+ * backend's probe leaves it alone. */
+static uint64_t shard_dev(void *ctx, uint32_t obj)
+{
+	const struct dsio *io = ctx;
+	const struct bfs_shard *s = io->ds->shards[obj];
+
+	if (bfs_shard_has_shadow(s) || !(io->all || bfs_shard_is_remote(s)))
+		return 0;
+	return bfs_shard_dev(s);
 }
 
 static bool cached_read(void *ctx, uint32_t obj, uint64_t off, uint8_t *dst, uint64_t len)
@@ -163,9 +177,9 @@ static void copy_complete(void *ctx, void *user)
 int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 			  const struct bfs_dataset_io *o)
 {
-	struct bfs_fetch_source src = { .pin = shard_pin,
-					.unpin = shard_unpin,
-					.size = shard_size };
+	struct bfs_fetch_source src = {
+		.pin = shard_pin, .unpin = shard_unpin, .size = shard_size, .dev = shard_dev
+	};
 	struct bfs_fetch_opts fo = o->fetch;
 	struct bfs_dataset *m = (struct bfs_dataset *)ds; /* the stage is attached to it */
 	struct dsio *io;
@@ -186,6 +200,7 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 	}
 	io->ds = m;
 	io->dc = o->dc;
+	io->all = o->all;
 	io->note = o->note;
 	io->ctx = o->ctx;
 	src.ctx = io;

@@ -40,8 +40,21 @@ struct bfs_fetch_ticket;
 
 #define BFS_FETCH_NOW 0 /* priority of a read a reader waits for */
 
+/* BFS_FETCH_AUTO chooses per source (bfs_fetch_new): io_uring, unless
+ * objects are on a FUSE filesystem whose max_background (the kernel's
+ * limit on the asynchronous requests of a connection: io_uring's reads of
+ * a FUSE file are such requests, a reader thread's pread is not) is below
+ * depth. max_background is read from /sys/fs/fuse/connections/DEV where
+ * fusectl is mounted; elsewhere the two backends are timed on `depth`
+ * (at most 256) small reads of the source, in turn, up to three rounds
+ * (the first warms up; the best later round counts; 2 s at most each),
+ * and the faster one taken (threads only when io_uring takes over 1.5
+ * times as long);
+ * bytes a local copy holds (source.local) are not read, and where too few
+ * are left to time, threads. Threads where io_uring cannot start.
+ * stats.backend_reason says which and why. */
 enum bfs_fetch_backend {
-	BFS_FETCH_AUTO = 0, /* io_uring where the kernel allows it, else threads */
+	BFS_FETCH_AUTO = 0,
 	BFS_FETCH_URING,
 	BFS_FETCH_THREADS,
 	BFS_FETCH_CUSTOM, /* reads go to bfs_fetch_source.submit */
@@ -67,8 +80,13 @@ struct bfs_fetch_source {
 	/* optional: bytes [off, off + len) of obj just came from the source
 	 * (borrowed for the call); no lock held */
 	void (*fetched)(void *ctx, uint32_t obj, uint64_t off, const uint8_t *src, uint64_t len);
-	/* with opts.align: the size of object obj */
+	/* with opts.align, and for BFS_FETCH_AUTO's probe: the size of
+	 * object obj */
 	uint64_t (*size)(void *ctx, uint32_t obj);
+	/* optional, for BFS_FETCH_AUTO: the filesystem object obj is on
+	 * (st_dev; objects of one value share one choice), or 0 when not a
+	 * file; NULL: io_uring, as for a local disk */
+	uint64_t (*dev)(void *ctx, uint32_t obj);
 	void *ctx;
 };
 
@@ -77,6 +95,12 @@ struct bfs_fetch_opts {
 	uint64_t budget; /* bytes buffered or in flight for planned tickets */
 	uint64_t merge_gap; /* ranges of one object at most this far apart share a read */
 	uint64_t max_read; /* bytes per read at most; 0: 4 MiB */
+	/* bytes of the reads in flight at most (one read always goes); 0: no
+	 * bound but depth. A source that serves its bandwidth shares it among
+	 * the reads in flight: with all of a group's blocks in flight at once,
+	 * the one a reader waits for ends with the last; held in the queue,
+	 * the reads go by priority (the reader's first). */
+	uint64_t max_inflight_bytes;
 	/* every range read from the source is widened to multiples of align
 	 * (within its object; source.size says where it ends), so that a local
 	 * copy can keep whole blocks; 0: ranges as asked */
@@ -107,6 +131,7 @@ struct bfs_fetch_stats {
 	uint64_t local, local_bytes; /* reads served by source.local instead */
 	uint64_t refused; /* planned tickets refused for want of room */
 	const char *backend; /* "io_uring", "threads", ... */
+	const char *backend_reason; /* why (one line; lives as long as the stage) */
 };
 
 /* n objects read through src (copied). Starts the backend's threads.
@@ -168,6 +193,19 @@ void bfs_fetch_set_low(struct bfs_fetch *f, uint64_t at, void (*fn)(void *ctx), 
 void bfs_fetch_stats(struct bfs_fetch *f, struct bfs_fetch_stats *out);
 /* The backend in use and the depth: "io_uring", "threads", "custom". */
 const char *bfs_fetch_backend_name(const struct bfs_fetch *f);
+/* Why that backend (BFS_FETCH_AUTO's choice, or "asked for"). */
+const char *bfs_fetch_backend_reason(const struct bfs_fetch *f);
+
+/* What BFS_FETCH_AUTO takes for a FUSE filesystem whose max_background is
+ * max_bg (-1: unknown), given the times of `depth` reads through io_uring
+ * and threads (0: not measured; -1: did not finish in time), and the
+ * line why into why[len]. For tests; bfs_fetch_new calls it. */
+enum bfs_fetch_backend bfs_fetch_choose_fuse(long max_bg, unsigned depth, int64_t uring_ns,
+					     int64_t threads_ns, char *why, size_t len);
+/* A FUSE connection's max_background, for a descriptor of a file on it:
+ * the value (> 0), -1 when it cannot be read (fusectl not mounted), or 0
+ * when the file is not on FUSE. */
+long bfs_fetch_fuse_max_background(int fd);
 unsigned bfs_fetch_depth(const struct bfs_fetch *f);
 
 /* ---- for custom backends ---- */

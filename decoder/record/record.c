@@ -435,6 +435,11 @@ bool bfs_shard_is_remote(const struct bfs_shard *s)
 	return s->remote;
 }
 
+uint64_t bfs_shard_dev(const struct bfs_shard *s)
+{
+	return s->io ? 0 : s->fs.dev;
+}
+
 void bfs_shard_set_fetch(struct bfs_shard *s, struct bfs_fetch *f, uint32_t id)
 {
 	s->fetch = f;

@@ -159,6 +159,9 @@ void *bfs_shard_io_obj(const struct bfs_shard *s);
  * the records it carried. */
 struct bfs_fetch;
 bool bfs_shard_is_remote(const struct bfs_shard *s);
+/* The filesystem the file is on (st_dev at open); 0 for a shard that is
+ * not a file (a bucket's object). */
+uint64_t bfs_shard_dev(const struct bfs_shard *s);
 void bfs_shard_set_fetch(struct bfs_shard *s, struct bfs_fetch *f, uint32_t id);
 /* The bytes of the file that reading records [i, j) takes: plain, their
  * framing exactly; compressed, from the seek point before record i to an

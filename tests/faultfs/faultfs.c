@@ -3,14 +3,20 @@
  * stall, or to wait like a network source, for testing and benchmarking
  * batchfs over a failing or slow source.
  *
- *   faultfs SOURCE_DIR MOUNTPOINT CONTROL_FILE [--conc=N] [--cached] [FUSE options...]
+ *   faultfs SOURCE_DIR MOUNTPOINT CONTROL_FILE [--conc=N] [--max-background=N]
+ *           [--cached] [FUSE options...]
  *
  * Serves SOURCE_DIR (one level: regular files) at MOUNTPOINT, read-only.
  * Every open uses direct_io (each read reaches this process) unless
  * --cached. Reads are answered asynchronously: a delayed read holds no
  * thread, so up to --conc reads (default 256) wait at once, each its own
  * delay, as on a network filesystem or an object store; reads past that
- * wait in order for a free place. The first line of CONTROL_FILE (outside
+ * wait in order for a free place. The kernel's limit on the asynchronous
+ * requests it sends (max_background: readahead, and the direct reads of
+ * io_uring or AIO) is left at libfuse's default, as FUSE clients of
+ * buckets leave it (libfuse 3 asks for none, so the kernel keeps its 12);
+ * --max-background=N raises it (a server that asks for more, as this one
+ * did before). The first line of CONTROL_FILE (outside
  * the mount; missing or empty = no fault; checked again whenever the file
  * changes) is one of
  *
@@ -22,7 +28,9 @@
  *   short [SUBSTRING]      those reads return half the bytes asked for
  *
  * The hidden file `.faultfs-stats` at the top reads as counters of the
- * reads served: "reads N", "bytes N", "peak_inflight N", "failed N".
+ * reads served: "reads N", "bytes N", "peak_inflight N", "failed N", and
+ * "max_background N": what the kernel was told (0: libfuse asked for
+ * nothing, the kernel's default of 12 holds).
  *
  * Runs in the foreground until unmounted. Test tool only.
  */
@@ -69,6 +77,8 @@ struct pending {
 
 static const char *source, *control;
 static unsigned conc = 256;
+static unsigned max_bg; /* 0: libfuse's default (the kernel's 12) */
+static unsigned told_bg; /* what the init reply carries */
 static bool cached;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -196,9 +206,11 @@ static char *stats_text(size_t *len)
 	int n;
 
 	pthread_mutex_lock(&lock);
-	n = asprintf(&s, "reads %llu\nbytes %llu\npeak_inflight %u\nfailed %llu\n",
+	n = asprintf(&s,
+		     "reads %llu\nbytes %llu\npeak_inflight %u\nfailed %llu\n"
+		     "max_background %u\n",
 		     (unsigned long long)nreads, (unsigned long long)nbytes, peak,
-		     (unsigned long long)nfailed);
+		     (unsigned long long)nfailed, told_bg);
 	pthread_mutex_unlock(&lock);
 	*len = n > 0 ? (size_t)n : 0;
 	return n > 0 ? s : NULL;
@@ -546,9 +558,13 @@ static void *timer(void *arg)
 static void ff_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* many reads at once from the kernel, as a network filesystem takes them */
-	conn->max_background = conc > 65535 ? 65535 : conc;
-	conn->congestion_threshold = conn->max_background;
+	/* --max-background: more asynchronous reads at once from the kernel;
+	 * else libfuse's default stands */
+	if (max_bg) {
+		conn->max_background = max_bg > 65535 ? 65535 : max_bg;
+		conn->congestion_threshold = conn->max_background;
+	}
+	told_bg = conn->max_background;
 	conn->want |= conn->capable & FUSE_CAP_ASYNC_DIO;
 }
 
@@ -573,7 +589,7 @@ int main(int argc, char **argv)
 
 	if (argc < 4) {
 		fprintf(stderr, "usage: faultfs SOURCE_DIR MOUNTPOINT CONTROL_FILE [--conc=N] "
-				"[--cached] [FUSE options]\n");
+				"[--max-background=N] [--cached] [FUSE options]\n");
 		return 2;
 	}
 	source = realpath(argv[1], NULL);
@@ -588,6 +604,8 @@ int main(int argc, char **argv)
 	for (int i = 4; i < argc; i++) {
 		if (strncmp(argv[i], "--conc=", 7) == 0)
 			conc = (unsigned)strtoul(argv[i] + 7, NULL, 10);
+		else if (strncmp(argv[i], "--max-background=", 17) == 0)
+			max_bg = (unsigned)strtoul(argv[i] + 17, NULL, 10);
 		else if (strcmp(argv[i], "--cached") == 0)
 			cached = true;
 		else if (fuse_opt_add_arg(&args, argv[i]))

@@ -230,12 +230,15 @@ def _faultfs_bin():
 
 
 class FaultFS:
-    def __init__(self, src, mnt, ctl, log):
+    """tests/faultfs over src at mnt: libfuse's default max_background
+    unless args say otherwise (e.g. "--max-background=256")."""
+
+    def __init__(self, src, mnt, ctl, log, args=()):
         self.mnt, self.ctl = str(mnt), str(ctl)
         self.set("ok")
         os.makedirs(self.mnt, exist_ok=True)
         self.logf = open(log, "wb")
-        self.proc = subprocess.Popen([_faultfs_bin(), str(src), self.mnt, self.ctl],
+        self.proc = subprocess.Popen([_faultfs_bin(), str(src), self.mnt, self.ctl, *args],
                                      stdin=subprocess.DEVNULL, stdout=self.logf, stderr=self.logf)
         end = time.monotonic() + 20
         while not os.path.ismount(self.mnt):

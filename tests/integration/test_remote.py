@@ -26,16 +26,18 @@ B = 8
 
 @pytest.fixture
 def remote(gen, tmp_path):
-    """remote(n, shards, compression) -> (local dir, FaultFS over it)."""
+    """remote(n, shards, compression, args) -> (local dir, FaultFS over it);
+    args: faultfs's own (its FUSE server keeps libfuse's default
+    max_background unless they raise it)."""
     if not _faultfs_bin():
         pytest.skip("tests/faultfs/faultfs is not built (scripts/build builds it)")
     made = []
 
-    def make(n=600, shards=4, compression="none", name="disk"):
+    def make(n=600, shards=4, compression="none", name="disk", args=()):
         d = tmp_path / name
         oracle.generate(gen, d, n, FEATURES, shards=shards, compression=compression, seed=7)
         f = FaultFS(d, tmp_path / (name + "-slow"), tmp_path / (name + ".ctl"),
-                    tmp_path / (name + "-faultfs.log"))
+                    tmp_path / (name + "-faultfs.log"), args=args)
         made.append(f)
         return str(d), f
 
@@ -255,3 +257,34 @@ def test_stats_and_top_show_the_io_stage(remote, mounter, batchfs, tmp_path):
                          check=True, universal_newlines=True).stdout
     head, line = top.splitlines()[0], top.splitlines()[-1]
     assert dict(zip(head.split(), line.split()))["src_reads/s"] == "-", top
+
+
+def test_fuse_source_at_libfuse_defaults_is_read_by_threads(remote, mounter, tmp_path):
+    """A FUSE source that keeps libfuse's default max_background (12, as
+    FUSE clients of buckets ship): io_uring's reads of its files are
+    asynchronous requests the kernel lets through 12 at a time, a reader
+    thread's pread is not. The stage must find that by itself, say so in
+    stats.json, and a reader's batches must not queue behind the kernel:
+    256 records of the global shuffle take a few times the source's delay,
+    not 256 / 12 of them."""
+    local, slow = remote(n=600)
+    with open(os.path.join(slow.mnt, ".faultfs-stats")) as f:
+        assert "max_background 0\n" in f.read()  # libfuse asked the kernel for nothing
+    delay = 0.05
+    slow.set("delay %d" % int(delay * 1000))
+    m = mounter(slow.mnt, batch_size=32, shuffle="global", index_dir=str(tmp_path / "ix"))
+    io = _io(m)
+    assert io["backend"] == "threads", io
+    assert "max_background" in io["backend_reason"], io
+    # the same machine, the same moment: one read of the source
+    shard = sorted(p for p in os.listdir(slow.mnt) if not p.startswith("."))[0]
+    t0 = time.monotonic()
+    with open(os.path.join(slow.mnt, shard), "rb") as f:
+        os.pread(f.fileno(), 64, 0)
+    one = max(time.monotonic() - t0, delay)
+    t0 = time.monotonic()
+    for k in range(8):
+        m.read("epoch-0000", "batch-%06d.safetensors" % k)
+    took = time.monotonic() - t0
+    # io_uring at max_background 12: >= 256 / 12 rounds of the delay
+    assert took < 12 * one, (took, one, _io(m))

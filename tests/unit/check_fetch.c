@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -288,6 +289,58 @@ START_TEST(reads_go_by_priority_and_a_waiting_reader_first)
 }
 END_TEST
 
+/* max_inflight_bytes: reads past it wait in the queue, where a read a
+ * reader waits for goes before the planned ones (in flight, it would
+ * share the source with all of them). */
+START_TEST(bytes_in_flight_are_bounded_and_a_waiting_reader_goes_first)
+{
+	struct manual mb;
+	struct bfs_fetch_source src = { .submit = manual_submit, .ctx = &mb };
+	struct bfs_fetch_opts o = { .depth = 16,
+				    .budget = 64 * MiB,
+				    .max_read = MiB,
+				    .max_inflight_bytes = 3000,
+				    .backend = BFS_FETCH_CUSTOM };
+	struct bfs_fetch_ticket *t[11];
+	struct bfs_fetch_stats st;
+	struct bfs_fetch_read *x;
+	struct bfs_fetch *f = NULL;
+	uint32_t obj;
+	uint64_t off, len;
+	uint8_t *dst;
+
+	memset(&mb, 0, sizeof(mb));
+	pthread_mutex_init(&mb.m, NULL);
+	ck_assert_int_eq(bfs_fetch_new(&f, 4, &src, &o), 0);
+	for (int i = 0; i < 10; i++) {
+		struct bfs_fetch_range r = { 0, (uint64_t)i * 10000, 1000 };
+		ck_assert_int_eq(bfs_fetch_want(f, &r, 1, 10 + (uint64_t)i, 0, &t[i]), 0);
+	}
+	ck_assert_uint_eq(mb.n, 3); /* 3 x 1000 bytes in flight, of 16 places */
+	{
+		struct bfs_fetch_range r = { 1, 0, 1000 };
+		ck_assert_int_eq(bfs_fetch_want(f, &r, 1, BFS_FETCH_NOW, BFS_WANT_DEMAND, &t[10]),
+				 0);
+	}
+	ck_assert_uint_eq(mb.n, 3);
+	manual_serve(manual_take(&mb), -1); /* room for one: the reader's */
+	ck_assert_uint_eq(mb.n, 3);
+	x = mb.r[2];
+	bfs_fetch_read_target(x, &obj, &off, &dst, &len);
+	ck_assert_uint_eq(obj, 1);
+	while ((x = manual_take(&mb)))
+		manual_serve(x, -1);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.reads, 11);
+	ck_assert_uint_eq(st.peak_inflight, 3);
+	check_bytes(f, 1, 0, 1000);
+	check_bytes(f, 0, 90000, 1000);
+	for (int i = 0; i < 11; i++)
+		bfs_fetch_release(f, t[i]);
+	bfs_fetch_free(f);
+}
+END_TEST
+
 START_TEST(released_tickets_drop_their_queued_reads)
 {
 	struct manual mb;
@@ -542,6 +595,52 @@ START_TEST(io_uring_reads_a_file)
 	}
 	ck_assert_int_eq(rc, 0);
 	check_fd_backend(BFS_FETCH_URING, "io_uring");
+}
+END_TEST
+
+/* BFS_FETCH_AUTO on a FUSE source: io_uring's reads wait for the kernel's
+ * max_background, a reader thread's do not; a local file is no FUSE one. */
+START_TEST(auto_takes_threads_where_max_background_is_below_the_depth)
+{
+	char why[320], dir[64], path[96];
+	int fd;
+
+	ck_assert_int_eq(bfs_fetch_choose_fuse(12, 256, 0, 0, why, sizeof(why)), BFS_FETCH_THREADS);
+	ck_assert(strstr(why, "max_background is 12, below io_depth 256") != NULL);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(256, 256, 0, 0, why, sizeof(why)), BFS_FETCH_URING);
+	ck_assert(strncmp(why, "io_uring: ", 10) == 0);
+	/* unknown, not measured: libfuse's default is taken */
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 0, 0, why, sizeof(why)), BFS_FETCH_THREADS);
+	ck_assert(strstr(why, "libfuse's default (12) is below io_depth 256") != NULL);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 8, 0, 0, why, sizeof(why)), BFS_FETCH_URING);
+	/* measured: the faster, io_uring unless it takes over 1.5 times as long */
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 44000000, 3000000, why, sizeof(why)),
+			 BFS_FETCH_THREADS);
+	ck_assert(strstr(why, "44.0 ms through io_uring, 3.0 ms through reader threads") != NULL);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 4000000, 3000000, why, sizeof(why)),
+			 BFS_FETCH_URING);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, -1, 3000000, why, sizeof(why)),
+			 BFS_FETCH_THREADS);
+	ck_assert(strstr(why, "over 2 s through io_uring") != NULL);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, 3000000, -1, why, sizeof(why)),
+			 BFS_FETCH_URING);
+	ck_assert_int_eq(bfs_fetch_choose_fuse(-1, 256, -1, -1, why, sizeof(why)),
+			 BFS_FETCH_THREADS);
+	/* a file on the test's own disk */
+	test_mkdir(dir, sizeof(dir), "check_fetch_fuse");
+	snprintf(path, sizeof(path), "%s/obj", dir);
+	fd_pattern_file(path, 100);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	{
+		struct statfs sfs;
+
+		ck_assert_int_eq(fstatfs(fd, &sfs), 0);
+		if ((long)(unsigned int)sfs.f_type != 0x65735546L) /* not built on FUSE */
+			ck_assert_int_eq(bfs_fetch_fuse_max_background(fd), 0);
+	}
+	close(fd);
+	test_rmdir(dir);
 }
 END_TEST
 
@@ -800,12 +899,14 @@ static Suite *fetch_suite(void)
 	tcase_add_test(t, long_ranges_are_cut_into_reads);
 	tcase_add_test(t, planned_tickets_stay_within_the_budget);
 	tcase_add_test(t, reads_go_by_priority_and_a_waiting_reader_first);
+	tcase_add_test(t, bytes_in_flight_are_bounded_and_a_waiting_reader_goes_first);
 	tcase_add_test(t, released_tickets_drop_their_queued_reads);
 	tcase_add_test(t, a_failed_read_is_retried_once_then_fails_its_bytes);
 	tcase_add_test(t, stopping_ends_every_wait);
 	tcase_add_test(t, a_read_a_copy_waits_for_is_read_though_its_ticket_goes);
 	tcase_add_test(t, reader_threads_read_a_file);
 	tcase_add_test(t, io_uring_reads_a_file);
+	tcase_add_test(t, auto_takes_threads_where_max_background_is_below_the_depth);
 	tcase_set_timeout(t, 30);
 	suite_add_tcase(s, t);
 	tcase_add_test(p, plans_follow_a_reader_and_read_every_byte_once);

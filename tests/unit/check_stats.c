@@ -59,6 +59,7 @@ static void fill(struct bfs_stats_snap *s)
 	s->v[BFS_STAT_SCHEMA_REUSED].b = false;
 	s->v[BFS_STAT_DECODE_SECONDS].f = 1.25;
 	s->v[BFS_STAT_UPTIME_SECONDS].i = 42;
+	s->v[BFS_STAT_IO_BACKEND_REASON].s = "why";
 }
 
 static const char always[] = "{\n"
@@ -126,28 +127,29 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 	ck_assert_ptr_nonnull(t);
 	snprintf(want, sizeof(want),
 		 "%s"
-		 "  \"io_backend\": \"io_uring\",\n  \"io_depth\": 1031,\n"
-		 "  \"io_readahead\": 1032,\n  \"io_reads\": 1033,\n"
-		 "  \"io_bytes\": 1034,\n  \"io_inflight\": 1035,\n"
-		 "  \"io_peak_inflight\": 1036,\n  \"io_pending\": 1037,\n"
-		 "  \"io_buffered\": 1038,\n  \"io_peak_buffered\": 1039,\n"
-		 "  \"io_ranges\": 1040,\n  \"io_merged\": 1041,\n"
-		 "  \"io_waits\": 1042,\n  \"io_wait_seconds\": 0.500000,\n"
-		 "  \"io_retries\": 1044,\n  \"io_failed\": 1045,\n"
-		 "  \"io_dropped\": 1046,\n  \"io_refused\": 1047,\n"
-		 "  \"io_planned\": 1048,\n  \"io_claimed\": 1049,\n"
-		 "  \"io_unplanned\": 1050,\n  \"io_plans_dropped\": 1051,\n"
-		 "  \"io_groups\": 1052,\n  \"io_streams\": 1053,\n"
-		 "  \"io_local\": 1054,\n  \"io_local_bytes\": 1055,\n"
-		 "  \"disk_cache_hits\": 1056,\n  \"disk_cache_misses\": 1057,\n"
-		 "  \"disk_cache_hit_bytes\": 1058,\n  \"disk_cache_bytes\": 1059,\n"
-		 "  \"disk_cache_evictions\": 1060,\n  \"disk_cache_corrupt\": 1061,\n"
-		 "  \"disk_cache_dropped\": 1062,\n  \"disk_cache_used\": 1063,\n"
-		 "  \"disk_cache_limit\": 1064,\n"
-		 "  \"cuda\": {\"device\": 0, \"pool\": 1067, \"busy\": 1068, \"opens\": 1069, "
-		 "\"waits\": 1070, \"eagain\": 1071, \"errors\": 1072, \"copies\": 1073, "
-		 "\"bytes_copied\": 1074, \"pinned_buffers\": 1075, \"host_allocs\": 1076, "
-		 "\"device_bytes\": 1077},\n"
+		 "  \"io_backend\": \"io_uring\",\n  \"io_backend_reason\": \"why\",\n"
+		 "  \"io_depth\": 1032,\n"
+		 "  \"io_readahead\": 1033,\n  \"io_reads\": 1034,\n"
+		 "  \"io_bytes\": 1035,\n  \"io_inflight\": 1036,\n"
+		 "  \"io_peak_inflight\": 1037,\n  \"io_pending\": 1038,\n"
+		 "  \"io_buffered\": 1039,\n  \"io_peak_buffered\": 1040,\n"
+		 "  \"io_ranges\": 1041,\n  \"io_merged\": 1042,\n"
+		 "  \"io_waits\": 1043,\n  \"io_wait_seconds\": 0.500000,\n"
+		 "  \"io_retries\": 1045,\n  \"io_failed\": 1046,\n"
+		 "  \"io_dropped\": 1047,\n  \"io_refused\": 1048,\n"
+		 "  \"io_planned\": 1049,\n  \"io_claimed\": 1050,\n"
+		 "  \"io_unplanned\": 1051,\n  \"io_plans_dropped\": 1052,\n"
+		 "  \"io_groups\": 1053,\n  \"io_streams\": 1054,\n"
+		 "  \"io_local\": 1055,\n  \"io_local_bytes\": 1056,\n"
+		 "  \"disk_cache_hits\": 1057,\n  \"disk_cache_misses\": 1058,\n"
+		 "  \"disk_cache_hit_bytes\": 1059,\n  \"disk_cache_bytes\": 1060,\n"
+		 "  \"disk_cache_evictions\": 1061,\n  \"disk_cache_corrupt\": 1062,\n"
+		 "  \"disk_cache_dropped\": 1063,\n  \"disk_cache_used\": 1064,\n"
+		 "  \"disk_cache_limit\": 1065,\n"
+		 "  \"cuda\": {\"device\": 0, \"pool\": 1068, \"busy\": 1069, \"opens\": 1070, "
+		 "\"waits\": 1071, \"eagain\": 1072, \"errors\": 1073, \"copies\": 1074, "
+		 "\"bytes_copied\": 1075, \"pinned_buffers\": 1076, \"host_allocs\": 1077, "
+		 "\"device_bytes\": 1078},\n"
 		 "  \"uptime_seconds\": 42\n}\n",
 		 always);
 	ck_assert_str_eq(t, want);
@@ -159,7 +161,7 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
 	ck_assert(strstr(t, "\"io_") == NULL && strstr(t, "\"cuda\"") == NULL);
-	ck_assert(strstr(t, "  \"disk_cache_limit\": 1064,\n  \"uptime_seconds\": 42\n}\n"));
+	ck_assert(strstr(t, "  \"disk_cache_limit\": 1065,\n  \"uptime_seconds\": 42\n}\n"));
 	free(t);
 }
 END_TEST
