@@ -26,6 +26,8 @@
  *    credential: past expiry (less a small guard for the request's flight,
  *    bfs_cred_guard_ms()) it fails with -EACCES and one line saying why (the
  *    provider's last error, with the expiry), until a refresh succeeds;
+ *    while it fails so, a failing provider is asked again at most once a
+ *    second rather than after its backoff (requests are waiting);
  *  - bfs_cred_keeper_expired(): a store answered 400/401/403 saying the
  *    token expired (S3's ExpiredToken, Google's 401 with an expired Bearer
  *    token): the credential that request used is dropped and one refresh
@@ -177,9 +179,10 @@ struct bfs_cred_stats {
 };
 void bfs_cred_keeper_stats(struct bfs_cred_keeper *k, struct bfs_cred_stats *out);
 
-/* One line: "instance role `train-role` via IMDSv2 (key id ****ABCD, with a
- * session token), expires 13:05:02 UTC, refreshed 41 times". Never a
- * secret. Truncated to cap. */
+/* One line: "instance role `train-role` via IMDSv2, key id ****ABCD, with a
+ * session token, expires 2026-11-27 13:05:02 UTC, refreshed 41 times" (keys
+ * that never expire: the source and the key id). Never a secret. Truncated
+ * to cap. */
 void bfs_cred_keeper_describe(struct bfs_cred_keeper *k, char *dst, size_t cap);
 
 /* The provider's last failure, once per minute at most: true with the line
