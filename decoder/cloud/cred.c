@@ -507,6 +507,11 @@ struct bfs_cred_keeper *bfs_cred_keeper_ref(struct bfs_cred_keeper *k)
 	return k;
 }
 
+const char *bfs_cred_keeper_name(const struct bfs_cred_keeper *k)
+{
+	return k->name;
+}
+
 void bfs_cred_keeper_unref(struct bfs_cred_keeper *k)
 {
 	if (!k || atomic_fetch_sub(&k->refs, 1) != 1)
@@ -554,12 +559,11 @@ int bfs_cred_keeper_get(struct bfs_cred_keeper *k, struct bfs_cred **out, char *
 		}
 		if (k->cur && k->cur->expires)
 			fmt_utc(k->cur->expires, when, sizeof(when));
-		if (k->dropped && !k->fail_streak)
-			snprintf(why, cap,
-				 "the store said the credentials from %s expired: they are being "
-				 "refreshed",
-				 k->name);
-		else
+		if (!k->fail_streak) {
+			rc = -EAGAIN; /* a refresh is due or running, and none failed yet */
+			snprintf(why, cap, "the credentials from %s %s: they are being refreshed",
+				 k->name, k->dropped ? "were refused as expired" : "expired");
+		} else
 			snprintf(why, cap,
 				 "the credentials from %s %s%s and could not be refreshed%s%s",
 				 k->name, when[0] ? "expired at " : "are unusable", when,

@@ -151,16 +151,21 @@ int bfs_cred_keeper_new(struct bfs_cred_keeper **out, const struct bfs_cred_prov
  * out (a reference is taken). */
 int bfs_cred_keeper_static(struct bfs_cred_keeper **out, struct bfs_cred *c);
 struct bfs_cred_keeper *bfs_cred_keeper_ref(struct bfs_cred_keeper *k); /* accepts NULL */
+/* The provider's name (the first credential's source): the same string for
+ * the keeper's life. */
+const char *bfs_cred_keeper_name(const struct bfs_cred_keeper *k);
 /* Drop a reference; the last stops the thread (waiting for a fetch in
  * progress) and frees. Accepts NULL. */
 void bfs_cred_keeper_unref(struct bfs_cred_keeper *k);
 
 /* The current credential (a reference for the caller: bfs_cred_unref), never
- * one that expires within its guard. Never blocks on a fetch. -EACCES with
- * one line in why (cap bytes) when there is none valid: "the credentials
- * from <source> expired at 13:05:02 UTC and could not be refreshed: <the
- * provider's last error>", or "... are being refreshed" right after
- * bfs_cred_keeper_expired. */
+ * one that expires within its guard. Never blocks on a fetch. When there is
+ * none valid, one line in why (cap bytes) and: -EAGAIN while a refresh is
+ * due or running and none has failed since ("... are being refreshed":
+ * right after bfs_cred_keeper_expired, or after a wait the keeper could not
+ * run earlier): worth waiting a little; -EACCES when the provider failed
+ * ("the credentials from <source> expired at 2026-11-27 13:05:02 UTC and
+ * could not be refreshed: <the provider's last error>"). */
 int bfs_cred_keeper_get(struct bfs_cred_keeper *k, struct bfs_cred **out, char *why, size_t cap);
 
 /* The store said the token of `used` (the credential a request signed
