@@ -222,11 +222,8 @@ int bfs_cred_parse_time(const char *s, time_t *out)
 		while (isdigit((unsigned char)*p))
 			p++;
 	}
-	if ((*p == 'Z' || *p == 'z') && p[1] == '\0')
-		;
-	else if (strcmp(p, "+00:00") == 0 || strcmp(p, "-00:00") == 0)
-		;
-	else
+	if (!(((*p == 'Z' || *p == 'z') && p[1] == '\0') || strcmp(p, "+00:00") == 0 ||
+	      strcmp(p, "-00:00") == 0))
 		return -EINVAL;
 	tm.tm_year = y - 1900;
 	tm.tm_mon = mo - 1;

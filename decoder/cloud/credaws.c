@@ -240,9 +240,11 @@ struct sts {
 static void sts_destroy(struct sts *s)
 {
 	free(s->url);
+	s->url = NULL;
 	free(s->region);
+	s->region = NULL;
 	free(s->ca);
-	memset(s, 0, sizeof(*s));
+	s->ca = NULL;
 }
 
 static int sts_init(struct sts *s, const char *region, const char *ca)
@@ -1607,7 +1609,7 @@ none:
 	goto out;
 
 have_static:
-	rc = static_provider(&pr, c);
+	static_provider(&pr, c);
 	rc = bfs_cred_keeper_new(out, &pr, c);
 	goto out;
 

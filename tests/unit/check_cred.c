@@ -62,7 +62,8 @@ START_TEST(a_credential_checks_its_fields_and_counts_references)
 			 -EINVAL);
 	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_SIGV4, "AKID", "se\ncret", NULL, 0, "src", NULL),
 			 -EINVAL);
-	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_BEARER, NULL, NULL, "", 0, "src", NULL), -EINVAL);
+	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_BEARER, NULL, NULL, "", 0, "src", NULL),
+			 -EINVAL);
 	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_SIGV4, "AKID", "S", "T", 0, "", NULL), -EINVAL);
 	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_SIGV4, "AKID", "S", "", 5, "src", "role"), 0);
 	ck_assert_ptr_null(c->token); /* an empty token is none */
@@ -108,8 +109,7 @@ START_TEST(secrets_are_scrubbed_from_a_line)
 	const char *secrets[] = { "S3cr3t", "ToKeN-123", NULL, "ab" };
 
 	bfs_cred_scrub(msg, sizeof(msg), secrets, 4);
-	ck_assert_str_eq(msg,
-			 "denied: token [redacted] and secret [redacted], again [redacted]");
+	ck_assert_str_eq(msg, "denied: token [redacted] and secret [redacted], again [redacted]");
 }
 END_TEST
 
@@ -360,7 +360,8 @@ START_TEST(sts_answers_are_parsed)
 		"</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
 	static const char twice[] =
 		"<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>A</AccessKeyId>"
-		"<AccessKeyId>B</AccessKeyId></Credentials></AssumeRoleResult></AssumeRoleResponse>";
+		"<AccessKeyId>B</AccessKeyId></Credentials></AssumeRoleResult></"
+		"AssumeRoleResponse>";
 	static const char doctype[] = "<!DOCTYPE x [<!ENTITY a \"b\">]><AssumeRoleResponse/>";
 
 	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, sts_ok, strlen(sts_ok), why, sizeof(why)), 0);
@@ -381,8 +382,7 @@ START_TEST(sts_answers_are_parsed)
 			 -EBADMSG);
 	ck_assert_ptr_nonnull(strstr(why, "SessionToken"));
 	ck_assert_ptr_null(x.key_id);
-	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, twice, strlen(twice), why, sizeof(why)),
-			 -EBADMSG);
+	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, twice, strlen(twice), why, sizeof(why)), -EBADMSG);
 	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, doctype, strlen(doctype), why, sizeof(why)),
 			 -EBADMSG);
 	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, "<Error/>", 8, why, sizeof(why)), -EBADMSG);
@@ -425,8 +425,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, times_are_parsed_as_the_endpoints_write_them);
 	tcase_add_test(tc, secrets_are_scrubbed_from_a_line);
 	tcase_add_test(tc, a_credential_that_never_expires_is_fetched_once);
-	tcase_add_test(tc,
-		       short_credentials_are_refreshed_before_they_expire_and_never_handed_out_expired);
+	tcase_add_test(
+		tc,
+		short_credentials_are_refreshed_before_they_expire_and_never_handed_out_expired);
 	tcase_add_test(tc, the_stores_expired_signal_refreshes_once);
 	tcase_add_test(tc, a_provider_down_past_expiry_fails_gets_with_why_then_recovers);
 	tcase_add_test(tc, a_first_fetch_that_fails_fails_the_keeper_with_the_providers_line);
