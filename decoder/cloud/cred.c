@@ -380,7 +380,7 @@ static void fetch_once(struct bfs_cred_keeper *k)
 	} else {
 		if (!why[0])
 			snprintf(why, sizeof(why), "%s", strerror(-rc));
-		snprintf(k->last_why, sizeof(k->last_why), "%s: %s", k->name, why);
+		snprintf(k->last_why, sizeof(k->last_why), "%s", why);
 		k->fail_streak++;
 		k->last_fail_ms = now;
 		k->next_try_ms = now + bfs_cred_retry_ms(k->fail_streak, rng_next(k));
@@ -625,7 +625,8 @@ bool bfs_cred_keeper_errline(struct bfs_cred_keeper *k, char *dst, size_t cap)
 
 	pthread_mutex_lock(&k->m);
 	if (k->unreported && (k->errline_ms == 0 || now - k->errline_ms >= ERRLINE_EVERY_MS)) {
-		snprintf(dst, cap, "cannot refresh the credentials: %s", k->last_why);
+		snprintf(dst, cap, "cannot refresh the credentials from %s: %s", k->name,
+			 k->last_why);
 		k->unreported = false;
 		k->errline_ms = now;
 		due = true;

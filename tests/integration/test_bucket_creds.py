@@ -15,6 +15,7 @@ What must be true (issue 30):
 import concurrent.futures
 import errno
 import os
+import subprocess
 import sys
 import time
 
@@ -125,9 +126,14 @@ def test_an_epoch_read_across_rotations_has_no_failed_read(mounts, s3, ep, data,
     assert st["credentials_expires"] > time.time() - 1
     readme = m.read("README.txt").decode()
     assert "instance role `train-role` via IMDSv2" in readme and "expires 20" in readme
+    assert "stats.json and `batchfs stats` show their current expiry" in readme
     assert m.read("errors.txt") == b""
+    tool = subprocess.run([m.binary, "stats", str(m.mnt)], capture_output=True, timeout=30)
+    assert b"instance role `train-role` via IMDSv2" in tool.stdout, tool
+    assert b"credentials refreshed" in tool.stdout, tool.stdout
     # no secret or token anywhere the mount shows or logs
     shown = b"".join(m.read(f) for f in ("README.txt", "stats.json", "errors.txt"))
+    shown += tool.stdout + tool.stderr
     m.stop()
     shown += open(m.log, "rb").read()
     for s in credenv.secrets_of(ep):

@@ -297,12 +297,14 @@ START_TEST(a_provider_down_past_expiry_fails_gets_with_why_then_recovers)
 	ck_assert_int_eq(rc, -EACCES);
 	ck_assert_ptr_nonnull(strstr(why, "the credentials from the fake provider expired at 20"));
 	ck_assert_ptr_nonnull(strstr(why, "could not be refreshed"));
-	ck_assert_ptr_nonnull(strstr(why, "HTTP 503"));
+	ck_assert_ptr_nonnull(strstr(why, "could not be refreshed: the metadata server answered "
+					  "HTTP 503"));
 	bfs_cred_keeper_stats(k, &st);
 	ck_assert(!st.valid && st.failures >= 1);
 	/* errors.txt's line: once, then not again within the minute */
 	ck_assert(bfs_cred_keeper_errline(k, line, sizeof(line)));
-	ck_assert_ptr_nonnull(strstr(line, "cannot refresh the credentials: the fake provider: "));
+	ck_assert_ptr_nonnull(strstr(line, "cannot refresh the credentials from the fake provider: "
+					   "the metadata server answered HTTP 503"));
 	sleep_ms(1100);
 	bfs_cred_keeper_get(k, &c, why, sizeof(why)); /* asks it again (a second since) */
 	sleep_ms(100);
