@@ -17,7 +17,7 @@ of its own (both kept alive), and on demand:
     object's ETag (s3rver 3.7 ignores If-Match; S3 does not): on by default;
   - checks AWS Signature Version 4 as S3 does, when given the key pair
     (--sigv4 KEY:SECRET, or "sigv4"), or a ledger of temporary credentials
-    ("sigv4_ledger": the path of tests/cloud/awsendpoints.py's ledger,
+    (config "sigv4_ledger": the path of tests/cloud/awsendpoints.py's ledger,
     {KEY: {"secret", "token", "expires"}}, read again when it changes):
     the session token must be the one issued with the key (else 403
     InvalidToken) and not expired (else 400 ExpiredToken, as S3 answers);
@@ -34,7 +34,7 @@ The control API is on the same port, under /__proxy/:
   GET  /__proxy/log      the log, a JSON list
   GET  /__proxy/stats    counters (requests, bytes, connections, in flight, maxima)
   POST /__proxy/config   {"delay_ms": N, "rules": [RULE...], "if_match": bool,
-                          "sigv4": "KEY:SECRET" or null, "sigv4_ledger": PATH or null}
+                          "sigv4": "KEY:SECRET" or null}
   POST /__proxy/reset    no rules, no delay, empty log, counters zeroed
 
 A RULE: {"match": REGEX on "METHOD TARGET" (default all), "action": "status" |
