@@ -169,6 +169,10 @@ def test_imdsv2_token_first_then_the_role_credentials(ep, s3, home):
     b = boto(env)
     assert b["method"] == method_of(source) == "iam-role"
     assert b["fp"] in {fp(k) for k in ep.issued()}
+    # a proxy of the environment is not asked for the metadata service
+    penv = {k: v for k, v in env.items() if k.lower() != "no_proxy"}
+    penv.update(http_proxy="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
+    assert creds(penv, s3)[1] == source
 
 
 def test_imdsv1_only_when_the_token_request_is_refused(ep, s3, home):
