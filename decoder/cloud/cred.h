@@ -276,7 +276,10 @@ struct bfs_http_resp {
  * or the host does not resolve, -ETIMEDOUT no answer in time, -EIO another
  * transport failure (each after the tries), -EFBIG a body over max_body,
  * -EINVAL a bad request, -ENOMEM. why (one line, naming the URL without
- * its query, never a header or a body) is set on every error. */
+ * its query, never a header or a body) is set on every error. The
+ * link-local metadata and container addresses and loopback never go
+ * through a proxy of the environment (http_proxy); others do, as curl's
+ * defaults say (no_proxy applies). */
 int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, char *why,
 		     size_t whycap);
 void bfs_http_resp_free(struct bfs_http_resp *resp); /* wipes and frees; accepts zeroed */
