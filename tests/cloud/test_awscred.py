@@ -388,3 +388,26 @@ def test_an_expired_token_answer_refreshes_once_and_retries_once(ep, s3, home):
     assert r.returncode == 1 and "ExpiredToken" in err and "[redacted]" in err, err
     assert len([e for e in s3.log() if e["target"].startswith("/%s/d/part-1" % BUCKET)]) == 2
     no_secret(err, ep)
+
+
+def test_web_identity_from_a_profile(ep, s3, home):
+    write_profiles(home, "", "[profile eks]\nrole_arn = %s\nweb_identity_token_file = %s\n"
+                   "role_session_name = pod-7\n" % (credenv.ROLE_ARN, ep.web_token_file))
+    env = s3env.free_env(home, AWS_PROFILE="eks", AWS_ENDPOINT_URL_STS=ep.url)
+    _, source, _, _ = creds(env, s3)
+    assert source == "role `train-role` via STS AssumeRoleWithWebIdentity (profile 'eks')"
+    e = [x for x in ep.log() if x["path"] == "/"][0]
+    assert e["action"] == "AssumeRoleWithWebIdentity" and e["form"]["RoleSessionName"] == "pod-7"
+    lists(env, s3)
+    assert boto(env)["method"] == method_of(source) == "assume-role-with-web-identity"
+
+
+def test_a_role_whose_source_is_the_environment_says_what_is_missing(ep, s3, home):
+    """credential_source = Environment with no keys in the environment: one
+    line saying so (with keys there, the chain's first place takes them
+    themselves, before any profile, as botocore does with AWS_PROFILE)."""
+    write_profiles(home, "", "[profile ci]\nrole_arn = %s\ncredential_source = Environment\n"
+                   % credenv.ROLE_ARN)
+    env = s3env.free_env(home, AWS_PROFILE="ci", AWS_ENDPOINT_URL_STS=ep.url)
+    r = run(["creds", "s3://%s/" % BUCKET], env, s3, check=False)
+    assert r.returncode == 1 and b"AWS_ACCESS_KEY_ID is not set" in r.stderr
