@@ -10,6 +10,7 @@
  */
 #include "s3.h"
 
+#include "cred.h"
 #include "s3_impl.h"
 #include "s3sign.h"
 #include "s3xml.h"
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define MSG_MAX 768
@@ -58,6 +60,8 @@ struct xfer {
 	CURL *easy; /* W_ACTIVE */
 	struct curl_slist *hdrs;
 	struct bfs_s3resp r; /* the request's shape and the attempt's response */
+	struct bfs_cred *cred; /* what the attempt was signed with (the keeper's snapshot) */
+	bool cred_retried; /* tried again once after the store said the token expired */
 	char errbuf[CURL_ERROR_SIZE];
 	char last[MSG_MAX]; /* the last transient failure, for the final message */
 	/* the result (internal kinds: read by the waiting caller) */
@@ -89,7 +93,7 @@ struct bfs_s3 {
 	unsigned nidle;
 	uint64_t rng;
 	/* counters */
-	atomic_uint_fast64_t n_requests, n_retries, n_failed, n_bytes;
+	atomic_uint_fast64_t n_requests, n_retries, n_failed, n_bytes, n_expired;
 	atomic_uint n_active, n_queued;
 };
 
@@ -242,6 +246,7 @@ static void xfer_free(struct xfer *x)
 		return;
 	if (x->kind != X_GET)
 		waiter_destroy(&x->w);
+	bfs_cred_unref(x->cred);
 	free(x->query);
 	bfs_s3_target_destroy(&x->target);
 	bfs_s3_str_free(&x->r.body);
@@ -261,6 +266,11 @@ static void complete(struct xfer *x, int err, const char *reason)
 		xfer_subject(x, subject, sizeof(subject));
 		snprintf(msg, sizeof(msg), "%s: %s", subject, reason);
 		bfs_s3_msg_clean(msg, sizeof(msg), &c->cfg);
+		if (x->cred) {
+			const char *secrets[] = { x->cred->secret, x->cred->token };
+
+			bfs_cred_scrub(msg, sizeof(msg), secrets, 2);
+		}
 		atomic_fetch_add(&c->n_failed, 1);
 	}
 	if (x->kind == X_GET) {
@@ -335,12 +345,32 @@ static int build_headers(struct xfer *x, char *why, size_t whycap)
 	} else if (x->kind == X_PROBE) {
 		extra[nextra++] = (struct bfs_s3_kv){ "range", "bytes=0-0" };
 	}
+	bfs_cred_unref(x->cred);
+	x->cred = NULL;
+	/* none valid now: -EAGAIN (being refreshed) is waited for as a
+	 * transient failure; -EACCES (the provider fails) ends the request */
+	if (!c->cfg.anonymous && (rc = bfs_cred_keeper_get(c->cfg.keeper, &x->cred, why, whycap)))
+		return rc;
 	if ((rc = add_header(&h, "Host", x->target.host)))
 		goto out;
 	for (size_t i = 0; i < nextra; i++)
 		if ((rc = add_header(&h, extra[i].name, extra[i].value)))
 			goto out;
-	if (!c->cfg.anonymous) {
+	if (x->cred && x->cred->kind == BFS_CRED_BEARER) {
+		size_t n = strlen(x->cred->token) + 8;
+		char *v = malloc(n);
+
+		if (!v) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		snprintf(v, n, "Bearer %s", x->cred->token);
+		rc = add_header(&h, "Authorization", v);
+		explicit_bzero(v, n);
+		free(v);
+		if (rc)
+			goto out;
+	} else if (x->cred && x->cred->kind == BFS_CRED_SIGV4) {
 		struct bfs_s3_sigreq sr = {
 			.method = x->kind == X_HEAD ? "HEAD" : "GET",
 			.host = x->target.host,
@@ -352,7 +382,7 @@ static int build_headers(struct xfer *x, char *why, size_t whycap)
 			.service = "s3",
 			.when = time(NULL),
 		};
-		struct bfs_s3_creds cr = { c->cfg.key_id, c->cfg.secret, c->cfg.session_token };
+		struct bfs_s3_creds cr = { x->cred->key_id, x->cred->secret, x->cred->token };
 		struct bfs_s3_signed sig = { 0 };
 
 		rc = bfs_s3_sign(&sig, &sr, &cr);
@@ -365,8 +395,8 @@ static int build_headers(struct xfer *x, char *why, size_t whycap)
 		}
 		if ((rc = add_header(&h, "x-amz-date", sig.amz_date)) ||
 		    (rc = add_header(&h, "x-amz-content-sha256", sig.content_sha256)) ||
-		    (c->cfg.session_token &&
-		     (rc = add_header(&h, "x-amz-security-token", c->cfg.session_token))) ||
+		    (x->cred->token &&
+		     (rc = add_header(&h, "x-amz-security-token", x->cred->token))) ||
 		    (rc = add_header(&h, "Authorization", sig.authorization))) {
 			explicit_bzero(&sig, sizeof(sig));
 			goto out;
@@ -434,11 +464,60 @@ static void setup_easy(struct bfs_s3 *c, struct xfer *x, CURL *e)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 }
 
+/* No valid credential now (the keeper says why): wait as after a transient
+ * failure, within the request's tries and time, then fail with -EIO. */
+static void cred_wait(struct bfs_s3 *c, struct xfer *x, const char *why)
+{
+	uint64_t now = now_ns(), wait_ns;
+
+	if (x->attempt++ == 0)
+		x->first_ns = now;
+	snprintf(x->last, sizeof(x->last), "%s", why);
+	wait_ns = (uint64_t)bfs_s3_backoff_ms(&c->cfg, x->attempt, rng_next(c)) * 1000000u;
+	if (x->attempt >= c->cfg.tries ||
+	    now + wait_ns - x->first_ns > (uint64_t)c->cfg.retry_ms * 1000000u) {
+		char msg[MSG_MAX + 64];
+
+		snprintf(msg, sizeof(msg), "%s (gave up after %u tries in %.1f s)", x->last,
+			 x->attempt, (double)(now - x->first_ns) / 1e9);
+		complete(x, -EIO, msg);
+		return;
+	}
+	x->due_ns = now + wait_ns;
+	timers_insert(c, x);
+	atomic_fetch_add(&c->n_queued, 1);
+}
+
+/* Whether the store's answer says the credential's token expired: S3's
+ * ExpiredToken (400), STS-style ExpiredTokenException, TokenRefreshRequired;
+ * a 401 to a Bearer token; a HEAD (no body) refused with 400 or 401 while
+ * signed with a session token. */
+static bool token_expired(const struct xfer *x)
+{
+	static const char *const codes[] = { "ExpiredToken", "ExpiredTokenException",
+					     "TokenRefreshRequired" };
+	const struct bfs_s3resp *r = &x->r;
+	struct bfs_s3xml_error e;
+
+	if (!x->cred || (r->status != 400 && r->status != 401 && r->status != 403))
+		return false;
+	if (x->cred->kind == BFS_CRED_BEARER && r->status == 401)
+		return true;
+	if (r->body.n && bfs_s3xml_parse_error(&e, r->body.p, r->body.n) == 0) {
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(codes); i++)
+			if (strcmp(e.code, codes[i]) == 0)
+				return true;
+		return false;
+	}
+	return x->kind == X_HEAD && x->cred->token && r->status != 403;
+}
+
 /* Start an attempt of x (taken from ready). */
 static void start(struct bfs_s3 *c, struct xfer *x)
 {
 	char why[MSG_MAX];
 	CURL *e;
+	int rc;
 
 	atomic_fetch_sub(&c->n_queued, 1);
 	if (x->cancel) {
@@ -446,15 +525,24 @@ static void start(struct bfs_s3 *c, struct xfer *x)
 		return;
 	}
 	if (!x->target.url) {
-		int rc = bfs_s3_target_build(&x->target, &c->cfg, x->bucket,
-					     x->kind == X_LIST ? NULL : x->key, x->query);
+		rc = bfs_s3_target_build(&x->target, &c->cfg, x->bucket,
+					 x->kind == X_LIST ? NULL : x->key, x->query);
 		if (rc) {
 			complete(x, rc, rc == -ENOMEM ? "out of memory" : "a bad endpoint");
 			return;
 		}
 	}
 	why[0] = '\0';
-	if (build_headers(x, why, sizeof(why)) != 0) {
+	rc = build_headers(x, why, sizeof(why));
+	if (rc == -EAGAIN) {
+		cred_wait(c, x, why);
+		return;
+	}
+	if (rc == -EACCES) { /* no credentials: the read fails (EIO), the keeper retries */
+		complete(x, -EIO, why);
+		return;
+	}
+	if (rc != 0) {
 		complete(x, -EINVAL, why);
 		return;
 	}
@@ -536,6 +624,16 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 	detach(c, x);
 	if (x->cancel) {
 		complete(x, -ECANCELED, "cancelled");
+		return;
+	}
+	if (res == CURLE_OK && !x->cred_retried && token_expired(x)) {
+		/* one refresh, one more try: the next start() gets the new one */
+		x->cred_retried = true;
+		bfs_cred_keeper_expired(c->cfg.keeper, x->cred);
+		atomic_fetch_add(&c->n_expired, 1);
+		x->due_ns = now_ns();
+		timers_insert(c, x);
+		atomic_fetch_add(&c->n_queued, 1);
 		return;
 	}
 	v = bfs_s3resp_judge(&x->r,
@@ -727,7 +825,8 @@ int bfs_s3_new(struct bfs_s3 **out, const struct bfs_s3_config *cfg, unsigned ma
 
 	if (max_conns < 1 || max_conns > 1024)
 		return bfs_err_set(-EINVAL, "max_conns %u: it must be 1 to 1024", max_conns);
-	if (!cfg->endpoint || !cfg->region || (!cfg->anonymous && (!cfg->key_id || !cfg->secret)))
+	if (!cfg->endpoint || !cfg->region ||
+	    (!cfg->anonymous && !cfg->keeper && (!cfg->key_id || !cfg->secret)))
 		return bfs_err_set(-EINVAL, "the object-store configuration is not resolved");
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
@@ -741,6 +840,25 @@ int bfs_s3_new(struct bfs_s3 **out, const struct bfs_s3_config *cfg, unsigned ma
 	}
 	if (c->cfg.tries < 1)
 		c->cfg.tries = 1;
+	if (!c->cfg.anonymous && !c->cfg.keeper) { /* keys that never change */
+		struct bfs_cred *k = NULL;
+
+		rc = bfs_cred_new(&k, BFS_CRED_SIGV4, c->cfg.key_id, c->cfg.secret,
+				  c->cfg.session_token, 0,
+				  c->cfg.source ? c->cfg.source : "the configuration", NULL);
+		if (rc == 0)
+			rc = bfs_cred_keeper_static(&c->cfg.keeper, k);
+		bfs_cred_unref(k);
+		if (rc) {
+			bfs_s3_config_destroy(&c->cfg);
+			free(c);
+			return bfs_err_set(rc, "%s",
+					   rc == -ENOMEM
+						   ? "out of memory"
+						   : "a key id, secret or token that no header "
+						     "can carry");
+		}
+	}
 	c->max_conns = max_conns;
 	c->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c ^ now_ns();
 	if (!c->rng)
@@ -1099,4 +1217,212 @@ void bfs_s3_stats(struct bfs_s3 *c, struct bfs_s3_stats *out)
 	out->bytes = atomic_load(&c->n_bytes);
 	out->in_flight = atomic_load(&c->n_active);
 	out->queued = atomic_load(&c->n_queued);
+	out->expired = atomic_load(&c->n_expired);
+}
+
+/* ---- HTTP for credential endpoints (cred.h) ---- */
+
+#define NOPROXY_CRED                                                                               \
+	"169.254.169.254,169.254.170.2,169.254.170.23,fd00:ec2::254,fd00:ec2::23,127.0.0.1,"       \
+	"localhost,::1"
+
+struct http_body {
+	struct bfs_s3_str s;
+	bool over;
+};
+
+static size_t http_on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct http_body *b = ud;
+	size_t n = size * nmemb;
+
+	bfs_s3_str_add(&b->s, p, n);
+	if (b->s.err) {
+		b->over = b->s.err == -EFBIG;
+		return 0;
+	}
+	return n;
+}
+
+/* The URL without its query or fragment, for messages. */
+static void url_for_msg(const char *url, char *dst, size_t cap)
+{
+	size_t n = strcspn(url, "?#");
+
+	snprintf(dst, cap, "%.*s", (int)(n < 200 ? n : 200), url);
+}
+
+static void http_body_wipe(struct http_body *b)
+{
+	if (b->s.p)
+		explicit_bzero(b->s.p, b->s.cap);
+	bfs_s3_str_free(&b->s);
+	b->s.err = 0;
+	b->over = false;
+}
+
+int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, char *why,
+		     size_t whycap)
+{
+	struct bfs_s3_config pol;
+	struct curl_slist *h = NULL;
+	struct http_body b = { 0 };
+	char where[256], errbuf[CURL_ERROR_SIZE], noproxy[1024];
+	uint64_t t0 = now_ns(), rnd = now_ns() ^ (uint64_t)(uintptr_t)r;
+	unsigned tries = r->tries ? r->tries : 4, retry_ms = r->retry_ms ? r->retry_ms : 10000;
+	long status = 0;
+	CURL *e = NULL;
+	int rc = 0;
+
+	memset(resp, 0, sizeof(*resp));
+	url_for_msg(r->url ? r->url : "", where, sizeof(where));
+	if (!r->method || !r->url ||
+	    (strncasecmp(r->url, "http://", 7) != 0 && strncasecmp(r->url, "https://", 8) != 0)) {
+		snprintf(why, whycap, "%s: not an http:// or https:// URL", where);
+		return -EINVAL;
+	}
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_rc != CURLE_OK) {
+		snprintf(why, whycap, "curl: %s", curl_easy_strerror(curl_init_rc));
+		return -EIO;
+	}
+	bfs_s3_config_init(&pol);
+	for (size_t i = 0; i < r->nheaders; i++) {
+		struct curl_slist *nl = curl_slist_append(h, r->headers[i]);
+
+		if (!nl) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		h = nl;
+	}
+	if (!(e = curl_easy_init())) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	{
+		/* the link-local credential endpoints and loopback never go through
+		 * a proxy of the environment (the user's no_proxy still applies) */
+		const char *np = getenv("no_proxy") ? getenv("no_proxy") : getenv("NO_PROXY");
+
+		snprintf(noproxy, sizeof(noproxy), "%s%s%s", NOPROXY_CRED, np && *np ? "," : "",
+			 np && strlen(np) < sizeof(noproxy) - sizeof(NOPROXY_CRED) - 2 ? np : "");
+	}
+	b.s.max = r->max_body ? r->max_body : (1u << 20);
+	for (unsigned attempt = 1;; attempt++) {
+		CURLcode cr;
+		bool retry;
+		unsigned wait_ms;
+
+		curl_easy_reset(e);
+		http_body_wipe(&b);
+		b.s.max = r->max_body ? r->max_body : (1u << 20);
+		errbuf[0] = '\0';
+		curl_easy_setopt(e, CURLOPT_URL, r->url);
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+		if (r->body || strcmp(r->method, "POST") == 0 || strcmp(r->method, "PUT") == 0) {
+			curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+					 r->body ? (const char *)r->body : "");
+			curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+					 (curl_off_t)(r->body ? r->body_len : 0));
+		}
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_on_body);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+		curl_easy_setopt(e, CURLOPT_VERBOSE, 0L); /* it would print the headers */
+		curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+		curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+#if LIBCURL_VERSION_NUM >= 0x075500
+		curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+		curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+		curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+				 (long)(r->connect_timeout_ms ? r->connect_timeout_ms : 2000));
+		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+				 (long)(r->timeout_ms ? r->timeout_ms : 5000));
+		curl_easy_setopt(e, CURLOPT_USERAGENT, "batchfs");
+		curl_easy_setopt(e, CURLOPT_NOPROXY, noproxy);
+		if (r->ca_file)
+			curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
+		cr = curl_easy_perform(e);
+		status = 0;
+		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+		if (b.over) {
+			snprintf(why, whycap, "%s: an answer over %zu bytes", where, b.s.max);
+			rc = -EFBIG;
+			goto out;
+		}
+		if (b.s.err) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (cr == CURLE_OK) {
+			retry = status >= 500 || status == 429;
+			if (!retry)
+				break;
+			snprintf(why, whycap, "%s: HTTP %ld", where, status);
+			rc = 0;
+		} else {
+			retry = curl_transient(cr);
+			rc = cr == CURLE_COULDNT_CONNECT || cr == CURLE_COULDNT_RESOLVE_HOST
+				     ? -EHOSTUNREACH
+			     : cr == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+							      : -EIO;
+			/* curl's words name the host, never a header */
+			snprintf(why, whycap, "%s: %s", where,
+				 errbuf[0] ? errbuf : curl_easy_strerror(cr));
+		}
+		pol.backoff_ms = 100;
+		pol.backoff_max_ms = 2000;
+		wait_ms = bfs_s3_backoff_ms(&pol, attempt, rnd = rnd * 6364136223846793005ULL + 1);
+		if (!retry || attempt >= tries ||
+		    now_ns() + (uint64_t)wait_ms * 1000000u - t0 > (uint64_t)retry_ms * 1000000u) {
+			if (rc == 0) /* a 5xx to the last try: the caller judges it */
+				break;
+			if (attempt > 1) {
+				size_t n = strlen(why);
+
+				snprintf(why + n, whycap > n ? whycap - n : 0, " (%u tries)",
+					 attempt);
+			}
+			goto out;
+		}
+		{
+			struct timespec ts = { .tv_sec = wait_ms / 1000,
+					       .tv_nsec = (long)(wait_ms % 1000) * 1000000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	rc = 0;
+	resp->status = status;
+	resp->len = b.s.n;
+	if (bfs_s3_str_take(&b.s, &resp->body)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+out:
+	if (rc == -ENOMEM)
+		snprintf(why, whycap, "out of memory");
+	http_body_wipe(&b);
+	if (e)
+		curl_easy_cleanup(e);
+	wipe_headers(h);
+	curl_slist_free_all(h);
+	bfs_s3_config_destroy(&pol);
+	return rc;
+}
+
+void bfs_http_resp_free(struct bfs_http_resp *resp)
+{
+	if (!resp)
+		return;
+	if (resp->body) {
+		explicit_bzero(resp->body, resp->len);
+		free(resp->body);
+	}
+	memset(resp, 0, sizeof(*resp));
 }
