@@ -10,6 +10,7 @@
  */
 #include "s3.h"
 
+#include "cred.h"
 #include "s3_impl.h"
 #include "s3sign.h"
 #include "s3xml.h"
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define MSG_MAX 768
@@ -1099,4 +1101,198 @@ void bfs_s3_stats(struct bfs_s3 *c, struct bfs_s3_stats *out)
 	out->bytes = atomic_load(&c->n_bytes);
 	out->in_flight = atomic_load(&c->n_active);
 	out->queued = atomic_load(&c->n_queued);
+}
+
+/* ---- HTTP for credential endpoints (cred.h) ---- */
+
+struct http_body {
+	struct bfs_s3_str s;
+	bool over;
+};
+
+static size_t http_on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct http_body *b = ud;
+	size_t n = size * nmemb;
+
+	bfs_s3_str_add(&b->s, p, n);
+	if (b->s.err) {
+		b->over = b->s.err == -EFBIG;
+		return 0;
+	}
+	return n;
+}
+
+/* The URL without its query or fragment, for messages. */
+static void url_for_msg(const char *url, char *dst, size_t cap)
+{
+	size_t n = strcspn(url, "?#");
+
+	snprintf(dst, cap, "%.*s", (int)(n < 200 ? n : 200), url);
+}
+
+static void http_body_wipe(struct http_body *b)
+{
+	if (b->s.p)
+		explicit_bzero(b->s.p, b->s.cap);
+	bfs_s3_str_free(&b->s);
+	b->s.err = 0;
+	b->over = false;
+}
+
+int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, char *why,
+		     size_t whycap)
+{
+	struct bfs_s3_config pol;
+	struct curl_slist *h = NULL;
+	struct http_body b = { 0 };
+	char where[256], errbuf[CURL_ERROR_SIZE];
+	uint64_t t0 = now_ns(), rnd = now_ns() ^ (uint64_t)(uintptr_t)r;
+	unsigned tries = r->tries ? r->tries : 4, retry_ms = r->retry_ms ? r->retry_ms : 10000;
+	long status = 0;
+	CURL *e = NULL;
+	int rc = 0;
+
+	memset(resp, 0, sizeof(*resp));
+	url_for_msg(r->url ? r->url : "", where, sizeof(where));
+	if (!r->method || !r->url ||
+	    (strncasecmp(r->url, "http://", 7) != 0 && strncasecmp(r->url, "https://", 8) != 0)) {
+		snprintf(why, whycap, "%s: not an http:// or https:// URL", where);
+		return -EINVAL;
+	}
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_rc != CURLE_OK) {
+		snprintf(why, whycap, "curl: %s", curl_easy_strerror(curl_init_rc));
+		return -EIO;
+	}
+	bfs_s3_config_init(&pol);
+	for (size_t i = 0; i < r->nheaders; i++) {
+		struct curl_slist *nl = curl_slist_append(h, r->headers[i]);
+
+		if (!nl) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		h = nl;
+	}
+	if (!(e = curl_easy_init())) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	b.s.max = r->max_body ? r->max_body : (1u << 20);
+	for (unsigned attempt = 1;; attempt++) {
+		CURLcode cr;
+		bool retry;
+		unsigned wait_ms;
+
+		curl_easy_reset(e);
+		http_body_wipe(&b);
+		b.s.max = r->max_body ? r->max_body : (1u << 20);
+		errbuf[0] = '\0';
+		curl_easy_setopt(e, CURLOPT_URL, r->url);
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+		if (r->body || strcmp(r->method, "POST") == 0 || strcmp(r->method, "PUT") == 0) {
+			curl_easy_setopt(e, CURLOPT_POSTFIELDS,
+					 r->body ? (const char *)r->body : "");
+			curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+					 (curl_off_t)(r->body ? r->body_len : 0));
+		}
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_on_body);
+		curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+		curl_easy_setopt(e, CURLOPT_VERBOSE, 0L); /* it would print the headers */
+		curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+		curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+#if LIBCURL_VERSION_NUM >= 0x075500
+		curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+		curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+		curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+				 (long)(r->connect_timeout_ms ? r->connect_timeout_ms : 2000));
+		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+				 (long)(r->timeout_ms ? r->timeout_ms : 5000));
+		curl_easy_setopt(e, CURLOPT_USERAGENT, "batchfs");
+		if (r->ca_file)
+			curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
+		cr = curl_easy_perform(e);
+		status = 0;
+		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+		if (b.over) {
+			snprintf(why, whycap, "%s: an answer over %zu bytes", where, b.s.max);
+			rc = -EFBIG;
+			goto out;
+		}
+		if (b.s.err) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (cr == CURLE_OK) {
+			retry = status >= 500 || status == 429;
+			if (!retry)
+				break;
+			snprintf(why, whycap, "%s: HTTP %ld", where, status);
+			rc = 0;
+		} else {
+			retry = curl_transient(cr);
+			rc = cr == CURLE_COULDNT_CONNECT || cr == CURLE_COULDNT_RESOLVE_HOST
+				     ? -EHOSTUNREACH
+			     : cr == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+							      : -EIO;
+			/* curl's words name the host, never a header */
+			snprintf(why, whycap, "%s: %s", where,
+				 errbuf[0] ? errbuf : curl_easy_strerror(cr));
+		}
+		pol.backoff_ms = 100;
+		pol.backoff_max_ms = 2000;
+		wait_ms = bfs_s3_backoff_ms(&pol, attempt, rnd = rnd * 6364136223846793005ULL + 1);
+		if (!retry || attempt >= tries ||
+		    now_ns() + (uint64_t)wait_ms * 1000000u - t0 > (uint64_t)retry_ms * 1000000u) {
+			if (rc == 0) /* a 5xx to the last try: the caller judges it */
+				break;
+			if (attempt > 1) {
+				size_t n = strlen(why);
+
+				snprintf(why + n, whycap > n ? whycap - n : 0, " (%u tries)",
+					 attempt);
+			}
+			goto out;
+		}
+		{
+			struct timespec ts = { .tv_sec = wait_ms / 1000,
+					       .tv_nsec = (long)(wait_ms % 1000) * 1000000 };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	rc = 0;
+	resp->status = status;
+	resp->len = b.s.n;
+	if (bfs_s3_str_take(&b.s, &resp->body)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+out:
+	if (rc == -ENOMEM)
+		snprintf(why, whycap, "out of memory");
+	http_body_wipe(&b);
+	if (e)
+		curl_easy_cleanup(e);
+	wipe_headers(h);
+	curl_slist_free_all(h);
+	bfs_s3_config_destroy(&pol);
+	return rc;
+}
+
+void bfs_http_resp_free(struct bfs_http_resp *resp)
+{
+	if (!resp)
+		return;
+	if (resp->body) {
+		explicit_bzero(resp->body, resp->len);
+		free(resp->body);
+	}
+	memset(resp, 0, sizeof(*resp));
 }
