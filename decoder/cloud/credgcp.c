@@ -4,6 +4,7 @@
 #include "credgcp.h"
 
 #include "common.h"
+#include "cred.h"
 #include "sha256.h"
 
 #include <ctype.h>
@@ -82,8 +83,7 @@ static bool http_url(const char *u)
 	return strncasecmp(u, "https://", 8) == 0 || strncasecmp(u, "http://", 7) == 0;
 }
 
-int bfs_gcp_source_parse(struct bfs_gcp_source *out, const char *path, const char *text,
-			 size_t n)
+int bfs_gcp_source_parse(struct bfs_gcp_source *out, const char *path, const char *text, size_t n)
 {
 	struct bfs_gcp_source s = { 0 };
 	json_error_t jerr;
@@ -327,10 +327,10 @@ int bfs_gcp_jwt(char **out, const struct bfs_gcp_source *s, const char *scope, i
 			      : json_pack("{s:s, s:s}", "alg", "RS256", "typ", "JWT");
 	if ((rc = b64_json(&head, h)))
 		goto out;
-	if ((rc = b64_json(&claims, json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", s->client_email,
-					      "scope", scope, "aud", s->token_uri, "iat",
-					      (json_int_t)now, "exp",
-					      (json_int_t)(now + BFS_GCP_JWT_LIFETIME)))))
+	if ((rc = b64_json(&claims,
+			   json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", s->client_email, "scope",
+				     scope, "aud", s->token_uri, "iat", (json_int_t)now, "exp",
+				     (json_int_t)(now + BFS_GCP_JWT_LIFETIME)))))
 		goto out;
 	n = strlen(head) + strlen(claims) + 2;
 	input = malloc(n);
@@ -431,8 +431,8 @@ int bfs_gcp_token_request(const struct bfs_gcp_source *s, int64_t now, char **ur
 		break;
 	}
 	case BFS_GCP_AUTHORIZED_USER: {
-		const char *kv[] = { "grant_type",    "refresh_token",	  "client_id",
-				     s->client_id,    "client_secret",	  s->client_secret,
+		const char *kv[] = { "grant_type",    "refresh_token", "client_id",
+				     s->client_id,    "client_secret", s->client_secret,
 				     "refresh_token", s->refresh_token };
 
 		rc = form(body, kv, 4);
@@ -545,4 +545,220 @@ void bfs_gcp_source_describe(const struct bfs_gcp_source *s, char *dst, size_t c
 		snprintf(dst, cap, "none");
 		break;
 	}
+}
+
+/* ---- the provider and the chain (cred.h) ---- */
+
+#define WHY_MAX 512
+
+struct gcp_ctx {
+	struct bfs_gcp_source src;
+	char *ca_file;
+	bool probing; /* the chain's first fetch: the metadata server may not be there */
+	char source[1024]; /* for humans */
+	char account[320]; /* the service account's email, when known */
+};
+
+static void gcp_ctx_free(void *p)
+{
+	struct gcp_ctx *c = p;
+
+	if (!c)
+		return;
+	bfs_gcp_source_destroy(&c->src);
+	free(c->ca_file);
+	free(c);
+}
+
+/* What the token endpoint said, one line (its error fields only). */
+static void refused_why(const struct gcp_ctx *c, const struct bfs_http_resp *r, const char *where,
+			char *why, size_t cap)
+{
+	char *tok = NULL, detail[WHY_MAX];
+	int64_t exp;
+
+	detail[0] = '\0';
+	if (bfs_gcp_token_parse(r->body, r->len, &tok, &exp, detail, sizeof(detail)) == 0) {
+		free_secret(&tok);
+		detail[0] = '\0';
+	}
+	/* "the token reply has no access_token (error: ...)": keep the error part */
+	{
+		const char *e = strstr(detail, "(error: ");
+
+		snprintf(why, cap, "%s answered HTTP %ld%s%s", where, r->status, e ? " " : "",
+			 e ? e : "");
+	}
+	{
+		const char *secrets[] = { c->src.client_secret, c->src.refresh_token };
+
+		bfs_cred_scrub(why, cap, secrets, BFS_ARRAY_SIZE(secrets));
+	}
+}
+
+/* Fetch an access token from c's place. See bfs_cred_fetch_fn. */
+static int gcp_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
+{
+	struct gcp_ctx *c = ctx;
+	const bool md = c->src.kind == BFS_GCP_METADATA;
+	const char *form_hdr[] = { "Content-Type: application/x-www-form-urlencoded",
+				   "Accept: application/json" };
+	const char *md_hdr[] = { "Metadata-Flavor: Google" };
+	struct bfs_http_req req = { 0 };
+	struct bfs_http_resp resp = { 0 };
+	char *url = NULL, *body = NULL, *tok = NULL, where[600], *q;
+	int64_t now = bfs_cred_now_ms() / 1000, life = 0;
+	int rc;
+
+	*out = NULL;
+	rc = bfs_gcp_token_request(&c->src, now, &url, &body);
+	if (rc) {
+		snprintf(why, cap, "%s", bfs_err_msg());
+		return rc;
+	}
+	/* the URL without its query, for messages */
+	q = strchr(url, '?');
+	snprintf(where, sizeof(where), "%s %.*s", md ? "the metadata server" : "the token endpoint",
+		 q ? (int)(q - url) : (int)strlen(url), url);
+	req.method = body ? "POST" : "GET";
+	req.url = url;
+	req.headers = body ? form_hdr : md_hdr;
+	req.nheaders = body ? BFS_ARRAY_SIZE(form_hdr) : BFS_ARRAY_SIZE(md_hdr);
+	req.body = body;
+	req.body_len = body ? strlen(body) : 0;
+	req.max_body = 64 * 1024;
+	req.ca_file = c->ca_file;
+	if (md) {
+		/* a laptop has none: find out quickly at the first fetch */
+		req.connect_timeout_ms = 1000;
+		if (c->probing) {
+			req.tries = 2;
+			req.retry_ms = 2000;
+			req.timeout_ms = 3000;
+		}
+	}
+	rc = bfs_http_request(&req, &resp, why, cap);
+	free_secret(&body);
+	if (rc) {
+		if (md && c->probing && (rc == -EHOSTUNREACH || rc == -ETIMEDOUT))
+			rc = -ENOENT; /* no metadata server here: the chain ends */
+		else if (rc != -ENOMEM && rc != -EINVAL)
+			rc = -EIO;
+		goto out;
+	}
+	if (resp.status != 200) {
+		refused_why(c, &resp, where, why, cap);
+		if (md && resp.status == 404)
+			snprintf(why + strlen(why), cap - strlen(why),
+				 " (the VM has no service account)");
+		rc = resp.status >= 500 || resp.status == 429 ? -EIO : -EACCES;
+		goto out;
+	}
+	{
+		char detail[WHY_MAX];
+
+		rc = bfs_gcp_token_parse(resp.body, resp.len, &tok, &life, detail, sizeof(detail));
+		if (rc) {
+			snprintf(why, cap, "%s: %s", where, detail);
+			rc = rc == -ENOMEM ? rc : -EIO;
+			goto out;
+		}
+	}
+	rc = bfs_cred_new(out, BFS_CRED_BEARER, NULL, NULL, tok, (time_t)(now + life), c->source,
+			  c->account[0] ? c->account : NULL);
+	if (rc)
+		snprintf(why, cap, "%s: %s", where,
+			 rc == -ENOMEM ? "out of memory" : "an access token no header can carry");
+out:
+	free_secret(&tok);
+	free(url);
+	bfs_http_resp_free(&resp);
+	return rc;
+}
+
+/* The VM's service account's email, for humans; "" when not known. */
+static void metadata_email(struct gcp_ctx *c)
+{
+	char url[600], why[WHY_MAX];
+	const char *hdr[] = { "Metadata-Flavor: Google" };
+	struct bfs_http_req req = { .method = "GET",
+				    .url = url,
+				    .headers = hdr,
+				    .nheaders = 1,
+				    .max_body = 1024,
+				    .tries = 1,
+				    .connect_timeout_ms = 1000,
+				    .timeout_ms = 2000 };
+	struct bfs_http_resp resp = { 0 };
+
+	snprintf(url, sizeof(url),
+		 "%s%s/computeMetadata/v1/instance/service-accounts/default/email",
+		 strncmp(c->src.metadata_host, "http://", 7) == 0 ? "" : "http://",
+		 c->src.metadata_host);
+	if (bfs_http_request(&req, &resp, why, sizeof(why)) == 0 && resp.status == 200 &&
+	    resp.len > 0 && resp.len < sizeof(c->account) && !strpbrk(resp.body, " \t\r\n\"<>")) {
+		snprintf(c->account, sizeof(c->account), "%s", resp.body);
+		snprintf(c->source, sizeof(c->source),
+			 "service account %s via the metadata server at %s", c->account,
+			 c->src.metadata_host);
+	}
+	bfs_http_resp_free(&resp);
+}
+
+int bfs_credgcp_chain(struct bfs_cred_keeper **out, const char *ca_file, char *looked, size_t cap)
+{
+	struct bfs_cred_provider p = { .fetch = gcp_fetch, .ctx_free = gcp_ctx_free };
+	struct bfs_cred *first = NULL;
+	struct gcp_ctx *c;
+	char places[2048] = "", why[WHY_MAX] = "";
+	int rc;
+
+	*out = NULL;
+	if (looked && cap)
+		looked[0] = '\0';
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return bfs_err_set(-ENOMEM, "out of memory");
+	if ((rc = bfs_gcp_adc_find(&c->src, places, sizeof(places)))) {
+		gcp_ctx_free(c);
+		return rc;
+	}
+	if (ca_file && !(c->ca_file = strdup(ca_file))) {
+		gcp_ctx_free(c);
+		return bfs_err_set(-ENOMEM, "out of memory");
+	}
+	bfs_gcp_source_describe(&c->src, c->source, sizeof(c->source));
+	if (c->src.client_email)
+		snprintf(c->account, sizeof(c->account), "%s", c->src.client_email);
+	c->probing = true;
+	rc = gcp_fetch(c, &first, why, sizeof(why));
+	c->probing = false;
+	if (rc == -ENOENT) {
+		if (looked)
+			snprintf(looked, cap, "%s (%s)", places, why);
+		gcp_ctx_free(c);
+		return -ENOENT;
+	}
+	if (rc) {
+		rc = bfs_err_set(rc, "Google credentials from %s: %s", c->source, why);
+		gcp_ctx_free(c);
+		return rc;
+	}
+	if (c->src.kind == BFS_GCP_METADATA) {
+		metadata_email(c);
+		if (c->account[0]) { /* the first token, described again */
+			struct bfs_cred *again = NULL;
+
+			if (bfs_cred_new(&again, BFS_CRED_BEARER, NULL, NULL, first->token,
+					 first->expires, c->source, c->account) == 0) {
+				bfs_cred_unref(first);
+				first = again;
+			}
+		}
+	}
+	p.name = c->source;
+	p.ctx = c;
+	rc = bfs_cred_keeper_new(out, &p, first);
+	bfs_cred_unref(first);
+	return rc;
 }

@@ -30,8 +30,12 @@
  * structures here wipe them when destroyed. Messages name the file and the
  * field, one line.
  *
- * No I/O here but the reading of the key files: the HTTP requests are made
- * by the caller (credgcp's provider, through s3.h's blocking request).
+ * The provider (bfs_credgcp_chain, declared in cred.h) fetches tokens with
+ * cred.h's blocking bfs_http_request: a POST of the grant to the file's
+ * token_uri, or the metadata server's GET. Its first fetch is the chain's
+ * test of the metadata server: 1 s to connect, 2 tries, so that a machine
+ * with none fails at once with a "looked in" line. The functions declared
+ * here do no I/O but the reading of the key files.
  *
  * Thread-safety: none needed: a source belongs to one thread at a time.
  */
@@ -78,8 +82,7 @@ void bfs_gcp_source_destroy(struct bfs_gcp_source *s);
  * -EINVAL with one line naming path and the field (not JSON, no "type", a
  * type batchfs does not support, a field missing or not a string, a
  * token_uri that is not http[s]://); -ENOMEM. */
-int bfs_gcp_source_parse(struct bfs_gcp_source *out, const char *path, const char *text,
-			 size_t n);
+int bfs_gcp_source_parse(struct bfs_gcp_source *out, const char *path, const char *text, size_t n);
 /* Read and parse path. -ENOENT when it does not exist, -EACCES when it
  * cannot be read (one line each), else as bfs_gcp_source_parse. */
 int bfs_gcp_source_load(struct bfs_gcp_source *out, const char *path);
