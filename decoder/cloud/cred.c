@@ -207,9 +207,9 @@ int bfs_cred_parse_time(const char *s, time_t *out)
 	time_t t;
 
 	if (!s || strlen(s) < 19 || !digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) ||
-	    s[7] != '-' || !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-	    !digits(s + 11, 2, &h) || s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' ||
-	    !digits(s + 17, 2, &sec))
+	    s[7] != '-' || !digits(s + 8, 2, &d) ||
+	    (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !digits(s + 11, 2, &h) ||
+	    s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &sec))
 		return -EINVAL;
 	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
 		return -EINVAL;
@@ -356,12 +356,13 @@ static void fetch_once(struct bfs_cred_keeper *k)
 	pthread_mutex_unlock(&k->m);
 	rc = k->p.fetch(k->p.ctx, &c, why, sizeof(why));
 	now = bfs_cred_now_ms();
-	if (rc == 0 && c->expires && expires_ms(c) - bfs_cred_guard_ms(expires_ms(c) - now) <= now) {
+	if (rc == 0 && c->expires &&
+	    expires_ms(c) - bfs_cred_guard_ms(expires_ms(c) - now) <= now) {
 		char when[64];
 
 		fmt_utc(c->expires, when, sizeof(when));
-		snprintf(why, sizeof(why), "it handed out credentials that expire at %s, in the past",
-			 when);
+		snprintf(why, sizeof(why),
+			 "it handed out credentials that expire at %s, in the past", when);
 		bfs_cred_unref(c);
 		c = NULL;
 		rc = -EIO;
@@ -527,7 +528,8 @@ int bfs_cred_keeper_get(struct bfs_cred_keeper *k, struct bfs_cred **out, char *
 				 "refreshed",
 				 k->name);
 		else
-			snprintf(why, cap, "the credentials from %s %s%s and could not be refreshed%s%s",
+			snprintf(why, cap,
+				 "the credentials from %s %s%s and could not be refreshed%s%s",
 				 k->name, when[0] ? "expired at " : "are unusable", when,
 				 k->last_why[0] ? ": " : "", k->last_why);
 	}

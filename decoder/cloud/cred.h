@@ -213,8 +213,7 @@ int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const c
  * ~/.config/gcloud), the metadata server ($GCE_METADATA_HOST). Defined in
  * credgcp.c; s3conf.c declares it weak and passes over gs:// ADC while no
  * credgcp.c is linked in. */
-int bfs_credgcp_chain(struct bfs_cred_keeper **out, const char *ca_file, char *looked,
-		      size_t cap);
+int bfs_credgcp_chain(struct bfs_cred_keeper **out, const char *ca_file, char *looked, size_t cap);
 
 /* ---- helpers for providers ----------------------------------------------- */
 

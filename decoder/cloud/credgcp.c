@@ -211,7 +211,7 @@ int bfs_gcp_adc_find(struct bfs_gcp_source *out, char *looked, size_t cap)
 	if (gac) {
 		if ((rc = bfs_gcp_source_load(&s, gac)))
 			return rc == -ENOENT
-				       ? bfs_err_set(-ENOENT,
+				       ? bfs_err_set(-EINVAL,
 						     "GOOGLE_APPLICATION_CREDENTIALS names %s, "
 						     "which does not exist",
 						     gac)

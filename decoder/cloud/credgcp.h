@@ -92,7 +92,8 @@ int bfs_gcp_source_load(struct bfs_gcp_source *out, const char *path);
  * contacted here: whether it answers is the first fetch's business).
  * looked (cap bytes) gets the places looked in, for a "no credentials"
  * line. 0; the errors of bfs_gcp_source_load for a file that is there (or
- * named by GOOGLE_APPLICATION_CREDENTIALS) but bad. */
+ * named by GOOGLE_APPLICATION_CREDENTIALS) but bad; -EINVAL when
+ * GOOGLE_APPLICATION_CREDENTIALS names a file that is not there. */
 int bfs_gcp_adc_find(struct bfs_gcp_source *out, char *looked, size_t cap);
 
 /* base64url without padding (RFC 7515) of p[0..n) into *out (malloc'd). */

@@ -77,6 +77,10 @@ SKEW = 300  # seconds of clock skew Google allows on iat
 
 
 def b64url_decode(s):
+    """base64url, with or without its padding (google-auth pads; RFC 7515
+    does not; Google takes both)."""
+    if isinstance(s, str):
+        s = s.rstrip("=")
     if not isinstance(s, str) or any(c not in
                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                      "0123456789-_" for c in s):

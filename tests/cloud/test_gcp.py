@@ -1,0 +1,300 @@
+"""Google's Application Default Credentials (decoder/cloud/credgcp.c) against
+tests/cloud/gcpendpoints.py, a token endpoint and a metadata server that
+check what Google's check (the JWT's RS256 signature with the key's public
+half, its claims iss, scope, aud, iat, exp; the refresh token grant; the
+Metadata-Flavor header), with tokens that expire every few seconds.
+
+What must be true (docs/credentials.md, issue 30):
+- the chain is Google's: GOOGLE_APPLICATION_CREDENTIALS (a service-account
+  key or an authorized_user file), then the gcloud ADC file (under
+  CLOUDSDK_CONFIG or ~/.config/gcloud), then the metadata server;
+- tokens are refreshed ahead of expiry, off the caller's path: a client
+  asking all the time is never refused and never given an expired token;
+- the metadata server down for longer than a token lasts: gets fail with a
+  line naming it, and succeed again once it is back;
+- no credentials anywhere: one "looked in" line, at once;
+- parity: python3-google-auth's service-account flow gets a token from the
+  same endpoint, its assertion and ours carry the same header and claims;
+- nothing secret (token, key, refresh token, client secret) is printed.
+
+gcptool (BFS_GCPTOOL, default build/tests/cloud/gcptool) drives the chain.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "s3"))
+import s3env  # noqa: E402
+
+PY = "/usr/bin/python3"
+SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
+SA_EMAIL = "reader@test-project.iam.gserviceaccount.com"
+KID = "0123456789abcdef0123456789abcdef01234567"
+USER = {"client_id": "123-abc.apps.googleusercontent.com", "client_secret": "d-FL95Q19q7MQmFpd7hHD0Ty",
+        "refresh_token": "1//0gSECRET-refresh_token/with+odd=chars"}
+
+
+def tool_path():
+    p = os.environ.get("BFS_GCPTOOL") or os.path.join(REPO, "build", "tests", "cloud", "gcptool")
+    if not os.access(p, os.X_OK):
+        pytest.skip("gcptool not built at %s (make check TESTS= builds it)" % p)
+    return p
+
+
+class Endpoints:
+    def __init__(self):
+        self.srv = s3env.Server([PY, os.path.join(HERE, "gcpendpoints.py")],
+                                r"gcpendpoints listening on ([0-9.]+):(\d+)")
+        self.url = self.srv.url
+        self.token_uri = self.url + "/token"
+        self.host = "%s:%d" % (self.srv.host, self.srv.port)
+
+    def _call(self, path, body=None):
+        req = urllib.request.Request(self.url + "/__ctl/" + path,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     method="GET" if body is None else "POST")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(req, timeout=10) as r:
+            return json.load(r)
+
+    def config(self, **kw):
+        return self._call("config", kw)
+
+    def reset(self):
+        return self._call("reset", {})
+
+    def log(self):
+        return self._call("log")
+
+
+@pytest.fixture(scope="session")
+def key():
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    k = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                          serialization.NoEncryption()).decode()
+    pub = k.public_key().public_bytes(serialization.Encoding.PEM,
+                                      serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return pem, pub
+
+
+@pytest.fixture(scope="session")
+def endpoints_server(key):
+    e = Endpoints()
+    e.config(keys=[{"kid": KID, "client_email": SA_EMAIL, "public_pem": key[1]}], users=[USER])
+    yield e
+    e.srv.stop()
+
+
+@pytest.fixture
+def gcp(endpoints_server):
+    endpoints_server.reset()
+    endpoints_server.config(lifetime=3600)
+    return endpoints_server
+
+
+@pytest.fixture
+def home(tmp_path):
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+def sa_info(key, token_uri):
+    return {"type": "service_account", "project_id": "test-project", "private_key_id": KID,
+            "private_key": key[0], "client_email": SA_EMAIL, "client_id": "1234567890",
+            "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": token_uri}
+
+
+def write_json(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2))
+    return str(path)
+
+
+def clean_env(home, **extra):
+    """No Google or AWS variable of the caller's; HOME the test's; an
+    unreachable metadata server unless the test gives one."""
+    env = {k: v for k, v in s3env.free_env(str(home)).items()
+           if not k.startswith(("GOOGLE_", "GCE_", "CLOUDSDK_"))}
+    env["GCE_METADATA_HOST"] = "127.0.0.1:1"
+    env.update({k: v for k, v in extra.items() if v is not None})
+    for k in [k for k, v in extra.items() if v is None]:
+        env.pop(k, None)
+    return env
+
+
+def run_tool(env, *args, timeout=60):
+    return subprocess.run([tool_path(), "chain"] + [str(a) for a in args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def stats_of(r):
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def assert_no_secret(text, key):
+    for s in ["ya29.", "PRIVATE KEY", key[0].splitlines()[1][:40], USER["client_secret"],
+              USER["refresh_token"], "eyJ"]:
+        assert s not in text, "a secret (%s...) was printed" % s[:6]
+
+
+# ---- the chain ------------------------------------------------------------------------
+
+def test_the_chain_is_googles_order(gcp, key, home, tmp_path):
+    gcloud = home / ".config" / "gcloud" / "application_default_credentials.json"
+    sa = write_json(tmp_path / "sa.json", sa_info(key, gcp.token_uri))
+    # 3. only the metadata server
+    env = clean_env(home, GCE_METADATA_HOST=gcp.host)
+    r = run_tool(env)
+    assert r.returncode == 0, r.stderr
+    assert "via the metadata server at %s" % gcp.host in r.stdout
+    assert "vm-sa@test-project.iam.gserviceaccount.com" in r.stdout
+    # 2. the gcloud ADC file comes before it
+    write_json(gcloud, dict(USER, type="authorized_user", token_uri=gcp.token_uri))
+    r = run_tool(env)
+    assert r.returncode == 0, r.stderr
+    assert "user credentials (%s, from the gcloud ADC file)" % gcloud in r.stdout
+    # ... and CLOUDSDK_CONFIG moves it
+    other = tmp_path / "sdk"
+    other.mkdir()
+    r = run_tool(dict(env, CLOUDSDK_CONFIG=str(other)))
+    assert "via the metadata server" in r.stdout
+    # 1. GOOGLE_APPLICATION_CREDENTIALS comes first
+    r = run_tool(dict(env, GOOGLE_APPLICATION_CREDENTIALS=sa))
+    assert r.returncode == 0, r.stderr
+    assert "service account %s (key file %s, from GOOGLE_APPLICATION_CREDENTIALS)" % (
+        SA_EMAIL, sa) in r.stdout
+    grants = [(e["grant"], e["status"]) for e in gcp.log()]
+    assert grants == [("metadata", 200), ("refresh_token", 200), ("metadata", 200),
+                      ("jwt-bearer", 200)], grants
+    assert_no_secret(r.stdout + r.stderr, key)
+
+
+def test_no_credentials_is_one_line_at_once(home):
+    t0 = time.monotonic()
+    r = run_tool(clean_env(home, GCE_METADATA_HOST="127.0.0.1:1"))
+    took = time.monotonic() - t0
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "looked in GOOGLE_APPLICATION_CREDENTIALS (not set)" in lines[0]
+    assert "application_default_credentials.json (none)" in lines[0]
+    assert "the metadata server at 127.0.0.1:1" in lines[0]
+    assert took < 3, took
+
+
+def test_bad_files_and_refusals_say_where_without_secrets(gcp, key, home, tmp_path):
+    ext = write_json(tmp_path / "ext.json", {"type": "external_account", "audience": "//iam"})
+    r = run_tool(clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=ext))
+    assert r.returncode == 1
+    assert ext in r.stderr and "external_account" in r.stderr and "not supported" in r.stderr
+    missing = str(tmp_path / "nosuch.json")
+    r = run_tool(clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=missing))
+    assert r.returncode == 1 and missing in r.stderr and "does not exist" in r.stderr
+    # a refresh token the endpoint refuses
+    bad = write_json(tmp_path / "user.json", dict(USER, type="authorized_user",
+                                                 refresh_token="1//revoked-SECRET",
+                                                 token_uri=gcp.token_uri))
+    r = run_tool(clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=bad))
+    assert r.returncode == 1
+    assert "HTTP 400" in r.stderr and "invalid_grant" in r.stderr and bad in r.stderr
+    assert "revoked-SECRET" not in r.stderr
+    # a key the endpoint does not know (another kid): the signature is refused
+    info = sa_info(key, gcp.token_uri)
+    info["private_key_id"] = "not-registered"
+    wrong = write_json(tmp_path / "wrong.json", info)
+    r = run_tool(clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=wrong))
+    assert r.returncode == 1 and "Invalid JWT Signature" in r.stderr
+    assert_no_secret(r.stdout + r.stderr, key)
+
+
+# ---- refresh ahead of expiry ---------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["service_account", "authorized_user", "metadata"])
+def test_tokens_that_expire_every_few_seconds_are_never_missed(gcp, key, home, tmp_path, kind):
+    gcp.config(lifetime=2)
+    if kind == "service_account":
+        env = clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=write_json(
+            tmp_path / "sa.json", sa_info(key, gcp.token_uri)))
+    elif kind == "authorized_user":
+        env = clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=write_json(
+            tmp_path / "u.json", dict(USER, type="authorized_user", token_uri=gcp.token_uri)))
+    else:
+        env = clean_env(home, GCE_METADATA_HOST=gcp.host)
+    r = run_tool(env, 5, 20)
+    st = stats_of(r)
+    assert st["failed"] == 0 and st["expired_handed_out"] == 0, st
+    assert st["gets"] > 150
+    # refreshed ahead: several tokens in 5 s of 2 s tokens, no failed fetch
+    assert st["tokens"] >= 3 and st["failures"] == 0, st
+    ok = [e for e in gcp.log() if e["status"] == 200]
+    assert len(ok) == st["refreshes"]
+    assert_no_secret(r.stdout + r.stderr, key)
+
+
+def test_the_metadata_server_down_past_expiry_then_back(gcp, key, home):
+    gcp.config(lifetime=2)
+    env = clean_env(home, GCE_METADATA_HOST=gcp.host)
+    p = subprocess.Popen([tool_path(), "chain", "10", "20"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        gcp.config(down=True)  # every token request reset: longer than a token lasts
+        time.sleep(4.5)
+        gcp.config(down=False)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+    st = json.loads(out.strip().splitlines()[-1])
+    # the token held until it expired, then gets failed, naming the server
+    assert st["failed"] > 0 and st["expired_handed_out"] == 0, st
+    assert 1500 < st["first_fail_ms"] < 5000, st
+    assert "metadata server" in st["why"] and "expired" in st["why"], st["why"]
+    assert st["failures"] > 0
+    # and once it was back, a fresh token came before the end
+    assert st["recovered"] and st["last_fail_ms"] < 9000, st
+    assert_no_secret(out + err, key)
+
+
+# ---- parity with google-auth ---------------------------------------------------------
+
+def test_google_auth_and_batchfs_assert_alike_at_the_same_endpoint(gcp, key, home, tmp_path):
+    from google.auth.transport.requests import Request
+    from google.oauth2 import service_account
+
+    info = sa_info(key, gcp.token_uri)
+    creds = service_account.Credentials.from_service_account_info(info, scopes=[SCOPE])
+    import requests
+    sess = requests.Session()
+    sess.trust_env = False  # no proxy for loopback
+    creds.refresh(Request(session=sess))
+    assert creds.token and creds.valid
+    r = run_tool(clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=write_json(
+        tmp_path / "sa.json", info)))
+    assert r.returncode == 0, r.stderr
+    theirs, ours = [e for e in gcp.log() if e["grant"] == "jwt-bearer"]
+    assert theirs["status"] == 200 and ours["status"] == 200, (theirs, ours)
+    assert "batchfs" in (ours["user_agent"] or "") and "batchfs" not in (theirs["user_agent"] or "")
+    # the same header and claims (iat and exp: each its own time, one hour apart)
+    for h in (theirs["jwt_header"], ours["jwt_header"]):
+        assert h == {"alg": "RS256", "typ": "JWT", "kid": KID}, h
+    tc, oc = theirs["jwt_claims"], ours["jwt_claims"]
+    assert set(tc) == set(oc) == {"iss", "scope", "aud", "iat", "exp"}, (tc, oc)
+    for k in ("iss", "scope", "aud"):
+        assert tc[k] == oc[k], k
+    assert tc["exp"] - tc["iat"] == oc["exp"] - oc["iat"] == 3600
+    assert abs(tc["iat"] - oc["iat"]) < 60
