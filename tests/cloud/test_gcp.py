@@ -25,21 +25,17 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "s3"))
+sys.path.insert(0, HERE)
 import s3env  # noqa: E402
 
-PY = "/usr/bin/python3"
-SCOPE = "https://www.googleapis.com/auth/devstorage.read_only"
-SA_EMAIL = "reader@test-project.iam.gserviceaccount.com"
-KID = "0123456789abcdef0123456789abcdef01234567"
-USER = {"client_id": "123-abc.apps.googleusercontent.com", "client_secret": "d-FL95Q19q7MQmFpd7hHD0Ty",
-        "refresh_token": "1//0gSECRET-refresh_token/with+odd=chars"}
+from gcpenv import (KID, SA_EMAIL, SCOPE, USER, VM_EMAIL, Endpoints, google_env,  # noqa: E402
+                    new_key, register, sa_info, write_json)
 
 
 def tool_path():
@@ -49,51 +45,17 @@ def tool_path():
     return p
 
 
-class Endpoints:
-    def __init__(self):
-        self.srv = s3env.Server([PY, os.path.join(HERE, "gcpendpoints.py")],
-                                r"gcpendpoints listening on ([0-9.]+):(\d+)")
-        self.url = self.srv.url
-        self.token_uri = self.url + "/token"
-        self.host = "%s:%d" % (self.srv.host, self.srv.port)
-
-    def _call(self, path, body=None):
-        req = urllib.request.Request(self.url + "/__ctl/" + path,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     method="GET" if body is None else "POST")
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(req, timeout=10) as r:
-            return json.load(r)
-
-    def config(self, **kw):
-        return self._call("config", kw)
-
-    def reset(self):
-        return self._call("reset", {})
-
-    def log(self):
-        return self._call("log")
-
-
 @pytest.fixture(scope="session")
 def key():
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    k = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                          serialization.NoEncryption()).decode()
-    pub = k.public_key().public_bytes(serialization.Encoding.PEM,
-                                      serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-    return pem, pub
+    return new_key()
 
 
 @pytest.fixture(scope="session")
 def endpoints_server(key):
     e = Endpoints()
-    e.config(keys=[{"kid": KID, "client_email": SA_EMAIL, "public_pem": key[1]}], users=[USER])
+    register(e, key)
     yield e
-    e.srv.stop()
+    e.stop()
 
 
 @pytest.fixture
@@ -110,28 +72,10 @@ def home(tmp_path):
     return h
 
 
-def sa_info(key, token_uri):
-    return {"type": "service_account", "project_id": "test-project", "private_key_id": KID,
-            "private_key": key[0], "client_email": SA_EMAIL, "client_id": "1234567890",
-            "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": token_uri}
-
-
-def write_json(path, obj):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, indent=2))
-    return str(path)
-
-
 def clean_env(home, **extra):
     """No Google or AWS variable of the caller's; HOME the test's; an
     unreachable metadata server unless the test gives one."""
-    env = {k: v for k, v in s3env.free_env(str(home)).items()
-           if not k.startswith(("GOOGLE_", "GCE_", "CLOUDSDK_"))}
-    env["GCE_METADATA_HOST"] = "127.0.0.1:1"
-    env.update({k: v for k, v in extra.items() if v is not None})
-    for k in [k for k, v in extra.items() if v is None]:
-        env.pop(k, None)
-    return env
+    return google_env(s3env.free_env(str(home)), **extra)
 
 
 def run_tool(env, *args, timeout=60):
@@ -160,7 +104,7 @@ def test_the_chain_is_googles_order(gcp, key, home, tmp_path):
     r = run_tool(env)
     assert r.returncode == 0, r.stderr
     assert "via the metadata server at %s" % gcp.host in r.stdout
-    assert "vm-sa@test-project.iam.gserviceaccount.com" in r.stdout
+    assert VM_EMAIL in r.stdout
     # 2. the gcloud ADC file comes before it
     write_json(gcloud, dict(USER, type="authorized_user", token_uri=gcp.token_uri))
     r = run_tool(env)
