@@ -474,6 +474,29 @@ int bfs_cred_keeper_new(struct bfs_cred_keeper **out, const struct bfs_cred_prov
 	return 0;
 }
 
+static int static_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
+{
+	(void)why;
+	(void)cap;
+	*out = bfs_cred_ref(ctx);
+	return 0;
+}
+
+static void static_free(void *ctx)
+{
+	bfs_cred_unref(ctx);
+}
+
+int bfs_cred_keeper_static(struct bfs_cred_keeper **out, struct bfs_cred *c)
+{
+	struct bfs_cred_provider p = { .name = c->source,
+				       .fetch = static_fetch,
+				       .ctx = bfs_cred_ref(c),
+				       .ctx_free = static_free };
+
+	return bfs_cred_keeper_new(out, &p, c);
+}
+
 struct bfs_cred_keeper *bfs_cred_keeper_ref(struct bfs_cred_keeper *k)
 {
 	if (k)

@@ -144,6 +144,10 @@ struct bfs_cred_keeper;
  * reference. */
 int bfs_cred_keeper_new(struct bfs_cred_keeper **out, const struct bfs_cred_provider *p,
 			struct bfs_cred *first);
+/* A keeper of c, a credential that never changes (keys from the
+ * environment or a file): bfs_cred_keeper_new over a provider that hands c
+ * out (a reference is taken). */
+int bfs_cred_keeper_static(struct bfs_cred_keeper **out, struct bfs_cred *c);
 struct bfs_cred_keeper *bfs_cred_keeper_ref(struct bfs_cred_keeper *k); /* accepts NULL */
 /* Drop a reference; the last stops the thread (waiting for a fetch in
  * progress) and frees. Accepts NULL. */
@@ -202,12 +206,14 @@ bool bfs_cred_keeper_errline(struct bfs_cred_keeper *k, char *dst, size_t cap);
  * Credentials (credgcp.c), whose keeper hands out BFS_CRED_BEARER
  * credentials that s3.c sends as "Authorization: Bearer". */
 
-/* AWS: the environment's keys, web identity, the profile (credential_process,
- * role_arn + source_profile), container credentials, IMDSv2. profile: the
- * mount's profile option, or NULL ($AWS_PROFILE, "default"). ca_file: for
- * https endpoints, or NULL. */
-int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const char *ca_file,
-		      char *looked, size_t cap);
+/* AWS, in botocore's order (credaws.c says it in full): the environment's
+ * keys, the profile's role_arn (STS AssumeRole), web identity (STS
+ * AssumeRoleWithWebIdentity), the profile's keys and credential_process,
+ * container credentials, IMDSv2. profile: the mount's profile option, or
+ * NULL ($AWS_PROFILE, "default"); region: STS's region (the mount's);
+ * ca_file: for https endpoints, or NULL. */
+int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const char *region,
+		      const char *ca_file, char *looked, size_t cap);
 /* Google ADC: GOOGLE_APPLICATION_CREDENTIALS (a service-account key or an
  * authorized_user file), gcloud's ADC file (under $CLOUDSDK_CONFIG or
  * ~/.config/gcloud), the metadata server ($GCE_METADATA_HOST). Defined in

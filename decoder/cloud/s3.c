@@ -60,6 +60,8 @@ struct xfer {
 	CURL *easy; /* W_ACTIVE */
 	struct curl_slist *hdrs;
 	struct bfs_s3resp r; /* the request's shape and the attempt's response */
+	struct bfs_cred *cred; /* what the attempt was signed with (the keeper's snapshot) */
+	bool cred_retried; /* tried again once after the store said the token expired */
 	char errbuf[CURL_ERROR_SIZE];
 	char last[MSG_MAX]; /* the last transient failure, for the final message */
 	/* the result (internal kinds: read by the waiting caller) */
@@ -91,7 +93,7 @@ struct bfs_s3 {
 	unsigned nidle;
 	uint64_t rng;
 	/* counters */
-	atomic_uint_fast64_t n_requests, n_retries, n_failed, n_bytes;
+	atomic_uint_fast64_t n_requests, n_retries, n_failed, n_bytes, n_expired;
 	atomic_uint n_active, n_queued;
 };
 
@@ -244,6 +246,7 @@ static void xfer_free(struct xfer *x)
 		return;
 	if (x->kind != X_GET)
 		waiter_destroy(&x->w);
+	bfs_cred_unref(x->cred);
 	free(x->query);
 	bfs_s3_target_destroy(&x->target);
 	bfs_s3_str_free(&x->r.body);
@@ -263,6 +266,11 @@ static void complete(struct xfer *x, int err, const char *reason)
 		xfer_subject(x, subject, sizeof(subject));
 		snprintf(msg, sizeof(msg), "%s: %s", subject, reason);
 		bfs_s3_msg_clean(msg, sizeof(msg), &c->cfg);
+		if (x->cred) {
+			const char *secrets[] = { x->cred->secret, x->cred->token };
+
+			bfs_cred_scrub(msg, sizeof(msg), secrets, 2);
+		}
 		atomic_fetch_add(&c->n_failed, 1);
 	}
 	if (x->kind == X_GET) {
@@ -337,12 +345,30 @@ static int build_headers(struct xfer *x, char *why, size_t whycap)
 	} else if (x->kind == X_PROBE) {
 		extra[nextra++] = (struct bfs_s3_kv){ "range", "bytes=0-0" };
 	}
+	bfs_cred_unref(x->cred);
+	x->cred = NULL;
+	if (!c->cfg.anonymous && bfs_cred_keeper_get(c->cfg.keeper, &x->cred, why, whycap) != 0)
+		return -EAGAIN; /* none valid now: waited for as a transient failure */
 	if ((rc = add_header(&h, "Host", x->target.host)))
 		goto out;
 	for (size_t i = 0; i < nextra; i++)
 		if ((rc = add_header(&h, extra[i].name, extra[i].value)))
 			goto out;
-	if (!c->cfg.anonymous) {
+	if (x->cred && x->cred->kind == BFS_CRED_BEARER) {
+		size_t n = strlen(x->cred->token) + 8;
+		char *v = malloc(n);
+
+		if (!v) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		snprintf(v, n, "Bearer %s", x->cred->token);
+		rc = add_header(&h, "Authorization", v);
+		explicit_bzero(v, n);
+		free(v);
+		if (rc)
+			goto out;
+	} else if (x->cred && x->cred->kind == BFS_CRED_SIGV4) {
 		struct bfs_s3_sigreq sr = {
 			.method = x->kind == X_HEAD ? "HEAD" : "GET",
 			.host = x->target.host,
@@ -354,7 +380,7 @@ static int build_headers(struct xfer *x, char *why, size_t whycap)
 			.service = "s3",
 			.when = time(NULL),
 		};
-		struct bfs_s3_creds cr = { c->cfg.key_id, c->cfg.secret, c->cfg.session_token };
+		struct bfs_s3_creds cr = { x->cred->key_id, x->cred->secret, x->cred->token };
 		struct bfs_s3_signed sig = { 0 };
 
 		rc = bfs_s3_sign(&sig, &sr, &cr);
@@ -367,8 +393,8 @@ static int build_headers(struct xfer *x, char *why, size_t whycap)
 		}
 		if ((rc = add_header(&h, "x-amz-date", sig.amz_date)) ||
 		    (rc = add_header(&h, "x-amz-content-sha256", sig.content_sha256)) ||
-		    (c->cfg.session_token &&
-		     (rc = add_header(&h, "x-amz-security-token", c->cfg.session_token))) ||
+		    (x->cred->token &&
+		     (rc = add_header(&h, "x-amz-security-token", x->cred->token))) ||
 		    (rc = add_header(&h, "Authorization", sig.authorization))) {
 			explicit_bzero(&sig, sizeof(sig));
 			goto out;
@@ -436,11 +462,60 @@ static void setup_easy(struct bfs_s3 *c, struct xfer *x, CURL *e)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 }
 
+/* No valid credential now (the keeper says why): wait as after a transient
+ * failure, within the request's tries and time, then fail with -EIO. */
+static void cred_wait(struct bfs_s3 *c, struct xfer *x, const char *why)
+{
+	uint64_t now = now_ns(), wait_ns;
+
+	if (x->attempt++ == 0)
+		x->first_ns = now;
+	snprintf(x->last, sizeof(x->last), "%s", why);
+	wait_ns = (uint64_t)bfs_s3_backoff_ms(&c->cfg, x->attempt, rng_next(c)) * 1000000u;
+	if (x->attempt >= c->cfg.tries ||
+	    now + wait_ns - x->first_ns > (uint64_t)c->cfg.retry_ms * 1000000u) {
+		char msg[MSG_MAX + 64];
+
+		snprintf(msg, sizeof(msg), "%s (gave up after %u tries in %.1f s)", x->last,
+			 x->attempt, (double)(now - x->first_ns) / 1e9);
+		complete(x, -EIO, msg);
+		return;
+	}
+	x->due_ns = now + wait_ns;
+	timers_insert(c, x);
+	atomic_fetch_add(&c->n_queued, 1);
+}
+
+/* Whether the store's answer says the credential's token expired: S3's
+ * ExpiredToken (400), STS-style ExpiredTokenException, TokenRefreshRequired;
+ * a 401 to a Bearer token; a HEAD (no body) refused with 400 or 401 while
+ * signed with a session token. */
+static bool token_expired(const struct xfer *x)
+{
+	static const char *const codes[] = { "ExpiredToken", "ExpiredTokenException",
+					     "TokenRefreshRequired" };
+	const struct bfs_s3resp *r = &x->r;
+	struct bfs_s3xml_error e;
+
+	if (!x->cred || (r->status != 400 && r->status != 401 && r->status != 403))
+		return false;
+	if (x->cred->kind == BFS_CRED_BEARER && r->status == 401)
+		return true;
+	if (r->body.n && bfs_s3xml_parse_error(&e, r->body.p, r->body.n) == 0) {
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(codes); i++)
+			if (strcmp(e.code, codes[i]) == 0)
+				return true;
+		return false;
+	}
+	return x->kind == X_HEAD && x->cred->token && r->status != 403;
+}
+
 /* Start an attempt of x (taken from ready). */
 static void start(struct bfs_s3 *c, struct xfer *x)
 {
 	char why[MSG_MAX];
 	CURL *e;
+	int rc;
 
 	atomic_fetch_sub(&c->n_queued, 1);
 	if (x->cancel) {
@@ -448,15 +523,20 @@ static void start(struct bfs_s3 *c, struct xfer *x)
 		return;
 	}
 	if (!x->target.url) {
-		int rc = bfs_s3_target_build(&x->target, &c->cfg, x->bucket,
-					     x->kind == X_LIST ? NULL : x->key, x->query);
+		rc = bfs_s3_target_build(&x->target, &c->cfg, x->bucket,
+					 x->kind == X_LIST ? NULL : x->key, x->query);
 		if (rc) {
 			complete(x, rc, rc == -ENOMEM ? "out of memory" : "a bad endpoint");
 			return;
 		}
 	}
 	why[0] = '\0';
-	if (build_headers(x, why, sizeof(why)) != 0) {
+	rc = build_headers(x, why, sizeof(why));
+	if (rc == -EAGAIN) {
+		cred_wait(c, x, why);
+		return;
+	}
+	if (rc != 0) {
 		complete(x, -EINVAL, why);
 		return;
 	}
@@ -538,6 +618,16 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 	detach(c, x);
 	if (x->cancel) {
 		complete(x, -ECANCELED, "cancelled");
+		return;
+	}
+	if (res == CURLE_OK && !x->cred_retried && token_expired(x)) {
+		/* one refresh, one more try: the next start() gets the new one */
+		x->cred_retried = true;
+		bfs_cred_keeper_expired(c->cfg.keeper, x->cred);
+		atomic_fetch_add(&c->n_expired, 1);
+		x->due_ns = now_ns();
+		timers_insert(c, x);
+		atomic_fetch_add(&c->n_queued, 1);
 		return;
 	}
 	v = bfs_s3resp_judge(&x->r,
@@ -729,7 +819,8 @@ int bfs_s3_new(struct bfs_s3 **out, const struct bfs_s3_config *cfg, unsigned ma
 
 	if (max_conns < 1 || max_conns > 1024)
 		return bfs_err_set(-EINVAL, "max_conns %u: it must be 1 to 1024", max_conns);
-	if (!cfg->endpoint || !cfg->region || (!cfg->anonymous && (!cfg->key_id || !cfg->secret)))
+	if (!cfg->endpoint || !cfg->region ||
+	    (!cfg->anonymous && !cfg->keeper && (!cfg->key_id || !cfg->secret)))
 		return bfs_err_set(-EINVAL, "the object-store configuration is not resolved");
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
@@ -743,6 +834,25 @@ int bfs_s3_new(struct bfs_s3 **out, const struct bfs_s3_config *cfg, unsigned ma
 	}
 	if (c->cfg.tries < 1)
 		c->cfg.tries = 1;
+	if (!c->cfg.anonymous && !c->cfg.keeper) { /* keys that never change */
+		struct bfs_cred *k = NULL;
+
+		rc = bfs_cred_new(&k, BFS_CRED_SIGV4, c->cfg.key_id, c->cfg.secret,
+				  c->cfg.session_token, 0,
+				  c->cfg.source ? c->cfg.source : "the configuration", NULL);
+		if (rc == 0)
+			rc = bfs_cred_keeper_static(&c->cfg.keeper, k);
+		bfs_cred_unref(k);
+		if (rc) {
+			bfs_s3_config_destroy(&c->cfg);
+			free(c);
+			return bfs_err_set(rc, "%s",
+					   rc == -ENOMEM
+						   ? "out of memory"
+						   : "a key id, secret or token that no header "
+						     "can carry");
+		}
+	}
 	c->max_conns = max_conns;
 	c->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c ^ now_ns();
 	if (!c->rng)
@@ -1101,6 +1211,7 @@ void bfs_s3_stats(struct bfs_s3 *c, struct bfs_s3_stats *out)
 	out->bytes = atomic_load(&c->n_bytes);
 	out->in_flight = atomic_load(&c->n_active);
 	out->queued = atomic_load(&c->n_queued);
+	out->expired = atomic_load(&c->n_expired);
 }
 
 /* ---- HTTP for credential endpoints (cred.h) ---- */

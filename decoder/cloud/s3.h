@@ -7,10 +7,18 @@
  * What it does:
  *  - parses SOURCE URLs: s3://BUCKET/PREFIX/, s3://BUCKET/KEY, a glob on
  *    the last part (s3://BUCKET/train/part-*.gz), and the same with gs://;
- *  - resolves the endpoint, region and credentials the way the AWS tools do
- *    (options, then the environment, then ~/.aws/credentials and
- *    ~/.aws/config), and signs every request with Signature Version 4
- *    (s3sign.h), or sends none for no_sign_request;
+ *  - resolves the endpoint and region the way the AWS tools do (options,
+ *    then the environment, then ~/.aws/config), and the credentials through
+ *    the clouds' default chains (cred.h: the AWS SDKs' for s3://; HMAC keys
+ *    or Google's Application Default Credentials for gs://), kept fresh by a
+ *    keeper that refreshes them ahead of expiry; signs every request with
+ *    Signature Version 4 (s3sign.h) with the keeper's current credential, or
+ *    sends it as an OAuth Bearer token, or sends none for no_sign_request;
+ *  - a 400/401/403 saying the token expired (ExpiredToken,
+ *    TokenRefreshRequired, ExpiredTokenException; a 401 to a Bearer token)
+ *    tells the keeper, and the request is tried once more with the
+ *    refreshed credential; while the keeper has no valid credential a
+ *    request waits as for a transient failure, within its retries;
  *  - lists a prefix through every page of ListObjectsV2, heads an object,
  *    and reads byte ranges of objects, many at a time: a client is a libcurl
  *    multi handle driven by one thread of its own, with up to max_conns
@@ -51,6 +59,7 @@
 #define BFS_S3_H
 
 #include "common.h"
+#include "cred.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -106,6 +115,11 @@ struct bfs_s3_config {
 	bool anonymous; /* no_sign_request: no Authorization */
 	char *key_id, *secret, *session_token; /* NULL when anonymous; token NULL when none */
 	char *source; /* where the credentials came from, for messages (never a value) */
+	/* the credentials' keeper (a reference), or NULL: bfs_s3_new then keeps
+	 * key_id, secret and session_token, which never expire. Resolved
+	 * configurations have one (and, for keys that never expire, the three
+	 * fields too). */
+	struct bfs_cred_keeper *keeper;
 	char *ca_file; /* $AWS_CA_BUNDLE, or NULL: the system's CAs */
 	/* the transfer policy; bfs_s3_config_init sets the defaults */
 	unsigned tries; /* attempts per request, at least 1 (default 8) */
@@ -119,10 +133,11 @@ struct bfs_s3_config {
 
 /* Zero everything, set the default policy. */
 void bfs_s3_config_init(struct bfs_s3_config *cfg);
-/* Free the strings, wiping the secret and the session token first, and
- * leave cfg as bfs_s3_config_init does. */
+/* Free the strings, wiping the secret and the session token first, drop the
+ * keeper, and leave cfg as bfs_s3_config_init does. */
 void bfs_s3_config_destroy(struct bfs_s3_config *cfg);
-/* A deep copy of src into dst (dst's old strings are not freed). */
+/* A deep copy of src into dst (dst's old strings are not freed; the keeper
+ * is shared: one more reference). */
 int bfs_s3_config_copy(struct bfs_s3_config *dst, const struct bfs_s3_config *src);
 
 /* Fill cfg (initialized; its policy fields are kept) for scheme, in this
@@ -134,15 +149,21 @@ int bfs_s3_config_copy(struct bfs_s3_config *dst, const struct bfs_s3_config *sr
  *    path-style (the profile's s3 addressing_style = virtual says otherwise).
  *  region: opt->region, $AWS_REGION, $AWS_DEFAULT_REGION, the profile's
  *    region; else us-east-1 (gs: auto).
- *  credentials: none with opt->no_sign_request; else $AWS_ACCESS_KEY_ID with
- *    $AWS_SECRET_ACCESS_KEY (and $AWS_SESSION_TOKEN); else the profile
- *    (opt->profile, $AWS_PROFILE, "default") in the credentials file
- *    ($AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials), then in the config
- *    file ($AWS_CONFIG_FILE, ~/.aws/config, section "profile NAME").
+ *  credentials: none with opt->no_sign_request; else for s3 the AWS chain
+ *    (bfs_credaws_chain: $AWS_ACCESS_KEY_ID ..., roles, web identity, the
+ *    profile (opt->profile, $AWS_PROFILE, "default") in the credentials file
+ *    ($AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials) and the config file
+ *    ($AWS_CONFIG_FILE, ~/.aws/config, section "profile NAME"),
+ *    credential_process, container credentials, IMDSv2); for gs HMAC keys
+ *    from the environment or the profile, else Google's ADC
+ *    (bfs_credgcp_chain, when linked in). The chain's first fetch is made
+ *    here (blocking).
  * Errors (a message, naming no secret): -EINVAL a bad endpoint or region,
- * half a key pair, a named profile found nowhere; -EACCES no credentials
- * (or only ones batchfs cannot use: credential_process, SSO, roles);
- * -ENOMEM. cfg is changed only on success. */
+ * half a key pair, a named profile found nowhere, a bad setting; -EACCES
+ * no credentials (the line names every place looked in), a place that
+ * refused (a role, SSO profiles: out of scope); -EIO a place that has
+ * credentials but did not give them; -ENOMEM. cfg is changed only on
+ * success. */
 int bfs_s3_config_resolve(struct bfs_s3_config *cfg, enum bfs_s3_scheme scheme,
 			  const struct bfs_s3_options *opt);
 
@@ -242,6 +263,7 @@ struct bfs_s3_stats {
 	uint64_t bytes; /* body bytes received into callers' memory */
 	unsigned in_flight; /* requests on connections now */
 	unsigned queued; /* requests waiting for a connection or a retry */
+	uint64_t expired; /* answers saying the token expired (each tried once more) */
 };
 void bfs_s3_stats(struct bfs_s3 *c, struct bfs_s3_stats *out);
 

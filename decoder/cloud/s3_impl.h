@@ -149,6 +149,32 @@ unsigned bfs_s3_backoff_ms(const struct bfs_s3_config *cfg, unsigned retry, uint
  * control characters by spaces, so that msg is one line. */
 void bfs_s3_msg_clean(char *msg, size_t cap, const struct bfs_s3_config *cfg);
 
+/* A profile file's one section, its keys lower-cased; a key indented under
+ * "parent =" (with nothing after the '=') is "parent.key". Values may be
+ * secrets: bfs_s3_ini_free wipes them. */
+struct bfs_s3_ini {
+	char **keys, **vals;
+	size_t n, cap;
+	bool found; /* the section is in the file */
+};
+
+/* Load section `want` ("default", "profile dev", "sso-session x") of the
+ * file at path; a missing file is an empty one. 0, -EINVAL (unreadable, over
+ * 1 MiB: with a message), -ENOMEM. */
+int bfs_s3_ini_load(struct bfs_s3_ini *s, const char *path, const char *want);
+/* The value of key (lower-case) in s, the last one given; NULL if none. */
+const char *bfs_s3_ini_get(const struct bfs_s3_ini *s, const char *key);
+void bfs_s3_ini_free(struct bfs_s3_ini *s);
+/* $var, else ~/.aws/name; a leading "~/" is the home directory. */
+int bfs_s3_profile_path(char *out, size_t cap, const char *var, const char *name);
+
+/* ---- credaws.c ---- */
+struct bfs_cred_keeper;
+/* HMAC keys only (gs://): the environment's, else the profile's (credentials
+ * file, then config file), in a keeper. -ENOENT with `looked` when none;
+ * other errors with a message. */
+int bfs_credaws_static(struct bfs_cred_keeper **out, const char *profile, char *looked, size_t cap);
+
 /* ---- s3resp.c: one HTTP response, judged (no curl here: fuzzable) ---- */
 
 enum bfs_s3resp_kind {

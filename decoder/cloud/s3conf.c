@@ -192,6 +192,7 @@ void bfs_s3_config_destroy(struct bfs_s3_config *cfg)
 	free_secret(&cfg->session_token);
 	free(cfg->source);
 	free(cfg->ca_file);
+	bfs_cred_keeper_unref(cfg->keeper);
 	bfs_s3_config_init(cfg);
 }
 
@@ -208,6 +209,7 @@ int bfs_s3_config_copy(struct bfs_s3_config *dst, const struct bfs_s3_config *sr
 	struct bfs_s3_config c = *src;
 
 	c.endpoint = c.region = c.key_id = c.secret = c.session_token = c.source = c.ca_file = NULL;
+	c.keeper = NULL;
 	if (dup_opt(&c.endpoint, src->endpoint) || dup_opt(&c.region, src->region) ||
 	    dup_opt(&c.key_id, src->key_id) || dup_opt(&c.secret, src->secret) ||
 	    dup_opt(&c.session_token, src->session_token) || dup_opt(&c.source, src->source) ||
@@ -215,6 +217,7 @@ int bfs_s3_config_copy(struct bfs_s3_config *dst, const struct bfs_s3_config *sr
 		bfs_s3_config_destroy(&c);
 		return -ENOMEM;
 	}
+	c.keeper = bfs_cred_keeper_ref(src->keeper);
 	*dst = c;
 	return 0;
 }
@@ -227,15 +230,7 @@ static const char *env(const char *name)
 	return v && *v ? v : NULL;
 }
 
-/* A profile file's one section, its keys lower-cased; a key indented under
- * "parent =" (with nothing after the '=') is "parent.key". */
-struct ini_section {
-	char **keys, **vals;
-	size_t n, cap;
-	bool found;
-};
-
-static void ini_free(struct ini_section *s)
+void bfs_s3_ini_free(struct bfs_s3_ini *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		free(s->keys[i]);
@@ -246,7 +241,7 @@ static void ini_free(struct ini_section *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static const char *ini_get(const struct ini_section *s, const char *key)
+const char *bfs_s3_ini_get(const struct bfs_s3_ini *s, const char *key)
 {
 	for (size_t i = s->n; i-- > 0;) /* the last one given wins */
 		if (strcmp(s->keys[i], key) == 0)
@@ -266,7 +261,7 @@ static char *trim(char *s)
 	return s;
 }
 
-static int ini_add(struct ini_section *s, const char *parent, const char *key, const char *val)
+static int ini_add(struct bfs_s3_ini *s, const char *parent, const char *key, const char *val)
 {
 	char *k, *v;
 
@@ -307,7 +302,7 @@ static int ini_add(struct ini_section *s, const char *parent, const char *key, c
 }
 
 /* Parse text (modified) for section `want`. */
-static int ini_parse(struct ini_section *s, char *text, const char *want)
+static int ini_parse(struct bfs_s3_ini *s, char *text, const char *want)
 {
 	bool in = false;
 	char parent[128] = "";
@@ -353,7 +348,7 @@ static int ini_parse(struct ini_section *s, char *text, const char *want)
 }
 
 /* Load section `want` of path; a missing file is an empty one. */
-static int ini_load(struct ini_section *s, const char *path, const char *want)
+int bfs_s3_ini_load(struct bfs_s3_ini *s, const char *path, const char *want)
 {
 	FILE *f = fopen(path, "r");
 	char *text = NULL;
@@ -385,14 +380,14 @@ static int ini_load(struct ini_section *s, const char *path, const char *want)
 	explicit_bzero(text, n);
 	free(text);
 	if (rc) {
-		ini_free(s);
+		bfs_s3_ini_free(s);
 		return bfs_err_set(rc, "out of memory");
 	}
 	return 0;
 }
 
 /* $VAR, else ~/.aws/NAME; a leading "~/" is the home directory. */
-static int profile_path(char *out, size_t cap, const char *var, const char *name)
+int bfs_s3_profile_path(char *out, size_t cap, const char *var, const char *name)
 {
 	const char *v = env(var), *home = env("HOME");
 	struct passwd pw, *res = NULL;
@@ -529,7 +524,7 @@ struct resolving {
 	const char *profile;
 	bool profile_named; /* given, not the default */
 	char cred_path[PATH_MAX], conf_path[PATH_MAX];
-	struct ini_section cred, conf;
+	struct bfs_s3_ini cred, conf;
 };
 
 static int set_str(char **dst, const char *v)
@@ -543,76 +538,59 @@ static int set_str(char **dst, const char *v)
 	return 0;
 }
 
-/* Credentials: the environment, then the credentials file, then the config
- * file. */
-static int resolve_credentials(struct resolving *r)
+#pragma weak bfs_credgcp_chain
+
+/* Credentials: s3 the AWS chain; gs HMAC keys, else Google's ADC. */
+static int resolve_credentials(struct resolving *r, enum bfs_s3_scheme scheme,
+			       const struct bfs_s3_options *opt)
 {
-	const char *id = env("AWS_ACCESS_KEY_ID"), *secret = env("AWS_SECRET_ACCESS_KEY");
-	static const char *const unusable[] = { "credential_process",	   "sso_session",
-						"sso_start_url",	   "role_arn",
-						"web_identity_token_file", "credential_source" };
-	const struct ini_section *secs[2] = { &r->cred, &r->conf };
-	const char *paths[2] = { r->cred_path, r->conf_path };
+	struct bfs_cred_keeper *k = NULL;
+	struct bfs_cred *c = NULL;
+	char looked[2048] = "", why[512];
 	int rc;
 
-	if (id || secret) {
-		if (!id || !secret)
-			return bfs_err_set(-EINVAL, "%s is set but %s is not: set both, or neither",
-					   id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
-					   id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
-		if ((rc = set_str(&r->c.key_id, id)) || (rc = set_str(&r->c.secret, secret)))
-			return rc;
-		if (env("AWS_SESSION_TOKEN") &&
-		    (rc = set_str(&r->c.session_token, env("AWS_SESSION_TOKEN"))))
-			return rc;
-		return set_str(&r->c.source, "the environment (AWS_ACCESS_KEY_ID)");
-	}
-	for (int i = 0; i < 2; i++) {
-		const char *kid = ini_get(secs[i], "aws_access_key_id");
-		const char *sec = ini_get(secs[i], "aws_secret_access_key");
-		const char *tok = ini_get(secs[i], "aws_session_token");
+	if (scheme == BFS_S3_SCHEME_S3) {
+		rc = bfs_credaws_chain(&k, opt->profile, r->c.region, r->c.ca_file, looked,
+				       sizeof(looked));
+	} else {
+		rc = bfs_credaws_static(&k, opt->profile, looked, sizeof(looked));
+		if (rc == -ENOENT && bfs_credgcp_chain) {
+			size_t n = strlen(looked);
 
-		if (!tok)
-			tok = ini_get(secs[i], "aws_security_token");
-		if (!kid && !sec)
-			continue;
-		if (!kid || !sec || !*kid || !*sec)
-			return bfs_err_set(-EINVAL, "profile '%s' in %s has %s but not %s",
-					   r->profile, paths[i],
-					   kid ? "aws_access_key_id" : "aws_secret_access_key",
-					   kid ? "aws_secret_access_key" : "aws_access_key_id");
-		if ((rc = set_str(&r->c.key_id, kid)) || (rc = set_str(&r->c.secret, sec)))
-			return rc;
-		if (tok && *tok && (rc = set_str(&r->c.session_token, tok)))
-			return rc;
-		{
-			char src[1024];
+			if (n + 2 < sizeof(looked))
+				snprintf(looked + n, sizeof(looked) - n, n ? ", " : "");
+			n = strlen(looked);
+			rc = bfs_credgcp_chain(&k, r->c.ca_file, looked + n, sizeof(looked) - n);
+		} else if (rc == -ENOENT) {
+			size_t n = strlen(looked);
 
-			snprintf(src, sizeof(src), "profile '%s' in %s", r->profile, paths[i]);
-			return set_str(&r->c.source, src);
+			snprintf(looked + n, sizeof(looked) - n,
+				 "%sGoogle Application Default Credentials (not built in)",
+				 n ? ", " : "");
 		}
 	}
-	for (int i = 0; i < 2; i++)
-		for (size_t k = 0; k < BFS_ARRAY_SIZE(unusable); k++)
-			if (ini_get(secs[i], unusable[k]))
-				return bfs_err_set(
-					-EACCES,
-					"profile '%s' gets its credentials through %s, which "
-					"batchfs "
-					"does not run: export AWS_ACCESS_KEY_ID, "
-					"AWS_SECRET_ACCESS_KEY "
-					"and AWS_SESSION_TOKEN (aws configure export-credentials "
-					"--format env prints them), or use no_sign_request for a "
-					"public bucket",
-					r->profile, unusable[k]);
-	if (r->profile_named && !r->cred.found && !r->conf.found)
-		return bfs_err_set(-EINVAL, "profile '%s' is in neither %s nor %s", r->profile,
-				   r->cred_path, r->conf_path);
-	return bfs_err_set(
-		-EACCES,
-		"no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
-		"give profile '%s' keys in %s, or use no_sign_request for a public bucket",
-		r->profile, r->cred_path);
+	if (rc == -ENOENT)
+		return bfs_err_set(-EACCES,
+				   "no credentials: looked in %s; give credentials there, or use "
+				   "no_sign_request for a public bucket",
+				   looked);
+	if (rc)
+		return rc;
+	r->c.keeper = k;
+	rc = bfs_cred_keeper_get(k, &c, why, sizeof(why));
+	if (rc)
+		return bfs_err_set(rc, "%s", why);
+	if (c->kind == BFS_CRED_SIGV4 && c->expires == 0) { /* keys that never change */
+		if ((rc = set_str(&r->c.key_id, c->key_id)) ||
+		    (rc = set_str(&r->c.secret, c->secret)) ||
+		    (c->token && (rc = set_str(&r->c.session_token, c->token)))) {
+			bfs_cred_unref(c);
+			return rc;
+		}
+	}
+	rc = set_str(&r->c.source, c->source);
+	bfs_cred_unref(c);
+	return rc;
 }
 
 static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct bfs_s3_options *opt)
@@ -627,17 +605,17 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 		r->profile = "default";
 	if (strlen(r->profile) > 200)
 		return bfs_err_set(-EINVAL, "a profile name longer than 200 characters");
-	if ((rc = ini_load(&r->cred, r->cred_path, r->profile)))
+	if ((rc = bfs_s3_ini_load(&r->cred, r->cred_path, r->profile)))
 		return rc;
 	if (strcmp(r->profile, "default") == 0)
 		snprintf(section, sizeof(section), "default");
 	else
 		snprintf(section, sizeof(section), "profile %s", r->profile);
-	if ((rc = ini_load(&r->conf, r->conf_path, section)))
+	if ((rc = bfs_s3_ini_load(&r->conf, r->conf_path, section)))
 		return rc;
 	if (!r->conf.found && strcmp(r->profile, "default") == 0) {
-		ini_free(&r->conf); /* "[profile default]" is read too */
-		if ((rc = ini_load(&r->conf, r->conf_path, "profile default")))
+		bfs_s3_ini_free(&r->conf); /* "[profile default]" is read too */
+		if ((rc = bfs_s3_ini_load(&r->conf, r->conf_path, "profile default")))
 			return rc;
 	}
 
@@ -647,7 +625,7 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 	if (!region)
 		region = env("AWS_DEFAULT_REGION");
 	if (!region)
-		region = ini_get(&r->conf, "region");
+		region = bfs_s3_ini_get(&r->conf, "region");
 	if (!region || !*region)
 		region = scheme == BFS_S3_SCHEME_GS ? "auto" : "us-east-1";
 	if (!region_ok(region))
@@ -660,9 +638,9 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 		if (!endpoint)
 			endpoint = env("AWS_ENDPOINT_URL");
 		if (!endpoint)
-			endpoint = ini_get(&r->conf, "s3.endpoint_url");
+			endpoint = bfs_s3_ini_get(&r->conf, "s3.endpoint_url");
 		if (!endpoint)
-			endpoint = ini_get(&r->conf, "endpoint_url");
+			endpoint = bfs_s3_ini_get(&r->conf, "endpoint_url");
 	}
 	if (endpoint && *endpoint) {
 		if ((rc = endpoint_normal(&r->c.endpoint, endpoint)))
@@ -681,7 +659,7 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 			return rc;
 		r->c.path_style = false;
 	}
-	style = ini_get(&r->conf, "s3.addressing_style");
+	style = bfs_s3_ini_get(&r->conf, "s3.addressing_style");
 	if (style && strcmp(style, "virtual") == 0)
 		r->c.path_style = false;
 	else if (style && strcmp(style, "path") == 0)
@@ -694,7 +672,7 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 		r->c.anonymous = true;
 		return set_str(&r->c.source, "none (no_sign_request)");
 	}
-	return resolve_credentials(r);
+	return resolve_credentials(r, scheme, opt);
 }
 
 int bfs_s3_config_resolve(struct bfs_s3_config *cfg, enum bfs_s3_scheme scheme,
@@ -708,15 +686,17 @@ int bfs_s3_config_resolve(struct bfs_s3_config *cfg, enum bfs_s3_scheme scheme,
 	r.c = *cfg;
 	r.c.endpoint = r.c.region = r.c.key_id = r.c.secret = r.c.session_token = r.c.source =
 		r.c.ca_file = NULL;
+	r.c.keeper = NULL;
 	r.c.anonymous = false;
-	rc = profile_path(r.cred_path, sizeof(r.cred_path), "AWS_SHARED_CREDENTIALS_FILE",
-			  "credentials");
+	rc = bfs_s3_profile_path(r.cred_path, sizeof(r.cred_path), "AWS_SHARED_CREDENTIALS_FILE",
+				 "credentials");
 	if (rc == 0)
-		rc = profile_path(r.conf_path, sizeof(r.conf_path), "AWS_CONFIG_FILE", "config");
+		rc = bfs_s3_profile_path(r.conf_path, sizeof(r.conf_path), "AWS_CONFIG_FILE",
+					 "config");
 	if (rc == 0)
 		rc = resolve(&r, scheme, opt ? opt : &none);
-	ini_free(&r.cred);
-	ini_free(&r.conf);
+	bfs_s3_ini_free(&r.cred);
+	bfs_s3_ini_free(&r.conf);
 	if (rc) {
 		bfs_s3_config_destroy(&r.c);
 		return rc;
@@ -731,6 +711,16 @@ void bfs_s3_config_describe(const struct bfs_s3_config *cfg, char *dst, size_t c
 	char id[16] = "";
 	size_t n = cfg->key_id ? strlen(cfg->key_id) : 0;
 
+	if (cfg->keeper && !cfg->anonymous) {
+		char cred[600];
+
+		bfs_cred_keeper_describe(cfg->keeper, cred, sizeof(cred));
+		snprintf(dst, cap, "endpoint %s (%s), region %s, credentials: %s",
+			 cfg->endpoint ? cfg->endpoint : "(none)",
+			 cfg->path_style ? "path-style" : "virtual-hosted",
+			 cfg->region ? cfg->region : "(none)", cred);
+		return;
+	}
 	if (n)
 		snprintf(id, sizeof(id), "****%s", cfg->key_id + (n > 4 ? n - 4 : 0));
 	snprintf(dst, cap, "endpoint %s (%s), region %s, credentials: %s%s%s%s%s",

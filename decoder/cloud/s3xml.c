@@ -1,5 +1,5 @@
-/* s3xml.c — ListObjectsV2 pages and S3 error documents, through expat (the
- * one file that includes it). See s3xml.h. */
+/* s3xml.c — ListObjectsV2 pages, S3 error documents and STS answers,
+ * through expat (the one file that includes it). See s3xml.h. */
 #include "s3xml.h"
 
 #include "s3_impl.h"
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum doc_kind { DOC_LIST, DOC_ERROR };
+enum doc_kind { DOC_LIST, DOC_ERROR, DOC_STS };
 
 enum field {
 	F_NONE = 0,
@@ -25,6 +25,13 @@ enum field {
 	F_MESSAGE,
 	F_REGION,
 	F_ENDPOINT,
+	F_STS_KEY,
+	F_STS_SECRET,
+	F_STS_TOKEN,
+	F_STS_EXPIRATION,
+	F_STS_ARN,
+	F_STS_CODE,
+	F_STS_MESSAGE,
 };
 
 struct parse {
@@ -48,6 +55,9 @@ struct parse {
 	/* an error */
 	struct bfs_s3xml_error *e;
 	bool have_code;
+	/* an STS answer */
+	struct bfs_s3xml_sts *sts;
+	bool in_creds, in_user, in_error;
 };
 
 __attribute__((format(printf, 3, 4))) static void fail(struct parse *s, int err, const char *fmt,
@@ -115,6 +125,42 @@ static void start_error_elem(struct parse *s, const char *n)
 		s->field = F_ENDPOINT;
 }
 
+static void start_sts_elem(struct parse *s, const char *n)
+{
+	if (s->depth == 2) {
+		s->in_error = strcmp(n, "Error") == 0;
+	} else if (s->depth == 3 && !s->in_error) {
+		s->in_creds = strcmp(n, "Credentials") == 0;
+		s->in_user = strcmp(n, "AssumedRoleUser") == 0;
+	} else if (s->depth == 3 && s->in_error) {
+		if (strcmp(n, "Code") == 0)
+			s->field = F_STS_CODE;
+		else if (strcmp(n, "Message") == 0)
+			s->field = F_STS_MESSAGE;
+	} else if (s->depth == 4 && s->in_creds) {
+		if (strcmp(n, "AccessKeyId") == 0)
+			s->field = F_STS_KEY;
+		else if (strcmp(n, "SecretAccessKey") == 0)
+			s->field = F_STS_SECRET;
+		else if (strcmp(n, "SessionToken") == 0)
+			s->field = F_STS_TOKEN;
+		else if (strcmp(n, "Expiration") == 0)
+			s->field = F_STS_EXPIRATION;
+	} else if (s->depth == 4 && s->in_user && strcmp(n, "Arn") == 0) {
+		s->field = F_STS_ARN;
+	}
+}
+
+static bool sts_root(struct parse *s, const char *n)
+{
+	if (strcmp(n, "ErrorResponse") == 0) {
+		s->sts->is_error = true;
+		return true;
+	}
+	return strcmp(n, "AssumeRoleResponse") == 0 ||
+	       strcmp(n, "AssumeRoleWithWebIdentityResponse") == 0;
+}
+
 static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **atts)
 {
 	struct parse *s = ud;
@@ -125,6 +171,14 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
 		return;
 	if (++s->depth > BFS_S3XML_MAX_DEPTH) {
 		fail(s, -EBADMSG, "elements nested deeper than %d", BFS_S3XML_MAX_DEPTH);
+		return;
+	}
+	if (s->depth == 1 && s->kind == DOC_STS) {
+		if (!sts_root(s, n)) {
+			fail(s, -EBADMSG, "the root element is <%.40s>, not an STS answer", n);
+			return;
+		}
+		s->root_seen = true;
 		return;
 	}
 	if (s->depth == 1) {
@@ -141,6 +195,8 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
 		return; /* an element inside a field's: its text is not the field's */
 	if (s->kind == DOC_LIST)
 		start_list_elem(s, n);
+	else if (s->kind == DOC_STS)
+		start_sts_elem(s, n);
 	else
 		start_error_elem(s, n);
 	if (s->field != F_NONE) {
@@ -315,6 +371,45 @@ static void end_error_field(struct parse *s)
 	}
 }
 
+static void end_sts_field(struct parse *s)
+{
+	struct bfs_s3xml_sts *o = s->sts;
+	char **dst = NULL;
+
+	switch (s->field) {
+	case F_STS_KEY:
+		dst = &o->key_id;
+		break;
+	case F_STS_SECRET:
+		dst = &o->secret;
+		break;
+	case F_STS_TOKEN:
+		dst = &o->token;
+		break;
+	case F_STS_EXPIRATION:
+		dst = &o->expiration;
+		break;
+	case F_STS_ARN:
+		dst = &o->arn;
+		break;
+	case F_STS_CODE:
+		copy_field(o->code, sizeof(o->code), text_of(s));
+		return;
+	case F_STS_MESSAGE:
+		copy_field(o->message, sizeof(o->message), text_of(s));
+		return;
+	default:
+		return;
+	}
+	if (*dst) {
+		fail(s, -EBADMSG, "an element given twice in <Credentials> or <AssumedRoleUser>");
+		return;
+	}
+	*dst = strdup(text_of(s));
+	if (!*dst)
+		fail(s, -ENOMEM, "out of memory");
+}
+
 static void XMLCALL on_end(void *ud, const XML_Char *name)
 {
 	struct parse *s = ud;
@@ -324,6 +419,8 @@ static void XMLCALL on_end(void *ud, const XML_Char *name)
 	if (s->field != F_NONE && s->depth == s->field_depth) {
 		if (s->kind == DOC_LIST)
 			end_list_field(s);
+		else if (s->kind == DOC_STS)
+			end_sts_field(s);
 		else
 			end_error_field(s);
 		s->field = F_NONE;
@@ -372,6 +469,8 @@ static int run(struct parse *s, const char *xml, size_t len)
 	rc = s->err;
 	XML_ParserFree(s->xp);
 	s->xp = NULL;
+	if (s->text.p) /* it may have held a secret (STS) */
+		explicit_bzero(s->text.p, s->text.cap);
 	bfs_s3_str_free(&s->text);
 	return rc;
 }
@@ -467,5 +566,53 @@ int bfs_s3xml_parse_error(struct bfs_s3xml_error *e, const char *xml, size_t len
 		rc = -EBADMSG;
 	if (rc)
 		memset(e, 0, sizeof(*e));
+	return rc;
+}
+
+static void free_wiped(char **p)
+{
+	if (*p) {
+		explicit_bzero(*p, strlen(*p));
+		free(*p);
+		*p = NULL;
+	}
+}
+
+void bfs_s3xml_sts_destroy(struct bfs_s3xml_sts *o)
+{
+	if (!o)
+		return;
+	free(o->key_id);
+	free_wiped(&o->secret);
+	free_wiped(&o->token);
+	free(o->expiration);
+	free(o->arn);
+	memset(o, 0, sizeof(*o));
+}
+
+int bfs_s3xml_parse_sts(struct bfs_s3xml_sts *o, const char *xml, size_t len, char *why,
+			size_t whycap)
+{
+	struct parse s = { .kind = DOC_STS, .sts = o };
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	rc = run(&s, xml, len);
+	if (rc == 0 && o->is_error && !o->code[0]) {
+		rc = -EBADMSG;
+		snprintf(s.why, sizeof(s.why), "an <ErrorResponse> without a <Code>");
+	} else if (rc == 0 && !o->is_error &&
+		   (!o->key_id || !*o->key_id || !o->secret || !*o->secret || !o->token ||
+		    !*o->token || !o->expiration || !*o->expiration)) {
+		rc = -EBADMSG;
+		snprintf(s.why, sizeof(s.why),
+			 "<Credentials> without an AccessKeyId, SecretAccessKey, SessionToken or "
+			 "Expiration");
+	}
+	if (rc) {
+		bfs_s3xml_sts_destroy(o);
+		if (why && whycap)
+			snprintf(why, whycap, "%s", s.why);
+	}
 	return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * s3xml.h — the XML an object store answers with: a ListObjectsV2 page
- * (ListBucketResult) and an error (<Error><Code>...<Message>...). s3xml.c
+ * (ListBucketResult) and an error (<Error><Code>...<Message>...); and the
+ * XML of AWS STS (AssumeRole, AssumeRoleWithWebIdentity). s3xml.c
  * is the one file that includes expat. The bytes are untrusted: documents
  * with a DOCTYPE (hence entity declarations) are refused, nesting, text
  * lengths and key lengths are capped, numbers are checked.
@@ -53,6 +54,25 @@ struct bfs_s3xml_error {
 /* 0 when xml is an <Error> document with a Code; -EBADMSG otherwise
  * (another root, not XML, an HTML page from a proxy); -ENOMEM. */
 int bfs_s3xml_parse_error(struct bfs_s3xml_error *e, const char *xml, size_t len);
+
+/* An STS answer (AssumeRole, AssumeRoleWithWebIdentity) or its error
+ * (<ErrorResponse><Error><Code>). Strings malloc'd; the secret and the
+ * token are wiped by bfs_s3xml_sts_destroy. */
+struct bfs_s3xml_sts {
+	bool is_error; /* an ErrorResponse: code and message are set, nothing else */
+	char code[64], message[256];
+	char *key_id, *secret, *token; /* Credentials: AccessKeyId, SecretAccessKey, SessionToken */
+	char *expiration; /* Credentials/Expiration as sent (ISO 8601) */
+	char *arn; /* AssumedRoleUser/Arn, NULL when absent */
+};
+
+/* Parse an STS answer. 0 with o filled (an error document, or one whose
+ * Credentials have all four fields); -EBADMSG with why (another root, not
+ * XML, a field missing or given twice, over a cap); -ENOMEM. On an error o
+ * is left empty. */
+int bfs_s3xml_parse_sts(struct bfs_s3xml_sts *o, const char *xml, size_t len, char *why,
+			size_t whycap);
+void bfs_s3xml_sts_destroy(struct bfs_s3xml_sts *o); /* accepts a zeroed one */
 
 /* Decode an S3 "url" encoded string (%XX and '+' for a space) in place.
  * false when it holds a bad escape or decodes to a NUL. */

@@ -27,12 +27,16 @@ S3RVER_SECRET = "S3RVER"
 
 def free_env(home, **extra):
     """An environment with no AWS_* variable of the caller's, a HOME of the
-    test's (no ~/.aws of the machine), no proxy for loopback."""
+    test's (no ~/.aws of the machine), no proxy for loopback, and the
+    instance metadata service off (AWS_EC2_METADATA_DISABLED: the chain
+    never asks the machine's own; a test that wants one passes
+    AWS_EC2_METADATA_DISABLED="false" and its own endpoint)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy",
                                                             "all_proxy")}
     env["HOME"] = home
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    env["AWS_EC2_METADATA_DISABLED"] = "true"
     env.update({k: v for k, v in extra.items() if v is not None})
     return env
 

@@ -357,15 +357,28 @@ static char home[64];
 static void clean_env(void)
 {
 	static const char *const vars[] = {
-		"AWS_ENDPOINT_URL",   "AWS_ENDPOINT_URL_S3", "AWS_REGION",
-		"AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID",   "AWS_SECRET_ACCESS_KEY",
-		"AWS_SESSION_TOKEN",  "AWS_PROFILE",	     "AWS_SHARED_CREDENTIALS_FILE",
-		"AWS_CONFIG_FILE",    "AWS_CA_BUNDLE",
+		"AWS_ENDPOINT_URL",
+		"AWS_ENDPOINT_URL_S3",
+		"AWS_REGION",
+		"AWS_DEFAULT_REGION",
+		"AWS_ACCESS_KEY_ID",
+		"AWS_SECRET_ACCESS_KEY",
+		"AWS_SESSION_TOKEN",
+		"AWS_PROFILE",
+		"AWS_SHARED_CREDENTIALS_FILE",
+		"AWS_CONFIG_FILE",
+		"AWS_CA_BUNDLE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_ROLE_ARN",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI",
 	};
 	char aws[96];
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
 		unsetenv(vars[i]);
+	/* the credential chain never asks this machine's metadata service */
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
 	snprintf(home, sizeof(home), "/tmp/check_s3.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(home));
 	setenv("HOME", home, 1);
