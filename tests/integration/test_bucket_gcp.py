@@ -18,6 +18,7 @@ What must be true (docs/gcs.md, issue 30):
 - README.txt names the source, never the token; no token, key or assertion
   is in anything batchfs writes or prints.
 """
+import json
 import os
 import subprocess
 import sys
@@ -293,3 +294,42 @@ def test_no_credentials_fail_the_mount_at_once_with_one_line(gcs, batchfs, tmp_p
     assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
     assert took < 10, took
     assert not gcs.log()  # nothing was sent to the store
+
+
+def test_the_proxy_refuses_unknown_and_expired_tokens_as_gcs_does(gcs):
+    """The test double itself: a token the endpoint issued passes while it
+    lasts; an unknown one, or the same after its expiry, gets 401."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    md = urllib.request.Request("http://%s/computeMetadata/v1/instance/service-accounts/"
+                                "default/token" % gcs.gcp.host,
+                                headers={"Metadata-Flavor": "Google"})
+    with opener.open(md, timeout=10) as r:
+        tok = json.load(r)["access_token"]
+    key = sorted(os.listdir(gcs.local))[0]
+
+    def get(token):
+        req = urllib.request.Request("%s/%s/train/%s" % (gcs.endpoint, BUCKET, key),
+                                     headers={"Authorization": "Bearer " + token,
+                                              "Range": "bytes=0-9"})
+        try:
+            with opener.open(req, timeout=10) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    status, body = get(tok)
+    assert status == 206 and len(body) == 10
+    status, body = get("ya29.test-unknown")
+    assert status == 401 and b"AuthenticationRequired" in body
+    time.sleep(LIFETIME + 0.5)
+    status, body = get(tok)
+    assert status == 401 and b"AuthenticationRequired" in body
+    # without the Metadata-Flavor header the metadata server refuses
+    try:
+        opener.open(urllib.request.Request(md.full_url), timeout=10)
+        assert False, "the metadata server answered without Metadata-Flavor"
+    except urllib.error.HTTPError as e:
+        assert e.code == 403
