@@ -640,9 +640,15 @@ static int gcp_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
 	rc = bfs_http_request(&req, &resp, why, cap);
 	free_secret(&body);
 	if (rc) {
-		if (md && c->probing && (rc == -EHOSTUNREACH || rc == -ETIMEDOUT))
-			rc = -ENOENT; /* no metadata server here: the chain ends */
-		else if (rc != -ENOMEM && rc != -EINVAL)
+		if (md && c->probing && (rc == -EHOSTUNREACH || rc == -ETIMEDOUT)) {
+			/* no metadata server here: the chain ends; the "looked in"
+			 * line names the host already, keep curl's reason */
+			size_t n = strlen(url);
+
+			if (strncmp(why, url, n) == 0 && why[n] == ':' && why[n + 1] == ' ')
+				memmove(why, why + n + 2, strlen(why + n + 2) + 1);
+			rc = -ENOENT;
+		} else if (rc != -ENOMEM && rc != -EINVAL)
 			rc = -EIO;
 		goto out;
 	}
