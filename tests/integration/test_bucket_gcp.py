@@ -333,3 +333,32 @@ def test_the_proxy_refuses_unknown_and_expired_tokens_as_gcs_does(gcs):
         assert False, "the metadata server answered without Metadata-Flavor"
     except urllib.error.HTTPError as e:
         assert e.code == 403
+
+
+def test_a_401_to_a_token_refreshes_it_once_and_the_read_passes(gcs, gmount, local_batches):
+    """The store refuses a token before its expiry (revoked, or a clock
+    ahead): one refresh, the request once more with the new token, the
+    bytes right. Tokens last an hour here: only the 401 makes a new one."""
+    gcs.gcp.config(lifetime=3600)
+    opts = dict(batch_size=B, shuffle="global", prefetch=0)
+    want = local_batches(**opts)
+    paths = sorted(want)
+    m = gmount("gs://%s/train/" % BUCKET, gcs_env(gcs), **opts)
+    assert m.read(paths[0]) == want[paths[0]]
+    grants = len(gcs.gcp.log())
+    gcs.reset()
+    gcs.config(bearer=gcs.gcp.tokeninfo)
+    gcs.rules({"match": "^GET /%s/train/" % BUCKET, "action": "status", "status": 401,
+               "code": "AuthenticationRequired", "message": "Invalid Credentials", "first": 1})
+    assert m.read(paths[1]) == want[paths[1]]
+    log = gcs.log()
+    refused = [e for e in log if e["status"] == 401]
+    assert len(refused) == 1 and all(e["status"] in (200, 206) for e in log if e["status"] != 401)
+    r = refused[0]
+    # that request once more (other reads were in flight with the old token)
+    again = [e for e in log[log.index(r) + 1:] if e["target"] == r["target"]
+             and e["headers"].get("range") == r["headers"].get("range")]
+    assert len(again) == 1 and again[0]["status"] == 206
+    assert again[0]["headers"]["authorization"] != r["headers"]["authorization"]
+    assert len(gcs.gcp.log()) == grants + 1  # one refresh
+    assert m.json("stats.json")["failed_reads"] == 0
