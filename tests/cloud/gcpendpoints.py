@@ -34,10 +34,14 @@ On one port:
 
 Each token issued is random, lasts "lifetime" seconds (default 3600; the
 tests use a few), and is answered {"access_token", "expires_in",
-"token_type": "Bearer"}.
+"token_type": "Bearer"}. The metadata server, as Compute Engine's, hands out
+the token it holds (expires_in: what is left of it) until a twelfth of its
+life is left (5 minutes of an hour; at least 2 s, expires_in being whole
+seconds), then a new one ("metadata_cache":
+false: a new one each time).
 
 The control API, under /__ctl/:
-  POST /__ctl/config  {"lifetime": S, "keys": [{"kid", "client_email",
+  POST /__ctl/config  {"lifetime": S, "metadata_cache": bool, "keys": [{"kid", "client_email",
                        "public_pem"}], "users": [{"client_id",
                        "client_secret", "refresh_token"}], "down": bool}
                        ("down": every token request and the metadata root
@@ -98,6 +102,8 @@ class State:
         self.log = []
         self.down = False
         self.url = None  # this endpoint's token URL (the aud)
+        self.md_token = None  # the metadata server's cached (token, expiry)
+        self.md_cache = True
 
     def issue(self, who):
         tok = "ya29.test-" + secrets.token_urlsafe(24)
@@ -108,6 +114,25 @@ class State:
             for t in [t for t, (e, _) in self.tokens.items() if e < now - 600]:
                 del self.tokens[t]
             return tok, self.lifetime
+
+    def metadata_token(self):
+        """The VM's token as a metadata server hands it out: the same one,
+        with what is left of its life, until it has less than a twelfth of
+        its life left (5 minutes of an hour, as Compute Engine's metadata
+        server caches them) or less than 2 seconds, then a new one."""
+        now = time.time()
+        with self.lock:
+            cached = self.md_token
+            # expires_in is whole seconds (floored, as Google's) and a
+            # client's expiry too (time_t): a real server's 5 minutes are
+            # hundreds of those units, a test's 3 s token's twelfth is not
+            # one; 2 s keeps the scale sane
+            if cached and self.md_cache and cached[1] - now >= max(self.lifetime / 12, 2.0):
+                return cached[0], int(cached[1] - now)
+        tok, life = self.issue("default")
+        with self.lock:
+            self.md_token = (tok, now + life)
+        return tok, life
 
     def check_jwt(self, assertion, seen):
         """None when the assertion is what Google accepts, else why not.
@@ -215,10 +240,10 @@ class Handler(BaseHTTPRequestHandler):
             with STATE.lock:
                 ent = STATE.tokens.get(tok)
             left = ent[0] - time.time() if ent else -1
-            if left <= 0:
+            if left <= 0:  # (a token with less than a second left is still good)
                 return self.reply(400, {"error": "invalid_token",
                                         "error_description": "Invalid Value"})
-            return self.reply(200, {"azp": ent[1], "expires_in": str(int(left)),
+            return self.reply(200, {"azp": ent[1], "expires_in": str(max(1, int(left))),
                                     "scope": "https://www.googleapis.com/auth/"
                                              "devstorage.read_only"})
         if STATE.down:
@@ -245,8 +270,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.record(path, "metadata", 403, "X-Forwarded-For")
                 return self.reply(403, {"error": "X-Forwarded-For"},
                                   [("Metadata-Flavor", "Google")])
-            tok, life = STATE.issue("default")
-            self.record(path, "metadata", 200)
+            tok, life = STATE.metadata_token()
+            self.record(path, "metadata", 200, extra={"expires_in": life})
             return self.reply(200, {"access_token": tok, "expires_in": life,
                                     "token_type": "Bearer"}, [("Metadata-Flavor", "Google")])
         return self.reply(404, {"error": "not found"})
@@ -259,6 +284,9 @@ class Handler(BaseHTTPRequestHandler):
             with STATE.lock:
                 if "lifetime" in cfg:
                     STATE.lifetime = float(cfg["lifetime"])
+                    STATE.md_token = None
+                if "metadata_cache" in cfg:
+                    STATE.md_cache = bool(cfg["metadata_cache"])
                 if "down" in cfg:
                     STATE.down = bool(cfg["down"])
                 for k in cfg.get("keys", []):
@@ -271,6 +299,8 @@ class Handler(BaseHTTPRequestHandler):
             with STATE.lock:
                 STATE.log = []
                 STATE.down = False
+                STATE.md_token = None
+                STATE.md_cache = True
             return self.reply(200, {})
         if STATE.down:
             return self.go_down()

@@ -198,13 +198,12 @@ def check_sigv4(keypair, method, target, head):
 
 class BearerCheck:
     """Cloud Storage's side of OAuth: a token is good while the token
-    server's tokeninfo says so; what it said is kept until the token's
-    expiry (as Google's front ends cache it), so a token server that is down
-    does not fail tokens it issued."""
+    server's tokeninfo says so, asked at each request (tokeninfo's
+    expires_in is whole seconds: kept, it would end a token up to a second
+    early)."""
 
     def __init__(self, url):
         self.url = url
-        self.good = {}  # token -> wall-clock expiry
 
     def _ask(self, token):
         import urllib.error
@@ -218,13 +217,8 @@ class BearerCheck:
             return 0.0
 
     async def check(self, token):
-        now = time.time()
-        exp = self.good.get(token)
-        if exp is None:
-            left = await asyncio.get_running_loop().run_in_executor(None, self._ask, token)
-            if left > 0:
-                exp = self.good[token] = now + left
-        return exp is not None and exp > now
+        left = await asyncio.get_running_loop().run_in_executor(None, self._ask, token)
+        return left > 0
 
 
 def strip_header(raw, name):
