@@ -582,9 +582,15 @@ static void refused_why(const struct gcp_ctx *c, const struct bfs_http_resp *r, 
 		free_secret(&tok);
 		detail[0] = '\0';
 	}
-	/* "the token reply has no access_token (error: ...)": keep the error part */
+	/* "the token reply has no access_token (error: CODE: DESCRIPTION)":
+	 * keep the error part, without the description when it quotes what
+	 * looks like a JWT (an endpoint echoing the assertion) */
 	{
-		const char *e = strstr(detail, "(error: ");
+		char *e = strstr(detail, "(error: "), *d;
+
+		if (e && strstr(e, "eyJ") && (d = strstr(e + 8, ": ")))
+			snprintf(d, sizeof(detail) - (size_t)(d - detail),
+				 "; its description quoted the request, left out)");
 
 		snprintf(why, cap, "%s answered HTTP %ld%s%s", where, r->status, e ? " " : "",
 			 e ? e : "");

@@ -41,7 +41,8 @@ seconds), then a new one ("metadata_cache":
 false: a new one each time).
 
 The control API, under /__ctl/:
-  POST /__ctl/config  {"lifetime": S, "metadata_cache": bool, "keys": [{"kid", "client_email",
+  POST /__ctl/config  {"lifetime": S, "metadata_cache": bool, "echo": bool
+                       (a refused assertion is quoted in the error), "keys": [{"kid", "client_email",
                        "public_pem"}], "users": [{"client_id",
                        "client_secret", "refresh_token"}], "down": bool}
                        ("down": every token request and the metadata root
@@ -104,6 +105,7 @@ class State:
         self.url = None  # this endpoint's token URL (the aud)
         self.md_token = None  # the metadata server's cached (token, expiry)
         self.md_cache = True
+        self.echo = False  # quote the assertion in a refusal
 
     def issue(self, who):
         tok = "ya29.test-" + secrets.token_urlsafe(24)
@@ -285,6 +287,8 @@ class Handler(BaseHTTPRequestHandler):
                 if "lifetime" in cfg:
                     STATE.lifetime = float(cfg["lifetime"])
                     STATE.md_token = None
+                if "echo" in cfg:
+                    STATE.echo = bool(cfg["echo"])
                 if "metadata_cache" in cfg:
                     STATE.md_cache = bool(cfg["metadata_cache"])
                 if "down" in cfg:
@@ -301,6 +305,7 @@ class Handler(BaseHTTPRequestHandler):
                 STATE.down = False
                 STATE.md_token = None
                 STATE.md_cache = True
+                STATE.echo = False
             return self.reply(200, {})
         if STATE.down:
             return self.go_down()
@@ -318,6 +323,8 @@ class Handler(BaseHTTPRequestHandler):
             why, iss = STATE.check_jwt(form.get("assertion", ""), seen)
             if why:
                 self.record(path, "jwt-bearer", 400, why, iss, seen)
+                if STATE.echo:  # a careless server, quoting what it got
+                    why += " (assertion: %s)" % form.get("assertion", "")
                 return self.reply(400, {"error": "invalid_grant", "error_description": why})
             tok, life = STATE.issue(iss)
             self.record(path, "jwt-bearer", 200, None, iss, seen)

@@ -155,12 +155,18 @@ def test_bad_files_and_refusals_say_where_without_secrets(gcp, key, home, tmp_pa
     assert r.returncode == 1
     assert "HTTP 400" in r.stderr and "invalid_grant" in r.stderr and bad in r.stderr
     assert "revoked-SECRET" not in r.stderr
-    # a key the endpoint does not know (another kid): the signature is refused
+    # a key the endpoint does not know (another kid): the signature is
+    # refused, by a server that quotes the assertion back
+    gcp.config(echo=True)
     info = sa_info(key, gcp.token_uri)
     info["private_key_id"] = "not-registered"
     wrong = write_json(tmp_path / "wrong.json", info)
     r = run_tool(clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=wrong))
-    assert r.returncode == 1 and "Invalid JWT Signature" in r.stderr
+    assert r.returncode == 1 and "HTTP 400 (error: invalid_grant" in r.stderr, r.stderr
+    assert "left out" in r.stderr
+    gcp.config(echo=False)
+    r = run_tool(clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=wrong))
+    assert r.returncode == 1 and "Invalid JWT Signature" in r.stderr, r.stderr
     assert_no_secret(r.stdout + r.stderr, key)
 
 
@@ -168,7 +174,9 @@ def test_bad_files_and_refusals_say_where_without_secrets(gcp, key, home, tmp_pa
 
 @pytest.mark.parametrize("kind", ["service_account", "authorized_user", "metadata"])
 def test_tokens_that_expire_every_few_seconds_are_never_missed(gcp, key, home, tmp_path, kind):
-    gcp.config(lifetime=2)
+    # 3 s: expiries are whole seconds (time_t, expires_in), so a token may
+    # be believed a second shorter than it is; 3 s leaves a refresh room
+    gcp.config(lifetime=3)
     if kind == "service_account":
         env = clean_env(home, GOOGLE_APPLICATION_CREDENTIALS=write_json(
             tmp_path / "sa.json", sa_info(key, gcp.token_uri)))
@@ -181,7 +189,7 @@ def test_tokens_that_expire_every_few_seconds_are_never_missed(gcp, key, home, t
     st = stats_of(r)
     assert st["failed"] == 0 and st["expired_handed_out"] == 0, st
     assert st["gets"] > 150
-    # refreshed ahead: several tokens in 5 s of 2 s tokens, no failed fetch
+    # refreshed ahead: several tokens in 5 s of 3 s tokens, no failed fetch
     assert st["tokens"] >= 3 and st["failures"] == 0, st
     ok = [e for e in gcp.log() if e["status"] == 200]
     assert len(ok) == st["refreshes"]
