@@ -8,11 +8,13 @@
 
 #include "cache.h"
 #include "cudapath.h"
+#include "cred.h"
 #include "cudapool.h"
 #include "epoch.h"
 #include "errlog.h"
 #include "iostage.h"
 #include "lifecycle.h"
+#include "objsrc.h"
 #include "snapshot.h"
 #include "stats.h"
 #include "vfs.h"
@@ -127,6 +129,8 @@ static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 	bfs_stats_put_reads(&snap, &fs->reads);
 	if (fs->io)
 		bfs_iostage_stats(fs->io, &snap);
+	if (bfs_dataset_objsrc(fs->ds) && bfs_objsrc_keeper(bfs_dataset_objsrc(fs->ds)))
+		bfs_stats_put_cred(&snap, bfs_objsrc_keeper(bfs_dataset_objsrc(fs->ds)));
 	if (fs->cuda) {
 		struct bfs_cudapath_stats cs;
 		struct bfs_cudapool_stats ps;
@@ -141,6 +145,21 @@ static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 
 static char *errors_text(struct bfs_fs *fs, size_t *len)
 {
+	struct bfs_cred_keeper *k =
+		bfs_dataset_objsrc(fs->ds) ? bfs_objsrc_keeper(bfs_dataset_objsrc(fs->ds)) : NULL;
+	char line[700], msg[800], when[32];
+
+	/* a bucket's credentials that cannot be refreshed: a line a minute at
+	 * most (the keeper says when one is due), stamped with its minute */
+	if (k && bfs_cred_keeper_errline(k, line, sizeof(line))) {
+		time_t now = time(NULL);
+		struct tm tm;
+
+		gmtime_r(&now, &tm);
+		strftime(when, sizeof(when), "%H:%M UTC", &tm);
+		snprintf(msg, sizeof(msg), "%s (%s)", line, when);
+		bfs_errlog_add(fs->errlog, msg, false);
+	}
 	return bfs_errlog_text(fs->errlog, len);
 }
 

@@ -8,6 +8,7 @@
 
 #include "cache.h"
 #include "common.h"
+#include "cred.h"
 #include "cudapath.h"
 #include "cudapool.h"
 #include "dataset.h"
@@ -124,6 +125,16 @@ const struct bfs_stat_key bfs_stat_keys[BFS_STAT_NKEYS] = {
 	MEMBER(CUDA_PINNED_BUFFERS, "pinned_buffers", UINT, LEVEL, COUNT, "pinned buffers"),
 	MEMBER(CUDA_DEVICE_BYTES, "device_bytes", UINT, LEVEL, BYTES, "device memory"),
 
+	KEY(CREDENTIALS, "credentials", TEXT, CRED, FACT, NAME, "credentials from"),
+	KEY(CREDENTIALS_EXPIRES, "credentials_expires", UINT, CRED, LEVEL, COUNT,
+	    "credentials expire (epoch s, 0 never)"),
+	KEY(CREDENTIALS_VALID, "credentials_valid", BOOL, CRED, LEVEL, FLAG, "credentials valid"),
+	KEY(CREDENTIALS_REFRESHES, "credentials_refreshes", UINT, CRED, TOTAL, COUNT,
+	    "credentials refreshed"),
+	KEY(CREDENTIALS_REFRESH_FAILURES, "credentials_refresh_failures", UINT, CRED, TOTAL, COUNT,
+	    "credential refreshes failed"),
+	KEY(CREDENTIALS_EXPIRED_ANSWERS, "credentials_expired_answers", UINT, CRED, TOTAL, COUNT,
+	    "answers: token expired"),
 	KEY(UPTIME_SECONDS, "uptime_seconds", INT, ALWAYS, TOTAL, SECONDS, "up"),
 };
 
@@ -309,6 +320,20 @@ void bfs_stats_put_io(struct bfs_stats_snap *s, const struct bfs_fetch_stats *f,
 	U(IO_STREAMS) = p->streams;
 	U(IO_LOCAL) = f->local;
 	U(IO_LOCAL_BYTES) = f->local_bytes;
+}
+
+void bfs_stats_put_cred(struct bfs_stats_snap *s, struct bfs_cred_keeper *k)
+{
+	struct bfs_cred_stats c;
+
+	bfs_cred_keeper_stats(k, &c);
+	s->has[BFS_SGROUP_CRED] = true;
+	s->v[BFS_STAT_CREDENTIALS].s = bfs_cred_keeper_name(k);
+	U(CREDENTIALS_EXPIRES) = c.expires > 0 ? (uint64_t)c.expires : 0;
+	s->v[BFS_STAT_CREDENTIALS_VALID].b = c.valid;
+	U(CREDENTIALS_REFRESHES) = c.refreshes;
+	U(CREDENTIALS_REFRESH_FAILURES) = c.failures;
+	U(CREDENTIALS_EXPIRED_ANSWERS) = c.expired_signals;
 }
 
 void bfs_stats_put_diskcache(struct bfs_stats_snap *s, const struct bfs_diskcache_stats *d)

@@ -105,6 +105,13 @@ enum bfs_stat {
 	BFS_STAT_CUDA_BYTES_COPIED,
 	BFS_STAT_CUDA_PINNED_BUFFERS,
 	BFS_STAT_CUDA_DEVICE_BYTES,
+	/* a bucket's credentials (not for no_sign_request) */
+	BFS_STAT_CREDENTIALS,
+	BFS_STAT_CREDENTIALS_EXPIRES,
+	BFS_STAT_CREDENTIALS_VALID,
+	BFS_STAT_CREDENTIALS_REFRESHES,
+	BFS_STAT_CREDENTIALS_REFRESH_FAILURES,
+	BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS,
 	BFS_STAT_UPTIME_SECONDS,
 	BFS_STAT_NKEYS
 };
@@ -125,6 +132,7 @@ enum bfs_stat_group {
 	BFS_SGROUP_IO, /* the I/O stage runs */
 	BFS_SGROUP_DISK, /* disk_cache=DIR is in use */
 	BFS_SGROUP_CUDA, /* -o cuda */
+	BFS_SGROUP_CRED, /* a bucket read with credentials */
 	BFS_SGROUP_N
 };
 
@@ -195,6 +203,10 @@ struct bfs_diskcache_stats;
 struct bfs_cudapath_stats;
 struct bfs_cudapool_stats;
 struct bfs_dataset;
+struct bfs_cred_keeper;
+
+/* credentials, credentials_expires ... of a bucket's keeper */
+void bfs_stats_put_cred(struct bfs_stats_snap *s, struct bfs_cred_keeper *k);
 
 /* records, batches_per_epoch and the index facts */
 void bfs_stats_put_dataset(struct bfs_stats_snap *s, const struct bfs_dataset *ds,

@@ -4,6 +4,7 @@
  */
 #include "cache.h"
 #include "checks.h"
+#include "cred.h"
 #include "diskcache.h"
 #include "fdcache.h"
 #include "fuse_ops.h"
@@ -419,8 +420,17 @@ static char *passed_over_note(const char *source, const char *split, const struc
 		char *const *passed;
 		char line[600];
 
+		struct bfs_cred_keeper *k = bfs_objsrc_keeper(bfs_dataset_objsrc(ds));
+		struct bfs_cred_stats cs = { 0 };
+
+		if (k)
+			bfs_cred_keeper_stats(k, &cs);
 		bfs_objsrc_describe(bfs_dataset_objsrc(ds), line, sizeof(line));
-		if (asprintf(&t, "%s\nObject store: %s\n", out ? out : "", line) < 0)
+		if (asprintf(&t, "%s\nObject store: %s\n%s", out ? out : "", line,
+			     cs.expires ? "(as at mount: the credentials are refreshed ahead of "
+					  "expiry; stats.json and `batchfs stats` show their "
+					  "current expiry and refresh count)\n"
+					: "") < 0)
 			t = NULL;
 		free(out);
 		out = t;

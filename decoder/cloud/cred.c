@@ -19,6 +19,7 @@
 #define RETRY_FIRST_MS 500
 #define RETRY_MAX_MS (30 * 1000)
 #define ERRLINE_EVERY_MS (60 * 1000)
+#define NUDGE_MS 1000 /* a get() finding none valid retries a failing provider this often */
 #define WHY_MAX 512
 
 /* ---- credentials ---- */
@@ -221,11 +222,8 @@ int bfs_cred_parse_time(const char *s, time_t *out)
 		while (isdigit((unsigned char)*p))
 			p++;
 	}
-	if ((*p == 'Z' || *p == 'z') && p[1] == '\0')
-		;
-	else if (strcmp(p, "+00:00") == 0 || strcmp(p, "-00:00") == 0)
-		;
-	else
+	if (!(((*p == 'Z' || *p == 'z') && p[1] == '\0') || strcmp(p, "+00:00") == 0 ||
+	      strcmp(p, "-00:00") == 0))
 		return -EINVAL;
 	tm.tm_year = y - 1900;
 	tm.tm_mon = mo - 1;
@@ -257,6 +255,7 @@ struct bfs_cred_keeper {
 	pthread_t thread;
 	unsigned fail_streak;
 	int64_t next_try_ms; /* while failing */
+	int64_t last_fail_ms;
 	char last_why[WHY_MAX];
 	int64_t errline_ms;
 	bool unreported;
@@ -381,8 +380,9 @@ static void fetch_once(struct bfs_cred_keeper *k)
 	} else {
 		if (!why[0])
 			snprintf(why, sizeof(why), "%s", strerror(-rc));
-		snprintf(k->last_why, sizeof(k->last_why), "%s: %s", k->name, why);
+		snprintf(k->last_why, sizeof(k->last_why), "%s", why);
 		k->fail_streak++;
+		k->last_fail_ms = now;
 		k->next_try_ms = now + bfs_cred_retry_ms(k->fail_streak, rng_next(k));
 		k->st.failures++;
 		k->unreported = true;
@@ -504,6 +504,11 @@ struct bfs_cred_keeper *bfs_cred_keeper_ref(struct bfs_cred_keeper *k)
 	return k;
 }
 
+const char *bfs_cred_keeper_name(const struct bfs_cred_keeper *k)
+{
+	return k->name;
+}
+
 void bfs_cred_keeper_unref(struct bfs_cred_keeper *k)
 {
 	if (!k || atomic_fetch_sub(&k->refs, 1) != 1)
@@ -543,14 +548,19 @@ int bfs_cred_keeper_get(struct bfs_cred_keeper *k, struct bfs_cred **out, char *
 		char when[64] = "";
 
 		rc = -EACCES;
+		/* reads are waiting: a failing provider is asked again soon, not
+		 * after its backoff, so that the mount recovers as it comes back */
+		if (k->fail_streak && now - k->last_fail_ms >= NUDGE_MS && k->next_try_ms > now) {
+			k->next_try_ms = now;
+			pthread_cond_broadcast(&k->cv);
+		}
 		if (k->cur && k->cur->expires)
 			fmt_utc(k->cur->expires, when, sizeof(when));
-		if (k->dropped && !k->fail_streak)
-			snprintf(why, cap,
-				 "the store said the credentials from %s expired: they are being "
-				 "refreshed",
-				 k->name);
-		else
+		if (!k->fail_streak) {
+			rc = -EAGAIN; /* a refresh is due or running, and none failed yet */
+			snprintf(why, cap, "the credentials from %s %s: they are being refreshed",
+				 k->name, k->dropped ? "were refused as expired" : "expired");
+		} else
 			snprintf(why, cap,
 				 "the credentials from %s %s%s and could not be refreshed%s%s",
 				 k->name, when[0] ? "expired at " : "are unusable", when,
@@ -583,25 +593,28 @@ void bfs_cred_keeper_stats(struct bfs_cred_keeper *k, struct bfs_cred_stats *out
 
 void bfs_cred_keeper_describe(struct bfs_cred_keeper *k, char *dst, size_t cap)
 {
-	char id[16] = "", when[64] = "never", acct[160] = "";
+	char id[16] = "", when[64] = "", acct[160] = "", tail[200] = "";
+	const struct bfs_cred *c;
 	size_t n;
 
 	pthread_mutex_lock(&k->m);
-	n = k->cur && k->cur->key_id ? strlen(k->cur->key_id) : 0;
+	c = k->cur;
+	n = c && c->key_id ? strlen(c->key_id) : 0;
 	if (n)
-		snprintf(id, sizeof(id), "****%s", k->cur->key_id + (n > 4 ? n - 4 : 0));
-	if (k->cur && k->cur->expires)
-		fmt_utc(k->cur->expires, when, sizeof(when));
-	if (k->cur && k->cur->account && !strstr(k->cur->source, k->cur->account))
-		snprintf(acct, sizeof(acct), " `%s`", k->cur->account);
-	snprintf(dst, cap, "%s%s%s%s%s%s, expires %s, refreshed %" PRIu64 " time%s%s",
-		 k->cur ? k->cur->source : k->name, acct,
-		 k->cur && k->cur->kind == BFS_CRED_BEARER ? " (an OAuth token" : "",
-		 n ? " (key id " : "", id,
-		 n ? (k->cur->token ? ", with a session token)" : ")")
-		   : (k->cur && k->cur->kind == BFS_CRED_BEARER ? ")" : ""),
-		 when, k->st.refreshes, k->st.refreshes == 1 ? "" : "s",
-		 k->fail_streak ? " (refreshing fails now)" : "");
+		snprintf(id, sizeof(id), "****%s", c->key_id + (n > 4 ? n - 4 : 0));
+	if (c && c->account && !strstr(c->source, c->account))
+		snprintf(acct, sizeof(acct), " `%s`", c->account);
+	if (c && c->expires) {
+		fmt_utc(c->expires, when, sizeof(when));
+		snprintf(tail, sizeof(tail), ", expires %s, refreshed %" PRIu64 " time%s%s", when,
+			 k->st.refreshes, k->st.refreshes == 1 ? "" : "s",
+			 k->fail_streak ? " (refreshing fails now)" : "");
+	}
+	snprintf(dst, cap, "%s%s%s%s%s%s", c ? c->source : k->name, acct, n ? ", key id " : "", id,
+		 c && c->kind == BFS_CRED_BEARER ? ", an OAuth access token"
+		 : c && c->token		 ? ", with a session token"
+						 : "",
+		 tail);
 	pthread_mutex_unlock(&k->m);
 }
 
@@ -612,7 +625,8 @@ bool bfs_cred_keeper_errline(struct bfs_cred_keeper *k, char *dst, size_t cap)
 
 	pthread_mutex_lock(&k->m);
 	if (k->unreported && (k->errline_ms == 0 || now - k->errline_ms >= ERRLINE_EVERY_MS)) {
-		snprintf(dst, cap, "cannot refresh the credentials: %s", k->last_why);
+		snprintf(dst, cap, "cannot refresh the credentials from %s: %s", k->name,
+			 k->last_why);
 		k->unreported = false;
 		k->errline_ms = now;
 		due = true;

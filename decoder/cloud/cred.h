@@ -26,6 +26,8 @@
  *    credential: past expiry (less a small guard for the request's flight,
  *    bfs_cred_guard_ms()) it fails with -EACCES and one line saying why (the
  *    provider's last error, with the expiry), until a refresh succeeds;
+ *    while it fails so, a failing provider is asked again at most once a
+ *    second rather than after its backoff (requests are waiting);
  *  - bfs_cred_keeper_expired(): a store answered 400/401/403 saying the
  *    token expired (S3's ExpiredToken, Google's 401 with an expired Bearer
  *    token): the credential that request used is dropped and one refresh
@@ -149,16 +151,21 @@ int bfs_cred_keeper_new(struct bfs_cred_keeper **out, const struct bfs_cred_prov
  * out (a reference is taken). */
 int bfs_cred_keeper_static(struct bfs_cred_keeper **out, struct bfs_cred *c);
 struct bfs_cred_keeper *bfs_cred_keeper_ref(struct bfs_cred_keeper *k); /* accepts NULL */
+/* The provider's name (the first credential's source): the same string for
+ * the keeper's life. */
+const char *bfs_cred_keeper_name(const struct bfs_cred_keeper *k);
 /* Drop a reference; the last stops the thread (waiting for a fetch in
  * progress) and frees. Accepts NULL. */
 void bfs_cred_keeper_unref(struct bfs_cred_keeper *k);
 
 /* The current credential (a reference for the caller: bfs_cred_unref), never
- * one that expires within its guard. Never blocks on a fetch. -EACCES with
- * one line in why (cap bytes) when there is none valid: "the credentials
- * from <source> expired at 13:05:02 UTC and could not be refreshed: <the
- * provider's last error>", or "... are being refreshed" right after
- * bfs_cred_keeper_expired. */
+ * one that expires within its guard. Never blocks on a fetch. When there is
+ * none valid, one line in why (cap bytes) and: -EAGAIN while a refresh is
+ * due or running and none has failed since ("... are being refreshed":
+ * right after bfs_cred_keeper_expired, or after a wait the keeper could not
+ * run earlier): worth waiting a little; -EACCES when the provider failed
+ * ("the credentials from <source> expired at 2026-11-27 13:05:02 UTC and
+ * could not be refreshed: <the provider's last error>"). */
 int bfs_cred_keeper_get(struct bfs_cred_keeper *k, struct bfs_cred **out, char *why, size_t cap);
 
 /* The store said the token of `used` (the credential a request signed
@@ -177,9 +184,10 @@ struct bfs_cred_stats {
 };
 void bfs_cred_keeper_stats(struct bfs_cred_keeper *k, struct bfs_cred_stats *out);
 
-/* One line: "instance role `train-role` via IMDSv2 (key id ****ABCD, with a
- * session token), expires 13:05:02 UTC, refreshed 41 times". Never a
- * secret. Truncated to cap. */
+/* One line: "instance role `train-role` via IMDSv2, key id ****ABCD, with a
+ * session token, expires 2026-11-27 13:05:02 UTC, refreshed 41 times" (keys
+ * that never expire: the source and the key id). Never a secret. Truncated
+ * to cap. */
 void bfs_cred_keeper_describe(struct bfs_cred_keeper *k, char *dst, size_t cap);
 
 /* The provider's last failure, once per minute at most: true with the line

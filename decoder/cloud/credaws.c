@@ -108,7 +108,9 @@ static int read_small(const char *path, size_t max, char **out, char *why, size_
 	close(fd);
 	if (n < 0 || s.err) {
 		snprintf(why, cap, "cannot read %s: %s", path,
-			 n < 0 ? strerror(errno) : s.err == -EFBIG ? "too large" : "out of memory");
+			 n < 0		   ? strerror(errno)
+			 : s.err == -EFBIG ? "too large"
+					   : "out of memory");
 		if (s.p)
 			explicit_bzero(s.p, s.cap);
 		bfs_s3_str_free(&s);
@@ -238,9 +240,11 @@ struct sts {
 static void sts_destroy(struct sts *s)
 {
 	free(s->url);
+	s->url = NULL;
 	free(s->region);
+	s->region = NULL;
 	free(s->ca);
-	memset(s, 0, sizeof(*s));
+	s->ca = NULL;
 }
 
 static int sts_init(struct sts *s, const char *region, const char *ca)
@@ -420,7 +424,8 @@ static int sts_call(const struct sts *s, const char *action, const char *form,
 					  source, account);
 			if (rc)
 				snprintf(why, cap, "STS %s: %s", action,
-					 rc == -ENOMEM ? "out of memory" : "a bad field in the answer");
+					 rc == -ENOMEM ? "out of memory"
+						       : "a bad field in the answer");
 			if (rc == -EINVAL)
 				rc = -EIO;
 		}
@@ -732,8 +737,9 @@ static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap
 		json_t *ver = json_object_get(j, "Version");
 
 		if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
-			snprintf(why, cap, "credential_process %.200s: its output is not JSON with "
-					   "\"Version\": 1",
+			snprintf(why, cap,
+				 "credential_process %.200s: its output is not JSON with "
+				 "\"Version\": 1",
 				 argv[0]);
 			json_decref(j);
 			rc = -EIO;
@@ -815,8 +821,9 @@ static int container_fetch(void *ctx, struct bfs_cred **out, char *why, size_t c
 	} else if (resp.status != 200) {
 		snprintf(why, cap, "the container credentials endpoint answered HTTP %ld%s",
 			 resp.status,
-			 resp.status == 401 || resp.status == 403 ? " (a wrong authorization token?)"
-								  : "");
+			 resp.status == 401 || resp.status == 403
+				 ? " (a wrong authorization token?)"
+				 : "");
 		rc = resp.status == 401 || resp.status == 403 ? -EACCES : -EIO;
 	} else {
 		json_error_t jerr;
@@ -846,8 +853,8 @@ static int container_fetch(void *ctx, struct bfs_cred **out, char *why, size_t c
  * EKS Pod Identity addresses (what the SDKs allow). */
 static bool container_host_ok(const char *url)
 {
-	static const char *const ok[] = { "127.", "localhost", "[::1]", "169.254.170.2",
-					  "169.254.170.23", "[fd00:ec2::23]" };
+	static const char *const ok[] = { "127.",	   "localhost",	     "[::1]",
+					  "169.254.170.2", "169.254.170.23", "[fd00:ec2::23]" };
 	char host[300];
 	const char *path;
 
@@ -958,8 +965,9 @@ static int imds_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
 			return -EACCES;
 		}
 	} else {
-		snprintf(why, cap, "the instance metadata service answered the token request "
-				   "with HTTP %ld",
+		snprintf(why, cap,
+			 "the instance metadata service answered the token request "
+			 "with HTTP %ld",
 			 tr.status);
 		bfs_http_resp_free(&tr);
 		return -EIO;
@@ -974,8 +982,9 @@ static int imds_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
 		goto out;
 	}
 	if (resp.status != 200 || resp.len == 0 || resp.len >= sizeof(role)) {
-		snprintf(why, cap, "the instance metadata service answered the role request with "
-				   "HTTP %ld",
+		snprintf(why, cap,
+			 "the instance metadata service answered the role request with "
+			 "HTTP %ld",
 			 resp.status);
 		rc = -EIO;
 		goto out;
@@ -998,7 +1007,8 @@ static int imds_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
 		rc = -EIO;
 		goto out;
 	}
-	snprintf(desc, sizeof(desc), "instance role `%s` via %s", role, token ? "IMDSv2" : "IMDSv1");
+	snprintf(desc, sizeof(desc), "instance role `%s` via %s", role,
+		 token ? "IMDSv2" : "IMDSv1");
 	rc = json_creds(resp.body, resp.len, "Token", false, desc, role, out, w, sizeof(w));
 	if (rc)
 		snprintf(why, cap, "the instance metadata service: %s", w);
@@ -1175,10 +1185,11 @@ static int provider_assume(struct chain *ch, const struct profile *p, int depth,
 			if (rc == -ENOENT)
 				rc = profile_keys(p, 1, &c);
 			if (rc == -ENOENT)
-				rc = bfs_err_set(-EINVAL,
-						 "profile '%s' is its own source_profile but has no "
-						 "keys",
-						 p->name);
+				rc = bfs_err_set(
+					-EINVAL,
+					"profile '%s' is its own source_profile but has no "
+					"keys",
+					p->name);
 			if (rc)
 				goto fail;
 			static_provider(&a->src, c);
@@ -1237,7 +1248,8 @@ static int provider_assume(struct chain *ch, const struct profile *p, int depth,
 	a->desc = strdup(buf);
 	if (!a->source_desc || !a->role_arn || !a->session || !a->desc ||
 	    (pget(p, "external_id") && !a->external_id) ||
-	    (pget(p, "duration_seconds") && !a->duration) || sts_init(&a->sts, ch->region, ch->ca)) {
+	    (pget(p, "duration_seconds") && !a->duration) ||
+	    sts_init(&a->sts, ch->region, ch->ca)) {
 		rc = bfs_err_set(-ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -1294,9 +1306,10 @@ static int provider_of_profile(struct chain *ch, const char *name, int depth,
 			rc = bfs_err_set(-ENOMEM, "out of memory");
 			goto out;
 		}
-		*out = (struct bfs_cred_provider){
-			.name = pr->desc, .fetch = process_fetch, .ctx = pr, .ctx_free = process_free
-		};
+		*out = (struct bfs_cred_provider){ .name = pr->desc,
+						   .fetch = process_fetch,
+						   .ctx = pr,
+						   .ctx_free = process_free };
 		rc = 0;
 		goto out;
 	}
@@ -1360,7 +1373,8 @@ static int provider_container(struct chain *ch, struct bfs_cred_provider *out, b
 
 		c->url = malloc(n);
 		if (c->url)
-			snprintf(c->url, n, "%s%s%s", CONTAINER_HOST, rel[0] == '/' ? "" : "/", rel);
+			snprintf(c->url, n, "%s%s%s", CONTAINER_HOST, rel[0] == '/' ? "" : "/",
+				 rel);
 	} else {
 		c->url = strdup(full);
 	}
@@ -1421,7 +1435,8 @@ static int provider_imds(struct chain *ch, struct bfs_cred_provider *out, bool *
 				   "AWS_EC2_METADATA_SERVICE_ENDPOINT '%.200s': not an http:// URL",
 				   ep);
 	m = calloc(1, sizeof(*m));
-	if (!m || !(m->endpoint = strdup(ep)) || !(m->desc = strdup("the instance role via IMDS"))) {
+	if (!m || !(m->endpoint = strdup(ep)) ||
+	    !(m->desc = strdup("the instance role via IMDS"))) {
 		imds_free(m);
 		return bfs_err_set(-ENOMEM, "out of memory");
 	}
@@ -1532,13 +1547,14 @@ int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const c
 
 	/* 4. SSO: out of scope */
 	if (pget(&p, "sso_session") || pget(&p, "sso_start_url")) {
-		rc = bfs_err_set(-EACCES,
-				 "profile '%s' gets its credentials through AWS IAM Identity Center "
-				 "(%s), whose token cache (aws sso login) batchfs does not read: "
-				 "export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
-				 "AWS_SESSION_TOKEN (aws configure export-credentials --format env "
-				 "prints them), or use no_sign_request for a public bucket",
-				 p.name, pget(&p, "sso_session") ? "sso_session" : "sso_start_url");
+		rc = bfs_err_set(
+			-EACCES,
+			"profile '%s' gets its credentials through AWS IAM Identity Center "
+			"(%s), whose token cache (aws sso login) batchfs does not read: "
+			"export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+			"AWS_SESSION_TOKEN (aws configure export-credentials --format env "
+			"prints them), or use no_sign_request for a public bucket",
+			p.name, pget(&p, "sso_session") ? "sso_session" : "sso_start_url");
 		goto out;
 	}
 
@@ -1593,7 +1609,7 @@ none:
 	goto out;
 
 have_static:
-	rc = static_provider(&pr, c);
+	static_provider(&pr, c);
 	rc = bfs_cred_keeper_new(out, &pr, c);
 	goto out;
 
@@ -1637,10 +1653,11 @@ int bfs_credaws_static(struct bfs_cred_keeper **out, const char *profile, char *
 		if (rc == -ENOENT)
 			rc = profile_keys(&p, 1, &c);
 		if (rc == -ENOENT)
-			snprintf(looked_out, cap,
-				 "the environment (AWS_ACCESS_KEY_ID unset), profile '%s' in %s and "
-				 "%s (no HMAC keys)",
-				 p.name, p.cred_path, p.conf_path);
+			snprintf(
+				looked_out, cap,
+				"the environment (AWS_ACCESS_KEY_ID unset), profile '%s' in %s and "
+				"%s (no HMAC keys)",
+				p.name, p.cred_path, p.conf_path);
 	}
 	if (rc == 0) {
 		static_provider(&pr, c);

@@ -347,8 +347,10 @@ static int build_headers(struct xfer *x, char *why, size_t whycap)
 	}
 	bfs_cred_unref(x->cred);
 	x->cred = NULL;
-	if (!c->cfg.anonymous && bfs_cred_keeper_get(c->cfg.keeper, &x->cred, why, whycap) != 0)
-		return -EAGAIN; /* none valid now: waited for as a transient failure */
+	/* none valid now: -EAGAIN (being refreshed) is waited for as a
+	 * transient failure; -EACCES (the provider fails) ends the request */
+	if (!c->cfg.anonymous && (rc = bfs_cred_keeper_get(c->cfg.keeper, &x->cred, why, whycap)))
+		return rc;
 	if ((rc = add_header(&h, "Host", x->target.host)))
 		goto out;
 	for (size_t i = 0; i < nextra; i++)
@@ -534,6 +536,10 @@ static void start(struct bfs_s3 *c, struct xfer *x)
 	rc = build_headers(x, why, sizeof(why));
 	if (rc == -EAGAIN) {
 		cred_wait(c, x, why);
+		return;
+	}
+	if (rc == -EACCES) { /* no credentials: the read fails (EIO), the keeper retries */
+		complete(x, -EIO, why);
 		return;
 	}
 	if (rc != 0) {

@@ -17,8 +17,10 @@
  *  - a 400/401/403 saying the token expired (ExpiredToken,
  *    TokenRefreshRequired, ExpiredTokenException; a 401 to a Bearer token)
  *    tells the keeper, and the request is tried once more with the
- *    refreshed credential; while the keeper has no valid credential a
- *    request waits as for a transient failure, within its retries;
+ *    refreshed credential; while the keeper refreshes one that expired a
+ *    request waits as for a transient failure, within its retries; when
+ *    the credentials expired and the provider fails, requests fail at once
+ *    with -EIO and the keeper's line (it goes on trying);
  *  - lists a prefix through every page of ListObjectsV2, heads an object,
  *    and reads byte ranges of objects, many at a time: a client is a libcurl
  *    multi handle driven by one thread of its own, with up to max_conns

@@ -52,12 +52,10 @@ struct parse {
 	bool have_key, have_size, have_etag;
 	bool have_truncated, truncated, encoding_url;
 	char *token;
-	/* an error */
-	struct bfs_s3xml_error *e;
-	bool have_code;
-	/* an STS answer */
-	struct bfs_s3xml_sts *sts;
-	bool in_creds, in_user, in_error;
+	struct bfs_s3xml_error *e; /* an error */
+	struct bfs_s3xml_sts *sts; /* an STS answer */
+	bool have_code; /* an error */
+	bool in_creds, in_user, in_error; /* an STS answer */
 };
 
 __attribute__((format(printf, 3, 4))) static void fail(struct parse *s, int err, const char *fmt,

@@ -372,6 +372,11 @@ void bfs_objsrc_stats(struct bfs_objsrc *s, struct bfs_s3_stats *out)
 	pthread_mutex_unlock(&s->lock);
 }
 
+struct bfs_cred_keeper *bfs_objsrc_keeper(const struct bfs_objsrc *s)
+{
+	return s->cfg.anonymous ? NULL : s->cfg.keeper;
+}
+
 void bfs_objsrc_describe(const struct bfs_objsrc *s, char *dst, size_t cap)
 {
 	bfs_s3_config_describe(&s->cfg, dst, cap);

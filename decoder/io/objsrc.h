@@ -59,5 +59,8 @@ void bfs_objsrc_stats(struct bfs_objsrc *s, struct bfs_s3_stats *out);
 /* One line for README.txt: the endpoint, region, where the credentials
  * came from (never a secret). */
 void bfs_objsrc_describe(const struct bfs_objsrc *s, char *dst, size_t cap);
+/* The keeper of the source's credentials (borrowed, for the source's life),
+ * NULL for anonymous requests: for stats.json and errors.txt. */
+struct bfs_cred_keeper *bfs_objsrc_keeper(const struct bfs_objsrc *s);
 
 #endif

@@ -6,7 +6,11 @@
  * BFS_S3XML_MAX_KEY bytes with no NUL, ETags that fit If-Match, and a
  * continuation token whenever it says it is truncated. Parsing it again,
  * onto the objects already gathered, must append the same number. An
- * error document that parses has a Code.
+ * error document that parses has a Code. The same bytes as an STS answer
+ * (AssumeRole, AssumeRoleWithWebIdentity: credentials for a role, from an
+ * endpoint AWS_ENDPOINT_URL_STS may name): one that parses is an error with
+ * a Code, or credentials with all four fields; a refusal leaves nothing
+ * allocated and says why.
  */
 #include "s3xml.h"
 
@@ -51,6 +55,20 @@ int bfs_fuzz_s3list(const uint8_t *data, size_t size)
 	bfs_s3xml_list_destroy(&l);
 	if (bfs_s3xml_parse_error(&e, (const char *)data, size) == 0 && !e.code[0])
 		abort();
+	{
+		struct bfs_s3xml_sts x;
+
+		why[0] = '\0';
+		if (bfs_s3xml_parse_sts(&x, (const char *)data, size, why, sizeof(why)) == 0) {
+			if (x.is_error ? !x.code[0] || x.key_id
+				       : !x.key_id || !*x.key_id || !x.secret || !*x.secret ||
+						 !x.token || !*x.token || !x.expiration)
+				abort();
+			bfs_s3xml_sts_destroy(&x);
+		} else if (!why[0] || x.key_id || x.secret || x.token || x.arn) {
+			abort();
+		}
+	}
 	copy = malloc(size + 1);
 	if (copy) {
 		memcpy(copy, data, size);

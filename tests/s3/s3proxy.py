@@ -16,7 +16,12 @@ of its own (both kept alive), and on demand:
   - answers 412 PreconditionFailed when a GET's If-Match does not match the
     object's ETag (s3rver 3.7 ignores If-Match; S3 does not): on by default;
   - checks AWS Signature Version 4 as S3 does, when given the key pair
-    (--sigv4 KEY:SECRET, or "sigv4"): s3rver 3.7 checks none. The path and
+    (--sigv4 KEY:SECRET, or "sigv4"), or a ledger of temporary credentials
+    (config "sigv4_ledger": the path of tests/cloud/awsendpoints.py's ledger,
+    {KEY: {"secret", "token", "expires"}}, read again when it changes):
+    the session token must be the one issued with the key (else 403
+    InvalidToken) and not expired (else 400 ExpiredToken, as S3 answers);
+    s3rver 3.7 checks none. The path and
     query are decoded and signed again by botocore (S3SigV4Auth) over the
     headers the request lists in SignedHeaders; a mismatch is answered 403
     SignatureDoesNotMatch, another key id 403 InvalidAccessKeyId, and the log
@@ -36,7 +41,8 @@ The control API is on the same port, under /__proxy/:
   GET  /__proxy/log      the log, a JSON list
   GET  /__proxy/stats    counters (requests, bytes, connections, in flight, maxima)
   POST /__proxy/config   {"delay_ms": N, "rules": [RULE...], "if_match": bool,
-                          "sigv4": "KEY:SECRET" or null, "bearer": URL or null}
+                          "sigv4": "KEY:SECRET" or null, "sigv4_ledger": PATH or null,
+                          "bearer": URL or null}
   POST /__proxy/reset    no rules, no delay, empty log, counters zeroed
 
 A RULE: {"match": REGEX on "METHOD TARGET" (default all), "action": "status" |
@@ -150,7 +156,27 @@ AUTH_RE = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/,]+)/(\d{8})/([^/,]+)/([^
                      r" ?SignedHeaders=([a-z0-9;-]+), ?Signature=([0-9a-f]{64})$")
 
 
-def check_sigv4(keypair, method, target, head):
+class Ledger:
+    """Temporary credentials and their expiry, from a JSON file."""
+
+    def __init__(self, path):
+        self.path = path
+        self.mtime = None
+        self.keys = {}
+
+    def get(self, key):
+        try:
+            st = os.stat(self.path)
+            if st.st_mtime_ns != self.mtime:
+                with open(self.path) as f:
+                    self.keys = json.load(f)
+                self.mtime = st.st_mtime_ns
+        except (OSError, ValueError):
+            pass
+        return self.keys.get(key)
+
+
+def check_sigv4(keypair, method, target, head, ledger=None):
     """What S3 would say of the request's signature: None when it is right
     (or absent), else (status, code, message)."""
     from botocore.auth import S3SigV4Auth
@@ -165,8 +191,23 @@ def check_sigv4(keypair, method, target, head):
         return (400, "AuthorizationHeaderMalformed", "The authorization header is malformed"), \
             "malformed"
     key, date, region, service, signed, signature = m.groups()
-    want_key, secret = keypair.split(":", 1)
-    if key != want_key:
+    issued = ledger.get(key) if ledger else None
+    if issued:
+        secret = issued["secret"]
+        if head.get("x-amz-security-token") != issued["token"]:
+            return (403, "InvalidToken",
+                    "The provided token is malformed or otherwise invalid."), "bad token"
+        if "x-amz-security-token" not in signed.split(";"):
+            return (403, "SignatureDoesNotMatch", "the token is not signed"), "mismatch"
+        if time.time() >= issued["expires"]:
+            return (400, "ExpiredToken", "The provided token has expired."), "expired"
+    elif keypair:
+        want_key, secret = keypair.split(":", 1)
+        if key != want_key:
+            return (403, "InvalidAccessKeyId",
+                    "The AWS Access Key Id you provided does not exist in our records."), \
+                "unknown key"
+    else:
         return (403, "InvalidAccessKeyId",
                 "The AWS Access Key Id you provided does not exist in our records."), \
             "unknown key"
@@ -273,6 +314,7 @@ class Proxy:
         self.if_match = not args.no_if_match
         self.sigv4 = args.sigv4
         self.bearer = BearerCheck(args.bearer) if args.bearer else None
+        self.ledger = None
         self.keep_log = not args.no_log
         self.log_file = open(args.log_file, "a") if args.log_file else None
         self.seed = args.seed
@@ -303,6 +345,7 @@ class Proxy:
                 self.if_match = True
                 self.sigv4 = None
                 self.bearer = None
+                self.ledger = None
             elif path == "/__proxy/config" and method == "POST":
                 cfg = json.loads(body or b"{}")
                 if "delay_ms" in cfg:
@@ -313,6 +356,8 @@ class Proxy:
                     self.sigv4 = cfg["sigv4"]
                 if "bearer" in cfg:
                     self.bearer = BearerCheck(cfg["bearer"]) if cfg["bearer"] else None
+                if "sigv4_ledger" in cfg:
+                    self.ledger = Ledger(cfg["sigv4_ledger"]) if cfg["sigv4_ledger"] else None
                 if "rules" in cfg:
                     self.rules = [Rule(d, self.rng) for d in cfg["rules"]]
             else:
@@ -415,8 +460,15 @@ class Proxy:
                                      message="Invalid Credentials")
                 return True, up
             raw = strip_header(raw, b"authorization")
-        elif self.sigv4:
-            bad, entry["sig"] = check_sigv4(self.sigv4, method, target, head)
+        elif self.sigv4 or self.ledger:
+            bad, entry["sig"] = check_sigv4(self.sigv4, method, target, head, self.ledger)
+            if self.ledger and not bad:
+                # s3rver knows no key of the ledger's: what was checked here
+                # goes on unsigned (s3rver serves anonymous requests)
+                raw = b"\r\n".join(
+                    ln for ln in raw.split(b"\r\n")
+                    if not ln.lower().startswith((b"authorization:",
+                                                  b"x-amz-security-token:")))
             if bad:
                 status, code, message = bad
                 await self.synthetic(None, head, method, target, writer, entry,

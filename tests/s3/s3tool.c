@@ -34,6 +34,7 @@
  */
 #include "s3.h"
 #include "s3sign.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -74,8 +75,8 @@ static int fail(int err)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: s3tool [-o OPTS] config|ls|head|get|reads|cat|pread|bench|sign "
-			"...\n");
+	fprintf(stderr, "usage: s3tool [-o OPTS] config|creds|ls|head|get|reads|cat|pread|bench|"
+			"sign ...\n");
 	return 2;
 }
 
@@ -549,6 +550,32 @@ int main(int argc, char **argv)
 	rc = bfs_s3_url_parse(&u, argv[a++]);
 	if (rc == 0)
 		rc = bfs_s3_config_resolve(&t.cfg, u.scheme, &t.opt);
+	if (rc == 0 && strcmp(cmd, "creds") == 0) {
+		/* the credential the chain found: its kind, source, the SHA-256 of
+		 * its key id (for comparing with botocore's without printing it) and
+		 * expiry; never the secret or the token */
+		struct bfs_cred *cr = NULL;
+		char why[512], fp[2 * BFS_SHA256_LEN + 1] = "-";
+		uint8_t d[BFS_SHA256_LEN];
+
+		if (t.cfg.anonymous || !t.cfg.keeper) {
+			printf("none\t-\t-\t0\n");
+			goto out;
+		}
+		rc = bfs_cred_keeper_get(t.cfg.keeper, &cr, why, sizeof(why));
+		if (rc) {
+			bfs_err_format("%s", why);
+			goto out;
+		}
+		if (cr->key_id) {
+			bfs_sha256_digest(d, cr->key_id, strlen(cr->key_id));
+			bfs_sha256_hex(fp, d);
+		}
+		printf("%s\t%s\t%s\t%lld\n", cr->kind == BFS_CRED_SIGV4 ? "sigv4" : "bearer",
+		       cr->source, fp, (long long)cr->expires);
+		bfs_cred_unref(cr);
+		goto out;
+	}
 	if (rc == 0 && strcmp(cmd, "config") == 0) {
 		char line[1024];
 

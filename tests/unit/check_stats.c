@@ -110,6 +110,35 @@ START_TEST(the_keys_of_every_mount_to_the_byte)
 }
 END_TEST
 
+START_TEST(a_buckets_credential_keys_to_the_byte)
+{
+	struct bfs_stats_snap s;
+	char want[4096];
+	size_t len;
+	char *t;
+
+	fill(&s);
+	s.has[BFS_SGROUP_CRED] = true;
+	s.v[BFS_STAT_CREDENTIALS].s = "instance role `train-role` via IMDSv2";
+	s.v[BFS_STAT_CREDENTIALS_EXPIRES].u = 1795775152;
+	s.v[BFS_STAT_CREDENTIALS_VALID].b = true;
+	t = bfs_stats_json(&s, 0, &len);
+	ck_assert_ptr_nonnull(t);
+	snprintf(want, sizeof(want),
+		 "%s"
+		 "  \"credentials\": \"instance role `train-role` via IMDSv2\",\n"
+		 "  \"credentials_expires\": 1795775152,\n  \"credentials_valid\": true,\n"
+		 "  \"credentials_refreshes\": %d,\n  \"credentials_refresh_failures\": %d,\n"
+		 "  \"credentials_expired_answers\": %d,\n"
+		 "  \"uptime_seconds\": 42\n}\n",
+		 always, 1000 + BFS_STAT_CREDENTIALS_REFRESHES,
+		 1000 + BFS_STAT_CREDENTIALS_REFRESH_FAILURES,
+		 1000 + BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS);
+	ck_assert_str_eq(t, want);
+	free(t);
+}
+END_TEST
+
 START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 {
 	struct bfs_stats_snap s;
@@ -431,6 +460,7 @@ int main(void)
 	tcase_add_test(tc, every_key_is_named_once);
 	tcase_add_test(tc, the_keys_of_every_mount_to_the_byte);
 	tcase_add_test(tc, the_io_disk_cache_and_cuda_keys_to_the_byte);
+	tcase_add_test(tc, a_buckets_credential_keys_to_the_byte);
 	tcase_add_test(tc, a_name_is_a_json_string);
 	tcase_add_test(tc, the_put_functions_fill_their_keys);
 	tcase_add_test(tc, padded_to_a_size_that_holds_still);

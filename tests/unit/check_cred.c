@@ -1,0 +1,451 @@
+/* check_cred.c — cloud credentials (decoder/cloud/cred.h): the timing
+ * policy, credential values, the keeper against a provider of its own
+ * (credentials that expire in a second or two, a provider that fails and
+ * comes back, the store's "expired" signal), times and STS answers parsed,
+ * secrets scrubbed, and the HTTP request's errors. */
+#include "cred.h"
+#include "s3xml.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- the timing policy ---- */
+
+START_TEST(an_hour_long_credential_is_refreshed_minutes_ahead_a_short_one_halfway)
+{
+	ck_assert_int_eq(bfs_cred_refresh_lead(3600 * 1000), 15 * 60 * 1000);
+	ck_assert_int_eq(bfs_cred_refresh_lead(6 * 3600 * 1000), 15 * 60 * 1000);
+	ck_assert_int_eq(bfs_cred_refresh_lead(4000), 2000);
+	ck_assert_int_eq(bfs_cred_refresh_lead(0), 0);
+	ck_assert_int_eq(bfs_cred_refresh_lead(-5), 0);
+	ck_assert_int_eq(bfs_cred_guard_ms(3600 * 1000), 10 * 1000);
+	ck_assert_int_eq(bfs_cred_guard_ms(4000), 400);
+	/* the refresh always comes before the guard stops handing it out */
+	for (int64_t life = 10; life < 10LL * 3600 * 1000; life = life * 3 + 7)
+		ck_assert(bfs_cred_refresh_lead(life) > bfs_cred_guard_ms(life));
+}
+END_TEST
+
+START_TEST(retries_back_off_with_jitter_up_to_half_a_minute)
+{
+	for (uint64_t r = 0; r < 1000; r += 97) {
+		unsigned first = bfs_cred_retry_ms(1, r), tenth = bfs_cred_retry_ms(10, r);
+
+		ck_assert(first >= 250 && first <= 500);
+		ck_assert(tenth >= 15000 && tenth <= 30000);
+		ck_assert(bfs_cred_retry_ms(3, r) >= 1000 && bfs_cred_retry_ms(3, r) <= 2000);
+	}
+}
+END_TEST
+
+/* ---- values ---- */
+
+START_TEST(a_credential_checks_its_fields_and_counts_references)
+{
+	struct bfs_cred *c = NULL, *d;
+
+	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_SIGV4, "AKID", NULL, NULL, 0, "src", NULL),
+			 -EINVAL);
+	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_SIGV4, "AKID", "se\ncret", NULL, 0, "src", NULL),
+			 -EINVAL);
+	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_BEARER, NULL, NULL, "", 0, "src", NULL),
+			 -EINVAL);
+	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_SIGV4, "AKID", "S", "T", 0, "", NULL), -EINVAL);
+	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_SIGV4, "AKID", "S", "", 5, "src", "role"), 0);
+	ck_assert_ptr_null(c->token); /* an empty token is none */
+	ck_assert_str_eq(c->account, "role");
+	ck_assert_int_eq(c->expires, 5);
+	d = bfs_cred_ref(c);
+	ck_assert_ptr_eq(c, d);
+	bfs_cred_unref(c);
+	ck_assert_str_eq(d->secret, "S"); /* still alive */
+	bfs_cred_unref(d);
+	ck_assert_int_eq(bfs_cred_new(&c, BFS_CRED_BEARER, "ignored", "ignored", "ya29.tok", 0,
+				      "metadata server", NULL),
+			 0);
+	ck_assert_ptr_null(c->key_id);
+	ck_assert_str_eq(c->token, "ya29.tok");
+	bfs_cred_unref(c);
+	bfs_cred_unref(NULL);
+}
+END_TEST
+
+START_TEST(times_are_parsed_as_the_endpoints_write_them)
+{
+	time_t t;
+
+	ck_assert_int_eq(bfs_cred_parse_time("2026-11-27T13:05:02Z", &t), 0);
+	ck_assert_int_eq(t, 1795784702);
+	ck_assert_int_eq(bfs_cred_parse_time("2026-11-27T13:05:02.123456Z", &t), 0);
+	ck_assert_int_eq(t, 1795784702);
+	ck_assert_int_eq(bfs_cred_parse_time("2026-11-27T13:05:02+00:00", &t), 0);
+	ck_assert_int_eq(t, 1795784702);
+	ck_assert_int_eq(bfs_cred_parse_time("2026-11-27 13:05:02Z", &t), 0);
+	ck_assert_int_eq(bfs_cred_parse_time("2026-11-27T13:05:02+02:00", &t), -EINVAL);
+	ck_assert_int_eq(bfs_cred_parse_time("2026-13-27T13:05:02Z", &t), -EINVAL);
+	ck_assert_int_eq(bfs_cred_parse_time("2026-11-27T13:05Z", &t), -EINVAL);
+	ck_assert_int_eq(bfs_cred_parse_time("tomorrow", &t), -EINVAL);
+	ck_assert_int_eq(bfs_cred_parse_time(NULL, &t), -EINVAL);
+}
+END_TEST
+
+START_TEST(secrets_are_scrubbed_from_a_line)
+{
+	char msg[128] = "denied: token ToKeN-123 and secret S3cr3t,\nagain ToKeN-123";
+	const char *secrets[] = { "S3cr3t", "ToKeN-123", NULL, "ab" };
+
+	bfs_cred_scrub(msg, sizeof(msg), secrets, 4);
+	ck_assert_str_eq(msg, "denied: token [redacted] and secret [redacted], again [redacted]");
+}
+END_TEST
+
+/* ---- the keeper, against a provider of the test's ---- */
+
+struct fake {
+	pthread_mutex_t m;
+	int life_s; /* each credential lasts this long; 0: never expires */
+	bool failing;
+	unsigned fetches;
+	int64_t fetched_ms[64];
+	time_t expires[64];
+};
+
+static int fake_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
+{
+	struct fake *f = ctx;
+	char id[32];
+	time_t exp;
+	int rc;
+
+	pthread_mutex_lock(&f->m);
+	if (f->failing) {
+		pthread_mutex_unlock(&f->m);
+		snprintf(why, cap, "the metadata server answered HTTP 503");
+		return -EIO;
+	}
+	exp = f->life_s ? time(NULL) + f->life_s : 0;
+	if (f->fetches < 64) {
+		f->fetched_ms[f->fetches] = bfs_cred_now_ms();
+		f->expires[f->fetches] = exp;
+	}
+	snprintf(id, sizeof(id), "ASIAFAKE%04u", f->fetches++);
+	pthread_mutex_unlock(&f->m);
+	rc = bfs_cred_new(out, BFS_CRED_SIGV4, id, "fake-secret-value", "fake-session-token", exp,
+			  "the fake provider", "fake-role");
+	return rc;
+}
+
+static struct fake *fake_new(int life_s)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+
+	ck_assert_ptr_nonnull(f);
+	pthread_mutex_init(&f->m, NULL);
+	f->life_s = life_s;
+	return f;
+}
+
+static void fake_set(struct fake *f, bool failing)
+{
+	pthread_mutex_lock(&f->m);
+	f->failing = failing;
+	pthread_mutex_unlock(&f->m);
+}
+
+static unsigned fake_fetches(struct fake *f)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&f->m);
+	n = f->fetches;
+	pthread_mutex_unlock(&f->m);
+	return n;
+}
+
+static struct bfs_cred_keeper *keeper_of(struct fake *f)
+{
+	struct bfs_cred_provider p = { .name = "the fake provider", .fetch = fake_fetch, .ctx = f };
+	struct bfs_cred_keeper *k = NULL;
+
+	ck_assert_int_eq(bfs_cred_keeper_new(&k, &p, NULL), 0);
+	return k;
+}
+
+START_TEST(a_credential_that_never_expires_is_fetched_once)
+{
+	struct fake *f = fake_new(0);
+	struct bfs_cred_keeper *k = keeper_of(f);
+	struct bfs_cred *a, *b;
+	struct bfs_cred_stats st;
+	char why[256], line[512];
+
+	sleep_ms(200);
+	ck_assert_int_eq(bfs_cred_keeper_get(k, &a, why, sizeof(why)), 0);
+	ck_assert_int_eq(bfs_cred_keeper_get(k, &b, why, sizeof(why)), 0);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_uint_eq(fake_fetches(f), 1);
+	bfs_cred_keeper_stats(k, &st);
+	ck_assert_uint_eq(st.refreshes, 1);
+	ck_assert(st.valid && st.expires == 0);
+	bfs_cred_keeper_describe(k, line, sizeof(line));
+	ck_assert_str_eq(line, "the fake provider `fake-role`, key id ****0000, with a session "
+			       "token");
+	ck_assert_ptr_null(strstr(line, "fake-secret"));
+	bfs_cred_unref(a);
+	bfs_cred_unref(b);
+	bfs_cred_keeper_unref(k);
+	free(f);
+}
+END_TEST
+
+START_TEST(short_credentials_are_refreshed_before_they_expire_and_never_handed_out_expired)
+{
+	struct fake *f = fake_new(2);
+	struct bfs_cred_keeper *k = keeper_of(f);
+	struct bfs_cred_stats st;
+	int64_t end = bfs_cred_now_ms() + 4500;
+	unsigned gets = 0;
+	char why[256], line[512];
+
+	while (bfs_cred_now_ms() < end) {
+		struct bfs_cred *c = NULL;
+		int rc = bfs_cred_keeper_get(k, &c, why, sizeof(why));
+
+		/* no get fails, none is past its expiry */
+		ck_assert_msg(rc == 0, "get failed: %s", why);
+		ck_assert((int64_t)c->expires * 1000 > bfs_cred_now_ms());
+		bfs_cred_unref(c);
+		gets++;
+		sleep_ms(5);
+	}
+	ck_assert_uint_gt(gets, 100);
+	/* each credential after the first was fetched before the one before it
+	 * expired (ahead of it, in the background) */
+	pthread_mutex_lock(&f->m);
+	ck_assert_uint_ge(f->fetches, 3);
+	for (unsigned i = 1; i < f->fetches && i < 64; i++)
+		ck_assert_int_lt(f->fetched_ms[i], (int64_t)f->expires[i - 1] * 1000);
+	pthread_mutex_unlock(&f->m);
+	bfs_cred_keeper_stats(k, &st);
+	ck_assert_uint_ge(st.refreshes, 3);
+	ck_assert_uint_eq(st.failures, 0);
+	bfs_cred_keeper_describe(k, line, sizeof(line));
+	ck_assert_ptr_nonnull(strstr(line, ", expires 20"));
+	ck_assert_ptr_nonnull(strstr(line, " times"));
+	bfs_cred_keeper_unref(k);
+	free(f);
+}
+END_TEST
+
+START_TEST(the_stores_expired_signal_refreshes_once)
+{
+	struct fake *f = fake_new(3600);
+	struct bfs_cred_keeper *k = keeper_of(f);
+	struct bfs_cred *old = NULL, *c = NULL;
+	struct bfs_cred_stats st;
+	char why[256];
+	int rc, tries = 0;
+
+	ck_assert_int_eq(bfs_cred_keeper_get(k, &old, why, sizeof(why)), 0);
+	bfs_cred_keeper_expired(k, old);
+	bfs_cred_keeper_expired(k, old); /* many requests, one refresh */
+	while ((rc = bfs_cred_keeper_get(k, &c, why, sizeof(why))) == -EAGAIN && tries++ < 200)
+		sleep_ms(5);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_ptr_ne(c, old);
+	ck_assert_str_ne(c->key_id, old->key_id);
+	sleep_ms(100);
+	ck_assert_uint_eq(fake_fetches(f), 2);
+	/* the old one, signalled late, changes nothing */
+	bfs_cred_keeper_expired(k, old);
+	bfs_cred_keeper_stats(k, &st);
+	ck_assert_uint_eq(st.expired_signals, 1);
+	ck_assert(st.valid);
+	bfs_cred_unref(old);
+	bfs_cred_unref(c);
+	bfs_cred_keeper_unref(k);
+	free(f);
+}
+END_TEST
+
+START_TEST(a_provider_down_past_expiry_fails_gets_with_why_then_recovers)
+{
+	struct fake *f = fake_new(1);
+	struct bfs_cred_keeper *k = keeper_of(f);
+	struct bfs_cred *c = NULL;
+	struct bfs_cred_stats st;
+	char why[512], line[512];
+	int rc = 0, tries = 0;
+
+	fake_set(f, true);
+	sleep_ms(2200); /* expired by now, every refresh failed */
+	rc = bfs_cred_keeper_get(k, &c, why, sizeof(why));
+	ck_assert_int_eq(rc, -EACCES);
+	ck_assert_ptr_nonnull(strstr(why, "the credentials from the fake provider expired at 20"));
+	ck_assert_ptr_nonnull(strstr(why, "could not be refreshed"));
+	ck_assert_ptr_nonnull(strstr(why, "could not be refreshed: the metadata server answered "
+					  "HTTP 503"));
+	bfs_cred_keeper_stats(k, &st);
+	ck_assert(!st.valid && st.failures >= 1);
+	/* errors.txt's line: once, then not again within the minute */
+	ck_assert(bfs_cred_keeper_errline(k, line, sizeof(line)));
+	ck_assert_ptr_nonnull(strstr(line, "cannot refresh the credentials from the fake provider: "
+					   "the metadata server answered HTTP 503"));
+	sleep_ms(1100);
+	bfs_cred_keeper_get(k, &c, why, sizeof(why)); /* asks it again (a second since) */
+	sleep_ms(100);
+	ck_assert(!bfs_cred_keeper_errline(k, line, sizeof(line)));
+	/* back: a get asks again within a second or so, not after the backoff */
+	fake_set(f, false);
+	while ((rc = bfs_cred_keeper_get(k, &c, why, sizeof(why))) != 0 && tries++ < 300)
+		sleep_ms(10);
+	ck_assert_int_eq(rc, 0);
+	bfs_cred_unref(c);
+	bfs_cred_keeper_unref(k);
+	free(f);
+}
+END_TEST
+
+START_TEST(a_first_fetch_that_fails_fails_the_keeper_with_the_providers_line)
+{
+	struct fake *f = fake_new(60);
+	struct bfs_cred_provider p = { .name = "the fake provider", .fetch = fake_fetch, .ctx = f };
+	struct bfs_cred_keeper *k = NULL;
+
+	fake_set(f, true);
+	ck_assert_int_eq(bfs_cred_keeper_new(&k, &p, NULL), -EIO);
+	ck_assert_str_eq(bfs_err_msg(), "the fake provider: the metadata server answered HTTP 503");
+	free(f);
+}
+END_TEST
+
+/* ---- STS answers ---- */
+
+static const char sts_ok[] =
+	"<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+	"<AssumeRoleResult><SourceIdentity>x</SourceIdentity><AssumedRoleUser>"
+	"<Arn>arn:aws:sts::123456789012:assumed-role/demo/s</Arn>"
+	"<AssumedRoleId>AROA:s</AssumedRoleId></AssumedRoleUser><Credentials>"
+	"<AccessKeyId>ASIAEXAMPLE</AccessKeyId><SecretAccessKey>wJalr/K7MDENG</SecretAccessKey>"
+	"<SessionToken>AQoDYXdzEPT//////////wEXAMPLE</SessionToken>"
+	"<Expiration>2026-11-27T13:05:02Z</Expiration></Credentials>"
+	"<PackedPolicySize>6</PackedPolicySize></AssumeRoleResult>"
+	"<ResponseMetadata><RequestId>c6104cbe</RequestId></ResponseMetadata>"
+	"</AssumeRoleResponse>";
+
+START_TEST(sts_answers_are_parsed)
+{
+	struct bfs_s3xml_sts x;
+	char why[256];
+	static const char err[] =
+		"<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error>"
+		"<Type>Sender</Type><Code>AccessDenied</Code><Message>not allowed</Message>"
+		"</Error><RequestId>r</RequestId></ErrorResponse>";
+	static const char missing[] =
+		"<AssumeRoleWithWebIdentityResponse><AssumeRoleWithWebIdentityResult><Credentials>"
+		"<AccessKeyId>A</AccessKeyId><SecretAccessKey>S</SecretAccessKey>"
+		"<Expiration>2026-11-27T13:05:02Z</Expiration></Credentials>"
+		"</AssumeRoleWithWebIdentityResult></AssumeRoleWithWebIdentityResponse>";
+	static const char twice[] =
+		"<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>A</AccessKeyId>"
+		"<AccessKeyId>B</AccessKeyId></Credentials></AssumeRoleResult></"
+		"AssumeRoleResponse>";
+	static const char doctype[] = "<!DOCTYPE x [<!ENTITY a \"b\">]><AssumeRoleResponse/>";
+
+	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, sts_ok, strlen(sts_ok), why, sizeof(why)), 0);
+	ck_assert(!x.is_error);
+	ck_assert_str_eq(x.key_id, "ASIAEXAMPLE");
+	ck_assert_str_eq(x.secret, "wJalr/K7MDENG");
+	ck_assert_str_eq(x.token, "AQoDYXdzEPT//////////wEXAMPLE");
+	ck_assert_str_eq(x.expiration, "2026-11-27T13:05:02Z");
+	ck_assert_str_eq(x.arn, "arn:aws:sts::123456789012:assumed-role/demo/s");
+	bfs_s3xml_sts_destroy(&x);
+	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, err, strlen(err), why, sizeof(why)), 0);
+	ck_assert(x.is_error);
+	ck_assert_str_eq(x.code, "AccessDenied");
+	ck_assert_str_eq(x.message, "not allowed");
+	ck_assert_ptr_null(x.key_id);
+	bfs_s3xml_sts_destroy(&x);
+	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, missing, strlen(missing), why, sizeof(why)),
+			 -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(why, "SessionToken"));
+	ck_assert_ptr_null(x.key_id);
+	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, twice, strlen(twice), why, sizeof(why)), -EBADMSG);
+	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, doctype, strlen(doctype), why, sizeof(why)),
+			 -EBADMSG);
+	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, "<Error/>", 8, why, sizeof(why)), -EBADMSG);
+	ck_assert_int_eq(bfs_s3xml_parse_sts(&x, "{\"json\": 1}", 11, why, sizeof(why)), -EBADMSG);
+}
+END_TEST
+
+/* ---- HTTP ---- */
+
+START_TEST(an_http_request_to_nothing_says_so_quickly)
+{
+	struct bfs_http_req r = { .method = "GET",
+				  .url = "http://127.0.0.1:9/latest/api/token?secret=x",
+				  .tries = 2,
+				  .connect_timeout_ms = 500 };
+	struct bfs_http_resp resp;
+	char why[256];
+	int64_t t0 = bfs_cred_now_ms();
+
+	ck_assert_int_eq(bfs_http_request(&r, &resp, why, sizeof(why)), -EHOSTUNREACH);
+	ck_assert_ptr_nonnull(strstr(why, "http://127.0.0.1:9/latest/api/token"));
+	ck_assert_ptr_null(strstr(why, "secret=x")); /* no query in the line */
+	ck_assert_ptr_nonnull(strstr(why, "(2 tries)"));
+	ck_assert_int_lt(bfs_cred_now_ms() - t0, 3000);
+	r.url = "file:///etc/passwd";
+	ck_assert_int_eq(bfs_http_request(&r, &resp, why, sizeof(why)), -EINVAL);
+	bfs_http_resp_free(&resp);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("cred");
+	TCase *tc = tcase_create("cred");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, an_hour_long_credential_is_refreshed_minutes_ahead_a_short_one_halfway);
+	tcase_add_test(tc, retries_back_off_with_jitter_up_to_half_a_minute);
+	tcase_add_test(tc, a_credential_checks_its_fields_and_counts_references);
+	tcase_add_test(tc, times_are_parsed_as_the_endpoints_write_them);
+	tcase_add_test(tc, secrets_are_scrubbed_from_a_line);
+	tcase_add_test(tc, a_credential_that_never_expires_is_fetched_once);
+	tcase_add_test(
+		tc,
+		short_credentials_are_refreshed_before_they_expire_and_never_handed_out_expired);
+	tcase_add_test(tc, the_stores_expired_signal_refreshes_once);
+	tcase_add_test(tc, a_provider_down_past_expiry_fails_gets_with_why_then_recovers);
+	tcase_add_test(tc, a_first_fetch_that_fails_fails_the_keeper_with_the_providers_line);
+	tcase_add_test(tc, sts_answers_are_parsed);
+	tcase_add_test(tc, an_http_request_to_nothing_says_so_quickly);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
