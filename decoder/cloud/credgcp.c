@@ -202,7 +202,9 @@ static const char *home_dir(char *buf, size_t cap)
 int bfs_gcp_adc_find(struct bfs_gcp_source *out, char *looked, size_t cap)
 {
 	const char *gac = env("GOOGLE_APPLICATION_CREDENTIALS"), *cfgdir = env("CLOUDSDK_CONFIG");
-	const char *host = env("GCE_METADATA_HOST");
+	/* GCE_METADATA_ROOT: the older name, which google-auth still reads */
+	const char *host =
+		env("GCE_METADATA_HOST") ? env("GCE_METADATA_HOST") : env("GCE_METADATA_ROOT");
 	char path[4096], pwbuf[4096];
 	struct bfs_gcp_source s = { 0 };
 	int rc, n;
@@ -245,7 +247,9 @@ int bfs_gcp_adc_find(struct bfs_gcp_source *out, char *looked, size_t cap)
 		return rc;
 	s.kind = BFS_GCP_METADATA;
 	if ((rc = dup_to(&s.metadata_host, host ? host : BFS_GCP_METADATA_HOST)) ||
-	    (rc = dup_to(&s.via, host ? "GCE_METADATA_HOST" : "the metadata server"))) {
+	    (rc = dup_to(&s.via, host ? (env("GCE_METADATA_HOST") ? "GCE_METADATA_HOST"
+								  : "GCE_METADATA_ROOT")
+				      : "the metadata server"))) {
 		bfs_gcp_source_destroy(&s);
 		return rc;
 	}

@@ -15,7 +15,8 @@
  *     $CLOUDSDK_CONFIG, else ~/.config/gcloud/ (what `gcloud auth
  *     application-default login` writes): the same two types.
  *  3. the metadata server of a Google Cloud VM (GCE, TPU VMs, GKE, Vertex
- *     AI): $GCE_METADATA_HOST (host[:port]), else metadata.google.internal;
+ *     AI): $GCE_METADATA_HOST (host[:port]; $GCE_METADATA_ROOT, its older
+ *     name, when it is unset), else metadata.google.internal;
  *     GET /computeMetadata/v1/instance/service-accounts/default/token with
  *     the header "Metadata-Flavor: Google".
  * The other types of key file (external_account: workload identity

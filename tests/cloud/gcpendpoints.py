@@ -23,6 +23,8 @@ On one port:
                          and never with X-Forwarded-For.
   GET .../service-accounts/default/email   the VM's service account (the
                          same header required)
+  GET .../service-accounts/default/?recursive=true   its email, aliases and
+                         scopes, as JSON (what google-auth asks first)
   GET /                  the metadata server's root, with the header
                          "Metadata-Flavor: Google" in the reply (what
                          google-auth's ping looks for).
@@ -77,6 +79,7 @@ from cryptography.hazmat.primitives.asymmetric import padding
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 METADATA_TOKEN = "/computeMetadata/v1/instance/service-accounts/default/token"
 METADATA_EMAIL = "/computeMetadata/v1/instance/service-accounts/default/email"
+METADATA_ACCOUNT = "/computeMetadata/v1/instance/service-accounts/default/"
 VM_ACCOUNT = "vm-sa@test-project.iam.gserviceaccount.com"
 SKEW = 300  # seconds of clock skew Google allows on iat
 
@@ -208,7 +211,11 @@ class Handler(BaseHTTPRequestHandler):
     def reply(self, status, obj, headers=()):
         data = json.dumps(obj).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        # the metadata server says exactly "application/json" (google-auth
+        # 1.5 compares the header whole); the OAuth endpoint adds a charset
+        md = any(k == "Metadata-Flavor" for k, _ in headers)
+        self.send_header("Content-Type",
+                         "application/json" if md else "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         for k, v in headers:
             self.send_header(k, v)
@@ -250,8 +257,17 @@ class Handler(BaseHTTPRequestHandler):
                                              "devstorage.read_only"})
         if STATE.down:
             return self.go_down()
+        # the VM's account by its email is the same as "default"
+        path = path.replace("/service-accounts/%s/" % VM_ACCOUNT, "/service-accounts/default/")
         if path == "/":
             return self.reply(200, {}, [("Metadata-Flavor", "Google")])
+        if path == METADATA_ACCOUNT and "recursive=true" in query:
+            if self.headers.get("Metadata-Flavor") != "Google":
+                return self.reply(403, {"error": "Missing required header: Metadata-Flavor"},
+                                  [("Metadata-Flavor", "Google")])
+            return self.reply(200, {"aliases": ["default"], "email": VM_ACCOUNT,
+                                    "scopes": ["https://www.googleapis.com/auth/cloud-platform"]},
+                              [("Metadata-Flavor", "Google")])
         if path == METADATA_EMAIL:
             if self.headers.get("Metadata-Flavor") != "Google":
                 return self.reply(403, {"error": "Missing required header: Metadata-Flavor"})

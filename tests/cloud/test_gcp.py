@@ -250,3 +250,54 @@ def test_google_auth_and_batchfs_assert_alike_at_the_same_endpoint(gcp, key, hom
         assert tc[k] == oc[k], k
     assert tc["exp"] - tc["iat"] == oc["exp"] - oc["iat"] == 3600
     assert abs(tc["iat"] - oc["iat"]) < 60
+
+
+GOOGLE_AUTH_METADATA = """
+import requests
+from google.auth import compute_engine
+from google.auth.transport.requests import Request
+s = requests.Session()
+s.trust_env = False
+c = compute_engine.Credentials()
+c.refresh(Request(session=s))
+print(c.service_account_email, c.valid)
+"""
+
+
+def test_google_auth_reads_the_same_metadata_server_and_user_file(gcp, key, home, tmp_path):
+    """The doubles answer google-auth's own requests (its compute_engine and
+    user credentials), and batchfs's chain takes the same places: the
+    endpoints speak the protocol, not a dialect of batchfs's."""
+    from google.auth.transport.requests import Request
+    from google.oauth2 import credentials as user_credentials
+    import requests
+
+    # the metadata server: google-auth 1.5 reads GCE_METADATA_ROOT at import
+    env = clean_env(home, GCE_METADATA_ROOT=gcp.host, GCE_METADATA_HOST=None)
+    r = subprocess.run(["/usr/bin/python3", "-c", GOOGLE_AUTH_METADATA], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.split() == [VM_EMAIL, "True"], r.stderr[-2000:]
+    r = run_tool(env)  # batchfs takes the older name too
+    assert r.returncode == 0 and "via the metadata server at %s" % gcp.host in r.stdout, r.stderr
+    # a user's refresh token, as gcloud writes it
+    sess = requests.Session()
+    sess.trust_env = False
+    c = user_credentials.Credentials(None, refresh_token=USER["refresh_token"],
+                                     token_uri=gcp.token_uri, client_id=USER["client_id"],
+                                     client_secret=USER["client_secret"])
+    c.refresh(Request(session=sess))
+    assert c.valid
+    f = write_json(home / ".config" / "gcloud" / "application_default_credentials.json",
+                   dict(USER, type="authorized_user"))
+    grants = [e for e in gcp.log() if e["grant"] == "refresh_token"]
+    assert [e["status"] for e in grants] == [200]
+    # the gcloud file has no token_uri: the default is Google's own; here the
+    # endpoint's, through the file google-auth would read as well
+    write_json(home / ".config" / "gcloud" / "application_default_credentials.json",
+               dict(USER, type="authorized_user", token_uri=gcp.token_uri))
+    r = run_tool(clean_env(home))
+    assert r.returncode == 0 and f in r.stdout, r.stderr
+    grants = [e for e in gcp.log() if e["grant"] == "refresh_token"]
+    assert [e["status"] for e in grants] == [200, 200]
+    assert "batchfs" in grants[1]["user_agent"] and "batchfs" not in grants[0]["user_agent"]
+    assert_no_secret(r.stdout + r.stderr, key)

@@ -44,6 +44,7 @@ static void clean_env(void)
 	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
 	unsetenv("CLOUDSDK_CONFIG");
 	unsetenv("GCE_METADATA_HOST");
+	unsetenv("GCE_METADATA_ROOT");
 	snprintf(dir, sizeof(dir), "/tmp/bfs-credgcp-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	atexit(rm_dir);
@@ -337,7 +338,11 @@ START_TEST(the_chain_is_google_application_credentials_then_gcloud_then_metadata
 	ck_assert_ptr_nonnull(
 		strstr(looked, "/.config/gcloud/application_default_credentials.json"));
 	bfs_gcp_source_destroy(&s);
-	setenv("GCE_METADATA_HOST", "127.0.0.1:5", 1);
+	setenv("GCE_METADATA_ROOT", "127.0.0.1:4", 1); /* the older name */
+	ck_assert_int_eq(bfs_gcp_adc_find(&s, looked, sizeof(looked)), 0);
+	ck_assert_str_eq(s.metadata_host, "127.0.0.1:4");
+	bfs_gcp_source_destroy(&s);
+	setenv("GCE_METADATA_HOST", "127.0.0.1:5", 1); /* over it */
 	ck_assert_int_eq(bfs_gcp_adc_find(&s, looked, sizeof(looked)), 0);
 	ck_assert_str_eq(s.metadata_host, "127.0.0.1:5");
 	bfs_gcp_source_destroy(&s);
