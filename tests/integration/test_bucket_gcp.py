@@ -205,10 +205,15 @@ def test_a_metadata_server_token_reads_an_epoch_while_tokens_expire(gcs, gmount,
     assert len(grants) >= 3 and all(e["status"] == 200 for e in grants)
     stats = m.json("stats.json")
     assert stats["failed_reads"] == 0 and stats["io_failed"] == 0, stats
+    # where they came from, how often refreshed: never what they are
+    assert VM_EMAIL in stats["credentials"] and stats["credentials_valid"], stats
+    assert stats["credentials_refreshes"] >= 3 and stats["credentials_refresh_failures"] == 0
     readme = m.read("README.txt").decode()
     assert VM_EMAIL in readme and "metadata server" in readme, readme
-    assert_nothing_secret([m.read("README.txt"), m.read("stats.json"), m.read("errors.txt")],
-                          gcs)
+    st = subprocess.run([m.binary, "stats", str(m.mnt)], capture_output=True, timeout=60)
+    assert st.returncode == 0 and VM_EMAIL.encode() in st.stdout, st
+    assert_nothing_secret([m.read("README.txt"), m.read("stats.json"), m.read("errors.txt"),
+                           st.stdout, st.stderr], gcs)
     m.stop()
     assert_nothing_secret([open(m.log, "rb").read()], gcs)
 
@@ -250,6 +255,8 @@ def test_the_metadata_server_down_past_expiry_then_back(gcs, gmount, local_batch
     errors = m.read("errors.txt").decode()
     assert "metadata server" in errors and "could not be refreshed" in errors, errors
     assert not [e for e in gcs.log() if e["status"] == 401], "an expired token was sent"
+    stats = m.json("stats.json")
+    assert not stats["credentials_valid"] and stats["credentials_refresh_failures"] > 0, stats
     gcs.gcp.config(down=False)
     deadline = time.monotonic() + 40  # the keeper's next try, backed off
     while True:
@@ -376,4 +383,5 @@ def test_a_401_to_a_token_refreshes_it_once_and_the_read_passes(gcs, gmount, loc
     assert len(again) == 1 and again[0]["status"] == 206
     assert again[0]["headers"]["authorization"] != r["headers"]["authorization"]
     assert len(gcs.gcp.log()) == grants + 1  # one refresh
-    assert m.json("stats.json")["failed_reads"] == 0
+    stats = m.json("stats.json")
+    assert stats["failed_reads"] == 0 and stats["credentials_expired_answers"] == 1, stats
