@@ -1222,6 +1222,10 @@ void bfs_s3_stats(struct bfs_s3 *c, struct bfs_s3_stats *out)
 
 /* ---- HTTP for credential endpoints (cred.h) ---- */
 
+#define NOPROXY_CRED                                                                               \
+	"169.254.169.254,169.254.170.2,169.254.170.23,fd00:ec2::254,fd00:ec2::23,127.0.0.1,"       \
+	"localhost,::1"
+
 struct http_body {
 	struct bfs_s3_str s;
 	bool over;
@@ -1263,7 +1267,7 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 	struct bfs_s3_config pol;
 	struct curl_slist *h = NULL;
 	struct http_body b = { 0 };
-	char where[256], errbuf[CURL_ERROR_SIZE];
+	char where[256], errbuf[CURL_ERROR_SIZE], noproxy[1024];
 	uint64_t t0 = now_ns(), rnd = now_ns() ^ (uint64_t)(uintptr_t)r;
 	unsigned tries = r->tries ? r->tries : 4, retry_ms = r->retry_ms ? r->retry_ms : 10000;
 	long status = 0;
@@ -1295,6 +1299,14 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 	if (!(e = curl_easy_init())) {
 		rc = -ENOMEM;
 		goto out;
+	}
+	{
+		/* the link-local credential endpoints and loopback never go through
+		 * a proxy of the environment (the user's no_proxy still applies) */
+		const char *np = getenv("no_proxy") ? getenv("no_proxy") : getenv("NO_PROXY");
+
+		snprintf(noproxy, sizeof(noproxy), "%s%s%s", NOPROXY_CRED, np && *np ? "," : "",
+			 np && strlen(np) < sizeof(noproxy) - sizeof(NOPROXY_CRED) - 2 ? np : "");
 	}
 	b.s.max = r->max_body ? r->max_body : (1u << 20);
 	for (unsigned attempt = 1;; attempt++) {
@@ -1332,6 +1344,7 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
 				 (long)(r->timeout_ms ? r->timeout_ms : 5000));
 		curl_easy_setopt(e, CURLOPT_USERAGENT, "batchfs");
+		curl_easy_setopt(e, CURLOPT_NOPROXY, noproxy);
 		if (r->ca_file)
 			curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
 		cr = curl_easy_perform(e);

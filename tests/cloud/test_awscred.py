@@ -169,6 +169,10 @@ def test_imdsv2_token_first_then_the_role_credentials(ep, s3, home):
     b = boto(env)
     assert b["method"] == method_of(source) == "iam-role"
     assert b["fp"] in {fp(k) for k in ep.issued()}
+    # a proxy of the environment is not asked for the metadata service
+    penv = {k: v for k, v in env.items() if k.lower() != "no_proxy"}
+    penv.update(http_proxy="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
+    assert creds(penv, s3)[1] == source
 
 
 def test_imdsv1_only_when_the_token_request_is_refused(ep, s3, home):
@@ -351,3 +355,36 @@ def test_no_secret_in_any_output(ep, s3, home):
     text = "".join(o.stdout.decode() + o.stderr.decode() for o in outs)
     assert "instance role `train-role` via IMDSv2" in text and "refreshed" in text
     no_secret(text, ep)
+
+
+# ------------------------------------------------------------------ the store says "expired"
+
+
+def test_an_expired_token_answer_refreshes_once_and_retries_once(ep, s3, home):
+    """A store whose clock runs ahead says ExpiredToken (400) to credentials
+    that are not expired here: the client refreshes them once and tries
+    that request once more, with the new ones; a second such answer to
+    the same request fails it, in a line that does not quote the token the
+    store echoes back."""
+    env = ep.imds_env(home)
+    get = ["get", "s3://%s/d/part-1" % BUCKET, "0", "10"]
+    s3.rules({"match": "^GET /%s/d/part-1" % BUCKET, "status": 400, "code": "ExpiredToken",
+              "message": "The provided token has expired.", "first": 1})
+    r = run(get, env, s3)
+    assert r.returncode == 0
+    gets = [e for e in s3.log() if e["target"].startswith("/%s/d/part-1" % BUCKET)]
+    assert len(gets) == 2 and gets[0]["status"] == 400
+    keys = [e["headers"]["authorization"].split("Credential=")[1].split("/")[0] for e in gets]
+    assert keys[0] != keys[1] and gets[1]["sig"] == "ok"
+    creds_fetched = [e for e in ep.log() if e["path"].endswith("/" + credenv.ROLE)]
+    assert len(creds_fetched) == 2  # the mount's first, and the one refresh
+    # twice in a row: one refresh, one retry, then the request fails
+    s3.reset()
+    s3.config(sigv4_ledger=ep.ledger)
+    s3.rules({"match": "^GET /%s/d/part-1" % BUCKET, "status": 400, "code": "ExpiredToken",
+              "message": "expired: {header:x-amz-security-token}", "first": 2})
+    r = run(get, env, s3, check=False)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "ExpiredToken" in err and "[redacted]" in err, err
+    assert len([e for e in s3.log() if e["target"].startswith("/%s/d/part-1" % BUCKET)]) == 2
+    no_secret(err, ep)

@@ -169,3 +169,20 @@ def test_the_provider_down_past_expiry_fails_reads_then_the_mount_recovers(mount
     for p in ps[-4:]:
         assert m.read(p) == local.read(p)
     assert m.json("stats.json")["credentials_valid"] is True
+
+
+def test_a_mount_without_credentials_names_the_places_it_looked_in(batchfs, s3, tmp_path):
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run([batchfs, "-f", "s3://%s/plain/" % BUCKET, str(mnt), "-o",
+                        "endpoint=%s,index_dir=%s" % (s3.endpoint, tmp_path / "ix")],
+                       capture_output=True, env=s3env.free_env(str(home)), timeout=60)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.count("\n") == 1 and err.startswith("batchfs: "), err
+    for place in ("no credentials: looked in the environment", "web identity",
+                  "profile 'default'", "container credentials", "instance metadata service",
+                  "no_sign_request"):
+        assert place in err, place
+    assert not os.path.ismount(mnt)
