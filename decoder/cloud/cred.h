@@ -224,9 +224,8 @@ int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const c
 		      const char *ca_file, char *looked, size_t cap);
 /* Google ADC: GOOGLE_APPLICATION_CREDENTIALS (a service-account key or an
  * authorized_user file), gcloud's ADC file (under $CLOUDSDK_CONFIG or
- * ~/.config/gcloud), the metadata server ($GCE_METADATA_HOST). Defined in
- * credgcp.c; s3conf.c declares it weak and passes over gs:// ADC while no
- * credgcp.c is linked in. */
+ * ~/.config/gcloud), the metadata server ($GCE_METADATA_HOST), as
+ * credgcp.h says. Defined in credgcp.c. */
 int bfs_credgcp_chain(struct bfs_cred_keeper **out, const char *ca_file, char *looked, size_t cap);
 
 /* ---- helpers for providers ----------------------------------------------- */

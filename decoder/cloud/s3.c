@@ -1224,7 +1224,7 @@ void bfs_s3_stats(struct bfs_s3 *c, struct bfs_s3_stats *out)
 
 #define NOPROXY_CRED                                                                               \
 	"169.254.169.254,169.254.170.2,169.254.170.23,fd00:ec2::254,fd00:ec2::23,127.0.0.1,"       \
-	"localhost,::1"
+	"localhost,::1,metadata.google.internal"
 
 struct http_body {
 	struct bfs_s3_str s;
@@ -1301,8 +1301,9 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 		goto out;
 	}
 	{
-		/* the link-local credential endpoints and loopback never go through
-		 * a proxy of the environment (the user's no_proxy still applies) */
+		/* the link-local credential endpoints (Google's metadata server by
+		 * its name too) and loopback never go through a proxy of the
+		 * environment (the user's no_proxy still applies) */
 		const char *np = getenv("no_proxy") ? getenv("no_proxy") : getenv("NO_PROXY");
 
 		snprintf(noproxy, sizeof(noproxy), "%s%s%s", NOPROXY_CRED, np && *np ? "," : "",

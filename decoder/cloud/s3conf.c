@@ -538,8 +538,6 @@ static int set_str(char **dst, const char *v)
 	return 0;
 }
 
-#pragma weak bfs_credgcp_chain
-
 /* Credentials: s3 the AWS chain; gs HMAC keys, else Google's ADC. */
 static int resolve_credentials(struct resolving *r, enum bfs_s3_scheme scheme,
 			       const struct bfs_s3_options *opt)
@@ -554,19 +552,15 @@ static int resolve_credentials(struct resolving *r, enum bfs_s3_scheme scheme,
 				       sizeof(looked));
 	} else {
 		rc = bfs_credaws_static(&k, opt->profile, looked, sizeof(looked));
-		if (rc == -ENOENT && bfs_credgcp_chain) {
+		/* credgcp.c is linked in (a weak reference would not pull it out
+		 * of the static library) */
+		if (rc == -ENOENT) {
 			size_t n = strlen(looked);
 
 			if (n + 2 < sizeof(looked))
 				snprintf(looked + n, sizeof(looked) - n, n ? ", " : "");
 			n = strlen(looked);
 			rc = bfs_credgcp_chain(&k, r->c.ca_file, looked + n, sizeof(looked) - n);
-		} else if (rc == -ENOENT) {
-			size_t n = strlen(looked);
-
-			snprintf(looked + n, sizeof(looked) - n,
-				 "%sGoogle Application Default Credentials (not built in)",
-				 n ? ", " : "");
 		}
 	}
 	if (rc == -ENOENT)

@@ -26,6 +26,13 @@ of its own (both kept alive), and on demand:
     headers the request lists in SignedHeaders; a mismatch is answered 403
     SignatureDoesNotMatch, another key id 403 InvalidAccessKeyId, and the log
     entry says "sig": "ok" | "mismatch" | "unknown key" | "none";
+  - checks OAuth 2.0 Bearer tokens as Cloud Storage does, when given a
+    tokeninfo URL (--bearer URL, or "bearer"; tests/cloud/gcpendpoints.py
+    serves one): a request with "Authorization: Bearer T" is let through
+    (without that header: s3rver reads it as anonymous) while the token
+    server says T is valid; an unknown or expired token is answered 401
+    AuthenticationRequired, as Cloud Storage's XML API does, and the log
+    entry says "sig": "bearer ok" | "bearer invalid";
   - logs every request: method, target, all headers, status, body bytes sent,
     duration, the rule that fired (for counting requests and bytes, checking
     signatures, and checking that no secret leaks).
@@ -34,7 +41,8 @@ The control API is on the same port, under /__proxy/:
   GET  /__proxy/log      the log, a JSON list
   GET  /__proxy/stats    counters (requests, bytes, connections, in flight, maxima)
   POST /__proxy/config   {"delay_ms": N, "rules": [RULE...], "if_match": bool,
-                          "sigv4": "KEY:SECRET" or null}
+                          "sigv4": "KEY:SECRET" or null, "sigv4_ledger": PATH or null,
+                          "bearer": URL or null}
   POST /__proxy/reset    no rules, no delay, empty log, counters zeroed
 
 A RULE: {"match": REGEX on "METHOD TARGET" (default all), "action": "status" |
@@ -47,7 +55,7 @@ that matches and fires is applied.
 
   s3proxy.py --upstream HOST:PORT[,HOST:PORT...] [--listen HOST:PORT]
              [--delay-ms N] [--seed N] [--log-file F] [--no-log] [--no-if-match]
-             [--sigv4 KEY:SECRET] [--workers N]
+             [--sigv4 KEY:SECRET] [--bearer TOKENINFO_URL] [--workers N]
 
 Several upstreams (s3rver processes over one directory) take the client
 connections in turn, for more than one s3rver can serve. --workers N runs N
@@ -74,7 +82,8 @@ READ_CHUNK = 256 * 1024
 MAX_HEAD = 64 * 1024
 LOG_CAP = 200_000
 
-REASONS = {200: "OK", 206: "Partial Content", 400: "Bad Request", 403: "Forbidden",
+REASONS = {200: "OK", 206: "Partial Content", 400: "Bad Request", 401: "Unauthorized",
+           403: "Forbidden",
            404: "Not Found", 412: "Precondition Failed", 429: "Too Many Requests",
            500: "Internal Server Error", 502: "Bad Gateway", 503: "Slow Down",
            504: "Gateway Timeout"}
@@ -228,6 +237,38 @@ def check_sigv4(keypair, method, target, head, ledger=None):
     return None, "ok"
 
 
+class BearerCheck:
+    """Cloud Storage's side of OAuth: a token is good while the token
+    server's tokeninfo says so, asked at each request (tokeninfo's
+    expires_in is whole seconds: kept, it would end a token up to a second
+    early)."""
+
+    def __init__(self, url):
+        self.url = url
+
+    def _ask(self, token):
+        import urllib.error
+        import urllib.request
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        q = urllib.parse.urlencode({"access_token": token})
+        try:
+            with opener.open(self.url + "?" + q, timeout=10) as r:
+                return float(json.load(r).get("expires_in", 0))
+        except (urllib.error.URLError, OSError, ValueError):
+            return 0.0
+
+    async def check(self, token):
+        left = await asyncio.get_running_loop().run_in_executor(None, self._ask, token)
+        return left > 0
+
+
+def strip_header(raw, name):
+    """The request head raw without its header `name`."""
+    lines = raw.split(b"\r\n")
+    keep = [ln for ln in lines[1:] if ln.split(b":", 1)[0].strip().lower() != name]
+    return b"\r\n".join(lines[:1] + keep)
+
+
 def set_nodelay(writer):
     """asyncio sets TCP_NODELAY only on sockets whose proto is IPPROTO_TCP,
     and a socket accepted from ours has proto 0: Nagle's algorithm then
@@ -272,6 +313,7 @@ class Proxy:
         self.delay_ms = args.delay_ms
         self.if_match = not args.no_if_match
         self.sigv4 = args.sigv4
+        self.bearer = BearerCheck(args.bearer) if args.bearer else None
         self.ledger = None
         self.keep_log = not args.no_log
         self.log_file = open(args.log_file, "a") if args.log_file else None
@@ -302,6 +344,7 @@ class Proxy:
                 self.delay_ms = 0
                 self.if_match = True
                 self.sigv4 = None
+                self.bearer = None
                 self.ledger = None
             elif path == "/__proxy/config" and method == "POST":
                 cfg = json.loads(body or b"{}")
@@ -311,6 +354,8 @@ class Proxy:
                     self.if_match = bool(cfg["if_match"])
                 if "sigv4" in cfg:
                     self.sigv4 = cfg["sigv4"]
+                if "bearer" in cfg:
+                    self.bearer = BearerCheck(cfg["bearer"]) if cfg["bearer"] else None
                 if "sigv4_ledger" in cfg:
                     self.ledger = Ledger(cfg["sigv4_ledger"]) if cfg["sigv4_ledger"] else None
                 if "rules" in cfg:
@@ -405,7 +450,17 @@ class Proxy:
             entry["action"] = rule.action
             if rule.action == "delay":
                 delay += float(rule.d.get("ms", 0))
-        if self.sigv4 or self.ledger:
+        auth = head.get("authorization") or ""
+        if self.bearer and auth.startswith("Bearer "):
+            ok = await self.bearer.check(auth[len("Bearer "):])
+            entry["sig"] = "bearer ok" if ok else "bearer invalid"
+            if not ok:
+                await self.synthetic(None, head, method, target, writer, entry, status=401,
+                                     code="AuthenticationRequired",
+                                     message="Invalid Credentials")
+                return True, up
+            raw = strip_header(raw, b"authorization")
+        elif self.sigv4 or self.ledger:
             bad, entry["sig"] = check_sigv4(self.sigv4, method, target, head, self.ledger)
             if self.ledger and not bad:
                 # s3rver knows no key of the ledger's: what was checked here
@@ -595,6 +650,7 @@ def main():
     ap.add_argument("--no-log", action="store_true", help="keep no log in memory")
     ap.add_argument("--no-if-match", action="store_true")
     ap.add_argument("--sigv4", metavar="KEY:SECRET", help="check signatures with this key pair")
+    ap.add_argument("--bearer", metavar="URL", help="check Bearer tokens at this tokeninfo URL")
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
     host, port = args.listen.rsplit(":", 1)
