@@ -20,6 +20,11 @@ from helpers import MAIN, Dataset, corrupt_data_crc, make_dataset
 
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
+# A mount of a bucket never asks the machine's own instance metadata
+# service (169.254.169.254 on a cloud machine) for credentials: tests that
+# want one pass AWS_EC2_METADATA_DISABLED=false with their own endpoint
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
 
 @pytest.fixture(scope="session")
 def batchfs():
