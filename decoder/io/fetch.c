@@ -421,7 +421,7 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 		}
 		if (obj >= f->nobj)
 			return -EINVAL;
-		if (f->o.align) {
+		if (f->o.align && (!f->src.aligned || a < f->src.aligned(f->src.ctx, obj))) {
 			uint64_t size = f->src.size(f->src.ctx, obj);
 
 			a -= a % f->o.align;

@@ -69,6 +69,9 @@ struct bfs_fetch_source {
 	void (*fetched)(void *ctx, uint32_t obj, uint64_t off, const uint8_t *src, uint64_t len);
 	/* with opts.align: the size of object obj */
 	uint64_t (*size)(void *ctx, uint32_t obj);
+	/* optional, with opts.align: only ranges starting below this offset
+	 * of object obj are widened (the part a local copy keeps); NULL: all */
+	uint64_t (*aligned)(void *ctx, uint32_t obj);
 	void *ctx;
 };
 
