@@ -421,15 +421,27 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 		}
 		if (obj >= f->nobj)
 			return -EINVAL;
-		if (f->o.align && (!f->src.aligned || a < f->src.aligned(f->src.ctx, obj))) {
+		uint64_t keep = !f->o.align ? 0
+				: f->src.aligned ? f->src.aligned(f->src.ctx, obj)
+						 : UINT64_MAX;
+		if (a < keep) {
 			uint64_t size = f->src.size(f->src.ctx, obj);
+			uint64_t w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
+					     ? (b / f->o.align + 1) * f->o.align
+					     : b;
 
 			a -= a % f->o.align;
-			b = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
-				    ? (b / f->o.align + 1) * f->o.align
-				    : b;
-			if (b > size)
-				b = size > a ? size : b;
+			if (w > size)
+				w = size > a ? size : w;
+			if (b > keep) {
+				/* the part kept widened, the rest as asked */
+				rc = walk_span(f, t, obj, a, keep, add, made);
+				if (rc)
+					return rc;
+				a = keep;
+			} else {
+				b = w;
+			}
 		}
 		rc = walk_span(f, t, obj, a, b, add, made);
 		if (rc)
