@@ -190,7 +190,8 @@ def test_the_bound_holds_over_a_larger_dataset(source, mounter, tmp_path):
     for e in range(2):
         same(m, ref, batches(m, e))
     d = settle(m)
-    assert d["evictions"] > 0 and d["bytes"] > bound, d
+    # the part it keeps written once, nothing else (so nothing to evict)
+    assert 0.9 * bound <= d["bytes"] <= bound and d["evictions"] == 0, d
     assert d["used"] <= bound, d
     on_disk = sum(os.stat(p).st_blocks * 512 for p in cache_files(cache, ".data"))
     assert on_disk <= bound, "the .data files take %d bytes, over %d" % (on_disk, bound)
