@@ -334,7 +334,8 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 			fstatat(dirfd(d), data, &sd, 0) == 0 ? (uint64_t)sd.st_blocks * 512 : 0;
 		n++;
 	}
-	qsort(v, n, sizeof(*v), victim_cmp);
+	if (n)
+		qsort(v, n, sizeof(*v), victim_cmp);
 	for (size_t i = 0; i < n && c->st.used + need > c->limit; i++) {
 		size_t len = strlen(v[i].name) - 7;
 		char data[NAME_MAX + 1];
@@ -721,8 +722,9 @@ static void *writer(void *arg)
 		c->busy = true;
 		/* a DIR full of what this mount keeps is measured again once a
 		 * second, not for every block that does not fit */
-		if (!c->no_writes && (c->since_scan > RESCAN_BYTES ||
-				      (c->st.used + it->len > c->limit && time(NULL) != c->stuck))) {
+		if (!c->no_writes &&
+		    (c->since_scan > RESCAN_BYTES ||
+		     (c->st.used + it->len > c->limit && time(NULL) != c->stuck))) {
 			evict(c, it->len);
 			if (c->st.used + it->len > c->limit)
 				c->stuck = time(NULL);

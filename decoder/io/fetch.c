@@ -421,9 +421,9 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 		}
 		if (obj >= f->nobj)
 			return -EINVAL;
-		uint64_t keep = !f->o.align ? 0
-				: f->src.aligned ? f->src.aligned(f->src.ctx, obj)
-						 : UINT64_MAX;
+		uint64_t keep = 0; /* bytes [0, keep) of obj are read in whole blocks */
+		if (f->o.align)
+			keep = f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
 		if (a < keep) {
 			uint64_t size = f->src.size(f->src.ctx, obj);
 			uint64_t w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align

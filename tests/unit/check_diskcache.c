@@ -788,14 +788,16 @@ START_TEST(a_scan_over_four_times_the_cache_keeps_90_percent_of_it_useful)
 				order[k] = k;
 			if (_i == 1) /* another order each pass */
 				for (uint64_t k = NOBJS * nb - 1; k > 0; k--) {
-					uint64_t j = (uint64_t)rand_r(&seed) % (k + 1), t = order[k];
+					uint64_t j = (uint64_t)rand_r(&seed) % (k + 1),
+						 t = order[k];
 
 					order[k] = order[j];
 					order[j] = t;
 				}
 			for (uint64_t k = 0; k < NOBJS * nb; k++) {
 				unsigned i = (unsigned)(order[k] / nb);
-				uint64_t a = order[k] % nb * BLK, n = size - a < BLK ? size - a : BLK;
+				uint64_t a = order[k] % nb * BLK,
+					 n = size - a < BLK ? size - a : BLK;
 
 				if (get(o[i], all[i], a, n) == 0) {
 					hit += n;
@@ -1326,7 +1328,8 @@ static Suite *diskcache_suite(void)
 	suite_add_tcase(s, d);
 	tcase_add_test(b, the_least_recently_used_go_first_and_used_stays_within_the_bound);
 	tcase_add_test(b, objects_of_every_size_stay_within_the_bound);
-	tcase_add_loop_test(b, a_scan_over_four_times_the_cache_keeps_90_percent_of_it_useful, 0, 2);
+	tcase_add_loop_test(b, a_scan_over_four_times_the_cache_keeps_90_percent_of_it_useful, 0,
+			    2);
 	tcase_set_timeout(b, 60);
 	suite_add_tcase(s, b);
 	tcase_add_test(m, two_mounts_on_one_dir_never_serve_wrong_bytes);
