@@ -47,10 +47,10 @@
 #define PRESENT 0x53455250u /* "PRES" */
 #define TOUCH_EVERY 10 /* seconds between two mtime touches of one object */
 #define RESCAN_BYTES ((uint64_t)256 << 20) /* DIR is measured again after this many written */
-/* A dataset larger than the bound keeps 31/32 of it: the rest is slack for
+/* A dataset larger than the bound keeps 63/64 of it: the rest is slack for
  * what a file system allocates beyond the bytes (extent blocks, a short
  * last page), so that the kept bytes never need more room than there is. */
-#define KEEP_SLACK 32
+#define KEEP_SLACK 64
 
 struct item {
 	struct bfs_dcobj *o;
@@ -237,7 +237,7 @@ static int hash_cmp(const void *a, const void *b)
  * registered (the dataset's shard order: the same in every epoch and in
  * every mount of the dataset), whole while they fit, then whole blocks of
  * the first that does not; nothing of the rest. Everything when the
- * objects fit the bound; 31/32 of it when they do not (KEEP_SLACK). A
+ * objects fit the bound; 63/64 of it when they do not (KEEP_SLACK). A
  * cyclic scan over more than the bound then finds the same bytes in DIR
  * every epoch, where least-recently-used would have deleted each block
  * just before its next use. Lock held. */

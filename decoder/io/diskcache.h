@@ -24,7 +24,7 @@
  * (default 10% of DIR's file system). What a mount keeps is decided, not
  * left to recency: its objects in the order they were registered, whole
  * while they fit, then whole blocks of the first that does not (all of
- * them when they fit the bound, else 31/32 of it); blocks past that are
+ * them when they fit the bound, else 63/64 of it); blocks past that are
  * read from the source and never written. So a dataset larger than the
  * cache, read epoch after epoch (a cyclic scan, which least-recently-used
  * would empty of each block just before its next use), finds the same

@@ -860,7 +860,7 @@ START_TEST(objects_of_every_size_stay_within_the_bound)
 				      ", evictions %" PRIu64,
 				      i, size, st.used, st.evictions);
 		else
-			ck_assert_msg(st.kept <= limit && st.kept + BLK > limit / 32 * 31 &&
+			ck_assert_msg(st.kept <= limit && st.kept + BLK > limit / 64 * 63 &&
 					      get(o, all, 0, st.kept) == 0,
 				      "object %u (%" PRIu64 " bytes): kept %" PRIu64, i, size,
 				      st.kept);
@@ -977,7 +977,7 @@ START_TEST(two_mounts_on_one_dir_never_serve_wrong_bytes)
 	c[0] = dc_open(dir, 0);
 	for (unsigned k = 0; k < NOBJ; k++)
 		o[0][k] = dc_obj(c[0], 20 + k, sizes[k]);
-	/* the second keeps the first two objects (31/32 of its bound), not
+	/* the second keeps the first two objects (63/64 of its bound), not
 	 * the third, which the first mount has written whole: the second
 	 * evicts it as soon as it writes */
 	bfs_dcobj_put(o[0][NOBJ - 1], sh.all[NOBJ - 1], (size_t)sizes[NOBJ - 1], 0);
@@ -1058,11 +1058,11 @@ START_TEST(verify_and_eviction_at_once_do_not_deadlock)
 		bfs_diskcache_flush(cx);
 		ck_assert_msg(bfs_dcobj_complete(xx), "round %u: x not whole", round);
 		bfs_diskcache_close(cx);
-		/* this mount keeps its y objects (registered first: 31/32 of
+		/* this mount keeps its y objects (registered first: 63/64 of
 		 * the bound is just over them) and not x, which the other one
 		 * wrote whole: its write of a y evicts x, whose lock verify
 		 * holds */
-		c = dc_open(dir, (ROUNDS * BLK + BLK / 2) / 31 * 32);
+		c = dc_open(dir, (ROUNDS * BLK + BLK / 2) / 63 * 64);
 		for (unsigned k = 0; k < ROUNDS; k++)
 			y[k] = dc_obj(c, 1000 + k, BLK);
 		x = dc_obj(c, 30, big);
