@@ -3,9 +3,11 @@
  * put reads back, what is not is a miss; the object's short last block;
  * every kind of damage to its files (the .data bytes, the .blocks table,
  * its header, a torn block) is never served, is counted as corrupt where
- * it is corruption, and is written again by the next put; the bound and
- * its least-recently-used order; two caches (two mounts) on one DIR from
- * threads at once; a DIR that cannot be the cache; complete and verify.
+ * it is corruption, and is written again by the next put; the bound, the
+ * part a cache smaller than its objects keeps (the same every pass of a
+ * scan, and for a second mount), and the least-recently-used order of
+ * other objects; two caches (two mounts) on one DIR from threads at once;
+ * a DIR that cannot be the cache; complete and verify.
  *
  * White box where it has to be: the tests damage the files at the places
  * diskcache.c's header comment gives (a 4 KiB header, then per block an
