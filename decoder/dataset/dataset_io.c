@@ -97,6 +97,13 @@ static uint64_t kept_end(void *ctx, uint32_t obj)
 	return io->obj[obj] ? bfs_dcobj_kept(io->obj[obj]) : 0;
 }
 
+static bool held(void *ctx, uint32_t obj, uint64_t off, uint64_t len)
+{
+	const struct dsio *io = ctx;
+
+	return io->obj[obj] && bfs_dcobj_holds(io->obj[obj], off, len);
+}
+
 static void fetched(void *ctx, uint32_t obj, uint64_t off, const uint8_t *src, uint64_t len)
 {
 	const struct dsio *io = ctx;
@@ -242,6 +249,7 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 		 * written whole and a later read finds all of its blocks; the rest
 		 * is read as asked, as without the cache */
 		src.aligned = kept_end;
+		src.has = held;
 		fo.align = BFS_DC_BLOCK;
 	}
 	rc = bfs_fetch_new(out, (uint32_t)ds->nshards, &src, &fo);

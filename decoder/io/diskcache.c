@@ -792,6 +792,18 @@ uint64_t bfs_dcobj_kept(struct bfs_dcobj *o)
 	return end < o->size ? end : o->size;
 }
 
+bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len)
+{
+	bool all = len > 0 && off + len <= o->size && off + len > off;
+
+	if (!all || pthread_mutex_trylock(&o->lock) != 0)
+		return false;
+	for (uint64_t k = off / BFS_DC_BLOCK; k <= (off + len - 1) / BFS_DC_BLOCK && all; k++)
+		all = o->known[k];
+	pthread_mutex_unlock(&o->lock);
+	return all;
+}
+
 bool bfs_dcobj_complete(struct bfs_dcobj *o)
 {
 	bool all = true;

@@ -102,6 +102,10 @@ void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
  * BFS_DC_BLOCK, or the object's size): reads of them are worth widening to
  * whole blocks. Changes only when objects are registered. */
 uint64_t bfs_dcobj_kept(struct bfs_dcobj *o);
+/* Whether every block holding [off, off + len) is known to be in DIR,
+ * from memory: no I/O, and false rather than wait for the object's lock
+ * (a hint: a read may still find more, or fail its CRCs). */
+bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len);
 /* Whether every block of the object is in DIR (as far as this mount
  * knows; checked against the .blocks file). */
 bool bfs_dcobj_complete(struct bfs_dcobj *o);
