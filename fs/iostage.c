@@ -46,7 +46,6 @@ static void open_disk_cache(struct bfs_iostage *st, const struct bfs_iostage_opt
 		.note = o->note,
 		.ctx = o->ctx,
 	};
-	struct bfs_diskcache_stats dst;
 	char line[600];
 
 	if (bfs_diskcache_open(&st->dcache, &dco) != 0) {
@@ -56,9 +55,7 @@ static void open_disk_cache(struct bfs_iostage *st, const struct bfs_iostage_opt
 			o->note(o->ctx, line);
 		return;
 	}
-	bfs_diskcache_stats(st->dcache, &dst);
 	io->dc = st->dcache;
-	io->dc_limit = dst.limit;
 }
 
 int bfs_iostage_new(struct bfs_iostage **out, const struct bfs_dataset *ds,
@@ -132,7 +129,14 @@ void bfs_iostage_stats(struct bfs_iostage *st, struct bfs_stats_snap *s)
 	if (st->dcache) {
 		struct bfs_diskcache_stats d;
 
+		uint64_t r, b;
+
 		bfs_diskcache_stats(st->dcache, &d);
+		/* a hit is a read served from DIR, through the stage or from a
+		 * whole copy read as a local file */
+		bfs_dataset_copy_served(st->ds, &r, &b);
+		d.hits += r;
+		d.hit_bytes += b;
 		bfs_stats_put_diskcache(s, &d);
 	}
 }

@@ -141,13 +141,15 @@ struct bfs_dataset_io {
 	struct bfs_fetch_opts fetch;
 	bool all;
 	struct bfs_diskcache *dc; /* NULL: none */
-	uint64_t dc_limit; /* its bound: a dataset within it is fetched in whole blocks */
 	void (*note)(void *ctx, const char *msg); /* copies found bad; may be NULL */
 	void *ctx;
 };
 int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 			  const struct bfs_dataset_io *o);
 void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f); /* accepts NULL */
+/* Records the stage's disk cache served from copies read as local files
+ * (whole copies, promoted), and their bytes: reads the stage never sees. */
+void bfs_dataset_copy_served(const struct bfs_dataset *ds, uint64_t *records, uint64_t *bytes);
 
 /* Cache files about one shard in a cache directory (the index is one; the
  * batcher's ragged counts another): dst gets "DIR/<16 hex digits: a hash of

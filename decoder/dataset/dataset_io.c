@@ -47,6 +47,7 @@ struct dsio {
 	struct bfs_dcobj **obj; /* [nshards] with dc; NULL entries: not cached */
 	atomic_bool *failed; /* [nshards]: the shard's promoted copy failed a read */
 	bool all; /* every shard through the stage, else the remote ones */
+	atomic_bool *promoted; /* [nshards]: the shard is read from its copy */
 	void (*note)(void *ctx, const char *msg);
 	void *ctx;
 };
@@ -101,6 +102,20 @@ static bool cached_read(void *ctx, uint32_t obj, uint64_t off, uint8_t *dst, uin
 	const struct dsio *io = ctx;
 
 	return io->obj[obj] && bfs_dcobj_read(io->obj[obj], dst, (size_t)len, off) == 0;
+}
+
+static uint64_t kept_end(void *ctx, uint32_t obj)
+{
+	const struct dsio *io = ctx;
+
+	return io->obj[obj] ? bfs_dcobj_kept(io->obj[obj]) : 0;
+}
+
+static bool held(void *ctx, uint32_t obj, uint64_t off, uint64_t len)
+{
+	const struct dsio *io = ctx;
+
+	return io->obj[obj] && bfs_dcobj_holds(io->obj[obj], off, len);
 }
 
 static void fetched(void *ctx, uint32_t obj, uint64_t off, const uint8_t *src, uint64_t len)
@@ -165,6 +180,26 @@ static void promote(struct dsio *io, size_t i)
 	}
 	if (!bfs_shard_promote(s, view, copy_failed, io))
 		bfs_shard_close(view);
+	else
+		atomic_store(&io->promoted[i], true);
+}
+
+void bfs_dataset_copy_served(const struct bfs_dataset *ds, uint64_t *records, uint64_t *bytes)
+{
+	const struct dsio *io = ds->io;
+
+	*records = *bytes = 0;
+	if (!io || !io->dc)
+		return;
+	for (size_t i = 0; i < ds->nshards; i++) {
+		uint64_t r, b;
+
+		if (!atomic_load(&io->promoted[i]))
+			continue;
+		bfs_shard_shadow_served(ds->shards[i], &r, &b);
+		*records += r;
+		*bytes += b;
+	}
 }
 
 static void copy_complete(void *ctx, void *user)
@@ -183,7 +218,6 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 	struct bfs_fetch_opts fo = o->fetch;
 	struct bfs_dataset *m = (struct bfs_dataset *)ds; /* the stage is attached to it */
 	struct dsio *io;
-	uint64_t total = 0;
 	int rc;
 
 	*out = NULL;
@@ -192,9 +226,12 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 	io = calloc(1, sizeof(*io));
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	if (!io || !(io->obj = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->obj))) ||
-	    !(io->failed = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->failed)))) {
-		if (io)
+	    !(io->failed = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->failed))) ||
+	    !(io->promoted = calloc(ds->nshards ? ds->nshards : 1, sizeof(*io->promoted)))) {
+		if (io) {
 			free(io->obj);
+			free(io->failed);
+		}
 		free(io);
 		return -ENOMEM;
 	}
@@ -208,7 +245,6 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 		const struct bfs_shard *s = ds->shards[i];
 		char real[PATH_MAX];
 
-		total += bfs_shard_file_size(s);
 		if (!io->dc || !(o->all || bfs_shard_is_remote(s)))
 			continue;
 		io->obj[i] = bfs_diskcache_obj(
@@ -223,14 +259,19 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 	if (io->dc) {
 		src.local = cached_read;
 		src.fetched = fetched;
-		/* a dataset that fits is kept whole: reads of whole blocks */
-		if (total <= o->dc_limit)
-			fo.align = BFS_DC_BLOCK;
+		/* what the cache keeps (all of a dataset that fits, else a stable
+		 * part: diskcache.h) is read in whole blocks, so that each is
+		 * written whole and a later read finds all of its blocks; the rest
+		 * is read as asked, as without the cache */
+		src.aligned = kept_end;
+		src.has = held;
+		fo.align = BFS_DC_BLOCK;
 	}
 	rc = bfs_fetch_new(out, (uint32_t)ds->nshards, &src, &fo);
 	if (rc) {
 		free(io->obj);
 		free(io->failed);
+		free(io->promoted);
 		free(io);
 		return rc;
 	}
@@ -261,6 +302,7 @@ void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f)
 	if (m->io) {
 		free(m->io->obj);
 		free(m->io->failed);
+		free(m->io->promoted);
 		free(m->io);
 		m->io = NULL;
 	}

@@ -47,6 +47,10 @@
 #define PRESENT 0x53455250u /* "PRES" */
 #define TOUCH_EVERY 10 /* seconds between two mtime touches of one object */
 #define RESCAN_BYTES ((uint64_t)256 << 20) /* DIR is measured again after this many written */
+/* A dataset larger than the bound keeps 63/64 of it: the rest is slack for
+ * what a file system allocates beyond the bytes (extent blocks, a short
+ * last page), so that the kept bytes never need more room than there is. */
+#define KEEP_SLACK 64
 
 struct item {
 	struct bfs_dcobj *o;
@@ -69,8 +73,12 @@ struct bfs_dcobj {
 	uint32_t *crcs; /* [nblocks * PAGES_PER_BLOCK], of the known blocks */
 	uint64_t nknown;
 	time_t touched;
+	time_t absent; /* when a read last found no files (they are looked for again a second later) */
 	char path[PATH_MAX]; /* the .data file */
-	struct bfs_dcobj *next; /* the cache's list */
+	/* blocks [0, keep) are kept: written when fetched, never evicted by
+	 * this mount; blocks past them are not written (see plan()) */
+	_Atomic uint64_t keep;
+	struct bfs_dcobj *next; /* the cache's list, in the order of registration */
 };
 
 struct bfs_diskcache {
@@ -82,7 +90,12 @@ struct bfs_diskcache {
 	void (*complete)(void *ctx, void *user);
 	void *complete_ctx;
 	pthread_cond_t work, idle;
-	struct bfs_dcobj *objs;
+	struct bfs_dcobj *objs, *objs_tail;
+	/* the objects registered since the last plan(): plan again */
+	atomic_bool replan;
+	uint64_t *kept; /* [nkept], sorted: hashes of the objects with blocks kept */
+	size_t nkept;
+	time_t stuck; /* when an eviction last found nothing it may delete */
 	struct item *head, *tail;
 	uint64_t qbytes;
 	bool busy, stop, no_writes;
@@ -213,10 +226,76 @@ static int victim_cmp(const void *a, const void *b)
 	return (x->mtime.tv_nsec > y->mtime.tv_nsec) - (x->mtime.tv_nsec < y->mtime.tv_nsec);
 }
 
+static int hash_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Which bytes this mount keeps: the objects in the order they were
+ * registered (the dataset's shard order: the same in every epoch and in
+ * every mount of the dataset), whole while they fit, then whole blocks of
+ * the first that does not; nothing of the rest. Everything when the
+ * objects fit the bound; 63/64 of it when they do not (KEEP_SLACK). A
+ * cyclic scan over more than the bound then finds the same bytes in DIR
+ * every epoch, where least-recently-used would have deleted each block
+ * just before its next use. Lock held. */
+static void plan(struct bfs_diskcache *c)
+{
+	uint64_t total = 0, budget, left;
+	size_t n = 0;
+	uint64_t *kept;
+
+	for (struct bfs_dcobj *o = c->objs; o; o = o->next, n++)
+		total += o->size;
+	budget = total <= c->limit ? c->limit : c->limit - c->limit / KEEP_SLACK;
+	left = budget;
+	kept = malloc((n ? n : 1) * sizeof(*kept));
+	n = 0;
+	for (struct bfs_dcobj *o = c->objs; o; o = o->next) {
+		uint64_t k = o->size <= left ? o->nblocks : left / BFS_DC_BLOCK;
+		uint64_t bytes = o->size <= left ? o->size : k * BFS_DC_BLOCK;
+
+		if (!kept) /* out of memory: keep nothing rather than more than we can tell */
+			k = bytes = 0;
+		atomic_store(&o->keep, k);
+		left -= bytes;
+		if (k)
+			kept[n++] = o->hash;
+	}
+	if (kept)
+		qsort(kept, n, sizeof(*kept), hash_cmp);
+	free(c->kept);
+	c->kept = kept;
+	c->nkept = kept ? n : 0;
+	c->st.kept = budget - left;
+	atomic_store(&c->replan, false);
+}
+
+/* plan() when objects came since. Takes the cache's lock when it must. */
+static void plan_now(struct bfs_diskcache *c)
+{
+	if (!atomic_load(&c->replan))
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (atomic_load(&c->replan))
+		plan(c);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Whether the object whose files are named by hash h has blocks this mount
+ * keeps. Lock held. */
+static bool kept_here(const struct bfs_diskcache *c, uint64_t h)
+{
+	return c->nkept && bsearch(&h, c->kept, c->nkept, sizeof(h), hash_cmp) != NULL;
+}
+
 /* Delete objects, least recently used first, until `need` more bytes fit
- * the bound. Lock held; the objects deleted are reset under their own
- * locks, taken after it (nothing takes the cache's lock while holding an
- * object's). */
+ * the bound; never one this mount keeps blocks of (another mount's
+ * objects, or this one's it does not keep, go). Lock held; the objects
+ * deleted are reset under their own locks, taken after it (nothing takes
+ * the cache's lock while holding an object's). */
 static void evict(struct bfs_diskcache *c, uint64_t need)
 {
 	struct victim *v = NULL;
@@ -224,6 +303,8 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 	struct dirent *de;
 	DIR *d;
 
+	if (atomic_load(&c->replan))
+		plan(c);
 	c->st.used = measure(c->dir);
 	c->since_scan = 0;
 	if (c->st.used + need <= c->limit || !(d = opendir(c->dir)))
@@ -232,8 +313,10 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 		size_t len = strlen(de->d_name);
 		struct stat st, sd;
 		char data[NAME_MAX + 1];
+		uint64_t h;
 
 		if (len <= 7 || len > NAME_MAX || strcmp(de->d_name + len - 7, ".blocks") != 0 ||
+		    (sscanf(de->d_name, "%16" SCNx64, &h) == 1 && kept_here(c, h)) ||
 		    fstatat(dirfd(d), de->d_name, &st, 0) != 0)
 			continue;
 		snprintf(data, sizeof(data), "%.*s.data", (int)(len - 7), de->d_name);
@@ -251,7 +334,8 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 			fstatat(dirfd(d), data, &sd, 0) == 0 ? (uint64_t)sd.st_blocks * 512 : 0;
 		n++;
 	}
-	qsort(v, n, sizeof(*v), victim_cmp);
+	if (n)
+		qsort(v, n, sizeof(*v), victim_cmp);
 	for (size_t i = 0; i < n && c->st.used + need > c->limit; i++) {
 		size_t len = strlen(v[i].name) - 7;
 		char data[NAME_MAX + 1];
@@ -307,13 +391,15 @@ static uint64_t get_le64(const uint8_t *p)
 	return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
 }
 
-/* Open (or make) o's files. o->lock held. 0; -errno: DIR does not take
+/* Open o's files, made when `create` (the writer); a reader finding none
+ * looks again a second later (each read of an object not kept would cost
+ * a failed open). o->lock held. 0; -errno: DIR does not take
  * them now (a miss; a writer stops); -ESTALE: this object cannot be kept
  * in DIR (its file is another object's: a hash collision; or its name is
  * too long for a header), a miss and nothing else. A damaged header
  * (neither ours nor another object's) is corruption: the table is started
  * again, empty, and the blocks are written again as they are fetched. */
-static int obj_open(struct bfs_dcobj *o)
+static int obj_open(struct bfs_dcobj *o, bool create)
 {
 	char tpath[PATH_MAX];
 	uint8_t want[HEADER], have[HEADER];
@@ -324,18 +410,23 @@ static int obj_open(struct bfs_dcobj *o)
 		return 0;
 	if (o->tfd == -2 || strlen(o->name) > HEADER - 52)
 		return -ESTALE;
+	if (!create && o->absent && time(NULL) - o->absent < 1)
+		return -ENOENT;
 	snprintf(tpath, sizeof(tpath), "%s/%016" PRIx64 ".blocks", o->c->dir, o->hash);
 	snprintf(o->path, sizeof(o->path), "%s/%016" PRIx64 ".data", o->c->dir, o->hash);
-	dfd = open(o->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	tfd = dfd < 0 ? -1 : open(tpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	dfd = open(o->path, O_RDWR | (create ? O_CREAT : 0) | O_CLOEXEC, 0644);
+	tfd = dfd < 0 ? -1 : open(tpath, O_RDWR | (create ? O_CREAT : 0) | O_CLOEXEC, 0644);
 	if (dfd < 0 || tfd < 0 || fstat(tfd, &st) != 0) {
 		rc = -errno;
 		if (dfd >= 0)
 			close(dfd);
 		if (tfd >= 0)
 			close(tfd);
+		if (!create && rc == -ENOENT)
+			o->absent = time(NULL);
 		return rc; /* DIR went away or read-only: a miss, tried again later */
 	}
+	o->absent = 0;
 	header(o, want);
 	if (st.st_size >= (off_t)HEADER &&
 	    (pread_all(tfd, have, HEADER, 0) != HEADER || memcmp(have, want, HEADER) != 0)) {
@@ -380,7 +471,7 @@ static bool block_known(struct bfs_dcobj *o, uint64_t k)
 
 	if (o->known[k])
 		return true;
-	if (obj_open(o) != 0 || pread_all(o->tfd, e, ENTRY, HEADER + k * ENTRY) != ENTRY)
+	if (obj_open(o, false) != 0 || pread_all(o->tfd, e, ENTRY, HEADER + k * ENTRY) != ENTRY)
 		return false;
 	blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
 							 : BFS_DC_BLOCK;
@@ -445,8 +536,12 @@ struct bfs_dcobj *bfs_diskcache_obj(struct bfs_diskcache *c, const char *name, u
 	}
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_mutex_lock(&c->lock);
-	o->next = c->objs;
-	c->objs = o;
+	if (c->objs_tail)
+		c->objs_tail->next = o;
+	else
+		c->objs = o;
+	c->objs_tail = o;
+	atomic_store(&c->replan, true);
 	pthread_mutex_unlock(&c->lock);
 	return o;
 }
@@ -531,11 +626,13 @@ out:
 void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
 {
 	struct bfs_diskcache *c = o->c;
-	uint64_t end = off + n;
+	uint64_t end = off + n, keep;
 
 	if (c->no_writes)
 		return;
-	for (uint64_t k = (off + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK; k < o->nblocks; k++) {
+	plan_now(c);
+	keep = atomic_load(&o->keep);
+	for (uint64_t k = (off + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK; k < keep; k++) {
 		uint64_t a = k * BFS_DC_BLOCK;
 		uint64_t b = a + BFS_DC_BLOCK < o->size ? a + BFS_DC_BLOCK : o->size;
 		struct item *it;
@@ -623,17 +720,25 @@ static void *writer(void *arg)
 		if (!c->head)
 			c->tail = NULL;
 		c->busy = true;
+		/* a DIR full of what this mount keeps is measured again once a
+		 * second, not for every block that does not fit */
 		if (!c->no_writes &&
-		    (c->st.used + it->len > c->limit || c->since_scan > RESCAN_BYTES))
+		    (c->since_scan > RESCAN_BYTES ||
+		     (c->st.used + it->len > c->limit && time(NULL) != c->stuck))) {
 			evict(c, it->len);
+			if (c->st.used + it->len > c->limit)
+				c->stuck = time(NULL);
+		}
 		bool room = c->st.used + it->len <= c->limit && !c->no_writes;
+		if (!room && !c->no_writes)
+			c->st.refused++;
 		pthread_mutex_unlock(&c->lock);
 		o = it->o;
 		bool done = false, wrote = false;
 		int orc = 0;
 
 		pthread_mutex_lock(&o->lock);
-		if (room && !o->known[it->block] && (orc = obj_open(o)) == 0) {
+		if (room && !o->known[it->block] && (orc = obj_open(o, true)) == 0) {
 			rc = write_block(o, it);
 			if (!rc) {
 				wrote = true;
@@ -678,11 +783,33 @@ static void *writer(void *arg)
 	return NULL;
 }
 
+uint64_t bfs_dcobj_kept(struct bfs_dcobj *o)
+{
+	uint64_t end;
+
+	plan_now(o->c);
+	end = atomic_load(&o->keep) * BFS_DC_BLOCK;
+	return end < o->size ? end : o->size;
+}
+
+bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len)
+{
+	bool all = len > 0 && off + len <= o->size && off + len > off;
+
+	if (!all || pthread_mutex_trylock(&o->lock) != 0)
+		return false;
+	for (uint64_t k = off / BFS_DC_BLOCK; k <= (off + len - 1) / BFS_DC_BLOCK && all; k++)
+		all = o->known[k];
+	pthread_mutex_unlock(&o->lock);
+	return all;
+}
+
 bool bfs_dcobj_complete(struct bfs_dcobj *o)
 {
 	bool all = true;
 
 	pthread_mutex_lock(&o->lock);
+	o->absent = 0; /* look now */
 	for (uint64_t k = 0; k < o->nblocks && all; k++)
 		all = block_known(o, k);
 	pthread_mutex_unlock(&o->lock);
@@ -695,6 +822,7 @@ bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path)
 	bool good = buf != NULL;
 
 	pthread_mutex_lock(&o->lock);
+	o->absent = 0; /* look now */
 	for (uint64_t k = 0; k < o->nblocks && good; k++) {
 		uint64_t blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK
 					? o->size - k * BFS_DC_BLOCK
@@ -831,12 +959,14 @@ void bfs_diskcache_close(struct bfs_diskcache *c)
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->work);
 	pthread_cond_destroy(&c->idle);
+	free(c->kept);
 	free(c->dir);
 	free(c);
 }
 
 void bfs_diskcache_stats(struct bfs_diskcache *c, struct bfs_diskcache_stats *out)
 {
+	plan_now(c);
 	pthread_mutex_lock(&c->lock);
 	*out = c->st;
 	pthread_mutex_unlock(&c->lock);

@@ -21,9 +21,18 @@
  * caller fetches the bytes from the source again.
  *
  * Bound: the data files in DIR (every mount's) stay within the size given
- * (default 10% of DIR's file system): when a write would pass it, the
- * objects used least recently (the .blocks file's mtime, touched on use)
- * are deleted first. A file deleted under another mount keeps serving that
+ * (default 10% of DIR's file system). What a mount keeps is decided, not
+ * left to recency: its objects in the order they were registered, whole
+ * while they fit, then whole blocks of the first that does not (all of
+ * them when they fit the bound, else 63/64 of it); blocks past that are
+ * read from the source and never written. So a dataset larger than the
+ * cache, read epoch after epoch (a cyclic scan, which least-recently-used
+ * would empty of each block just before its next use), finds the same
+ * part in DIR every epoch, and so do later mounts of the same dataset.
+ * When a write would pass the bound, other objects are deleted (another
+ * mount's, or this mount's not kept), the least recently used first (the
+ * .blocks file's mtime, touched on use); a block that still does not fit
+ * is not written. A file deleted under another mount keeps serving that
  * mount from its open descriptor.
  *
  * Writes run on a thread of the cache's own, from copies queued by
@@ -62,7 +71,9 @@ struct bfs_diskcache_stats {
 	uint64_t evictions; /* objects deleted to stay within the bound */
 	uint64_t corrupt; /* reads that met a block failing its CRCs (or a short file) */
 	uint64_t dropped; /* writes not queued: the queue was full */
+	uint64_t refused; /* blocks not written: nothing this mount may delete left room */
 	uint64_t used, limit; /* bytes of DIR's data files, and the bound */
+	uint64_t kept; /* bytes of the objects this mount keeps (see Bound) */
 };
 
 /* Whether dir can be the cache: made when missing, and a file can be
@@ -85,8 +96,16 @@ struct bfs_dcobj *bfs_diskcache_obj(struct bfs_diskcache *c, const char *name, u
 int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off);
 /* Bytes [off, off + n) of the object as fetched from the source: every
  * whole block in them (and the object's last block when they reach its
- * end) not yet in DIR is queued for writing. */
+ * end) that the object keeps and is not yet in DIR is queued for writing. */
 void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off);
+/* Bytes [0, end) of the object are kept (see Bound; end a multiple of
+ * BFS_DC_BLOCK, or the object's size): reads of them are worth widening to
+ * whole blocks. Changes only when objects are registered. */
+uint64_t bfs_dcobj_kept(struct bfs_dcobj *o);
+/* Whether every block holding [off, off + len) is known to be in DIR,
+ * from memory: no I/O, and false rather than wait for the object's lock
+ * (a hint: a read may still find more, or fail its CRCs). */
+bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len);
 /* Whether every block of the object is in DIR (as far as this mount
  * knows; checked against the .blocks file). */
 bool bfs_dcobj_complete(struct bfs_dcobj *o);

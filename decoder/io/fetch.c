@@ -335,9 +335,10 @@ static int range_cmp(const void *a, const void *b)
 }
 
 /* Walk span [a, b) of object obj: what t would hold. With t NULL, only
- * count the bytes new reads would add (*add); else take them. */
+ * count the bytes new reads would add (*add); else take them. With join, a
+ * queued read ending at a grows to take the first bytes. */
 static int walk_span(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
-		     uint64_t b, uint64_t *add, uint64_t *made)
+		     uint64_t b, uint64_t *add, uint64_t *made, bool join)
 {
 	struct objx *o = &f->objs[obj];
 	uint64_t max = f->o.max_read;
@@ -371,7 +372,8 @@ static int walk_span(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
 		}
 		end = x && x->off < b ? x->off : b;
 		p = i > 0 ? o->v[i - 1] : NULL;
-		if (p && p->state == X_PENDING && p->off + p->len == cur && end - p->off <= max) {
+		if (join && p && p->state == X_PENDING && p->off + p->len == cur &&
+		    end - p->off <= max) {
 			/* the queued read just before grows to take these bytes */
 			*add += end - (p->off + p->len);
 			if (t) {
@@ -412,6 +414,39 @@ static int walk_span(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
 	return 0;
 }
 
+/* Span [a, b) of obj in whole blocks of what a local copy keeps: runs of
+ * the blocks it holds now and runs of those it does not, each read on its
+ * own and joining no queued read, so that a block the copy holds is read
+ * there rather than fetched again with a neighbour it does not hold (under
+ * shuffle=block, the block two ranges of records share is fetched once by
+ * whichever is read first). */
+static int walk_kept(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
+		     uint64_t b, uint64_t *add, uint64_t *made)
+{
+	uint64_t al = f->o.align;
+
+	if (!f->src.has)
+		return walk_span(f, t, obj, a, b, add, made, true);
+	while (a < b) {
+		uint64_t e = a + al < b ? a + al : b;
+		bool held = f->src.has(f->src.ctx, obj, a, e - a);
+		int rc;
+
+		while (e < b) {
+			uint64_t n = e + al < b ? e + al : b;
+
+			if (f->src.has(f->src.ctx, obj, e, n - e) != held)
+				break;
+			e = n;
+		}
+		rc = walk_span(f, t, obj, a, e, add, made, false);
+		if (rc)
+			return rc;
+		a = e;
+	}
+	return 0;
+}
+
 /* Spans of sorted ranges r[0..n): near ones of one object joined, as long
  * as a span stays within max_read and the bytes between its ranges stay
  * within half of the bytes they carry (so that a source never serves more
@@ -437,17 +472,27 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 		}
 		if (obj >= f->nobj)
 			return -EINVAL;
-		if (f->o.align) {
+		uint64_t keep = 0; /* bytes [0, keep) of obj are read in whole blocks */
+		if (f->o.align)
+			keep = f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
+		if (a < keep) {
 			uint64_t size = f->src.size(f->src.ctx, obj);
+			uint64_t w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
+					     ? (b / f->o.align + 1) * f->o.align
+					     : b;
 
 			a -= a % f->o.align;
-			b = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
-				    ? (b / f->o.align + 1) * f->o.align
-				    : b;
-			if (b > size)
-				b = size > a ? size : b;
+			if (w > size)
+				w = size > a ? size : w;
+			/* the part kept widened, the rest as asked */
+			rc = walk_kept(f, t, obj, a, b > keep ? keep : w, add, made);
+			if (rc)
+				return rc;
+			if (b <= keep)
+				continue;
+			a = keep;
 		}
-		rc = walk_span(f, t, obj, a, b, add, made);
+		rc = walk_span(f, t, obj, a, b, add, made, true);
 		if (rc)
 			return rc;
 	}

@@ -87,6 +87,14 @@ struct bfs_fetch_source {
 	 * (st_dev; objects of one value share one choice), or 0 when not a
 	 * file; NULL: io_uring, as for a local disk */
 	uint64_t (*dev)(void *ctx, uint32_t obj);
+	/* optional, with opts.align: only ranges starting below this offset
+	 * of object obj are widened (the part a local copy keeps); NULL: all */
+	uint64_t (*aligned)(void *ctx, uint32_t obj);
+	/* optional, with opts.align: whether source.local holds all of
+	 * [off, off + len) of obj now, answered from memory without waiting
+	 * (false when unsure); called with the stage's lock held. Widened
+	 * ranges are then read in runs of blocks it holds and runs it does not */
+	bool (*has)(void *ctx, uint32_t obj, uint64_t off, uint64_t len);
 	void *ctx;
 };
 

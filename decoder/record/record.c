@@ -667,3 +667,9 @@ bool bfs_shard_has_shadow(const struct bfs_shard *s)
 {
 	return s->shadow != NULL;
 }
+
+void bfs_shard_shadow_served(const struct bfs_shard *s, uint64_t *records, uint64_t *bytes)
+{
+	*records = atomic_load_explicit(&s->shadow_reads, memory_order_relaxed);
+	*bytes = atomic_load_explicit(&s->shadow_bytes, memory_order_relaxed);
+}

@@ -199,6 +199,9 @@ typedef void (*bfs_shadow_fail_fn)(void *ctx, const struct bfs_shard *s, const c
 void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
 			  void *ctx);
 bool bfs_shard_has_shadow(const struct bfs_shard *s);
+/* Records read from s's shadow (not from s after the shadow failed
+ * them), and their data bytes, since s was opened. */
+void bfs_shard_shadow_served(const struct bfs_shard *s, uint64_t *records, uint64_t *bytes);
 /* The same while reads run: set view as s's shadow (taking it) when s has
  * none yet, and return true; else false (the caller keeps view). Only
  * one promotion can win; fn and ctx must then stay valid. */

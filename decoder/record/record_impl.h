@@ -16,6 +16,7 @@
 #include "index.h"
 #include "record.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,6 +62,10 @@ struct bfs_shard {
 	struct bfs_fetch *fetch;
 	uint32_t fetch_id;
 	bool cut; /* the last scan stopped at a record cut short (bfs_shard_cut) */
+	/* records the shadow served, and their bytes (bfs_shard_shadow_served);
+	 * a cache line away from the fields every read reads */
+	char pad_[64];
+	atomic_uint_least64_t shadow_reads, shadow_bytes;
 };
 
 static inline uint32_t get_le32(const uint8_t *p)

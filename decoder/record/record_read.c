@@ -23,6 +23,7 @@
 #include "mapguard.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,6 +262,13 @@ static int shadow_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst
 	return err;
 }
 
+/* n records of `bytes` data bytes came from the shadow. */
+static void shadow_count(struct bfs_shard *s, uint64_t n, uint64_t bytes)
+{
+	atomic_fetch_add_explicit(&s->shadow_reads, n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->shadow_bytes, bytes, memory_order_relaxed);
+}
+
 /* The shadow failed a record the compressed shard gave: the copy is bad. */
 static void shadow_failed(struct bfs_shard *s, const char *msg)
 {
@@ -293,8 +301,10 @@ int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap
 	char *smsg = NULL;
 	int err;
 
-	if (s->shadow && shadow_read(s, i, dst, dst_cap, &smsg) == 0)
+	if (s->shadow && shadow_read(s, i, dst, dst_cap, &smsg) == 0) {
+		shadow_count(s, 1, loc_of(s, i).len);
 		return 0;
+	}
 	err = bfs_shard_pin(s);
 	if (!err) {
 		err = read_one(s, i, dst, dst_cap, verify);
@@ -342,11 +352,14 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
 			size_t *redo = (size_t *)(void *)(ri + n);
 			int *re = (int *)(void *)(redo + n);
 			size_t nredo = 0;
+			uint64_t bytes = 0;
 
 			bfs_shard_read_many(s->shadow, idx, n, dst, true, errs, msgs);
 			for (size_t k = 0; k < n; k++) {
-				if (!errs[k])
+				if (!errs[k]) {
+					bytes += loc_of(s, idx[k]).len;
 					continue;
+				}
 				ri[nredo] = idx[k];
 				rd[nredo] = dst[k];
 				sm[nredo] = msgs[k];
@@ -356,6 +369,7 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
 				errs[k] = 0;
 				msgs[k] = NULL;
 			}
+			shadow_count(s, n - nredo, bytes);
 			if (nredo)
 				read_many_plain_or_z(s, ri, nredo, rd, verify, re, rm);
 			for (size_t j = 0; j < nredo; j++) {

@@ -4,9 +4,11 @@ docs/contract.md (disk_cache=) and docs/formats.md ("The disk cache").
 
 The bytes are always a local mount's. Epoch 1 after epoch 0, and a new
 mount over the same DIR, read (almost) nothing from the source. The bound
-holds. Damage to DIR's files of every kind, between mounts and under a
-live one, is never served: the bytes are fetched again (and counted as
-corrupt). Two mounts share a DIR under concurrent readers. A daemon killed
+holds. A cache a quarter of the data keeps a stable part: later epochs and
+a new mount fetch the data less 90% of the cache, never more than without
+it. Records read from a whole copy count as disk_cache_hits. Damage to
+DIR's files of every kind, between mounts and under a live one, is never
+served: the bytes are fetched again (and counted as corrupt). Two mounts share a DIR under concurrent readers. A daemon killed
 while it writes leaves DIR usable. A DIR that cannot be the cache, or a
 local source, is one line at mount, and the mount works without it."""
 
@@ -190,10 +192,95 @@ def test_the_bound_holds_over_a_larger_dataset(source, mounter, tmp_path):
     for e in range(2):
         same(m, ref, batches(m, e))
     d = settle(m)
-    assert d["evictions"] > 0 and d["bytes"] > bound, d
+    # the part it keeps written once, nothing else (so nothing to evict)
+    assert 0.9 * bound <= d["bytes"] <= bound and d["evictions"] == 0, d
     assert d["used"] <= bound, d
     on_disk = sum(os.stat(p).st_blocks * 512 for p in cache_files(cache, ".data"))
     assert on_disk <= bound, "the .data files take %d bytes, over %d" % (on_disk, bound)
+
+
+# a quarter of the data: 8 shards of about 8.5 MiB (records of 16 KiB)
+QUARTER = dict(n=4200, shards=8, features=["x:float:4096", "y:int64:1"])
+
+
+def _epochs_fetched(m, ref, slow, epochs):
+    """Read each epoch's all.safetensors start to end (checked against the
+    local mount's), the cache's writer settled after each: the source bytes
+    each took."""
+    out = []
+    for e in range(epochs):
+        s = served(slow)
+        same(m, ref, ["epoch-%04d/all.safetensors" % e])
+        settle(m)
+        out.append(served(slow) - s)
+    return out
+
+
+@pytest.mark.parametrize("shuffle", ["block", "global"])
+def test_a_cache_a_quarter_of_the_data_keeps_a_stable_part(source, mounter, tmp_path, shuffle):
+    # least-recently-used under a cyclic scan deletes each block just before
+    # the next epoch needs it: every epoch fetched the whole dataset again
+    local, slow = source(**QUARTER)
+    total = source_bytes(local)
+    bound = 16 * MiB
+    assert total >= 4 * bound
+    opts = opts_for(shuffle, epochs=3, prefetch=0, readahead="8M")
+    if shuffle == "block":  # one group: the stage reads each block once an epoch
+        opts.update(block_size="4M", window=64)
+    ref = mounter(local, index_dir=str(tmp_path / "ix-local"), **opts)
+    # the same reads without the cache: what a later epoch must not pass
+    plain = mounter(slow.mnt, index_dir=str(tmp_path / "ix"), **opts)
+    without = _epochs_fetched(plain, ref, slow, 3)
+    plain.stop()
+    cache = tmp_path / "dc"
+    m = mounter(slow.mnt, index_dir=str(tmp_path / "ix"), disk_cache=str(cache),
+                disk_cache_size="16M", **opts)
+    got = _epochs_fetched(m, ref, slow, 3)
+    d = dc(m)
+    assert d["used"] <= bound and d["corrupt"] == 0, d
+    # epochs 1 and 2 together (the stage may fetch for the next epoch
+    # before the last byte of one is read), against the data less 90% of
+    # the cache, times what the stage itself fetches per byte of data
+    # without the cache (its re-reads are not the cache's: issue 31, item 1)
+    later, plain2 = got[1] + got[2], without[1] + without[2]
+    ratio = max(1.0, plain2 / (2.0 * total))
+    assert later <= 2 * (total - 0.9 * bound) * ratio, (
+        "epochs 1 and 2 fetched %d bytes of 2 x %d (cache %d): %s; without the cache %s" % (
+            later, total, bound, got, without))
+    # each saves at least 90% of the cache against the same reads without it
+    assert later <= plain2 - 2 * 0.9 * bound, (got, without, d)
+    # and a new mount of the same dataset keeps the same part: nothing written
+    m.stop()
+    m2 = mounter(slow.mnt, index_dir=str(tmp_path / "ix"), disk_cache=str(cache),
+                 disk_cache_size="16M", **opts)
+    again = _epochs_fetched(m2, ref, slow, 3)  # its last: none is fetched ahead
+    assert sum(again) <= 3 * (total - 0.9 * bound) * ratio, (again, total, got, d, dc(m2))
+    assert dc(m2)["bytes"] <= MiB, dc(m2)
+
+
+def test_reads_of_a_whole_copy_count_as_hits(source, mounter, tmp_path, batchfs):
+    # a plain shard whose copy is whole is read as a local file, past the
+    # I/O stage: its reads moved no counter, and a user could not see the
+    # cache serve epoch 1
+    local, slow = source()
+    opts = opts_for("global", prefetch=0)
+    ref = mounter(local, index_dir=str(tmp_path / "ix-local"), **opts)
+    m = mounter(slow.mnt, index_dir=str(tmp_path / "ix"), disk_cache=str(tmp_path / "dc"),
+                **opts)
+    total = source_bytes(local)
+    same(m, ref, batches(m, 0))
+    d0 = settle(m, want=total)
+    s = served(slow)
+    same(m, ref, batches(m, 1))
+    assert served(slow) - s == 0
+    d1 = dc(m)
+    assert d1["hits"] - d0["hits"] >= 20000, (d0, d1)  # a record each, at least
+    assert d1["hit_bytes"] - d0["hit_bytes"] >= total // 2, (d0, d1)
+    out = subprocess.run([batchfs, "stats", m.mnt], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, timeout=30)
+    assert out.returncode == 0, out
+    line = [ln for ln in out.stdout.decode().splitlines() if "disk cache hits" in ln]
+    assert line and str(d1["hits"] // 1000)[:2] in line[0].replace(",", ""), (line, d1)
 
 
 def _rewrite_a_record(path):

@@ -3,9 +3,11 @@
  * put reads back, what is not is a miss; the object's short last block;
  * every kind of damage to its files (the .data bytes, the .blocks table,
  * its header, a torn block) is never served, is counted as corrupt where
- * it is corruption, and is written again by the next put; the bound and
- * its least-recently-used order; two caches (two mounts) on one DIR from
- * threads at once; a DIR that cannot be the cache; complete and verify.
+ * it is corruption, and is written again by the next put; the bound, the
+ * part a cache smaller than its objects keeps (the same every pass of a
+ * scan, and for a second mount), and the least-recently-used order of
+ * other objects; two caches (two mounts) on one DIR from threads at once;
+ * a DIR that cannot be the cache; complete and verify.
  *
  * White box where it has to be: the tests damage the files at the places
  * diskcache.c's header comment gives (a 4 KiB header, then per block an
@@ -667,42 +669,53 @@ END_TEST
 
 /* ------------------------------------------------------------ the bound */
 
+/* Another mount's objects (one that is gone: a job before) go least
+ * recently used first when this mount needs their room; what it keeps
+ * stays. */
 START_TEST(the_least_recently_used_go_first_and_used_stays_within_the_bound)
 {
-	char dir[64], b[8][PATH_MAX], d[8][PATH_MAX];
-	uint8_t *all[8];
-	struct bfs_diskcache *c, *c2;
-	struct bfs_dcobj *o[8];
+	char dir[64], b[7][PATH_MAX], d[7][PATH_MAX];
+	uint8_t *all[7];
+	struct bfs_diskcache *c, *c0, *c2;
+	struct bfs_dcobj *o[7];
 	struct bfs_diskcache_stats st;
 	time_t now = time(NULL);
 
 	test_mkdir(dir, sizeof(dir), "check_dc_lru");
-	c = dc_open(dir, 4 * MiB);
-	for (unsigned i = 0; i < 8; i++) {
+	for (unsigned i = 0; i < 7; i++) {
 		all[i] = src_bytes(10 + i, BLK);
-		o[i] = dc_obj(c, 10 + i, BLK);
 		obj_file(b[i], sizeof(b[i]), dir, 10 + i, BLK, ".blocks");
 		obj_file(d[i], sizeof(d[i]), dir, 10 + i, BLK, ".data");
 	}
-	ck_assert_uint_eq(dc_stats(c).limit, 4 * MiB);
+	/* an earlier mount fills DIR with objects 0-3 */
+	c0 = dc_open(dir, 4 * MiB);
+	for (unsigned i = 0; i < 4; i++)
+		o[i] = dc_obj(c0, 10 + i, BLK);
 	for (unsigned i = 0; i < 4; i++)
 		put(o[i], all[i], 0, BLK);
-	bfs_diskcache_flush(c);
-	st = dc_stats(c);
+	bfs_diskcache_flush(c0);
+	st = dc_stats(c0);
 	ck_assert_uint_eq(st.used, 4 * MiB);
+	ck_assert_uint_eq(st.kept, 4 * MiB);
 	ck_assert_uint_eq(st.evictions, 0);
+	bfs_diskcache_close(c0);
 	/* as if used at these times: 0 first, then 2, 3, 1 */
 	set_mtime(b[0], now - 400);
 	set_mtime(b[1], now - 100);
 	set_mtime(b[2], now - 300);
 	set_mtime(b[3], now - 200);
+
+	/* this mount keeps objects 4-6 (they fit) */
+	c = dc_open(dir, 4 * MiB);
+	for (unsigned i = 4; i < 7; i++)
+		o[i] = dc_obj(c, 10 + i, BLK);
+	ck_assert_uint_eq(dc_stats(c).limit, 4 * MiB);
 	put(o[4], all[4], 0, BLK);
 	bfs_diskcache_flush(c);
 	st = dc_stats(c);
 	ck_assert_uint_eq(st.evictions, 1);
 	ck_assert(!exists(b[0]) && !exists(d[0]));
 	ck_assert(exists(b[1]) && exists(b[2]) && exists(b[3]) && exists(b[4]));
-	ck_assert_int_eq(get(o[0], all[0], 0, 100), -ENODATA);
 	ck_assert_uint_le(st.used, st.limit);
 	ck_assert_uint_le(du_data(dir), 4 * MiB);
 
@@ -720,34 +733,118 @@ START_TEST(the_least_recently_used_go_first_and_used_stays_within_the_bound)
 	ck_assert_uint_eq(st.evictions, 3);
 	ck_assert_uint_le(st.used, st.limit);
 	ck_assert_uint_le(du_data(dir), 4 * MiB);
-	/* what is left reads; what went is put again */
-	ck_assert_int_eq(get(o[2], all[2], 0, BLK), 0);
-	ck_assert_int_eq(get(o[6], all[6], 0, BLK), 0);
-	ck_assert_int_eq(get(o[3], all[3], 0, BLK), -ENODATA);
-	put(o[0], all[0], 0, BLK);
+	/* what is left reads */
+	for (unsigned i = 4; i < 7; i++)
+		ck_assert_int_eq(get(o[i], all[i], 0, BLK), 0);
+	/* the last of the earlier mount's goes for a new object of this one
+	 * (registered after: kept, as it fits), never one it keeps */
+	struct bfs_dcobj *late = dc_obj(c, 17, BLK);
+	uint8_t *lb = src_bytes(17, BLK);
+
+	set_mtime(b[4], now - 5000); /* the oldest, and still kept */
+	put(late, lb, 0, BLK);
 	bfs_diskcache_flush(c);
-	ck_assert_int_eq(get(o[0], all[0], 0, BLK), 0);
+	ck_assert(!exists(b[2]) && exists(b[4]) && exists(b[5]) && exists(b[6]));
+	ck_assert_int_eq(get(late, lb, 0, BLK), 0);
+	ck_assert_int_eq(get(o[4], all[4], 0, BLK), 0);
 	ck_assert_uint_le(du_data(dir), 4 * MiB);
 	bfs_diskcache_close(c);
-	for (unsigned i = 0; i < 8; i++)
+	free(lb);
+	for (unsigned i = 0; i < 7; i++)
 		free(all[i]);
 	test_rmdir(dir);
 }
 END_TEST
 
+/* A dataset larger than the cache read again and again, in order (each
+ * epoch of a cyclic scan) or in another order every pass (a block
+ * shuffle): least-recently-used deletes each block just before its next
+ * use, and a pass finds nothing; what the cache keeps is the same part in
+ * every pass, at least 90% of the bound. A second mount of the same
+ * dataset on the same DIR keeps the same part, so it finds it all. */
+START_TEST(a_scan_over_four_times_the_cache_keeps_90_percent_of_it_useful)
+{
+	enum { NOBJS = 9, PASSES = 4 };
+	const uint64_t size = 2 * MiB + 300 * 1024; /* a short last block each */
+	const uint64_t limit = 5 * MiB;
+	const uint64_t nb = (size + BLK - 1) / BLK;
+	char dir[64];
+	uint8_t *all[NOBJS];
+	struct bfs_diskcache *c;
+	struct bfs_dcobj *o[NOBJS];
+	unsigned seed = 3;
+	uint64_t order[NOBJS * 3];
+
+	ck_assert_uint_ge(NOBJS * size, 4 * limit);
+	test_mkdir(dir, sizeof(dir), "check_dc_scan");
+	for (unsigned i = 0; i < NOBJS; i++)
+		all[i] = src_bytes(200 + i, size);
+	for (unsigned mount = 0; mount < 2; mount++) {
+		c = dc_open(dir, limit);
+		for (unsigned i = 0; i < NOBJS; i++)
+			o[i] = dc_obj(c, 200 + i, size);
+		for (unsigned p = 0; p < PASSES; p++) {
+			uint64_t hit = 0;
+
+			for (uint64_t k = 0; k < NOBJS * nb; k++)
+				order[k] = k;
+			if (_i == 1) /* another order each pass */
+				for (uint64_t k = NOBJS * nb - 1; k > 0; k--) {
+					uint64_t j = (uint64_t)rand_r(&seed) % (k + 1),
+						 t = order[k];
+
+					order[k] = order[j];
+					order[j] = t;
+				}
+			for (uint64_t k = 0; k < NOBJS * nb; k++) {
+				unsigned i = (unsigned)(order[k] / nb);
+				uint64_t a = order[k] % nb * BLK,
+					 n = size - a < BLK ? size - a : BLK;
+
+				if (get(o[i], all[i], a, n) == 0) {
+					hit += n;
+				} else { /* fetched from the source, offered to the cache */
+					put(o[i], all[i], a, n);
+					bfs_diskcache_flush(c);
+				}
+			}
+			struct bfs_diskcache_stats st = dc_stats(c);
+
+			ck_assert_msg(st.used <= limit, "pass %u: used %" PRIu64, p, st.used);
+			ck_assert_uint_le(du_data(dir), limit);
+			if (p > 0 || mount > 0)
+				ck_assert_msg(hit * 10 >= limit * 9,
+					      "mount %u pass %u: %" PRIu64 " bytes of a %" PRIu64
+					      "-byte cache served (evictions %" PRIu64 ")",
+					      mount, p, hit, limit, st.evictions);
+		}
+		if (mount > 0)
+			ck_assert_uint_eq(dc_stats(c).bytes, 0); /* nothing written again */
+		bfs_diskcache_close(c);
+	}
+	for (unsigned i = 0; i < NOBJS; i++)
+		free(all[i]);
+	test_rmdir(dir);
+}
+END_TEST
+
+/* Each object written by a mount of its own (as jobs one after another):
+ * whatever their sizes, the .data files stay within the bound, the last
+ * one is kept whole when it fits, and what an object larger than the bound
+ * keeps is within it. */
 START_TEST(objects_of_every_size_stay_within_the_bound)
 {
 	char dir[64];
 	const uint64_t limit = 5 * MiB + 300 * 1024;
-	struct bfs_diskcache *c;
 	unsigned seed = 11;
+	uint64_t evictions = 0;
 
 	test_mkdir(dir, sizeof(dir), "check_dc_bound");
-	c = dc_open(dir, limit);
 	for (unsigned i = 0; i < 40; i++) {
 		/* odd sizes: short last blocks, and a few past the bound */
 		uint64_t size = (uint64_t)(rand_r(&seed) % (7 * BLK)) + 1 + (i % 3) * 4099;
 		uint8_t *all = src_bytes(100 + i, size);
+		struct bfs_diskcache *c = dc_open(dir, limit);
 		struct bfs_dcobj *o = dc_obj(c, 100 + i, size);
 		struct bfs_diskcache_stats st;
 
@@ -759,16 +856,21 @@ START_TEST(objects_of_every_size_stay_within_the_bound)
 		ck_assert_msg(du_data(dir) <= limit,
 			      "object %u: the .data files take %" PRIu64 " > %" PRIu64, i,
 			      du_data(dir), limit);
-		/* just written, so the last to go: whole when it fits */
 		if (size <= limit)
 			ck_assert_msg(get(o, all, 0, size) == 0,
 				      "object %u (%" PRIu64 " bytes) not kept; used %" PRIu64
 				      ", evictions %" PRIu64,
 				      i, size, st.used, st.evictions);
+		else
+			ck_assert_msg(st.kept <= limit && st.kept + BLK > limit / 64 * 63 &&
+					      get(o, all, 0, st.kept) == 0,
+				      "object %u (%" PRIu64 " bytes): kept %" PRIu64, i, size,
+				      st.kept);
+		evictions += st.evictions;
+		bfs_diskcache_close(c);
 		free(all);
 	}
-	ck_assert_uint_gt(dc_stats(c).evictions, 10);
-	bfs_diskcache_close(c);
+	ck_assert_uint_gt(evictions, 10);
 	test_rmdir(dir);
 }
 END_TEST
@@ -875,10 +977,17 @@ START_TEST(two_mounts_on_one_dir_never_serve_wrong_bytes)
 	/* the second is bounded below the objects' total: it evicts what
 	 * both use */
 	c[0] = dc_open(dir, 0);
+	for (unsigned k = 0; k < NOBJ; k++)
+		o[0][k] = dc_obj(c[0], 20 + k, sizes[k]);
+	/* the second keeps the first two objects (63/64 of its bound), not
+	 * the third, which the first mount has written whole: the second
+	 * evicts it as soon as it writes */
+	bfs_dcobj_put(o[0][NOBJ - 1], sh.all[NOBJ - 1], (size_t)sizes[NOBJ - 1], 0);
+	bfs_diskcache_flush(c[0]);
 	c[1] = dc_open(dir, 6 * MiB);
-	for (unsigned m = 0; m < 2; m++)
-		for (unsigned k = 0; k < NOBJ; k++)
-			o[m][k] = dc_obj(c[m], 20 + k, sizes[k]);
+	for (unsigned k = 0; k < NOBJ; k++)
+		o[1][k] = dc_obj(c[1], 20 + k, sizes[k]);
+	ck_assert_uint_eq(bfs_dcobj_kept(o[1][NOBJ - 1]), 0);
 	for (unsigned i = 0; i < 6; i++) {
 		w[i] = (struct worker){ .sh = &sh, .c = c[i % 2], .o = o[i % 2], .seed = 100 + i };
 		ck_assert_int_eq(pthread_create(&t[i], NULL, work, &w[i]), 0);
@@ -932,48 +1041,55 @@ static void *verify_thread(void *arg)
 
 START_TEST(verify_and_eviction_at_once_do_not_deadlock)
 {
+	enum { ROUNDS = 20 };
 	char dir[64], data[PATH_MAX], blocks[PATH_MAX];
 	const uint64_t big = 24 * BLK;
 	uint8_t *all = src_bytes(30, big), *one = src_bytes(31, BLK);
-	struct bfs_diskcache *c;
-	struct bfs_dcobj *x;
 
 	test_mkdir(dir, sizeof(dir), "check_dc_dead");
 	obj_file(data, sizeof(data), dir, 30, big, ".data");
 	obj_file(blocks, sizeof(blocks), dir, 30, big, ".blocks");
-	c = dc_open(dir, big);
-	x = dc_obj(c, 30, big);
-	for (unsigned round = 0; round < 20; round++) {
-		struct verifier vt = { .o = x };
-		struct bfs_dcobj *y = dc_obj(c, 1000 + round, BLK);
+	for (unsigned round = 0; round < ROUNDS; round++) {
+		struct bfs_diskcache *c, *cx = dc_open(dir, 0);
+		struct bfs_dcobj *x, *y[ROUNDS];
+		struct bfs_dcobj *xx = dc_obj(cx, 30, big);
 		pthread_t t;
 		struct timespec until;
 
-		if (round) { /* the last round's y goes before x */
-			char yb[PATH_MAX];
+		put(xx, all, 0, big);
+		bfs_diskcache_flush(cx);
+		ck_assert_msg(bfs_dcobj_complete(xx), "round %u: x not whole", round);
+		bfs_diskcache_close(cx);
+		/* this mount keeps its y objects (registered first: 63/64 of
+		 * the bound is just over them) and not x, which the other one
+		 * wrote whole: its write of a y evicts x, whose lock verify
+		 * holds */
+		c = dc_open(dir, (ROUNDS * BLK + BLK / 2) / 63 * 64);
+		for (unsigned k = 0; k < ROUNDS; k++)
+			y[k] = dc_obj(c, 1000 + k, BLK);
+		x = dc_obj(c, 30, big);
+		ck_assert_uint_eq(bfs_dcobj_kept(x), 0);
+		ck_assert_msg(bfs_dcobj_complete(x), "round %u: x not whole here", round);
+		struct verifier vt = { .o = x };
 
-			obj_file(yb, sizeof(yb), dir, 1000 + round - 1, BLK, ".blocks");
-			if (exists(yb))
-				set_mtime(yb, time(NULL) - 2000);
-		}
-		put(x, all, 0, big);
-		bfs_diskcache_flush(c);
-		ck_assert_msg(bfs_dcobj_complete(x), "round %u: x not whole", round);
 		/* x the oldest, its last block bad: verify reads it all, then
 		 * meets the bad block while y's write evicts x */
 		set_mtime(blocks, time(NULL) - 1000);
 		flip(data, big - 10);
 		ck_assert_int_eq(pthread_create(&t, NULL, verify_thread, &vt), 0);
 		usleep(1000);
-		put(y, one, 0, BLK);
+		put(y[round], one, 0, BLK);
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 10;
 		ck_assert_msg(pthread_timedjoin_np(t, NULL, &until) == 0,
 			      "round %u: verify and the writer's eviction deadlocked", round);
 		bfs_diskcache_flush(c);
 		ck_assert(!exists(data) || !bfs_dcobj_complete(x));
+		ck_assert_uint_eq(dc_stats(c).evictions, 1);
+		for (unsigned k = 0; k <= round; k++)
+			ck_assert_msg(get(y[k], one, 0, BLK) == 0, "round %u: y %u", round, k);
+		bfs_diskcache_close(c);
 	}
-	bfs_diskcache_close(c);
 	free(all);
 	free(one);
 	test_rmdir(dir);
@@ -1214,6 +1330,8 @@ static Suite *diskcache_suite(void)
 	suite_add_tcase(s, d);
 	tcase_add_test(b, the_least_recently_used_go_first_and_used_stays_within_the_bound);
 	tcase_add_test(b, objects_of_every_size_stay_within_the_bound);
+	tcase_add_loop_test(b, a_scan_over_four_times_the_cache_keeps_90_percent_of_it_useful, 0,
+			    2);
 	tcase_set_timeout(b, 60);
 	suite_add_tcase(s, b);
 	tcase_add_test(m, two_mounts_on_one_dir_never_serve_wrong_bytes);

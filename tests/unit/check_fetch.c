@@ -13,7 +13,9 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/vfs.h>
@@ -214,6 +216,164 @@ START_TEST(long_ranges_are_cut_into_reads)
 	ck_assert_uint_eq(n, 4);
 	ck_assert_uint_eq(total, 4 * MiB + 100);
 	check_bytes(f, 2, 10, (size_t)(4 * MiB + 100));
+	bfs_fetch_release(f, t);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+static uint64_t obj_size(void *ctx, uint32_t obj)
+{
+	(void)ctx, (void)obj;
+	return 10 * MiB;
+}
+
+static uint64_t kept_3mib(void *ctx, uint32_t obj)
+{
+	(void)ctx;
+	return obj == 1 ? 3 * MiB : 0;
+}
+
+static int read_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	return (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+/* With align and source.aligned (the disk cache keeps [0, 3 MiB) of
+ * object 1 and nothing of the others): a range below the kept end is read
+ * in whole blocks, one reaching past it is widened over the kept part
+ * only, and the rest (another object's) is read as asked. */
+START_TEST(only_the_kept_part_is_read_in_whole_blocks)
+{
+	struct manual mb;
+	struct bfs_fetch_source src = {
+		.submit = manual_submit, .size = obj_size, .aligned = kept_3mib, .ctx = &mb
+	};
+	struct bfs_fetch_opts o = { .depth = 64,
+				    .budget = 64 * MiB,
+				    .max_read = MiB,
+				    .align = MiB,
+				    .backend = BFS_FETCH_CUSTOM };
+	struct bfs_fetch_range r[3] = {
+		{ 1, MiB / 2, 1000 }, /* kept: [0, 1 MiB) */
+		{ 1, 2 * MiB + MiB / 2,
+		  MiB }, /* past the end: [2, 3) MiB, then [3, 3.5) as asked */
+		{ 2, MiB / 2, 1000 }, /* not kept: as asked */
+	};
+	static const uint64_t want[][3] = {
+		{ 1, 0, MiB },
+		{ 1, 2 * MiB, MiB },
+		{ 1, 3 * MiB, MiB / 2 },
+		{ 2, MiB / 2, 1000 },
+	};
+	uint64_t got[4][3];
+	struct bfs_fetch_ticket *t;
+	struct bfs_fetch_read *x;
+	struct bfs_fetch *f = NULL;
+	size_t n = 0;
+
+	memset(&mb, 0, sizeof(mb));
+	pthread_mutex_init(&mb.m, NULL);
+	ck_assert_int_eq(bfs_fetch_new(&f, 4, &src, &o), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, r, 3, 1, BFS_WANT_NO_GAPS, &t), 0);
+	while ((x = manual_take(&mb))) {
+		uint32_t obj;
+		uint64_t off, len;
+		uint8_t *dst;
+
+		bfs_fetch_read_target(x, &obj, &off, &dst, &len);
+		ck_assert_uint_lt(n, 4);
+		got[n][0] = obj;
+		got[n][1] = off;
+		got[n][2] = len;
+		n++;
+		manual_serve(x, -1);
+	}
+	ck_assert_uint_eq(n, 4);
+	qsort(got, n, sizeof(got[0]), read_cmp);
+	for (size_t k = 0; k < n; k++)
+		ck_assert_msg(got[k][0] == want[k][0] && got[k][1] == want[k][1] &&
+				      got[k][2] == want[k][2],
+			      "read %zu: object %" PRIu64 " [%" PRIu64 ", +%" PRIu64 ")", k,
+			      got[k][0], got[k][1], got[k][2]);
+	check_bytes(f, 1, MiB / 2, 1000);
+	check_bytes(f, 1, 2 * MiB + MiB / 2, (size_t)MiB);
+	check_bytes(f, 2, MiB / 2, 1000);
+	bfs_fetch_release(f, t);
+	bfs_fetch_free(f);
+}
+END_TEST
+
+/* The local copy holds block [1, 2) MiB of object 1 (and keeps [0, 3)). */
+static bool holds_block_1(void *ctx, uint32_t obj, uint64_t off, uint64_t len)
+{
+	(void)ctx;
+	return obj == 1 && off >= MiB && off + len <= 2 * MiB;
+}
+
+static atomic_int local_reads;
+
+static bool local_block_1(void *ctx, uint32_t obj, uint64_t off, uint8_t *dst, uint64_t len)
+{
+	(void)ctx;
+	if (!holds_block_1(NULL, obj, off, len))
+		return false;
+	for (uint64_t i = 0; i < len; i++)
+		dst[i] = pattern(obj, off + i);
+	atomic_fetch_add(&local_reads, 1);
+	return true;
+}
+
+/* A widened range over a block the copy holds and one it does not: the
+ * held block is read there, only the other is fetched (under
+ * shuffle=block, two ranges of records share a block: the second must not
+ * fetch it again). */
+START_TEST(a_block_the_copy_holds_is_not_fetched_with_its_neighbour)
+{
+	struct manual mb;
+	struct bfs_fetch_source src = { .submit = manual_submit,
+					.size = obj_size,
+					.aligned = kept_3mib,
+					.has = holds_block_1,
+					.local = local_block_1,
+					.ctx = &mb };
+	struct bfs_fetch_opts o = { .depth = 64,
+				    .budget = 64 * MiB,
+				    .max_read = 4 * MiB,
+				    .align = MiB,
+				    .backend = BFS_FETCH_CUSTOM };
+	struct bfs_fetch_range r = { 1, MiB / 2, MiB };
+	struct bfs_fetch_ticket *t;
+	struct bfs_fetch_read *x;
+	struct bfs_fetch *f = NULL;
+	struct bfs_fetch_stats st;
+	size_t n = 0;
+
+	atomic_store(&local_reads, 0);
+	memset(&mb, 0, sizeof(mb));
+	pthread_mutex_init(&mb.m, NULL);
+	ck_assert_int_eq(bfs_fetch_new(&f, 4, &src, &o), 0);
+	ck_assert_int_eq(bfs_fetch_want(f, &r, 1, 1, 0, &t), 0);
+	while ((x = manual_take(&mb))) {
+		uint32_t obj;
+		uint64_t off, len;
+		uint8_t *dst;
+
+		bfs_fetch_read_target(x, &obj, &off, &dst, &len);
+		ck_assert_msg(obj == 1 && off == 0 && len == MiB,
+			      "fetched object %u [%" PRIu64 ", +%" PRIu64 ")", obj, off, len);
+		n++;
+		manual_serve(x, -1);
+	}
+	ck_assert_uint_eq(n, 1);
+	check_bytes(f, 1, MiB / 2, (size_t)MiB);
+	ck_assert_int_eq(atomic_load(&local_reads), 1);
+	bfs_fetch_stats(f, &st);
+	ck_assert_uint_eq(st.local, 1);
+	ck_assert_uint_eq(st.bytes, MiB);
 	bfs_fetch_release(f, t);
 	bfs_fetch_free(f);
 }
@@ -897,6 +1057,8 @@ static Suite *fetch_suite(void)
 	tcase_add_test(t, ranges_wanted_twice_are_read_once);
 	tcase_add_test(t, near_ranges_share_a_read_within_the_bounds);
 	tcase_add_test(t, long_ranges_are_cut_into_reads);
+	tcase_add_test(t, only_the_kept_part_is_read_in_whole_blocks);
+	tcase_add_test(t, a_block_the_copy_holds_is_not_fetched_with_its_neighbour);
 	tcase_add_test(t, planned_tickets_stay_within_the_budget);
 	tcase_add_test(t, reads_go_by_priority_and_a_waiting_reader_first);
 	tcase_add_test(t, bytes_in_flight_are_bounded_and_a_waiting_reader_goes_first);

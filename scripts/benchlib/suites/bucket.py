@@ -20,8 +20,15 @@ and, for 'small' behind --bucket-cache-delay-ms: epoch 1 with
 -o disk_cache=DIR after epoch 0, against epoch 1 of a mount of a local copy
 of the same shards, and the bytes fetched from the bucket during it.
 
+Then a disk cache a quarter of the data (_cache_quarter): 72 MB of 16 KiB
+records in the bucket, three epochs of epoch-K/all.safetensors in one mount
+with -o disk_cache=DIR,disk_cache_size=<a quarter>, and in one without, for
+shuffle=block and shuffle=global: the bytes fetched per epoch.
+
 Targets: block >= 70% of the download; disk cache epoch 1 >= 70% of the
-local copy's, fetching <= 1% of the dataset's bytes.
+local copy's, fetching <= 1% of the dataset's bytes; with a cache a quarter
+of the data, epochs 1 and 2 each fetch <= data - 0.9 x cache (block) and
+never more than without the cache (both).
 """
 
 import json
@@ -162,6 +169,7 @@ def run(args, tools):
                         {k[3:]: v for k, v in st.items() if k.startswith("io_")}))
             out["workloads"].append(row)
         out["cache"] = _cache(args, tools, env, s3env, srv, mnt)
+        out["quarter"] = _cache_quarter(args, tools, env, s3env, srv, mnt)
     finally:
         srv.stop()
     report(out)
@@ -206,6 +214,69 @@ def _cache(args, tools, env, s3env, srv, mnt):
             "hits": st1.get("disk_cache_hits", 0), "cached": st1.get("disk_cache_bytes", 0)}
 
 
+QUARTER = {"shards": 8, "features": ["x:float:4096", "y:int64:1"], "batch_size": 64}
+
+
+def _cache_quarter(args, tools, env, s3env, srv, mnt):
+    """A disk cache a quarter of the data: three epochs in one mount, with
+    the cache and without, for each shuffle; the bytes fetched per epoch
+    (io_bytes between the ends of two epochs)."""
+    n = 4400  # 72 MB whatever --quick says: the smallest cache is 16 MiB
+    src, _ = generate(tools, args.work, "bucket-quarter%d" % n, QUARTER, n)
+    _fill(s3env, srv, "quarter", src)
+    size = sum(os.path.getsize(os.path.join(src, p)) for p in os.listdir(src)
+               if not p.startswith(".") and not p.endswith(".json"))
+    cache = max(16 << 20, size // 4 >> 20 << 20)
+    url = "s3://%s/quarter/" % BUCKET
+    ix = os.path.join(args.work, "bucket-index-quarter")
+    dc = os.path.join(args.work, "bucket-disk-cache-quarter")
+    out = {"n": n, "bytes": size, "cache": cache, "delay": args.bucket_cache_delay_ms}
+    with _proxy(s3env, srv, args.bucket_cache_delay_ms) as px:
+        for shuffle in ("block", "global"):
+            for with_cache in (False, True):
+                shutil.rmtree(dc, ignore_errors=True)
+                # readahead below the data: the stage's memory cannot carry
+                # one epoch's bytes into the next, so the row sees the disk
+                # cache's part alone
+                opts = ("endpoint=%s,batch_size=%d,shuffle=%s,epochs=3,index_dir=%s,"
+                        "readahead=8M" % (px.url, QUARTER["batch_size"], shuffle, ix))
+                if with_cache:
+                    opts += ",disk_cache=%s,disk_cache_size=%d" % (dc, cache)
+                with _env_mount([tools["batchfs"], "-f", "-o", opts, url, mnt], mnt, env) as m:
+                    last, per, secs = _stats(mnt).get("io_bytes", 0), [], []
+                    for e in range(3):
+                        rd = read_tree(m, tools, os.path.join(mnt, "epoch-%04d" % e,
+                                                              "all.safetensors"))
+                        st = _stats(mnt)
+                        per.append(st.get("io_bytes", 0) - last)
+                        last = st.get("io_bytes", 0)
+                        secs.append(rd["seconds"])
+                key = "%s_%s" % (shuffle, "cache" if with_cache else "plain")
+                out[key] = {"bytes": per, "seconds": secs,
+                            "hits": st.get("disk_cache_hits", 0),
+                            "written": st.get("disk_cache_bytes", 0)}
+                log("bucket quarter cache %s: fetched per epoch %s" % (key, per))
+    return out
+
+
+def _report_quarter(q):
+    goal = q["bytes"] - 0.9 * q["cache"]
+    say("-- disk cache a quarter of the data: %d records of 16 KiB, %.1f MB, "
+        "disk_cache_size=%.1f MB, %d ms per request, readahead=8M; MB fetched in epochs 0, 1, 2 "
+        "(epoch-K/all.safetensors)" % (q["n"], q["bytes"] / 1e6, q["cache"] / 1e6, q["delay"]))
+    for shuffle in ("block", "global"):
+        p, c = q["%s_plain" % shuffle], q["%s_cache" % shuffle]
+        later = max(c["bytes"][1:])
+        ok = later <= p["bytes"][1] and later <= p["bytes"][2] if shuffle == "global" else \
+            later <= goal
+        say("   %-6s  without %s  with %s (%.1f MB written, %d hits)  target later epochs "
+            "%s  %s" % (
+                shuffle, " ".join("%6.1f" % (b / 1e6) for b in p["bytes"]),
+                " ".join("%6.1f" % (b / 1e6) for b in c["bytes"]), c["written"] / 1e6,
+                c["hits"], "<= without" if shuffle == "global" else
+                "<= data - 0.9 x cache = %.1f" % (goal / 1e6), verdict(ok)))
+
+
 def report(out):
     say()
     say("== bucket: workloads in s3rver behind tests/s3/s3proxy.py (first byte held the delay, "
@@ -238,3 +309,5 @@ def report(out):
                 c["n"], c["bytes"] / 1e6, c["delay"], c["e0"], c["e0_bytes"] / 1e6,
                 c["cached"] / 1e6, c["e1"], 100 * q, c["local"], verdict(q >= 0.7),
                 c["e1_bytes"], 100 * frac, verdict(frac <= 0.01)))
+    if out.get("quarter"):
+        _report_quarter(out["quarter"])
