@@ -1309,6 +1309,7 @@ static void start_io(struct bfs_fs *fs)
 		.readahead = fs->cfg.readahead,
 		.all = fs->cfg.io_all,
 		.lookahead = fs->cfg.prefetch,
+		.epochs = fs->cfg.epochs,
 		.backend = BFS_FETCH_AUTO,
 		.disk_cache = fs->cfg.disk_cache,
 		.disk_cache_size = fs->cfg.disk_cache_size,

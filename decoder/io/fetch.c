@@ -1164,6 +1164,11 @@ const char *bfs_fetch_backend_name(const struct bfs_fetch *f)
 	return f->be->name;
 }
 
+uint64_t bfs_fetch_budget(const struct bfs_fetch *f)
+{
+	return f->o.budget;
+}
+
 unsigned bfs_fetch_depth(const struct bfs_fetch *f)
 {
 	return f->o.depth;

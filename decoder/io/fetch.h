@@ -169,6 +169,8 @@ void bfs_fetch_stats(struct bfs_fetch *f, struct bfs_fetch_stats *out);
 /* The backend in use and the depth: "io_uring", "threads", "custom". */
 const char *bfs_fetch_backend_name(const struct bfs_fetch *f);
 unsigned bfs_fetch_depth(const struct bfs_fetch *f);
+/* The budget for planned tickets (opts.budget: readahead). */
+uint64_t bfs_fetch_budget(const struct bfs_fetch *f);
 
 /* ---- for custom backends ---- */
 void bfs_fetch_read_target(const struct bfs_fetch_read *r, uint32_t *obj, uint64_t *off,
