@@ -1237,6 +1237,7 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 			   cfg->prefetch, bfs_fs_report, fs);
 	if (rc)
 		goto fail;
+	bfs_cache_set_epochs(fs->cache, cfg->epochs);
 	if (fs->cuda)
 		bfs_cache_set_pinning(fs->cache, bfs_cudapath_pin, bfs_cudapath_unpin, fs->cuda);
 	*out = fs;

@@ -431,8 +431,12 @@ static void note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint
 	s->parked = false;
 	if (lin / nu > s->pos / nu && !s->crossed) {
 		/* into a later epoch: only the decoded-batch prefetch running
-		 * past the end, until a build further in shows the reader there */
-		if (lin % nu < p->lookahead && lin % nu + 1 < nu) {
+		 * past the end, until a build further in shows the reader there;
+		 * but under block shuffle, an epoch the mount lists is entered at
+		 * once (those builds read from its first group, which the stream
+		 * holds already: asking for their records one by one would fetch
+		 * them twice) */
+		if (lin % nu < p->lookahead && lin % nu + 1 < nu && !(p->block && p->epochs)) {
 			kick(p);
 			return;
 		}
@@ -522,8 +526,12 @@ struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, ui
 		p->st.claimed++;
 		break;
 	}
-	if (!t)
+	if (!t) {
 		p->st.unplanned++;
+		if (getenv("BFS_DEBUG_IOPLAN"))
+			fprintf(stderr, "ioplan: unplanned %llu/%llu\n", (unsigned long long)epoch,
+				(unsigned long long)unit);
+	}
 	pthread_mutex_unlock(&p->lock);
 	if (t) {
 		bfs_fetch_hurry(p->f, t, BFS_FETCH_NOW);
@@ -600,11 +608,13 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 	const struct bfs_batcher *b = p->b[s->rank];
 	struct {
 		uint64_t epoch, g;
-	} want[2];
+	} want[2], prev = { 0, 0 };
 	uint64_t epoch = s->pos / s->nunits, unit = s->pos % s->nunits, r0, n, ng;
+	uint64_t back = s->pos - (s->pos < p->lookahead ? s->pos : p->lookahead);
 	struct bfs_perm perm;
 	struct group *keep[MAX_GROUPS];
 	unsigned nkeep = 0, nwant;
+	bool spans, behind = false;
 
 	if (bfs_batcher_unit_rows(b, unit | (s->chunk ? BFS_CHUNK : 0), &r0, &n) != 0 ||
 	    bfs_batcher_perm(b, epoch, &perm) != 0)
@@ -616,7 +626,34 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 	ng = bfs_block_order_ngroups(perm.bo);
 	want[0].epoch = epoch;
 	want[0].g = bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0));
+	/* the reader's unit reads from the next group too: it is the reader's
+	 * as well (a unit never spans more than two groups' worth of rows
+	 * once groups hold more records than a unit) */
+	spans = n &&
+		bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0 + n - 1)) != want[0].g;
+	/* builds run up to lookahead units ahead of their reader, and not
+	 * always in order: the group before the reader's stays while a unit
+	 * that near behind still reads from it (else such a build would ask
+	 * for its records one by one, a second fetch of them) */
+	if (back / s->nunits < epoch) {
+		behind = true;
+	} else if (back < s->pos) {
+		uint64_t b0, bn;
+
+		behind = bfs_batcher_unit_rows(b, (back % s->nunits) | (s->chunk ? BFS_CHUNK : 0),
+					       &b0, &bn) == 0 &&
+			 bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, b0)) < want[0].g;
+	}
 	bfs_perm_release(&perm);
+	if (behind && want[0].g > 0) {
+		prev.epoch = epoch;
+		prev.g = want[0].g - 1;
+	} else if (behind && epoch > 0) {
+		prev.epoch = epoch - 1;
+		prev.g = ng - 1;
+	} else {
+		behind = false;
+	}
 	want[1].epoch = want[0].g + 1 < ng ? epoch : epoch + 1;
 	want[1].g = want[0].g + 1 < ng ? want[0].g + 1 : 0;
 	if (want[1].epoch == epoch)
@@ -633,6 +670,7 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 
 		for (unsigned w = 0; w < nwant; w++)
 			still |= gr->epoch == want[w].epoch && gr->g == want[w].g;
+		still |= behind && gr->epoch == prev.epoch && gr->g == prev.g;
 		if (still)
 			keep[nkeep++] = gr;
 		else
@@ -666,7 +704,7 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 		/* the reader's group first, ahead of every plan */
 		prio = w == 0 ? BFS_FETCH_NOW : ++p->seq;
 		pthread_mutex_unlock(&p->lock);
-		rc = group_ticket(p, want[w].epoch, want[w].g, prio, w == 0, &t, &p0, &p1);
+		rc = group_ticket(p, want[w].epoch, want[w].g, prio, w == 0 || spans, &t, &p0, &p1);
 		pthread_mutex_lock(&p->lock);
 		if (rc == -ENOSPC && make_room(p, s, 0)) {
 			pthread_mutex_unlock(&p->lock);
