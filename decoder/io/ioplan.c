@@ -595,6 +595,21 @@ static bool make_room(struct bfs_ioplan *p, struct stream *for_s, uint64_t d)
 	return far && drop_last(p, far);
 }
 
+/* s lets go of its group (epoch, g) if it holds it. Lock held. */
+static bool drop_held(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t g)
+{
+	for (unsigned i = 0; i < s->nheld; i++) {
+		struct group *gr = s->held[i];
+
+		if (gr->epoch != epoch || gr->g != g)
+			continue;
+		s->held[i] = s->held[--s->nheld];
+		group_put(p, gr);
+		return true;
+	}
+	return false;
+}
+
 /* Block shuffle: hold the group of s's reader and the one after (the
  * first of the next epoch when the mount lists it, or, with no bound on
  * epochs, once the reader went on into a later epoch). The reader's group
@@ -706,7 +721,11 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 		pthread_mutex_unlock(&p->lock);
 		rc = group_ticket(p, want[w].epoch, want[w].g, prio, w == 0 || spans, &t, &p0, &p1);
 		pthread_mutex_lock(&p->lock);
-		if (rc == -ENOSPC && make_room(p, s, 0)) {
+		/* room: the group kept behind goes first (the next one keeps the
+		 * reader from waiting at the boundary; a late build is rarer),
+		 * then what other streams hold */
+		if (rc == -ENOSPC && s->used && s->gen == gen &&
+		    ((behind && drop_held(p, s, prev.epoch, prev.g)) || make_room(p, s, 0))) {
 			pthread_mutex_unlock(&p->lock);
 			rc = group_ticket(p, want[w].epoch, want[w].g, prio, false, &t, &p0, &p1);
 			pthread_mutex_lock(&p->lock);
