@@ -897,7 +897,7 @@ def test_block_shuffle_fetches_each_block_once_per_epoch(proxy, bmount, grouped,
     size = sum(os.path.getsize(os.path.join(grouped, f)) for f in shard_names(grouped))
     group = 4 * (256 << 10) + (64 << 10)  # a group's bytes at most (4 blocks)
     prefetch = 8
-    m = bmount(url("grouped/"), shuffle="block", block_size="256K", window=4, readahead="3M",
+    m = bmount(url("grouped/"), shuffle="block", block_size="256K", window=4,
                batch_size=32, prefetch=prefetch, threads=2, epochs=epochs)
     nb = m.json("schema.json")["batches_per_epoch"]
     ahead = prefetch * 32 * size // 600 + 2 * group  # the next epoch's start
