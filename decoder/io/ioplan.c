@@ -671,7 +671,7 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 	}
 	want[1].epoch = want[0].g + 1 < ng ? epoch : epoch + 1;
 	want[1].g = want[0].g + 1 < ng ? want[0].g + 1 : 0;
-	if (s->chunk && unit < p->lookahead && want[1].epoch == epoch)
+	if (s->chunk && unit < p->lookahead && want[1].epoch == epoch && !spans)
 		/* the first chunks of an epoch: the prefetch running on from
 		 * the end of the one before as often as a reader (a reader of
 		 * all.safetensors goes through the epoch once per column, and
