@@ -33,6 +33,7 @@ struct bfs_cache {
 	bfs_cache_unpin_fn unpin;
 	void *pin_ctx;
 	struct bfs_ioplan *io; /* reads planned ahead (NULL: none); set before the workers start */
+	uint64_t epochs; /* epochs listed: no prefetch past them (0: no bound); set before */
 
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* an entry left ST_LOADING */
@@ -536,6 +537,8 @@ static void queue_ahead(struct bfs_cache *c, uint64_t r, uint64_t e, uint64_t b)
 			nbt -= nb;
 			ne++;
 		}
+		if (c->epochs && ne >= c->epochs)
+			break;
 		if (!find(c, r, ne, nbt | flag))
 			enqueue(c, r, ne, nbt | flag);
 	}
@@ -712,6 +715,11 @@ int bfs_cache_start(struct bfs_cache *c)
 void bfs_cache_set_io(struct bfs_cache *c, struct bfs_ioplan *io)
 {
 	c->io = io;
+}
+
+void bfs_cache_set_epochs(struct bfs_cache *c, uint64_t epochs)
+{
+	c->epochs = epochs;
 }
 
 void bfs_cache_set_pinning(struct bfs_cache *c, bfs_cache_pin_fn pin, bfs_cache_unpin_fn unpin,

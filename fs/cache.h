@@ -112,6 +112,10 @@ void bfs_cache_set_pinning(struct bfs_cache *c, bfs_cache_pin_fn pin, bfs_cache_
  * there (and so tells the planner where its stream of builds is). Set before
  * bfs_cache_start; the planner must outlive the cache's builds. */
 void bfs_cache_set_io(struct bfs_cache *c, struct bfs_ioplan *io);
+/* The epochs the mount lists: the prefetch never builds past the last (a
+ * build of an epoch nobody can read fetches its records for nothing). 0:
+ * no bound. Set before bfs_cache_start. */
+void bfs_cache_set_epochs(struct bfs_cache *c, uint64_t epochs);
 
 void bfs_cache_stats(const struct bfs_cache *c, struct bfs_cache_stats *out);
 

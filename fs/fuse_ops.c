@@ -1256,6 +1256,7 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 			   cfg->prefetch, bfs_fs_report, fs);
 	if (rc)
 		goto fail;
+	bfs_cache_set_epochs(fs->cache, cfg->epochs);
 	if (fs->cuda)
 		bfs_cache_set_pinning(fs->cache, bfs_cudapath_pin, bfs_cudapath_unpin, fs->cuda);
 	*out = fs;
@@ -1330,6 +1331,7 @@ static void start_io(struct bfs_fs *fs)
 		.readahead = fs->cfg.readahead,
 		.all = fs->cfg.io_all,
 		.lookahead = fs->cfg.prefetch,
+		.epochs = fs->cfg.epochs,
 		.backend = BFS_FETCH_AUTO,
 		.disk_cache = fs->cfg.disk_cache,
 		.disk_cache_size = fs->cfg.disk_cache_size,

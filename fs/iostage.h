@@ -27,6 +27,7 @@ struct bfs_iostage_opts {
 	uint64_t readahead; /* bytes fetched ahead of the decoders at most */
 	bool all; /* every shard through the stage, else the remote ones */
 	unsigned lookahead; /* units builds run ahead of a reader (prefetch) */
+	uint64_t epochs; /* epochs the mount lists: nothing is planned past them */
 	enum bfs_fetch_backend backend;
 	const char *disk_cache; /* DIR, or NULL: none */
 	uint64_t disk_cache_size; /* its bound; 0: 10% of DIR's file system */

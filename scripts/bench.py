@@ -117,6 +117,12 @@ def parse_args(argv):
                     help="the 'bucket' part alone")
     ap.add_argument("--bucket-delay-ms", type=int, default=20)
     ap.add_argument("--bucket-cache-delay-ms", type=int, default=5)
+    ap.add_argument("--bucket-epochs-mb", type=int, default=1050,
+                    help="the bucket part's 'epochs' dataset, in MB of 150 KB records "
+                    "(default 1050: four groups of 256 MiB)")
+    ap.add_argument("--bucket-epochs-only", action="store_true",
+                    help="of the bucket part, only 'epochs' (three epochs of block shuffle "
+                    "in one mount, with and without disk_cache)")
     ap.add_argument("--bucket-seconds", type=float, default=10,
                     help="the bucket part's global shuffle is read this long at most")
     ap.add_argument("--remote-block-seconds", type=float, default=120,
@@ -176,6 +182,8 @@ def main(argv):
         args.no_scale = True
     if args.only_remote:
         args.remote = args.no_scale = args.no_shards = args.no_npm = True
+    if args.bucket_epochs_only:
+        args.only_bucket = True
     if args.only_bucket:
         args.bucket = args.no_scale = args.no_shards = args.no_npm = True
     args.remote_delays = [int(x) for x in args.remote_delays.split(",") if x]

@@ -1581,6 +1581,11 @@ const char *bfs_fetch_backend_reason(const struct bfs_fetch *f)
 	return f->reason;
 }
 
+uint64_t bfs_fetch_budget(const struct bfs_fetch *f)
+{
+	return f->o.budget;
+}
+
 unsigned bfs_fetch_depth(const struct bfs_fetch *f)
 {
 	return f->o.depth;

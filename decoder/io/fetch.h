@@ -215,6 +215,8 @@ enum bfs_fetch_backend bfs_fetch_choose_fuse(long max_bg, unsigned depth, int64_
  * when the file is not on FUSE. */
 long bfs_fetch_fuse_max_background(int fd);
 unsigned bfs_fetch_depth(const struct bfs_fetch *f);
+/* The budget for planned tickets (opts.budget: readahead). */
+uint64_t bfs_fetch_budget(const struct bfs_fetch *f);
 
 /* ---- for custom backends ---- */
 void bfs_fetch_read_target(const struct bfs_fetch_read *r, uint32_t *obj, uint64_t *off,

@@ -29,10 +29,13 @@
 
 #define MAX_STREAMS 16
 #define SLACK 64 /* units: how far from a stream a demand still joins it */
-#define MAX_AHEAD ((uint64_t)1 << 20) /* units planned ahead of a reader at most */
+#define MAX_AHEAD ((uint64_t)1 << 12) /* units planned ahead of a reader at most */
+#define MAX_ITEMS 16384 /* plans held at once, all streams together */
 #define PENDING_PER_DEPTH 8 /* reads queued ahead: this many times the depth */
 #define CROSS_AHEAD 4 /* units planned into the next epoch before a reader went there */
-#define IDLE_NS 2000000000ull /* a stream not read this long gives way */
+/* a stream not read this long gives way to one that is (its builds still
+ * running keep the groups they read from) */
+#define IDLE_NS 500000000ull
 #define NBUCKETS 4096
 #define TICK_NS 20000000L /* the planner looks again at least this often */
 #define MAX_GROUPS 3 /* block groups a stream holds at once */
@@ -40,6 +43,7 @@
 struct item {
 	uint64_t rank, epoch, unit; /* unit with its BFS_CHUNK flag */
 	uint64_t lin;
+	uint64_t bytes; /* of its records: what it counts against readahead */
 	struct bfs_fetch_ticket *t;
 	struct item *next; /* the stream's, by lin */
 	struct item *hnext;
@@ -67,6 +71,7 @@ struct stream {
 	uint64_t rank;
 	bool chunk;
 	uint64_t nunits; /* units per epoch */
+	uint64_t end; /* lin of the first unit past the mount's last epoch */
 	uint64_t pos; /* the furthest unit read (lin) */
 	uint64_t next; /* the next unit to plan (lin) */
 	/* units it may plan ahead of pos: none for a new stream (a reader
@@ -85,6 +90,10 @@ struct stream {
 	struct group *held[MAX_GROUPS];
 	unsigned nheld;
 	bool by_unit;
+	/* its plans and groups went for room while it was idle: nothing is
+	 * asked for it again until its reader comes back (else two streams
+	 * would take each other's groups in turn, each fetched again) */
+	bool parked;
 	bool holding; /* a thread is asking for its groups (the lock dropped) */
 };
 
@@ -95,6 +104,8 @@ struct bfs_ioplan {
 	size_t nranks;
 	bool block;
 	unsigned depth;
+	uint64_t budget; /* readahead: bytes that plans may cover at most */
+	uint64_t epochs; /* epochs the mount lists (0: no bound) */
 	uint64_t lookahead; /* units the decoded-batch cache builds ahead of a reader */
 
 	pthread_mutex_t lock;
@@ -108,6 +119,10 @@ struct bfs_ioplan {
 	struct group *groups; /* lock */
 	uint64_t seq; /* lock: priority of the next plan */
 	uint64_t gen; /* lock */
+	/* lock: plans held and the bytes of their records, bounded by
+	 * MAX_ITEMS and budget whatever the stage already holds (plans for
+	 * bytes another ticket holds cost the stage nothing) */
+	uint64_t nitems, item_bytes;
 	struct bfs_ioplan_stats st; /* lock */
 };
 
@@ -146,7 +161,7 @@ void bfs_ioplan_ranges(const struct bfs_dataset *ds, const uint64_t *recs, size_
 
 /* The records of (rank, epoch, unit) and their ranges: a ticket. */
 static int unit_ticket(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit,
-		       uint64_t prio, bool demand, struct bfs_fetch_ticket **out)
+		       uint64_t prio, bool demand, struct bfs_fetch_ticket **out, uint64_t *bytes)
 {
 	const struct bfs_batcher *b = p->b[rank];
 	struct bfs_fetch_range *r = NULL;
@@ -171,6 +186,9 @@ static int unit_ticket(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint
 	bfs_batcher_row_records(b, &perm, r0, (size_t)n, recs);
 	bfs_perm_release(&perm);
 	bfs_ioplan_ranges(p->ds, recs, (size_t)n, r, &m);
+	*bytes = 0;
+	for (size_t k = 0; k < m; k++)
+		*bytes += r[k].len;
 	rc = bfs_fetch_want(p->f, r, m, prio, demand ? BFS_WANT_DEMAND : 0, out);
 out:
 	free(recs);
@@ -178,15 +196,19 @@ out:
 	return rc;
 }
 
-/* The blocks of group g of epoch's block order, as ranges. */
+/* The blocks of group g of epoch's block order, as ranges. demand: a
+ * reader is in the group (taken whatever the budget, the group being what
+ * it decodes now, not bytes ahead of it); -E2BIG when the group alone is
+ * larger than the budget (its stream then plans unit by unit). */
 static int group_ticket(struct bfs_ioplan *p, uint64_t epoch, uint64_t g, uint64_t prio,
-			struct bfs_fetch_ticket **out, uint64_t *pos0, uint64_t *pos1)
+			bool demand, struct bfs_fetch_ticket **out, uint64_t *pos0, uint64_t *pos1)
 {
 	const struct bfs_blocks *bl = bfs_batcher_blocks(p->b[0]);
 	struct bfs_fetch_range *r = NULL;
 	const uint64_t *blocks;
 	uint64_t p0, p1, nb;
 	struct bfs_perm perm;
+	uint64_t bytes = 0;
 	size_t m = 0;
 	int rc;
 
@@ -219,11 +241,17 @@ static int group_ticket(struct bfs_ioplan *p, uint64_t epoch, uint64_t g, uint64
 				    &off, &len))
 			continue;
 		r[m++] = (struct bfs_fetch_range){ (uint32_t)sh, off, len };
+		bytes += len;
 	}
 	bfs_perm_release(&perm);
+	if (bytes > p->budget) {
+		free(r);
+		return -E2BIG;
+	}
 	/* a gap between two of a group's blocks is a block of another group,
 	 * which that group reads itself */
-	rc = bfs_fetch_want(p->f, r, m, prio, BFS_WANT_NO_GAPS, out);
+	rc = bfs_fetch_want(p->f, r, m, prio, BFS_WANT_NO_GAPS | (demand ? BFS_WANT_DEMAND : 0),
+			    out);
 	free(r);
 	return rc;
 }
@@ -238,6 +266,15 @@ static void item_unhash(struct bfs_ioplan *p, struct item *it)
 		pp = &(*pp)->hnext;
 	if (*pp)
 		*pp = it->hnext;
+}
+
+/* it, off every list: its plan released (or taken: it->t NULL). */
+static void item_free(struct bfs_ioplan *p, struct item *it)
+{
+	bfs_fetch_release(p->f, it->t);
+	p->nitems--;
+	p->item_bytes -= it->bytes;
+	free(it);
 }
 
 /* Take it off its stream's list (it must be there) and the hash. */
@@ -268,8 +305,7 @@ static void drop_items(struct bfs_ioplan *p, struct stream *s, uint64_t before)
 		if (!s->head)
 			s->tail = NULL;
 		item_unhash(p, it);
-		bfs_fetch_release(p->f, it->t);
-		free(it);
+		item_free(p, it);
 		p->st.dropped++;
 	}
 }
@@ -283,8 +319,7 @@ static bool drop_last(struct bfs_ioplan *p, struct stream *s)
 		return false;
 	item_unlink(p, it);
 	s->next = it->lin;
-	bfs_fetch_release(p->f, it->t);
-	free(it);
+	item_free(p, it);
 	p->st.dropped++;
 	return true;
 }
@@ -361,6 +396,9 @@ static struct stream *stream_for(struct bfs_ioplan *p, uint64_t rank, bool chunk
 	free_slot->rank = rank;
 	free_slot->chunk = chunk;
 	free_slot->nunits = nunits_of(p->b[rank], chunk);
+	free_slot->end = p->epochs && p->epochs <= UINT64_MAX / (free_slot->nunits + 1)
+				 ? p->epochs * free_slot->nunits
+				 : UINT64_MAX;
 	free_slot->pos = lin;
 	free_slot->next = lin + 1;
 	return free_slot;
@@ -385,15 +423,20 @@ static void note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint
 	if (rank >= p->nranks)
 		return;
 	nu = nunits_of(p->b[rank], chunk);
-	if (!nu || u >= nu || epoch > UINT64_MAX / nu - 1)
+	if (!nu || u >= nu || epoch > UINT64_MAX / nu - 1 || (p->epochs && epoch >= p->epochs))
 		return;
 	lin = epoch * nu + u;
 	s = stream_for(p, rank, chunk, lin);
 	s->last_ns = now_ns();
+	s->parked = false;
 	if (lin / nu > s->pos / nu && !s->crossed) {
 		/* into a later epoch: only the decoded-batch prefetch running
-		 * past the end, until a build further in shows the reader there */
-		if (lin % nu < p->lookahead && lin % nu + 1 < nu) {
+		 * past the end, until a build further in shows the reader there;
+		 * but under block shuffle, an epoch the mount lists is entered at
+		 * once (those builds read from its first group, which the stream
+		 * holds already: asking for their records one by one would fetch
+		 * them twice) */
+		if (lin % nu < p->lookahead && lin % nu + 1 < nu && !(p->block && p->epochs)) {
 			kick(p);
 			return;
 		}
@@ -478,12 +521,17 @@ struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, ui
 			continue;
 		item_unlink(p, it);
 		t = it->t;
-		free(it);
+		it->t = NULL;
+		item_free(p, it);
 		p->st.claimed++;
 		break;
 	}
-	if (!t)
+	if (!t) {
 		p->st.unplanned++;
+		if (getenv("BFS_DEBUG_IOPLAN"))
+			fprintf(stderr, "ioplan: unplanned %llu/%llu\n", (unsigned long long)epoch,
+				(unsigned long long)unit);
+	}
 	pthread_mutex_unlock(&p->lock);
 	if (t) {
 		bfs_fetch_hurry(p->f, t, BFS_FETCH_NOW);
@@ -537,6 +585,7 @@ static bool make_room(struct bfs_ioplan *p, struct stream *for_s, uint64_t d)
 			drop_items(p, s, UINT64_MAX);
 			release_groups(p, s);
 			s->next = s->pos + 1;
+			s->parked = true;
 			return true;
 		}
 		if (s->tail && s->tail->lin - s->pos > d &&
@@ -546,19 +595,41 @@ static bool make_room(struct bfs_ioplan *p, struct stream *for_s, uint64_t d)
 	return far && drop_last(p, far);
 }
 
-/* Block shuffle: hold the group of s's reader and the one after. Lock
- * held; dropped while a group's ticket is made. False when a group did not
- * fit (s then plans by unit). */
+/* s lets go of its group (epoch, g) if it holds it. Lock held. */
+static bool drop_held(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t g)
+{
+	for (unsigned i = 0; i < s->nheld; i++) {
+		struct group *gr = s->held[i];
+
+		if (gr->epoch != epoch || gr->g != g)
+			continue;
+		s->held[i] = s->held[--s->nheld];
+		group_put(p, gr);
+		return true;
+	}
+	return false;
+}
+
+/* Block shuffle: hold the group of s's reader and the one after (the
+ * first of the next epoch when the mount lists it, or, with no bound on
+ * epochs, once the reader went on into a later epoch). The reader's group
+ * is taken whatever the budget: its bytes are what the reader decodes now
+ * (turning a stream to unit by unit plans when it did not fit would read
+ * each block again in pieces, for the rest of the mount); the next one
+ * waits for room. Lock held; dropped while a group's ticket is made. False
+ * when a group is larger than the whole budget (s then plans by unit). */
 static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 {
 	const struct bfs_batcher *b = p->b[s->rank];
 	struct {
 		uint64_t epoch, g;
-	} want[2];
+	} want[2], prev = { 0, 0 };
 	uint64_t epoch = s->pos / s->nunits, unit = s->pos % s->nunits, r0, n, ng;
+	uint64_t back = s->pos - (s->pos < p->lookahead ? s->pos : p->lookahead);
 	struct bfs_perm perm;
 	struct group *keep[MAX_GROUPS];
 	unsigned nkeep = 0, nwant;
+	bool spans, behind = false;
 
 	if (bfs_batcher_unit_rows(b, unit | (s->chunk ? BFS_CHUNK : 0), &r0, &n) != 0 ||
 	    bfs_batcher_perm(b, epoch, &perm) != 0)
@@ -570,10 +641,49 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 	ng = bfs_block_order_ngroups(perm.bo);
 	want[0].epoch = epoch;
 	want[0].g = bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0));
+	/* the reader's unit reads from the next group too: it is the reader's
+	 * as well (a unit never spans more than two groups' worth of rows
+	 * once groups hold more records than a unit) */
+	spans = n &&
+		bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0 + n - 1)) != want[0].g;
+	/* builds run up to lookahead units ahead of their reader, and not
+	 * always in order: the group before the reader's stays while a unit
+	 * that near behind still reads from it (else such a build would ask
+	 * for its records one by one, a second fetch of them) */
+	if (back / s->nunits < epoch) {
+		behind = true;
+	} else if (back < s->pos) {
+		uint64_t b0, bn;
+
+		behind = bfs_batcher_unit_rows(b, (back % s->nunits) | (s->chunk ? BFS_CHUNK : 0),
+					       &b0, &bn) == 0 &&
+			 bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, b0)) < want[0].g;
+	}
 	bfs_perm_release(&perm);
+	if (behind && want[0].g > 0) {
+		prev.epoch = epoch;
+		prev.g = want[0].g - 1;
+	} else if (behind && epoch > 0) {
+		prev.epoch = epoch - 1;
+		prev.g = ng - 1;
+	} else {
+		behind = false;
+	}
 	want[1].epoch = want[0].g + 1 < ng ? epoch : epoch + 1;
 	want[1].g = want[0].g + 1 < ng ? want[0].g + 1 : 0;
-	nwant = want[1].epoch == epoch || s->crossed ? 2 : 1;
+	if (s->chunk && unit < p->lookahead && want[1].epoch == epoch && !spans)
+		/* the first chunks of an epoch: the prefetch running on from
+		 * the end of the one before as often as a reader (a reader of
+		 * all.safetensors goes through the epoch once per column, and
+		 * each pass's end prefetches here); the next group comes once
+		 * a build further in shows the reader here */
+		nwant = 1;
+	else if (want[1].epoch == epoch)
+		nwant = 2;
+	else if (p->epochs)
+		nwant = want[1].epoch < p->epochs ? 2 : 1;
+	else
+		nwant = s->crossed ? 2 : 1;
 
 	/* keep what is still wanted, release the rest */
 	for (unsigned i = 0; i < s->nheld; i++) {
@@ -582,6 +692,7 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 
 		for (unsigned w = 0; w < nwant; w++)
 			still |= gr->epoch == want[w].epoch && gr->g == want[w].g;
+		still |= behind && gr->epoch == prev.epoch && gr->g == prev.g;
 		if (still)
 			keep[nkeep++] = gr;
 		else
@@ -612,19 +723,25 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 			s->held[s->nheld++] = gr;
 			continue;
 		}
-		prio = ++p->seq;
+		/* the reader's group first, ahead of every plan */
+		prio = w == 0 ? BFS_FETCH_NOW : ++p->seq;
 		pthread_mutex_unlock(&p->lock);
-		rc = group_ticket(p, want[w].epoch, want[w].g, prio, &t, &p0, &p1);
+		rc = group_ticket(p, want[w].epoch, want[w].g, prio, w == 0 || spans, &t, &p0, &p1);
 		pthread_mutex_lock(&p->lock);
-		if (rc == -ENOSPC && make_room(p, s, 0)) {
+		/* room: the group kept behind goes first (the next one keeps the
+		 * reader from waiting at the boundary; a late build is rarer),
+		 * then what other streams hold */
+		if (rc == -ENOSPC && s->used && s->gen == gen &&
+		    ((behind && drop_held(p, s, prev.epoch, prev.g)) || make_room(p, s, 0))) {
 			pthread_mutex_unlock(&p->lock);
-			rc = group_ticket(p, want[w].epoch, want[w].g, prio, &t, &p0, &p1);
+			rc = group_ticket(p, want[w].epoch, want[w].g, prio, false, &t, &p0, &p1);
 			pthread_mutex_lock(&p->lock);
 		}
 		if (rc || !s->used || s->gen != gen) {
 			bfs_fetch_release(p->f, t);
-			/* the reader's own group must fit; the next may wait */
-			return rc == -ENOSPC && w == 0 ? false : true;
+			/* only a group larger than the budget turns s to plans
+			 * by unit; the next one waits for room */
+			return rc != -E2BIG;
 		}
 		for (gr = p->groups; gr; gr = gr->next)
 			if (gr->epoch == want[w].epoch && gr->g == want[w].g)
@@ -645,9 +762,10 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 		gr->p0 = p0;
 		gr->p1 = p1;
 		if (getenv("BFS_DEBUG_IOPLAN"))
-			fprintf(stderr, "ioplan: group %llu/%llu for stream at %llu (crossed %d)\n",
+			fprintf(stderr, "ioplan: group %llu/%llu for stream %d at %llu (%s)\n",
 				(unsigned long long)gr->epoch, (unsigned long long)gr->g,
-				(unsigned long long)s->pos, s->crossed);
+				(int)(s - p->streams), (unsigned long long)s->pos,
+				w == 0 ? "its own" : "the next");
 		gr->t = t;
 		gr->holders = 1;
 		gr->next = p->groups;
@@ -683,10 +801,14 @@ static struct stream *nearest(struct bfs_ioplan *p)
 {
 	struct stream *best = NULL;
 
+	/* what readahead allows, whatever the stage holds already */
+	if (p->nitems >= MAX_ITEMS || p->item_bytes >= p->budget)
+		return NULL;
 	for (int i = 0; i < MAX_STREAMS; i++) {
 		struct stream *s = &p->streams[i];
 
-		if (!s->used || (p->block && !s->by_unit) || s->next - s->pos > s->ahead)
+		if (!s->used || s->parked || (p->block && !s->by_unit) ||
+		    s->next - s->pos > s->ahead || s->next >= s->end)
 			continue;
 		if (!s->crossed && s->next / s->nunits > s->pos / s->nunits &&
 		    s->next - s->pos > CROSS_AHEAD)
@@ -705,16 +827,17 @@ static bool plan_one(struct bfs_ioplan *p, struct stream *s)
 	uint64_t epoch = lin / s->nunits, unit = (lin % s->nunits) | (s->chunk ? BFS_CHUNK : 0);
 	uint64_t rank = s->rank;
 	struct bfs_fetch_ticket *t = NULL;
+	uint64_t bytes = 0;
 	struct item *it;
 	int rc;
 
 	s->next++;
 	pthread_mutex_unlock(&p->lock);
-	rc = unit_ticket(p, rank, epoch, unit, prio, false, &t);
+	rc = unit_ticket(p, rank, epoch, unit, prio, false, &t, &bytes);
 	pthread_mutex_lock(&p->lock);
 	if (rc == -ENOSPC && make_room(p, s, lin - s->pos)) {
 		pthread_mutex_unlock(&p->lock);
-		rc = unit_ticket(p, rank, epoch, unit, prio, false, &t);
+		rc = unit_ticket(p, rank, epoch, unit, prio, false, &t, &bytes);
 		pthread_mutex_lock(&p->lock);
 	}
 	if (!s->used || s->gen != gen || lin < s->pos) {
@@ -733,6 +856,9 @@ static bool plan_one(struct bfs_ioplan *p, struct stream *s)
 	it->lin = lin;
 	it->t = t;
 	it->s = s;
+	it->bytes = bytes;
+	p->nitems++;
+	p->item_bytes += bytes;
 	/* plans are made in order, but one made while the lock was dropped
 	 * may land after a later one: keep the list sorted */
 	if (!s->tail || s->tail->lin < lin) {
@@ -759,7 +885,7 @@ static void pump(struct bfs_ioplan *p)
 	if (p->block)
 		for (int i = 0; i < MAX_STREAMS && !p->stop; i++) {
 			struct stream *s = &p->streams[i];
-			if (s->used && !s->by_unit && !hold_groups(p, s)) {
+			if (s->used && !s->by_unit && !s->parked && !hold_groups(p, s)) {
 				release_groups(p, s);
 				s->by_unit = true;
 			}
@@ -808,7 +934,8 @@ static void low_water(void *ctx)
 }
 
 int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bfs_dataset *ds,
-		   const struct bfs_batcher *const *b, size_t nranks, unsigned lookahead)
+		   const struct bfs_batcher *const *b, size_t nranks, unsigned lookahead,
+		   uint64_t epochs)
 {
 	struct bfs_ioplan *p = calloc(1, sizeof(*p));
 	int rc;
@@ -822,6 +949,8 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 	p->nranks = nranks;
 	p->block = bfs_batcher_blocks(b[0]) != NULL;
 	p->depth = bfs_fetch_depth(f);
+	p->budget = bfs_fetch_budget(f);
+	p->epochs = epochs;
 	p->lookahead = (uint64_t)lookahead + 1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->kick, NULL);
@@ -851,9 +980,20 @@ void bfs_ioplan_free(struct bfs_ioplan *p)
 	pthread_mutex_unlock(&p->lock);
 	if (p->started)
 		pthread_join(p->tid, NULL);
-	for (int i = 0; i < MAX_STREAMS; i++)
-		if (p->streams[i].used)
-			stream_end(p, &p->streams[i]);
+	/* every plan goes: the hash is not kept up to date on the way */
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = &p->streams[i];
+
+		while (s->head) {
+			struct item *it = s->head;
+
+			s->head = it->next;
+			item_free(p, it);
+		}
+		s->tail = NULL;
+		if (s->used)
+			release_groups(p, s);
+	}
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->kick);
 	pthread_cond_destroy(&p->held);
@@ -865,6 +1005,8 @@ void bfs_ioplan_stats(struct bfs_ioplan *p, struct bfs_ioplan_stats *out)
 	pthread_mutex_lock(&p->lock);
 	*out = p->st;
 	out->streams = 0;
+	out->held = p->nitems;
+	out->held_bytes = p->item_bytes;
 	for (int i = 0; i < MAX_STREAMS; i++)
 		out->streams += p->streams[i].used;
 	pthread_mutex_unlock(&p->lock);

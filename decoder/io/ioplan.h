@@ -12,14 +12,21 @@
  * nearest unit first across streams, so a reader that jumps is served
  * first and plans for units nobody reads soon give way (a stream's plans
  * behind its reader are dropped; a stream left idle loses its plans when
- * room is needed).
+ * room is needed, and asks for nothing more until its reader comes back).
+ * Plans never go past the last epoch the mount lists, and cover at most
+ * `readahead` bytes of records and MAX_ITEMS units in all, even where the
+ * stage holds their bytes already (a reader of a dataset that fits the
+ * stage once had a million units planned ahead).
  *
  * Global shuffle (and none): a unit's plan is its records' bytes. Block
  * shuffle: a stream holds the whole groups (window blocks) its reader is
- * in and the next one, read in pieces of at least 1 MiB, each block once
- * per epoch, and released when the stream has left the group; a unit's
- * records are then already there. A group that does not fit the stage's
- * budget is planned unit by unit instead.
+ * in and the next one (across the end of an epoch when the mount lists
+ * the next), read in whole blocks, each block once per pass of a reader
+ * over the epoch, and released when the stream has left the group; a
+ * unit's records are then already there. The reader's own group is taken
+ * whatever the budget (it is what is decoded now, not read ahead); the
+ * next one waits for room. Only a group larger than the whole budget turns
+ * its stream to plans unit by unit.
  *
  * The build of a unit claims its plan (or gets a ticket made at once, at
  * the head of the queue) and releases it when its records are read.
@@ -42,15 +49,21 @@ struct bfs_ioplan_stats {
 	uint64_t dropped; /* plans released unused (passed, idle, or for room) */
 	uint64_t groups; /* block groups fetched */
 	uint64_t streams; /* streams now */
+	uint64_t held, held_bytes; /* plans held now, and their records' bytes */
 };
 
 /* Plans for the batchers b[0..nranks) (rank folders share one base; b[0]
  * alone otherwise) of dataset ds, through stage f (all borrowed; they
  * must outlive the planner). lookahead: units that builds run ahead of a
  * reader (the decoded-batch prefetch): builds that far into the next
- * epoch do not move a stream there. Starts the planner thread. -ENOMEM. */
+ * epoch do not move a stream there. epochs: the epochs the mount lists
+ * (0: no bound); nothing is planned past the last. Plans cover at most the
+ * stage's budget (readahead) of record bytes, whatever the stage holds
+ * already, and a bounded number of units. Starts the planner thread.
+ * -ENOMEM. */
 int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bfs_dataset *ds,
-		   const struct bfs_batcher *const *b, size_t nranks, unsigned lookahead);
+		   const struct bfs_batcher *const *b, size_t nranks, unsigned lookahead,
+		   uint64_t epochs);
 /* Stops the thread and releases every plan. Accepts NULL. */
 void bfs_ioplan_free(struct bfs_ioplan *p);
 

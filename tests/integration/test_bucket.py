@@ -857,3 +857,59 @@ def test_the_disk_cache_keeps_the_objects_bytes_for_the_next_epoch(proxy, bmount
     for p in e0:
         assert m.read(p) == want[p], p
     assert not object_gets(proxy.log())
+
+
+# ---------------------------------------------------------------- epochs
+
+
+GROUPED = ["x:float:4", "blob:bytes:1,len=20000"]
+
+
+@pytest.fixture(scope="session")
+def grouped(s3, boto, gen, work):  # noqa: F811
+    """"grouped/": 600 records of 20 KB in 4 plain shards (12 MB). With
+    block_size=256K (12 records a block) and window=4, a group holds about
+    48 records: a dozen groups an epoch, in a few MB (the issue is about
+    groups, not bytes)."""
+    d = work / "bucket-grouped"
+    oracle.generate(gen, d, 600, GROUPED, shards=4, compression="none", seed=21)
+    put_folder(boto, str(d), "grouped/")
+    return str(d)
+
+
+def _fetched(proxy):
+    """Body bytes of the object GETs the proxy logged."""
+    return sum(e.get("bytes", 0) for e in object_gets(proxy.log()))
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_block_shuffle_fetches_each_block_once_per_epoch(proxy, bmount, grouped, epochs):
+    """Issue 31, item 1: under shuffle=block the stream holds whole groups
+    of blocks; builds the decoded-batch prefetch runs past an epoch's end
+    read their records one by one (a second fetch of them once the stream
+    got there), and into an epoch the mount does not list at all (1.42x
+    the dataset for one epoch here); a batch reading from the next group
+    while it did not fit the budget did the same. The batch files of each
+    epoch in order, idle a second after each (the prefetch runs on): each
+    epoch fetches the dataset once (what the prefetch builds of the next
+    epoch, and its first groups, may come during the one before), and
+    nothing past the last epoch; one stream."""
+    size = sum(os.path.getsize(os.path.join(grouped, f)) for f in shard_names(grouped))
+    group = 4 * (256 << 10) + (64 << 10)  # a group's bytes at most (4 blocks)
+    prefetch = 8
+    m = bmount(url("grouped/"), shuffle="block", block_size="256K", window=4,
+               batch_size=32, prefetch=prefetch, threads=2, epochs=epochs)
+    nb = m.json("schema.json")["batches_per_epoch"]
+    ahead = prefetch * 32 * size // 600 + 2 * group  # the next epoch's start
+    proxy.reset()  # not what the mount read to index the objects
+    proxy.config(sigv4="%s:%s" % (KEY, SECRET))
+    for e in range(epochs):
+        for b in range(nb):
+            m.read("epoch-%04d" % e, "batch-%06d.safetensors" % b)
+        time.sleep(1.0)
+        got = _fetched(proxy)
+        allowed = (e + 1) * 1.05 * size + (ahead if e + 1 < epochs else 0)
+        assert got <= allowed, "%.2fx the dataset after %d epochs of %d" % (
+            got / size, e + 1, epochs)
+    st = m.json("stats.json")
+    assert st["io_streams"] == 1 and st["io_unplanned"] <= 1, st

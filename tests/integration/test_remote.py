@@ -232,6 +232,44 @@ def test_memory_stays_bounded_under_a_reader_that_jumps(remote, mounter, tmp_pat
     assert io["failed"] == 0
 
 
+@pytest.mark.parametrize("shuffle", ["global", "block"])
+def test_planner_holds_no_more_after_two_epochs_and_the_daemon_exits_at_once(
+        remote, mounter, tmp_path, shuffle):
+    """Issue 31, item 0: once a reader went on into epoch 1 the planner
+    planned on into epochs the mount does not list, without end (a dataset
+    the stage holds whole costs it no room): 131,000 units a second after
+    the last read, 64 MB of RSS, and 1.7 s (26 s at 916,000 units) to free
+    them after fusermount3 -u. Every batch file of both epochs, then idle:
+    nothing planned past epoch 1, memory within cache_size + readahead +
+    the index, and the daemon gone within a second of the unmount."""
+    local, _ = remote(n=5000, shards=3, name="two")
+    opts = dict(batch_size=32, epochs=2, io_depth=64, shuffle=shuffle, cache_size="8M",
+                index_dir=str(tmp_path / "ix"))
+    if shuffle == "block":
+        opts.update(block_size="16K", window=4)
+    m = mounter(local, **opts)
+    nb = m.json("schema.json")["batches_per_epoch"]
+    for e in range(2):
+        for b in range(nb):
+            m.read("epoch-%04d" % e, "batch-%06d.safetensors" % b)
+    time.sleep(1.0)
+    io = _io(m)
+    st = m.json("stats.json")
+    assert io["planned"] <= 2 * nb + 16, io
+    bound = st["cache_budget"] + io["readahead"] + st["index_bytes"] + (64 << 20)
+    assert _rss_anon_kib(m.proc.pid) << 10 <= bound
+    time.sleep(0.5)
+    assert _io(m)["planned"] == io["planned"]  # idle: nothing more
+    t0 = time.monotonic()
+    r = subprocess.run(["fusermount3", "-u", m.mnt], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    assert r.returncode == 0, r.stderr
+    m.proc.wait(timeout=EXIT_DEADLINE)
+    took = time.monotonic() - t0
+    assert took < 1.0, "the daemon took %.1f s to exit" % took
+    assert m.proc.returncode == 0, m.log_text()
+
+
 def test_stats_and_top_show_the_io_stage(remote, mounter, batchfs, tmp_path):
     local, slow = remote(n=300)
     m = mounter(slow.mnt, batch_size=B, index_dir=str(tmp_path / "ix"))

@@ -847,7 +847,8 @@ static const char id_schema[] =
 	"{\"features\": {\"id\": {\"kind\": \"int64\", \"shape\": []},"
 	" \"pad\": {\"kind\": \"float\", \"shape\": [-1], \"max_len\": 40}}}";
 
-static void planned_open(struct planned_set *ps, bool block, uint64_t budget, long nrec)
+static void planned_open_e(struct planned_set *ps, bool block, uint64_t budget, long nrec,
+			   uint64_t epochs)
 {
 	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO };
 	struct bfs_batcher_opts bopt = { .batch_size = 16,
@@ -874,10 +875,15 @@ static void planned_open(struct planned_set *ps, bool block, uint64_t budget, lo
 	ck_assert_msg(bfs_batcher_new(&ps->b, ps->ds, ps->sc, &bopt) == 0, "%s", bfs_err_msg());
 	ck_assert_int_eq(bfs_dataset_fetch_new(&ps->f, ps->ds, &io), 0);
 	ck_assert_int_eq(bfs_ioplan_new(&ps->p, ps->f, ps->ds,
-					(const struct bfs_batcher *const *)&ps->b, 1, 2),
+					(const struct bfs_batcher *const *)&ps->b, 1, 2, epochs),
 			 0);
 	for (uint64_t r = 0; r < bfs_dataset_nrecords(ps->ds); r++)
 		ps->data_bytes += bfs_dataset_record_len(ps->ds, r) + 16;
+}
+
+static void planned_open(struct planned_set *ps, bool block, uint64_t budget, long nrec)
+{
+	planned_open_e(ps, block, budget, nrec, 0);
 }
 
 static void planned_close(struct planned_set *ps)
@@ -1026,6 +1032,58 @@ START_TEST(planned_bytes_stay_within_readahead)
 }
 END_TEST
 
+/* Epochs read one after the other while the stage holds the whole
+ * dataset: plans for bytes already buffered cost the stage nothing, yet
+ * the planner holds no more than readahead's worth of them (it planned a
+ * million units once, and took half a minute to free them). */
+START_TEST(plans_stay_within_readahead_when_the_stage_holds_everything)
+{
+	struct planned_set ps;
+	struct bfs_ioplan_stats st;
+	struct timespec t0, t1;
+	uint64_t nb, unit_max = 16 * (400 + 16), budget = 1 * MiB;
+
+	planned_open(&ps, false, budget, 600);
+	ck_assert_uint_lt(ps.data_bytes, budget / 2); /* the stage keeps it all */
+	nb = bfs_batcher_nbatches(ps.b);
+	for (uint64_t e = 0; e < 2; e++)
+		for (uint64_t u = 0; u < nb; u++)
+			build_unit(&ps, e, u);
+	wait_settled(ps.p);
+	bfs_ioplan_stats(ps.p, &st);
+	ck_assert_uint_le(st.held_bytes, budget + unit_max);
+	ck_assert_uint_le(st.held, budget / 16 + 1); /* units of at least one record */
+	ck_assert_uint_eq(st.planned, st.claimed + st.dropped + st.held);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	bfs_ioplan_free(ps.p);
+	ps.p = NULL;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 2);
+	planned_close(&ps);
+}
+END_TEST
+
+/* The mount lists two epochs: once a reader has read both, nothing is
+ * planned past them (and none is held). */
+START_TEST(nothing_is_planned_past_the_last_epoch)
+{
+	struct planned_set ps;
+	struct bfs_ioplan_stats st;
+	uint64_t nb;
+
+	planned_open_e(&ps, false, 64 * MiB, 1200, 2);
+	nb = bfs_batcher_nbatches(ps.b);
+	for (uint64_t e = 0; e < 2; e++)
+		for (uint64_t u = 0; u < nb; u++)
+			build_unit(&ps, e, u);
+	wait_settled(ps.p);
+	bfs_ioplan_stats(ps.p, &st);
+	ck_assert_uint_le(st.planned, 2 * nb);
+	ck_assert_uint_eq(st.held, 0);
+	planned_close(&ps);
+}
+END_TEST
+
 START_TEST(block_shuffle_reads_each_block_once_in_large_reads)
 {
 	struct planned_set ps;
@@ -1074,6 +1132,8 @@ static Suite *fetch_suite(void)
 	tcase_add_test(p, plans_follow_a_reader_and_read_every_byte_once);
 	tcase_add_test(p, a_jump_starts_a_stream_that_plans_nothing_yet);
 	tcase_add_test(p, planned_bytes_stay_within_readahead);
+	tcase_add_test(p, plans_stay_within_readahead_when_the_stage_holds_everything);
+	tcase_add_test(p, nothing_is_planned_past_the_last_epoch);
 	tcase_set_timeout(p, 60);
 	suite_add_tcase(s, p);
 	tcase_add_test(b, block_shuffle_reads_each_block_once_in_large_reads);
