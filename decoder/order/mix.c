@@ -291,7 +291,8 @@ static int epoch_len(struct bfs_mix *m, const struct bfs_mix_spec *sp)
 	switch (sp->epoch) {
 	case BFS_MIX_RECORDS:
 		if (sp->epoch_records == 0 || sp->epoch_records > MAX_EPOCH)
-			return bfs_err_set(-EINVAL, "mixture: \"epoch\": %llu records: need 1 to 2^62",
+			return bfs_err_set(-EINVAL,
+					   "mixture: \"epoch\": %llu records: need 1 to 2^62",
 					   (unsigned long long)sp->epoch_records);
 		m->L = sp->epoch_records;
 		return 0;
@@ -315,9 +316,8 @@ static int epoch_len(struct bfs_mix *m, const struct bfs_mix_spec *sp)
 		while (!every_pass_done(m, hi)) {
 			lo = hi;
 			if (hi > MAX_EPOCH / 2)
-				return bfs_err_set(
-					-EFBIG,
-					"mixture: \"epoch\": all_exhausted needs more than 2^62 records");
+				return bfs_err_set(-EFBIG, "mixture: \"epoch\": all_exhausted "
+							   "needs more than 2^62 records");
 			hi *= 2;
 		}
 		while (hi - lo > 1) {
@@ -345,8 +345,9 @@ int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *sp)
 		return bfs_err_set(-EFBIG, "mixture: %zu sources (at most %d)", k,
 				   BFS_MIX_MAX_SOURCES);
 	if (sp->nseg == 0 || sp->from[0] != 0)
-		return bfs_err_set(-EINVAL, "mixture: \"schedule\": the first segment must start at "
-					    "from_record 0");
+		return bfs_err_set(-EINVAL,
+				   "mixture: \"schedule\": the first segment must start at "
+				   "from_record 0");
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
@@ -401,21 +402,23 @@ int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *sp)
 		}
 		for (size_t s = 0; s < k; s++) {
 			sg->w[s] = w[s] / g;
-			if (sg->w[s] > BFS_MIX_MAX_PERIOD ||
-			    (W += sg->w[s]) > BFS_MIX_MAX_PERIOD || W * k > BFS_MIX_MAX_CELLS) {
-				rc = bfs_err_set(-EFBIG,
-						 "mixture: the weights of segment %zu repeat only every "
-						 "%s records (at most %llu, and %llu divided by the "
-						 "sources): use simpler ratios",
-						 i, "more than that", (unsigned long long)BFS_MIX_MAX_PERIOD,
-						 (unsigned long long)BFS_MIX_MAX_CELLS);
+			if (sg->w[s] > BFS_MIX_MAX_PERIOD || (W += sg->w[s]) > BFS_MIX_MAX_PERIOD ||
+			    W * k > BFS_MIX_MAX_CELLS) {
+				rc = bfs_err_set(
+					-EFBIG,
+					"mixture: the weights of segment %zu repeat only every "
+					"%s records (at most %llu, and %llu divided by the "
+					"sources): use simpler ratios",
+					i, "more than that", (unsigned long long)BFS_MIX_MAX_PERIOD,
+					(unsigned long long)BFS_MIX_MAX_CELLS);
 				goto fail;
 			}
 		}
 		sg->W = W;
 		if (i > 0) /* each source goes on where it stood */
 			for (size_t s = 0; s < k; s++)
-				sg->base[s] = seg_count(&m->seg[i - 1], k, sg->from - sg[-1].from, s);
+				sg->base[s] =
+					seg_count(&m->seg[i - 1], k, sg->from - sg[-1].from, s);
 		rc = lay_out(sg, k);
 		if (rc)
 			goto fail;

@@ -71,17 +71,19 @@ static void check_bound(const struct bfs_mix *m, size_t seg, uint64_t from, uint
 		bfs_mix_at(m, from + i, &s, &draw);
 		if (!(s < k && draw == c[s]))
 			ck_abort_msg("position %llu: source %zu draw %llu, replay %llu",
-			      (unsigned long long)(from + i), s, (unsigned long long)draw,
-			      (unsigned long long)c[s]);
+				     (unsigned long long)(from + i), s, (unsigned long long)draw,
+				     (unsigned long long)c[s]);
 		c[s]++;
 		for (size_t t = 0; t < k; t++) {
 			/* |(c - c0) W - (i + 1) w| < W, in 128 bits */
 			__int128 d = (__int128)(c[t] - c0[t]) * W - (__int128)(i + 1) * w[t];
 			if (!(d < (__int128)W && d > -(__int128)W))
-				ck_abort_msg("prefix %llu: source %zu has %llu, target %llu * %llu / %llu",
-				      (unsigned long long)(i + 1), t,
-				      (unsigned long long)(c[t] - c0[t]), (unsigned long long)(i + 1),
-				      (unsigned long long)w[t], (unsigned long long)W);
+				ck_abort_msg("prefix %llu: source %zu has %llu, target %llu * %llu "
+					     "/ %llu",
+					     (unsigned long long)(i + 1), t,
+					     (unsigned long long)(c[t] - c0[t]),
+					     (unsigned long long)(i + 1), (unsigned long long)w[t],
+					     (unsigned long long)W);
 		}
 	}
 	for (size_t s = 0; s < k; s++)
@@ -92,7 +94,10 @@ START_TEST(prefix_bound_ten_million_positions)
 {
 	/* fixed sets (the extremes), then random ones: 10^7 positions in all */
 	static const uint64_t fixed[][4] = {
-		{ 1, 1000000, 0, 0 }, { 1000000, 1, 1, 0 }, { 7, 2, 1, 0 }, { 1, 1, 1, 1 },
+		{ 1, 1000000, 0, 0 },
+		{ 1000000, 1, 1, 0 },
+		{ 7, 2, 1, 0 },
+		{ 1, 1, 1, 1 },
 	};
 	static const size_t fixed_k[] = { 2, 3, 3, 4 };
 	uint64_t n[8] = { 10, 20, 30, 40, 50, 60, 70, 80 }, from = 0, total = 0;
@@ -215,8 +220,14 @@ START_TEST(bad_weights_are_refused)
 	uint64_t n[2] = { 10, 10 }, from[2] = { 0, 0 }, w0[2] = { 0, 1 };
 	uint64_t big[2] = { 1u << 24, (1u << 24) - 1 }, ok[4] = { 1, 1, 1, 2 };
 	struct bfs_mix_spec sp = {
-		.nsrc = 2, .names = names8, .nrecords = n, .nseg = 1, .from = from,
-		.weights = w0, .epoch = BFS_MIX_FIRST_EXHAUSTED, .shuffle = true,
+		.nsrc = 2,
+		.names = names8,
+		.nrecords = n,
+		.nseg = 1,
+		.from = from,
+		.weights = w0,
+		.epoch = BFS_MIX_FIRST_EXHAUSTED,
+		.shuffle = true,
 	};
 	struct bfs_mix *m = NULL;
 
