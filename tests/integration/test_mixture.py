@@ -274,3 +274,27 @@ def test_mismatched_features_and_tiny_weights(batchfs, mounter, gen, work, sourc
     s = np.load(m.path("epoch-0000", "all", "_source.npy"))
     r = np.load(m.path("epoch-0000", "all", "_record.npy"))
     assert len(s) == ref.L and list(zip(s.tolist(), r.tolist())) == ref.epoch(0)
+
+
+def test_the_doc_is_the_order(mounter, sources, tmp_path):
+    """docs/shuffle.md section 8's Python, run as printed, gives the mount's
+    order (a schedule, each rule's L, shuffle on and off)."""
+    import re
+    with open(os.path.join(oracle.repo_root(), "docs", "shuffle.md")) as f:
+        blocks = re.findall(r"^```python\n(.*?)^```", f.read(), re.S | re.M)
+    ns = {}
+    exec(compile("\n".join(blocks), "docs/shuffle.md", "exec"), ns)  # noqa: S102
+    names = ["web", "books", "code"]
+    sched = [(0, [7, 2, 1]), (23, [0.25, 0.25, 1.5])]
+    src = write_mix(tmp_path / "mix.json",
+                    [{"name": n, "source": s.path} for n, s in zip(names, sources)],
+                    schedule=[{"from_record": a, "weights": w} for a, w in sched],
+                    epoch="all_exhausted")
+    for shuffle in ("global", "none"):
+        m = mounter(src, batch_size=B, seed=77, shuffle=shuffle)
+        for e in (0, 2):
+            want = ns["mixture_order"](names, [s.n for s in sources], sched, 77, e,
+                                       rule="all_exhausted", shuffle=shuffle == "global")
+            got = list(zip(np.load(m.path("epoch-%04d" % e, "all", "_source.npy")).tolist(),
+                           np.load(m.path("epoch-%04d" % e, "all", "_record.npy")).tolist()))
+            assert got == want
