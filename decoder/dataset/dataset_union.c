@@ -34,10 +34,11 @@ int bfs_dataset_union(struct bfs_dataset **out, struct bfs_dataset *const *membe
 		total += d->nshards;
 		if (d->objs && u->objs) {
 			bfs_dataset_union_free(u);
-			return bfs_err_set(-EINVAL,
-					   "a mixture may read one bucket source at most (source %zu "
-					   "is the second)",
-					   m);
+			return bfs_err_set(
+				-EINVAL,
+				"a mixture may read one bucket source at most (source %zu "
+				"is the second)",
+				m);
 		}
 		if (d->objs)
 			u->objs = d->objs;
@@ -48,7 +49,8 @@ int bfs_dataset_union(struct bfs_dataset **out, struct bfs_dataset *const *membe
 		if (d->max_len > u->max_len)
 			u->max_len = d->max_len;
 	}
-	u->shards = calloc(total ? total : 1, sizeof(*u->shards));
+	u->shards = calloc(total ? total : 1,
+			   sizeof(*u->shards)); /* NOLINT(bugprone-sizeof-expression) */
 	u->first = calloc(total + 1, sizeof(*u->first));
 	u->cut = calloc(total ? total : 1, sizeof(*u->cut));
 	if (!u->shards || !u->first || !u->cut) {
