@@ -12,6 +12,7 @@
 #include "common.h"
 #include "feistel.h"
 #include "mix.h"
+#include "mixfile.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -254,6 +255,58 @@ START_TEST(bad_weights_are_refused)
 }
 END_TEST
 
+static int parse(struct bfs_mixfile **m, const char *text)
+{
+	*m = NULL;
+	return bfs_mixfile_parse(m, text, strlen(text));
+}
+
+START_TEST(mixture_files)
+{
+	struct bfs_mixfile *m;
+
+	ck_assert(bfs_mixfile_sniff(" {\"mixture\": []}", 16));
+	ck_assert(!bfs_mixfile_sniff("{\"features\": {}}", 16));
+	ck_assert(!bfs_mixfile_sniff("\x1e\x00\x00\x00", 4));
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 0.001}, {\"name\": \"b\", \"source\": \"y\", "
+				   "\"weight\": 7, \"options\": \"split=train\"}], \"epoch\": 12}"),
+			 0);
+	ck_assert_uint_eq(m->n, 2);
+	ck_assert_uint_eq(m->weights[0], 1000000);
+	ck_assert_uint_eq(m->weights[1], 7000000000ull);
+	ck_assert_str_eq(m->e[1].options, "split=train");
+	ck_assert(m->epoch == BFS_MIXFILE_RECORDS && m->epoch_records == 12);
+	bfs_mixfile_free(m);
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\"}], "
+				   "\"schedule\": [{\"from_record\": 0, \"weights\": [2]}, "
+				   "{\"from_record\": 10, \"weights\": [3]}]}"),
+			 0);
+	ck_assert(m->nseg == 2 && m->from[1] == 10 && m->weights[1] == 3000000000ull);
+	bfs_mixfile_free(m);
+	/* refused, each naming what is wrong */
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 1e-12}]}"),
+			 -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "('a')") && strstr(bfs_err_msg(), "out of range"));
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": \"7\"}]}"),
+			 -EINVAL);
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\"}]}"),
+			 -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "needs a \"weight\""));
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [], \"epoch\": 3}"), -EINVAL);
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 1}], \"epoch\": 0}"),
+			 -EINVAL);
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 1}], \"epoch\": 3, \"epoch\": 4}"),
+			 -EINVAL);
+	ck_assert_int_eq(parse(&m, "[1, 2]"), -EINVAL);
+	ck_assert(m == NULL);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mix");
@@ -267,6 +320,7 @@ int main(void)
 	tcase_add_test(tc, no_repeat_before_a_pass_completes);
 	tcase_add_test(tc, epoch_rules);
 	tcase_add_test(tc, bad_weights_are_refused);
+	tcase_add_test(tc, mixture_files);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
