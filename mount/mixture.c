@@ -81,8 +81,8 @@ static bool file_in(const char *dir, const char *name)
 	char p[PATH_MAX];
 	struct stat st;
 
-	return (size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) < sizeof(p) && stat(p, &st) == 0 &&
-	       S_ISREG(st.st_mode);
+	return (size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) < sizeof(p) &&
+	       stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* An entry's source: a bucket or an absolute path as written, a relative
@@ -131,8 +131,8 @@ out:
 
 /* An entry's "options": compression=, split=, follow_symlinks. 0, or 1
  * after one line. *split points into buf. */
-static int entry_options(const struct bfs_mixfile_entry *e, struct bfs_dataset_opts *d,
-			 char *buf, const char **split)
+static int entry_options(const struct bfs_mixfile_entry *e, struct bfs_dataset_opts *d, char *buf,
+			 const char **split)
 {
 	char *save = NULL;
 
@@ -203,7 +203,8 @@ static int merge_specs(struct bfs_feature_spec *into, size_t nin, const char *fi
 		}
 		if (!spec_agrees(&into[i], g)) {
 			fprintf(stderr,
-				"batchfs: mixture entry '%s': feature '%s' is %s %s where entry '%s' "
+				"batchfs: mixture entry '%s': feature '%s' is %s %s where entry "
+				"'%s' "
 				"has it %s %s (the sources must agree in kind and shape)\n",
 				name, g->name, bfs_kind_name(g->kind), bfs_dtype_name(g->dtype),
 				first, bfs_kind_name(into[i].kind), bfs_dtype_name(into[i].dtype));
@@ -357,46 +358,13 @@ fail:
 	return 1;
 }
 
-static int spec_cmp(const void *a, const void *b)
-{
-	return strcmp(((const struct bfs_feature_spec *)a)->name,
-		      ((const struct bfs_feature_spec *)b)->name);
-}
-
 int bfs_mount_mix_add_provenance(struct bfs_schema *s)
 {
-	static const char *const names[] = { "_source", "_record" };
-	struct bfs_feature_spec *a;
+	int rc = bfs_schema_add_provenance(s);
 
-	for (size_t i = 0; i < 2; i++)
-		if (find_spec(s->features, s->nfeatures, names[i])) {
-			fprintf(stderr,
-				"batchfs: feature '%s' of the sources clashes with the mixture's "
-				"provenance file (leave it out with features=)\n",
-				names[i]);
-			return 1;
-		}
-	a = realloc(s->features, (s->nfeatures + 2) * sizeof(*a));
-	if (!a)
-		return 1;
-	s->features = a;
-	for (size_t i = 0; i < 2; i++) {
-		struct bfs_feature_spec *f = &a[s->nfeatures];
-
-		memset(f, 0, sizeof(*f));
-		f->name = strdup(names[i]);
-		if (!f->name)
-			return 1;
-		f->kind = BFS_KIND_INT64;
-		f->layout = BFS_LAYOUT_FIXED;
-		f->dtype = i == 0 ? BFS_DT_I32 : BFS_DT_I64;
-		f->ndim = 0;
-		f->has_default = true; /* never read from a record */
-		f->prov = i == 0 ? BFS_PROV_SOURCE : BFS_PROV_RECORD;
-		s->nfeatures++;
-	}
-	qsort(s->features, s->nfeatures, sizeof(*s->features), spec_cmp);
-	return 0;
+	if (rc)
+		fprintf(stderr, "batchfs: %s\n", rc == -ENOMEM ? "out of memory" : bfs_err_msg());
+	return rc ? 1 : 0;
 }
 
 char *bfs_mount_mix_readme(const struct bfs_mount_mix *mm, const char *mnt)

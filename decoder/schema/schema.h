@@ -163,6 +163,11 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len);
 int bfs_schema_to_json(char **out, const struct bfs_schema *s,
 		       const struct bfs_schema_facts *facts);
 
+/* Add a mixture's provenance features (docs/contract.md, Mixtures):
+ * _source (int32 []) and _record (int64 []), filled from each row's record
+ * number. -EINVAL naming a feature of that name already there; -ENOMEM. */
+int bfs_schema_add_provenance(struct bfs_schema *s);
+
 /* Keep only the named features (comma-separated; a feature list is named
  * "feature_lists/NAME"). -ENOENT naming an unknown one. */
 int bfs_schema_select(struct bfs_schema *s, const char *csv);
