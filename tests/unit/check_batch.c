@@ -339,26 +339,30 @@ START_TEST(mixture_batches)
 	for (uint64_t e = 0; e < 3; e++)
 		for (uint64_t k = 0; k < 7; k++) {
 			struct bfs_geom *g = NULL;
-			const int32_t *src;
-			const int64_t *rec;
-			const float *x;
+			const uint8_t *src, *rec, *x; /* no alignment in the file: memcpy */
 			bool seen[3][64] = { { false } };
 
 			ck_assert_int_eq(bfs_batcher_build(&whole[e][k], &g, b, e, k, NULL, NULL),
 					 0);
 			size[e][k] = g->st_size;
-			src = (const int32_t *)tensor_of(b, g, whole[e][k], "_source");
-			rec = (const int64_t *)tensor_of(b, g, whole[e][k], "_record");
-			x = (const float *)tensor_of(b, g, whole[e][k], "x");
+			src = tensor_of(b, g, whole[e][k], "_source");
+			rec = tensor_of(b, g, whole[e][k], "_record");
+			x = tensor_of(b, g, whole[e][k], "x");
 			for (uint64_t j = 0; j < g->batch; j++) {
 				uint64_t pos = k * 16 + j, want, local;
+				int32_t s32;
+				int64_t r64;
+				float x0;
 				size_t s;
 
 				bfs_mix_records(ms.mix, e, &pos, 1, &want);
 				bfs_mix_source_of(ms.mix, want, &s, &local);
-				ck_assert_int_eq(src[j], (int32_t)s);
-				ck_assert_int_eq(rec[j], (int64_t)local);
-				ck_assert(x[2 * j] == (float)(MIX_FIRST[s] + (long)local));
+				memcpy(&s32, src + 4 * j, 4);
+				memcpy(&r64, rec + 8 * j, 8);
+				memcpy(&x0, x + 8 * j, 4);
+				ck_assert_int_eq(s32, (int32_t)s);
+				ck_assert_int_eq(r64, (int64_t)local);
+				ck_assert(x0 == (float)(MIX_FIRST[s] + (long)local));
 				repeat |= seen[s][local];
 				seen[s][local] = true;
 			}
