@@ -314,3 +314,19 @@ def test_io_stage_with_repeats(mounter, sources, tmp_path):
     decoded, first = union(sources)
     check_mixture_epoch(m, ref, decoded, first, 0, B=32)
     check_mixture_epoch(m, ref, decoded, first, 5, batches=[2], B=32)
+
+
+def test_index_and_schema_tools(batchfs, mounter, sources, tmp_path):
+    """`batchfs index MIXFILE` indexes every source (a mount then reuses it
+    all); `batchfs schema MIXFILE` prints the merged schema the mount serves."""
+    import subprocess
+    src = write_mix(tmp_path / "mix.json", entries(sources, [7, 2, 1]))
+    ix = str(tmp_path / "ix")
+    r = subprocess.run([batchfs, "index", "--index-dir", ix, src], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("%d records in 4 shards" % sum(s.n for s in sources))
+    r = subprocess.run([batchfs, "schema", "--index-dir", ix, src], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    m = mounter(src, batch_size=B, index_dir=ix)
+    assert m.json("stats.json")["index_reused"]
+    assert json.loads(r.stdout)["features"] == schema_without_provenance(m)["features"]
