@@ -43,13 +43,32 @@ static char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
+/* Whether a file starts, after blanks, with '{': a shard never does (its
+ * first 8 bytes are a record's length), so a shard is not read further. */
+static bool starts_json(const char *path)
+{
+	char head[64];
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(head, 1, sizeof(head), f) : 0;
+
+	if (f)
+		fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (head[i] != ' ' && head[i] != '\t' && head[i] != '\n' && head[i] != '\r')
+			return head[i] == '{';
+	return false;
+}
+
 bool bfs_mount_mix_is(const char *source)
 {
+	struct stat st;
 	size_t len;
 	char *text;
 	bool yes;
 
 	if (strncmp(source, "s3://", 5) == 0 || strncmp(source, "gs://", 5) == 0)
+		return false;
+	if (stat(source, &st) != 0 || !S_ISREG(st.st_mode) || !starts_json(source))
 		return false;
 	text = slurp(source, &len);
 	yes = text && bfs_mixfile_sniff(text, len);
