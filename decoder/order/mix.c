@@ -177,31 +177,77 @@ uint64_t bfs_mix_record(const struct bfs_mix *m, uint64_t n)
 	return m->first[s] + bfs_feistel_apply(&f, draw % m->n[s]);
 }
 
+/* Positions at a time in bfs_mix_records. */
+#define BLOCK 256
+
+/* (source, draw) of each position of a block: a run of consecutive
+ * positions in one segment goes on from the counts of the position before
+ * (one table look-up each), anything else starts from the formula. */
+static void block_draws(const struct bfs_mix *m, uint64_t epoch, const uint64_t *pos, size_t n,
+			uint8_t *src, uint64_t *draw)
+{
+	uint64_t cnt[BFS_MIX_MAX_SOURCES], next = 0, end = 0, p = 0;
+	const struct segment *sg = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t at = epoch * m->L + pos[i];
+		size_t s;
+
+		if (!sg || at != next || at >= end) {
+			uint64_t off;
+
+			sg = seg_of(m, at);
+			end = sg + 1 < m->seg + m->nseg ? sg[1].from : UINT64_MAX;
+			off = at - sg->from;
+			p = off % sg->W;
+			for (size_t t = 0; t < m->nsrc; t++)
+				cnt[t] = sg->base[t] + (off / sg->W) * sg->w[t] +
+					 period_count(sg, m->nsrc, p, t);
+		}
+		s = sg->table[p];
+		src[i] = (uint8_t)s;
+		draw[i] = cnt[s]++;
+		if (++p == sg->W)
+			p = 0; /* a whole period adds w_s to each count: they go on */
+		next = at + 1;
+	}
+}
+
 void bfs_mix_records(const struct bfs_mix *m, uint64_t epoch, const uint64_t *pos, size_t n,
 		     uint64_t *out)
 {
-	/* one pass permutation per source at a time: a batch's draws from a
-	 * source lie in one pass, or two */
-	struct {
-		uint64_t pass;
-		bool set;
-		struct bfs_feistel f;
-	} cache[BFS_MIX_MAX_SOURCES];
+	uint8_t src[BLOCK];
+	uint64_t draw[BLOCK], r[BLOCK], y[BLOCK];
+	uint16_t idx[BLOCK];
+	size_t start[BFS_MIX_MAX_SOURCES + 1];
 
-	for (size_t s = 0; s < m->nsrc; s++)
-		cache[s].set = false;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t draw, pass;
-		size_t s;
+	for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+		size_t b = n - i0 < BLOCK ? n - i0 : BLOCK;
 
-		bfs_mix_at(m, epoch * m->L + pos[i], &s, &draw);
-		pass = draw / m->n[s];
-		if (!cache[s].set || cache[s].pass != pass) {
-			bfs_feistel_init(&cache[s].f, m->n[s], m->key[s], pass, m->shuffle);
-			cache[s].pass = pass;
-			cache[s].set = true;
+		block_draws(m, epoch, pos + i0, b, src, draw);
+		/* the block's positions grouped by source (a counting sort, in
+		 * position order within each), then each run of one pass through
+		 * that pass's permutation at once (the vector rounds) */
+		memset(start, 0, (m->nsrc + 1) * sizeof(start[0]));
+		for (size_t i = 0; i < b; i++)
+			start[src[i] + 1]++;
+		for (size_t s = 0; s < m->nsrc; s++)
+			start[s + 1] += start[s];
+		for (size_t i = 0; i < b; i++)
+			idx[start[src[i]]++] = (uint16_t)i;
+		for (size_t k0 = 0, k1; k0 < b; k0 = k1) {
+			size_t s = src[idx[k0]];
+			uint64_t N = m->n[s], pass = draw[idx[k0]] / N;
+			struct bfs_feistel f;
+
+			for (k1 = k0; k1 < b && src[idx[k1]] == s && draw[idx[k1]] / N == pass;
+			     k1++)
+				r[k1 - k0] = draw[idx[k1]] % N;
+			bfs_feistel_init(&f, N, m->key[s], pass, m->shuffle);
+			bfs_feistel_apply_many(&f, r, k1 - k0, y, true);
+			for (size_t k = k0; k < k1; k++)
+				out[i0 + idx[k]] = m->first[s] + y[k - k0];
 		}
-		out[i] = m->first[s] + bfs_feistel_apply(&cache[s].f, draw % m->n[s]);
 	}
 }
 

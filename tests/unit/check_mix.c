@@ -136,6 +136,15 @@ START_TEST(schedule_continues_each_source)
 	check_bound(m, 0, 0, 12345);
 	check_bound(m, 1, 12345, 40000 - 12345);
 	check_bound(m, 2, 40000, 300000);
+	/* runs of positions (across periods and segments, with jumps) look up
+	 * as the positions one by one do */
+	static uint64_t pos[3000], out[3000];
+	for (size_t i = 0; i < 3000; i++)
+		pos[i] = i % 700 == 699 ? rnd() % 500 : 12000 + i;
+	bfs_mix_records(m, 3, pos, 3000, out);
+	for (size_t i = 0; i < 3000; i++)
+		if (out[i] != bfs_mix_record(m, 3 * 100 + pos[i]))
+			ck_abort_msg("position %zu", i);
 	bfs_mix_free(m);
 }
 END_TEST
