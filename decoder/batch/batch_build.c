@@ -62,29 +62,34 @@ unsigned bfs_build_parts_for(const struct bfs_geom *g, unsigned max)
 	return k < 1 ? 1 : k > max ? max : (unsigned)k;
 }
 
-/* A mixture's _source (int32) and _record (int64) of every row, from its
- * record number (docs/contract.md, Mixtures). */
-static void write_provenance(struct bfs_build *jb)
+/* A mixture's _source (int32) and _record (int64) of row j (unit-local),
+ * from its record number (docs/contract.md, Mixtures): written before the
+ * parts run, and again after a substitute's fill (the undo of the row
+ * zeroed them), so they always name the record the order put there. */
+static void write_provenance_row(const struct bfs_build *jb, uint64_t j)
 {
 	const struct bfs_batcher *b = jb->b;
 	int ts = b->prov_t[0], tr = b->prov_t[1];
+	uint64_t local;
+	size_t s;
 
 	if (!b->o.mix || (ts < 0 && tr < 0))
 		return;
-	for (size_t j = 0; j < jb->n; j++) {
-		uint64_t local;
-		size_t s;
-
-		bfs_mix_source_of(b->o.mix, jb->recs[j], &s, &local);
-		if (ts >= 0) {
-			int32_t v = (int32_t)s;
-			memcpy(jb->data + jb->g->g[ts].offset + j * 4, &v, 4);
-		}
-		if (tr >= 0) {
-			int64_t v = (int64_t)local;
-			memcpy(jb->data + jb->g->g[tr].offset + j * 8, &v, 8);
-		}
+	bfs_mix_source_of(b->o.mix, jb->recs[j], &s, &local);
+	if (ts >= 0) {
+		int32_t v = (int32_t)s;
+		memcpy(jb->data + jb->g->g[ts].offset + j * 4, &v, 4);
 	}
+	if (tr >= 0) {
+		int64_t v = (int64_t)local;
+		memcpy(jb->data + jb->g->g[tr].offset + j * 8, &v, 8);
+	}
+}
+
+static void write_provenance(const struct bfs_build *jb)
+{
+	for (size_t j = 0; jb->b->o.mix && j < jb->n; j++)
+		write_provenance_row(jb, j);
 }
 
 int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
@@ -406,6 +411,8 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 				bfs_batcher_row_undo(b, jb->g, j, cur, marks);
 				rc = bfs_batcher_fill_substitute(b, jb->g, bd, recs[i], j, cur,
 								 marks, rbuf, cap, on_corrupt, ctx);
+				if (rc == 0)
+					write_provenance_row(jb, j);
 				if (rc == 0 && on_corrupt)
 					on_corrupt(ctx, why, true);
 				if (rc && rc != -ENOMEM) {

@@ -330,3 +330,26 @@ def test_index_and_schema_tools(batchfs, mounter, sources, tmp_path):
     m = mounter(src, batch_size=B, index_dir=ix)
     assert m.json("stats.json")["index_reused"]
     assert json.loads(r.stdout)["features"] == schema_without_provenance(m)["features"]
+
+
+def test_corrupt_record_skipped(gen, mounter, sources, tmp_path):
+    """on_corrupt=skip in a mixture: the row of a record with a bad CRC is
+    filled from the next valid record of the union numbering, its
+    _source/_record still name the record replaced, errors.txt says so."""
+    from helpers import corrupt_data_crc
+    bad = make_dataset(gen, tmp_path / "bad", 20, ["x:float:4", "y:int64:1"], seed=40)
+    shard = oracle.list_shards(bad.path)[0]
+    corrupt_data_crc(shard, 5)
+    src = write_mix(tmp_path / "mix.json",
+                    [{"name": "bad", "source": bad.path, "weight": 1},
+                     {"name": "books", "source": sources[1].path, "weight": 1}])
+    m = mounter(src, batch_size=B, on_corrupt="skip", features="x,y")
+    s = np.load(m.path("epoch-0000", "all", "_source.npy")).tolist()
+    r = np.load(m.path("epoch-0000", "all", "_record.npy")).tolist()
+    y = np.load(m.path("epoch-0000", "all", "y.npy")).tolist()
+    # every record of the bad source once (its pass), record 5 among them
+    assert sorted(b for a, b in zip(s, r) if a == 0) == list(range(20))
+    row = list(zip(s, r)).index((0, 5))
+    assert y[row] == int(bad.decoded[6]["features"]["y"][1][0])
+    errors = open(m.path("errors.txt")).read()
+    assert "record 5" in errors and "(skipped)" in errors
