@@ -9,6 +9,7 @@
 #include "fdcache.h"
 #include "fuse_ops.h"
 #include "lifecycle.h"
+#include "mixture.h"
 #include "objsrc.h"
 #include "options.h"
 #include "s3.h"
@@ -528,6 +529,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	};
 	struct bfs_progress progress = { .tty = o->foreground && isatty(2) };
 	struct bfs_dataset *ds = NULL;
+	struct bfs_mount_mix *mm = NULL; /* SOURCE a mixture file; ds is its union */
 	struct bfs_schema *user = NULL, *schema = NULL;
 	struct bfs_batcher *b = NULL;
 	struct bfs_batcher **ranks = NULL; /* world=W without rank: [W], [0] = b */
@@ -625,8 +627,11 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	/* the progress bar of a first index build, in the foreground at a terminal */
 	dopt.progress = bfs_tool_progress;
 	dopt.progress_ctx = &progress;
-	rc = bfs_dataset_open(&ds, source, &dopt);
-	if (rc) {
+	if (bfs_mount_mix_is(o->source)) {
+		if (bfs_mount_mix_open(&mm, o->source, o, &dopt, user != NULL) != 0)
+			goto out;
+		ds = mm->ds;
+	} else if ((rc = bfs_dataset_open(&ds, source, &dopt)) != 0) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
 	}
@@ -634,7 +639,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		schema = user;
 		user = NULL;
 	} else {
-		rc = bfs_schema_clone(&schema, bfs_dataset_schema(ds));
+		rc = bfs_schema_clone(&schema, mm ? mm->schema : bfs_dataset_schema(ds));
 		if (rc) {
 			fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 			goto out;
@@ -682,6 +687,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	}
 	if (o->nimage && bfs_check_image_options(ds, schema, was_image, o->image, o->nimage) != 0)
 		goto out;
+	if (mm && bfs_mount_mix_add_provenance(schema) != 0)
+		goto out;
 	if (schema->nfeatures + schema->nlists == 0) {
 		fprintf(stderr,
 			"batchfs: %s: no features to serve (the records hold no typed "
@@ -707,6 +714,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.on_note = bfs_tool_note,
 		.chunk_rows = o->chunk_rows,
 		.image_max_pixels = o->image_max_pixels,
+		.mix = mm ? mm->mix : NULL,
 	};
 	rc = bfs_batcher_new(&b, ds, schema, &bo);
 	if (rc) {
@@ -748,6 +756,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.no_rank = o->all_ranks, /* each rank folder is one rank: the top is none */
 		.nshards = bfs_dataset_nshards(ds),
 		.shards = shard_names,
+		.mixture = mm ? &mm->facts : NULL,
 	};
 	if (bfs_schema_to_json(&schema_json, schema, &facts) != 0) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
@@ -763,7 +772,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
 		char *passed =
-			passed_over_note(o->source, source == tfds_glob ? o->split : NULL, ds);
+			mm ? bfs_mount_mix_readme(mm, mnt)
+			   : passed_over_note(o->source, source == tfds_glob ? o->split : NULL, ds);
 		if (asprintf(&full, "%s%s%s", readme, notes ? notes : "", passed ? passed : "") >=
 		    0) {
 			free(readme);
@@ -844,7 +854,10 @@ out:
 	bfs_batcher_free(b);
 	bfs_schema_free(schema);
 	bfs_schema_free(user);
-	bfs_dataset_close(ds);
+	if (mm)
+		bfs_mount_mix_close(mm); /* ds is its union */
+	else
+		bfs_dataset_close(ds);
 	free(shard_names);
 	free(schema_json);
 	free(readme);

@@ -7,6 +7,7 @@
 #include "batch.h"
 #include "dataset.h"
 #include "example.h"
+#include "mixture.h"
 #include "options.h"
 #include "record.h"
 #include "schema.h"
@@ -327,8 +328,10 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 
 /* Open SOURCE as the tools' options say; index_dir and jobs (may be NULL)
  * get the folder used (the caller frees it) and the threads. */
-static int open_source(struct bfs_dataset **ds, int argc, char **argv, const char *cmd,
-		       bool progress, char **index_dir_out, unsigned *jobs_out)
+/* SOURCE opened as a mount opens it; a mixture file (mixture.h) gives *mm,
+ * whose union is *ds (close *mm then, not *ds). */
+static int open_source(struct bfs_dataset **ds, struct bfs_mount_mix **mm, int argc, char **argv,
+		       const char *cmd, bool progress, char **index_dir_out, unsigned *jobs_out)
 {
 	static const struct option longopts[] = {
 		{ "jobs", required_argument, NULL, 'j' },
@@ -397,6 +400,23 @@ static int open_source(struct bfs_dataset **ds, int argc, char **argv, const cha
 	o.keep_cut = true; /* said by report_cut */
 	o.shadow_size = shadow_size;
 	o.progress_ctx = &pr;
+	*mm = NULL;
+	if (bfs_mount_mix_is(argv[optind])) {
+		struct bfs_options mo = { .shuffle = true, .world = 1 };
+
+		if (bfs_mount_mix_open(mm, argv[optind], &mo, &o, false) != 0) {
+			free(index_dir);
+			return 1;
+		}
+		*ds = (*mm)->ds;
+		if (jobs_out)
+			*jobs_out = o.jobs;
+		if (index_dir_out)
+			*index_dir_out = index_dir;
+		else
+			free(index_dir);
+		return 0;
+	}
 	rc = bfs_dataset_open(ds, argv[optind], &o);
 	if (jobs_out)
 		*jobs_out = o.jobs;
@@ -428,19 +448,24 @@ static size_t report_cut(const struct bfs_dataset *ds)
 int bfs_tool_schema(int argc, char **argv)
 {
 	struct bfs_dataset *ds = NULL;
+	struct bfs_mount_mix *mm = NULL;
 	char *json = NULL;
-	int rc = open_source(&ds, argc, argv, "schema", false, NULL, NULL);
+	int rc = open_source(&ds, &mm, argc, argv, "schema", false, NULL, NULL);
 
 	if (rc)
 		return rc == 2 ? 0 : rc;
 	report_cut(ds); /* the schema of the records that can be read */
-	rc = bfs_schema_to_json(&json, bfs_dataset_schema(ds), NULL);
+	/* a mixture: its sources' merged schema (the provenance is the mount's) */
+	rc = bfs_schema_to_json(&json, mm ? mm->schema : bfs_dataset_schema(ds), NULL);
 	if (rc == 0)
 		fputs(json, stdout);
 	else
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 	free(json);
-	bfs_dataset_close(ds);
+	if (mm)
+		bfs_mount_mix_close(mm);
+	else
+		bfs_dataset_close(ds);
 	return rc ? 1 : 0;
 }
 
@@ -449,9 +474,9 @@ int bfs_tool_schema(int argc, char **argv)
  * only (many nodes) then count nothing, and write nothing there. A batcher
  * is what computes and keeps them; its other options do not change them.
  * Best effort: a failure is one line, and the mounts count. */
-static void count_default(const struct bfs_dataset *ds, const char *index_dir, unsigned jobs)
+static void count_default(const struct bfs_dataset *ds, const struct bfs_schema *s,
+			  const char *index_dir, unsigned jobs)
 {
-	const struct bfs_schema *s = bfs_dataset_schema(ds);
 	struct bfs_batcher_opts bo = {
 		.batch_size = 1,
 		.world = 1,
@@ -473,6 +498,7 @@ static void count_default(const struct bfs_dataset *ds, const char *index_dir, u
 int bfs_tool_index(int argc, char **argv)
 {
 	struct bfs_dataset *ds = NULL;
+	struct bfs_mount_mix *mm = NULL;
 	struct timespec t0, t1;
 	char *index_dir = NULL;
 	unsigned jobs = 1;
@@ -480,14 +506,14 @@ int bfs_tool_index(int argc, char **argv)
 	int rc;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = open_source(&ds, argc, argv, "index", true, &index_dir, &jobs);
+	rc = open_source(&ds, &mm, argc, argv, "index", true, &index_dir, &jobs);
 	if (rc)
 		return rc == 2 ? 0 : rc;
 	/* a shard cut short is indexed up to the cut but not cached: a mount
 	 * with on_corrupt=skip scans it again, one with fail refuses it */
 	ncut = report_cut(ds);
 	if (!ncut)
-		count_default(ds, index_dir, jobs);
+		count_default(ds, mm ? mm->schema : bfs_dataset_schema(ds), index_dir, jobs);
 	free(index_dir);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("%" PRIu64 " records in %zu shards; index %" PRIu64 " bytes (%s); schema %s; "
@@ -501,6 +527,9 @@ int bfs_tool_index(int argc, char **argv)
 			"batchfs: %zu shard%s cut short: not cached (mount with on_corrupt=skip "
 			"to serve the records before the cut)\n",
 			ncut, ncut == 1 ? "" : "s");
-	bfs_dataset_close(ds);
+	if (mm)
+		bfs_mount_mix_close(mm);
+	else
+		bfs_dataset_close(ds);
 	return ncut ? 1 : 0;
 }

@@ -76,7 +76,7 @@ from benchlib import harness, peers, report
 from benchlib.data import WORKLOADS
 from benchlib.harness import TOP, loadavg
 from benchlib.report import say
-from benchlib.suites import bucket, compressed, photo, remote, scale, shards, workload
+from benchlib.suites import bucket, compressed, mixture, photo, remote, scale, shards, workload
 
 
 def parse_args(argv):
@@ -131,6 +131,9 @@ def parse_args(argv):
     ap.add_argument("--remote-previous", metavar="DIR",
                     help="also measure DIR/batchfs (a build of the previous commit) in the "
                     "remote part, with the same baselines")
+    ap.add_argument("--mixture", action="store_true",
+                    help="the mixture suite: 3 sources vs one mount of the same shards")
+    ap.add_argument("--only-mixture", action="store_true", help="the mixture suite alone")
     ap.add_argument("--no-scale", "--no-index10m", dest="no_scale", action="store_true",
                     help="skip the scale part (index size, re-mount, index build vs cat)")
     ap.add_argument("--scale-1e8", action="store_true",
@@ -186,9 +189,11 @@ def main(argv):
         args.only_bucket = True
     if args.only_bucket:
         args.bucket = args.no_scale = args.no_shards = args.no_npm = True
+    if args.only_mixture:
+        args.mixture = args.no_scale = args.no_shards = args.no_npm = True
     args.remote_delays = [int(x) for x in args.remote_delays.split(",") if x]
     names = [] if (args.only_scale or args.only_shards or args.only_remote or
-                   args.only_bucket) else (
+                   args.only_bucket or args.only_mixture) else (
         args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
     os.makedirs(args.work, exist_ok=True)
 
@@ -222,6 +227,7 @@ def main(argv):
         results[-1]["run"] = run["id"]
     scale_rows = None if args.no_scale else scale.run(args, tools)
     shards_row = None if args.no_shards or args.only_scale else shards.run(args, tools)
+    mixture_row = mixture.run(args, tools) if args.mixture else None
     say()
     say("load average at end: %.2f on %d cores" % (loadavg(), os.cpu_count()))
 
@@ -239,6 +245,8 @@ def main(argv):
         scale.ratios(scale_rows)
     if shards_row:
         shards.ratios(shards_row)
+    if mixture_row:
+        mixture.ratios(mixture_row)
     report.finish(args, run, results, t_start)
     return 0
 

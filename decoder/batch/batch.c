@@ -42,7 +42,7 @@ static uint64_t global_batch(const struct bfs_batcher *b, uint64_t batch)
 uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch)
 {
 	uint64_t start = global_batch(b, batch) * b->o.batch_size;
-	uint64_t left = b->nrecords - start;
+	uint64_t left = b->epoch_len - start;
 
 	return left < b->o.batch_size ? left : b->o.batch_size;
 }
@@ -55,6 +55,10 @@ uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *
 
 int bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out)
 {
+	if (b->o.mix) {
+		bfs_perm_init_mix(out, b->o.mix, epoch);
+		return 0;
+	}
 	bfs_perm_init(out, b->nrecords, b->o.seed, epoch, b->o.shuffle);
 	if (b->blocks && b->nrecords > 0)
 		return bfs_block_order_get(&out->bo, b->blocks, epoch);
@@ -183,6 +187,24 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 	b->schema = s;
 	b->o = *o;
 	b->nrecords = bfs_dataset_nrecords(ds);
+	b->epoch_len = b->nrecords;
+	b->prov_t[0] = b->prov_t[1] = -1;
+	if (o->mix) {
+		if (o->shuffle && o->block) {
+			free(b);
+			return bfs_err_set(-EINVAL, "shuffle=block: not with a mixture (use global "
+						    "or none)");
+		}
+		if (bfs_mix_nrecords(o->mix) != bfs_dataset_nrecords(ds)) {
+			free(b);
+			return bfs_err_set(-EINVAL,
+					   "mixture: its sources hold %llu records, the "
+					   "dataset %llu",
+					   (unsigned long long)bfs_mix_nrecords(o->mix),
+					   (unsigned long long)bfs_dataset_nrecords(ds));
+		}
+		b->epoch_len = bfs_mix_epoch_len(o->mix);
+	}
 	b->plain = true;
 	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++)
 		if (bfs_shard_compression(bfs_dataset_shard(ds, i)) != BFS_COMP_NONE)
@@ -192,8 +214,8 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 		rc = make_drivers(b);
 	if (rc)
 		goto fail;
-	b->global_nb = o->drop_remainder ? b->nrecords / o->batch_size
-					 : (b->nrecords + o->batch_size - 1) / o->batch_size;
+	b->global_nb = o->drop_remainder ? b->epoch_len / o->batch_size
+					 : (b->epoch_len + o->batch_size - 1) / o->batch_size;
 	b->nb = b->global_nb / o->world;
 	/* fixed-size tensors: check the full-batch size against the limit now */
 	if (b->plan->nslots == 0 && b->nb > 0) {
@@ -352,6 +374,10 @@ static int make_drivers(struct bfs_batcher *b)
 		const struct bfs_feature_spec *f = p->t[t].spec;
 		struct driver *dr = NULL;
 
+		if (f->prov) { /* filled from the record number, not decoded */
+			b->prov_t[f->prov == BFS_PROV_RECORD] = (int)t;
+			continue;
+		}
 		for (size_t d = 0; d < b->ndrivers; d++)
 			if (b->drivers[d].spec == f)
 				dr = &b->drivers[d];

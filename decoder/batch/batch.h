@@ -16,6 +16,7 @@
 
 #include "blockshuf.h"
 #include "dataset.h"
+#include "mix.h"
 #include "perm.h"
 #include "schema.h"
 #include "tensor.h"
@@ -49,6 +50,10 @@ struct bfs_batcher_opts {
 	void *note_ctx;
 	uint64_t chunk_rows; /* rows per chunk of all/; 0: about 2 MiB of rows */
 	uint64_t image_max_pixels; /* image features: larger images are corrupt; 0: default */
+	/* a mixture (mix.h; borrowed, must outlive the batcher): epochs are
+	 * its slices of L records, in its order, and the dataset is the union
+	 * of its sources (bfs_dataset_union); shuffle=block is refused */
+	const struct bfs_mix *mix;
 };
 
 struct bfs_batcher;

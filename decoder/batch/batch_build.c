@@ -62,6 +62,36 @@ unsigned bfs_build_parts_for(const struct bfs_geom *g, unsigned max)
 	return k < 1 ? 1 : k > max ? max : (unsigned)k;
 }
 
+/* A mixture's _source (int32) and _record (int64) of row j (unit-local),
+ * from its record number (docs/contract.md, Mixtures): written before the
+ * parts run, and again after a substitute's fill (the undo of the row
+ * zeroed them), so they always name the record the order put there. */
+static void write_provenance_row(const struct bfs_build *jb, uint64_t j)
+{
+	const struct bfs_batcher *b = jb->b;
+	int ts = b->prov_t[0], tr = b->prov_t[1];
+	uint64_t local;
+	size_t s;
+
+	if (!b->o.mix || (ts < 0 && tr < 0))
+		return;
+	bfs_mix_source_of(b->o.mix, jb->recs[j], &s, &local);
+	if (ts >= 0) {
+		int32_t v = (int32_t)s;
+		memcpy(jb->data + jb->g->g[ts].offset + j * 4, &v, 4);
+	}
+	if (tr >= 0) {
+		int64_t v = (int64_t)local;
+		memcpy(jb->data + jb->g->g[tr].offset + j * 8, &v, 8);
+	}
+}
+
+static void write_provenance(const struct bfs_build *jb)
+{
+	for (size_t j = 0; jb->b->o.mix && j < jb->n; j++)
+		write_provenance_row(jb, j);
+}
+
 int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
 		  uint64_t unit, struct bfs_geom *g, unsigned nparts)
 {
@@ -124,6 +154,7 @@ int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64
 	}
 	bfs_batcher_row_records(b, &perm, jb->r0, jb->n, jb->recs);
 	bfs_perm_release(&perm);
+	write_provenance(jb);
 	/* each part starts its ragged cursors where the rows before it end,
 	 * as the index counted them */
 	for (unsigned k = 0; k < jb->nparts; k++) {
@@ -225,6 +256,84 @@ static int part_check(const struct bfs_build *jb, const struct part *pt, const s
  * batch was read come back from memory rather than from L2. */
 #define READ_CHUNK ((uint64_t)256 << 10)
 
+static int cmp_u64_at(const void *a, const void *b, void *ctx)
+{
+	const uint64_t *v = ctx;
+	uint64_t x = v[*(const size_t *)a], y = v[*(const size_t *)b];
+
+	return x < y ? -1 : x > y;
+}
+
+/* A mixture's batch may hold a record twice (a source smaller than the
+ * batch repeats in its next pass); the dataset reads each record once, so
+ * the repeats are copies of the first read. */
+static int read_unique(const struct bfs_batcher *b, const uint64_t *recs, size_t n,
+		       uint8_t *const *dst, const uint32_t *lens, int *errs, char **msgs)
+{
+	size_t *ix = malloc((n ? n : 1) * sizeof(*ix)),
+	       *first = malloc((n ? n : 1) * sizeof(*first));
+	uint64_t *u = malloc((n ? n : 1) * sizeof(*u));
+	uint8_t **ud = malloc((n ? n : 1) * sizeof(*ud));
+	size_t nu = 0;
+	int rc = -ENOMEM;
+
+	if (!ix || !first || !u || !ud)
+		goto out;
+	for (size_t i = 0; i < n; i++)
+		ix[i] = i;
+	qsort_r(ix, n, sizeof(*ix), cmp_u64_at, (void *)recs);
+	for (size_t k = 0; k < n; k++) {
+		size_t i = ix[k];
+
+		if (k > 0 && recs[ix[k - 1]] == recs[i]) {
+			first[i] = first[ix[k - 1]];
+			continue;
+		}
+		first[i] = i;
+		u[nu] = recs[i];
+		ud[nu++] = dst[i];
+	}
+	if (nu == n) {
+		rc = bfs_dataset_read_many(b->ds, recs, n, dst, b->o.verify, errs, msgs);
+		goto out;
+	}
+	{
+		int *ue = malloc(nu * sizeof(*ue));
+		char **um = calloc(nu, sizeof(*um));
+
+		if (!ue || !um) {
+			free(ue);
+			free(um);
+			goto out;
+		}
+		rc = bfs_dataset_read_many(b->ds, u, nu, ud, b->o.verify, ue, um);
+		for (size_t k = 0, q = 0; !rc && k < n; k++) {
+			size_t i = ix[k], f = first[i];
+
+			if (f == i) { /* the first of its record: the q-th read */
+				errs[i] = ue[q];
+				msgs[i] = um[q];
+				um[q++] = NULL;
+				continue;
+			}
+			errs[i] = errs[f];
+			msgs[i] = msgs[f] ? strdup(msgs[f]) : NULL;
+			if (errs[i] == 0)
+				memcpy(dst[i], dst[f], lens[i]);
+		}
+		for (size_t q = 0; q < nu; q++)
+			free(um[q]);
+		free(ue);
+		free(um);
+	}
+out:
+	free(ix);
+	free(first);
+	free(u);
+	free(ud);
+	return rc;
+}
+
 static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_corrupt, void *ctx)
 {
 	const struct bfs_batcher *b = jb->b;
@@ -273,8 +382,10 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 			dst[j] = arena + off;
 			off += lens[j];
 		}
-		rc = bfs_dataset_read_many(b->ds, recs + i0, i1 - i0, dst + i0, b->o.verify,
-					   errs + i0, msgs + i0);
+		rc = b->o.mix ? read_unique(b, recs + i0, i1 - i0, dst + i0, lens + i0, errs + i0,
+					    msgs + i0)
+			      : bfs_dataset_read_many(b->ds, recs + i0, i1 - i0, dst + i0,
+						      b->o.verify, errs + i0, msgs + i0);
 		if (rc)
 			goto out;
 		for (size_t i = i0; i < i1; i++) {
@@ -300,6 +411,8 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 				bfs_batcher_row_undo(b, jb->g, j, cur, marks);
 				rc = bfs_batcher_fill_substitute(b, jb->g, bd, recs[i], j, cur,
 								 marks, rbuf, cap, on_corrupt, ctx);
+				if (rc == 0)
+					write_provenance_row(jb, j);
 				if (rc == 0 && on_corrupt)
 					on_corrupt(ctx, why, true);
 				if (rc && rc != -ENOMEM) {

@@ -44,7 +44,10 @@ struct bfs_batcher {
 	const struct bfs_schema *schema;
 	struct bfs_plan *plan;
 	struct bfs_batcher_opts o;
-	uint64_t nrecords;
+	uint64_t nrecords; /* of the dataset */
+	uint64_t epoch_len; /* records per epoch: nrecords, or a mixture's L */
+	/* a mixture's provenance tensors (_source, _record), or -1 */
+	int prov_t[2];
 	uint64_t global_nb; /* batches per epoch, single sequence */
 	uint64_t nb; /* batches per epoch for this rank */
 	uint64_t rows; /* rows of the epoch view (all/): its batches end to end */

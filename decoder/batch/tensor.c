@@ -13,6 +13,8 @@
 
 static enum bfs_dtype main_dtype(const struct bfs_feature_spec *f)
 {
+	if (f->prov == BFS_PROV_SOURCE)
+		return BFS_DT_I32;
 	switch (f->kind) {
 	case BFS_KIND_FLOAT:
 		return BFS_DT_F32;

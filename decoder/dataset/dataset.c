@@ -20,6 +20,10 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 {
 	if (!ds)
 		return;
+	if (ds->borrowed) {
+		bfs_dataset_union_free(ds);
+		return;
+	}
 	for (size_t i = 0; i < ds->nshards; i++)
 		bfs_shard_close(ds->shards[i]);
 	bfs_objsrc_free(ds->objs); /* after the shards: they read through it */

@@ -169,6 +169,13 @@ int bfs_dataset_cache_file(const struct bfs_dataset *ds, size_t i, const char *d
 void bfs_dataset_drop_cache_files(const struct bfs_dataset *ds, const char *dir,
 				  const char *const *suffixes, size_t nsuf, const bool *drop);
 
+/* The union of n open datasets (a mixture's sources): their shards end to
+ * end, so dataset k's records are numbered from the sum of the record
+ * counts before it. It borrows the members' shards (they must outlive it
+ * and be closed after it) and has no schema; at most one member may be a
+ * bucket (-EINVAL naming the second). Errors: -EINVAL, -ENOMEM. */
+int bfs_dataset_union(struct bfs_dataset **out, struct bfs_dataset *const *members, size_t n);
+
 /* Resolve SOURCE into a sorted list of shard paths (malloc'd, caller frees
  * each and the array). */
 int bfs_source_resolve(char ***out, size_t *n, const char *source, bool follow_symlinks);

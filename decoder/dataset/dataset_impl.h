@@ -45,6 +45,9 @@ struct bfs_dataset {
 	struct bfs_objsrc *objs;
 	char **passed;
 	size_t npassed;
+	/* a union of datasets (dataset_union.c): the shards, objs and shadows
+	 * belong to its members; only its arrays are its own */
+	bool borrowed;
 };
 
 struct pack_group {
@@ -94,5 +97,10 @@ void bfs_dataset_schema_save(const char *dir, const char *file, const struct bfs
  * first shard's error. */
 int bfs_dataset_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need,
 		     const bool *cached, bool *scanned, bool infer);
+
+/* ---- dataset_union.c ------------------------------------------------------ */
+
+/* Free what a union owns (close calls it for a borrowed dataset). */
+void bfs_dataset_union_free(struct bfs_dataset *ds);
 
 #endif

@@ -17,17 +17,24 @@
 #include <stdint.h>
 
 struct bfs_block_order; /* blockshuf.h */
+struct bfs_mix; /* mix.h */
 
 struct bfs_perm {
 	struct bfs_feistel f; /* shuffle=global, or the identity */
 	/* shuffle=block: the epoch's block order (a reference, dropped by
 	 * bfs_perm_release), which apply then follows; NULL otherwise */
 	struct bfs_block_order *bo;
+	/* a mixture (mix.h, borrowed): position p of the epoch is stream
+	 * position epoch * L + p, which apply then follows; NULL otherwise */
+	const struct bfs_mix *mix;
+	uint64_t epoch;
 };
 
 /* Set up the permutation of [0, n) for (seed, epoch). shuffle=0 gives the
  * identity. */
 void bfs_perm_init(struct bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch, int shuffle);
+/* The order of epoch `epoch` of a mixture. */
+void bfs_perm_init_mix(struct bfs_perm *p, const struct bfs_mix *mix, uint64_t epoch);
 /* Drop the block order a permutation holds (none: nothing to do). */
 void bfs_perm_release(struct bfs_perm *p);
 

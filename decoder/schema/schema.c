@@ -200,6 +200,47 @@ nomem:
 	return bfs_err_set(-ENOMEM, "schema: out of memory");
 }
 
+static int spec_name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct bfs_feature_spec *)a)->name,
+		      ((const struct bfs_feature_spec *)b)->name);
+}
+
+int bfs_schema_add_provenance(struct bfs_schema *s)
+{
+	static const char *const names[] = { "_source", "_record" };
+	struct bfs_feature_spec *a;
+
+	for (size_t i = 0; i < 2; i++)
+		for (size_t j = 0; j < s->nfeatures; j++)
+			if (strcmp(s->features[j].name, names[i]) == 0)
+				return bfs_err_set(-EINVAL,
+						   "feature '%s' of the sources clashes with the "
+						   "mixture's provenance file (leave it out with "
+						   "features=)",
+						   names[i]);
+	a = realloc(s->features, (s->nfeatures + 2) * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	s->features = a;
+	for (size_t i = 0; i < 2; i++) {
+		struct bfs_feature_spec *f = &a[s->nfeatures];
+
+		memset(f, 0, sizeof(*f));
+		f->name = strdup(names[i]);
+		if (!f->name)
+			return -ENOMEM;
+		f->kind = BFS_KIND_INT64;
+		f->layout = BFS_LAYOUT_FIXED;
+		f->dtype = i == 0 ? BFS_DT_I32 : BFS_DT_I64;
+		f->has_default = true; /* never read from a record */
+		f->prov = i == 0 ? BFS_PROV_SOURCE : BFS_PROV_RECORD;
+		s->nfeatures++;
+	}
+	qsort(s->features, s->nfeatures, sizeof(*s->features), spec_name_cmp);
+	return 0;
+}
+
 enum bfs_dtype bfs_spec_default_dtype(enum bfs_kind k)
 {
 	return k == BFS_KIND_FLOAT ? BFS_DT_F32 : k == BFS_KIND_INT64 ? BFS_DT_I64 : BFS_DT_U8;

@@ -99,13 +99,34 @@ struct bfs_feature_spec {
 	/* "names": a class label's names, value i is names[i] (TFDS ClassLabel) */
 	char **names;
 	size_t nnames;
+	/* a mixture's provenance (docs/contract.md, Mixtures): _source
+	 * (int32) or _record (int64), filled from the row's record number,
+	 * never decoded from the record; 0: an ordinary feature */
+	int prov;
 };
+
+#define BFS_PROV_SOURCE 1
+#define BFS_PROV_RECORD 2
 
 struct bfs_schema {
 	size_t nfeatures;
 	struct bfs_feature_spec *features; /* sorted by name */
 	size_t nlists;
 	struct bfs_feature_spec *lists; /* sorted by name */
+};
+
+/* A mixture's facts in schema.json ("mixture"): its sources, their
+ * records, the weights as given (with their from_record), the epoch rule
+ * and L. */
+struct bfs_mix_facts {
+	size_t n;
+	const char *const *names, *const *sources;
+	const uint64_t *records;
+	size_t nseg;
+	const uint64_t *from;
+	const double *weights; /* [nseg * n] */
+	const char *epoch; /* "first_exhausted", "all_exhausted" or "records" */
+	uint64_t epoch_records; /* L */
 };
 
 /* Facts a mount adds to schema.json. Any pointer may be NULL. */
@@ -119,6 +140,7 @@ struct bfs_schema_facts {
 	bool no_rank; /* world=W without rank (rank folders): "rank" left out */
 	size_t nshards;
 	const char *const *shards; /* shard paths */
+	const struct bfs_mix_facts *mixture; /* SOURCE a mixture file */
 };
 
 void bfs_schema_free(struct bfs_schema *s); /* accepts NULL */
@@ -140,6 +162,11 @@ uint64_t bfs_spec_elems(const struct bfs_feature_spec *f);
 int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len);
 int bfs_schema_to_json(char **out, const struct bfs_schema *s,
 		       const struct bfs_schema_facts *facts);
+
+/* Add a mixture's provenance features (docs/contract.md, Mixtures):
+ * _source (int32 []) and _record (int64 []), filled from each row's record
+ * number. -EINVAL naming a feature of that name already there; -ENOMEM. */
+int bfs_schema_add_provenance(struct bfs_schema *s);
 
 /* Keep only the named features (comma-separated; a feature list is named
  * "feature_lists/NAME"). -ENOENT naming an unknown one. */

@@ -536,6 +536,9 @@ static json_t *spec_to_json(const struct bfs_feature_spec *f)
 		set_new(o, "resize", json_string(bfs_resize_name(f->resize)), &ok);
 		set_new(o, "filter", json_string(bfs_filter_name(f->filter)), &ok);
 	}
+	if (f->prov)
+		set_new(o, "provenance",
+			json_string(f->prov == BFS_PROV_SOURCE ? "source" : "record"), &ok);
 	if (f->nnames) {
 		json_t *a = json_array();
 		for (size_t i = 0; a && i < f->nnames; i++)
@@ -564,6 +567,43 @@ static json_t *specs_to_json(const struct bfs_feature_spec *a, size_t n)
 
 	for (size_t i = 0; ok && i < n; i++)
 		set_new(o, a[i].name, spec_to_json(&a[i]), &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *mix_facts_json(const struct bfs_mix_facts *m)
+{
+	json_t *o = json_object(), *src = json_array(), *sch = json_array();
+	bool ok = o && src && sch;
+
+	for (size_t s = 0; ok && s < m->n; s++) {
+		json_t *e = json_object();
+		bool eok = e != NULL;
+		set_new(e, "name", json_string(m->names[s]), &eok);
+		set_new(e, "source", json_string(m->sources[s]), &eok);
+		set_new(e, "records", json_u64(m->records[s]), &eok);
+		set_new(e, "weight", json_real(m->weights[s]), &eok);
+		if (!eok || json_array_append_new(src, e) < 0)
+			ok = false;
+	}
+	for (size_t i = 0; ok && i < m->nseg; i++) {
+		json_t *e = json_object(), *w = json_array();
+		bool eok = e && w;
+		for (size_t s = 0; eok && s < m->n; s++)
+			if (json_array_append_new(w, json_real(m->weights[i * m->n + s])) < 0)
+				eok = false;
+		set_new(e, "from_record", json_u64(m->from[i]), &eok);
+		set_new(e, "weights", w, &eok);
+		if (!eok || json_array_append_new(sch, e) < 0)
+			ok = false;
+	}
+	set_new(o, "sources", src, &ok);
+	set_new(o, "schedule", sch, &ok);
+	set_new(o, "epoch", json_string(m->epoch), &ok);
+	set_new(o, "epoch_records", json_u64(m->epoch_records), &ok);
 	if (!ok) {
 		json_decref(o);
 		return NULL;
@@ -603,6 +643,8 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 				}
 			set_new(root, "shards", a, &ok);
 		}
+		if (facts->mixture)
+			set_new(root, "mixture", mix_facts_json(facts->mixture), &ok);
 	}
 	if (ok)
 		text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -823,4 +865,267 @@ int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len, bf
 		rc = tfds_walk(s, json_object_get(fd, "features"), "", labels, ctx, 0);
 	json_decref(root);
 	return rc;
+}
+
+/* ---- mixture files (mixfile.h) ----------------------------------------------------------- */
+
+#include "mixfile.h"
+
+bool bfs_mixfile_sniff(const char *text, size_t len)
+{
+	json_error_t jerr;
+	json_t *root;
+	bool yes;
+	size_t i = 0;
+
+	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
+		i++;
+	if (i == len || text[i] != '{')
+		return false;
+	root = json_loadb(text, len, 0, &jerr);
+	yes = root && json_is_object(root) && json_object_get(root, "mixture");
+	json_decref(root);
+	return yes;
+}
+
+void bfs_mixfile_free(struct bfs_mixfile *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; m->e && i < m->n; i++) {
+		free(m->e[i].name);
+		free(m->e[i].source);
+		free(m->e[i].options);
+	}
+	free(m->e);
+	free(m->from);
+	free(m->weights);
+	free(m->given);
+	free(m);
+}
+
+/* Only these keys in obj; else the first other one is named. */
+static int only_keys(json_t *obj, const char *const *keys, const char *where)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(obj, k, v)
+	{
+		bool known = false;
+		for (size_t i = 0; keys[i]; i++)
+			known |= strcmp(k, keys[i]) == 0;
+		if (!known)
+			return bfs_err_set(-EINVAL, "mixture: %s: unknown key '%.100s'", where, k);
+	}
+	return 0;
+}
+
+/* A weight: a finite number in [10^-9, 10^9], counted in 10^-9. */
+static int mix_weight(uint64_t *out, double *given, json_t *v, const char *where)
+{
+	double w;
+
+	if (!json_is_number(v))
+		return bfs_err_set(-EINVAL, "mixture: %s: weight must be a number", where);
+	w = json_number_value(v);
+	if (!isfinite(w) || w <= 0)
+		return bfs_err_set(-EINVAL, "mixture: %s: weight must be positive and finite (%g)",
+				   where, w);
+	if (w > 1e9 || llround(w * 1e9) < 1)
+		return bfs_err_set(
+			-EINVAL, "mixture: %s: weight %g out of range (10^-9 to 10^9, 9 decimals)",
+			where, w);
+	*out = (uint64_t)llround(w * 1e9);
+	*given = w;
+	return 0;
+}
+
+static int mix_entries(struct bfs_mixfile *m, json_t *arr)
+{
+	static const char *const keys[] = { "name", "source", "weight", "options", NULL };
+	json_t *e;
+	size_t i;
+
+	if (!json_is_array(arr) || json_array_size(arr) == 0)
+		return bfs_err_set(-EINVAL, "mixture: \"mixture\" must be a list of sources");
+	m->n = json_array_size(arr);
+	m->e = calloc(m->n, sizeof(*m->e));
+	m->weights = calloc(m->n, sizeof(*m->weights));
+	m->given = calloc(m->n, sizeof(*m->given));
+	m->from = calloc(1, sizeof(*m->from));
+	if (!m->e || !m->weights || !m->given || !m->from)
+		return -ENOMEM;
+	m->nseg = 1;
+	json_array_foreach(arr, i, e)
+	{
+		json_t *name = json_object_get(e, "name"), *src = json_object_get(e, "source");
+		json_t *w = json_object_get(e, "weight"), *opt = json_object_get(e, "options");
+		char where[160];
+		int rc;
+
+		if (!json_is_object(e))
+			return bfs_err_set(-EINVAL, "mixture: entry %zu: not an object", i);
+		if (!json_is_string(name) || !*json_string_value(name))
+			return bfs_err_set(-EINVAL,
+					   "mixture: entry %zu: needs a \"name\" (a string)", i);
+		snprintf(where, sizeof(where), "entry %zu ('%.100s')", i, json_string_value(name));
+		rc = only_keys(e, keys, where);
+		if (rc)
+			return rc;
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(m->e[j].name, json_string_value(name)) == 0)
+				return bfs_err_set(-EINVAL,
+						   "mixture: %s: the name is already entry %zu's",
+						   where, j);
+		if (!json_is_string(src) || !*json_string_value(src))
+			return bfs_err_set(-EINVAL, "mixture: %s: needs a \"source\" (a string)",
+					   where);
+		if (opt && !json_is_string(opt))
+			return bfs_err_set(-EINVAL, "mixture: %s: \"options\" must be a string",
+					   where);
+		if (!(m->e[i].name = strdup(json_string_value(name))) ||
+		    !(m->e[i].source = strdup(json_string_value(src))) ||
+		    (opt && !(m->e[i].options = strdup(json_string_value(opt)))))
+			return -ENOMEM;
+		if (w && (rc = mix_weight(&m->weights[i], &m->given[i], w, where)) != 0)
+			return rc;
+		if (!w)
+			m->given[i] = 0; /* from the schedule, checked there */
+	}
+	return 0;
+}
+
+static int mix_schedule(struct bfs_mixfile *m, json_t *arr)
+{
+	static const char *const keys[] = { "from_record", "weights", NULL };
+	size_t ns = json_array_size(arr), i;
+	json_t *seg;
+
+	if (!json_is_array(arr) || ns == 0)
+		return bfs_err_set(-EINVAL, "mixture: \"schedule\" must be a list of "
+					    "{\"from_record\", \"weights\"}");
+	uint64_t *w = calloc(ns * m->n, sizeof(*w));
+	double *g = calloc(ns * m->n, sizeof(*g));
+	uint64_t *from = calloc(ns, sizeof(*from));
+	if (!w || !g || !from) {
+		free(w);
+		free(g);
+		free(from);
+		return -ENOMEM;
+	}
+	json_array_foreach(arr, i, seg)
+	{
+		json_t *fr = json_object_get(seg, "from_record"),
+		       *ws = json_object_get(seg, "weights");
+		char where[160];
+		int rc;
+
+		snprintf(where, sizeof(where), "schedule entry %zu", i);
+		rc = json_is_object(seg)
+			     ? only_keys(seg, keys, where)
+			     : bfs_err_set(-EINVAL, "mixture: %s: not an object", where);
+		if (!rc && (!json_is_integer(fr) || json_integer_value(fr) < 0))
+			rc = bfs_err_set(-EINVAL,
+					 "mixture: %s: \"from_record\" must be an integer >= 0",
+					 where);
+		if (!rc && i == 0 && json_integer_value(fr) != 0)
+			rc = bfs_err_set(-EINVAL, "mixture: %s: the first must be from_record 0",
+					 where);
+		if (!rc && i > 0 && (uint64_t)json_integer_value(fr) <= from[i - 1])
+			rc = bfs_err_set(-EINVAL,
+					 "mixture: %s: from_record %lld is not after the entry "
+					 "before",
+					 where, (long long)json_integer_value(fr));
+		if (!rc && (!json_is_array(ws) || json_array_size(ws) != m->n))
+			rc = bfs_err_set(-EINVAL,
+					 "mixture: %s: \"weights\" must list %zu numbers (one per "
+					 "source)",
+					 where, m->n);
+		for (size_t s = 0; !rc && s < m->n; s++) {
+			char ew[320];
+			snprintf(ew, sizeof(ew), "%s, source '%.100s'", where, m->e[s].name);
+			rc = mix_weight(&w[i * m->n + s], &g[i * m->n + s], json_array_get(ws, s),
+					ew);
+		}
+		if (rc) {
+			free(w);
+			free(g);
+			free(from);
+			return rc;
+		}
+		from[i] = (uint64_t)json_integer_value(fr);
+	}
+	/* an entry's own weight, when given, is the first segment's */
+	for (size_t s = 0; s < m->n; s++)
+		if (m->given[s] != 0 && m->weights[s] != w[s]) {
+			int rc =
+				bfs_err_set(-EINVAL,
+					    "mixture: entry %zu ('%.100s'): weight %g differs from "
+					    "the schedule's first (%g)",
+					    s, m->e[s].name, m->given[s], g[s]);
+			free(w);
+			free(g);
+			free(from);
+			return rc;
+		}
+	free(m->weights);
+	free(m->given);
+	free(m->from);
+	m->weights = w;
+	m->given = g;
+	m->from = from;
+	m->nseg = ns;
+	return 0;
+}
+
+int bfs_mixfile_parse(struct bfs_mixfile **out, const char *text, size_t len)
+{
+	static const char *const keys[] = { "mixture", "epoch", "schedule", NULL };
+	struct bfs_mixfile *m = calloc(1, sizeof(*m));
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr), *ep, *sched;
+	int rc;
+
+	if (!m) {
+		json_decref(root);
+		return -ENOMEM;
+	}
+	if (!root) {
+		rc = bfs_err_set(-EINVAL, "mixture: line %d: %s", jerr.line, jerr.text);
+		goto out;
+	}
+	rc = json_is_object(root) ? only_keys(root, keys, "the file")
+				  : bfs_err_set(-EINVAL, "mixture: not a JSON object");
+	if (!rc)
+		rc = mix_entries(m, json_object_get(root, "mixture"));
+	sched = json_object_get(root, "schedule");
+	if (!rc && sched)
+		rc = mix_schedule(m, sched);
+	for (size_t s = 0; !rc && !sched && s < m->n; s++)
+		if (m->given[s] == 0)
+			rc = bfs_err_set(-EINVAL,
+					 "mixture: entry %zu ('%.100s'): needs a \"weight\"", s,
+					 m->e[s].name);
+	ep = json_object_get(root, "epoch");
+	if (!rc && ep) {
+		if (json_is_string(ep) && strcmp(json_string_value(ep), "first_exhausted") == 0)
+			m->epoch = BFS_MIXFILE_FIRST_EXHAUSTED;
+		else if (json_is_string(ep) && strcmp(json_string_value(ep), "all_exhausted") == 0)
+			m->epoch = BFS_MIXFILE_ALL_EXHAUSTED;
+		else if (json_is_integer(ep) && json_integer_value(ep) > 0) {
+			m->epoch = BFS_MIXFILE_RECORDS;
+			m->epoch_records = (uint64_t)json_integer_value(ep);
+		} else
+			rc = bfs_err_set(-EINVAL, "mixture: \"epoch\" must be \"first_exhausted\", "
+						  "\"all_exhausted\" or a number of records >= 1");
+	}
+out:
+	json_decref(root);
+	if (rc) {
+		bfs_mixfile_free(m);
+		return rc == -ENOMEM ? bfs_err_set(rc, "mixture: out of memory") : rc;
+	}
+	*out = m;
+	return 0;
 }

@@ -32,6 +32,7 @@ int bfs_fuzz_ixpack(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_counts(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_s3list(const uint8_t *data, size_t size) __attribute__((weak));
 int bfs_fuzz_s3resp(const uint8_t *data, size_t size) __attribute__((weak));
+int bfs_fuzz_mixfile(const uint8_t *data, size_t size) __attribute__((weak));
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
@@ -40,12 +41,13 @@ static const struct {
 	const char *name;
 	fuzz_fn fn;
 } targets[] = {
-	{ "record", bfs_fuzz_record }, { "example", bfs_fuzz_example },
-	{ "schema", bfs_fuzz_schema }, { "wire", bfs_fuzz_wire },
-	{ "batch", bfs_fuzz_batch },   { "options", bfs_fuzz_options },
-	{ "image", bfs_fuzz_image },   { "index", bfs_fuzz_index },
-	{ "ixpack", bfs_fuzz_ixpack }, { "counts", bfs_fuzz_counts },
-	{ "s3list", bfs_fuzz_s3list }, { "s3resp", bfs_fuzz_s3resp },
+	{ "record", bfs_fuzz_record },	 { "example", bfs_fuzz_example },
+	{ "schema", bfs_fuzz_schema },	 { "wire", bfs_fuzz_wire },
+	{ "batch", bfs_fuzz_batch },	 { "options", bfs_fuzz_options },
+	{ "image", bfs_fuzz_image },	 { "index", bfs_fuzz_index },
+	{ "ixpack", bfs_fuzz_ixpack },	 { "counts", bfs_fuzz_counts },
+	{ "s3list", bfs_fuzz_s3list },	 { "s3resp", bfs_fuzz_s3resp },
+	{ "mixfile", bfs_fuzz_mixfile },
 };
 
 static int replay_file(fuzz_fn fn, const char *path)

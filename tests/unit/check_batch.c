@@ -3,7 +3,9 @@
  * real decoder: a batch or chunk built in parts (run in any order) is the
  * whole build's bytes, or fails, or substitutes a corrupt record, as the
  * whole build does; a plain dataset read a chunk of records at a time and
- * a compressed one read in one go give the same batches.
+ * a compressed one read in one go give the same batches; a mixture's
+ * batches hold the records its order names, on any world size and after
+ * a re-open.
  */
 #include "batchtest.h"
 
@@ -238,6 +240,174 @@ START_TEST(chunked_reads_equal_one_read)
 }
 END_TEST
 
+/* ---- mixtures (docs/shuffle.md section 8) ---------------------------------- */
+
+struct mixset {
+	struct bfs_dataset *m[3], *u;
+	struct bfs_mix *mix;
+	struct bfs_schema *sc;
+};
+
+static const char *const MIX_NAMES[3] = { "a", "b", "c" };
+static const long MIX_FIRST[3] = { 0, 1000, 2000 }; /* x[0] of each source's record 0 */
+
+static void mixset_open(struct mixset *ms, char paths[3][64])
+{
+	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO };
+	uint64_t n[3], from = 0, w[3] = { 5, 3, 8 };
+
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(bfs_dataset_open(&ms->m[i], paths[i], &dopt), 0);
+		n[i] = bfs_dataset_nrecords(ms->m[i]);
+	}
+	ck_assert_int_eq(bfs_dataset_union(&ms->u, ms->m, 3), 0);
+	struct bfs_mix_spec sp = { .nsrc = 3,
+				   .names = MIX_NAMES,
+				   .nrecords = n,
+				   .nseg = 1,
+				   .from = &from,
+				   .weights = w,
+				   .epoch = BFS_MIX_RECORDS,
+				   .epoch_records = 100,
+				   .seed = 9,
+				   .shuffle = true };
+	ck_assert_int_eq(bfs_mix_new(&ms->mix, &sp), 0);
+	ck_assert_int_eq(bfs_schema_from_json(&ms->sc, parts_schema, strlen(parts_schema)), 0);
+	ck_assert_int_eq(bfs_schema_add_provenance(ms->sc), 0);
+	ck_assert_int_eq(bfs_schema_add_provenance(ms->sc), -EINVAL); /* twice: a clash */
+}
+
+static void mixset_close(struct mixset *ms)
+{
+	bfs_schema_free(ms->sc);
+	bfs_mix_free(ms->mix);
+	bfs_dataset_close(ms->u);
+	for (int i = 0; i < 3; i++)
+		bfs_dataset_close(ms->m[i]);
+}
+
+static struct bfs_batcher *mix_batcher(const struct mixset *ms, uint64_t rank, uint64_t world)
+{
+	struct bfs_batcher_opts o = { .batch_size = 16,
+				      .seed = 9,
+				      .shuffle = true,
+				      .rank = rank,
+				      .world = world,
+				      .verify = true,
+				      .jobs = 1,
+				      .mix = ms->mix };
+	struct bfs_batcher *b = NULL;
+
+	ck_assert_msg(bfs_batcher_new(&b, ms->u, ms->sc, &o) == 0, "%s", bfs_err_msg());
+	return b;
+}
+
+static const uint8_t *tensor_of(const struct bfs_batcher *b, const struct bfs_geom *g,
+				const uint8_t *buf, const char *name)
+{
+	const struct bfs_plan *p = bfs_batcher_plan(b);
+
+	for (size_t t = 0; t < p->ntensors; t++)
+		if (strcmp(p->t[t].name, name) == 0)
+			return buf + g->g[t].offset;
+	ck_abort_msg("no tensor %s", name);
+	return NULL;
+}
+
+/* A mixture's batches: every row holds the record the mixture names (its
+ * x, its _source and _record), a source smaller than a batch repeats in
+ * it (read once, copied), local batch i of rank r is global batch
+ * i * W + r for W = 3 and 8, and a re-opened mixture gives the same bytes. */
+START_TEST(mixture_batches)
+{
+	char dir[256], paths[3][64];
+	static const long counts[3] = { 40, 13, 3 };
+	struct mixset ms;
+	struct bfs_batcher *b;
+	uint8_t *whole[3][7] = { { NULL } };
+	uint64_t size[3][7];
+	bool repeat = false;
+
+	test_mkdir(dir, sizeof(dir), "check_batch_mix");
+	for (int i = 0; i < 3; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "%.40s/s%d.tfrecord", dir, i);
+		write_records(paths[i], -1, MIX_FIRST[i], counts[i]);
+	}
+	mixset_open(&ms, paths);
+	b = mix_batcher(&ms, 0, 1);
+	ck_assert_uint_eq(bfs_batcher_nbatches(b), 7); /* 100 records, 16 a batch */
+	for (uint64_t e = 0; e < 3; e++)
+		for (uint64_t k = 0; k < 7; k++) {
+			struct bfs_geom *g = NULL;
+			const uint8_t *src, *rec, *x; /* no alignment in the file: memcpy */
+			bool seen[3][64] = { { false } };
+
+			ck_assert_int_eq(bfs_batcher_build(&whole[e][k], &g, b, e, k, NULL, NULL),
+					 0);
+			size[e][k] = g->st_size;
+			src = tensor_of(b, g, whole[e][k], "_source");
+			rec = tensor_of(b, g, whole[e][k], "_record");
+			x = tensor_of(b, g, whole[e][k], "x");
+			for (uint64_t j = 0; j < g->batch; j++) {
+				uint64_t pos = k * 16 + j, want, local;
+				int32_t s32;
+				int64_t r64;
+				float x0;
+				size_t s;
+
+				bfs_mix_records(ms.mix, e, &pos, 1, &want);
+				bfs_mix_source_of(ms.mix, want, &s, &local);
+				memcpy(&s32, src + 4 * j, 4);
+				memcpy(&r64, rec + 8 * j, 8);
+				memcpy(&x0, x + 8 * j, 4);
+				ck_assert_int_eq(s32, (int32_t)s);
+				ck_assert_int_eq(r64, (int64_t)local);
+				ck_assert(x0 == (float)(MIX_FIRST[s] + (long)local));
+				repeat |= seen[s][local];
+				seen[s][local] = true;
+			}
+			bfs_geom_free(g);
+		}
+	ck_assert(repeat); /* source c (3 records, weight 8 of 16) came twice in a batch */
+	bfs_batcher_free(b);
+	for (uint64_t world = 3; world <= 8; world += 5)
+		for (uint64_t r = 0; r < world; r++) {
+			b = mix_batcher(&ms, r, world);
+			ck_assert_uint_eq(bfs_batcher_nbatches(b), 7 / world);
+			for (uint64_t i = 0; i < 7 / world; i++) {
+				uint8_t *buf = NULL;
+				struct bfs_geom *g = NULL;
+
+				ck_assert_int_eq(bfs_batcher_build(&buf, &g, b, 1, i, NULL, NULL),
+						 0);
+				ck_assert_uint_eq(g->st_size, size[1][i * world + r]);
+				ck_assert(memcmp(buf, whole[1][i * world + r], g->st_size) == 0);
+				free(buf);
+				bfs_geom_free(g);
+			}
+			bfs_batcher_free(b);
+		}
+	mixset_close(&ms);
+	mixset_open(&ms, paths); /* again: the same bytes */
+	b = mix_batcher(&ms, 0, 1);
+	for (uint64_t k = 0; k < 7; k++) {
+		uint8_t *buf = NULL;
+		struct bfs_geom *g = NULL;
+
+		ck_assert_int_eq(bfs_batcher_build(&buf, &g, b, 2, k, NULL, NULL), 0);
+		ck_assert(g->st_size == size[2][k] && memcmp(buf, whole[2][k], g->st_size) == 0);
+		free(buf);
+		bfs_geom_free(g);
+	}
+	bfs_batcher_free(b);
+	mixset_close(&ms);
+	for (int e = 0; e < 3; e++)
+		for (int k = 0; k < 7; k++)
+			free(whole[e][k]);
+	test_rmdir(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("batch");
@@ -247,6 +417,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, build_in_parts_fails_like_whole_build);
 	tcase_add_test(tc, build_in_parts_substitutes_like_whole_build);
 	tcase_add_test(tc, chunked_reads_equal_one_read);
+	tcase_add_test(tc, mixture_batches);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,480 @@
+/*
+ * mix.c — a mixture's order (see mix.h; the rule is docs/shuffle.md,
+ * section 8): each segment's period laid out once by earliest deadline
+ * first, positions located by table, draws mapped through each source's
+ * pass permutation, epoch lengths found by binary search over the counts.
+ */
+#include "mix.h"
+
+#include "common.h"
+#include "feistel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A source's count is kept every CP positions of a period. */
+#define CP 64
+
+struct segment {
+	uint64_t from; /* first stream position */
+	uint64_t W; /* period: the sum of the reduced weights */
+	uint64_t *w; /* [nsrc] reduced weights */
+	uint64_t *base; /* [nsrc] draws of each source before this segment */
+	uint8_t *table; /* [W] the source of each position of the period */
+	uint32_t *cp; /* [(W / CP + 1) * nsrc]: counts before position i * CP */
+};
+
+struct bfs_mix {
+	size_t nsrc, nseg;
+	uint64_t *n; /* [nsrc] records of each source */
+	uint64_t *first; /* [nsrc + 1] first global record of each source */
+	uint64_t *key; /* [nsrc] the seed of each source's passes */
+	struct segment *seg;
+	uint64_t L;
+	bool shuffle;
+};
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* FNV-1a, 64 bits: a source's name into its passes' seed. */
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (; *s; s++) {
+		h ^= (uint8_t)*s;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Lay out one period by earliest deadline first (docs/shuffle.md, 8.2):
+ * the next draw (number c + 1) of source s may go at position p once
+ * c * W < (p + 1) * w_s (not earlier: the count would pass n w / W + 1)
+ * and must go by position ceil((c + 1) W / w_s) - 1 (not later: it would
+ * fall to n w / W - 1); of the sources that may, the earliest deadline
+ * wins, then the lowest index. */
+static int lay_out(struct segment *sg, size_t nsrc)
+{
+	uint64_t W = sg->W, *c = calloc(nsrc, sizeof(*c)), *rel = calloc(nsrc, sizeof(*rel)),
+		 *dl = calloc(nsrc, sizeof(*dl));
+	size_t ncp = (size_t)(W / CP + 1);
+	int rc = 0;
+
+	sg->table = malloc(W);
+	sg->cp = calloc(ncp * nsrc, sizeof(*sg->cp));
+	if (!c || !rel || !dl || !sg->table || !sg->cp) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* each source's next draw: its release (the first position it may
+	 * take: c W < (p + 1) w, that is floor(c W / w) <= p) and deadline */
+	for (size_t s = 0; s < nsrc; s++) {
+		rel[s] = 0;
+		dl[s] = (W + sg->w[s] - 1) / sg->w[s] - 1;
+	}
+	for (uint64_t p = 0; p < W; p++) {
+		uint64_t best_d = UINT64_MAX;
+		size_t best = SIZE_MAX;
+
+		if (p % CP == 0)
+			for (size_t s = 0; s < nsrc; s++)
+				sg->cp[(p / CP) * nsrc + s] = (uint32_t)c[s];
+		for (size_t s = 0; s < nsrc; s++)
+			if (rel[s] <= p && dl[s] < best_d) {
+				best_d = dl[s];
+				best = s;
+			}
+		/* the proof in docs/shuffle.md says some source is always
+		 * released and none misses its deadline; held here too */
+		if (best == SIZE_MAX || best_d < p) {
+			rc = bfs_err_set(-EINVAL, "mixture: no source fits position %llu",
+					 (unsigned long long)p);
+			goto out;
+		}
+		sg->table[p] = (uint8_t)best;
+		c[best]++;
+		if (c[best] >= sg->w[best]) {
+			rel[best] = UINT64_MAX; /* done for this period */
+		} else {
+			rel[best] = c[best] * W / sg->w[best];
+			dl[best] = ((c[best] + 1) * W + sg->w[best] - 1) / sg->w[best] - 1;
+		}
+	}
+	if (W % CP == 0)
+		for (size_t s = 0; s < nsrc; s++)
+			sg->cp[(W / CP) * nsrc + s] = (uint32_t)c[s];
+out:
+	free(c);
+	free(rel);
+	free(dl);
+	return rc;
+}
+
+/* Draws of source s in positions [0, p) of a period (p <= W). */
+static uint64_t period_count(const struct segment *sg, size_t nsrc, uint64_t p, size_t s)
+{
+	uint64_t c = sg->cp[(p / CP) * nsrc + s];
+
+	for (uint64_t i = p - p % CP; i < p; i++)
+		c += sg->table[i] == s;
+	return c;
+}
+
+/* Draws of source s in the first m positions of segment sg. */
+static uint64_t seg_count(const struct segment *sg, size_t nsrc, uint64_t m, size_t s)
+{
+	return sg->base[s] + (m / sg->W) * sg->w[s] + period_count(sg, nsrc, m % sg->W, s);
+}
+
+static const struct segment *seg_of(const struct bfs_mix *m, uint64_t n)
+{
+	size_t lo = 0, hi = m->nseg; /* the last segment with from <= n */
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->seg[mid].from <= n)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &m->seg[lo];
+}
+
+uint64_t bfs_mix_count(const struct bfs_mix *m, uint64_t n, size_t s)
+{
+	const struct segment *sg = seg_of(m, n);
+
+	return seg_count(sg, m->nsrc, n - sg->from, s);
+}
+
+void bfs_mix_at(const struct bfs_mix *m, uint64_t n, size_t *src, uint64_t *draw)
+{
+	const struct segment *sg = seg_of(m, n);
+	uint64_t off = n - sg->from, p = off % sg->W;
+	size_t s = sg->table[p];
+
+	*src = s;
+	*draw = sg->base[s] + (off / sg->W) * sg->w[s] + period_count(sg, m->nsrc, p, s);
+}
+
+uint64_t bfs_mix_record(const struct bfs_mix *m, uint64_t n)
+{
+	struct bfs_feistel f;
+	uint64_t draw;
+	size_t s;
+
+	bfs_mix_at(m, n, &s, &draw);
+	bfs_feistel_init(&f, m->n[s], m->key[s], draw / m->n[s], m->shuffle);
+	return m->first[s] + bfs_feistel_apply(&f, draw % m->n[s]);
+}
+
+/* Positions at a time in bfs_mix_records. */
+#define BLOCK 256
+
+/* (source, draw) of each position of a block: a run of consecutive
+ * positions in one segment goes on from the counts of the position before
+ * (one table look-up each), anything else starts from the formula. */
+static void block_draws(const struct bfs_mix *m, uint64_t epoch, const uint64_t *pos, size_t n,
+			uint8_t *src, uint64_t *draw)
+{
+	uint64_t cnt[BFS_MIX_MAX_SOURCES], next = 0, end = 0, p = 0;
+	const struct segment *sg = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t at = epoch * m->L + pos[i];
+		size_t s;
+
+		if (!sg || at != next || at >= end) {
+			uint64_t off;
+
+			sg = seg_of(m, at);
+			end = sg + 1 < m->seg + m->nseg ? sg[1].from : UINT64_MAX;
+			off = at - sg->from;
+			p = off % sg->W;
+			for (size_t t = 0; t < m->nsrc; t++)
+				cnt[t] = sg->base[t] + (off / sg->W) * sg->w[t] +
+					 period_count(sg, m->nsrc, p, t);
+		}
+		s = sg->table[p];
+		src[i] = (uint8_t)s;
+		draw[i] = cnt[s]++;
+		if (++p == sg->W)
+			p = 0; /* a whole period adds w_s to each count: they go on */
+		next = at + 1;
+	}
+}
+
+void bfs_mix_records(const struct bfs_mix *m, uint64_t epoch, const uint64_t *pos, size_t n,
+		     uint64_t *out)
+{
+	uint8_t src[BLOCK];
+	uint64_t draw[BLOCK], r[BLOCK], y[BLOCK];
+	uint16_t idx[BLOCK];
+	size_t start[BFS_MIX_MAX_SOURCES + 1];
+
+	for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+		size_t b = n - i0 < BLOCK ? n - i0 : BLOCK;
+
+		block_draws(m, epoch, pos + i0, b, src, draw);
+		/* the block's positions grouped by source (a counting sort, in
+		 * position order within each), then each run of one pass through
+		 * that pass's permutation at once (the vector rounds) */
+		memset(start, 0, (m->nsrc + 1) * sizeof(start[0]));
+		for (size_t i = 0; i < b; i++)
+			start[src[i] + 1]++;
+		for (size_t s = 0; s < m->nsrc; s++)
+			start[s + 1] += start[s];
+		for (size_t i = 0; i < b; i++)
+			idx[start[src[i]]++] = (uint16_t)i;
+		for (size_t k0 = 0, k1; k0 < b; k0 = k1) {
+			size_t s = src[idx[k0]];
+			uint64_t N = m->n[s], pass = draw[idx[k0]] / N;
+			struct bfs_feistel f;
+
+			for (k1 = k0; k1 < b && src[idx[k1]] == s && draw[idx[k1]] / N == pass;
+			     k1++)
+				r[k1 - k0] = draw[idx[k1]] % N;
+			bfs_feistel_init(&f, N, m->key[s], pass, m->shuffle);
+			bfs_feistel_apply_many(&f, r, k1 - k0, y, true);
+			for (size_t k = k0; k < k1; k++)
+				out[i0 + idx[k]] = m->first[s] + y[k - k0];
+		}
+	}
+}
+
+void bfs_mix_source_of(const struct bfs_mix *m, uint64_t rec, size_t *src, uint64_t *local)
+{
+	size_t lo = 0, hi = m->nsrc;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->first[mid] <= rec)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	*src = lo;
+	*local = rec - m->first[lo];
+}
+
+size_t bfs_mix_nsources(const struct bfs_mix *m)
+{
+	return m->nsrc;
+}
+
+uint64_t bfs_mix_epoch_len(const struct bfs_mix *m)
+{
+	return m->L;
+}
+
+uint64_t bfs_mix_nrecords(const struct bfs_mix *m)
+{
+	return m->first[m->nsrc];
+}
+
+uint64_t bfs_mix_first(const struct bfs_mix *m, size_t s)
+{
+	return m->first[s];
+}
+
+const uint64_t *bfs_mix_weights(const struct bfs_mix *m, size_t seg, uint64_t *W)
+{
+	*W = m->seg[seg].W;
+	return m->seg[seg].w;
+}
+
+void bfs_mix_free(struct bfs_mix *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; m->seg && i < m->nseg; i++) {
+		free(m->seg[i].w);
+		free(m->seg[i].base);
+		free(m->seg[i].table);
+		free(m->seg[i].cp);
+	}
+	free(m->seg);
+	free(m->n);
+	free(m->first);
+	free(m->key);
+	free(m);
+}
+
+/* first_exhausted: the largest n with count_s(n) <= N_s for every s;
+ * all_exhausted: the smallest n with count_s(n) >= N_s for every s.
+ * Counts never decrease with n, so both are binary searches. */
+static bool within_first_pass(const struct bfs_mix *m, uint64_t n)
+{
+	for (size_t s = 0; s < m->nsrc; s++)
+		if (bfs_mix_count(m, n, s) > m->n[s])
+			return false;
+	return true;
+}
+
+static bool every_pass_done(const struct bfs_mix *m, uint64_t n)
+{
+	for (size_t s = 0; s < m->nsrc; s++)
+		if (bfs_mix_count(m, n, s) < m->n[s])
+			return false;
+	return true;
+}
+
+#define MAX_EPOCH ((uint64_t)1 << 62)
+
+static int epoch_len(struct bfs_mix *m, const struct bfs_mix_spec *sp)
+{
+	uint64_t lo, hi;
+
+	switch (sp->epoch) {
+	case BFS_MIX_RECORDS:
+		if (sp->epoch_records == 0 || sp->epoch_records > MAX_EPOCH)
+			return bfs_err_set(-EINVAL,
+					   "mixture: \"epoch\": %llu records: need 1 to 2^62",
+					   (unsigned long long)sp->epoch_records);
+		m->L = sp->epoch_records;
+		return 0;
+	case BFS_MIX_FIRST_EXHAUSTED:
+		lo = 0; /* within */
+		hi = m->first[m->nsrc] + 1; /* not within: the counts sum to n */
+		while (hi - lo > 1) {
+			uint64_t mid = lo + (hi - lo) / 2;
+			if (within_first_pass(m, mid))
+				lo = mid;
+			else
+				hi = mid;
+		}
+		if (lo == 0)
+			return bfs_err_set(-EINVAL, "mixture: \"epoch\": first_exhausted is empty");
+		m->L = lo;
+		return 0;
+	case BFS_MIX_ALL_EXHAUSTED:
+		lo = 0; /* not done (every source has a record) */
+		hi = m->first[m->nsrc];
+		while (!every_pass_done(m, hi)) {
+			lo = hi;
+			if (hi > MAX_EPOCH / 2)
+				return bfs_err_set(-EFBIG, "mixture: \"epoch\": all_exhausted "
+							   "needs more than 2^62 records");
+			hi *= 2;
+		}
+		while (hi - lo > 1) {
+			uint64_t mid = lo + (hi - lo) / 2;
+			if (every_pass_done(m, mid))
+				hi = mid;
+			else
+				lo = mid;
+		}
+		m->L = hi;
+		return 0;
+	}
+	return bfs_err_set(-EINVAL, "mixture: unknown epoch rule");
+}
+
+int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *sp)
+{
+	struct bfs_mix *m;
+	size_t k = sp->nsrc;
+	int rc = -ENOMEM;
+
+	if (k == 0)
+		return bfs_err_set(-EINVAL, "mixture: no source");
+	if (k > BFS_MIX_MAX_SOURCES)
+		return bfs_err_set(-EFBIG, "mixture: %zu sources (at most %d)", k,
+				   BFS_MIX_MAX_SOURCES);
+	if (sp->nseg == 0 || sp->from[0] != 0)
+		return bfs_err_set(-EINVAL,
+				   "mixture: \"schedule\": the first segment must start at "
+				   "from_record 0");
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->nsrc = k;
+	m->nseg = sp->nseg;
+	m->shuffle = sp->shuffle;
+	m->n = calloc(k, sizeof(*m->n));
+	m->first = calloc(k + 1, sizeof(*m->first));
+	m->key = calloc(k, sizeof(*m->key));
+	m->seg = calloc(sp->nseg, sizeof(*m->seg));
+	if (!m->n || !m->first || !m->key || !m->seg)
+		goto fail;
+	for (size_t s = 0; s < k; s++) {
+		if (sp->nrecords[s] == 0) {
+			rc = bfs_err_set(-EINVAL, "mixture: source '%s' has no records",
+					 sp->names[s]);
+			goto fail;
+		}
+		m->n[s] = sp->nrecords[s];
+		if (__builtin_add_overflow(m->first[s], m->n[s], &m->first[s + 1])) {
+			rc = bfs_err_set(-EFBIG, "mixture: over 2^64 records");
+			goto fail;
+		}
+		m->key[s] = bfs_mix64(sp->seed ^ fnv1a(sp->names[s]));
+	}
+	for (size_t i = 0; i < sp->nseg; i++) {
+		struct segment *sg = &m->seg[i];
+		const uint64_t *w = sp->weights + i * k;
+		uint64_t g = 0, W = 0;
+
+		if (i > 0 && sp->from[i] <= sp->from[i - 1]) {
+			rc = bfs_err_set(-EINVAL,
+					 "mixture: \"schedule\" entry %zu: from_record %llu is not "
+					 "after the entry before",
+					 i, (unsigned long long)sp->from[i]);
+			goto fail;
+		}
+		sg->from = sp->from[i];
+		sg->w = calloc(k, sizeof(*sg->w));
+		sg->base = calloc(k, sizeof(*sg->base));
+		if (!sg->w || !sg->base)
+			goto fail;
+		for (size_t s = 0; s < k; s++) {
+			if (w[s] == 0) {
+				rc = bfs_err_set(-EINVAL,
+						 "mixture: source '%s': weight must be positive "
+						 "(segment %zu)",
+						 sp->names[s], i);
+				goto fail;
+			}
+			g = gcd64(g, w[s]);
+		}
+		for (size_t s = 0; s < k; s++) {
+			sg->w[s] = w[s] / g;
+			if (sg->w[s] > BFS_MIX_MAX_PERIOD || (W += sg->w[s]) > BFS_MIX_MAX_PERIOD ||
+			    W * k > BFS_MIX_MAX_CELLS) {
+				rc = bfs_err_set(
+					-EFBIG,
+					"mixture: the weights of segment %zu repeat only every "
+					"%s records (at most %llu, and %llu divided by the "
+					"sources): use simpler ratios",
+					i, "more than that", (unsigned long long)BFS_MIX_MAX_PERIOD,
+					(unsigned long long)BFS_MIX_MAX_CELLS);
+				goto fail;
+			}
+		}
+		sg->W = W;
+		if (i > 0) /* each source goes on where it stood */
+			for (size_t s = 0; s < k; s++)
+				sg->base[s] =
+					seg_count(&m->seg[i - 1], k, sg->from - sg[-1].from, s);
+		rc = lay_out(sg, k);
+		if (rc)
+			goto fail;
+	}
+	rc = epoch_len(m, sp);
+	if (rc)
+		goto fail;
+	*out = m;
+	return 0;
+fail:
+	bfs_mix_free(m);
+	return rc;
+}

@@ -1,0 +1,424 @@
+/*
+ * mixture.c — SOURCE a mixture file (see mixture.h): the file parsed
+ * (mixfile.h), each entry opened as its own dataset, the schemas merged
+ * (a feature must agree in kind, layout and shape everywhere), the union
+ * of the sources and the mixture's order made for the batcher.
+ */
+#include "mixture.h"
+
+#include "mixfile.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MIXFILE_MAX ((size_t)16 << 20)
+
+static char *slurp(const char *path, size_t *len)
+{
+	struct stat st;
+	FILE *f;
+	char *buf;
+
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > MIXFILE_MAX)
+		return NULL;
+	f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf && fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf) {
+		buf[st.st_size] = '\0';
+		*len = (size_t)st.st_size;
+	}
+	return buf;
+}
+
+/* Whether a file starts, after blanks, with '{': a shard never does (its
+ * first 8 bytes are a record's length), so a shard is not read further. */
+static bool starts_json(const char *path)
+{
+	char head[64];
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(head, 1, sizeof(head), f) : 0;
+
+	if (f)
+		fclose(f);
+	for (size_t i = 0; i < n; i++)
+		if (head[i] != ' ' && head[i] != '\t' && head[i] != '\n' && head[i] != '\r')
+			return head[i] == '{';
+	return false;
+}
+
+bool bfs_mount_mix_is(const char *source)
+{
+	struct stat st;
+	size_t len;
+	char *text;
+	bool yes;
+
+	if (strncmp(source, "s3://", 5) == 0 || strncmp(source, "gs://", 5) == 0)
+		return false;
+	if (stat(source, &st) != 0 || !S_ISREG(st.st_mode) || !starts_json(source))
+		return false;
+	text = slurp(source, &len);
+	yes = text && bfs_mixfile_sniff(text, len);
+	free(text);
+	return yes;
+}
+
+void bfs_mount_mix_close(struct bfs_mount_mix *mm)
+{
+	if (!mm)
+		return;
+	bfs_dataset_close(mm->ds); /* the union first: it borrows the members' shards */
+	for (size_t i = 0; mm->members && i < mm->n; i++)
+		bfs_dataset_close(mm->members[i]);
+	for (size_t i = 0; mm->sources && i < mm->n; i++)
+		free(mm->sources[i]);
+	free(mm->sources);
+	free(mm->names);
+	free(mm->records);
+	free(mm->members);
+	bfs_schema_free(mm->schema);
+	bfs_mix_free(mm->mix);
+	bfs_mixfile_free(mm->file);
+	free(mm);
+}
+
+static bool file_in(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	return (size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) < sizeof(p) &&
+	       stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* An entry's source: a bucket or an absolute path as written, a relative
+ * one from the mixture file's folder; a TFDS folder with split= becomes
+ * its split's glob. NULL after one line. */
+static char *entry_source(const char *file, const struct bfs_mixfile_entry *e, const char *split)
+{
+	char real[PATH_MAX];
+	char *dup = strdup(realpath(file, real) ? real : file), *out = NULL;
+	const char *src = e->source;
+
+	if (!dup)
+		return NULL;
+	if (strncmp(src, "s3://", 5) == 0 || strncmp(src, "gs://", 5) == 0 || src[0] == '/') {
+		if (!(out = strdup(src)))
+			goto out;
+	} else if (asprintf(&out, "%s/%s", dirname(dup), src) < 0) {
+		out = NULL;
+		goto out;
+	}
+	if (file_in(out, "dataset_info.json") && file_in(out, "features.json")) {
+		char *glob = NULL;
+		if (!split) {
+			fprintf(stderr,
+				"batchfs: mixture entry '%s': %s is a TFDS dataset folder: give "
+				"\"options\": \"split=NAME\"\n",
+				e->name, out);
+			free(out);
+			out = NULL;
+		} else if (asprintf(&glob, "%s/*-%s.tfrecord*", out, split) >= 0) {
+			free(out);
+			out = glob;
+		}
+	} else if (split) {
+		fprintf(stderr,
+			"batchfs: mixture entry '%s': option 'split=%s': %s is not a TFDS dataset "
+			"folder\n",
+			e->name, split, out);
+		free(out);
+		out = NULL;
+	}
+out:
+	free(dup);
+	return out;
+}
+
+/* An entry's "options": compression=, split=, follow_symlinks. 0, or 1
+ * after one line. *split points into buf. */
+static int entry_options(const struct bfs_mixfile_entry *e, struct bfs_dataset_opts *d, char *buf,
+			 const char **split)
+{
+	char *save = NULL;
+
+	*split = NULL;
+	for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *v = strchr(kv, '=');
+
+		if (v)
+			*v++ = '\0';
+		if (strcmp(kv, "compression") == 0 && v) {
+			if (bfs_compression_parse(&d->comp, v) != 0) {
+				fprintf(stderr,
+					"batchfs: mixture entry '%s': option 'compression=%s': "
+					"auto, none, gzip or zlib\n",
+					e->name, v);
+				return 1;
+			}
+		} else if (strcmp(kv, "split") == 0 && v && *v) {
+			*split = v;
+		} else if (strcmp(kv, "follow_symlinks") == 0 && !v) {
+			d->follow_symlinks = true;
+		} else {
+			fprintf(stderr,
+				"batchfs: mixture entry '%s': option '%s%s%s' is not a source's "
+				"option (compression=, split=, follow_symlinks; the others are the "
+				"mount's)\n",
+				e->name, kv, v ? "=" : "", v ? v : "");
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static bool spec_agrees(const struct bfs_feature_spec *a, const struct bfs_feature_spec *b)
+{
+	if (a->kind != b->kind || a->layout != b->layout || a->ndim != b->ndim ||
+	    a->dtype != b->dtype || a->image != b->image)
+		return false;
+	for (int d = 0; d < a->ndim; d++)
+		if (a->shape[d] != b->shape[d])
+			return false;
+	return true;
+}
+
+static const struct bfs_feature_spec *find_spec(const struct bfs_feature_spec *a, size_t n,
+						const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(a[i].name, name) == 0)
+			return &a[i];
+	return NULL;
+}
+
+/* Merge source s's specs into the first's: the same names, each agreeing
+ * (padded lengths and steps: the largest). 0, or 1 after one line. */
+static int merge_specs(struct bfs_feature_spec *into, size_t nin, const char *first,
+		       const struct bfs_feature_spec *from, size_t nfrom, const char *name)
+{
+	for (size_t i = 0; i < nin; i++) {
+		const struct bfs_feature_spec *g = find_spec(from, nfrom, into[i].name);
+
+		if (!g) {
+			fprintf(stderr,
+				"batchfs: mixture entry '%s' lacks feature '%s' (leave it out with "
+				"features=, or give it a default in schema=)\n",
+				name, into[i].name);
+			return 1;
+		}
+		if (!spec_agrees(&into[i], g)) {
+			fprintf(stderr,
+				"batchfs: mixture entry '%s': feature '%s' is %s %s where entry "
+				"'%s' "
+				"has it %s %s (the sources must agree in kind and shape)\n",
+				name, g->name, bfs_kind_name(g->kind), bfs_dtype_name(g->dtype),
+				first, bfs_kind_name(into[i].kind), bfs_dtype_name(into[i].dtype));
+			return 1;
+		}
+		if (g->max_len > into[i].max_len)
+			into[i].max_len = g->max_len;
+		if (g->max_steps > into[i].max_steps)
+			into[i].max_steps = g->max_steps;
+		if (g->content != into[i].content)
+			into[i].content = BFS_IMAGE_UNKNOWN;
+		if (g->content_w > into[i].content_w)
+			into[i].content_w = g->content_w;
+		if (g->content_h > into[i].content_h)
+			into[i].content_h = g->content_h;
+	}
+	for (size_t i = 0; i < nfrom; i++)
+		if (!find_spec(into, nin, from[i].name)) {
+			fprintf(stderr,
+				"batchfs: mixture entry '%s' lacks feature '%s' (leave it out with "
+				"features=, or give it a default in schema=)\n",
+				first, from[i].name);
+			return 1;
+		}
+	return 0;
+}
+
+static int open_entry(struct bfs_mount_mix *mm, size_t i, const char *path,
+		      const struct bfs_options *o, const struct bfs_dataset_opts *dopt, bool user)
+{
+	const struct bfs_mixfile_entry *e = &mm->file->e[i];
+	struct bfs_dataset_opts d = *dopt;
+	struct bfs_schema *s = NULL;
+	char *buf = strdup(e->options ? e->options : "");
+	const char *split;
+	int rc;
+
+	if (!buf || entry_options(e, &d, buf, &split) != 0) {
+		free(buf);
+		return 1;
+	}
+	mm->sources[i] = entry_source(path, e, split);
+	free(buf);
+	if (!mm->sources[i])
+		return 1;
+	d.infer = !user;
+	rc = bfs_dataset_open(&mm->members[i], mm->sources[i], &d);
+	if (rc) {
+		fprintf(stderr, "batchfs: mixture entry '%s': %s\n", e->name, bfs_err_msg());
+		return 1;
+	}
+	mm->names[i] = e->name;
+	mm->records[i] = bfs_dataset_nrecords(mm->members[i]);
+	if (mm->records[i] == 0) {
+		fprintf(stderr, "batchfs: mixture entry '%s': %s holds no records\n", e->name,
+			mm->sources[i]);
+		return 1;
+	}
+	if (user)
+		return 0;
+	if (bfs_schema_clone(&s, bfs_dataset_schema(mm->members[i])) != 0 ||
+	    (o->features && bfs_schema_select(s, o->features) != 0)) {
+		fprintf(stderr, "batchfs: mixture entry '%s': %s\n", e->name, bfs_err_msg());
+		bfs_schema_free(s);
+		return 1;
+	}
+	if (i == 0) {
+		mm->schema = s;
+		return 0;
+	}
+	rc = merge_specs(mm->schema->features, mm->schema->nfeatures, mm->names[0], s->features,
+			 s->nfeatures, e->name) ||
+	     merge_specs(mm->schema->lists, mm->schema->nlists, mm->names[0], s->lists, s->nlists,
+			 e->name);
+	bfs_schema_free(s);
+	return rc ? 1 : 0;
+}
+
+static const char *const epoch_names[] = { "first_exhausted", "all_exhausted", "records" };
+
+int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struct bfs_options *o,
+		       const struct bfs_dataset_opts *dopt, bool user)
+{
+	struct bfs_mount_mix *mm = calloc(1, sizeof(*mm));
+	size_t len;
+	char *text = slurp(path, &len);
+	int rc;
+
+	if (!mm || !text) {
+		fprintf(stderr, "batchfs: %s: cannot read the mixture file\n", path);
+		goto fail;
+	}
+	rc = bfs_mixfile_parse(&mm->file, text, len);
+	free(text);
+	text = NULL;
+	if (rc) {
+		fprintf(stderr, "batchfs: %s: %s\n", path, bfs_err_msg());
+		goto fail;
+	}
+	if (o->shuffle && o->block) {
+		fprintf(stderr, "batchfs: option 'shuffle=block': not with a mixture (global or "
+				"none)\n");
+		goto fail;
+	}
+	mm->n = mm->file->n;
+	mm->members = calloc(mm->n, sizeof(*mm->members));
+	mm->sources = calloc(mm->n, sizeof(*mm->sources));
+	mm->names = calloc(mm->n, sizeof(*mm->names));
+	mm->records = calloc(mm->n, sizeof(*mm->records));
+	if (!mm->members || !mm->sources || !mm->names || !mm->records)
+		goto fail;
+	for (size_t i = 0; i < mm->n; i++)
+		if (open_entry(mm, i, path, o, dopt, user) != 0)
+			goto fail;
+	if (bfs_dataset_union(&mm->ds, mm->members, mm->n) != 0) {
+		fprintf(stderr, "batchfs: %s: %s\n", path, bfs_err_msg());
+		goto fail;
+	}
+	struct bfs_mix_spec sp = {
+		.nsrc = mm->n,
+		.names = mm->names,
+		.nrecords = mm->records,
+		.nseg = mm->file->nseg,
+		.from = mm->file->from,
+		.weights = mm->file->weights,
+		.epoch = (enum bfs_mix_epoch)mm->file->epoch,
+		.epoch_records = mm->file->epoch_records,
+		.seed = o->seed,
+		.shuffle = o->shuffle,
+	};
+	if (bfs_mix_new(&mm->mix, &sp) != 0) {
+		fprintf(stderr, "batchfs: %s: %s\n", path, bfs_err_msg());
+		goto fail;
+	}
+	mm->facts = (struct bfs_mix_facts){
+		.n = mm->n,
+		.names = mm->names,
+		.sources = (const char *const *)mm->sources,
+		.records = mm->records,
+		.nseg = mm->file->nseg,
+		.from = mm->file->from,
+		.weights = mm->file->given,
+		.epoch = epoch_names[mm->file->epoch],
+		.epoch_records = bfs_mix_epoch_len(mm->mix),
+	};
+	*out = mm;
+	return 0;
+fail:
+	free(text);
+	bfs_mount_mix_close(mm);
+	return 1;
+}
+
+int bfs_mount_mix_add_provenance(struct bfs_schema *s)
+{
+	int rc = bfs_schema_add_provenance(s);
+
+	if (rc)
+		fprintf(stderr, "batchfs: %s\n", rc == -ENOMEM ? "out of memory" : bfs_err_msg());
+	return rc ? 1 : 0;
+}
+
+char *bfs_mount_mix_readme(const struct bfs_mount_mix *mm, const char *mnt)
+{
+	char *s = NULL, *t;
+
+	if (asprintf(&s,
+		     "\nMixture: %zu sources interleaved by weight into one stream; an epoch is\n"
+		     "%llu records of it (\"epoch\": %s). Each source is read in passes, each\n"
+		     "pass its own permutation: no record of a source comes again before all\n"
+		     "of it has come once. The order is docs/shuffle.md, section 8.\n",
+		     mm->n, (unsigned long long)bfs_mix_epoch_len(mm->mix),
+		     epoch_names[mm->file->epoch]) < 0)
+		return NULL;
+	for (size_t i = 0; i < mm->n; i++) {
+		if (asprintf(&t, "%s  source %zu '%s': %s, %llu records, weight %g\n", s, i,
+			     mm->names[i], mm->sources[i], (unsigned long long)mm->records[i],
+			     mm->file->given[i]) < 0) {
+			free(s);
+			return NULL;
+		}
+		free(s);
+		s = t;
+	}
+	if (asprintf(&t,
+		     "%sEvery batch folder (and all/) also holds _source.npy (int32 [B], the\n"
+		     "row's source, numbered as above) and _record.npy (int64 [B], the\n"
+		     "record's index in its source, file order). A loss per source:\n"
+		     "  src = torch.from_numpy(np.load('%s/epoch-0000/batch-000000/_source.npy'))\n"
+		     "  per_source = torch.zeros(%zu).index_add_(0, src.long(), loss_per_row)\n"
+		     "\n",
+		     s, mnt, mm->n) < 0) {
+		free(s);
+		return NULL;
+	}
+	free(s);
+	return t;
+}

@@ -1,0 +1,339 @@
+/*
+ * check_mix.c — the mixture order's properties (decoder/order/mix.c,
+ * docs/shuffle.md section 8), checked against a replay of the stream:
+ * for every prefix of ten million positions over random weight sets
+ * (1 : 10^6 among them) each source's count is within one of n w / W; a
+ * position's (source, draw) looked up alone equals the replay's; weight
+ * schedules continue every source where it stood and keep the bound
+ * within each segment; no record of a source repeats before its pass
+ * completes; the epoch rules give the documented lengths; bad weights
+ * are refused with a message.
+ */
+#include "common.h"
+#include "feistel.h"
+#include "mix.h"
+#include "mixfile.h"
+
+#include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+
+static uint64_t rnd(void)
+{
+	rng_state += 0x9E3779B97F4A7C15ull;
+	return bfs_mix64(rng_state);
+}
+
+static const char *const names8[] = { "a", "b", "c", "d", "e", "f", "g", "h" };
+
+static struct bfs_mix *make(size_t k, const uint64_t *w, const uint64_t *n, size_t nseg,
+			    const uint64_t *from, enum bfs_mix_epoch ep, uint64_t L)
+{
+	struct bfs_mix_spec sp = {
+		.nsrc = k,
+		.names = names8,
+		.nrecords = n,
+		.nseg = nseg,
+		.from = from,
+		.weights = w,
+		.epoch = ep,
+		.epoch_records = L,
+		.seed = 7,
+		.shuffle = true,
+	};
+	struct bfs_mix *m = NULL;
+	int rc = bfs_mix_new(&m, &sp);
+
+	ck_assert_msg(rc == 0, "bfs_mix_new: %d %s", rc, bfs_err_msg());
+	return m;
+}
+
+/* Hot loops test with if + ck_abort_msg: every ck_assert marks a point
+ * through a system call. */
+
+/* Replay positions [0, npos) of segment `seg` (starting at `from`):
+ * every lookup equals the running count, and every prefix is within one. */
+static void check_bound(const struct bfs_mix *m, size_t seg, uint64_t from, uint64_t npos)
+{
+	size_t k = bfs_mix_nsources(m);
+	uint64_t W, c[8], c0[8];
+	const uint64_t *w = bfs_mix_weights(m, seg, &W);
+
+	for (size_t s = 0; s < k; s++)
+		c0[s] = c[s] = bfs_mix_count(m, from, s);
+	for (uint64_t i = 0; i < npos; i++) {
+		uint64_t draw;
+		size_t s;
+
+		bfs_mix_at(m, from + i, &s, &draw);
+		if (!(s < k && draw == c[s]))
+			ck_abort_msg("position %llu: source %zu draw %llu, replay %llu",
+				     (unsigned long long)(from + i), s, (unsigned long long)draw,
+				     (unsigned long long)c[s]);
+		c[s]++;
+		for (size_t t = 0; t < k; t++) {
+			/* |(c - c0) W - (i + 1) w| < W, in 128 bits */
+			__int128 d = (__int128)(c[t] - c0[t]) * W - (__int128)(i + 1) * w[t];
+			if (!(d < (__int128)W && d > -(__int128)W))
+				ck_abort_msg("prefix %llu: source %zu has %llu, target %llu * %llu "
+					     "/ %llu",
+					     (unsigned long long)(i + 1), t,
+					     (unsigned long long)(c[t] - c0[t]),
+					     (unsigned long long)(i + 1), (unsigned long long)w[t],
+					     (unsigned long long)W);
+		}
+	}
+	for (size_t s = 0; s < k; s++)
+		ck_assert(bfs_mix_count(m, from + npos, s) == c[s]);
+}
+
+START_TEST(prefix_bound_ten_million_positions)
+{
+	/* fixed sets (the extremes), then random ones: 10^7 positions in all */
+	static const uint64_t fixed[][4] = {
+		{ 1, 1000000, 0, 0 },
+		{ 1000000, 1, 1, 0 },
+		{ 7, 2, 1, 0 },
+		{ 1, 1, 1, 1 },
+	};
+	static const size_t fixed_k[] = { 2, 3, 3, 4 };
+	uint64_t n[8] = { 10, 20, 30, 40, 50, 60, 70, 80 }, from = 0, total = 0;
+
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(fixed); i++) {
+		struct bfs_mix *m = make(fixed_k[i], fixed[i], n, 1, &from, BFS_MIX_RECORDS, 1);
+		uint64_t npos = i == 0 ? 2100000 : 500000;
+
+		check_bound(m, 0, 0, npos);
+		total += npos;
+		bfs_mix_free(m);
+	}
+	while (total < 10000000) {
+		size_t k = 2 + rnd() % 7;
+		uint64_t w[8], scale = rnd() % 3 == 0 ? 1000000 : rnd() % 2 ? 1000 : 10;
+		struct bfs_mix *m;
+
+		for (size_t s = 0; s < k; s++)
+			w[s] = 1 + rnd() % scale;
+		m = make(k, w, n, 1, &from, BFS_MIX_RECORDS, 1);
+		check_bound(m, 0, 0, 400000);
+		total += 400000;
+		bfs_mix_free(m);
+	}
+}
+END_TEST
+
+START_TEST(schedule_continues_each_source)
+{
+	uint64_t n[3] = { 1000, 37, 5 };
+	uint64_t from[3] = { 0, 12345, 40000 };
+	uint64_t w[9] = { 7, 2, 1, 5, 3, 2, 1, 1, 1000 };
+	struct bfs_mix *m = make(3, w, n, 3, from, BFS_MIX_RECORDS, 100);
+
+	check_bound(m, 0, 0, 12345);
+	check_bound(m, 1, 12345, 40000 - 12345);
+	check_bound(m, 2, 40000, 300000);
+	/* runs of positions (across periods and segments, with jumps) look up
+	 * as the positions one by one do */
+	static uint64_t pos[3000], out[3000];
+	for (size_t i = 0; i < 3000; i++)
+		pos[i] = i % 700 == 699 ? rnd() % 500 : 12000 + i;
+	bfs_mix_records(m, 3, pos, 3000, out);
+	for (size_t i = 0; i < 3000; i++)
+		if (out[i] != bfs_mix_record(m, 3 * 100 + pos[i]))
+			ck_abort_msg("position %zu", i);
+	bfs_mix_free(m);
+}
+END_TEST
+
+START_TEST(no_repeat_before_a_pass_completes)
+{
+	uint64_t n[3] = { 7, 300, 1 }, from = 0, w[3] = { 3, 5, 1 };
+	struct bfs_mix *m = make(3, w, n, 1, &from, BFS_MIX_RECORDS, 10);
+	uint64_t seen_pass[3] = { 0, 0, 0 }, drawn[3] = { 0, 0, 0 };
+	uint8_t *seen[3];
+
+	for (size_t s = 0; s < 3; s++)
+		seen[s] = calloc(n[s], 1);
+	for (uint64_t i = 0; i < 20000; i++) {
+		uint64_t rec = bfs_mix_record(m, i), local;
+		size_t s;
+
+		bfs_mix_source_of(m, rec, &s, &local);
+		if (local >= n[s] || seen[s][local])
+			ck_abort_msg("source %zu record %llu again in pass %llu", s,
+				     (unsigned long long)local, (unsigned long long)seen_pass[s]);
+		seen[s][local] = 1;
+		if (++drawn[s] % n[s] == 0) { /* the pass is complete: every record seen */
+			for (uint64_t r = 0; r < n[s]; r++)
+				if (!seen[s][r])
+					ck_abort_msg("pass of source %zu ends without %llu", s,
+						     (unsigned long long)r);
+			memset(seen[s], 0, n[s]);
+			seen_pass[s]++;
+		}
+	}
+	/* the batched lookup is the single one */
+	uint64_t pos[500], out[500];
+	for (size_t i = 0; i < 500; i++)
+		pos[i] = rnd() % 10;
+	bfs_mix_records(m, 123, pos, 500, out);
+	for (size_t i = 0; i < 500; i++)
+		ck_assert(out[i] == bfs_mix_record(m, 123 * 10 + pos[i]));
+	/* passes differ (the seed takes the pass number) */
+	ck_assert(bfs_mix_first(m, 1) == 7 && bfs_mix_nrecords(m) == 308);
+	for (size_t s = 0; s < 3; s++)
+		free(seen[s]);
+	bfs_mix_free(m);
+}
+END_TEST
+
+START_TEST(epoch_rules)
+{
+	uint64_t n[3] = { 1000, 50, 3 }, from = 0, w[3] = { 7, 2, 1 };
+	struct bfs_mix *m = make(3, w, n, 1, &from, BFS_MIX_FIRST_EXHAUSTED, 0);
+	uint64_t L = bfs_mix_epoch_len(m);
+	bool over = false;
+
+	/* first_exhausted: no source past its first pass at L, one at L + 1 */
+	for (size_t s = 0; s < 3; s++) {
+		ck_assert(bfs_mix_count(m, L, s) <= n[s]);
+		over |= bfs_mix_count(m, L + 1, s) > n[s];
+	}
+	ck_assert(over);
+	/* source 2 (weight 1 of 10, 3 records) runs out first, within a period of 30 */
+	ck_assert(L >= 30 && L < 40);
+	bfs_mix_free(m);
+
+	m = make(3, w, n, 1, &from, BFS_MIX_ALL_EXHAUSTED, 0);
+	L = bfs_mix_epoch_len(m);
+	over = false;
+	for (size_t s = 0; s < 3; s++) {
+		ck_assert(bfs_mix_count(m, L, s) >= n[s]);
+		over |= bfs_mix_count(m, L - 1, s) < n[s];
+	}
+	ck_assert(over);
+	ck_assert(L >= 1000 * 10 / 7 && L <= 1000 * 10 / 7 + 2);
+	bfs_mix_free(m);
+
+	m = make(3, w, n, 1, &from, BFS_MIX_RECORDS, 777);
+	ck_assert_uint_eq(bfs_mix_epoch_len(m), 777);
+	bfs_mix_free(m);
+}
+END_TEST
+
+START_TEST(bad_weights_are_refused)
+{
+	uint64_t n[2] = { 10, 10 }, from[2] = { 0, 0 }, w0[2] = { 0, 1 };
+	uint64_t big[2] = { 1u << 24, (1u << 24) - 1 }, ok[4] = { 1, 1, 1, 2 };
+	struct bfs_mix_spec sp = {
+		.nsrc = 2,
+		.names = names8,
+		.nrecords = n,
+		.nseg = 1,
+		.from = from,
+		.weights = w0,
+		.epoch = BFS_MIX_FIRST_EXHAUSTED,
+		.shuffle = true,
+	};
+	struct bfs_mix *m = NULL;
+
+	ck_assert_int_eq(bfs_mix_new(&m, &sp), -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "'a'") && strstr(bfs_err_msg(), "positive"));
+	sp.weights = big;
+	ck_assert_int_eq(bfs_mix_new(&m, &sp), -EFBIG);
+	sp.weights = ok;
+	sp.nseg = 2; /* from_record 0 twice */
+	ck_assert_int_eq(bfs_mix_new(&m, &sp), -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "schedule"));
+	/* 1 : 999 over a source of 2 records: first_exhausted is one period
+	 * at most, and exact */
+	uint64_t tiny[2] = { 999, 1 }, n2[2] = { 1000000, 2 };
+	sp.nseg = 1;
+	sp.weights = tiny;
+	sp.nrecords = n2;
+	ck_assert_int_eq(bfs_mix_new(&m, &sp), 0);
+	ck_assert(bfs_mix_epoch_len(m) >= 2000 && bfs_mix_epoch_len(m) < 4000);
+	ck_assert(bfs_mix_count(m, bfs_mix_epoch_len(m), 1) == 2);
+	ck_assert(bfs_mix_count(m, bfs_mix_epoch_len(m) + 1, 1) == 3);
+	bfs_mix_free(m);
+	ck_assert(m != NULL);
+}
+END_TEST
+
+static int parse(struct bfs_mixfile **m, const char *text)
+{
+	*m = NULL;
+	return bfs_mixfile_parse(m, text, strlen(text));
+}
+
+START_TEST(mixture_files)
+{
+	struct bfs_mixfile *m;
+
+	ck_assert(bfs_mixfile_sniff(" {\"mixture\": []}", 16));
+	ck_assert(!bfs_mixfile_sniff("{\"features\": {}}", 16));
+	ck_assert(!bfs_mixfile_sniff("\x1e\x00\x00\x00", 4));
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 0.001}, {\"name\": \"b\", \"source\": \"y\", "
+				   "\"weight\": 7, \"options\": \"split=train\"}], \"epoch\": 12}"),
+			 0);
+	ck_assert_uint_eq(m->n, 2);
+	ck_assert_uint_eq(m->weights[0], 1000000);
+	ck_assert_uint_eq(m->weights[1], 7000000000ull);
+	ck_assert_str_eq(m->e[1].options, "split=train");
+	ck_assert(m->epoch == BFS_MIXFILE_RECORDS && m->epoch_records == 12);
+	bfs_mixfile_free(m);
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\"}], "
+				   "\"schedule\": [{\"from_record\": 0, \"weights\": [2]}, "
+				   "{\"from_record\": 10, \"weights\": [3]}]}"),
+			 0);
+	ck_assert(m->nseg == 2 && m->from[1] == 10 && m->weights[1] == 3000000000ull);
+	bfs_mixfile_free(m);
+	/* refused, each naming what is wrong */
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 1e-12}]}"),
+			 -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "('a')") && strstr(bfs_err_msg(), "out of range"));
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": \"7\"}]}"),
+			 -EINVAL);
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\"}]}"),
+			 -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "needs a \"weight\""));
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [], \"epoch\": 3}"), -EINVAL);
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 1}], \"epoch\": 0}"),
+			 -EINVAL);
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 1}], \"epoch\": 3, \"epoch\": 4}"),
+			 -EINVAL);
+	ck_assert_int_eq(parse(&m, "[1, 2]"), -EINVAL);
+	ck_assert(m == NULL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("mix");
+	TCase *tc = tcase_create("mix");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, prefix_bound_ten_million_positions);
+	tcase_add_test(tc, schedule_continues_each_source);
+	tcase_add_test(tc, no_repeat_before_a_pass_completes);
+	tcase_add_test(tc, epoch_rules);
+	tcase_add_test(tc, bad_weights_are_refused);
+	tcase_add_test(tc, mixture_files);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
