@@ -238,17 +238,21 @@ def test_a_cache_a_quarter_of_the_data_keeps_a_stable_part(source, mounter, tmp_
     got = _epochs_fetched(m, ref, slow, 3)
     d = dc(m)
     assert d["used"] <= bound and d["corrupt"] == 0, d
-    # epochs 1 and 2 together (the stage may fetch for the next epoch
-    # before the last byte of one is read), against the data less 90% of
-    # the cache, times what the stage itself fetches per byte of data
-    # without the cache (its re-reads are not the cache's: issue 31, item 1)
-    later, plain2 = got[1] + got[2], without[1] + without[2]
-    ratio = max(1.0, plain2 / (2.0 * total))
-    assert later <= 2 * (total - 0.9 * bound) * ratio, (
-        "epochs 1 and 2 fetched %d bytes of 2 x %d (cache %d): %s; without the cache %s" % (
-            later, total, bound, got, without))
-    # each saves at least 90% of the cache against the same reads without it
-    assert later <= plain2 - 2 * 0.9 * bound, (got, without, d)
+    # the three epochs together: the stage fetches the next epoch's first
+    # blocks before the last byte of one is read (the planner reads ahead
+    # into the next listed epoch), and with the cache those first blocks are
+    # the kept part, read from DIR; so bytes move between epochs and only
+    # the sum says what the cache saved. Epoch 0 fetches the data, epochs 1
+    # and 2 each the data less 90% of the cache, times what the stage
+    # itself fetches per byte of data without the cache (its own re-reads
+    # are not the cache's)
+    ratio = max(1.0, sum(without) / (3.0 * total))
+    assert sum(got) <= (total + 2 * (total - 0.9 * bound)) * ratio, (
+        "epochs 0, 1, 2 fetched %s, data %d, cache %d; without the cache %s" % (
+            got, total, bound, without))
+    # and save at least 90% of the cache in each later epoch against the
+    # same reads without it
+    assert sum(got) <= sum(without) - 2 * 0.9 * bound, (got, without, d)
     # and a new mount of the same dataset keeps the same part: nothing written
     m.stop()
     m2 = mounter(slow.mnt, index_dir=str(tmp_path / "ix"), disk_cache=str(cache),
