@@ -1358,6 +1358,10 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		goto out_session;
 	}
 	(void)bfs_lifecycle_readahead(mountpoint, READ_CHUNK >> 10); /* best effort */
+	/* mounted: a batchfs started on the folder from now on finds the
+	 * mount (or, once unmounted, a daemon that is only exiting) */
+	if (fs->cfg.mount_lock)
+		(void)bfs_lifecycle_lock_mounted(fs->cfg.mount_lock_fd);
 	/* detach only now that the mount is ready; threads start after fork */
 	if (fs->cuda) {
 		if (bfs_lifecycle_daemonize(foreground, cuda_runtime_start, session_unmount, fs,
@@ -1395,6 +1399,10 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 out_unmount:
 	bfs_lifecycle_free(life);
 	fuse_session_unmount(fs->se);
+	/* the folder is free for a re-mount now, however long the rest of
+	 * the exit takes (bfs_fs_free) */
+	if (fs->cfg.mount_lock)
+		bfs_lifecycle_lock_release(fs->cfg.mount_lock_fd);
 out_session:
 	fuse_session_destroy(fs->se);
 	fs->se = NULL;

@@ -49,6 +49,10 @@ struct bfs_fs_config {
 	unsigned max_read; /* the FUSE option max_read= given, else 0 */
 	bool watch; /* stop the mount as SIGTERM does at watch_fd's end of file */
 	int watch_fd;
+	/* the mount point's lock (lifecycle.h): shared once mounted, let go
+	 * once the session ends; the descriptor stays the caller's */
+	bool mount_lock;
+	int mount_lock_fd;
 	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
 					 * environment's BATCHFS_OPEN_REQUESTS=1, for
 					 * measuring what skipping them saves) */

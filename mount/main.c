@@ -549,7 +549,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			return 1;
 		}
 	}
-	/* held (locked) for the life of the mount, see checks.h */
+	/* locked while it mounts and is mounted, see checks.h and lifecycle.h */
 	mnt_fd = bfs_mountpoint_claim(o->mountpoint, mnt);
 	if (mnt_fd < 0)
 		return 1;
@@ -811,6 +811,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.max_read = o->max_read,
 		.watch = o->watch_fd >= 0,
 		.watch_fd = o->watch_fd,
+		.mount_lock = true,
+		.mount_lock_fd = mnt_fd,
 	};
 	rc = bfs_fs_new(&fs, &cfg);
 	if (rc) {

@@ -24,7 +24,9 @@ What must be true (docs/contract.md, "SOURCE"):
 - the secret key and the session token are never written or printed;
 - `batchfs index` builds an index_dir that read-only mounts share without
   reading an object byte for it or writing anything there;
-- disk_cache= keeps a bucket's bytes: epoch 1 sends no GET.
+- disk_cache= keeps a bucket's bytes: epoch 1 sends no GET;
+- `fusermount3 -u` then a mount on the same folder works every time, and
+  so do two mounts sharing a read-only index_dir.
 """
 
 import concurrent.futures
@@ -44,7 +46,7 @@ import oracle
 from fusemount import BatchfsMount as Mount
 from fusemount import MOUNT_DEADLINE, POLL, MountError
 from fusemount import mount_opts as _opts
-from helpers import read_or_errno
+from helpers import read_or_errno, remount_loop
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "s3"))
 import s3env  # noqa: E402
@@ -824,6 +826,23 @@ def test_batchfs_index_once_then_read_only_mounts_share_it(proxy, bmount, batchf
     tried = [ln for m in ms for ln in m.log_text().splitlines() if "cannot write" in ln]
     assert not at_mount, [e["target"] for e in at_mount][:4]
     assert not tried, tried[:2]
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["one", "two_sharing_a_read_only_index"])
+def test_fusermount_then_mount_again_works_every_time(proxy, batchfs, data, tmp_path, s3, ro_bind,
+                                                      shared):  # noqa: F811
+    """`fusermount3 -u MNT && batchfs s3://... MNT`, 20 times: the daemon
+    unmounted is still exiting (its connections, the I/O stage) when the
+    next mount starts, and used to refuse it ("another batchfs is mounting
+    on it", 17 times in 20). Also two mounts at once over one read-only
+    index_dir, unmounted and mounted again together."""
+    env = aws_env(s3.home, AWS_ENDPOINT_URL=proxy.endpoint)
+    ix = tmp_path / "ix"
+    r = run_batchfs(batchfs, "index", "--index-dir", str(ix), url("fixed/"), env=env)
+    assert r.returncode == 0, r.stderr
+    ix = ro_bind(ix) if shared else str(ix)
+    mnts = [str(tmp_path / ("mnt%d" % i)) for i in range(2 if shared else 1)]
+    remount_loop(batchfs, url("fixed/"), mnts, "batch_size=%d,index_dir=%s" % (B, ix), env=env)
 
 
 # ================================================================ 6. the disk cache
