@@ -598,13 +598,16 @@ def closed_port():
 
 
 @pytest.mark.parametrize("case", ["denied", "unknown-key", "missing-bucket", "unreachable",
-                                  "no-shards"])
+                                  "no-shards", "folder-without-slash"])
 def test_a_bucket_that_cannot_be_read_fails_the_mount_with_one_line(proxy, s3, batchfs, tmp_path,
                                                                    data, case):  # noqa: F811
     source, endpoint, env = url("plain/"), proxy.endpoint, aws_env(s3.home)
     want = {"denied": "SignatureDoesNotMatch", "unknown-key": "InvalidAccessKeyId",
             "missing-bucket": "NoSuchBucket", "unreachable": "cannot reach",
-            "no-shards": "no shard files found"}[case]
+            "no-shards": "no shard files found",
+            # a folder named as a key: the line names the folder
+            "folder-without-slash": "no shard files found (did you mean %s ?)" % url("plain/")
+            }[case]
     if case == "denied":
         env = aws_env(s3.home, secret="not-" + SECRET)
     elif case == "unknown-key":
@@ -613,6 +616,8 @@ def test_a_bucket_that_cannot_be_read_fails_the_mount_with_one_line(proxy, s3, b
         source = "s3://no-such-bucket/plain/"
     elif case == "unreachable":
         endpoint = "http://127.0.0.1:%d" % closed_port()
+    elif case == "folder-without-slash":
+        source = url("plain")
     else:
         source = url("nothing-here/")
     mnt = tmp_path / "mnt"
