@@ -103,11 +103,11 @@ static struct cwait *cwait_of(struct bfs_cudapool_waiter *w)
 
 /* ------------------------------------------------------------- errors */
 
-void bfs_fs_report(void *arg, const char *msg, bool skipped)
+void bfs_fs_report(void *arg, const char *msg, unsigned flags)
 {
 	struct bfs_fs *fs = arg;
 
-	bfs_errlog_add(fs->errlog, msg, skipped);
+	bfs_errlog_add_as(fs->errlog, msg, flags & BFS_REPORT_SKIPPED, flags & BFS_REPORT_SOURCE);
 }
 
 /* ------------------------------------------------------------ dynamic */

@@ -64,8 +64,9 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg);
 void bfs_fs_free(struct bfs_fs *fs);
 
 /* The on_corrupt callback of the batcher/cache: logs one line to stderr and
- * errors.txt (deduplicated) and counts it. Thread-safe. */
-void bfs_fs_report(void *fs, const char *msg, bool skipped);
+ * errors.txt (deduplicated) and counts it; flags: BFS_REPORT_SKIPPED and
+ * BFS_REPORT_SOURCE (batch.h). Thread-safe. */
+void bfs_fs_report(void *fs, const char *msg, unsigned flags);
 
 /* Create the session with FUSE arguments argv (argv[0] = program name),
  * mount on `mountpoint`, detach unless `foreground` (only once the mount is

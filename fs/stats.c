@@ -124,6 +124,7 @@ const struct bfs_stat_key bfs_stat_keys[BFS_STAT_NKEYS] = {
 	MEMBER(CUDA_PINNED_BUFFERS, "pinned_buffers", UINT, LEVEL, COUNT, "pinned buffers"),
 	MEMBER(CUDA_DEVICE_BYTES, "device_bytes", UINT, LEVEL, BYTES, "device memory"),
 
+	KEY(SOURCE_ERRORS, "source_errors", UINT, ALWAYS, TOTAL, COUNT, "source errors"),
 	KEY(UPTIME_SECONDS, "uptime_seconds", INT, ALWAYS, TOTAL, SECONDS, "up"),
 };
 
@@ -277,6 +278,7 @@ void bfs_stats_put_errors(struct bfs_stats_snap *s, const struct bfs_errlog_coun
 {
 	U(CORRUPT_RECORDS) = e->corrupt;
 	U(SKIPPED_RECORDS) = e->skipped;
+	U(SOURCE_ERRORS) = e->source;
 }
 
 void bfs_stats_put_io(struct bfs_stats_snap *s, const struct bfs_fetch_stats *f,

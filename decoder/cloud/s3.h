@@ -20,8 +20,14 @@
  *    for a reader that wants it in one pass without holding it;
  *  - retries what may pass (connection refused or reset, timeouts, a body
  *    cut short, HTTP 5xx, 429, 503 SlowDown) with exponential backoff and
- *    jitter, for a bounded number of tries and time; then fails with -EIO
- *    and one line naming the object, the byte range and the last reason;
+ *    jitter, for a bounded number of tries and time (by default 8 tries,
+ *    6 to 11 s when each fails at once; no new try 30 s after the first);
+ *    then fails with -EIO and one line naming the object, the byte range,
+ *    the last reason and the tries (no time: the same failure is the same
+ *    line). For as long again as those tries took (1 s to retry_ms), a
+ *    ranged read of that object overlapping a range that gave up fails at
+ *    once with the same line, unsent: a reader does not wait the budget
+ *    again for what just failed;
  *  - sends If-Match with the ETag the caller indexed on every ranged read,
  *    and checks the ETag of what came back: a replaced object is never read
  *    as if it were the old one (-ESTALE, "the object changed ... re-mount").
@@ -108,7 +114,7 @@ struct bfs_s3_config {
 	char *source; /* where the credentials came from, for messages (never a value) */
 	char *ca_file; /* $AWS_CA_BUNDLE, or NULL: the system's CAs */
 	/* the transfer policy; bfs_s3_config_init sets the defaults */
-	unsigned tries; /* attempts per request, at least 1 (default 8) */
+	unsigned tries; /* attempts per request, at least 1 (default 8; AWS_MAX_ATTEMPTS) */
 	unsigned retry_ms; /* no new attempt starts this long after the first (30000) */
 	unsigned backoff_ms; /* the first retry waits about this long, doubling (100) */
 	unsigned backoff_max_ms; /* the most one wait is (5000) */
@@ -139,7 +145,9 @@ int bfs_s3_config_copy(struct bfs_s3_config *dst, const struct bfs_s3_config *sr
  *    (opt->profile, $AWS_PROFILE, "default") in the credentials file
  *    ($AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials), then in the config
  *    file ($AWS_CONFIG_FILE, ~/.aws/config, section "profile NAME").
+ *  tries: $AWS_MAX_ATTEMPTS (1 to 100), else cfg's.
  * Errors (a message, naming no secret): -EINVAL a bad endpoint or region,
+ * or AWS_MAX_ATTEMPTS,
  * half a key pair, a named profile found nowhere; -EACCES no credentials
  * (or only ones batchfs cannot use: credential_process, SSO, roles);
  * -ENOMEM. cfg is changed only on success. */

@@ -697,6 +697,23 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 	return resolve_credentials(r);
 }
 
+/* AWS_MAX_ATTEMPTS (the AWS convention): the tries of a request. */
+static int max_attempts(struct bfs_s3_config *c)
+{
+	const char *v = env("AWS_MAX_ATTEMPTS");
+	char *end = NULL;
+	unsigned long n;
+
+	if (!v)
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || !end || *end || n < 1 || n > 100 || *v == '-' || *v == '+')
+		return bfs_err_set(-EINVAL, "AWS_MAX_ATTEMPTS=%s: not a number from 1 to 100", v);
+	c->tries = (unsigned)n;
+	return 0;
+}
+
 int bfs_s3_config_resolve(struct bfs_s3_config *cfg, enum bfs_s3_scheme scheme,
 			  const struct bfs_s3_options *opt)
 {
@@ -715,6 +732,8 @@ int bfs_s3_config_resolve(struct bfs_s3_config *cfg, enum bfs_s3_scheme scheme,
 		rc = profile_path(r.conf_path, sizeof(r.conf_path), "AWS_CONFIG_FILE", "config");
 	if (rc == 0)
 		rc = resolve(&r, scheme, opt ? opt : &none);
+	if (rc == 0)
+		rc = max_attempts(&r.c);
 	ini_free(&r.cred);
 	ini_free(&r.conf);
 	if (rc) {

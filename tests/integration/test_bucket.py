@@ -544,10 +544,62 @@ def test_a_persistent_failure_fails_only_its_batches(proxy, bmount, data, refere
         tries[e["headers"]["range"]] = tries.get(e["headers"]["range"], 0) + 1
     assert tries and max(tries.values()) <= 2 * 8, tries
     assert took < 30, took
-    # the store recovers: every batch is exact
+    # the store recovers: every batch is exact once each failed range's
+    # failure is forgotten (as long again as its tries took: a few s)
     proxy.rules()
     for p in failed:
+        end = time.monotonic() + 20
+        while read_or_errno(m.path(p)) == errno.EIO and time.monotonic() < end:
+            time.sleep(0.5)
         assert m.read(p) == want[p], p
+
+
+def failed_ranges(lines):
+    """(key, first, last) of each range errors.txt lines name."""
+    out = []
+    for ln in lines:
+        g = re.search(r"s3://%s/(\S+) bytes (\d+)-(\d+): " % BUCKET, ln)
+        assert g, ln
+        out.append((g.group(1), int(g.group(2)), int(g.group(3))))
+    return out
+
+
+def gets_of(log, ranges):
+    """GETs of the proxy's log that overlap one of ranges."""
+    n = 0
+    for e in object_gets(log):
+        a, b = byte_range(e)
+        n += any(path_of(e) == "/%s/%s" % (BUCKET, k) and a <= last and b > first
+                 for k, first, last in ranges)
+    return n
+
+
+def test_a_server_down_fails_each_range_once_as_a_source_error(proxy, bmount, data, s3):
+    """The store resets every connection once the mount is up (a server
+    down). A batch fails with EIO after the client's tries (AWS_MAX_ATTEMPTS
+    keeps them short here); reading it again fails at once, sending nothing
+    for the ranges that failed (each is remembered as long again as its
+    tries took, 1 s at least); errors.txt has one line per failed range;
+    stats count source errors, not corrupt records."""
+    m = bmount(url("plain/"), env=aws_env(s3.home, AWS_MAX_ATTEMPTS="3"), batch_size=B,
+               shuffle="none", prefetch=0)
+    proxy.rules({"match": "^GET /%s/plain/" % BUCKET, "action": "reset", "when": "before"})
+    lines = []
+    for p in batch_paths(m)[:2]:
+        assert read_or_errno(m.path(p)) == errno.EIO
+        lines = m.read("errors.txt").decode().splitlines()
+        sent = gets_of(proxy.log(), failed_ranges(lines))
+        assert sent >= 3, sent  # the tries
+        t0 = time.monotonic()
+        assert read_or_errno(m.path(p)) == errno.EIO  # again, at once
+        assert time.monotonic() - t0 < 0.5
+        assert gets_of(proxy.log(), failed_ranges(lines)) == sent  # nothing sent again
+        assert m.read("errors.txt").decode().splitlines() == lines
+    ranges = [re.search(r"(s3://\S+ bytes \d+-\d+): ", ln).group(1) for ln in lines]
+    assert len(set(ranges)) == len(lines), lines  # one line per failed range
+    assert all("gave up after 3 tries" in ln for ln in lines), lines
+    st = m.json("stats.json")
+    assert st["corrupt_records"] == 0 and st["source_errors"] == len(lines), st
 
 
 def test_a_replaced_or_deleted_object_fails_its_reads_never_mixes(proxy, boto, bmount, gen, work,

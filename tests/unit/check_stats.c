@@ -103,7 +103,8 @@ START_TEST(the_keys_of_every_mount_to_the_byte)
 	fill(&s);
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
-	snprintf(want, sizeof(want), "%s  \"uptime_seconds\": 42\n}\n", always);
+	snprintf(want, sizeof(want), "%s  \"source_errors\": 1077,\n  \"uptime_seconds\": 42\n}\n",
+		 always);
 	ck_assert_str_eq(t, want);
 	ck_assert_uint_eq(len, strlen(want));
 	free(t);
@@ -147,7 +148,7 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 		 "  \"cuda\": {\"device\": 0, \"pool\": 1067, \"busy\": 1068, \"opens\": 1069, "
 		 "\"waits\": 1070, \"eagain\": 1071, \"errors\": 1072, \"copies\": 1073, "
 		 "\"bytes_copied\": 1074, \"pinned_buffers\": 1075, \"device_bytes\": 1076},\n"
-		 "  \"uptime_seconds\": 42\n}\n",
+		 "  \"source_errors\": 1077,\n  \"uptime_seconds\": 42\n}\n",
 		 always);
 	ck_assert_str_eq(t, want);
 	ck_assert_uint_eq(len, strlen(want));
@@ -158,7 +159,8 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
 	ck_assert(strstr(t, "\"io_") == NULL && strstr(t, "\"cuda\"") == NULL);
-	ck_assert(strstr(t, "  \"disk_cache_limit\": 1064,\n  \"uptime_seconds\": 42\n}\n"));
+	ck_assert(strstr(t, "  \"disk_cache_limit\": 1064,\n  \"source_errors\": 1077,\n"
+			    "  \"uptime_seconds\": 42\n}\n"));
 	free(t);
 }
 END_TEST
@@ -229,7 +231,7 @@ START_TEST(the_put_functions_fill_their_keys)
 				     .prefetch_queued = 16,
 				     .decoding = 17,
 				     .buffers_reused = 18 };
-	struct bfs_errlog_counts e = { .corrupt = 19, .skipped = 20 };
+	struct bfs_errlog_counts e = { .corrupt = 19, .skipped = 20, .source = 63 };
 	struct bfs_fetch_stats f = { .reads = 21,
 				     .bytes = 22,
 				     .ranges = 23,
@@ -329,6 +331,7 @@ START_TEST(the_put_functions_fill_their_keys)
 		"56, "
 		"\"eagain\": 57, \"errors\": 58, \"copies\": 59, \"bytes_copied\": 60, "
 		"\"pinned_buffers\": 61, \"device_bytes\": 62},",
+		"\"source_errors\": 63,",
 	};
 	struct bfs_stats_snap s;
 	size_t len;
