@@ -457,11 +457,24 @@ static char *passed_over_note(const char *source, const char *split, const struc
 	return out;
 }
 
-static void print_bad(void *ctx, const char *shard, const char *msg)
+/* The progress of the dataset's open, and the lines of the corrupt records
+ * it indexed: printed once it opened, dropped when it failed (the mount
+ * then fails with one line). */
+struct open_progress {
+	struct bfs_progress bar; /* first: bfs_tool_progress's ctx */
+	char *bad; /* "batchfs: ...\n" lines, or NULL */
+};
+
+static void note_bad(void *ctx, const char *shard, const char *msg)
 {
-	(void)ctx;
-	fprintf(stderr, "batchfs: %s: %s (indexed; reading its batch follows on_corrupt)\n", shard,
-		msg);
+	struct open_progress *op = ctx;
+	char *t = NULL;
+
+	if (asprintf(&t, "%sbatchfs: %s: %s (indexed; reading its batch follows on_corrupt)\n",
+		     op->bad ? op->bad : "", shard, msg) < 0)
+		return; /* out of memory: the line is lost, not the mount */
+	free(op->bad);
+	op->bad = t;
 }
 
 /* Reads in flight on a network or FUSE filesystem: enough to keep a source
@@ -516,7 +529,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.region = o->region,
 		.no_sign_request = o->no_sign_request,
 	};
-	struct bfs_progress progress = { .tty = o->foreground && isatty(2) };
+	struct open_progress progress = { .bar = { .tty = o->foreground && isatty(2) } };
 	struct bfs_dataset *ds = NULL;
 	struct bfs_schema *user = NULL, *schema = NULL;
 	struct bfs_batcher *b = NULL;
@@ -608,7 +621,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.index_dir = o->index_dir;
 	dopt.jobs = o->threads;
 	dopt.infer = user == NULL;
-	dopt.on_bad = print_bad;
+	dopt.on_bad = note_bad;
 	dopt.on_note = bfs_tool_note;
 	dopt.keep_cut = o->on_corrupt == BFS_ON_CORRUPT_SKIP; /* reported below */
 	dopt.shadow_size = o->shadow ? o->shadow_size : 0;
@@ -616,6 +629,10 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.progress = bfs_tool_progress;
 	dopt.progress_ctx = &progress;
 	rc = bfs_dataset_open(&ds, source, &dopt);
+	if (!rc && progress.bad)
+		fputs(progress.bad, stderr);
+	free(progress.bad);
+	progress.bad = NULL;
 	if (rc) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;

@@ -266,8 +266,7 @@ def remount_loop(batchfs, source, mnts, opts, times=20, env=None):
     detaches once mounted) on each of mnts, read a batch file from each,
     `fusermount3 -u` each and mount again at once, `times` times. Every
     mount command must exit 0 (not "another batchfs is mounting on it"
-    while the unmounted daemon exits). Returns the daemons' stderr lines
-    (nothing: a clean loop)."""
+    while the unmounted daemon exits)."""
     for m in mnts:
         os.makedirs(m, exist_ok=True)
     try:
