@@ -348,3 +348,156 @@ int bfs_check_image_options(const struct bfs_dataset *ds, const struct bfs_schem
 	}
 	return 0;
 }
+
+/* ---- a folder of several datasets mounted as one */
+
+#define MIXED_SHARDS 32 /* shards whose first record is sampled, at most */
+#define MIXED_SPREAD 16 /* and records spread over the dataset */
+#define MIXED_MAX_FEATURES 4096 /* more: not looked at */
+
+/* The schema's names (features, then lists) present in record rec:
+ * have[k] true. false when the record cannot be read or decoded. */
+static bool sample_present(const struct bfs_dataset *ds, const struct bfs_schema *s, uint64_t rec,
+			   bool *have)
+{
+	uint32_t len = bfs_dataset_record_len(ds, rec), got = 0;
+	uint8_t *buf = malloc(len ? len : 1);
+	struct bfs_example *ex = NULL;
+	bool ok = false;
+
+	if (buf && bfs_dataset_read(ds, rec, buf, len ? len : 1, &got, false) == 0 &&
+	    bfs_example_decode(&ex, buf, got) == 0) {
+		for (size_t k = 0; k < s->nfeatures + s->nlists; k++) {
+			bool list = k >= s->nfeatures;
+			const char *name =
+				list ? s->lists[k - s->nfeatures].name : s->features[k].name;
+
+			have[k] = false;
+			for (size_t i = 0; !list && i < ex->nfeatures; i++)
+				have[k] = have[k] || strcmp(ex->features[i].name, name) == 0;
+			for (size_t i = 0; list && i < ex->nlists; i++)
+				have[k] = have[k] || strcmp(ex->lists[i].name, name) == 0;
+		}
+		ok = true;
+	}
+	bfs_example_free(ex);
+	free(buf);
+	return ok;
+}
+
+/* "a, b, c" of the names present in have (3 at most, then "..."). */
+static void names_of(const struct bfs_schema *s, const bool *have, char *out, size_t cap)
+{
+	size_t n = 0, shown = 0;
+
+	out[0] = '\0';
+	for (size_t k = 0; k < s->nfeatures + s->nlists; k++) {
+		const char *name =
+			k >= s->nfeatures ? s->lists[k - s->nfeatures].name : s->features[k].name;
+
+		if (!have[k])
+			continue;
+		if (shown++ < 3)
+			n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%s'%s'",
+					      shown > 1 ? ", " : "", name);
+		else if (shown == 4)
+			n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, ", ...");
+		if (n >= cap)
+			break;
+	}
+}
+
+char *bfs_check_mixed(const struct bfs_dataset *ds, const struct bfs_schema *s, const char *source)
+{
+	size_t nf = s->nfeatures + s->nlists, nsh = bfs_dataset_nshards(ds);
+	size_t nsamp = 0, cap = MIXED_SHARDS + MIXED_SPREAD;
+	uint64_t n = bfs_dataset_nrecords(ds), *first = NULL;
+	bool *have = NULL;
+	size_t *shard_of = NULL, *count = NULL;
+	char *out = NULL, a[160], b[160];
+
+	if (nf == 0 || nf > MIXED_MAX_FEATURES || n == 0)
+		return NULL;
+	have = calloc(cap * nf, sizeof(*have));
+	shard_of = calloc(cap, sizeof(*shard_of));
+	count = calloc(nf, sizeof(*count));
+	first = calloc(nsh + 1, sizeof(*first));
+	if (!have || !shard_of || !count || !first)
+		goto out;
+	for (size_t i = 0; i < nsh; i++)
+		first[i + 1] = first[i] + bfs_shard_nrecords(bfs_dataset_shard(ds, i));
+	/* the first record of shards spread over the folder (datasets come
+	 * in shards of their own), then records spread over the dataset */
+	for (size_t k = 0; k < cap; k++) {
+		size_t sh = 0;
+		uint64_t rec;
+
+		if (k < MIXED_SHARDS) {
+			if (k >= nsh)
+				continue;
+			sh = nsh <= MIXED_SHARDS ? k : k * nsh / MIXED_SHARDS;
+			if (first[sh] == first[sh + 1])
+				continue;
+			rec = first[sh];
+		} else {
+			rec = (uint64_t)(k - MIXED_SHARDS) * n / MIXED_SPREAD;
+			if ((k - MIXED_SHARDS) >= n)
+				continue;
+			while (sh + 1 < nsh && first[sh + 1] <= rec)
+				sh++;
+		}
+		if (!sample_present(ds, s, rec, have + nsamp * nf))
+			continue;
+		shard_of[nsamp++] = sh;
+	}
+	if (nsamp < 2)
+		goto out;
+	for (size_t i = 0; i < nsamp; i++)
+		for (size_t k = 0; k < nf; k++)
+			count[k] += have[i * nf + k];
+	/* two records with no feature in common */
+	for (size_t i = 0; i < nsamp && !out; i++)
+		for (size_t j = i + 1; j < nsamp && !out; j++) {
+			bool common = false, any_i = false, any_j = false;
+
+			for (size_t k = 0; k < nf; k++) {
+				any_i = any_i || have[i * nf + k];
+				any_j = any_j || have[j * nf + k];
+				common = common || (have[i * nf + k] && have[j * nf + k]);
+			}
+			if (common || !any_i || !any_j)
+				continue;
+			names_of(s, have + i * nf, a, sizeof(a));
+			names_of(s, have + j * nf, b, sizeof(b));
+			if (asprintf(&out,
+				     "%s: its records hold disjoint features (%s has %s; %s has "
+				     "%s): "
+				     "several datasets mounted as one, each record padded to all "
+				     "%zu "
+				     "features? Mount each dataset's folder on its own, or pick "
+				     "features with -o features=",
+				     source, bfs_shard_path(bfs_dataset_shard(ds, shard_of[i])), a,
+				     bfs_shard_path(bfs_dataset_shard(ds, shard_of[j])), b, nf) < 0)
+				out = NULL;
+		}
+	/* else a feature missing from most records */
+	for (size_t k = 0; k < nf && !out && nsamp >= 4; k++) {
+		const char *name =
+			k >= s->nfeatures ? s->lists[k - s->nfeatures].name : s->features[k].name;
+
+		if (count[k] * 2 >= nsamp)
+			continue;
+		if (asprintf(&out,
+			     "%s: feature '%s' is missing from most records (from %zu of %zu "
+			     "sampled): several datasets mounted as one? Mount each dataset's "
+			     "folder on its own, or pick features with -o features=",
+			     source, name, nsamp - count[k], nsamp) < 0)
+			out = NULL;
+	}
+out:
+	free(have);
+	free(shard_of);
+	free(count);
+	free(first);
+	return out;
+}

@@ -536,6 +536,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	struct bfs_batcher **ranks = NULL; /* world=W without rank: [W], [0] = b */
 	struct bfs_fs *fs = NULL;
 	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL, *ready = NULL;
+	char *mixed = NULL; /* bfs_check_mixed's line */
 	bool *was_image = NULL; /* per feature: an image before the image= options */
 	char mnt[PATH_MAX];
 	char first_npy[512] = "FEATURE.npy";
@@ -689,6 +690,10 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	}
 	if (o->nimage && bfs_check_image_options(ds, schema, was_image, o->image, o->nimage) != 0)
 		goto out;
+	/* a folder of several datasets: one line now, and in README.txt */
+	mixed = bfs_check_mixed(ds, schema, o->source);
+	if (mixed)
+		fprintf(stderr, "batchfs: %s\n", mixed);
 	if (schema->nfeatures + schema->nlists == 0) {
 		fprintf(stderr,
 			"batchfs: %s: no features to serve (the records hold no typed "
@@ -771,8 +776,9 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		char *notes = image_notes(schema), *full = NULL;
 		char *passed =
 			passed_over_note(o->source, source == tfds_glob ? o->split : NULL, ds);
-		if (asprintf(&full, "%s%s%s", readme, notes ? notes : "", passed ? passed : "") >=
-		    0) {
+		if (asprintf(&full, "%s%s%s%s%s%s", readme, notes ? notes : "",
+			     passed ? passed : "", mixed ? "\nWarning: " : "", mixed ? mixed : "",
+			     mixed ? "\n" : "") >= 0) {
 			free(readme);
 			readme = full;
 		}
@@ -859,6 +865,7 @@ out:
 	free(readme);
 	free(opts);
 	free(ready);
+	free(mixed);
 	free(was_image);
 	if (mnt_fd >= 0)
 		close(mnt_fd);
