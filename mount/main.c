@@ -191,6 +191,30 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 	return s;
 }
 
+/* README.txt under on_corrupt=fail: exactly what of all/ a corrupt record
+ * fails. Takes and returns ownership (NULL stays NULL). */
+static char *add_corrupt_note(char *readme, const struct bfs_options *o,
+			      const struct bfs_batcher *b)
+{
+	unsigned long long n = (unsigned long long)bfs_batcher_chunk_rows(b);
+	char *s = NULL;
+
+	if (!readme || o->on_corrupt == BFS_ON_CORRUPT_SKIP)
+		return readme;
+	if (asprintf(&s,
+		     "%s\n"
+		     "A corrupt record (on_corrupt=fail) fails its batch, and in all/ its chunk:\n"
+		     "the %llu rows decoded with it (rows C*%llu to C*%llu+%llu for chunk C), in\n"
+		     "every file of all/ and in all.safetensors. A read fails when a 4 KiB page\n"
+		     "it touches holds a byte of those rows (the kernel reads whole pages), so\n"
+		     "np.load of a file whose first page holds some fails too. Every other\n"
+		     "byte reads.\n",
+		     readme, n, n, n, n - 1) < 0)
+		s = NULL;
+	free(readme);
+	return s;
+}
+
 /* Tensors in a batch from which README.txt points wide readers at the
  * .safetensors files. */
 #define WIDE_TENSORS 32
@@ -771,6 +795,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
 	readme = add_ranks_note(readme, o, mnt);
 	readme = add_wide_note(readme, bfs_batcher_plan(b)->ntensors, mnt);
+	readme = add_corrupt_note(readme, o, b);
 	readme = add_list_notes(readme, schema, o, mnt);
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
