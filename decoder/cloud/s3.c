@@ -58,6 +58,7 @@ struct xfer {
 	uint64_t due_ns; /* W_TIMER: when to try again */
 	bool cancel;
 	bool gave_up; /* X_GET: failed after its retries (remembered) */
+	bool one_try; /* X_GET started while the store is down: no retry */
 	CURL *easy; /* W_ACTIVE */
 	struct curl_slist *hdrs;
 	struct bfs_s3resp r; /* the request's shape and the attempt's response */
@@ -104,6 +105,10 @@ struct bfs_s3 {
 	uint64_t rng;
 	struct failure failures[FAILURES_KEPT]; /* a ring */
 	unsigned next_failure;
+	/* a read gave up, and no request has succeeded since: until then,
+	 * new reads get one try (a store that is down costs each range one
+	 * request, not the whole budget) */
+	uint64_t down_until_ns;
 	/* counters */
 	atomic_uint_fast64_t n_requests, n_retries, n_failed, n_bytes;
 	atomic_uint n_active, n_queued;
@@ -270,16 +275,16 @@ static bool failure_is(const struct failure *f, const struct xfer *x, uint64_t n
 {
 	size_t bl = strlen(x->bucket);
 
-	return f->object && f->until_ns > now && x->req->off < f->end &&
+	return f->object && (!now || f->until_ns > now) && x->req->off < f->end &&
 	       x->req->off + x->req->len > f->off && strncmp(f->object, x->bucket, bl) == 0 &&
 	       f->object[bl] == '/' && strcmp(f->object + bl + 1, x->key) == 0;
 }
 
-/* The message of a remembered failure that x (a GET) overlaps, or NULL.
- * The client's thread only. */
-static const char *failure_recall(struct bfs_s3 *c, const struct xfer *x)
+/* The message of a remembered failure that x (a GET) overlaps, or NULL;
+ * expired ones too with `any`. The client's thread only. */
+static const char *failure_recall(struct bfs_s3 *c, const struct xfer *x, bool any)
 {
-	uint64_t now = now_ns();
+	uint64_t now = any ? 0 : now_ns();
 
 	for (unsigned i = 0; i < FAILURES_KEPT; i++)
 		if (failure_is(&c->failures[i], x, now))
@@ -299,17 +304,15 @@ static void failure_keep(struct bfs_s3 *c, const struct xfer *x, const char *msg
 {
 	struct failure *f = &c->failures[c->next_failure];
 	uint64_t now = now_ns(), took;
+	char *object = NULL, *copy = strdup(msg);
 
+	if (!copy || asprintf(&object, "%s/%s", x->bucket, x->key) < 0) {
+		free(copy);
+		return;
+	}
 	failure_free(f);
-	if (asprintf(&f->object, "%s/%s", x->bucket, x->key) < 0) {
-		f->object = NULL;
-		return;
-	}
-	f->msg = strdup(msg);
-	if (!f->msg) {
-		failure_free(f);
-		return;
-	}
+	f->object = object;
+	f->msg = copy;
 	f->off = x->req->off;
 	f->end = x->req->off + x->req->len;
 	/* as long again as its tries took: 1 s at least, retry_ms at most */
@@ -320,6 +323,7 @@ static void failure_keep(struct bfs_s3 *c, const struct xfer *x, const char *msg
 		took = (uint64_t)c->cfg.retry_ms * 1000000u;
 	f->until_ns = now + took;
 	c->next_failure = (c->next_failure + 1) % FAILURES_KEPT;
+	c->down_until_ns = now + (uint64_t)c->cfg.retry_ms * 1000000u;
 }
 
 /* The end of a transfer with its whole message (empty when err is 0):
@@ -530,12 +534,13 @@ static void start(struct bfs_s3 *c, struct xfer *x)
 		return;
 	}
 	if (x->kind == X_GET && x->attempt == 0) {
-		const char *failed = failure_recall(c, x);
+		const char *failed = failure_recall(c, x, false);
 
 		if (failed) { /* gave up moments ago: not again within the budget */
 			finish(x, -EIO, failed);
 			return;
 		}
+		x->one_try = now_ns() < c->down_until_ns;
 	}
 	if (!x->target.url) {
 		int rc = bfs_s3_target_build(&x->target, &c->cfg, x->bucket,
@@ -638,6 +643,7 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 			     x->errbuf[0] ? x->errbuf : curl_easy_strerror(res), &c->cfg, &err, why,
 			     sizeof(why));
 	if (v == BFS_S3RESP_OK) {
+		c->down_until_ns = 0; /* the store answers */
 		if (x->kind == X_GET) {
 			struct bfs_s3_req *r = x->req;
 
@@ -660,12 +666,25 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 	if (x->r.retry_after_s && x->r.retry_after_s * 1000u > wait_ms)
 		wait_ms = x->r.retry_after_s * 1000u;
 	wait_ns = (uint64_t)wait_ms * 1000000u;
-	if (x->attempt >= c->cfg.tries ||
+	if (x->attempt >= c->cfg.tries || x->one_try ||
 	    now + wait_ns - x->first_ns > (uint64_t)c->cfg.retry_ms * 1000000u) {
-		char msg[MSG_MAX + 64];
+		char msg[MSG_MAX + 96];
+		const char *before = x->one_try ? failure_recall(c, x, true) : NULL;
 
+		if (before) { /* the range failed before: the same line again */
+			snprintf(msg, sizeof(msg), "%s", before); /* its slot may be reused */
+			x->gave_up = true;
+			finish(x, -EIO, msg);
+			return;
+		}
 		/* no time in it: the same failure is the same line */
-		snprintf(msg, sizeof(msg), "%s (gave up after %u tries)", x->last, x->attempt);
+		if (x->one_try)
+			snprintf(msg, sizeof(msg),
+				 "%s (one try: a read gave up and nothing succeeded since)",
+				 x->last);
+		else
+			snprintf(msg, sizeof(msg), "%s (gave up after %u tries)", x->last,
+				 x->attempt);
 		x->gave_up = true;
 		complete(x, -EIO, msg);
 		return;

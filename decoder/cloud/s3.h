@@ -27,7 +27,10 @@
  *    line). For as long again as those tries took (1 s to retry_ms), a
  *    ranged read of that object overlapping a range that gave up fails at
  *    once with the same line, unsent: a reader does not wait the budget
- *    again for what just failed;
+ *    again for what just failed. After a ranged read gave up, and until a
+ *    request succeeds (or retry_ms passed), a new ranged read gets one try
+ *    ("one try: a read gave up and nothing succeeded since"): a store that
+ *    is down costs each range one request, not the whole budget;
  *  - sends If-Match with the ETag the caller indexed on every ranged read,
  *    and checks the ETag of what came back: a replaced object is never read
  *    as if it were the old one (-ESTALE, "the object changed ... re-mount").

@@ -579,13 +579,15 @@ def test_a_server_down_fails_each_range_once_as_a_source_error(proxy, bmount, da
     down). A batch fails with EIO after the client's tries (AWS_MAX_ATTEMPTS
     keeps them short here); reading it again fails at once, sending nothing
     for the ranges that failed (each is remembered as long again as its
-    tries took, 1 s at least); errors.txt has one line per failed range;
-    stats count source errors, not corrupt records."""
+    tries took, 1 s at least); while the store is down, a new range gets one
+    try; errors.txt has one line per failed range; stats count source
+    errors, not corrupt records."""
     m = bmount(url("plain/"), env=aws_env(s3.home, AWS_MAX_ATTEMPTS="3"), batch_size=B,
                shuffle="none", prefetch=0)
     proxy.rules({"match": "^GET /%s/plain/" % BUCKET, "action": "reset", "when": "before"})
     lines = []
-    for p in batch_paths(m)[:2]:
+    paths = batch_paths(m)[:2]
+    for p in paths:
         assert read_or_errno(m.path(p)) == errno.EIO
         lines = m.read("errors.txt").decode().splitlines()
         sent = gets_of(proxy.log(), failed_ranges(lines))
@@ -597,9 +599,22 @@ def test_a_server_down_fails_each_range_once_as_a_source_error(proxy, bmount, da
         assert m.read("errors.txt").decode().splitlines() == lines
     ranges = [re.search(r"(s3://\S+ bytes \d+-\d+): ", ln).group(1) for ln in lines]
     assert len(set(ranges)) == len(lines), lines  # one line per failed range
-    assert all("gave up after 3 tries" in ln for ln in lines), lines
+    # the first range took the tries; once one gave up, a new range gets
+    # one try while nothing succeeds
+    assert "gave up after 3 tries" in lines[0], lines
+    assert all("gave up after 3 tries" in ln or "(one try: " in ln for ln in lines), lines
     st = m.json("stats.json")
     assert st["corrupt_records"] == 0 and st["source_errors"] == len(lines), st
+    # once a range's failure is forgotten, the store still down (nothing
+    # succeeded since): one try each, the same line
+    time.sleep(1.5)
+    before = {r: gets_of(proxy.log(), [r]) for r in failed_ranges(lines)}
+    t0 = time.monotonic()
+    assert read_or_errno(m.path(paths[0])) == errno.EIO
+    assert time.monotonic() - t0 < 0.5
+    after = {r: gets_of(proxy.log(), [r]) for r in failed_ranges(lines)}
+    assert all(after[r] - before[r] <= 1 for r in before) and after != before, (before, after)
+    assert m.read("errors.txt").decode().splitlines() == lines
 
 
 def test_a_replaced_or_deleted_object_fails_its_reads_never_mixes(proxy, boto, bmount, gen, work,
