@@ -203,12 +203,13 @@ static char *add_corrupt_note(char *readme, const struct bfs_options *o,
 		return readme;
 	if (asprintf(&s,
 		     "%s\n"
-		     "A corrupt record (on_corrupt=fail) fails its batch, and in all/ its chunk:\n"
-		     "the %llu rows decoded with it (rows C*%llu to C*%llu+%llu for chunk C), in\n"
-		     "every file of all/ and in all.safetensors. A read fails when a 4 KiB page\n"
-		     "it touches holds a byte of those rows (the kernel reads whole pages), so\n"
-		     "np.load of a file whose first page holds some fails too. Every other\n"
-		     "byte reads.\n",
+		     "A corrupt record (on_corrupt=fail) fails its batch, and the same rows of\n"
+		     "all/: rows i*B to i*B+B-1 for batch i in every file of fixed-size rows,\n"
+		     "and in ragged ones (.values, .row_splits, .value_splits) its chunk, the\n"
+		     "%llu rows decoded with it (rows C*%llu to C*%llu+%llu for chunk C); in\n"
+		     "all.safetensors the same. A read fails when a 4 KiB page it touches holds\n"
+		     "a byte of those rows (the kernel reads whole pages), so np.load of a file\n"
+		     "whose first page holds some fails too. Every other byte reads.\n",
 		     readme, n, n, n, n - 1) < 0)
 		s = NULL;
 	free(readme);
