@@ -39,14 +39,6 @@ bool bfs_mountpoint_taken(const char *arg, const char *abs);
 int bfs_check_image_options(const struct bfs_dataset *ds, const struct bfs_schema *s,
 			    const bool *was_image, char *const *image_opts, unsigned nimage);
 
-/* A folder of several unrelated datasets mounts as one, each record padded
- * to every dataset's features: the first record of up to 32 shards spread
- * over the dataset and 16 records spread over it are read, and when two of
- * them hold no feature in common, or a feature of s is missing from most
- * of them, returns the one line that says so ("SOURCE: ...", malloc'd,
- * no "batchfs: " and no newline); else NULL. */
-char *bfs_check_mixed(const struct bfs_dataset *ds, const struct bfs_schema *s, const char *source);
-
 /* "a, b, c" (at most 12 names, then "... (N in all)"): the schema's
  * features (and feature_lists/NAME), only its bytes features with
  * bytes_only; for a message naming what there is. malloc'd; NULL when out

@@ -716,7 +716,13 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	if (o->nimage && bfs_check_image_options(ds, schema, was_image, o->image, o->nimage) != 0)
 		goto out;
 	/* a folder of several datasets: one line now, and in README.txt */
-	mixed = bfs_check_mixed(ds, schema, o->source);
+	if (bfs_dataset_mixed(ds) &&
+	    asprintf(&mixed,
+		     "%s: %s: several datasets mounted as one, each record padded to all their "
+		     "features? Mount each dataset's folder on its own, or pick features with -o "
+		     "features=",
+		     o->source, bfs_dataset_mixed(ds)) < 0)
+		mixed = NULL;
 	if (mixed)
 		fprintf(stderr, "batchfs: %s\n", mixed);
 	if (schema->nfeatures + schema->nlists == 0) {
