@@ -65,7 +65,7 @@ struct bfs_cache_stats {
 	uint64_t buffers_reused; /* builds that reused a spare buffer */
 };
 
-typedef void (*bfs_cache_error_fn)(void *ctx, const char *msg, bool skipped);
+typedef void (*bfs_cache_error_fn)(void *ctx, const char *msg, unsigned flags);
 
 /* Batch buffers of this many bytes or more are mapped by malloc, and
  * unmapped when freed: their memory leaves with them. Above the decoder's

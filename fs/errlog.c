@@ -83,6 +83,11 @@ static bool reserve(struct bfs_errlog *l, size_t need)
 
 bool bfs_errlog_add(struct bfs_errlog *l, const char *msg, bool skipped)
 {
+	return bfs_errlog_add_as(l, msg, skipped, false);
+}
+
+bool bfs_errlog_add_as(struct bfs_errlog *l, const char *msg, bool skipped, bool source)
+{
 	uint64_t h = bfs_fnv1a(0xcbf29ce484222325ull, msg, strlen(msg));
 	const char *tail = skipped ? " (skipped)" : "";
 
@@ -91,7 +96,10 @@ bool bfs_errlog_add(struct bfs_errlog *l, const char *msg, bool skipped)
 		pthread_mutex_unlock(&l->lock);
 		return false;
 	}
-	l->n.corrupt++;
+	if (source)
+		l->n.source++;
+	else
+		l->n.corrupt++;
 	if (skipped)
 		l->n.skipped++;
 	if (l->n.lines >= l->max_lines) {

@@ -1,7 +1,8 @@
 /*
  * errlog.h — errors.txt: one line per corrupt or rejected record, each
  * written once however often its record is read (docs/contract.md), and the
- * counts stats.json shows of them (corrupt_records, skipped_records).
+ * counts stats.json shows of them (corrupt_records, source_errors,
+ * skipped_records).
  *
  * A line is known by a 64-bit hash of its text. The first `max_lines`
  * different lines are kept and remembered; past them a report is only
@@ -27,7 +28,8 @@
 struct bfs_errlog;
 
 struct bfs_errlog_counts {
-	uint64_t corrupt; /* different lines reported (corrupt_records) */
+	uint64_t corrupt; /* different lines reported of wrong bytes (corrupt_records) */
+	uint64_t source; /* ... of bytes the source could not give (source_errors) */
 	uint64_t skipped; /* of them, records replaced under on_corrupt=skip */
 	uint64_t dropped; /* new lines past max_lines: counted, not kept */
 	size_t lines; /* lines kept in the text */
@@ -43,6 +45,9 @@ void bfs_errlog_free(struct bfs_errlog *l); /* accepts NULL */
  * the report was counted. A line that finds no memory for its text is
  * counted and echoed, and not remembered. */
 bool bfs_errlog_add(struct bfs_errlog *l, const char *msg, bool skipped);
+/* The same; source: the record's bytes could not be read (counted as a
+ * source error, not a corrupt record). */
+bool bfs_errlog_add_as(struct bfs_errlog *l, const char *msg, bool skipped, bool source);
 
 /* A copy of errors.txt's text (malloc'd, *len bytes, NUL-terminated), or
  * NULL without memory. */

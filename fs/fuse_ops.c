@@ -105,11 +105,11 @@ static struct cwait *cwait_of(struct bfs_cudapool_waiter *w)
 
 /* ------------------------------------------------------------- errors */
 
-void bfs_fs_report(void *arg, const char *msg, bool skipped)
+void bfs_fs_report(void *arg, const char *msg, unsigned flags)
 {
 	struct bfs_fs *fs = arg;
 
-	bfs_errlog_add(fs->errlog, msg, skipped);
+	bfs_errlog_add_as(fs->errlog, msg, flags & BFS_REPORT_SKIPPED, flags & BFS_REPORT_SOURCE);
 }
 
 /* ------------------------------------------------------------ dynamic */
@@ -866,11 +866,48 @@ static int read_batch_file(struct bfs_fs *fs, const struct bfs_vnode *n, size_t 
 	return 0;
 }
 
+/* Bytes [a, b) of fixed-size-row tensor t's data in the epoch view
+ * (rowb bytes a row), from the batches that hold those rows: row i*B + j
+ * is row j of batch i. For a chunk that failed (a corrupt record under
+ * on_corrupt=fail): only the batch holding the record fails. */
+static int view_rows_from_batches(struct bfs_fs *fs, uint64_t rank, uint64_t epoch, size_t t,
+				  uint64_t rowb, uint64_t a, uint64_t b, uint8_t *dst)
+{
+	const struct bfs_batcher *bt = fs->rb[rank];
+	uint64_t B = bfs_batcher_batch_len(bt, 0);
+
+	while (a < b && B) {
+		uint64_t r = a / rowb, i = r / B, j = r % B, n, k;
+		struct bfs_cache_entry *e = NULL;
+		const struct bfs_tensor_geom *g;
+		int rc = bfs_cache_get(&e, fs->cache, rank, epoch, i);
+
+		if (rc)
+			return rc;
+		g = &e->geom->g[t];
+		n = bfs_batcher_batch_len(bt, i);
+		if (g->nbytes != n * rowb || j >= n) { /* not rows of rowb bytes */
+			bfs_cache_put(fs->cache, e);
+			return -EIO;
+		}
+		k = (n - j) * rowb - a % rowb;
+		if (k > b - a)
+			k = b - a;
+		memcpy(dst, e->buf + g->offset + j * rowb + a % rowb, k);
+		bfs_cache_put(fs->cache, e);
+		a += k;
+		dst += k;
+	}
+	return a < b ? -EIO : 0;
+}
+
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
  * hold them (decoded on demand, prefetched ahead). */
 static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, uint64_t rank,
 			     uint64_t epoch, size_t t, uint64_t a, uint64_t b, uint8_t *dst)
 {
+	uint64_t rowb = bfs_epoch_view_row_bytes(v, t);
+
 	if (v->nchunks == 0) { /* no rows: only offsets, all 0 */
 		memset(dst, 0, b - a);
 		return 0;
@@ -880,6 +917,19 @@ static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, 
 		struct bfs_cache_entry *e = NULL;
 		int rc = bfs_cache_get(&e, fs->cache, rank, epoch, c | BFS_CHUNK);
 
+		if (rc == -EIO && rowb) {
+			/* a corrupt record failed the chunk: its other rows come
+			 * from their batches, so only its batch's rows fail */
+			uint64_t end = (c + 1) * v->chunk_rows * rowb;
+
+			k = end < b ? end - a : b - a;
+			rc = view_rows_from_batches(fs, rank, epoch, t, rowb, a, a + k, dst);
+			if (rc)
+				return rc;
+			a += k;
+			dst += k;
+			continue;
+		}
 		if (rc)
 			return rc;
 		k = bfs_epoch_view_copy(v, t, c, e->buf, e->geom, a, b - a, dst);
@@ -1381,6 +1431,10 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		goto out_session;
 	}
 	(void)bfs_lifecycle_readahead(mountpoint, READ_CHUNK >> 10); /* best effort */
+	/* mounted: a batchfs started on the folder from now on finds the
+	 * mount (or, once unmounted, a daemon that is only exiting) */
+	if (fs->cfg.mount_lock)
+		(void)bfs_lifecycle_lock_mounted(fs->cfg.mount_lock_fd);
 	/* detach only now that the mount is ready; threads start after fork */
 	if (fs->cuda) {
 		if (bfs_lifecycle_daemonize(foreground, cuda_runtime_start, session_unmount, fs,
@@ -1418,6 +1472,10 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 out_unmount:
 	bfs_lifecycle_free(life);
 	fuse_session_unmount(fs->se);
+	/* the folder is free for a re-mount now, however long the rest of
+	 * the exit takes (bfs_fs_free) */
+	if (fs->cfg.mount_lock)
+		bfs_lifecycle_lock_release(fs->cfg.mount_lock_fd);
 out_session:
 	fuse_session_destroy(fs->se);
 	fs->se = NULL;

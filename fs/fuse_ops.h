@@ -49,6 +49,10 @@ struct bfs_fs_config {
 	unsigned max_read; /* the FUSE option max_read= given, else 0 */
 	bool watch; /* stop the mount as SIGTERM does at watch_fd's end of file */
 	int watch_fd;
+	/* the mount point's lock (lifecycle.h): shared once mounted, let go
+	 * once the session ends; the descriptor stays the caller's */
+	bool mount_lock;
+	int mount_lock_fd;
 	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
 					 * environment's BATCHFS_OPEN_REQUESTS=1, for
 					 * measuring what skipping them saves) */
@@ -60,8 +64,9 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg);
 void bfs_fs_free(struct bfs_fs *fs);
 
 /* The on_corrupt callback of the batcher/cache: logs one line to stderr and
- * errors.txt (deduplicated) and counts it. Thread-safe. */
-void bfs_fs_report(void *fs, const char *msg, bool skipped);
+ * errors.txt (deduplicated) and counts it; flags: BFS_REPORT_SKIPPED and
+ * BFS_REPORT_SOURCE (batch.h). Thread-safe. */
+void bfs_fs_report(void *fs, const char *msg, unsigned flags);
 
 /* Create the session with FUSE arguments argv (argv[0] = program name),
  * mount on `mountpoint`, detach unless `foreground` (only once the mount is

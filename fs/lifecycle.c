@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -299,4 +300,28 @@ int bfs_lifecycle_watch(int fd)
 	if (!rc)
 		pthread_detach(tid);
 	return rc;
+}
+
+/* ------------------------------------------------ the mount point's lock */
+
+#define LOCK_TRY_NS 1000000L
+#define LOCK_TRIES 1000 /* a second */
+
+int bfs_lifecycle_lock_mounted(int fd)
+{
+	const struct timespec pause = { 0, LOCK_TRY_NS };
+
+	for (int i = 0; i < LOCK_TRIES; i++) {
+		if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		nanosleep(&pause, NULL);
+	}
+	return -EWOULDBLOCK;
+}
+
+void bfs_lifecycle_lock_release(int fd)
+{
+	(void)flock(fd, LOCK_UN);
 }

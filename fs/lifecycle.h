@@ -2,7 +2,8 @@
  * lifecycle.h — a mount daemon's life around its session: detaching with a
  * step that must run in the detached process, the mount's readahead, the
  * thread that takes the stopping signals and wakes the session loop, the
- * watch for a session the kernel ended, and the watch of a starter's pipe.
+ * watch for a session the kernel ended, the watch of a starter's pipe, and
+ * the mount point's lock through the mount's life.
  *
  * Signals. SIGINT, SIGTERM, SIGHUP and SIGQUIT (bfs_stop_signals) are
  * blocked in every thread of a mount: the main thread blocks them
@@ -100,5 +101,21 @@ void bfs_lifecycle_free(struct bfs_lifecycle *lc);
  * SIGTERM, which unmounts cleanly once the mount runs and ends the process
  * before. Returns 0, or a positive errno. */
 int bfs_lifecycle_watch(int fd);
+
+/* The mount point's lock (mount/checks.h takes it, LOCK_EX, on a
+ * descriptor of the folder before anything is mounted). Its mode tells a
+ * batchfs started later on the same folder what the holder is doing:
+ * exclusive while it mounts (a real second mount: refused), shared once it
+ * has mounted (a mount point that is no longer mounted is one a daemon
+ * that is only exiting holds: the newcomer waits for it, bounded), none
+ * once its session ended (so that a slow exit never holds a re-mount
+ * back). The descriptor is the caller's; a fork shares its lock. */
+/* Mounted: exclusive -> shared. A newcomer that takes the lock in between
+ * (the kernel converts in two steps) finds the mount and lets go; waited
+ * for up to a second. Returns 0, or a negative errno (the lock is then
+ * left as it was or dropped: harmless, the mount is there). */
+int bfs_lifecycle_lock_mounted(int fd);
+/* The session ended (unmounted): let go of the lock at once. */
+void bfs_lifecycle_lock_release(int fd);
 
 #endif

@@ -137,6 +137,7 @@ const struct bfs_stat_key bfs_stat_keys[BFS_STAT_NKEYS] = {
 	    "credential refreshes failed"),
 	KEY(CREDENTIALS_EXPIRED_ANSWERS, "credentials_expired_answers", UINT, CRED, TOTAL, COUNT,
 	    "answers: token expired"),
+	KEY(SOURCE_ERRORS, "source_errors", UINT, ALWAYS, TOTAL, COUNT, "source errors"),
 	KEY(UPTIME_SECONDS, "uptime_seconds", INT, ALWAYS, TOTAL, SECONDS, "up"),
 };
 
@@ -290,6 +291,7 @@ void bfs_stats_put_errors(struct bfs_stats_snap *s, const struct bfs_errlog_coun
 {
 	U(CORRUPT_RECORDS) = e->corrupt;
 	U(SKIPPED_RECORDS) = e->skipped;
+	U(SOURCE_ERRORS) = e->source;
 }
 
 void bfs_stats_put_io(struct bfs_stats_snap *s, const struct bfs_fetch_stats *f,

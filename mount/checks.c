@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the mount point */
@@ -126,6 +127,41 @@ static void print_unusable(const char *arg, int err)
 			strerror(err));
 }
 
+/* The holder of the folder's lock holds it exclusive while it mounts,
+ * shared once mounted, and lets go when its session ends (fs/lifecycle.h):
+ * a shared holder at a folder that is no longer a mount point is a daemon
+ * that was unmounted and is only exiting. */
+#define EXITING_WAIT_MS 10000
+#define EXITING_POLL_MS 10
+
+static int lock_folder(const char *arg, const char *abs, int fd)
+{
+	const struct timespec pause = { 0, EXITING_POLL_MS * 1000000L };
+	int waited = 0;
+
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+			return 0; /* locked, or no locks here: mount unguarded */
+		if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+			fprintf(stderr, "batchfs: %s: another batchfs is mounting on it\n", arg);
+			return -1;
+		}
+		(void)flock(fd, LOCK_UN);
+		if (bfs_mountpoint_taken(arg, abs))
+			return -1;
+		if (waited >= EXITING_WAIT_MS) {
+			fprintf(stderr,
+				"batchfs: %s: the batchfs unmounted from it has not exited after "
+				"%d s (it may still serve files opened before a lazy unmount); "
+				"stop it or choose another folder\n",
+				arg, waited / 1000);
+			return -1;
+		}
+		nanosleep(&pause, NULL);
+		waited += EXITING_POLL_MS;
+	}
+}
+
 int bfs_mountpoint_claim(const char *arg, char *abs)
 {
 	struct stat st;
@@ -150,8 +186,7 @@ int bfs_mountpoint_claim(const char *arg, char *abs)
 	 * (an index build can take minutes before the mount): the first to
 	 * lock the folder mounts. After the mount, a third one opens the
 	 * mount's root instead and finds a mount point. */
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-		fprintf(stderr, "batchfs: %s: another batchfs is mounting on it\n", arg);
+	if (lock_folder(arg, abs, fd) != 0) {
 		close(fd);
 		return -1;
 	}

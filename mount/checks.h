@@ -19,7 +19,11 @@
  * whose readers would then see the second's batches). abs (PATH_MAX) gets
  * its absolute path. Returns an open descriptor of the folder, flock()ed so
  * that a second batchfs started meanwhile on the same folder is refused
- * (keep it open for the life of the mount), or -1 after printing why. */
+ * (keep it open for the life of the mount; fs/lifecycle.h turns the lock
+ * shared once mounted and lets go of it when the session ends), or -1
+ * after printing why. A folder whose lock a batchfs holds shared while it
+ * is no longer a mount point (that daemon was unmounted and is exiting) is
+ * waited for, up to 10 s, so that `fusermount3 -u` then a mount works. */
 int bfs_mountpoint_claim(const char *arg, char *abs);
 
 /* Is `abs` a mount point now (again just before mounting)? Prints the

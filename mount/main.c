@@ -193,6 +193,31 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 	return s;
 }
 
+/* README.txt under on_corrupt=fail: exactly what of all/ a corrupt record
+ * fails. Takes and returns ownership (NULL stays NULL). */
+static char *add_corrupt_note(char *readme, const struct bfs_options *o,
+			      const struct bfs_batcher *b)
+{
+	unsigned long long n = (unsigned long long)bfs_batcher_chunk_rows(b);
+	char *s = NULL;
+
+	if (!readme || o->on_corrupt == BFS_ON_CORRUPT_SKIP)
+		return readme;
+	if (asprintf(&s,
+		     "%s\n"
+		     "A corrupt record (on_corrupt=fail) fails its batch, and the same rows of\n"
+		     "all/: rows i*B to i*B+B-1 for batch i in every file of fixed-size rows,\n"
+		     "and in ragged ones (.values, .row_splits, .value_splits) its chunk, the\n"
+		     "%llu rows decoded with it (rows C*%llu to C*%llu+%llu for chunk C); in\n"
+		     "all.safetensors the same. A read fails when a 4 KiB page it touches holds\n"
+		     "a byte of those rows (the kernel reads whole pages), so np.load of a file\n"
+		     "whose first page holds some fails too. Every other byte reads.\n",
+		     readme, n, n, n, n - 1) < 0)
+		s = NULL;
+	free(readme);
+	return s;
+}
+
 /* Tensors in a batch from which README.txt points wide readers at the
  * .safetensors files. */
 #define WIDE_TENSORS 32
@@ -468,11 +493,24 @@ static char *passed_over_note(const char *source, const char *split, const struc
 	return out;
 }
 
-static void print_bad(void *ctx, const char *shard, const char *msg)
+/* The progress of the dataset's open, and the lines of the corrupt records
+ * it indexed: printed once it opened, dropped when it failed (the mount
+ * then fails with one line). */
+struct open_progress {
+	struct bfs_progress bar; /* first: bfs_tool_progress's ctx */
+	char *bad; /* "batchfs: ...\n" lines, or NULL */
+};
+
+static void note_bad(void *ctx, const char *shard, const char *msg)
 {
-	(void)ctx;
-	fprintf(stderr, "batchfs: %s: %s (indexed; reading its batch follows on_corrupt)\n", shard,
-		msg);
+	struct open_progress *op = ctx;
+	char *t = NULL;
+
+	if (asprintf(&t, "%sbatchfs: %s: %s (indexed; reading its batch follows on_corrupt)\n",
+		     op->bad ? op->bad : "", shard, msg) < 0)
+		return; /* out of memory: the line is lost, not the mount */
+	free(op->bad);
+	op->bad = t;
 }
 
 /* Reads in flight on a network or FUSE filesystem: enough to keep a source
@@ -527,7 +565,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.region = o->region,
 		.no_sign_request = o->no_sign_request,
 	};
-	struct bfs_progress progress = { .tty = o->foreground && isatty(2) };
+	struct open_progress progress = { .bar = { .tty = o->foreground && isatty(2) } };
 	struct bfs_dataset *ds = NULL;
 	struct bfs_mount_mix *mm = NULL; /* SOURCE a mixture file; ds is its union */
 	struct bfs_schema *user = NULL, *schema = NULL;
@@ -535,6 +573,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	struct bfs_batcher **ranks = NULL; /* world=W without rank: [W], [0] = b */
 	struct bfs_fs *fs = NULL;
 	char *schema_json = NULL, *readme = NULL, *opts = NULL, *text = NULL, *ready = NULL;
+	char *mixed = NULL; /* bfs_check_mixed's line */
 	bool *was_image = NULL; /* per feature: an image before the image= options */
 	char mnt[PATH_MAX];
 	char first_npy[512] = "FEATURE.npy";
@@ -561,7 +600,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 			return 1;
 		}
 	}
-	/* held (locked) for the life of the mount, see checks.h */
+	/* locked while it mounts and is mounted, see checks.h and lifecycle.h */
 	mnt_fd = bfs_mountpoint_claim(o->mountpoint, mnt);
 	if (mnt_fd < 0)
 		return 1;
@@ -620,7 +659,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.index_dir = o->index_dir;
 	dopt.jobs = o->threads;
 	dopt.infer = user == NULL;
-	dopt.on_bad = print_bad;
+	dopt.on_bad = note_bad;
 	dopt.on_note = bfs_tool_note;
 	dopt.keep_cut = o->on_corrupt == BFS_ON_CORRUPT_SKIP; /* reported below */
 	dopt.shadow_size = o->shadow ? o->shadow_size : 0;
@@ -628,10 +667,19 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	dopt.progress = bfs_tool_progress;
 	dopt.progress_ctx = &progress;
 	if (bfs_mount_mix_is(o->source)) {
-		if (bfs_mount_mix_open(&mm, o->source, o, &dopt, user != NULL) != 0)
-			goto out;
-		ds = mm->ds;
-	} else if ((rc = bfs_dataset_open(&ds, source, &dopt)) != 0) {
+		rc = bfs_mount_mix_open(&mm, o->source, o, &dopt, user != NULL);
+		if (rc == 0)
+			ds = mm->ds;
+	} else {
+		rc = bfs_dataset_open(&ds, source, &dopt);
+	}
+	if (!rc && progress.bad)
+		fputs(progress.bad, stderr);
+	free(progress.bad);
+	progress.bad = NULL;
+	if (rc && bfs_mount_mix_is(o->source))
+		goto out; /* bfs_mount_mix_open said why */
+	if (rc) {
 		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		goto out;
 	}
@@ -689,6 +737,16 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		goto out;
 	if (mm && bfs_mount_mix_add_provenance(schema) != 0)
 		goto out;
+	/* a folder of several datasets: one line now, and in README.txt */
+	if (bfs_dataset_mixed(ds) &&
+	    asprintf(&mixed,
+		     "%s: %s: several datasets mounted as one, each record padded to all their "
+		     "features? Mount each dataset's folder on its own, or pick features with -o "
+		     "features=",
+		     o->source, bfs_dataset_mixed(ds)) < 0)
+		mixed = NULL;
+	if (mixed)
+		fprintf(stderr, "batchfs: %s\n", mixed);
 	if (schema->nfeatures + schema->nlists == 0) {
 		fprintf(stderr,
 			"batchfs: %s: no features to serve (the records hold no typed "
@@ -768,14 +826,16 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	readme = make_readme(o, opts ? opts : "", mnt, b, bfs_dataset_nrecords(ds), first_npy);
 	readme = add_ranks_note(readme, o, mnt);
 	readme = add_wide_note(readme, bfs_batcher_plan(b)->ntensors, mnt);
+	readme = add_corrupt_note(readme, o, b);
 	readme = add_list_notes(readme, schema, o, mnt);
 	if (readme) {
 		char *notes = image_notes(schema), *full = NULL;
 		char *passed =
 			mm ? bfs_mount_mix_readme(mm, mnt)
 			   : passed_over_note(o->source, source == tfds_glob ? o->split : NULL, ds);
-		if (asprintf(&full, "%s%s%s", readme, notes ? notes : "", passed ? passed : "") >=
-		    0) {
+		if (asprintf(&full, "%s%s%s%s%s%s", readme, notes ? notes : "",
+			     passed ? passed : "", mixed ? "\nWarning: " : "", mixed ? mixed : "",
+			     mixed ? "\n" : "") >= 0) {
 			free(readme);
 			readme = full;
 		}
@@ -831,6 +891,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.max_read = o->max_read,
 		.watch = o->watch_fd >= 0,
 		.watch_fd = o->watch_fd,
+		.mount_lock = true,
+		.mount_lock_fd = mnt_fd,
 	};
 	rc = bfs_fs_new(&fs, &cfg);
 	if (rc) {
@@ -863,6 +925,7 @@ out:
 	free(readme);
 	free(opts);
 	free(ready);
+	free(mixed);
 	free(was_image);
 	if (mnt_fd >= 0)
 		close(mnt_fd);

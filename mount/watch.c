@@ -398,8 +398,8 @@ static double hit_pct(double hits, double waits, double misses)
 static double sum_errors(const struct snap *s)
 {
 	double e = 0;
-	static const enum bfs_stat keys[] = { BFS_STAT_CORRUPT_RECORDS, BFS_STAT_FAILED_READS,
-					      BFS_STAT_DECODE_ERRORS };
+	static const enum bfs_stat keys[] = { BFS_STAT_CORRUPT_RECORDS, BFS_STAT_SOURCE_ERRORS,
+					      BFS_STAT_FAILED_READS, BFS_STAT_DECODE_ERRORS };
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		double v = val(s, keys[i]);
@@ -502,16 +502,23 @@ static void print_json(const struct snap *s)
 	printf("}\n");
 }
 
-/* The errors line of `stats` and `top`: the four error counters. */
+/* The errors line of `stats` and `top`: the four error counters, and the
+ * source errors when there are any. */
 static const char *fmt_errors(char *buf, size_t cap, const struct snap *s)
 {
-	char a[32], b[32], c[32], d[32];
+	char a[32], b[32], c[32], d[32], e[64] = "";
+	double src = val(s, BFS_STAT_SOURCE_ERRORS);
 
-	snprintf(buf, cap, "%s corrupt records, %s skipped, %s failed reads, %s decode errors",
+	if (!isnan(src) && src > 0) {
+		char n[32];
+
+		snprintf(e, sizeof(e), ", %s source errors", fmt_n(n, sizeof(n), src));
+	}
+	snprintf(buf, cap, "%s corrupt records, %s skipped, %s failed reads, %s decode errors%s",
 		 fmt_n(a, sizeof(a), val(s, BFS_STAT_CORRUPT_RECORDS)),
 		 fmt_n(b, sizeof(b), val(s, BFS_STAT_SKIPPED_RECORDS)),
 		 fmt_n(c, sizeof(c), val(s, BFS_STAT_FAILED_READS)),
-		 fmt_n(d, sizeof(d), val(s, BFS_STAT_DECODE_ERRORS)));
+		 fmt_n(d, sizeof(d), val(s, BFS_STAT_DECODE_ERRORS)), e);
 	return buf;
 }
 

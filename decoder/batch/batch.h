@@ -59,8 +59,13 @@ struct bfs_batcher_opts {
 struct bfs_batcher;
 
 /* A corrupt record met while building: `msg` names shard, record index,
- * offset and reason; `skipped` tells whether it was replaced (on_corrupt=skip). */
-typedef void (*bfs_corrupt_fn)(void *ctx, const char *msg, bool skipped);
+ * offset and reason; flags: BFS_REPORT_SKIPPED when it was replaced
+ * (on_corrupt=skip), BFS_REPORT_SOURCE when its bytes could not be read
+ * (an I/O error, the network, an object store that gave up, a file cut
+ * short since it was indexed) rather than read and found wrong. */
+#define BFS_REPORT_SKIPPED 1u
+#define BFS_REPORT_SOURCE 2u
+typedef void (*bfs_corrupt_fn)(void *ctx, const char *msg, unsigned flags);
 
 /* The schema and dataset are borrowed and must outlive the batcher.
  * Errors: -EINVAL bad options (message names the option), -EFBIG a batch

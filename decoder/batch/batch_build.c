@@ -390,6 +390,7 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 			goto out;
 		for (size_t i = i0; i < i1; i++) {
 			uint64_t j = pt->j0 + i;
+			unsigned how = errs[i] ? bfs_read_failure(errs[i]) : 0;
 
 			if (b->nragged)
 				bfs_batcher_row_mark(b, cur, marks);
@@ -414,7 +415,7 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 				if (rc == 0)
 					write_provenance_row(jb, j);
 				if (rc == 0 && on_corrupt)
-					on_corrupt(ctx, why, true);
+					on_corrupt(ctx, why, BFS_REPORT_SKIPPED | how);
 				if (rc && rc != -ENOMEM) {
 					char none[256];
 
@@ -429,14 +430,14 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 					goto out;
 			}
 			if (on_corrupt)
-				on_corrupt(ctx, bfs_err_msg(), false);
+				on_corrupt(ctx, bfs_err_msg(), how);
 			rc = -EIO;
 			goto out;
 		}
 	}
 	rc = part_check(jb, pt, cur);
 	if (rc && on_corrupt)
-		on_corrupt(ctx, bfs_err_msg(), false);
+		on_corrupt(ctx, bfs_err_msg(), 0);
 	goto out;
 nomem:
 	rc = bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",

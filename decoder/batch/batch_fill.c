@@ -454,7 +454,7 @@ int bfs_batcher_fill_substitute(const struct bfs_batcher *b, const struct bfs_ge
 				const struct row_mark *m, uint8_t *rbuf, size_t cap,
 				bfs_corrupt_fn on_corrupt, void *ctx)
 {
-	unsigned tries = 0;
+	unsigned tries = 0, how;
 	int rc;
 
 	for (uint64_t k = 1; k < b->nrecords && k <= SKIP_MAX_SCAN && tries < SKIP_MAX_TRIES; k++) {
@@ -465,6 +465,7 @@ int bfs_batcher_fill_substitute(const struct bfs_batcher *b, const struct bfs_ge
 			continue;
 		tries++;
 		rc = bfs_dataset_read(b->ds, rec, rbuf, cap, &len, b->o.verify);
+		how = rc ? bfs_read_failure(rc) : 0;
 		if (rc == 0)
 			rc = bfs_batcher_fill_row(b, bd, rec, rbuf, len, j, cur);
 		if (rc == 0)
@@ -472,7 +473,7 @@ int bfs_batcher_fill_substitute(const struct bfs_batcher *b, const struct bfs_ge
 		if (rc == -ENOMEM)
 			return rc;
 		if (on_corrupt)
-			on_corrupt(ctx, bfs_err_msg(), true);
+			on_corrupt(ctx, bfs_err_msg(), BFS_REPORT_SKIPPED | how);
 		bfs_batcher_row_undo(b, g, j, cur, m);
 	}
 	return bfs_err_set(-EIO, "no valid record%s to replace it among the next %llu",

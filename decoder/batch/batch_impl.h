@@ -115,6 +115,17 @@ int bfs_batcher_fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, uint6
 /* Undo what a failed fill wrote to row j, back to its mark m. */
 void bfs_batcher_row_undo(const struct bfs_batcher *b, const struct bfs_geom *g, uint64_t j,
 			  struct cursor *cur, const struct row_mark *m);
+/* A record that failed with err: its bytes could not be had (the
+ * source's fault: BFS_REPORT_SOURCE), or were had and are wrong (a failed
+ * check or decode: a corrupt record, 0). */
+static inline unsigned bfs_read_failure(int err)
+{
+	return err == -EBADMSG || err == -EINVAL || err == -EFBIG || err == -EILSEQ ||
+			       err == -ERANGE
+		       ? 0
+		       : BFS_REPORT_SOURCE;
+}
+
 /* on_corrupt=skip: fill row j (undone) from a substitute for record bad;
  * rbuf (cap bytes) holds the records tried. */
 int bfs_batcher_fill_substitute(const struct bfs_batcher *b, const struct bfs_geom *g,

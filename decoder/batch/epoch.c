@@ -143,6 +143,11 @@ static uint64_t chunk_at(const struct bfs_epoch_view *v, size_t slot, uint64_t e
 	return lo;
 }
 
+uint64_t bfs_epoch_view_row_bytes(const struct bfs_epoch_view *v, size_t t)
+{
+	return v->vt[t].kind == VK_ROWS ? v->vt[t].unit : 0;
+}
+
 uint64_t bfs_epoch_view_chunk(const struct bfs_epoch_view *v, size_t t, uint64_t off)
 {
 	const struct view_tensor *x = &v->vt[t];

@@ -35,6 +35,11 @@ struct bfs_epoch_view {
 int bfs_epoch_view_new(struct bfs_epoch_view **out, const struct bfs_batcher *b, uint64_t epoch);
 void bfs_epoch_view_free(struct bfs_epoch_view *v); /* accepts NULL */
 
+/* Tensor t's bytes per row when each row has as many (row r at r times
+ * that, in the view and in a batch alike); 0 for ragged values and
+ * offsets. */
+uint64_t bfs_epoch_view_row_bytes(const struct bfs_epoch_view *v, size_t t);
+
 /* The chunk holding byte `off` (< geom->g[t].nbytes) of tensor t's data. */
 uint64_t bfs_epoch_view_chunk(const struct bfs_epoch_view *v, size_t t, uint64_t off);
 

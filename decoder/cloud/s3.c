@@ -28,6 +28,8 @@
 #define MSG_MAX 768
 #define CURL_BUFFER (128L * 1024)
 #define MAX_EMPTY_PAGES 100 /* truncated listing pages with no key, in a row */
+#define FAILURES_KEPT 256 /* ranges that gave up, remembered a while */
+#define FAILURE_MIN_NS 1000000000ull
 
 /* What a transfer is: the kinds of s3resp.c. */
 #define X_GET BFS_S3RESP_GET /* a caller's ranged read (bfs_s3_submit) */
@@ -57,6 +59,8 @@ struct xfer {
 	uint64_t first_ns; /* the first attempt's start */
 	uint64_t due_ns; /* W_TIMER: when to try again */
 	bool cancel;
+	bool gave_up; /* X_GET: failed after its retries (remembered) */
+	bool one_try; /* X_GET started while the store is down: no retry */
 	CURL *easy; /* W_ACTIVE */
 	struct curl_slist *hdrs;
 	struct bfs_s3resp r; /* the request's shape and the attempt's response */
@@ -76,6 +80,17 @@ struct xlist {
 	struct xfer *head, *tail;
 };
 
+/* A ranged read that gave up after its retries: for as long again as its
+ * tries took, a GET of the same object overlapping it fails at once with
+ * the same message (a reader does not wait the budget again, errors.txt
+ * gets one line). */
+struct failure {
+	char *object; /* "bucket/key" (NULL: a free slot) */
+	uint64_t off, end; /* [off, end) */
+	uint64_t until_ns;
+	char *msg;
+};
+
 struct bfs_s3 {
 	struct bfs_s3_config cfg;
 	unsigned max_conns;
@@ -92,6 +107,12 @@ struct bfs_s3 {
 	CURL **idle; /* easy handles kept for reuse */
 	unsigned nidle;
 	uint64_t rng;
+	struct failure failures[FAILURES_KEPT]; /* a ring */
+	unsigned next_failure;
+	/* a read gave up, and no request has succeeded since: until then,
+	 * new reads get one try (a store that is down costs each range one
+	 * request, not the whole budget) */
+	uint64_t down_until_ns;
 	/* counters */
 	atomic_uint_fast64_t n_requests, n_retries, n_failed, n_bytes, n_expired;
 	atomic_uint n_active, n_queued;
@@ -253,15 +274,92 @@ static void xfer_free(struct xfer *x)
 	free(x);
 }
 
-/* The end of a transfer: the caller's callback, or the waiting caller.
- * Nothing here touches x after that. */
+/* ---- ranges that gave up ---- */
+
+static bool failure_is(const struct failure *f, const struct xfer *x, uint64_t now)
+{
+	size_t bl = strlen(x->bucket);
+
+	return f->object && (!now || f->until_ns > now) && x->req->off < f->end &&
+	       x->req->off + x->req->len > f->off && strncmp(f->object, x->bucket, bl) == 0 &&
+	       f->object[bl] == '/' && strcmp(f->object + bl + 1, x->key) == 0;
+}
+
+/* The message of a remembered failure that x (a GET) overlaps, or NULL;
+ * expired ones too with `any`. The client's thread only. */
+static const char *failure_recall(struct bfs_s3 *c, const struct xfer *x, bool any)
+{
+	uint64_t now = any ? 0 : now_ns();
+
+	for (unsigned i = 0; i < FAILURES_KEPT; i++)
+		if (failure_is(&c->failures[i], x, now))
+			return c->failures[i].msg;
+	return NULL;
+}
+
+static void failure_free(struct failure *f)
+{
+	free(f->object);
+	free(f->msg);
+	memset(f, 0, sizeof(*f));
+}
+
+/* Remember that x gave up with msg (best effort: out of memory, not). */
+static void failure_keep(struct bfs_s3 *c, const struct xfer *x, const char *msg)
+{
+	struct failure *f = &c->failures[c->next_failure];
+	uint64_t now = now_ns(), took;
+	char *object = NULL, *copy = strdup(msg);
+
+	if (!copy || asprintf(&object, "%s/%s", x->bucket, x->key) < 0) {
+		free(copy);
+		return;
+	}
+	failure_free(f);
+	f->object = object;
+	f->msg = copy;
+	f->off = x->req->off;
+	f->end = x->req->off + x->req->len;
+	/* as long again as its tries took: 1 s at least, retry_ms at most */
+	took = now - x->first_ns;
+	if (took < FAILURE_MIN_NS)
+		took = FAILURE_MIN_NS;
+	if (took > (uint64_t)c->cfg.retry_ms * 1000000u)
+		took = (uint64_t)c->cfg.retry_ms * 1000000u;
+	f->until_ns = now + took;
+	c->next_failure = (c->next_failure + 1) % FAILURES_KEPT;
+	c->down_until_ns = now + (uint64_t)c->cfg.retry_ms * 1000000u;
+}
+
+/* The end of a transfer with its whole message (empty when err is 0):
+ * the caller's callback, or the waiting caller. Nothing here touches x
+ * after that. */
+static void finish(struct xfer *x, int err, const char *msg)
+{
+	x->where = W_NONE;
+	if (err)
+		atomic_fetch_add(&x->c->n_failed, 1);
+	if (x->kind == X_GET) {
+		struct bfs_s3_req *r = x->req;
+
+		if (err && x->gave_up)
+			failure_keep(x->c, x, msg);
+		xfer_free(x);
+		r->done(r, err, err ? msg : NULL);
+		return;
+	}
+	x->err = err;
+	snprintf(x->msg, sizeof(x->msg), "%s", msg);
+	waiter_signal(&x->w, err, msg);
+}
+
+/* The end of a transfer: "SUBJECT: reason" when it failed. */
 static void complete(struct xfer *x, int err, const char *reason)
 {
 	struct bfs_s3 *c = x->c;
 	char subject[MSG_MAX / 2], msg[MSG_MAX];
 
 	msg[0] = '\0';
-	x->where = W_NONE;
 	if (err) {
 		xfer_subject(x, subject, sizeof(subject));
 		snprintf(msg, sizeof(msg), "%s: %s", subject, reason);
@@ -271,18 +369,8 @@ static void complete(struct xfer *x, int err, const char *reason)
 
 			bfs_cred_scrub(msg, sizeof(msg), secrets, 2);
 		}
-		atomic_fetch_add(&c->n_failed, 1);
 	}
-	if (x->kind == X_GET) {
-		struct bfs_s3_req *r = x->req;
-
-		xfer_free(x);
-		r->done(r, err, err ? msg : NULL);
-		return;
-	}
-	x->err = err;
-	memcpy(x->msg, msg, sizeof(msg));
-	waiter_signal(&x->w, err, msg);
+	finish(x, err, msg);
 }
 
 /* ---- one attempt ---- */
@@ -524,6 +612,15 @@ static void start(struct bfs_s3 *c, struct xfer *x)
 		complete(x, -ECANCELED, "cancelled");
 		return;
 	}
+	if (x->kind == X_GET && x->attempt == 0) {
+		const char *failed = failure_recall(c, x, false);
+
+		if (failed) { /* gave up moments ago: not again within the budget */
+			finish(x, -EIO, failed);
+			return;
+		}
+		x->one_try = now_ns() < c->down_until_ns;
+	}
 	if (!x->target.url) {
 		rc = bfs_s3_target_build(&x->target, &c->cfg, x->bucket,
 					 x->kind == X_LIST ? NULL : x->key, x->query);
@@ -644,6 +741,7 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 			     x->errbuf[0] ? x->errbuf : curl_easy_strerror(res), &c->cfg, &err, why,
 			     sizeof(why));
 	if (v == BFS_S3RESP_OK) {
+		c->down_until_ns = 0; /* the store answers */
 		if (x->kind == X_GET) {
 			struct bfs_s3_req *r = x->req;
 
@@ -666,12 +764,26 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 	if (x->r.retry_after_s && x->r.retry_after_s * 1000u > wait_ms)
 		wait_ms = x->r.retry_after_s * 1000u;
 	wait_ns = (uint64_t)wait_ms * 1000000u;
-	if (x->attempt >= c->cfg.tries ||
+	if (x->attempt >= c->cfg.tries || x->one_try ||
 	    now + wait_ns - x->first_ns > (uint64_t)c->cfg.retry_ms * 1000000u) {
-		char msg[MSG_MAX + 64];
+		char msg[MSG_MAX + 96];
+		const char *before = x->one_try ? failure_recall(c, x, true) : NULL;
 
-		snprintf(msg, sizeof(msg), "%s (gave up after %u tries in %.1f s)", x->last,
-			 x->attempt, (double)(now - x->first_ns) / 1e9);
+		if (before) { /* the range failed before: the same line again */
+			snprintf(msg, sizeof(msg), "%s", before); /* its slot may be reused */
+			x->gave_up = true;
+			finish(x, -EIO, msg);
+			return;
+		}
+		/* no time in it: the same failure is the same line */
+		if (x->one_try)
+			snprintf(msg, sizeof(msg),
+				 "%s (one try: a read gave up and nothing succeeded since)",
+				 x->last);
+		else
+			snprintf(msg, sizeof(msg), "%s (gave up after %u tries)", x->last,
+				 x->attempt);
+		x->gave_up = true;
 		complete(x, -EIO, msg);
 		return;
 	}
@@ -904,6 +1016,8 @@ void bfs_s3_free(struct bfs_s3 *c)
 	curl_multi_cleanup(c->multi);
 	free(c->idle);
 	free(c->cancels);
+	for (unsigned i = 0; i < FAILURES_KEPT; i++)
+		failure_free(&c->failures[i]);
 	pthread_mutex_destroy(&c->lock);
 	bfs_s3_config_destroy(&c->cfg);
 	free(c);

@@ -30,8 +30,17 @@
  *    for a reader that wants it in one pass without holding it;
  *  - retries what may pass (connection refused or reset, timeouts, a body
  *    cut short, HTTP 5xx, 429, 503 SlowDown) with exponential backoff and
- *    jitter, for a bounded number of tries and time; then fails with -EIO
- *    and one line naming the object, the byte range and the last reason;
+ *    jitter, for a bounded number of tries and time (by default 8 tries,
+ *    6 to 11 s when each fails at once; no new try 30 s after the first);
+ *    then fails with -EIO and one line naming the object, the byte range,
+ *    the last reason and the tries (no time: the same failure is the same
+ *    line). For as long again as those tries took (1 s to retry_ms), a
+ *    ranged read of that object overlapping a range that gave up fails at
+ *    once with the same line, unsent: a reader does not wait the budget
+ *    again for what just failed. After a ranged read gave up, and until a
+ *    request succeeds (or retry_ms passed), a new ranged read gets one try
+ *    ("one try: a read gave up and nothing succeeded since"): a store that
+ *    is down costs each range one request, not the whole budget;
  *  - sends If-Match with the ETag the caller indexed on every ranged read,
  *    and checks the ETag of what came back: a replaced object is never read
  *    as if it were the old one (-ESTALE, "the object changed ... re-mount").
@@ -124,7 +133,7 @@ struct bfs_s3_config {
 	struct bfs_cred_keeper *keeper;
 	char *ca_file; /* $AWS_CA_BUNDLE, or NULL: the system's CAs */
 	/* the transfer policy; bfs_s3_config_init sets the defaults */
-	unsigned tries; /* attempts per request, at least 1 (default 8) */
+	unsigned tries; /* attempts per request, at least 1 (default 8; AWS_MAX_ATTEMPTS) */
 	unsigned retry_ms; /* no new attempt starts this long after the first (30000) */
 	unsigned backoff_ms; /* the first retry waits about this long, doubling (100) */
 	unsigned backoff_max_ms; /* the most one wait is (5000) */
@@ -160,12 +169,13 @@ int bfs_s3_config_copy(struct bfs_s3_config *dst, const struct bfs_s3_config *sr
  *    from the environment or the profile, else Google's ADC
  *    (bfs_credgcp_chain, when linked in). The chain's first fetch is made
  *    here (blocking).
+ *  tries: $AWS_MAX_ATTEMPTS (1 to 100), else cfg's.
  * Errors (a message, naming no secret): -EINVAL a bad endpoint or region,
- * half a key pair, a named profile found nowhere, a bad setting; -EACCES
- * no credentials (the line names every place looked in), a place that
- * refused (a role, SSO profiles: out of scope); -EIO a place that has
- * credentials but did not give them; -ENOMEM. cfg is changed only on
- * success. */
+ * or AWS_MAX_ATTEMPTS, half a key pair, a named profile found nowhere, a
+ * bad setting; -EACCES no credentials (the line names every place looked
+ * in), a place that refused (a role, SSO profiles: out of scope); -EIO a
+ * place that has credentials but did not give them; -ENOMEM. cfg is
+ * changed only on success. */
 int bfs_s3_config_resolve(struct bfs_s3_config *cfg, enum bfs_s3_scheme scheme,
 			  const struct bfs_s3_options *opt);
 

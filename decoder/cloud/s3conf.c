@@ -669,6 +669,23 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 	return resolve_credentials(r, scheme, opt);
 }
 
+/* AWS_MAX_ATTEMPTS (the AWS convention): the tries of a request. */
+static int max_attempts(struct bfs_s3_config *c)
+{
+	const char *v = env("AWS_MAX_ATTEMPTS");
+	char *end = NULL;
+	unsigned long n;
+
+	if (!v)
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || !end || *end || n < 1 || n > 100 || *v == '-' || *v == '+')
+		return bfs_err_set(-EINVAL, "AWS_MAX_ATTEMPTS=%s: not a number from 1 to 100", v);
+	c->tries = (unsigned)n;
+	return 0;
+}
+
 int bfs_s3_config_resolve(struct bfs_s3_config *cfg, enum bfs_s3_scheme scheme,
 			  const struct bfs_s3_options *opt)
 {
@@ -689,6 +706,8 @@ int bfs_s3_config_resolve(struct bfs_s3_config *cfg, enum bfs_s3_scheme scheme,
 					 "config");
 	if (rc == 0)
 		rc = resolve(&r, scheme, opt ? opt : &none);
+	if (rc == 0)
+		rc = max_attempts(&r.c);
 	bfs_s3_ini_free(&r.cred);
 	bfs_s3_ini_free(&r.conf);
 	if (rc) {

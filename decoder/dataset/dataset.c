@@ -40,6 +40,7 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 	bfs_dataset_free_packs(ds);
 	free(ds->pack_of);
 	bfs_schema_free(ds->schema);
+	free(ds->mixed);
 	free(ds);
 }
 
@@ -161,8 +162,10 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 	if (o->infer) {
 		if (o->index_dir) {
 			bfs_dataset_schema_file(sfile, sizeof(sfile), o->index_dir, ds);
-			if (bfs_dataset_schema_load(&ds->schema, sfile) == 0)
+			if (bfs_dataset_schema_load(&ds->schema, sfile) == 0) {
 				ds->schema_reused = true;
+				ds->mixed = bfs_dataset_mixed_load(sfile);
+			}
 		}
 		if (!ds->schema) {
 			/* inference must see every record: scan all shards */
@@ -181,8 +184,10 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 		bfs_dataset_save_packs(ds, o->index_dir, scanned, cached);
 		if (rc)
 			goto fail;
-		if (o->infer && o->index_dir && !ds->schema_reused)
+		if (o->infer && o->index_dir && !ds->schema_reused) {
 			bfs_dataset_schema_save(o->index_dir, sfile, ds->schema);
+			bfs_dataset_mixed_save(sfile, ds->mixed);
+		}
 	}
 	for (size_t i = 0; ds->shadows && i < ds->nshards; i++)
 		(void)bfs_shadow_attach(ds->shadows, ds->shards[i]);
@@ -239,6 +244,11 @@ const struct bfs_schema *bfs_dataset_schema(const struct bfs_dataset *ds)
 bool bfs_dataset_index_reused(const struct bfs_dataset *ds)
 {
 	return ds->index_reused;
+}
+
+const char *bfs_dataset_mixed(const struct bfs_dataset *ds)
+{
+	return ds->mixed;
 }
 
 bool bfs_dataset_schema_reused(const struct bfs_dataset *ds)

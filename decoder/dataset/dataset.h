@@ -84,6 +84,10 @@ uint32_t bfs_dataset_max_record_len(const struct bfs_dataset *ds);
 const struct bfs_schema *bfs_dataset_schema(const struct bfs_dataset *ds);
 bool bfs_dataset_index_reused(const struct bfs_dataset *ds); /* every shard from cache */
 bool bfs_dataset_schema_reused(const struct bfs_dataset *ds);
+/* With an inferred schema: features in at most half of the records (a
+ * folder of several datasets mounted as one?), one line, or NULL; kept in
+ * index_dir with the schema, so a re-mount says it too. Borrowed. */
+const char *bfs_dataset_mixed(const struct bfs_dataset *ds);
 uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds); /* mapped or in memory */
 uint64_t bfs_dataset_index_anon_bytes(const struct bfs_dataset *ds); /* of those, not mapped */
 uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds); /* skipped by inference */

@@ -515,6 +515,39 @@ out:
 	return rc;
 }
 
+/* The mixed-features line beside schema file `file`: FILE.mixed. */
+char *bfs_dataset_mixed_load(const char *file)
+{
+	char path[PATH_MAX + 8], line[512];
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s.mixed", file);
+	f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	n = fread(line, 1, sizeof(line) - 1, f);
+	fclose(f);
+	line[n] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	return line[0] ? strdup(line) : NULL;
+}
+
+void bfs_dataset_mixed_save(const char *file, const char *line)
+{
+	char path[PATH_MAX + 8];
+	struct iovec iov[2];
+
+	snprintf(path, sizeof(path), "%s.mixed", file);
+	if (!line) {
+		(void)unlink(path); /* a stale one of an older scan */
+		return;
+	}
+	iov[0] = (struct iovec){ (void *)line, strlen(line) };
+	iov[1] = (struct iovec){ "\n", 1 };
+	(void)bfs_write_file_atomic(path, iov, 2); /* best effort, like the schema */
+}
+
 void bfs_dataset_schema_save(const char *dir, const char *file, const struct bfs_schema *s)
 {
 	struct iovec iov;

@@ -25,6 +25,7 @@ struct bfs_dataset {
 	struct bfs_schema *schema;
 	bool index_reused;
 	bool schema_reused;
+	char *mixed; /* bfs_infer_mixed's line, or NULL (saved beside the schema) */
 	uint64_t undecodable;
 	uint64_t bad_records; /* data CRC mismatches met by the scan */
 	char **cut; /* [nshards]: why a shard cut short was kept (opts.keep_cut), else NULL */
@@ -87,6 +88,10 @@ void bfs_dataset_free_packs(struct bfs_dataset *ds);
 void bfs_dataset_schema_file(char *dst, size_t cap, const char *dir, struct bfs_dataset *ds);
 int bfs_dataset_schema_load(struct bfs_schema **out, const char *file);
 void bfs_dataset_schema_save(const char *dir, const char *file, const struct bfs_schema *s);
+/* The line of bfs_infer_mixed kept beside a schema file (FILE.mixed):
+ * load (malloc'd, NULL when none) and save (NULL removes it); best effort. */
+char *bfs_dataset_mixed_load(const char *file);
+void bfs_dataset_mixed_save(const char *file, const char *line);
 
 /* ---- dataset_scan.c ------------------------------------------------------- */
 

@@ -167,6 +167,8 @@ int bfs_dataset_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, b
 	pthread_mutex_destroy(&sc.lock);
 	if (!rc && infer)
 		rc = bfs_infer_finish(&ds->schema, sc.inf);
+	if (!rc && infer)
+		ds->mixed = bfs_infer_mixed(sc.inf);
 	bfs_infer_free(sc.inf);
 	return rc;
 }

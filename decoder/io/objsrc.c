@@ -293,6 +293,7 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 	struct bfs_s3 *c = client(s);
 	size_t nobjs = 0, keep = 0;
 	char *folder = NULL; /* the last subfolder passed over */
+	bool folder_of_key = false; /* s3://B/K where K/ holds objects */
 	int rc;
 
 	*names = *passed = NULL;
@@ -309,6 +310,9 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 		bool pass;
 
 		base = base ? base + 1 : key;
+		if (s->url.kind == BFS_S3_URL_KEY && kl > pl && key[pl] == '/' &&
+		    strncmp(key, s->url.key, pl) == 0)
+			folder_of_key = true;
 		/* s3://B/PREFIX/ is a directory: its "subfolders" (keys past a
 		 * '/' under the prefix, "folder/" markers) are passed over, as a
 		 * directory's folders are; each named once */
@@ -342,7 +346,12 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 			objs[keep++] = objs[i];
 	}
 	free(folder);
-	if (!rc && keep == 0)
+	if (!rc && keep == 0 && folder_of_key) /* a folder named without its '/' */
+		rc = bfs_err_set(-ENOENT,
+				 "%s://%s/%s: no shard files found (did you mean %s://%s/%s/ ?)",
+				 scheme_name(s), s->url.bucket, s->url.key, scheme_name(s),
+				 s->url.bucket, s->url.key);
+	else if (!rc && keep == 0)
 		rc = bfs_err_set(-ENOENT, "%s://%s/%s: no shard files found", scheme_name(s),
 				 s->url.bucket, s->url.key);
 	if (rc) {

@@ -200,6 +200,11 @@ void bfs_infer_free(struct bfs_infer *inf);
  * earlier records had (caller prefixes shard and record). */
 int bfs_infer_add(struct bfs_infer *inf, const struct bfs_example *ex);
 int bfs_infer_finish(struct bfs_schema **out, const struct bfs_infer *inf);
+/* Features (and lists) in at most half of the records: several datasets
+ * in one folder, each record padded to all their features? NULL when none
+ * (or out of memory), else one line naming the rarest and how many there
+ * are (malloc'd). */
+char *bfs_infer_mixed(const struct bfs_infer *inf);
 
 /* Check one record against a schema: kinds, counts, max_len, missing
  * features without default. -EBADMSG with a message naming the feature and

@@ -410,6 +410,37 @@ static int list_spec_from_stat(struct bfs_feature_spec *f, const struct fstat *s
 	return 0;
 }
 
+char *bfs_infer_mixed(const struct bfs_infer *inf)
+{
+	const struct fstat *rare = NULL;
+	size_t nrare = 0;
+	char *out = NULL;
+
+	for (size_t i = 0; i < inf->nf + inf->nl; i++) {
+		const struct fstat *st = i < inf->nf ? &inf->f[i] : &inf->l[i - inf->nf];
+
+		if (!st->present || st->present * 2 > inf->nrecords)
+			continue;
+		if (!rare || st->present < rare->present)
+			rare = st;
+		nrare++;
+	}
+	if (!rare)
+		return NULL;
+	if (nrare > 1 ? asprintf(&out,
+				 "%zu features are missing from most records ('%.200s' is in %llu "
+				 "of %llu)",
+				 nrare, rare->name, (unsigned long long)rare->present,
+				 (unsigned long long)inf->nrecords) < 0
+		      : asprintf(&out,
+				 "feature '%.200s' is missing from most records (it is in %llu of "
+				 "%llu)",
+				 rare->name, (unsigned long long)rare->present,
+				 (unsigned long long)inf->nrecords) < 0)
+		out = NULL;
+	return out;
+}
+
 int bfs_infer_finish(struct bfs_schema **out, const struct bfs_infer *inf)
 {
 	struct bfs_schema *s = calloc(1, sizeof(*s));

@@ -42,7 +42,7 @@ int bfs_fuzz_batch(const uint8_t *data, size_t size);
 
 #define MAX_BATCHES 24
 
-static void ignore_corrupt(void *ctx, const char *msg, bool skipped)
+static void ignore_corrupt(void *ctx, const char *msg, unsigned skipped)
 {
 	(void)ctx, (void)msg, (void)skipped;
 }

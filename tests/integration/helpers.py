@@ -259,3 +259,29 @@ def corrupt_data_crc(shard, index):
         f.write(raw)
     assert [x["data_ok"] for x in oracle.scan_records(shard)].count(False) == 1
     return r, crc_at
+
+
+def remount_loop(batchfs, source, mnts, opts, times=20, env=None):
+    """As a user does in a loop: `batchfs SOURCE MNT -o OPTS` (the daemon
+    detaches once mounted) on each of mnts, read a batch file from each,
+    `fusermount3 -u` each and mount again at once, `times` times. Every
+    mount command must exit 0 (not "another batchfs is mounting on it"
+    while the unmounted daemon exits)."""
+    for m in mnts:
+        os.makedirs(m, exist_ok=True)
+    try:
+        for i in range(times):
+            for m in mnts:
+                r = subprocess.run([batchfs, source, m, "-o", opts], capture_output=True,
+                                   stdin=subprocess.DEVNULL, env=env, timeout=MOUNT_DEADLINE)
+                assert r.returncode == 0, "mount %d of %d at %s: %s" % (
+                    i + 1, times, m, r.stderr.decode(errors="replace").strip())
+            for m in mnts:
+                with open(os.path.join(m, "epoch-0000", "batch-000000", "x.npy"), "rb") as f:
+                    assert f.read(6) == b"\x93NUMPY"
+            for m in mnts:
+                r = subprocess.run(["fusermount3", "-u", m], capture_output=True)
+                assert r.returncode == 0, r.stderr
+    finally:
+        for m in mnts:
+            unmount(m)

@@ -617,6 +617,53 @@ def test_corrupt_fail_only_its_range(mounter, ds_corrupt, tmp_path):
     assert _pread_random(px, off, row) == want[off:off + row]
 
 
+@pytest.mark.parametrize("bad", [2000, 30], ids=["past-the-header", "in-the-first-page"])
+def test_corrupt_fail_exactly_its_batchs_pages(gen, mounter, tmp_path, bad):
+    """What a corrupt record fails in all/ (docs/contract.md, README.txt):
+    the rows of its batch (32 here; its chunk of 64 used to fail whole) in
+    every file of fixed-size rows, and any read that touches a 4 KiB page
+    holding a byte of them; every other byte reads. A batch past the
+    header's page leaves np.load(mmap_mode='r') working (the kernel's 128
+    KiB readahead fails, the page it needs is read alone); one in the
+    first page fails np.load, as README.txt says."""
+    src = tmp_path / "src"
+    oracle.generate(gen, src, 4000, ["x:float:4", "y:int64:1"], shards=1, seed=3)
+    decoded = oracle.read_dataset(str(src))
+    corrupt_data_crc(oracle.list_shards(str(src))[0], bad)
+    m = mounter(str(src), batch_size=32, shuffle="none", chunk_rows=64, prefetch=0,
+                on_corrupt="fail", index_dir=str(tmp_path / "ix"))
+    readme = m.read("README.txt").decode()
+    assert "rows i*B to i*B+B-1 for batch i in every file of fixed-size rows" in readme, readme
+    assert "the\n64 rows decoded with it (rows C*64 to C*64+63 for chunk C)" in readme, readme
+    assert "A read fails when a 4 KiB page it touches" in readme
+    for name, col in (("x", "x"), ("y", "y")):
+        px = os.path.join(all_dir(m), name + ".npy")
+        arr = np.stack([np.asarray(d["features"][col][1]) for d in decoded])
+        arr = arr.astype(np.float32 if col == "x" else np.int64)
+        if col == "y":
+            arr = arr.reshape(len(decoded))
+        want = oracle.npy_bytes(arr)
+        hdr, row = header_len(arr), arr[0].nbytes
+        r0, r1 = bad // 32 * 32, bad // 32 * 32 + 32  # its batch's rows
+        p0, p1 = (hdr + r0 * row) // 4096, (hdr + r1 * row - 1) // 4096  # their pages
+        for page in range(len(want) // 4096 + 1):
+            off = page * 4096
+            n = min(4096, len(want) - off)
+            e = _oserror(lambda: _pread_random(px, off, n))
+            if p0 <= page <= p1:
+                assert e == errno.EIO, (name, page, e)
+            else:
+                assert e is None and _pread_random(px, off, n) == want[off:off + n], (name, page)
+        if p0 > 0:
+            a = np.load(px, mmap_mode="r")
+            assert a.shape == arr.shape and np.array_equal(a[:10], arr[:10])
+        else:
+            with pytest.raises(OSError) as ei:
+                np.load(px, mmap_mode="r")
+            assert ei.value.errno == errno.EIO
+    assert os.path.ismount(m.mnt)
+
+
 @pytest.mark.parametrize("chunk_rows", [None, 7], ids=["default-chunks", "chunks-of-7"])
 def test_corrupt_skip_matches_batches(mounter, ds_corrupt, tmp_path, chunk_rows):
     ds, B = ds_corrupt, 32

@@ -24,7 +24,9 @@ What must be true (docs/contract.md, "SOURCE"):
 - the secret key and the session token are never written or printed;
 - `batchfs index` builds an index_dir that read-only mounts share without
   reading an object byte for it or writing anything there;
-- disk_cache= keeps a bucket's bytes: epoch 1 sends no GET.
+- disk_cache= keeps a bucket's bytes: epoch 1 sends no GET;
+- `fusermount3 -u` then a mount on the same folder works every time, and
+  so do two mounts sharing a read-only index_dir.
 """
 
 import concurrent.futures
@@ -44,7 +46,7 @@ import oracle
 from fusemount import BatchfsMount as Mount
 from fusemount import MOUNT_DEADLINE, POLL, MountError
 from fusemount import mount_opts as _opts
-from helpers import read_or_errno
+from helpers import read_or_errno, remount_loop
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "s3"))
 import s3env  # noqa: E402
@@ -542,10 +544,77 @@ def test_a_persistent_failure_fails_only_its_batches(proxy, bmount, data, refere
         tries[e["headers"]["range"]] = tries.get(e["headers"]["range"], 0) + 1
     assert tries and max(tries.values()) <= 2 * 8, tries
     assert took < 30, took
-    # the store recovers: every batch is exact
+    # the store recovers: every batch is exact once each failed range's
+    # failure is forgotten (as long again as its tries took: a few s)
     proxy.rules()
     for p in failed:
+        end = time.monotonic() + 20
+        while read_or_errno(m.path(p)) == errno.EIO and time.monotonic() < end:
+            time.sleep(0.5)
         assert m.read(p) == want[p], p
+
+
+def failed_ranges(lines):
+    """(key, first, last) of each range errors.txt lines name."""
+    out = []
+    for ln in lines:
+        g = re.search(r"s3://%s/(\S+) bytes (\d+)-(\d+): " % BUCKET, ln)
+        assert g, ln
+        out.append((g.group(1), int(g.group(2)), int(g.group(3))))
+    return out
+
+
+def gets_of(log, ranges):
+    """GETs of the proxy's log that overlap one of ranges."""
+    n = 0
+    for e in object_gets(log):
+        a, b = byte_range(e)
+        n += any(path_of(e) == "/%s/%s" % (BUCKET, k) and a <= last and b > first
+                 for k, first, last in ranges)
+    return n
+
+
+def test_a_server_down_fails_each_range_once_as_a_source_error(proxy, bmount, data, s3):
+    """The store resets every connection once the mount is up (a server
+    down). A batch fails with EIO after the client's tries (AWS_MAX_ATTEMPTS
+    keeps them short here); reading it again fails at once, sending nothing
+    for the ranges that failed (each is remembered as long again as its
+    tries took, 1 s at least); while the store is down, a new range gets one
+    try; errors.txt has one line per failed range; stats count source
+    errors, not corrupt records."""
+    m = bmount(url("plain/"), env=aws_env(s3.home, AWS_MAX_ATTEMPTS="3"), batch_size=B,
+               shuffle="none", prefetch=0)
+    proxy.rules({"match": "^GET /%s/plain/" % BUCKET, "action": "reset", "when": "before"})
+    lines = []
+    paths = batch_paths(m)[:2]
+    for p in paths:
+        assert read_or_errno(m.path(p)) == errno.EIO
+        lines = m.read("errors.txt").decode().splitlines()
+        sent = gets_of(proxy.log(), failed_ranges(lines))
+        assert sent >= 3, sent  # the tries
+        t0 = time.monotonic()
+        assert read_or_errno(m.path(p)) == errno.EIO  # again, at once
+        assert time.monotonic() - t0 < 0.5
+        assert gets_of(proxy.log(), failed_ranges(lines)) == sent  # nothing sent again
+        assert m.read("errors.txt").decode().splitlines() == lines
+    ranges = [re.search(r"(s3://\S+ bytes \d+-\d+): ", ln).group(1) for ln in lines]
+    assert len(set(ranges)) == len(lines), lines  # one line per failed range
+    # the first range took the tries; once one gave up, a new range gets
+    # one try while nothing succeeds
+    assert "gave up after 3 tries" in lines[0], lines
+    assert all("gave up after 3 tries" in ln or "(one try: " in ln for ln in lines), lines
+    st = m.json("stats.json")
+    assert st["corrupt_records"] == 0 and st["source_errors"] == len(lines), st
+    # once a range's failure is forgotten, the store still down (nothing
+    # succeeded since): one try each, the same line
+    time.sleep(1.5)
+    before = {r: gets_of(proxy.log(), [r]) for r in failed_ranges(lines)}
+    t0 = time.monotonic()
+    assert read_or_errno(m.path(paths[0])) == errno.EIO
+    assert time.monotonic() - t0 < 0.5
+    after = {r: gets_of(proxy.log(), [r]) for r in failed_ranges(lines)}
+    assert all(after[r] - before[r] <= 1 for r in before) and after != before, (before, after)
+    assert m.read("errors.txt").decode().splitlines() == lines
 
 
 def test_a_replaced_or_deleted_object_fails_its_reads_never_mixes(proxy, boto, bmount, gen, work,
@@ -596,13 +665,16 @@ def closed_port():
 
 
 @pytest.mark.parametrize("case", ["denied", "unknown-key", "missing-bucket", "unreachable",
-                                  "no-shards"])
+                                  "no-shards", "folder-without-slash"])
 def test_a_bucket_that_cannot_be_read_fails_the_mount_with_one_line(proxy, s3, batchfs, tmp_path,
                                                                    data, case):  # noqa: F811
     source, endpoint, env = url("plain/"), proxy.endpoint, aws_env(s3.home)
     want = {"denied": "SignatureDoesNotMatch", "unknown-key": "InvalidAccessKeyId",
             "missing-bucket": "NoSuchBucket", "unreachable": "cannot reach",
-            "no-shards": "no shard files found"}[case]
+            "no-shards": "no shard files found",
+            # a folder named as a key: the line names the folder
+            "folder-without-slash": "no shard files found (did you mean %s ?)" % url("plain/")
+            }[case]
     if case == "denied":
         env = aws_env(s3.home, secret="not-" + SECRET)
     elif case == "unknown-key":
@@ -611,6 +683,8 @@ def test_a_bucket_that_cannot_be_read_fails_the_mount_with_one_line(proxy, s3, b
         source = "s3://no-such-bucket/plain/"
     elif case == "unreachable":
         endpoint = "http://127.0.0.1:%d" % closed_port()
+    elif case == "folder-without-slash":
+        source = url("plain")
     else:
         source = url("nothing-here/")
     mnt = tmp_path / "mnt"
@@ -824,6 +898,23 @@ def test_batchfs_index_once_then_read_only_mounts_share_it(proxy, bmount, batchf
     tried = [ln for m in ms for ln in m.log_text().splitlines() if "cannot write" in ln]
     assert not at_mount, [e["target"] for e in at_mount][:4]
     assert not tried, tried[:2]
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["one", "two_sharing_a_read_only_index"])
+def test_fusermount_then_mount_again_works_every_time(proxy, batchfs, data, tmp_path, s3, ro_bind,
+                                                      shared):  # noqa: F811
+    """`fusermount3 -u MNT && batchfs s3://... MNT`, 20 times: the daemon
+    unmounted is still exiting (its connections, the I/O stage) when the
+    next mount starts, and used to refuse it ("another batchfs is mounting
+    on it", 17 times in 20). Also two mounts at once over one read-only
+    index_dir, unmounted and mounted again together."""
+    env = aws_env(s3.home, AWS_ENDPOINT_URL=proxy.endpoint)
+    ix = tmp_path / "ix"
+    r = run_batchfs(batchfs, "index", "--index-dir", str(ix), url("fixed/"), env=env)
+    assert r.returncode == 0, r.stderr
+    ix = ro_bind(ix) if shared else str(ix)
+    mnts = [str(tmp_path / ("mnt%d" % i)) for i in range(2 if shared else 1)]
+    remount_loop(batchfs, url("fixed/"), mnts, "batch_size=%d,index_dir=%s" % (B, ix), env=env)
 
 
 # ================================================================ 6. the disk cache

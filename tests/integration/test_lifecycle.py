@@ -4,7 +4,8 @@ that started it, and set_epoch reaching persistent DataLoader workers.
 - A MOUNTPOINT that is already a mount point (a live batchfs, a tmpfs, a
   bind mount of the folder on itself) is refused with one line and exit
   status 1, in the foreground and as a daemon; two batchfs started on one
-  folder at once give one mount. In Python a nested batchfs.mount on the
+  folder at once give one mount. A folder just unmounted (`fusermount3 -u`)
+  takes a new mount at once, while the old daemon is still exiting. In Python a nested batchfs.mount on the
   same folder raises and leaves the outer mount alone.
 - A script inside `with batchfs.mount(...)` that gets SIGTERM or SIGKILL,
   or raises, leaves no daemon and no mount behind. This process is made a
@@ -24,7 +25,7 @@ import pytest
 
 import oracle
 from fusemount import MOUNT_DEADLINE, wait_for
-from helpers import make_dataset
+from helpers import make_dataset, remount_loop
 
 PYDIR = os.environ.get("BFS_PYTHONPATH") or os.path.join(oracle.repo_root(), "python")
 if PYDIR not in sys.path:
@@ -147,6 +148,16 @@ def test_two_batchfs_started_at_once_give_one_mount(batchfs, gen, tmp_path):
                 p.wait(timeout=MOUNT_DEADLINE)
             p.stderr.close()
         _unmount_all(mnt)
+
+
+@pytest.mark.parametrize("opts", ["", ",io_depth=8"], ids=["decoders", "io_stage"])
+def test_fusermount_then_mount_on_the_same_folder_works_every_time(batchfs, ds_plain, index_dir,
+                                                                     tmp_path, opts):
+    # the daemon unmounted is still exiting (with the I/O stage, for tens
+    # of milliseconds) when the next mount starts: it used to hold the
+    # folder's lock and refuse it ("another batchfs is mounting on it")
+    remount_loop(batchfs, ds_plain.path, [str(tmp_path / "mnt")],
+                 "batch_size=8,index_dir=%s%s" % (index_dir, opts))
 
 
 def test_nested_python_mount_raises_and_leaves_the_outer(batchfs, ds_plain, index_dir,

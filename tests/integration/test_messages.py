@@ -137,6 +137,40 @@ def test_foreground_says_when_ready(mounter, ds_plain):
     assert m.log_text().splitlines() == [want]
 
 
+@pytest.mark.parametrize("kind", ["disjoint", "mostly_missing"])
+def test_several_datasets_in_one_folder_are_named_once(mounter, gen, tmp_path, kind):
+    """A folder of unrelated datasets mounts as one, each record padded to
+    every dataset's features: one line at mount and the same in README.txt,
+    again at a re-mount that reuses the index (reading no record for it).
+    Disjoint: 3 datasets of 2 shards, no feature in common. Mostly missing:
+    one dataset whose feature 'rare' is in 1 record of 10 (a feature missing
+    from 20% of records, as ds_plain's 'name', says nothing: see
+    test_foreground_says_when_ready)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    if kind == "disjoint":
+        for i in range(3):
+            d = tmp_path / ("d%d" % i)
+            oracle.generate(gen, d, 60, ["f%d:float:2" % i, "g%d:int64:1" % i], shards=2,
+                            seed=i + 1)
+            for f in os.listdir(d):
+                shutil.copy(os.path.join(d, f), src / ("d%d-%s" % (i, f)))
+        want = r"6 features are missing from most records \('f0' is in 60 of 180\)"
+    else:
+        oracle.generate(gen, src, 400, ["x:float:2", "rare:int64:1,missing=0.9"], shards=2,
+                        seed=5)
+        want = r"feature 'rare' is missing from most records \(it is in \d+ of 400\)"
+    for n in range(2):
+        m = mounter(str(src), batch_size=8)
+        lines = [ln for ln in m.log_text().splitlines() if "several datasets" in ln]
+        assert len(lines) == 1 and re.search(want, lines[0]), m.log_text()
+        assert lines[0].startswith("batchfs: %s: " % src), lines[0]
+        readme = m.read("README.txt").decode()
+        assert "Warning: " + lines[0][len("batchfs: "):] + "\n" in readme, readme[-800:]
+        assert m.json("stats.json")["index_reused"] == (n == 1)
+        m.stop()
+
+
 def test_daemon_mode_prints_nothing(batchfs, ds_plain, index_dir, tmp_path):
     mnt = str(tmp_path / "mnt")
     os.mkdir(mnt)

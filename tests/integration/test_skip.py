@@ -26,7 +26,7 @@ import pytest
 
 import oracle
 from imgdata import example, frame
-from helpers import check_batch_dir, check_safetensors, read_errno
+from helpers import check_batch_dir, check_safetensors, expect_mount_failure, read_errno
 
 N = 60
 B = 8
@@ -261,3 +261,28 @@ def test_skip_without_a_record_of_the_same_counts_fails_the_batch_and_says_why(m
                      r"no valid record with the same ragged counts to replace it"
                      % _offsets(datas)[3], lines), lines
     assert m.json("stats.json")["skipped_records"] == 0
+
+
+def test_a_shard_that_cannot_be_read_fails_the_mount_with_one_line(batchfs, tmp_path):
+    """on_corrupt=skip over a folder with a plain shard of 7 records whose
+    data CRC fails (indexed, to be skipped) and a gzip shard whose deflate
+    data is broken (cannot be read at all): the mount fails with exit
+    status 1 and the one line naming the gzip shard, not the 7 notes of
+    records it would have skipped first."""
+    src = tmp_path / "src"
+    src.mkdir()
+    datas = [_serialize({"image": b"x" * 20, "boxes": [1.0], "tags": [b"a"], "label": i})
+             for i in range(40)]
+    stream = bytearray(b"".join(frame(d) for d in datas))
+    for i in range(3, 40, 5)[:7]:
+        stream[_offsets(datas)[i] + 12 + len(datas[i])] ^= 0x5A  # its data CRC
+    (src / "a.tfrecord").write_bytes(bytes(stream))
+    gz = bytearray(gzip.compress(b"".join(frame(d) for d in datas)))
+    for i in range(40, len(gz) - 20, 17):
+        gz[i] ^= 0x55
+    (src / "b.tfrecord.gz").write_bytes(bytes(gz))
+    schema = tmp_path / "s.schema.json"
+    schema.write_text(json.dumps(_schema(20)))
+    expect_mount_failure(batchfs, src, tmp_path / "mnt",
+                         "on_corrupt=skip,schema=%s,index_dir=%s" % (schema, tmp_path / "ix"),
+                         "b.tfrecord.gz")

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static void ignore_corrupt(void *ctx, const char *msg, bool skipped)
+static void ignore_corrupt(void *ctx, const char *msg, unsigned skipped)
 {
 	(void)msg, (void)skipped;
 	++*(int *)ctx;

@@ -25,7 +25,7 @@ static void note(void *ctx, const char *msg)
 	snprintf(notes + strlen(notes), sizeof(notes) - strlen(notes), "%s\n", msg);
 }
 
-static void no_corrupt(void *ctx, const char *msg, bool skipped)
+static void no_corrupt(void *ctx, const char *msg, unsigned skipped)
 {
 	(void)ctx, (void)skipped;
 	ck_abort_msg("corrupt: %s", msg);

@@ -757,6 +757,39 @@ START_TEST(backoff_doubles_with_jitter_up_to_its_cap)
 }
 END_TEST
 
+/* The documented budget (README.md, docs/contract.md): 8 tries, whose 7
+ * waits add up to 6 to 11 s (the tries end it, not the 30 s cap);
+ * AWS_MAX_ATTEMPTS sets the tries. */
+START_TEST(the_retry_budget_is_the_documented_one)
+{
+	struct bfs_s3_config c;
+	unsigned lo = 0, hi = 0;
+
+	bfs_s3_config_init(&c);
+	ck_assert_uint_eq(c.tries, 8);
+	ck_assert_uint_eq(c.retry_ms, 30000);
+	for (unsigned r = 1; r < c.tries; r++) {
+		lo += bfs_s3_backoff_ms(&c, r, 0);
+		hi += bfs_s3_backoff_ms(&c, r, UINT64_MAX);
+	}
+	ck_assert_msg(lo >= 5500 && hi <= 11500 && hi < c.retry_ms, "%u to %u ms", lo, hi);
+	bfs_s3_config_destroy(&c);
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "AKIDENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SECRETENV", 1);
+	setenv("AWS_MAX_ATTEMPTS", "3", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), 0);
+	ck_assert_uint_eq(c.tries, 3);
+	bfs_s3_config_destroy(&c);
+	setenv("AWS_MAX_ATTEMPTS", "0", 1);
+	ck_assert_int_eq(resolve(&c, BFS_S3_SCHEME_S3, NULL), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "AWS_MAX_ATTEMPTS=0"));
+	bfs_s3_config_destroy(&c);
+	unsetenv("AWS_MAX_ATTEMPTS");
+}
+END_TEST
+
 START_TEST(messages_lose_secrets_and_line_breaks)
 {
 	struct bfs_s3_config c;
@@ -967,6 +1000,7 @@ int main(void)
 	tcase_add_test(xml, bad_listings_are_refused_with_a_reason);
 	tcase_add_test(xml, error_documents_give_code_message_and_region);
 	tcase_add_test(resp, backoff_doubles_with_jitter_up_to_its_cap);
+	tcase_add_test(resp, the_retry_budget_is_the_documented_one);
 	tcase_add_test(resp, messages_lose_secrets_and_line_breaks);
 	tcase_add_test(resp, a_ranged_read_is_checked_against_its_range_and_etag);
 	tcase_add_test(resp, error_statuses_map_to_errno_and_transient_ones_retry);

@@ -104,7 +104,8 @@ START_TEST(the_keys_of_every_mount_to_the_byte)
 	fill(&s);
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
-	snprintf(want, sizeof(want), "%s  \"uptime_seconds\": 42\n}\n", always);
+	snprintf(want, sizeof(want), "%s  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
+		 always, 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert_str_eq(t, want);
 	ck_assert_uint_eq(len, strlen(want));
 	free(t);
@@ -131,10 +132,10 @@ START_TEST(a_buckets_credential_keys_to_the_byte)
 		 "  \"credentials_expires\": 1795775152,\n  \"credentials_valid\": true,\n"
 		 "  \"credentials_refreshes\": %d,\n  \"credentials_refresh_failures\": %d,\n"
 		 "  \"credentials_expired_answers\": %d,\n"
-		 "  \"uptime_seconds\": 42\n}\n",
+		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
 		 always, 1000 + BFS_STAT_CREDENTIALS_REFRESHES,
 		 1000 + BFS_STAT_CREDENTIALS_REFRESH_FAILURES,
-		 1000 + BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS);
+		 1000 + BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS, 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert_str_eq(t, want);
 	free(t);
 }
@@ -179,7 +180,7 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 		 "\"waits\": 1071, \"eagain\": 1072, \"errors\": 1073, \"copies\": 1074, "
 		 "\"bytes_copied\": 1075, \"pinned_buffers\": 1076, \"host_allocs\": 1077, "
 		 "\"device_bytes\": 1078},\n"
-		 "  \"uptime_seconds\": 42\n}\n",
+		 "  \"source_errors\": 1085,\n  \"uptime_seconds\": 42\n}\n",
 		 always);
 	ck_assert_str_eq(t, want);
 	ck_assert_uint_eq(len, strlen(want));
@@ -190,7 +191,8 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
 	ck_assert(strstr(t, "\"io_") == NULL && strstr(t, "\"cuda\"") == NULL);
-	ck_assert(strstr(t, "  \"disk_cache_limit\": 1065,\n  \"uptime_seconds\": 42\n}\n"));
+	ck_assert(strstr(t, "  \"disk_cache_limit\": 1065,\n  \"source_errors\": 1085,\n"
+			    "  \"uptime_seconds\": 42\n}\n"));
 	free(t);
 }
 END_TEST
@@ -261,7 +263,7 @@ START_TEST(the_put_functions_fill_their_keys)
 				     .prefetch_queued = 16,
 				     .decoding = 17,
 				     .buffers_reused = 18 };
-	struct bfs_errlog_counts e = { .corrupt = 19, .skipped = 20 };
+	struct bfs_errlog_counts e = { .corrupt = 19, .skipped = 20, .source = 64 };
 	struct bfs_fetch_stats f = { .reads = 21,
 				     .bytes = 22,
 				     .ranges = 23,
@@ -361,6 +363,7 @@ START_TEST(the_put_functions_fill_their_keys)
 		"56, "
 		"\"eagain\": 57, \"errors\": 58, \"copies\": 59, \"bytes_copied\": 60, "
 		"\"pinned_buffers\": 61, \"host_allocs\": 62, \"device_bytes\": 63},",
+		"\"source_errors\": 64,",
 	};
 	struct bfs_stats_snap s;
 	size_t len;
