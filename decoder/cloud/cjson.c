@@ -54,7 +54,7 @@ void bfs_cjson_free(struct bfs_cjson *o)
 	free(o);
 }
 
-int bfs_cjson_has(const struct bfs_cjson *o, const char *key)
+bool bfs_cjson_has(const struct bfs_cjson *o, const char *key)
 {
 	json_t *v = json_object_get(o->root, key);
 

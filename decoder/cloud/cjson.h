@@ -18,6 +18,7 @@
 #ifndef BFS_CJSON_H
 #define BFS_CJSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,7 +38,7 @@ int bfs_cjson_parse(struct bfs_cjson **out, const char *text, size_t n, unsigned
 void bfs_cjson_free(struct bfs_cjson *o);
 
 /* True when member key is present and not null. */
-int bfs_cjson_has(const struct bfs_cjson *o, const char *key);
+bool bfs_cjson_has(const struct bfs_cjson *o, const char *key);
 /* Member key's string (owned by o, valid until bfs_cjson_free), or NULL
  * when it is absent or not a string; *len (when len is not NULL) its
  * length, larger than strlen when the string holds a \u0000. */
