@@ -29,9 +29,10 @@ struct bfs_cjson;
 #define BFS_CJSON_NO_DUPLICATES 1u
 
 /* Parse text[0..n) (no NUL needed) as one JSON object into *out (free with
- * bfs_cjson_free). 0; -EBADMSG "WHAT: not JSON (line L, column C)" in why,
- * or "WHAT: not a JSON object"; -ENOMEM "out of memory". what names the
- * document for the line (a file's path, "the token reply"). */
+ * bfs_cjson_free). 0; -EBADMSG "WHAT: not JSON (line L, column C)" in why
+ * (a string holding \u0000 too), or "WHAT: not a JSON object"; -ENOMEM
+ * "out of memory". what names the document for the line (a file's path,
+ * "the token reply"). */
 int bfs_cjson_parse(struct bfs_cjson **out, const char *text, size_t n, unsigned flags,
 		    const char *what, char *why, size_t cap);
 /* Frees o (NULL is fine). */
@@ -41,7 +42,7 @@ void bfs_cjson_free(struct bfs_cjson *o);
 bool bfs_cjson_has(const struct bfs_cjson *o, const char *key);
 /* Member key's string (owned by o, valid until bfs_cjson_free), or NULL
  * when it is absent or not a string; *len (when len is not NULL) its
- * length, larger than strlen when the string holds a \u0000. */
+ * length (strlen: a document with a \u0000 in a string is not parsed). */
 const char *bfs_cjson_str(const struct bfs_cjson *o, const char *key, size_t *len);
 /* Zero member key's string in place (a secret), when it is one. */
 void bfs_cjson_wipe(struct bfs_cjson *o, const char *key);
