@@ -25,9 +25,9 @@ START_TEST(a_bad_document_is_one_line_naming_it_and_where_never_its_text)
 	struct bfs_cjson *o = (struct bfs_cjson *)1;
 	char why[256];
 
-	ck_assert_int_eq(bfs_cjson_parse(&o, "{\n \"k\": sekrit}", 15, 0, "/x/key.json", why,
-					 sizeof(why)),
-			 -EBADMSG);
+	ck_assert_int_eq(
+		bfs_cjson_parse(&o, "{\n \"k\": sekrit}", 15, 0, "/x/key.json", why, sizeof(why)),
+		-EBADMSG);
 	ck_assert_ptr_null(o);
 	ck_assert_ptr_nonnull(strstr(why, "/x/key.json: not JSON (line 2, column "));
 	ck_assert_ptr_null(strstr(why, "sekrit"));
@@ -37,9 +37,9 @@ START_TEST(a_bad_document_is_one_line_naming_it_and_where_never_its_text)
 	ck_assert_int_eq(bfs_cjson_parse(&o, NULL, 0, 0, "empty", why, sizeof(why)), -EBADMSG);
 	ck_assert_ptr_nonnull(strstr(why, "empty: not JSON"));
 	/* a \u0000 in a string is refused: every string is a C string */
-	ck_assert_int_eq(bfs_cjson_parse(&o, "{\"a\": \"x\\u0000y\"}", 17, 0, "doc", why,
-					 sizeof(why)),
-			 -EBADMSG);
+	ck_assert_int_eq(
+		bfs_cjson_parse(&o, "{\"a\": \"x\\u0000y\"}", 17, 0, "doc", why, sizeof(why)),
+		-EBADMSG);
 	/* the buffer is bounded: what follows n is not read */
 	o = NULL;
 	ck_assert_int_eq(bfs_cjson_parse(&o, "{\"a\": 1}garbage", 8, 0, "doc", why, sizeof(why)),
@@ -106,11 +106,8 @@ END_TEST
 START_TEST(a_flat_object_is_written_compact_in_its_members_order)
 {
 	const struct bfs_cjson_member m[] = {
-		{ "typ", "JWT", 0 },
-		{ "alg", "RS256", 0 },
-		{ "q", "a\"b\\c/\n", 0 },
-		{ "exp", NULL, 1700003600 },
-		{ "neg", NULL, -5 },
+		{ "typ", "JWT", 0 },	     { "alg", "RS256", 0 }, { "q", "a\"b\\c/\n", 0 },
+		{ "exp", NULL, 1700003600 }, { "neg", NULL, -5 },
 	};
 	const struct bfs_cjson_member bad[] = { { "iss", "\xff\xfe", 0 } };
 	char *t = NULL;
