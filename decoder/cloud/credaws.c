@@ -26,11 +26,12 @@
  * STS is reached at AWS_ENDPOINT_URL_STS, else AWS_ENDPOINT_URL, else the
  * regional endpoint (https://sts.REGION.amazonaws.com), else the global one.
  * Every request goes through bfs_http_request (s3.c); STS's XML is parsed by
- * s3xml.c; JSON (IMDS, the container endpoint, credential_process) with
- * jansson.
+ * s3xml.c; JSON (IMDS, the container endpoint, credential_process) by
+ * cjson.c.
  */
 #include "cred.h"
 
+#include "cjson.h"
 #include "common.h"
 #include "s3_impl.h"
 #include "s3sign.h"
@@ -40,7 +41,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -132,43 +132,27 @@ static int read_small(const char *path, size_t max, char **out, char *why, size_
 
 /* ---- JSON credentials (IMDS, the container endpoint, credential_process) ---- */
 
-static void json_wipe_string(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-
-	if (json_is_string(v))
-		explicit_bzero((char *)json_string_value(v), json_string_length(v));
-}
-
-static const char *json_str(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-/* Credentials from a JSON document: AccessKeyId, SecretAccessKey, the
- * token under token_key, Expiration (required unless optional_expiry). */
-static int json_creds(const char *body, size_t len, const char *token_key, bool optional_expiry,
+/* Credentials from a parsed JSON object o (NULL: the document was not
+ * one): AccessKeyId, SecretAccessKey, the token under token_key,
+ * Expiration (required unless optional_expiry). Wipes o's secrets and frees
+ * it. */
+static int json_creds(struct bfs_cjson *o, const char *token_key, bool optional_expiry,
 		      const char *source, const char *account, struct bfs_cred **out, char *why,
 		      size_t cap)
 {
-	json_error_t jerr;
-	json_t *o = json_loadb(body, len, 0, &jerr);
 	const char *id, *secret, *token, *exp, *code;
 	time_t expires = 0;
 	int rc;
 
-	if (!json_is_object(o)) {
-		json_decref(o);
+	if (!o) {
 		snprintf(why, cap, "the answer is not a JSON object");
 		return -EIO;
 	}
-	code = json_str(o, "Code");
-	id = json_str(o, "AccessKeyId");
-	secret = json_str(o, "SecretAccessKey");
-	token = json_str(o, token_key);
-	exp = json_str(o, "Expiration");
+	code = bfs_cjson_str(o, "Code", NULL);
+	id = bfs_cjson_str(o, "AccessKeyId", NULL);
+	secret = bfs_cjson_str(o, "SecretAccessKey", NULL);
+	token = bfs_cjson_str(o, token_key, NULL);
+	exp = bfs_cjson_str(o, "Expiration", NULL);
 	if (code && strcmp(code, "Success") != 0) {
 		snprintf(why, cap, "the answer's Code is %.60s", code);
 		rc = -EIO;
@@ -186,10 +170,20 @@ static int json_creds(const char *body, size_t len, const char *token_key, bool 
 		if (rc == -EINVAL)
 			rc = -EIO;
 	}
-	json_wipe_string(o, "SecretAccessKey");
-	json_wipe_string(o, token_key);
-	json_decref(o);
+	bfs_cjson_wipe(o, "SecretAccessKey");
+	bfs_cjson_wipe(o, token_key);
+	bfs_cjson_free(o);
 	return rc;
+}
+
+/* body[0..len) parsed as a JSON object, or NULL (not one: json_creds says
+ * so; out of memory: the same, as jansson's json_loadb did). */
+static struct bfs_cjson *json_object_of(const char *body, size_t len)
+{
+	struct bfs_cjson *o;
+	char w[128];
+
+	return bfs_cjson_parse(&o, body, len, 0, "the answer", w, sizeof(w)) ? NULL : o;
 }
 
 /* ---- static credentials ---- */
@@ -732,22 +726,24 @@ static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap
 		goto out;
 	}
 	{
-		json_error_t jerr;
-		json_t *j = json_loadb(o.p ? o.p : "", o.n, 0, &jerr);
-		json_t *ver = json_object_get(j, "Version");
+		struct bfs_cjson *j = json_object_of(o.p, o.n);
+		int64_t ver = 0;
 
-		if (!json_is_integer(ver) || json_integer_value(ver) != 1) {
+		if (!j || bfs_cjson_int(j, "Version", &ver) || ver != 1) {
 			snprintf(why, cap,
 				 "credential_process %.200s: its output is not JSON with "
 				 "\"Version\": 1",
 				 argv[0]);
-			json_decref(j);
+			if (j) {
+				bfs_cjson_wipe(j, "SecretAccessKey");
+				bfs_cjson_wipe(j, "SessionToken");
+			}
+			bfs_cjson_free(j);
 			rc = -EIO;
 			goto out;
 		}
-		json_decref(j);
+		rc = json_creds(j, "SessionToken", true, p->desc, NULL, out, why, cap);
 	}
-	rc = json_creds(o.p, o.n, "SessionToken", true, p->desc, NULL, out, why, cap);
 	if (rc) {
 		char w[WHY];
 
@@ -826,14 +822,11 @@ static int container_fetch(void *ctx, struct bfs_cred **out, char *why, size_t c
 				 : "");
 		rc = resp.status == 401 || resp.status == 403 ? -EACCES : -EIO;
 	} else {
-		json_error_t jerr;
-		json_t *j = json_loadb(resp.body, resp.len, 0, &jerr);
-		const char *arn = json_str(j, "RoleArn");
+		struct bfs_cjson *j = json_object_of(resp.body, resp.len);
+		const char *arn = j ? bfs_cjson_str(j, "RoleArn", NULL) : NULL;
 		char *acct = arn ? strdup(role_name(arn)) : NULL;
 
-		json_decref(j);
-		rc = json_creds(resp.body, resp.len, "Token", false, c->desc, acct, out, w,
-				sizeof(w));
+		rc = json_creds(j, "Token", false, c->desc, acct, out, w, sizeof(w));
 		free(acct);
 		if (rc)
 			snprintf(why, cap, "the container credentials endpoint: %s", w);
@@ -1009,7 +1002,8 @@ static int imds_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
 	}
 	snprintf(desc, sizeof(desc), "instance role `%s` via %s", role,
 		 token ? "IMDSv2" : "IMDSv1");
-	rc = json_creds(resp.body, resp.len, "Token", false, desc, role, out, w, sizeof(w));
+	rc = json_creds(json_object_of(resp.body, resp.len), "Token", false, desc, role, out, w,
+			sizeof(w));
 	if (rc)
 		snprintf(why, cap, "the instance metadata service: %s", w);
 out:

@@ -1,8 +1,9 @@
 /* credgcp.c — Google's Application Default Credentials: the chain, the key
- * files (jansson), the JWT assertion (signed by sha256.c's RS256) and the
+ * files (read by cjson.c), the JWT assertion (signed by sha256.c's RS256) and the
  * token requests and replies. See credgcp.h. */
 #include "credgcp.h"
 
+#include "cjson.h"
 #include "common.h"
 #include "cred.h"
 #include "sha256.h"
@@ -10,7 +11,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <jansson.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,21 +62,22 @@ static int dup_to(char **dst, const char *v)
 
 /* Field `name` of o as a string: *dst a copy; NULL (and 0) when absent and
  * !required. */
-static int field(char **dst, json_t *o, const char *name, bool required, const char *path,
-		 const char *type)
+static int field(char **dst, const struct bfs_cjson *o, const char *name, bool required,
+		 const char *path, const char *type)
 {
-	json_t *v = json_object_get(o, name);
+	const char *v;
+	size_t len = 0;
 
 	*dst = NULL;
-	if (!v || json_is_null(v)) {
+	if (!bfs_cjson_has(o, name)) {
 		if (!required)
 			return 0;
 		return bfs_err_set(-EINVAL, "%s: the %s file has no \"%s\"", path, type, name);
 	}
-	if (!json_is_string(v) || json_string_length(v) == 0 ||
-	    strlen(json_string_value(v)) != json_string_length(v))
+	v = bfs_cjson_str(o, name, &len);
+	if (!v || len == 0 || strlen(v) != len)
 		return bfs_err_set(-EINVAL, "%s: \"%s\" is not a string (or is empty)", path, name);
-	return dup_to(dst, json_string_value(v));
+	return dup_to(dst, v);
 }
 
 static bool http_url(const char *u)
@@ -86,26 +88,21 @@ static bool http_url(const char *u)
 int bfs_gcp_source_parse(struct bfs_gcp_source *out, const char *path, const char *text, size_t n)
 {
 	struct bfs_gcp_source s = { 0 };
-	json_error_t jerr;
-	json_t *root;
+	struct bfs_cjson *root = NULL;
 	const char *type;
+	char why[PATH_MAX + 64];
 	int rc;
 
-	/* the error's text may quote the file (a secret): only where it is */
-	root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return bfs_err_set(-EINVAL, "%s: not JSON (line %d, column %d)", path, jerr.line,
-				   jerr.column);
-	if (!json_is_object(root)) {
-		rc = bfs_err_set(-EINVAL, "%s: not a JSON object", path);
-		goto out;
-	}
-	if (!json_is_string(json_object_get(root, "type"))) {
+	/* the line names where the error is, never the file's text (a secret) */
+	rc = bfs_cjson_parse(&root, text, n, BFS_CJSON_NO_DUPLICATES, path, why, sizeof(why));
+	if (rc)
+		return bfs_err_set(rc == -ENOMEM ? -ENOMEM : -EINVAL, "%s", why);
+	type = bfs_cjson_str(root, "type", NULL);
+	if (!type) {
 		rc = bfs_err_set(-EINVAL, "%s: no \"type\" (a Google credentials file has one)",
 				 path);
 		goto out;
 	}
-	type = json_string_value(json_object_get(root, "type"));
 	if (strcmp(type, "service_account") == 0) {
 		s.kind = BFS_GCP_SERVICE_ACCOUNT;
 		if ((rc = field(&s.client_email, root, "client_email", true, path, type)) ||
@@ -152,7 +149,12 @@ int bfs_gcp_source_parse(struct bfs_gcp_source *out, const char *path, const cha
 	rc = 0;
 out:
 	bfs_gcp_source_destroy(&s);
-	json_decref(root); /* jansson does not wipe: the file's bytes stay in freed memory */
+	if (root) {
+		bfs_cjson_wipe(root, "private_key");
+		bfs_cjson_wipe(root, "client_secret");
+		bfs_cjson_wipe(root, "refresh_token");
+	}
+	bfs_cjson_free(root);
 	return rc;
 }
 
@@ -297,18 +299,17 @@ int bfs_gcp_b64url(char **out, const void *p, size_t n)
 	return 0;
 }
 
-/* base64url of a JSON value's compact text. */
-static int b64_json(char **out, json_t *v)
+/* base64url of the compact JSON text of the object of the n members m. */
+static int b64_json(char **out, const struct bfs_cjson_member *m, size_t n)
 {
 	char *text;
 	int rc;
 
-	if (!v)
-		return bfs_err_set(-ENOMEM, "out of memory");
-	text = json_dumps(v, JSON_COMPACT);
-	json_decref(v);
-	if (!text)
-		return bfs_err_set(-ENOMEM, "out of memory");
+	rc = bfs_cjson_object_text(&text, m, n);
+	if (rc)
+		return bfs_err_set(rc, "%s",
+				   rc == -ENOMEM ? "out of memory"
+						 : "the JWT's fields are not UTF-8 text");
 	rc = bfs_gcp_b64url(out, text, strlen(text));
 	free(text);
 	return rc;
@@ -319,23 +320,30 @@ int bfs_gcp_jwt(char **out, const struct bfs_gcp_source *s, const char *scope, i
 	char *head = NULL, *claims = NULL, *sig64 = NULL, *input = NULL, *jwt = NULL;
 	uint8_t *sig = NULL;
 	size_t siglen = 0, n;
-	json_t *h;
 	int rc;
 
 	*out = NULL;
 	if (s->kind != BFS_GCP_SERVICE_ACCOUNT || !s->private_key || !s->client_email ||
 	    !s->token_uri)
 		return bfs_err_set(-EINVAL, "not a service-account key");
-	h = s->private_key_id ? json_pack("{s:s, s:s, s:s}", "alg", "RS256", "typ", "JWT", "kid",
-					  s->private_key_id)
-			      : json_pack("{s:s, s:s}", "alg", "RS256", "typ", "JWT");
-	if ((rc = b64_json(&head, h)))
-		goto out;
-	if ((rc = b64_json(&claims,
-			   json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", s->client_email, "scope",
-				     scope, "aud", s->token_uri, "iat", (json_int_t)now, "exp",
-				     (json_int_t)(now + BFS_GCP_JWT_LIFETIME)))))
-		goto out;
+	{
+		const struct bfs_cjson_member h[] = {
+			{ "alg", "RS256", 0 },
+			{ "typ", "JWT", 0 },
+			{ "kid", s->private_key_id, 0 },
+		};
+		const struct bfs_cjson_member c[] = {
+			{ "iss", s->client_email, 0 },
+			{ "scope", scope, 0 },
+			{ "aud", s->token_uri, 0 },
+			{ "iat", NULL, now },
+			{ "exp", NULL, now + BFS_GCP_JWT_LIFETIME },
+		};
+
+		if ((rc = b64_json(&head, h, s->private_key_id ? 3 : 2)) ||
+		    (rc = b64_json(&claims, c, sizeof(c) / sizeof(c[0]))))
+			goto out;
+	}
 	n = strlen(head) + strlen(claims) + 2;
 	input = malloc(n);
 	if (!input) {
@@ -465,32 +473,25 @@ int bfs_gcp_token_request(const struct bfs_gcp_source *s, int64_t now, char **ur
 	return 0;
 }
 
-/* A reply's string field, or NULL. */
-static const char *str_of(json_t *o, const char *name)
-{
-	json_t *v = json_object_get(o, name);
-
-	return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
 int bfs_gcp_token_parse(const char *body, size_t n, char **token, int64_t *expires_in, char *why,
 			size_t cap)
 {
-	json_t *root = json_loadb(body, n, 0, NULL), *exp;
-	const char *tok, *type, *err, *desc;
+	struct bfs_cjson *root = NULL;
+	const char *tok, *type, *err, *desc, *exps;
+	char w[128];
 	int rc = -EBADMSG;
 
 	*token = NULL;
 	*expires_in = 0;
-	if (!root || !json_is_object(root)) {
+	if (bfs_cjson_parse(&root, body, n, 0, "the token reply", w, sizeof(w))) {
 		snprintf(why, cap, "the token reply is not a JSON object");
 		goto out;
 	}
-	tok = str_of(root, "access_token");
-	type = str_of(root, "token_type");
+	tok = bfs_cjson_str(root, "access_token", NULL);
+	type = bfs_cjson_str(root, "token_type", NULL);
 	if (!tok || !*tok) {
-		err = str_of(root, "error");
-		desc = str_of(root, "error_description");
+		err = bfs_cjson_str(root, "error", NULL);
+		desc = bfs_cjson_str(root, "error_description", NULL);
 		/* Google's error codes and descriptions quote no secret */
 		snprintf(why, cap, "the token reply has no access_token%s%.80s%s%.200s%s",
 			 err ? " (error: " : "", err ? err : "", desc ? ": " : "", desc ? desc : "",
@@ -506,15 +507,10 @@ int bfs_gcp_token_parse(const char *body, size_t n, char **token, int64_t *expir
 			snprintf(why, cap, "the access token holds a blank or control character");
 			goto out;
 		}
-	exp = json_object_get(root, "expires_in");
-	if (json_is_integer(exp))
-		*expires_in = (int64_t)json_integer_value(exp);
-	else if (json_is_real(exp))
-		*expires_in = (int64_t)json_real_value(exp);
-	else if (json_is_string(exp))
-		*expires_in = strtoll(json_string_value(exp), NULL, 10);
-	else
-		*expires_in = 3600;
+	if (bfs_cjson_number(root, "expires_in", expires_in) != 0) {
+		exps = bfs_cjson_str(root, "expires_in", NULL);
+		*expires_in = exps ? strtoll(exps, NULL, 10) : 3600;
+	}
 	if (*expires_in <= 0) {
 		snprintf(why, cap, "the token reply's expires_in is not a positive number");
 		goto out;
@@ -527,7 +523,9 @@ int bfs_gcp_token_parse(const char *body, size_t n, char **token, int64_t *expir
 	}
 	rc = 0;
 out:
-	json_decref(root);
+	if (root)
+		bfs_cjson_wipe(root, "access_token");
+	bfs_cjson_free(root);
 	return rc;
 }
 
