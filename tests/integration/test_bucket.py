@@ -40,8 +40,10 @@ import subprocess
 import sys
 import time
 
+import numpy
 import pytest
 
+import mixref
 import oracle
 from fusemount import BatchfsMount as Mount
 from fusemount import MOUNT_DEADLINE, POLL, MountError
@@ -1004,3 +1006,47 @@ def test_block_shuffle_fetches_each_block_once_per_epoch(proxy, bmount, grouped,
             got / size, e + 1, epochs)
     st = m.json("stats.json")
     assert st["io_streams"] == 1 and st["io_unplanned"] <= 1, st
+
+
+# ---------------------------------------------------------------- mixtures
+
+MIX_B = 16
+
+
+# A mixture with a bucket source (docs/contract.md, "Mixtures"): one source
+# in the bucket, two local, compared with mixref.py (every row's source and
+# record) and byte for byte with a mixture of the same files all local. In
+# this module because a session fixture (data) imported into a second
+# module is made twice, into the same folders.
+def test_mixture_with_a_bucket_source(bmount, proxy, data, tmp_path):
+    names = ["remote", "gz", "fixed"]
+    srcs = ["s3://%s/plain/" % BUCKET, data["gzip"], data["fixed"]]
+    local = [data["plain"], data["gzip"], data["fixed"]]
+    weights = [5, 2, 3]
+
+    def mixfile(name, sources):
+        p = tmp_path / name
+        p.write_text(json.dumps({"mixture": [{"name": n, "source": s, "weight": w}
+                                             for n, s, w in zip(names, sources, weights)],
+                                 "epoch": "all_exhausted"}))
+        return str(p)
+
+    opts = dict(batch_size=MIX_B, seed=3, features="x,img")
+    m = bmount(mixfile("remote.json", srcs), endpoint=proxy.endpoint, **opts)
+    ref_m = bmount(mixfile("local.json", local), **opts)
+    facts = m.json("schema.json")["mixture"]
+    counts = [e["records"] for e in facts["sources"]]
+    ref = mixref.Mixture(names, counts, [(0, weights)], "all_exhausted", seed=3)
+    assert facts["epoch_records"] == ref.L
+    for e in (0, 1):
+        rows = ref.epoch(e)
+        s = numpy.load(m.path("epoch-%04d" % e, "all", "_source.npy"))
+        r = numpy.load(m.path("epoch-%04d" % e, "all", "_record.npy"))
+        assert list(zip(s.tolist(), r.tolist())) == rows
+    # the same tree and bytes as the mixture of local files
+    assert tree(m) == tree(ref_m)
+    for p in tree(m):
+        if p.startswith("epoch-0001/") and not p.endswith("/"):
+            assert m.read(p) == ref_m.read(p), p
+    # the remote source's records came from the bucket
+    assert object_gets(proxy.log())
