@@ -125,6 +125,8 @@ static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 
 	bfs_stats_put_dataset(&snap, fs->ds, bfs_batcher_nbatches(fs->b));
 	bfs_cache_stats(fs->cache, &st);
+	st.budget += fs->cfg.cache_size / 16; /* the stash's share (bfs_fs_new) */
+	st.bytes += bfs_stash_bytes(fs->stash);
 	bfs_stats_put_cache(&snap, &st);
 	bfs_errlog_counts(fs->errlog, &ec);
 	bfs_stats_put_errors(&snap, &ec);

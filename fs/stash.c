@@ -171,9 +171,8 @@ void bfs_stash_fill(struct bfs_stash *s, const struct bfs_epoch_view *v, uint64_
 			if (!st->buf || held(st, c))
 				continue;
 			bfs_epoch_view_span(v, t, c, &lo, &hi, &base);
-			if (hi > lo &&
-			    bfs_epoch_view_copy(v, t, c, cbuf, cg, lo, hi - lo, st->buf + lo) !=
-				    hi - lo)
+			if (hi > lo && bfs_epoch_view_copy(v, t, c, cbuf, cg, lo, hi - lo,
+							   st->buf + lo) != hi - lo)
 				continue; /* the chunk disagrees: the chunk path reports it */
 			st->held[c / 64] |= (uint64_t)1 << (c % 64);
 		}
@@ -192,8 +191,7 @@ uint64_t bfs_stash_read(struct bfs_stash *s, const struct bfs_epoch_view *v, uin
 		return 0;
 	pthread_mutex_lock(&s->m);
 	e = find(s, rank, epoch);
-	if (e && e->nchunks == v->nchunks && t < e->ntensors && e->t[t].buf &&
-	    held(&e->t[t], c)) {
+	if (e && e->nchunks == v->nchunks && t < e->ntensors && e->t[t].buf && held(&e->t[t], c)) {
 		uint64_t lo, hi, base;
 
 		bfs_epoch_view_span(v, t, c, &lo, &hi, &base);
