@@ -1079,7 +1079,7 @@ def ds_cols(gen, work):
 def test_columns_one_after_another_decode_the_epoch_once(mounter, ds_cols, how):
     B = 32
     m = mounter(ds_cols.path, batch_size=B, seed=3, chunk_rows=100, cache_size="4M",
-                io_depth=3, readahead="1M", schema=ds_cols.schema_file)
+                io_depth=3, readahead="1M", schema=ds_cols.schema_file, epochs=1)
     exp, _ = expected_all(ds_cols, COLS_SCHEMA, B, seed=3)
     assert exp["a_big"].nbytes > 4 * 2**20, "the big column must not fit the cache"
     if how == "safetensors":
@@ -1091,7 +1091,8 @@ def test_columns_one_after_another_decode_the_epoch_once(mounter, ds_cols, how):
     dec, io = stat_counter(st, "records_decoded"), stat_counter(st, "io_bytes")
     src = sum(os.path.getsize(os.path.join(ds_cols.path, f)) for f in os.listdir(ds_cols.path))
     assert dec <= 1.1 * COLS_N, "%d records decoded for an epoch of %d" % (dec, COLS_N)
-    assert io <= 1.1 * src, "%d bytes fetched for a source of %d" % (io, src)
+    # one pass; a column's pass of its own would be 2x (4x before: 4 columns)
+    assert io <= 1.25 * src, "%d bytes fetched for a source of %d" % (io, src)
     # and again, now that the small columns are kept: the same bytes
     for name in sorted(exp):
         if name != "a_big":
