@@ -16,6 +16,7 @@
 #include "lifecycle.h"
 #include "objsrc.h"
 #include "snapshot.h"
+#include "stash.h"
 #include "stats.h"
 #include "vfs.h"
 #include "views.h"
@@ -68,6 +69,7 @@ struct bfs_fs {
 	struct bfs_snapshot_set *dyn;
 
 	struct bfs_views *views; /* of all/: geometry and chunk totals */
+	struct bfs_stash *stash; /* all/'s small tensors, so columns cost one pass */
 
 	struct bfs_errlog *errlog; /* errors.txt */
 	struct bfs_stats_reads reads; /* reads served, for stats.json */
@@ -123,6 +125,8 @@ static char *stats_text(struct bfs_fs *fs, size_t pad, size_t *len)
 
 	bfs_stats_put_dataset(&snap, fs->ds, bfs_batcher_nbatches(fs->b));
 	bfs_cache_stats(fs->cache, &st);
+	st.budget += fs->cfg.cache_size / 16; /* the stash's share (bfs_fs_new) */
+	st.bytes += bfs_stash_bytes(fs->stash);
 	bfs_stats_put_cache(&snap, &st);
 	bfs_errlog_counts(fs->errlog, &ec);
 	bfs_stats_put_errors(&snap, &ec);
@@ -902,7 +906,8 @@ static int view_rows_from_batches(struct bfs_fs *fs, uint64_t rank, uint64_t epo
 }
 
 /* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
- * hold them (decoded on demand, prefetched ahead). */
+ * hold them (decoded on demand, prefetched ahead), or from the stash of
+ * small tensors (stash.h), which every chunk in hand fills. */
 static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, uint64_t rank,
 			     uint64_t epoch, size_t t, uint64_t a, uint64_t b, uint8_t *dst)
 {
@@ -915,8 +920,15 @@ static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, 
 	while (a < b) {
 		uint64_t c = bfs_epoch_view_chunk(v, t, a), k;
 		struct bfs_cache_entry *e = NULL;
-		int rc = bfs_cache_get(&e, fs->cache, rank, epoch, c | BFS_CHUNK);
+		int rc;
 
+		k = bfs_stash_read(fs->stash, v, rank, epoch, t, c, a, b - a, dst);
+		if (k) {
+			a += k;
+			dst += k;
+			continue;
+		}
+		rc = bfs_cache_get(&e, fs->cache, rank, epoch, c | BFS_CHUNK);
 		if (rc == -EIO && rowb) {
 			/* a corrupt record failed the chunk: its other rows come
 			 * from their batches, so only its batch's rows fail */
@@ -932,6 +944,7 @@ static int view_tensor_bytes(struct bfs_fs *fs, const struct bfs_epoch_view *v, 
 		}
 		if (rc)
 			return rc;
+		bfs_stash_fill(fs->stash, v, rank, epoch, c, e->buf, e->geom);
 		k = bfs_epoch_view_copy(v, t, c, e->buf, e->geom, a, b - a, dst);
 		bfs_cache_put(fs->cache, e);
 		if (k == 0) {
@@ -1233,6 +1246,7 @@ void bfs_fs_free(struct bfs_fs *fs)
 	bfs_cudapath_free(fs->cuda);
 	bfs_cudapool_free(fs->cpool);
 	bfs_views_free(fs->views);
+	bfs_stash_free(fs->stash);
 	bfs_snapshot_set_free(fs->dyn);
 	bfs_vfs_free(fs->vfs);
 	bfs_geom_free(fs->geom_full);
@@ -1302,8 +1316,13 @@ int bfs_fs_new(struct bfs_fs **out, const struct bfs_fs_config *cfg)
 		if (rc)
 			goto fail;
 	}
-	rc = bfs_cache_new(&fs->cache, fs->rb, fs->nranks, cfg->cache_size, cfg->threads,
-			   cfg->prefetch, bfs_fs_report, fs);
+	/* a sixteenth of cache_size for all/'s small tensors, out of the cache's
+	 * budget: the daemon stays within cache_size (docs/contract.md) */
+	rc = bfs_stash_new(&fs->stash, cfg->cache_size / 16);
+	if (!rc)
+		rc = bfs_cache_new(&fs->cache, fs->rb, fs->nranks,
+				   cfg->cache_size - cfg->cache_size / 16, cfg->threads,
+				   cfg->prefetch, bfs_fs_report, fs);
 	if (rc)
 		goto fail;
 	bfs_cache_set_epochs(fs->cache, cfg->epochs);

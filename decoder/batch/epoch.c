@@ -164,6 +164,34 @@ uint64_t bfs_epoch_view_chunk(const struct bfs_epoch_view *v, size_t t, uint64_t
 	return c < v->nchunks ? c : v->nchunks - 1;
 }
 
+void bfs_epoch_view_span(const struct bfs_epoch_view *v, size_t t, uint64_t c, uint64_t *lo,
+			 uint64_t *hi, uint64_t *base)
+{
+	const struct view_tensor *x = &v->vt[t];
+
+	*base = 0;
+	switch (x->kind) {
+	case VK_ROWS:
+		*lo = c * v->chunk_rows * x->unit;
+		*hi = *lo + chunk_len(v, c) * x->unit;
+		break;
+	case VK_VALUES:
+		*lo = prefix(v, c, x->slot) * x->unit;
+		*hi = prefix(v, c + 1, x->slot) * x->unit;
+		break;
+	case VK_ROW_SPLITS:
+		*lo = c * v->chunk_rows * 8;
+		*hi = *lo + (chunk_len(v, c) + 1) * 8;
+		*base = prefix(v, c, x->shift);
+		break;
+	default:
+		*lo = prefix(v, c, x->slot) * 8;
+		*hi = (prefix(v, c + 1, x->slot) + 1) * 8;
+		*base = prefix(v, c, x->shift);
+		break;
+	}
+}
+
 uint64_t bfs_epoch_view_copy(const struct bfs_epoch_view *v, size_t t, uint64_t c,
 			     const uint8_t *cbuf, const struct bfs_geom *cg, uint64_t off,
 			     uint64_t n, uint8_t *dst)
@@ -171,30 +199,11 @@ uint64_t bfs_epoch_view_copy(const struct bfs_epoch_view *v, size_t t, uint64_t 
 	const struct view_tensor *x = &v->vt[t];
 	const uint8_t *src = cbuf + cg->g[t].offset;
 	uint64_t have = cg->g[t].nbytes; /* bytes of this tensor in the chunk */
-	uint64_t lo, hi, base = 0, end;
+	uint64_t lo, hi, base, end;
 
 	if (c >= v->nchunks)
 		return 0;
-	switch (x->kind) {
-	case VK_ROWS:
-		lo = c * v->chunk_rows * x->unit;
-		hi = lo + chunk_len(v, c) * x->unit;
-		break;
-	case VK_VALUES:
-		lo = prefix(v, c, x->slot) * x->unit;
-		hi = prefix(v, c + 1, x->slot) * x->unit;
-		break;
-	case VK_ROW_SPLITS:
-		lo = c * v->chunk_rows * 8;
-		hi = lo + (chunk_len(v, c) + 1) * 8;
-		base = prefix(v, c, x->shift);
-		break;
-	default:
-		lo = prefix(v, c, x->slot) * 8;
-		hi = (prefix(v, c + 1, x->slot) + 1) * 8;
-		base = prefix(v, c, x->shift);
-		break;
-	}
+	bfs_epoch_view_span(v, t, c, &lo, &hi, &base);
 	if (off < lo || off >= hi || hi - lo != have)
 		return 0; /* not this chunk's, or the chunk disagrees with the index */
 	end = off + n < hi ? off + n : hi;

@@ -43,6 +43,12 @@ uint64_t bfs_epoch_view_row_bytes(const struct bfs_epoch_view *v, size_t t);
 /* The chunk holding byte `off` (< geom->g[t].nbytes) of tensor t's data. */
 uint64_t bfs_epoch_view_chunk(const struct bfs_epoch_view *v, size_t t, uint64_t off);
 
+/* Bytes [*lo, *hi) of tensor t's data are chunk c's (< nchunks); *base:
+ * what its offsets are shifted by (0 but for split tensors). The spans of
+ * split tensors' neighbouring chunks share their boundary offset. */
+void bfs_epoch_view_span(const struct bfs_epoch_view *v, size_t t, uint64_t c, uint64_t *lo,
+			 uint64_t *hi, uint64_t *base);
+
 /* Copy what chunk c holds of bytes [off, off + n) of tensor t's data into
  * dst, from the chunk's buffer and geometry (bfs_batcher_build of unit
  * c | BFS_CHUNK). Returns the bytes written: at least 1 when off lies in

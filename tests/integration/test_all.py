@@ -1095,3 +1095,52 @@ def test_chunk_rows_option_is_checked(batchfs, ds_plain, tmp_path, index_dir):
     for i, bad in enumerate(["chunk_rows=0", "chunk_rows=abc", "chunk_rows=-3"]):
         expect_mount_failure(batchfs, ds_plain.path, tmp_path / ("mnt%d" % i),
                              bad + ",index_dir=" + index_dir, "chunk_rows")
+
+
+# ---------------------------------------------------------------- columns one after another
+
+# A big column and small ones, an epoch of 20 chunks of which the cache
+# holds a few: all.safetensors lays each column out for the whole epoch, so
+# read start to end it asks for every chunk once per column. The small
+# columns' bytes are kept from the big column's pass (fs/stash.h), so the
+# epoch's records are fetched and decoded once, not once per column.
+COLS_FEATURES = ["a_big:float:1000", "b_lbl:int64:1", "c_rv:int64:0..3"]
+COLS_SCHEMA = {"features": {
+    "a_big": {"kind": "float", "shape": [1000]},
+    "b_lbl": {"kind": "int64", "shape": []},
+    "c_rv": {"kind": "int64", "shape": [-1], "ragged": True},
+}}
+COLS_N = 2000
+
+
+@pytest.fixture(scope="module")
+def ds_cols(gen, work):
+    ds = make_dataset(gen, work / "all-cols", COLS_N, COLS_FEATURES, shards=2, seed=5)
+    p = work / "cols-schema.json"
+    p.write_text(json.dumps(COLS_SCHEMA))
+    ds.schema_file = str(p)
+    return ds
+
+
+@pytest.mark.parametrize("how", ["safetensors", "npy"])
+def test_columns_one_after_another_decode_the_epoch_once(mounter, ds_cols, how):
+    B = 32
+    m = mounter(ds_cols.path, batch_size=B, seed=3, chunk_rows=100, cache_size="4M",
+                io_depth=3, readahead="1M", schema=ds_cols.schema_file, epochs=1)
+    exp, _ = expected_all(ds_cols, COLS_SCHEMA, B, seed=3)
+    assert exp["a_big"].nbytes > 4 * 2**20, "the big column must not fit the cache"
+    if how == "safetensors":
+        assert m.read("epoch-0000", "all.safetensors") == oracle.safetensors_bytes(exp)
+    else:
+        for name in sorted(exp):  # the big column first, as a reader going through all/
+            assert m.read("epoch-0000", "all", name + ".npy") == oracle.npy_bytes(exp[name]), name
+    st = stats(m)
+    dec, io = stat_counter(st, "records_decoded"), stat_counter(st, "io_bytes")
+    src = sum(os.path.getsize(os.path.join(ds_cols.path, f)) for f in os.listdir(ds_cols.path))
+    assert dec <= 1.1 * COLS_N, "%d records decoded for an epoch of %d" % (dec, COLS_N)
+    # one pass; a column's pass of its own would be 2x (4x before: 4 columns)
+    assert io <= 1.25 * src, "%d bytes fetched for a source of %d" % (io, src)
+    # and again, now that the small columns are kept: the same bytes
+    for name in sorted(exp):
+        if name != "a_big":
+            assert m.read("epoch-0000", "all", name + ".npy") == oracle.npy_bytes(exp[name]), name
