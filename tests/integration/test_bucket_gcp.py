@@ -42,7 +42,9 @@ from gcpenv import (SA_EMAIL, VM_EMAIL, Endpoints, google_env, new_key, register
                     sa_info, write_json)
 
 BUCKET = "bfs-gcs"
-FEATURES = ["x:float:4", "tokens:int64:0..12", "img:bytes:1,len=40"]
+# 300 records of ~16 KB: 5 MB, more than the smallest readahead (1M), so
+# that a mount with readahead=1M fetches all through an epoch, not at once
+FEATURES = ["x:float:4", "tokens:int64:0..12", "img:bytes:1,len=16000"]
 B = 16
 LIFETIME = 3  # seconds a token lasts
 
@@ -185,7 +187,9 @@ def test_a_metadata_server_token_reads_an_epoch_while_tokens_expire(gcs, gmount,
     accepts (no 401, so none was sent expired), no SigV4."""
     opts = dict(batch_size=B, shuffle="global", prefetch=0)
     want = local_batches(**opts)
-    m = gmount("gs://%s/train/" % BUCKET, gcs_env(gcs), **opts)
+    # readahead and the cache held small: the stage cannot fetch the whole
+    # dataset in the first second, so requests go out all through the 8 s
+    m = gmount("gs://%s/train/" % BUCKET, gcs_env(gcs), readahead="1M", cache_size="1M", **opts)
     got = {}
     t0 = time.monotonic()
     for i, p in enumerate(sorted(want)):

@@ -43,7 +43,10 @@ def rss_anon(pid):
 
 
 def test_anonymous_memory_stays_within_cache_size(mounter, ds_small):
-    m = mounter(ds_small, batch_size=256, cache_size="256M", epochs=1)
+    # the readers go to epochs 0, 100, 200 and 300 and on: listed, so that
+    # the prefetch builds ahead of them as far as the cache allows (it
+    # builds no epoch the mount does not list)
+    m = mounter(ds_small, batch_size=256, cache_size="256M", epochs=400)
     schema = m.json("schema.json")
     nb = schema["batches_per_epoch"]
     stop = time.monotonic() + SECONDS
