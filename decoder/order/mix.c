@@ -218,7 +218,9 @@ void bfs_mix_records(const struct bfs_mix *m, uint64_t epoch, const uint64_t *po
 {
 	uint8_t src[BLOCK];
 	uint64_t draw[BLOCK], r[BLOCK], y[BLOCK];
-	uint16_t idx[BLOCK];
+	/* zeroed once: every src[i] is below nsrc, so the counting sort
+	 * writes idx[0..b) whole, which the analyzer cannot see */
+	uint16_t idx[BLOCK] = { 0 };
 	size_t start[BFS_MIX_MAX_SOURCES + 1];
 
 	for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
