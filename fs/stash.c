@@ -78,12 +78,18 @@ static struct stash_entry *find(struct bfs_stash *s, uint64_t rank, uint64_t epo
 static uint64_t choose(const struct bfs_stash *s, const struct bfs_epoch_view *v, bool *pick)
 {
 	const struct bfs_geom *g = v->geom;
-	uint64_t sum = 0;
+	uint64_t sum = 0, total = 0;
 	size_t n = 0;
 
+	for (size_t t = 0; t < g->ntensors; t++)
+		total += g->g[t].nbytes;
 	for (size_t t = 0; t < g->ntensors; t++) {
 		uint64_t nb = g->g[t].nbytes;
-		pick[t] = nb > 0 && nb <= s->budget / 4 && sum + nb <= s->budget;
+		/* small: a quarter of the budget, or, up to the whole budget, an
+		 * eighth of the epoch's bytes (a label beside a big column of a
+		 * large epoch: 'small' at 6.4M records is y 51 MB beside x 819 MB) */
+		bool small = nb <= s->budget / 4 || (nb <= s->budget && nb <= total / 8);
+		pick[t] = nb > 0 && small && sum + nb <= s->budget;
 		if (pick[t]) {
 			sum += nb;
 			n++;

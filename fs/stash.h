@@ -13,7 +13,8 @@
  * here, chunk by chunk, once the chunk's part is held.
  *
  * A tensor is small when its epoch bytes are at most a quarter of the
- * budget; the stash holds a few (rank, epoch) entries, within `budget`
+ * budget, or at most the budget and an eighth of the epoch's bytes; the
+ * stash holds a few (rank, epoch) entries, within `budget`
  * bytes in all, the least recently used one out first. An epoch whose
  * tensors are all small is not stashed (its chunks fit the cache).
  *
