@@ -3,6 +3,7 @@
  * reading of the two profile files. See s3.h. */
 #include "s3.h"
 
+#include "cred.h"
 #include "s3_impl.h"
 #include "s3sign.h"
 
@@ -857,38 +858,10 @@ unsigned bfs_s3_backoff_ms(const struct bfs_s3_config *cfg, unsigned retry, uint
 
 /* ---- messages ---- */
 
-static void redact(char *msg, size_t cap, const char *secret)
-{
-	static const char mark[] = "[redacted]";
-	size_t slen, mlen = sizeof(mark) - 1;
-	char *from = msg, *at;
-
-	if (!secret || (slen = strlen(secret)) < 4)
-		return;
-	while ((at = strstr(from, secret))) {
-		size_t pos = (size_t)(at - msg), tail = strlen(at + slen);
-
-		if (pos + mlen + 1 > cap) { /* no room for the mark: cut the line there */
-			*at = '\0';
-			return;
-		}
-		if (pos + mlen + tail + 1 > cap)
-			tail = cap - pos - mlen - 1;
-		memmove(at + mlen, at + slen, tail);
-		at[mlen + tail] = '\0';
-		memcpy(at, mark, mlen);
-		from = at + mlen;
-	}
-}
-
 void bfs_s3_msg_clean(char *msg, size_t cap, const struct bfs_s3_config *cfg)
 {
-	if (!msg || cap < 16)
-		return;
-	msg[cap - 1] = '\0';
-	for (char *p = msg; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = ' ';
-	redact(msg, cap, cfg->secret);
-	redact(msg, cap, cfg->session_token);
+	const char *secrets[] = { cfg->secret, cfg->session_token };
+
+	if (msg && cap >= 16)
+		bfs_cred_scrub(msg, cap, secrets, 2);
 }
