@@ -296,17 +296,6 @@ static void register_atfork(void)
 	(void)pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 
-static uint64_t rng_next(struct bfs_cred_keeper *k)
-{
-	uint64_t x = k->rng;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	k->rng = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
 static int64_t expires_ms(const struct bfs_cred *c)
 {
 	return (int64_t)c->expires * 1000;
@@ -383,7 +372,7 @@ static void fetch_once(struct bfs_cred_keeper *k)
 		snprintf(k->last_why, sizeof(k->last_why), "%s", why);
 		k->fail_streak++;
 		k->last_fail_ms = now;
-		k->next_try_ms = now + bfs_cred_retry_ms(k->fail_streak, rng_next(k));
+		k->next_try_ms = now + bfs_cred_retry_ms(k->fail_streak, bfs_rand_next(&k->rng));
 		k->st.failures++;
 		k->unreported = true;
 	}
@@ -444,9 +433,7 @@ int bfs_cred_keeper_new(struct bfs_cred_keeper **out, const struct bfs_cred_prov
 	k->p.name = k->name;
 	pthread_mutex_init(&k->m, NULL);
 	pthread_cond_init(&k->cv, NULL);
-	k->rng = (uint64_t)bfs_cred_now_ms() ^ (uint64_t)(uintptr_t)k;
-	if (!k->rng)
-		k->rng = 0x9e3779b97f4a7c15ULL;
+	k->rng = bfs_rand_seed((uint64_t)bfs_cred_now_ms() ^ (uint64_t)(uintptr_t)k);
 	if (first) {
 		k->cur = bfs_cred_ref(first);
 	} else {

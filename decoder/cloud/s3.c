@@ -126,17 +126,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t rng_next(struct bfs_s3 *c)
-{
-	uint64_t x = c->rng;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	c->rng = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
-
 /* ---- lists ---- */
 
 static void xl_push(struct xlist *l, struct xfer *x)
@@ -561,7 +550,8 @@ static void cred_wait(struct bfs_s3 *c, struct xfer *x, const char *why)
 	if (x->attempt++ == 0)
 		x->first_ns = now;
 	snprintf(x->last, sizeof(x->last), "%s", why);
-	wait_ns = (uint64_t)bfs_s3_backoff_ms(&c->cfg, x->attempt, rng_next(c)) * 1000000u;
+	wait_ns =
+		(uint64_t)bfs_s3_backoff_ms(&c->cfg, x->attempt, bfs_rand_next(&c->rng)) * 1000000u;
 	if (x->attempt >= c->cfg.tries ||
 	    now + wait_ns - x->first_ns > (uint64_t)c->cfg.retry_ms * 1000000u) {
 		char msg[MSG_MAX + 64];
@@ -760,7 +750,7 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 	/* V_RETRY: while tries and time are left */
 	snprintf(x->last, sizeof(x->last), "%s", why);
 	now = now_ns();
-	wait_ms = bfs_s3_backoff_ms(&c->cfg, x->attempt, rng_next(c));
+	wait_ms = bfs_s3_backoff_ms(&c->cfg, x->attempt, bfs_rand_next(&c->rng));
 	if (x->r.retry_after_s && x->r.retry_after_s * 1000u > wait_ms)
 		wait_ms = x->r.retry_after_s * 1000u;
 	wait_ns = (uint64_t)wait_ms * 1000000u;
@@ -972,9 +962,7 @@ int bfs_s3_new(struct bfs_s3 **out, const struct bfs_s3_config *cfg, unsigned ma
 		}
 	}
 	c->max_conns = max_conns;
-	c->rng = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c ^ now_ns();
-	if (!c->rng)
-		c->rng = 0x9e3779b97f4a7c15ULL;
+	c->rng = bfs_rand_seed((uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c ^ now_ns());
 	c->idle = calloc(max_conns, sizeof(*c->idle));
 	c->multi = curl_multi_init();
 	if (!c->idle || !c->multi) {

@@ -102,6 +102,25 @@ int bfs_write_file_atomic(const char *path, const struct iovec *iov, size_t n);
 /* mkdir -p DIR (0755). 0 or -errno. */
 int bfs_cache_dir_make(const char *dir);
 
+/* A xorshift64* generator for retry jitter (not for anything that must
+ * be unpredictable): bfs_rand_seed makes any seed a usable state (never
+ * 0), bfs_rand_next steps the state and gives the next number. */
+static inline uint64_t bfs_rand_seed(uint64_t seed)
+{
+	return seed ? seed : 0x9e3779b97f4a7c15ULL;
+}
+
+static inline uint64_t bfs_rand_next(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*state = x;
+	return x * 0x2545F4914F6CDD1DULL;
+}
+
 /* A little-endian uint64 at p (any alignment). */
 static inline uint64_t bfs_get_le64(const uint8_t *p)
 {
