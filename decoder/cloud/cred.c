@@ -140,13 +140,7 @@ int64_t bfs_cred_guard_ms(int64_t life_ms)
 
 unsigned bfs_cred_retry_ms(unsigned retry, uint64_t rnd)
 {
-	uint64_t cap = RETRY_FIRST_MS;
-
-	for (unsigned i = 1; i < retry && cap < RETRY_MAX_MS; i++)
-		cap *= 2;
-	if (cap > RETRY_MAX_MS)
-		cap = RETRY_MAX_MS;
-	return (unsigned)(cap - cap / 2 + rnd % (cap / 2 + 1));
+	return bfs_backoff_ms(RETRY_FIRST_MS, RETRY_MAX_MS, retry, rnd);
 }
 
 /* ---- helpers ---- */

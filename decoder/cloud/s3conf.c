@@ -847,13 +847,7 @@ out:
 
 unsigned bfs_s3_backoff_ms(const struct bfs_s3_config *cfg, unsigned retry, uint64_t rnd)
 {
-	uint64_t cap = cfg->backoff_ms ? cfg->backoff_ms : 1;
-
-	for (unsigned i = 1; i < retry && cap < cfg->backoff_max_ms; i++)
-		cap *= 2;
-	if (cfg->backoff_max_ms && cap > cfg->backoff_max_ms)
-		cap = cfg->backoff_max_ms;
-	return (unsigned)(cap - cap / 2 + rnd % (cap / 2 + 1));
+	return bfs_backoff_ms(cfg->backoff_ms, cfg->backoff_max_ms, retry, rnd);
 }
 
 /* ---- messages ---- */

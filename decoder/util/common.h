@@ -121,6 +121,20 @@ static inline uint64_t bfs_rand_next(uint64_t *state)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* The wait before retry `retry` (1 for the first): first ms (0: 1),
+ * doubling up to max ms (0: no doubling), drawn from its upper half with
+ * rnd (bfs_rand_next), so that clients that failed together spread out. */
+static inline unsigned bfs_backoff_ms(uint64_t first, uint64_t max, unsigned retry, uint64_t rnd)
+{
+	uint64_t cap = first ? first : 1;
+
+	for (unsigned i = 1; i < retry && cap < max; i++)
+		cap *= 2;
+	if (max && cap > max)
+		cap = max;
+	return (unsigned)(cap - cap / 2 + rnd % (cap / 2 + 1));
+}
+
 /* A little-endian uint64 at p (any alignment). */
 static inline uint64_t bfs_get_le64(const uint8_t *p)
 {
