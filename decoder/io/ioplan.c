@@ -95,6 +95,7 @@ struct stream {
 	 * would take each other's groups in turn, each fetched again) */
 	bool parked;
 	bool holding; /* a thread is asking for its groups (the lock dropped) */
+	uint64_t nbuilds; /* builds noted: the first few race each other */
 };
 
 struct bfs_ioplan {
@@ -413,22 +414,25 @@ static void kick(struct bfs_ioplan *p)
 static bool hold_groups(struct bfs_ioplan *p, struct stream *s);
 static void release_groups(struct bfs_ioplan *p, struct stream *s);
 
-/* A build of (rank, epoch, unit) starts: its stream moves there. Lock held. */
-static void note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
+/* A build of (rank, epoch, unit) starts: its stream moves there. Lock held.
+ * Returns the stream, or NULL when the build is outside every stream (past
+ * the mount's epochs, or the prefetch running into the next one). */
+static struct stream *note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
 {
 	bool chunk = (unit & BFS_CHUNK) != 0;
 	uint64_t u = unit & ~BFS_CHUNK, nu, lin;
 	struct stream *s;
 
 	if (rank >= p->nranks)
-		return;
+		return NULL;
 	nu = nunits_of(p->b[rank], chunk);
 	if (!nu || u >= nu || epoch > UINT64_MAX / nu - 1 || (p->epochs && epoch >= p->epochs))
-		return;
+		return NULL;
 	lin = epoch * nu + u;
 	s = stream_for(p, rank, chunk, lin);
 	s->last_ns = now_ns();
 	s->parked = false;
+	s->nbuilds++;
 	if (lin / nu > s->pos / nu && !s->crossed) {
 		/* into a later epoch: only the decoded-batch prefetch running
 		 * past the end, until a build further in shows the reader there;
@@ -438,7 +442,7 @@ static void note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint
 		 * them twice) */
 		if (lin % nu < p->lookahead && lin % nu + 1 < nu && !(p->block && p->epochs)) {
 			kick(p);
-			return;
+			return NULL;
 		}
 		s->crossed = true;
 	}
@@ -456,6 +460,7 @@ static void note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint
 	if (s->next <= lin) /* built before (or as) it was planned */
 		s->next = lin + 1;
 	kick(p);
+	return s;
 }
 
 /* Block shuffle: when every record of (rank, epoch, unit) lies in groups
@@ -499,19 +504,84 @@ static bool hold_held(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint6
 	return true;
 }
 
+/* Block shuffle, a stream's first builds: they start together (the
+ * reader's batch and the prefetch's), and the one noted first sets where
+ * the stream starts. A build noted after it, behind it, whose group no one
+ * holds would read its records one by one (the first batches' records,
+ * fetched in pieces): the stream holds that group too, as the group kept
+ * behind its reader. Lock held; dropped while the group's ticket is made.
+ * True when the group is held. */
+static bool hold_behind(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t unit)
+{
+	const struct bfs_batcher *b;
+	uint64_t r0, n, g, p0 = 0, p1 = 0, gen;
+	struct bfs_fetch_ticket *t = NULL;
+	struct bfs_perm perm;
+	struct group *gr;
+	int rc;
+
+	if (!s || s->by_unit || s->nbuilds > p->lookahead + 1 ||
+	    epoch * s->nunits + (unit & ~BFS_CHUNK) >= s->pos)
+		return false;
+	b = p->b[s->rank];
+	if (bfs_batcher_unit_rows(b, unit, &r0, &n) != 0 || n == 0 ||
+	    bfs_batcher_perm(b, epoch, &perm) != 0)
+		return false;
+	g = perm.bo ? bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0)) : UINT64_MAX;
+	bfs_perm_release(&perm);
+	if (g == UINT64_MAX)
+		return false;
+	gen = s->gen;
+	while (s->holding && s->used && s->gen == gen)
+		pthread_cond_wait(&p->held, &p->lock);
+	if (!s->used || s->gen != gen || s->nheld >= MAX_GROUPS)
+		return false;
+	for (gr = p->groups; gr; gr = gr->next)
+		if (gr->epoch == epoch && gr->g == g)
+			return false; /* held: hold_held did not find the unit's rows there */
+	s->holding = true;
+	pthread_mutex_unlock(&p->lock);
+	rc = group_ticket(p, epoch, g, BFS_FETCH_NOW, true, &t, &p0, &p1);
+	pthread_mutex_lock(&p->lock);
+	if (s->used && s->gen == gen)
+		s->holding = false;
+	pthread_cond_broadcast(&p->held);
+	for (gr = p->groups; gr; gr = gr->next)
+		if (gr->epoch == epoch && gr->g == g)
+			break;
+	if (rc || gr || !s->used || s->gen != gen || s->nheld >= MAX_GROUPS ||
+	    !(gr = calloc(1, sizeof(*gr)))) {
+		bfs_fetch_release(p->f, t);
+		return false;
+	}
+	gr->epoch = epoch;
+	gr->g = g;
+	gr->p0 = p0;
+	gr->p1 = p1;
+	gr->t = t;
+	gr->holders = 1;
+	gr->next = p->groups;
+	p->groups = gr;
+	s->held[s->nheld++] = gr;
+	p->st.groups++;
+	return true;
+}
+
 struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
 					 uint64_t unit, const uint64_t *recs, size_t n)
 {
 	struct bfs_ioplan_hold *h = calloc(1, sizeof(*h));
 	struct bfs_fetch_ticket *t = NULL;
+	struct stream *s;
 	struct bfs_fetch_range *r;
 	size_t m;
 
 	if (!h)
 		return NULL;
 	pthread_mutex_lock(&p->lock);
-	note_build(p, rank, epoch, unit);
-	if (p->block && hold_held(p, rank, epoch, unit, h)) {
+	s = note_build(p, rank, epoch, unit);
+	if (p->block && (hold_held(p, rank, epoch, unit, h) ||
+			 (hold_behind(p, s, epoch, unit) && hold_held(p, rank, epoch, unit, h)))) {
 		p->st.claimed++;
 		pthread_mutex_unlock(&p->lock);
 		return h;
