@@ -1,5 +1,5 @@
 /*
- * check_cntcache.c — unit tests of decoder/cntcache.c, the ragged counts
+ * check_cntcache.c — unit tests of decoder/batch/cntcache.c, the ragged counts
  * cached in index_dir: a batcher reads them back without decoding (the
  * geometry stays when the records no longer decode), rewrites a stale or
  * corrupt entry with one note, and carries on with one note when the cache

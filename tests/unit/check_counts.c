@@ -1,5 +1,5 @@
 /*
- * check_counts.c — unit tests of decoder/counts.c, the ragged counts file
+ * check_counts.c — unit tests of decoder/batch/counts.c, the ragged counts file
  * (docs/formats.md): saved and loaded back, stale when any part of its key
  * differs, never loaded with a flipped byte, truncated or grown; another
  * format version refused; the file byte for byte the image a pack entry
