@@ -26,6 +26,7 @@
 #define BFS_CACHE_H
 
 #include "batch.h"
+#include "fs.h"
 #include "ioplan.h"
 
 struct bfs_cache;
@@ -73,13 +74,7 @@ typedef void (*bfs_cache_error_fn)(void *ctx, const char *msg, unsigned flags);
  * per part and are better reused from the heap than faulted in each time. */
 #define BFS_CACHE_MAP_MIN ((size_t)512 << 10)
 
-/* Set glibc's malloc up so that the daemon's memory follows the cache's
- * budget (anonymous RSS within cache_size plus some tens of MiB): buffers
- * of BFS_CACHE_MAP_MIN bytes or more are mapped (M_MMAP_THRESHOLD), and
- * the heap's free top is returned past 16 MiB; the cache trims the rest
- * of the heap as it frees smaller buffers (cache.c, trim_due). Call once
- * at daemon start, before any thread. */
-void bfs_cache_malloc_setup(void);
+/* bfs_cache_malloc_setup: declared in fs.h (the mount calls it). */
 
 /* b[nranks]: the batcher of each rank (one, rank 0, without rank folders;
  * borrowed). prefetch: batches decoded ahead of a reader; threads: prefetch

@@ -23,6 +23,8 @@
 #ifndef BFS_LIFECYCLE_H
 #define BFS_LIFECYCLE_H
 
+#include "fs.h"
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -96,11 +98,7 @@ int bfs_lifecycle_new(struct bfs_lifecycle **out, const struct bfs_lifecycle_ops
 /* The loop returned: stop waking it, end the threads. Accepts NULL. */
 void bfs_lifecycle_free(struct bfs_lifecycle *lc);
 
-/* Watch fd (a pipe or socket whose other end the process that started us
- * holds) from a thread: its end of file, or a hangup, sends this process
- * SIGTERM, which unmounts cleanly once the mount runs and ends the process
- * before. Returns 0, or a positive errno. */
-int bfs_lifecycle_watch(int fd);
+/* bfs_lifecycle_watch (a starter's pipe): declared in fs.h. */
 
 /* The mount point's lock (mount/checks.h takes it, LOCK_EX, on a
  * descriptor of the folder before anything is mounted). Its mode tells a

@@ -1,11 +1,16 @@
 /*
- * options.c — `-o` option parsing for the mount (see options.h).
+ * options.c — `-o` option parsing for the mount (see options.h): libfuse's
+ * fuse_opt over the table's names (options_table.c), the options libfuse
+ * takes itself, the hint for an unknown one, the checks between options,
+ * and the effective options described back.
  */
 #define FUSE_USE_VERSION 312
 
 #include "options.h"
+#include "options_impl.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <fuse_opt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -13,163 +18,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-
-enum {
-	K_BATCH_SIZE,
-	K_SEED,
-	K_SHUFFLE,
-	K_BLOCK_SIZE,
-	K_WINDOW,
-	K_EPOCHS,
-	K_DROP,
-	K_SCHEMA,
-	K_FEATURES,
-	K_RANK,
-	K_WORLD,
-	K_VERIFY,
-	K_ON_CORRUPT,
-	K_CACHE_SIZE,
-	K_PREFETCH,
-	K_CHUNK_ROWS,
-	K_THREADS,
-	K_INDEX_DIR,
-	K_SHADOW,
-	K_SHADOW_SIZE,
-	K_COMPRESSION,
-	K_FOLLOW,
-	K_SPLIT,
-	K_IMAGE,
-	K_IMAGE_MAX_PIXELS,
-	K_IO_DEPTH,
-	K_READAHEAD,
-	K_DISK_CACHE,
-	K_DISK_CACHE_SIZE,
-	K_ENDPOINT,
-	K_REGION,
-	K_NO_SIGN,
-	K_CUDA,
-	K_CUDA_DEV,
-	K_CUDA_POOL,
-	K_WATCH_FD,
-	K_FG,
-	K_DEBUG,
-	K_HELP,
-	K_VERSION,
-};
-
-static const struct fuse_opt templates[] = {
-	FUSE_OPT_KEY("batch_size=", K_BATCH_SIZE),
-	FUSE_OPT_KEY("seed=", K_SEED),
-	FUSE_OPT_KEY("shuffle=", K_SHUFFLE),
-	FUSE_OPT_KEY("block_size=", K_BLOCK_SIZE),
-	FUSE_OPT_KEY("window=", K_WINDOW),
-	FUSE_OPT_KEY("epochs=", K_EPOCHS),
-	FUSE_OPT_KEY("drop_remainder", K_DROP),
-	FUSE_OPT_KEY("schema=", K_SCHEMA),
-	FUSE_OPT_KEY("features=", K_FEATURES),
-	FUSE_OPT_KEY("rank=", K_RANK),
-	FUSE_OPT_KEY("world=", K_WORLD),
-	FUSE_OPT_KEY("verify=", K_VERIFY),
-	FUSE_OPT_KEY("on_corrupt=", K_ON_CORRUPT),
-	FUSE_OPT_KEY("cache_size=", K_CACHE_SIZE),
-	FUSE_OPT_KEY("prefetch=", K_PREFETCH),
-	FUSE_OPT_KEY("chunk_rows=", K_CHUNK_ROWS),
-	FUSE_OPT_KEY("threads=", K_THREADS),
-	FUSE_OPT_KEY("index_dir=", K_INDEX_DIR),
-	FUSE_OPT_KEY("shadow=", K_SHADOW),
-	FUSE_OPT_KEY("shadow_size=", K_SHADOW_SIZE),
-	FUSE_OPT_KEY("compression=", K_COMPRESSION),
-	FUSE_OPT_KEY("follow_symlinks", K_FOLLOW),
-	FUSE_OPT_KEY("split=", K_SPLIT),
-	FUSE_OPT_KEY("image=", K_IMAGE),
-	FUSE_OPT_KEY("image_max_pixels=", K_IMAGE_MAX_PIXELS),
-	FUSE_OPT_KEY("io_depth=", K_IO_DEPTH),
-	FUSE_OPT_KEY("readahead=", K_READAHEAD),
-	FUSE_OPT_KEY("disk_cache=", K_DISK_CACHE),
-	FUSE_OPT_KEY("disk_cache_size=", K_DISK_CACHE_SIZE),
-	FUSE_OPT_KEY("endpoint=", K_ENDPOINT),
-	FUSE_OPT_KEY("region=", K_REGION),
-	FUSE_OPT_KEY("no_sign_request", K_NO_SIGN),
-	FUSE_OPT_KEY("cuda", K_CUDA),
-	FUSE_OPT_KEY("cuda=", K_CUDA_DEV),
-	FUSE_OPT_KEY("cuda_pool=", K_CUDA_POOL),
-	FUSE_OPT_KEY("watch_fd=", K_WATCH_FD),
-	FUSE_OPT_KEY("-f", K_FG),
-	FUSE_OPT_KEY("-d", K_DEBUG),
-	FUSE_OPT_KEY("debug", K_DEBUG),
-	FUSE_OPT_KEY("-h", K_HELP),
-	FUSE_OPT_KEY("--help", K_HELP),
-	FUSE_OPT_KEY("-V", K_VERSION),
-	FUSE_OPT_KEY("--version", K_VERSION),
-	FUSE_OPT_END,
-};
-
-struct parse_ctx {
-	struct bfs_options *o;
-	int nonopt;
-	bool failed;
-	bool in_features; /* the last option was features=: libfuse split its commas */
-	bool rank_set, world_set;
-	const char *block_opt; /* the last block_size= or window= given */
-	char block_arg[64];
-};
-
-/* Flags of mount(8) and libfuse that can follow features=a,b in one -o. */
-static bool is_mount_flag(const char *arg)
-{
-	static const char *const flags[] = {
-		"ro",
-		"rw",
-		"dev",
-		"nodev",
-		"suid",
-		"nosuid",
-		"exec",
-		"noexec",
-		"async",
-		"sync",
-		"atime",
-		"noatime",
-		"diratime",
-		"nodiratime",
-		"relatime",
-		"norelatime",
-		"strictatime",
-		"nostrictatime",
-		"lazytime",
-		"nolazytime",
-		"dirsync",
-		"auto",
-		"noauto",
-		"user",
-		"nouser",
-		"users",
-		"_netdev",
-		"nofail",
-		"defaults",
-		"allow_other",
-		"allow_root",
-		"auto_unmount",
-		"default_permissions",
-		"kernel_cache",
-		"auto_cache",
-		"noforget",
-		"direct_io",
-		"hard_remove",
-		"use_ino",
-		"readdir_ino",
-		"big_writes",
-		"nonempty",
-		"blkdev",
-		"clone_fd",
-		"writeback_cache",
-		"no_remote_lock",
-	};
-	for (size_t i = 0; i < BFS_ARRAY_SIZE(flags); i++)
-		if (strcmp(arg, flags[i]) == 0)
-			return true;
-	return arg[0] == '-' || strchr(arg, '=') != NULL;
-}
 
 int bfs_parse_u64(uint64_t *out, const char *s)
 {
@@ -228,11 +76,96 @@ int bfs_parse_size(uint64_t *out, const char *s)
 	return 0;
 }
 
-static int bad(struct parse_ctx *c, const char *arg, const char *why)
+static bool valued(const struct bfs_option *t)
 {
-	fprintf(stderr, "batchfs: option '%s': %s\n", arg, why);
-	c->failed = true;
-	return -1;
+	return t->kind == BFS_OPT_VALUE || t->kind == BFS_OPT_FLAG_VALUE;
+}
+
+static bool flag(const struct bfs_option *t)
+{
+	return t->kind != BFS_OPT_VALUE;
+}
+
+/* fuse_opt's templates of the table: "name=" for a value, "name" for a
+ * flag, the alias as a flag; the key says the entry (key / 2). */
+static struct fuse_opt templates[2 * MAX_OPTIONS + 1];
+
+static const struct fuse_opt *make_templates(const struct bfs_options_parser *c)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->ntab; i++) {
+		const struct bfs_option *t = &c->tab[i];
+		static char names[MAX_OPTIONS][32];
+
+		if (valued(t)) {
+			snprintf(names[i], sizeof(names[i]), "%s=", t->name);
+			templates[n++] = (struct fuse_opt)FUSE_OPT_KEY(names[i], (int)(2 * i));
+		}
+		if (flag(t))
+			templates[n++] = (struct fuse_opt)FUSE_OPT_KEY(t->name, (int)(2 * i));
+		if (t->alias)
+			templates[n++] = (struct fuse_opt)FUSE_OPT_KEY(t->alias, (int)(2 * i + 1));
+	}
+	templates[n] = (struct fuse_opt)FUSE_OPT_END;
+	return templates;
+}
+
+/* Flags of mount(8) and libfuse that can follow features=a,b in one -o. */
+static bool is_mount_flag(const char *arg)
+{
+	static const char *const flags[] = {
+		"ro",
+		"rw",
+		"dev",
+		"nodev",
+		"suid",
+		"nosuid",
+		"exec",
+		"noexec",
+		"async",
+		"sync",
+		"atime",
+		"noatime",
+		"diratime",
+		"nodiratime",
+		"relatime",
+		"norelatime",
+		"strictatime",
+		"nostrictatime",
+		"lazytime",
+		"nolazytime",
+		"dirsync",
+		"auto",
+		"noauto",
+		"user",
+		"nouser",
+		"users",
+		"_netdev",
+		"nofail",
+		"defaults",
+		"allow_other",
+		"allow_root",
+		"auto_unmount",
+		"default_permissions",
+		"kernel_cache",
+		"auto_cache",
+		"noforget",
+		"direct_io",
+		"hard_remove",
+		"use_ino",
+		"readdir_ino",
+		"big_writes",
+		"nonempty",
+		"blkdev",
+		"clone_fd",
+		"writeback_cache",
+		"no_remote_lock",
+	};
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(flags); i++)
+		if (strcmp(arg, flags[i]) == 0)
+			return true;
+	return arg[0] == '-' || strchr(arg, '=') != NULL;
 }
 
 /* The options libfuse 3 itself takes (fuse_session_new: lib/fuse_lowlevel.c's
@@ -305,35 +238,34 @@ static void closer(const char *name, size_t nlen, const char *key, size_t len, c
 	}
 }
 
+static bool named(const char *name, const char *arg, size_t len)
+{
+	return name && strlen(name) == len && strncmp(name, arg, len) == 0;
+}
+
 /* An option that neither batchfs nor libfuse takes: one line naming it,
- * with the nearest known option when one is near. */
-static int unknown(struct parse_ctx *c, const char *arg)
+ * with the nearest known option (of the table, then libfuse's) when one
+ * is near. */
+static int unknown(struct bfs_options_parser *c, const char *arg)
 {
 	const char *eq = strchr(arg, '='), *best = NULL;
 	size_t len = eq ? (size_t)(eq - arg) : strlen(arg), best_len = 0, best_d = SIZE_MAX;
 	bool valued_known = false, flag_known = false;
 
-	for (size_t i = 0; templates[i].templ; i++) {
-		const char *t = templates[i].templ;
-		size_t n = strlen(t);
-		bool valued = n > 0 && t[n - 1] == '=';
+	for (size_t i = 0; i < c->ntab; i++) {
+		const struct bfs_option *t = &c->tab[i];
 
-		if (valued)
-			n--;
-		if (n == len && strncmp(t, arg, len) == 0) {
-			valued_known |= valued;
-			flag_known |= !valued;
-		}
-		if (t[0] != '-')
-			closer(t, n, arg, len, &best, &best_len, &best_d);
+		valued_known |= valued(t) && named(t->name, arg, len);
+		flag_known |= (flag(t) && named(t->name, arg, len)) || named(t->alias, arg, len);
+		if (t->name[0] != '-')
+			closer(t->name, strlen(t->name), arg, len, &best, &best_len, &best_d);
 	}
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(fuse_valued); i++) {
-		valued_known |=
-			strlen(fuse_valued[i]) == len && strncmp(fuse_valued[i], arg, len) == 0;
+		valued_known |= named(fuse_valued[i], arg, len);
 		closer(fuse_valued[i], strlen(fuse_valued[i]), arg, len, &best, &best_len, &best_d);
 	}
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(fuse_flags); i++) {
-		flag_known |= strlen(fuse_flags[i]) == len && strncmp(fuse_flags[i], arg, len) == 0;
+		flag_known |= named(fuse_flags[i], arg, len);
 		if (fuse_flags[i][0] != '-')
 			closer(fuse_flags[i], strlen(fuse_flags[i]), arg, len, &best, &best_len,
 			       &best_d);
@@ -357,7 +289,7 @@ static int unknown(struct parse_ctx *c, const char *arg)
 }
 
 /* A FUSE option: pass it to libfuse if libfuse takes it. */
-static int fuse_option(struct parse_ctx *c, const char *arg)
+static int fuse_option(struct bfs_options_parser *c, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
 
@@ -370,7 +302,7 @@ static int fuse_option(struct parse_ctx *c, const char *arg)
 		uint64_t n;
 
 		if (bfs_parse_u64(&n, arg + 9) || n == 0 || n > UINT32_MAX)
-			return bad(c, arg, "need a whole number of bytes");
+			return bfs_options_bad(c, arg, "need a whole number of bytes");
 		c->o->max_read = (unsigned)n;
 		return 1;
 	}
@@ -380,247 +312,127 @@ static int fuse_option(struct parse_ctx *c, const char *arg)
 	return unknown(c, arg);
 }
 
-static int set_str(char **dst, const char *v)
+/* features=a,b,c arrives as "features=a", "b", "c": join them back */
+static int join_feature(struct bfs_options *o, const char *arg)
 {
-	free(*dst);
-	*dst = strdup(v);
-	return *dst ? 0 : -1;
+	char *joined = NULL;
+
+	if (asprintf(&joined, "%s,%s", o->features, arg) < 0)
+		return -1;
+	free(o->features);
+	o->features = joined;
+	return 0;
 }
 
+static int positional(struct bfs_options_parser *c, const char *arg)
+{
+	struct bfs_options *o = c->o;
+
+	if (c->nonopt == 0)
+		bfs_options_set_str(&o->source, arg);
+	else if (c->nonopt == 1)
+		bfs_options_set_str(&o->mountpoint, arg);
+	else
+		return bfs_options_bad(
+			c, arg, "unexpected argument (usage: batchfs [OPTIONS] SOURCE MOUNTPOINT)");
+	c->nonopt++;
+	return 0;
+}
+
+/* fuse_opt's callback: an argument, with the table's entry in key. */
 static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
-	struct parse_ctx *c = data;
-	struct bfs_options *o = c->o;
+	struct bfs_options_parser *c = data;
+	const struct bfs_option *t;
 	const char *v = strchr(arg, '=');
-	uint64_t n;
+	int rc;
 
 	(void)outargs;
-	v = v ? v + 1 : "";
-	if (key == FUSE_OPT_KEY_OPT && c->in_features && !is_mount_flag(arg)) {
-		/* features=a,b,c arrives as "features=a", "b", "c" */
-		char *joined = NULL;
-		if (asprintf(&joined, "%s,%s", o->features, arg) < 0)
-			return -1;
-		free(o->features);
-		o->features = joined;
-		return 0;
-	}
-	c->in_features = key == K_FEATURES;
-	switch (key) {
-	case FUSE_OPT_KEY_NONOPT:
-		if (c->nonopt == 0)
-			set_str(&o->source, arg);
-		else if (c->nonopt == 1)
-			set_str(&o->mountpoint, arg);
-		else
-			return bad(
-				c, arg,
-				"unexpected argument (usage: batchfs [OPTIONS] SOURCE MOUNTPOINT)");
-		c->nonopt++;
-		return 0;
-	case K_BATCH_SIZE:
-		if (bfs_parse_u64(&n, v) || n == 0 || n > (1ull << 32))
-			return bad(c, arg, "need a whole number from 1 to 4294967296");
-		o->batch_size = n;
-		return 0;
-	case K_SEED:
-		if (bfs_parse_u64(&o->seed, v))
-			return bad(c, arg, "need a whole number from 0 to 2^64-1");
-		return 0;
-	case K_SHUFFLE:
-		o->block = strcmp(v, "block") == 0;
-		if (strcmp(v, "global") == 0 || o->block)
-			o->shuffle = true;
-		else if (strcmp(v, "none") == 0)
-			o->shuffle = false;
-		else
-			return bad(c, arg, "need 'global', 'block' or 'none'");
-		return 0;
-	case K_BLOCK_SIZE:
-		if (bfs_parse_size(&o->block_size, v) || o->block_size == 0)
-			return bad(c, arg, "need a size such as 4M or 256K");
-		snprintf(c->block_arg, sizeof(c->block_arg), "%s", arg);
-		c->block_opt = c->block_arg;
-		return 0;
-	case K_WINDOW:
-		if (bfs_parse_u64(&o->window, v) || o->window == 0)
-			return bad(c, arg, "need a whole number of blocks, at least 1");
-		snprintf(c->block_arg, sizeof(c->block_arg), "%s", arg);
-		c->block_opt = c->block_arg;
-		return 0;
-	case K_EPOCHS:
-		if (bfs_parse_u64(&n, v) || n > 1000000)
-			return bad(c, arg, "need a whole number from 0 to 1000000");
-		o->epochs = n;
-		return 0;
-	case K_DROP:
-		o->drop_remainder = true;
-		return 0;
-	case K_SCHEMA:
-		if (!*v)
-			return bad(c, arg, "need a file name");
-		return set_str(&o->schema_file, v);
-	case K_FEATURES:
-		if (!*v)
-			return bad(c, arg, "need a comma-separated list of feature names");
-		return set_str(&o->features, v);
-	case K_RANK:
-		if (bfs_parse_u64(&o->rank, v))
-			return bad(c, arg, "need a whole number");
-		c->rank_set = true;
-		return 0;
-	case K_WORLD:
-		if (bfs_parse_u64(&o->world, v) || o->world == 0)
-			return bad(c, arg, "need a whole number of at least 1");
-		c->world_set = true;
-		return 0;
-	case K_VERIFY:
-		if (strcmp(v, "crc") == 0)
-			o->verify = true;
-		else if (strcmp(v, "none") == 0)
-			o->verify = false;
-		else
-			return bad(c, arg, "need 'crc' or 'none'");
-		return 0;
-	case K_ON_CORRUPT:
-		if (strcmp(v, "fail") == 0)
-			o->on_corrupt = BFS_ON_CORRUPT_FAIL;
-		else if (strcmp(v, "skip") == 0)
-			o->on_corrupt = BFS_ON_CORRUPT_SKIP;
-		else
-			return bad(c, arg, "need 'fail' or 'skip'");
-		return 0;
-	case K_CACHE_SIZE:
-		if (bfs_parse_size(&o->cache_size, v) || o->cache_size == 0)
-			return bad(c, arg, "need a size such as 512M or 2G");
-		return 0;
-	case K_PREFETCH:
-		if (bfs_parse_u64(&n, v) || n > 4096)
-			return bad(c, arg, "need a whole number from 0 to 4096");
-		o->prefetch = (unsigned)n;
-		return 0;
-	case K_CHUNK_ROWS:
-		if (bfs_parse_u64(&n, v) || n == 0 || n > ((uint64_t)1 << 32))
-			return bad(c, arg, "need a whole number from 1 to 2^32");
-		o->chunk_rows = n;
-		return 0;
-	case K_THREADS:
-		if (bfs_parse_u64(&n, v) || n == 0 || n > 64)
-			return bad(c, arg, "need a whole number from 1 to 64");
-		o->threads = (unsigned)n;
-		return 0;
-	case K_INDEX_DIR:
-		if (!*v)
-			return bad(c, arg, "need a directory");
-		return set_str(&o->index_dir, v);
-	case K_SHADOW:
-		if (strcmp(v, "on") == 0)
-			o->shadow = true;
-		else if (strcmp(v, "off") == 0)
-			o->shadow = false;
-		else
-			return bad(c, arg, "need 'on' or 'off'");
-		return 0;
-	case K_SHADOW_SIZE:
-		if (bfs_parse_size(&o->shadow_size, v))
-			return bad(c, arg, "need a size such as 8G (0: no shadow copies)");
-		return 0;
-	case K_IO_DEPTH:
-		if (strcmp(v, "auto") == 0) {
-			o->io_depth = 0;
-			return 0;
-		}
-		if (bfs_parse_u64(&n, v) || n == 0 || n > BFS_IO_DEPTH_MAX)
-			return bad(c, arg, "need 'auto' or a whole number from 1 to 4096");
-		o->io_depth = (unsigned)n;
-		return 0;
-	case K_READAHEAD:
-		if (strcmp(v, "auto") == 0) {
-			o->readahead = 0;
-			return 0;
-		}
-		if (bfs_parse_size(&o->readahead, v) || o->readahead < (1u << 20))
-			return bad(c, arg, "need 'auto' or a size of at least 1M, such as 256M");
-		return 0;
-	case K_DISK_CACHE:
-		if (!*v)
-			return bad(c, arg, "need a directory on a local disk");
-		return set_str(&o->disk_cache, v);
-	case K_DISK_CACHE_SIZE:
-		if (bfs_parse_size(&o->disk_cache_size, v) || o->disk_cache_size < (16u << 20))
-			return bad(c, arg, "need a size of at least 16M, such as 100G");
-		return 0;
-	case K_ENDPOINT:
-		if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
-			return bad(c, arg, "need an http:// or https:// URL");
-		return set_str(&o->endpoint, v);
-	case K_REGION:
-		if (!*v)
-			return bad(c, arg, "need a region such as us-east-1");
-		return set_str(&o->region, v);
-	case K_NO_SIGN:
-		o->no_sign_request = true;
-		return 0;
-	case K_COMPRESSION:
-		if (bfs_compression_parse(&o->compression, v) != 0)
-			return bad(c, arg, "need auto, none, gzip or zlib");
-		return 0;
-	case K_FOLLOW:
-		o->follow_symlinks = true;
-		return 0;
-	case K_SPLIT:
-		if (!*v || strchr(v, '/'))
-			return bad(c, arg, "need the name of a split, such as train");
-		return set_str(&o->split, v);
-	case K_IMAGE:
-		if (!strchr(v, ':'))
-			return bad(c, arg, "need FEATURE:HxW[:C], such as image/encoded:224x224");
-		if (o->nimage == BFS_ARRAY_SIZE(o->image))
-			return bad(c, arg, "at most 8 image= options");
-		if (set_str(&o->image[o->nimage], v))
-			return -1;
-		o->nimage++;
-		return 0;
-	case K_IMAGE_MAX_PIXELS:
-		if (bfs_parse_size(&n, v) || n == 0)
-			return bad(c, arg,
-				   "need a whole number of pixels of at least 1 (K/M/G suffixes)");
-		o->image_max_pixels = n;
-		return 0;
-	case K_CUDA:
-		o->cuda_device = 0;
-		return 0;
-	case K_CUDA_DEV:
-		if (bfs_parse_u64(&n, v) || n > 1024)
-			return bad(c, arg, "need a CUDA device number");
-		o->cuda_device = (int)n;
-		return 0;
-	case K_CUDA_POOL:
-		if (bfs_parse_u64(&n, v) || n == 0 || n > 1024)
-			return bad(c, arg, "need a whole number of device buffers from 1 to 1024");
-		o->cuda_pool = (unsigned)n;
-		return 0;
-	case K_WATCH_FD:
-		if (bfs_parse_u64(&n, v) || n > INT_MAX)
-			return bad(c, arg, "need the number of an open file descriptor");
-		o->watch_fd = (int)n;
-		return 0;
-	case K_FG:
-		o->foreground = true;
-		return 0;
-	case K_DEBUG:
-		o->debug = true;
-		o->foreground = true;
-		return 1; /* libfuse prints requests too */
-	case K_HELP:
-		o->help = true;
-		return 0;
-	case K_VERSION:
-		o->version = true;
-		return 0;
-	default:
+	if (key == FUSE_OPT_KEY_OPT && c->in_features && !is_mount_flag(arg))
+		return join_feature(c->o, arg);
+	c->in_features = key >= 0 && strcmp(c->tab[key / 2].name, "features") == 0;
+	if (key == FUSE_OPT_KEY_NONOPT)
+		return positional(c, arg);
+	if (key < 0 || (size_t)key / 2 >= c->ntab)
 		return fuse_option(c, arg);
+	t = &c->tab[key / 2];
+	rc = bfs_options_set(c, t, arg, v ? v + 1 : "");
+	if (rc < 0)
+		return rc;
+	c->given[key / 2] = true;
+	if (t->block_only) {
+		snprintf(c->block_arg, sizeof(c->block_arg), "%s", arg);
+		c->block_given = true;
 	}
+	return rc;
+}
+
+static const struct bfs_option *find(const struct bfs_options_parser *c, const char *name)
+{
+	for (size_t i = 0; i < c->ntab; i++)
+		if (strcmp(c->tab[i].name, name) == 0)
+			return &c->tab[i];
+	return NULL;
+}
+
+static bool given(const struct bfs_options_parser *c, const char *name)
+{
+	const struct bfs_option *t = find(c, name);
+
+	return t && c->given[t - c->tab];
+}
+
+/* The defaults: the table's, then those of the machine. 0, or -1 when
+ * the table's cannot be set (a table that needs fixing: check_options). */
+static int set_defaults(struct bfs_options_parser *c)
+{
+	struct bfs_options *o = c->o;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	memset(o, 0, sizeof(*o));
+	for (size_t i = 0; i < c->ntab; i++)
+		if (c->tab[i].init &&
+		    bfs_options_set(c, &c->tab[i], c->tab[i].init, c->tab[i].init) < 0)
+			return -1;
+	o->threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
+	o->cuda_device = -1;
+	o->watch_fd = -1;
+	o->prefetch = BFS_PREFETCH_DEFAULT;
+	return 0;
+}
+
+/* The checks between options, once all are parsed: 0, or 1 after one line. */
+static int check_together(struct bfs_options_parser *c)
+{
+	struct bfs_options *o = c->o;
+
+	if (!o->source || !o->mountpoint) {
+		fprintf(stderr, "batchfs: need SOURCE and MOUNTPOINT (usage: batchfs [OPTIONS] "
+				"SOURCE MOUNTPOINT; see batchfs --help)\n");
+		return 1;
+	}
+	if (c->block_given && !o->block) {
+		fprintf(stderr, "batchfs: option '%s': only with shuffle=block\n", c->block_arg);
+		return 1;
+	}
+	o->all_ranks = given(c, "world") && !given(c, "rank");
+	if (o->world > 1u << 15 && o->all_ranks) {
+		fprintf(stderr,
+			"batchfs: option 'world=%llu': at most 32768 rank folders in one mount\n",
+			(unsigned long long)o->world);
+		return 1;
+	}
+	if (o->rank >= o->world) {
+		fprintf(stderr, "batchfs: option 'rank=%llu': must be less than world=%llu\n",
+			(unsigned long long)o->rank, (unsigned long long)o->world);
+		return 1;
+	}
+	if (o->cuda_pool && o->cuda_device < 0) {
+		fprintf(stderr, "batchfs: option 'cuda_pool=%u': only with cuda[=DEV]\n",
+			o->cuda_pool);
+		return 1;
+	}
+	return 0;
 }
 
 int bfs_default_index_dir(char **out)
@@ -637,82 +449,38 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 		      char ***fuse_argv)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct parse_ctx c = { .o = o };
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct bfs_options_parser c = { .o = o };
 
-	memset(o, 0, sizeof(*o));
-	o->batch_size = 32;
-	o->shuffle = true;
-	o->block_size = 4ull << 20;
-	o->window = 64;
-	o->epochs = 1;
-	o->world = 1;
-	o->verify = true;
-	o->cache_size = 1ull << 30;
-	o->shadow = true;
-	o->shadow_size = BFS_SHADOW_SIZE_DEFAULT;
-	o->threads = ncpu > 0 ? (unsigned)(ncpu > 64 ? 64 : ncpu) : 1;
-	o->cuda_device = -1;
-	o->watch_fd = -1;
-	o->prefetch = BFS_PREFETCH_DEFAULT;
-	if (fuse_opt_parse(&args, &c, templates, proc) != 0 || c.failed) {
+	c.tab = bfs_options_table(&c.ntab);
+
+	if (set_defaults(&c) != 0 || fuse_opt_parse(&args, &c, make_templates(&c), proc) != 0 ||
+	    c.failed) {
 		if (!c.failed)
 			fprintf(stderr, "batchfs: could not parse the options\n");
-		fuse_opt_free_args(&args);
-		return 1;
+		goto fail;
 	}
 	if (o->help || o->version) {
 		*fuse_argc = args.argc;
 		*fuse_argv = args.argv;
 		return 0;
 	}
-	if (!o->source || !o->mountpoint) {
-		fprintf(stderr, "batchfs: need SOURCE and MOUNTPOINT (usage: batchfs [OPTIONS] "
-				"SOURCE MOUNTPOINT; see batchfs --help)\n");
-		fuse_opt_free_args(&args);
-		return 1;
-	}
-	if (c.block_opt && !o->block) {
-		fprintf(stderr, "batchfs: option '%s': only with shuffle=block\n", c.block_arg);
-		fuse_opt_free_args(&args);
-		return 1;
-	}
-	o->all_ranks = c.world_set && !c.rank_set;
-	if (o->world > 1u << 15 && o->all_ranks) {
-		fprintf(stderr,
-			"batchfs: option 'world=%llu': at most 32768 rank folders in one mount\n",
-			(unsigned long long)o->world);
-		fuse_opt_free_args(&args);
-		return 1;
-	}
-	if (o->rank >= o->world) {
-		fprintf(stderr, "batchfs: option 'rank=%llu': must be less than world=%llu\n",
-			(unsigned long long)o->rank, (unsigned long long)o->world);
-		fuse_opt_free_args(&args);
-		return 1;
-	}
-	if (o->cuda_pool && o->cuda_device < 0) {
-		fprintf(stderr, "batchfs: option 'cuda_pool=%u': only with cuda[=DEV]\n",
-			o->cuda_pool);
-		fuse_opt_free_args(&args);
-		return 1;
-	}
+	if (check_together(&c) != 0)
+		goto fail;
 	if (o->prefetch == BFS_PREFETCH_DEFAULT)
 		o->prefetch = 2 * o->threads;
-	if (!o->index_dir && bfs_default_index_dir(&o->index_dir) != 0) {
-		fuse_opt_free_args(&args);
-		return 1;
-	}
+	if (!o->index_dir && bfs_default_index_dir(&o->index_dir) != 0)
+		goto fail;
 	/* read-only, and the kernel checks permissions from our modes; the
 	 * names are defaults, before the user's (libfuse keeps the last) */
 	if (fuse_opt_insert_arg(&args, 1, "-ofsname=batchfs,subtype=batchfs") != 0 ||
-	    fuse_opt_add_arg(&args, "-oro,default_permissions") != 0) {
-		fuse_opt_free_args(&args);
-		return 1;
-	}
+	    fuse_opt_add_arg(&args, "-oro,default_permissions") != 0)
+		goto fail;
 	*fuse_argc = args.argc;
 	*fuse_argv = args.argv;
 	return 0;
+fail:
+	fuse_opt_free_args(&args);
+	return 1;
 }
 
 void bfs_options_free_argv(int argc, char **argv)

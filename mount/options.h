@@ -2,8 +2,15 @@
  * options.h — the mount's `-o key=value` options (docs/contract.md's table),
  * parsed with libfuse's fuse_opt so standard FUSE options pass through.
  *
+ * One table (options.c, bfs_options_table) says everything about each
+ * option: its name and spelling, how its value parses and where it goes,
+ * its range, default and the line a bad value gets, its help text and its
+ * heading in the man page. The parser, `batchfs --help`'s option list, the
+ * nearest-name hint for a misspelt option and the man page's check
+ * (tests/unit/check_options.c) all read it, so none can drift from it.
+ *
  * Every bad value is reported as one line naming the option, before
- * anything is opened or mounted.
+ * anything is opened or mounted. Not thread-safe (parse once, at start).
  */
 #ifndef BFS_OPTIONS_H
 #define BFS_OPTIONS_H
@@ -12,6 +19,8 @@
 #include "record.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdint.h>
 
@@ -48,6 +57,7 @@ struct bfs_options {
 	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
 	char *disk_cache; /* disk_cache=DIR: source bytes kept on a local disk; NULL: off */
 	uint64_t disk_cache_size; /* its bound; 0: 10% of DIR's file system */
+	uint64_t seek_span; /* bytes between a compressed shard's seek points; 0: ~1 MiB */
 	/* SOURCE a bucket: endpoint=, region=, no_sign_request (s3.h) */
 	char *endpoint, *region;
 	bool no_sign_request;
@@ -72,6 +82,63 @@ int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_ar
 		      char ***fuse_argv);
 void bfs_options_free_argv(int argc, char **argv);
 void bfs_options_destroy(struct bfs_options *o);
+
+/* How an option is written. */
+enum bfs_option_kind {
+	BFS_OPT_VALUE, /* name=VALUE */
+	BFS_OPT_FLAG, /* name */
+	BFS_OPT_FLAG_VALUE, /* name or name=VALUE (cuda[=DEV]) */
+	BFS_OPT_COMMAND, /* --help, --version: not a mount option */
+};
+
+/* How its value parses and where it goes (struct bfs_options at `off`). */
+enum bfs_option_type {
+	BFS_OPT_UINT, /* a whole number in [lo, hi] */
+	BFS_OPT_SIZE, /* a size (bfs_parse_size) in [lo, hi] */
+	BFS_OPT_AUTO_UINT, /* "auto" (0) or BFS_OPT_UINT */
+	BFS_OPT_AUTO_SIZE, /* "auto" (0) or BFS_OPT_SIZE */
+	BFS_OPT_TEXT, /* a string, not empty (and what check says), malloc'd */
+	BFS_OPT_TRUE, /* a flag: the bool there becomes true */
+	BFS_OPT_CUSTOM, /* its set function does it all */
+};
+
+struct bfs_options_parser;
+
+/* One option. The parser takes `name` (and `alias`), checks the value as
+ * `type`, lo and hi say, and a bad one fails with "option 'ARG': why". */
+struct bfs_option {
+	const char *name; /* "batch_size", "-f" */
+	const char *alias; /* another spelling of the flag ("-d" of debug), or NULL */
+	enum bfs_option_kind kind;
+	enum bfs_option_type type;
+	size_t off, size; /* the field of struct bfs_options */
+	uint64_t lo, hi; /* the value's range (UINT, SIZE) */
+	bool block_only; /* only with shuffle=block */
+	const char *why; /* a bad value's reason: "need a whole number from 1 to 64" */
+	/* BFS_OPT_TEXT: whether v is good (NULL: any non-empty); BFS_OPT_CUSTOM:
+	 * sets the value (0, 1 to pass the option to libfuse too, -1 failed) */
+	bool (*check)(const char *v);
+	int (*set)(struct bfs_options_parser *p, const struct bfs_option *t, const char *arg,
+		   const char *v);
+	const char *init; /* the default, parsed as a value before the user's; NULL: 0 */
+	/* --help: "NAME=ARG  HELP (default DEF)"; DEF NULL: init's text, "":
+	 * none shown. The man page says the same default (check_options). */
+	const char *arg, *def, *help;
+	/* the man page's heading holding it (doc/batchfs.1.scd, MOUNT OPTIONS),
+	 * when not the one bfs_option_man_heading derives from name and arg */
+	const char *man;
+};
+
+/* The table, in the order of --help, of the man page and of the hints. */
+const struct bfs_option *bfs_options_table(size_t *n);
+
+/* The option's heading in the man page's MOUNT OPTIONS (scdoc): t->man,
+ * or *NAME=*_ARG_, *NAME=a*|*b* for choices, *NAME* for a flag. Returns
+ * 0, or -ENOSPC when it does not fit dst. */
+int bfs_option_man_heading(char *dst, size_t dst_cap, const struct bfs_option *t);
+
+/* --help's list of the mount options, one a line, from the table. */
+void bfs_options_help(FILE *f);
 
 /* "batch_size=32,seed=0,..." — the effective options, malloc'd. */
 char *bfs_options_describe(const struct bfs_options *o);

@@ -337,18 +337,19 @@ static int open_source(struct bfs_dataset **ds, struct bfs_mount_mix **mm, int a
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "index-dir", required_argument, NULL, 'i' },
 		{ "shadow-size", required_argument, NULL, 's' },
+		{ "seek-span", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct bfs_dataset_opts o = { 0 };
 	struct bfs_progress pr = { .tty = progress && isatty(2) };
 	char *index_dir = NULL;
-	uint64_t jobs = 0, shadow_size = BFS_SHADOW_SIZE_DEFAULT;
+	uint64_t jobs = 0, shadow_size = BFS_SHADOW_SIZE_DEFAULT, span = 0;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int ch, rc;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "j:i:s:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "j:i:s:k:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'j':
 			if (bfs_parse_u64(&jobs, optarg) || jobs == 0 || jobs > 64) {
@@ -371,19 +372,33 @@ static int open_source(struct bfs_dataset **ds, struct bfs_mount_mix **mm, int a
 				return 1;
 			}
 			break;
+		case 'k': /* the mount's seek_span= */
+			if (bfs_parse_size(&span, optarg) || span < BFS_SEEK_SPAN_MIN) {
+				fprintf(stderr,
+					"batchfs %s: --seek-span '%s': need a size of at least "
+					"64K, "
+					"such as 256K\n",
+					cmd, optarg);
+				free(index_dir);
+				return 1;
+			}
+			bfs_shard_set_seek_span(span);
+			break;
 		case 'h':
 			printf("usage: batchfs %s [--jobs N] [--index-dir DIR] [--shadow-size "
-			       "SIZE] SOURCE\n",
+			       "SIZE] [--seek-span SIZE] SOURCE\n",
 			       cmd);
+			free(index_dir);
 			return 2;
 		default:
+			free(index_dir);
 			return 1;
 		}
 	}
 	if (optind != argc - 1) {
 		fprintf(stderr,
 			"usage: batchfs %s [--jobs N] [--index-dir DIR] [--shadow-size SIZE] "
-			"SOURCE\n",
+			"[--seek-span SIZE] SOURCE\n",
 			cmd);
 		free(index_dir);
 		return 1;

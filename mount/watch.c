@@ -5,14 +5,14 @@
  * small strict reader of {"key": value, ...} is enough; a value that is not
  * a number (a string, an object) is kept as text and shown as is.
  *
- * Keys, labels and units come from the daemon's table (fs/stats.h): the
+ * Keys, labels and units come from the daemon's table (fs/fs.h): the
  * lines below name keys by their place in it, and every key of the snapshot
  * that no line shows is listed after them by its label, so a key added to
  * the table shows here too.
  */
 #include "watch.h"
 
-#include "stats.h"
+#include "fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -791,55 +791,60 @@ static void plain_line(const struct snap *p, const struct snap *s)
 	fflush(stdout);
 }
 
-int bfs_tool_top(int argc, char **argv)
-{
-	const char *mnt = NULL;
-	double interval = 1.0;
-	long count = 0; /* 0: until q, Ctrl-C or a signal */
-	struct snap prev = { 0 }, cur = { 0 };
-	struct sigaction sa;
-	sigset_t block, orig;
-	bool tty, keys;
-	char err[4400];
-	int ret = 1;
+struct top_args {
+	const char *mnt;
+	double interval;
+	long count; /* 0: until q, Ctrl-C or a signal */
+};
 
+/* top's arguments. *done: exit now with the status returned (--help, or
+ * a bad argument after its usage line). */
+static int top_args(struct top_args *a, int argc, char **argv, bool *done)
+{
+	*a = (struct top_args){ .interval = 1.0 };
+	*done = true;
 	for (int i = 1; i < argc; i++) {
 		char *endp;
 		if (strcmp(argv[i], "--interval") == 0 || strcmp(argv[i], "-n") == 0) {
 			if (++i == argc)
 				return bad_arg("top", "--interval needs SECONDS", NULL);
 			errno = 0;
-			interval = strtod(argv[i], &endp);
-			if (*endp || errno || !(interval >= 0.05 && interval <= 3600))
+			a->interval = strtod(argv[i], &endp);
+			if (*endp || errno || !(a->interval >= 0.05 && a->interval <= 3600))
 				return bad_arg("top", "--interval: seconds from 0.05 to 3600, got",
 					       argv[i]);
 		} else if (strcmp(argv[i], "--count") == 0 || strcmp(argv[i], "-c") == 0) {
 			if (++i == argc)
 				return bad_arg("top", "--count needs N", NULL);
 			errno = 0;
-			count = strtol(argv[i], &endp, 10);
-			if (*endp || errno || count < 1)
+			a->count = strtol(argv[i], &endp, 10);
+			if (*endp || errno || a->count < 1)
 				return bad_arg("top", "--count: a positive integer, got", argv[i]);
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			printf("usage: batchfs top [--interval SECONDS] [--count N] MOUNTPOINT\n");
 			return 0;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return bad_arg("top", "unknown option", argv[i]);
-		} else if (mnt) {
+		} else if (a->mnt) {
 			return bad_arg("top", "one MOUNTPOINT only, got another", argv[i]);
 		} else {
-			mnt = argv[i];
+			a->mnt = argv[i];
 		}
 	}
-	if (!mnt)
+	if (!a->mnt)
 		return bad_arg("top", "MOUNTPOINT missing", NULL);
-	if (snap_read(&cur, mnt, err, sizeof(err)) != 0) {
-		fprintf(stderr, "batchfs: %s\n", err);
-		return 1;
-	}
+	*done = false;
+	return 0;
+}
 
-	/* Signals stay blocked except inside ppoll, so none is lost between a
-	 * check of stop_sig and the wait. */
+/* SIGINT, SIGTERM and SIGHUP stop top: they stay blocked except inside
+ * ppoll, so none is lost between a check of stop_sig and the wait. *orig:
+ * the mask before. */
+static void top_signals(sigset_t *orig)
+{
+	struct sigaction sa;
+	sigset_t block;
+
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
@@ -851,10 +856,13 @@ int bfs_tool_top(int argc, char **argv)
 	sigaddset(&block, SIGINT);
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGHUP);
-	sigprocmask(SIG_BLOCK, &block, &orig);
+	sigprocmask(SIG_BLOCK, &block, orig);
+}
 
-	tty = isatty(STDOUT_FILENO);
-	keys = tty && isatty(STDIN_FILENO);
+/* The terminal: keys one by one when stdin is one too, our own screen
+ * with the first frame; off a terminal, the plain lines' header. */
+static void top_screen(const struct top_args *a, const struct snap *first, bool tty, bool keys)
+{
 	if (keys && tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
 		struct termios t = saved_tio;
 		t.c_lflag &=
@@ -866,53 +874,76 @@ int bfs_tool_top(int argc, char **argv)
 	if (tty) {
 		fputs("\033[?1049h\033[?25l\033[H\033[2J", stdout); /* own screen, no cursor */
 		screen_on = true;
-		draw_frame(NULL, &cur, mnt, interval);
+		draw_frame(NULL, first, a->mnt, a->interval);
 	} else {
 		fputs(plain_head, stdout);
 		fflush(stdout);
 	}
+}
 
-	for (long n = 0; !count || n < count;) {
-		double due = cur.t + interval, left;
-		bool quit = false;
+/* Wait until `due` (mono_now's clock): false when a stopping signal came
+ * or q (or Ctrl-C) was pressed meanwhile. */
+static bool top_wait(double due, bool keys, const sigset_t *orig)
+{
+	double left;
 
-		while (!stop_sig && !quit && (left = due - mono_now()) > 0) {
-			struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
-			struct timespec ts = { .tv_sec = (time_t)left,
-					       .tv_nsec = (long)((left - (double)(time_t)left) *
-								 1e9) };
-			int r = ppoll(&pfd, keys ? 1 : 0, &ts, &orig);
-			if (r > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
-				char ch;
-				ssize_t k = read(STDIN_FILENO, &ch, 1);
-				if (k <= 0 || ch == 'q' || ch == 'Q' || ch == 3 /* ^C */)
-					quit = true;
-			}
+	while (!stop_sig && (left = due - mono_now()) > 0) {
+		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+		struct timespec ts = { .tv_sec = (time_t)left,
+				       .tv_nsec = (long)((left - (double)(time_t)left) * 1e9) };
+		int r = ppoll(&pfd, keys ? 1 : 0, &ts, orig);
+		if (r > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
+			char ch;
+			ssize_t k = read(STDIN_FILENO, &ch, 1);
+			if (k <= 0 || ch == 'q' || ch == 'Q' || ch == 3 /* ^C */)
+				return false;
 		}
-		if (stop_sig || quit) {
-			ret = 0;
-			goto out;
-		}
+	}
+	return !stop_sig;
+}
+
+int bfs_tool_top(int argc, char **argv)
+{
+	struct top_args a;
+	struct snap prev = { 0 }, cur = { 0 };
+	sigset_t orig;
+	bool tty, keys, done;
+	char err[4400];
+	int ret = top_args(&a, argc, argv, &done);
+
+	if (done)
+		return ret;
+	if (snap_read(&cur, a.mnt, err, sizeof(err)) != 0) {
+		fprintf(stderr, "batchfs: %s\n", err);
+		return 1;
+	}
+	top_signals(&orig);
+	tty = isatty(STDOUT_FILENO);
+	keys = tty && isatty(STDIN_FILENO);
+	top_screen(&a, &cur, tty, keys);
+	ret = 0; /* q, Ctrl-C, a signal or the count done */
+	for (long n = 0; !a.count || n < a.count; n++) {
+		if (!top_wait(cur.t + a.interval, keys, &orig))
+			break;
 		snap_clear(&prev);
 		prev = cur;
 		memset(&cur, 0, sizeof(cur));
-		if (snap_read(&cur, mnt, err, sizeof(err)) != 0) {
+		if (snap_read(&cur, a.mnt, err, sizeof(err)) != 0) {
 			/* the mount went away: say so on the restored screen */
 			screen_leave();
 			fprintf(stderr, "batchfs: %s\n", err);
 			ret = 1;
-			goto out;
+			break;
 		}
-		n++;
 		if (tty)
-			draw_frame(&prev, &cur, mnt, interval);
+			draw_frame(&prev, &cur, a.mnt, a.interval);
 		else
 			plain_line(&prev, &cur);
-		if (ferror(stdout)) /* a closed pipe */
-			goto out;
+		if (ferror(stdout)) { /* a closed pipe */
+			ret = 1;
+			break;
+		}
 	}
-	ret = 0;
-out:
 	screen_leave();
 	sigprocmask(SIG_SETMASK, &orig, NULL);
 	snap_clear(&prev);

@@ -21,7 +21,6 @@
 #include "common.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -596,12 +595,8 @@ struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, ui
 		p->st.claimed++;
 		break;
 	}
-	if (!t) {
+	if (!t)
 		p->st.unplanned++;
-		if (getenv("BFS_DEBUG_IOPLAN"))
-			fprintf(stderr, "ioplan: unplanned %llu/%llu\n", (unsigned long long)epoch,
-				(unsigned long long)unit);
-	}
 	pthread_mutex_unlock(&p->lock);
 	if (t) {
 		bfs_fetch_hurry(p->f, t, BFS_FETCH_NOW);
@@ -831,11 +826,6 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 		gr->g = want[w].g;
 		gr->p0 = p0;
 		gr->p1 = p1;
-		if (getenv("BFS_DEBUG_IOPLAN"))
-			fprintf(stderr, "ioplan: group %llu/%llu for stream %d at %llu (%s)\n",
-				(unsigned long long)gr->epoch, (unsigned long long)gr->g,
-				(int)(s - p->streams), (unsigned long long)s->pos,
-				w == 0 ? "its own" : "the next");
 		gr->t = t;
 		gr->holders = 1;
 		gr->next = p->groups;

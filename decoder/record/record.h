@@ -87,6 +87,15 @@ void bfs_shard_set_bad_fn(struct bfs_shard *s, bfs_bad_record_fn fn, void *ctx);
  * trailer) is an error too. A callback's error stops the scan and is returned
  * as is. */
 int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx);
+
+/* Uncompressed bytes between the seek points a scan of a compressed shard
+ * makes from now on, for every shard of the process: at least
+ * BFS_SEEK_SPAN_MIN; smaller (0) restores the default, about 1 MiB. Denser
+ * points make reads through them cheaper and the index larger. Call before
+ * the scans (a scan running meanwhile may use either). */
+#define BFS_SEEK_SPAN_MIN ((uint64_t)64 << 10)
+void bfs_shard_set_seek_span(uint64_t bytes);
+
 /* Whether the last scan failed at a record cut short: the file (or the
  * compressed stream) ends inside it. Its error says where; the records
  * before it are indexed and can be read. */

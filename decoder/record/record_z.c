@@ -30,21 +30,20 @@
 #define DISCARD_CHUNK ((size_t)32 << 10) /* output skipped on the way to a record */
 #define SEEK_SPAN ((uint64_t)1 << 20) /* uncompressed bytes between seek points */
 
-/* The seek point span; BATCHFS_SEEK_SPAN=BYTES (at least 64 KiB) sets it,
- * for measuring denser seek points against shadow copies (scripts/bench). */
+/* The seek point span: SEEK_SPAN, or what bfs_shard_set_seek_span gave
+ * (the mount's seek_span=, the index command's --seek-span). */
+static _Atomic uint64_t span_set;
+
+void bfs_shard_set_seek_span(uint64_t bytes)
+{
+	atomic_store(&span_set, bytes >= BFS_SEEK_SPAN_MIN ? bytes : 0);
+}
+
 static uint64_t seek_span(void)
 {
-	static _Atomic uint64_t span;
-	uint64_t v = atomic_load(&span);
+	uint64_t v = atomic_load(&span_set);
 
-	if (!v) {
-		const char *e = getenv("BATCHFS_SEEK_SPAN");
-		unsigned long long n = e ? strtoull(e, NULL, 10) : 0;
-
-		v = n >= ((uint64_t)64 << 10) ? (uint64_t)n : SEEK_SPAN;
-		atomic_store(&span, v);
-	}
-	return v;
+	return v ? v : SEEK_SPAN;
 }
 #define WINSIZE 32768
 

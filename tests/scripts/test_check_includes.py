@@ -38,10 +38,10 @@ TREE = {
     "decoder/side/side.h": "",
     "decoder/high/high.h": '#include "low.h"\n#include "side.h"\n',
     "decoder/high/high.c": '#include "high.h"\n',
-    "fs/cache.h": '#include "high.h"\n',
+    "fs/fs.h": '#include "high.h"\n',
     "fs/vfs.h": "",
-    "fs/vfs.c": '#include "vfs.h"\n#include "cache.h"\n',
-    "mount/main.c": '#include "cache.h"\n#include "high.h"\n#include "low.h"\n',
+    "fs/vfs.c": '#include "vfs.h"\n#include "fs.h"\n',
+    "mount/main.c": '#include "fs.h"\n#include "high.h"\n#include "low.h"\n',
 }
 
 
@@ -105,11 +105,11 @@ def test_fs_including_mount_fails(tmp_path):
 
 
 def test_mount_including_an_unlisted_fs_header_fails(tmp_path):
-    top = tree(tmp_path, **{"mount/main.c": '#include "cache.h"\n#include "vfs.h"\n'})
+    top = tree(tmp_path, **{"mount/main.c": '#include "fs.h"\n#include "vfs.h"\n'})
     rc, out = run(top)
     assert rc == 1
     assert 'mount/main.c: #include "vfs.h" (fs/, rank 2): mount/ may include of fs/ only' in out
-    assert "cache.h" in out.split("only", 1)[1]  # the list is named
+    assert "fs.h" in out.split("only", 1)[1]  # the list is named
 
 
 def test_a_folder_with_no_rank_fails(tmp_path):

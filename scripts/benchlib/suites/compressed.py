@@ -130,15 +130,14 @@ def run(args, tools, name, w):
     k = min(w["gz_batches"], -(-nrec // bs))
     dense = os.path.join(args.work, "index-%s-dense" % name)
     shutil.rmtree(dense, ignore_errors=True)
-    for label, key, d, env in (
+    for label, key, d, span in (
             ("%s, shadow=off: seek points every ~1 MiB" % comp, "seek_1m", idx["pass"], None),
-            ("%s, shadow=off: seek points every 64 KiB" % comp, "seek_64k", dense,
-             dict(os.environ, BATCHFS_SEEK_SPAN=str(64 << 10)))):
+            ("%s, shadow=off: seek points every 64 KiB" % comp, "seek_64k", dense, "64K")):
         log("%s: %s, %d batches" % (name, label, k))
         cmd = [tools["batchfs"], "-f", gz, mnt, "-o", mopts(d, ",shadow=off")]
-        if env:  # build the dense index first (not timed with the reads)
-            check_child([tools["batchfs"], "index", "--shadow-size", "0", "--index-dir", d, gz],
-                        env=env)
+        if span:  # build the dense index first (not timed with the reads)
+            check_child([tools["batchfs"], "index", "--shadow-size", "0", "--seek-span", span,
+                         "--index-dir", d, gz])
         with mount(cmd, mnt) as m:
             c0 = proc_cpu(m.pid)
             secs, nbytes = read_first_batches(mnt, k)
