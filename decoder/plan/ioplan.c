@@ -900,8 +900,11 @@ static bool plan_one(struct bfs_ioplan *p, struct stream *s)
 		rc = unit_ticket(p, rank, epoch, unit, prio, false, &t, &bytes);
 		pthread_mutex_lock(&p->lock);
 	}
-	if (!s->used || s->gen != gen || lin < s->pos) {
-		bfs_fetch_release(p->f, t); /* the stream moved on meanwhile */
+	/* the stream moved on meanwhile; or the build of lin started (it
+	 * moved pos there), found no plan and reads its records itself: a plan
+	 * made now would be held, unread, until the stream ends */
+	if (!s->used || s->gen != gen || lin <= s->pos) {
+		bfs_fetch_release(p->f, t);
 		return true;
 	}
 	if (rc || !(it = calloc(1, sizeof(*it)))) {
