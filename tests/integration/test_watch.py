@@ -282,10 +282,15 @@ class Pty:
                     return
                 self.out += data
 
-    def frames(self):
-        """Each frame's text (from cursor-home to the clear-to-end)."""
+    @staticmethod
+    def frames_of(out):
+        """Each whole frame's text in out (from cursor-home to the
+        clear-to-end; a frame still arriving is not one yet)."""
         return [f.split(b"\x1b[J")[0].replace(b"\x1b[K", b"").decode(errors="replace")
-                for f in self.out.split(b"\x1b[H")[1:] if b"\x1b[J" in f]
+                for f in out.split(b"\x1b[H")[1:] if b"\x1b[J" in f]
+
+    def frames(self):
+        return self.frames_of(self.out)
 
     def wait(self):
         end = time.monotonic() + DEADLINE
@@ -341,7 +346,9 @@ def test_top_on_a_terminal(batchfs, mounter, ds_watch, leave):
         assert not lflag & termios.ICANON and not lflag & termios.ECHO
         for b in range(4):
             read_batch_npys(m, 0, b)
-        t.read_until(lambda o: b"totals   200 records served" in o, "the reads to show")
+        # a whole frame: the raw text may stop in the middle of one
+        t.read_until(lambda o: any("totals   200 records served" in x for x in Pty.frames_of(o)),
+                     "the reads to show")
         frames = [x for x in t.frames() if "totals   200 records served" in x]
         shown = "".join(t.frames())
         # some frame covered the reads: a rate, decodes, a hit rate line
