@@ -1473,6 +1473,146 @@ static int keep(struct bfs_cred_keeper **out, struct bfs_cred_provider *p, char 
 	return rc;
 }
 
+/* How a place of the chain ended. */
+enum chain_end {
+	CHAIN_ON, /* nothing there: look on */
+	CHAIN_STATIC, /* keys, in *c */
+	CHAIN_FETCHED, /* a provider's first fetch: rc (and why) from it */
+	CHAIN_FAIL, /* an error: rc */
+};
+
+/* A keeper over provider p just made with rc: the end of the chain. */
+static enum chain_end chain_keep(int made, struct bfs_cred_provider *p,
+				 struct bfs_cred_keeper **out, char *why, size_t cap, int *rc)
+{
+	*rc = made == 0 ? keep(out, p, why, cap) : made;
+	return CHAIN_FETCHED;
+}
+
+/* 2. the profile's role; 3. web identity, from the environment or the
+ * profile. */
+static enum chain_end chain_roles(struct chain *ch, struct profile *p, struct bfs_cred_keeper **out,
+				  char *why, size_t cap, int *rc)
+{
+	struct bfs_cred_provider pr;
+	const char *v;
+
+	if (pget(p, "role_arn") && !pget(p, "web_identity_token_file"))
+		return chain_keep(provider_assume(ch, p, 0, &pr), &pr, out, why, cap, rc);
+	v = env("AWS_WEB_IDENTITY_TOKEN_FILE");
+	if (v && env("AWS_ROLE_ARN"))
+		return chain_keep(webid_make(ch, v, env("AWS_ROLE_ARN"),
+					     env("AWS_ROLE_SESSION_NAME"),
+					     "AWS_WEB_IDENTITY_TOKEN_FILE", &pr),
+				  &pr, out, why, cap, rc);
+	if (pget(p, "web_identity_token_file") && pget(p, "role_arn")) {
+		char where[300];
+
+		snprintf(where, sizeof(where), "profile '%s'", p->name);
+		return chain_keep(webid_make(ch, pget(p, "web_identity_token_file"),
+					     pget(p, "role_arn"), pget(p, "role_session_name"),
+					     where, &pr),
+				  &pr, out, why, cap, rc);
+	}
+	looked(ch, "web identity (AWS_WEB_IDENTITY_TOKEN_FILE%s unset)",
+	       v ? " set, AWS_ROLE_ARN" : "");
+	return CHAIN_ON;
+}
+
+/* 4. SSO: out of scope, an error that says what to do instead. */
+static int chain_sso(const struct profile *p)
+{
+	if (!pget(p, "sso_session") && !pget(p, "sso_start_url"))
+		return 0;
+	return bfs_err_set(-EACCES,
+			   "profile '%s' gets its credentials through AWS IAM Identity Center "
+			   "(%s), whose token cache (aws sso login) batchfs does not read: "
+			   "export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+			   "AWS_SESSION_TOKEN (aws configure export-credentials --format env "
+			   "prints them), or use no_sign_request for a public bucket",
+			   p->name, pget(p, "sso_session") ? "sso_session" : "sso_start_url");
+}
+
+/* 5. the credentials file's keys; 6. credential_process; 7. the config
+ * file's keys. */
+static enum chain_end chain_profile_keys(struct chain *ch, struct profile *p, struct bfs_cred **c,
+					 struct bfs_cred_keeper **out, char *why, size_t cap,
+					 int *rc)
+{
+	struct bfs_cred_provider pr;
+
+	*rc = profile_keys(p, 0, c);
+	if (*rc == 0)
+		return CHAIN_STATIC;
+	if (*rc != -ENOENT)
+		return CHAIN_FAIL;
+	if (pget(p, "credential_process"))
+		return chain_keep(provider_of_profile(ch, p->name, 0, &pr, NULL, 0), &pr, out, why,
+				  cap, rc);
+	*rc = profile_keys(p, 1, c);
+	if (*rc == 0)
+		return CHAIN_STATIC;
+	if (*rc != -ENOENT)
+		return CHAIN_FAIL;
+	looked(ch, "profile '%s' in %s and %s (no keys, role or credential_process)", p->name,
+	       p->cred_path, p->conf_path);
+	return CHAIN_ON;
+}
+
+/* The profile (named, or AWS_PROFILE's, or "default") loaded into *p, and
+ * the places 2 to 7 of the chain, which it names. */
+static enum chain_end chain_profile(struct chain *ch, struct profile *p, const char *profile,
+				    struct bfs_cred **c, struct bfs_cred_keeper **out, char *why,
+				    size_t cap, int *rc)
+{
+	enum chain_end end;
+
+	if (!profile)
+		profile = env("AWS_PROFILE");
+	*rc = profile_load(p, profile ? profile : "default");
+	if (*rc)
+		return CHAIN_FAIL;
+	p->named = profile != NULL;
+	if (p->named && !p->cred.found && !p->conf.found) {
+		*rc = bfs_err_set(-EINVAL, "profile '%s' is in neither %s nor %s", p->name,
+				  p->cred_path, p->conf_path);
+		return CHAIN_FAIL;
+	}
+	end = chain_roles(ch, p, out, why, cap, rc);
+	if (end != CHAIN_ON)
+		return end;
+	*rc = chain_sso(p);
+	if (*rc)
+		return CHAIN_FAIL;
+	return chain_profile_keys(ch, p, c, out, why, cap, rc);
+}
+
+/* 8. container credentials; 9. IMDS, where no credentials are (as
+ * botocore) the end of the chain, not an error. */
+static enum chain_end chain_machine(struct chain *ch, struct bfs_cred_keeper **out, char *why,
+				    size_t cap, int *rc)
+{
+	struct bfs_cred_provider pr;
+	bool found;
+
+	*rc = provider_container(ch, &pr, &found);
+	if (*rc)
+		return CHAIN_FAIL;
+	if (found)
+		return chain_keep(0, &pr, out, why, cap, rc);
+	*rc = provider_imds(ch, &pr, &found);
+	if (*rc)
+		return CHAIN_FAIL;
+	if (!found)
+		return CHAIN_ON;
+	*rc = keep(out, &pr, why, cap);
+	if (*rc && *rc != -ENOMEM) { /* as botocore: no credentials there */
+		looked(ch, "%s", why);
+		return CHAIN_ON;
+	}
+	return CHAIN_FETCHED;
+}
+
 int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const char *region,
 		      const char *ca_file, char *looked_out, size_t cap)
 {
@@ -1481,8 +1621,7 @@ int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const c
 	struct bfs_cred_provider pr;
 	struct bfs_cred *c = NULL;
 	char why[WHY] = "";
-	const char *v;
-	bool found;
+	enum chain_end end = CHAIN_STATIC;
 	int rc;
 
 	memset(&p.cred, 0, sizeof(p.cred));
@@ -1490,130 +1629,34 @@ int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const c
 	*out = NULL;
 	/* 1. the environment */
 	rc = env_keys(&c);
-	if (rc == 0)
-		goto have_static;
-	if (rc != -ENOENT)
+	if (rc && rc != -ENOENT)
 		return rc;
-	looked(&ch, "the environment (AWS_ACCESS_KEY_ID unset)");
-
-	/* the profile */
-	if (!profile)
-		profile = env("AWS_PROFILE");
-	rc = profile_load(&p, profile ? profile : "default");
-	if (rc)
-		goto out;
-	p.named = profile != NULL;
-	if (p.named && !p.cred.found && !p.conf.found) {
-		rc = bfs_err_set(-EINVAL, "profile '%s' is in neither %s nor %s", p.name,
-				 p.cred_path, p.conf_path);
-		goto out;
+	if (rc) {
+		looked(&ch, "the environment (AWS_ACCESS_KEY_ID unset)");
+		end = chain_profile(&ch, &p, profile, &c, out, why, sizeof(why), &rc);
+		if (end == CHAIN_ON)
+			end = chain_machine(&ch, out, why, sizeof(why), &rc);
 	}
-
-	/* 2. the profile's role */
-	if (pget(&p, "role_arn") && !pget(&p, "web_identity_token_file")) {
-		rc = provider_assume(&ch, &p, 0, &pr);
-		if (rc == 0)
-			rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-
-	/* 3. web identity */
-	v = env("AWS_WEB_IDENTITY_TOKEN_FILE");
-	if (v && env("AWS_ROLE_ARN")) {
-		rc = webid_make(&ch, v, env("AWS_ROLE_ARN"), env("AWS_ROLE_SESSION_NAME"),
-				"AWS_WEB_IDENTITY_TOKEN_FILE", &pr);
-		if (rc == 0)
-			rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-	if (pget(&p, "web_identity_token_file") && pget(&p, "role_arn")) {
-		char where[300];
-
-		snprintf(where, sizeof(where), "profile '%s'", p.name);
-		rc = webid_make(&ch, pget(&p, "web_identity_token_file"), pget(&p, "role_arn"),
-				pget(&p, "role_session_name"), where, &pr);
-		if (rc == 0)
-			rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-	looked(&ch, "web identity (AWS_WEB_IDENTITY_TOKEN_FILE%s unset)",
-	       v ? " set, AWS_ROLE_ARN" : "");
-
-	/* 4. SSO: out of scope */
-	if (pget(&p, "sso_session") || pget(&p, "sso_start_url")) {
-		rc = bfs_err_set(
-			-EACCES,
-			"profile '%s' gets its credentials through AWS IAM Identity Center "
-			"(%s), whose token cache (aws sso login) batchfs does not read: "
-			"export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
-			"AWS_SESSION_TOKEN (aws configure export-credentials --format env "
-			"prints them), or use no_sign_request for a public bucket",
-			p.name, pget(&p, "sso_session") ? "sso_session" : "sso_start_url");
-		goto out;
-	}
-
-	/* 5. the credentials file's keys */
-	rc = profile_keys(&p, 0, &c);
-	if (rc == 0)
-		goto have_static;
-	if (rc != -ENOENT)
-		goto out;
-	/* 6. credential_process */
-	if (pget(&p, "credential_process")) {
-		rc = provider_of_profile(&ch, p.name, 0, &pr, NULL, 0);
-		if (rc == 0)
-			rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-	/* 7. the config file's keys */
-	rc = profile_keys(&p, 1, &c);
-	if (rc == 0)
-		goto have_static;
-	if (rc != -ENOENT)
-		goto out;
-	looked(&ch, "profile '%s' in %s and %s (no keys, role or credential_process)", p.name,
-	       p.cred_path, p.conf_path);
-
-	/* 8. container credentials */
-	rc = provider_container(&ch, &pr, &found);
-	if (rc)
-		goto out;
-	if (found) {
-		rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-	/* 9. IMDS */
-	rc = provider_imds(&ch, &pr, &found);
-	if (rc)
-		goto out;
-	if (found) {
-		rc = keep(out, &pr, why, sizeof(why));
-		if (rc && rc != -ENOMEM) { /* as botocore: no credentials there */
-			looked(&ch, "%s", why);
-			goto none;
+	switch (end) {
+	case CHAIN_ON:
+		rc = -ENOENT;
+		snprintf(looked_out, cap, "%s", ch.looked.p ? ch.looked.p : "nowhere");
+		break;
+	case CHAIN_STATIC:
+		static_provider(&pr, c);
+		rc = bfs_cred_keeper_new(out, &pr, c);
+		break;
+	case CHAIN_FETCHED:
+		if (rc && why[0]) {
+			if (rc ==
+			    -ENOENT) /* a place named by a variable: its absence is an error */
+				rc = -EIO;
+			bfs_err_format("%s", why);
 		}
-		goto fetched;
+		break;
+	case CHAIN_FAIL:
+		break;
 	}
-none:
-	rc = -ENOENT;
-	if (ch.looked.p)
-		snprintf(looked_out, cap, "%s", ch.looked.p);
-	else
-		snprintf(looked_out, cap, "nowhere");
-	goto out;
-
-have_static:
-	static_provider(&pr, c);
-	rc = bfs_cred_keeper_new(out, &pr, c);
-	goto out;
-
-fetched:
-	if (rc && why[0]) {
-		if (rc == -ENOENT) /* a place named by a variable: its absence is an error */
-			rc = -EIO;
-		bfs_err_format("%s", why);
-	}
-out:
 	if (rc && rc != -ENOENT && *out) {
 		bfs_cred_keeper_unref(*out);
 		*out = NULL;
