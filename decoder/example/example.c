@@ -252,26 +252,15 @@ static inline int wire_skip(const uint8_t *buf, size_t *pos, size_t start, size_
 	return 0;
 }
 
-/* The length of known field `field` (what it is: `what`) at *pos, its
- * prefix read and checked against end; or 1 with the value already skipped,
- * for a float or int that came unpacked. */
+/* The length of known field `field` (what it is: `what`; a float or int
+ * that came unpacked is not one) at *pos: its prefix read and checked
+ * against end. */
 static inline int wire_known_len(const uint8_t *buf, size_t *pos, size_t start, size_t end,
 				 enum wire_msg m, const char *name, uint64_t field, unsigned wt,
 				 enum wire_field what, size_t at, uint64_t *len)
 {
 	int err;
 
-	if (what == F_FLOAT && wt == WT_I32) {
-		if (end - *pos < 4)
-			return bfs_err_set(-EBADMSG, "truncated float at byte %zu (feature '%s')",
-					   *pos, name);
-		*pos += 4;
-		return 1;
-	}
-	if (what == F_INT && wt == WT_VARINT) {
-		err = wire_varint(buf, pos, end, len);
-		return err < 0 ? err : 1;
-	}
 	if (wt != WT_LEN)
 		return bfs_err_set(
 			-EBADMSG,
@@ -391,11 +380,24 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 				return err;
 			continue;
 		}
+		/* Known fields: packed floats/ints may also come unpacked. */
+		if (what == F_FLOAT && wt == WT_I32) {
+			if (end - pos < 4)
+				return bfs_err_set(-EBADMSG,
+						   "truncated float at byte %zu (feature '%s')",
+						   pos, name);
+			pos += 4;
+			continue;
+		}
+		if (what == F_INT && wt == WT_VARINT) {
+			err = wire_varint(buf, &pos, end, &len);
+			if (err < 0)
+				return err;
+			continue;
+		}
 		err = wire_known_len(buf, &pos, start, end, m, name, field, wt, what, at, &len);
 		if (err < 0)
 			return err;
-		if (err > 0)
-			continue;
 		if (what == F_MSG) {
 			err = wire_once(seen_kind, m, field, sub, name, at);
 			if (err == 0)
