@@ -697,11 +697,10 @@ static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s, str
 	return 1;
 }
 
-/* s keeps the groups it holds that gw still wants, releases the rest.
- * Lock held. */
+/* s keeps the groups it holds that gw still wants (in their order, at the
+ * front of s->held), releases the rest. Lock held. */
 static void keep_wanted(struct bfs_ioplan *p, struct stream *s, const struct group_want *gw)
 {
-	struct group *keep[MAX_GROUPS];
 	unsigned nkeep = 0;
 
 	for (unsigned i = 0; i < s->nheld; i++) {
@@ -712,13 +711,10 @@ static void keep_wanted(struct bfs_ioplan *p, struct stream *s, const struct gro
 			still |= gr->epoch == gw->want[w].epoch && gr->g == gw->want[w].g;
 		still |= gw->behind && gr->epoch == gw->prev.epoch && gr->g == gw->prev.g;
 		if (still)
-			keep[nkeep++] = gr;
+			s->held[nkeep++] = gr; /* nkeep <= i: never ahead of the walk */
 		else
 			group_put(p, gr);
 	}
-	memcpy(s->held, keep,
-	       /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	       nkeep * sizeof(*keep));
 	s->nheld = nkeep;
 }
 
