@@ -325,6 +325,86 @@ static char *hdr(const char *name, const char *value)
 	return p;
 }
 
+static const char sts_ctype[] = "application/x-www-form-urlencoded; charset=utf-8";
+
+/* The SigV4 headers of the POST of form to STS, signed with signer, added
+ * to h[*nh...] (NULL where out of memory: the caller checks). */
+static int sts_sign(const struct sts *s, const char *form, const struct bfs_cred *signer, char **h,
+		    size_t *nh, char *why, size_t cap)
+{
+	struct bfs_s3_kv extra[1] = { { "content-type", sts_ctype } };
+	uint8_t d[BFS_SHA256_LEN];
+	char hash[2 * BFS_SHA256_LEN + 1], host[300];
+	const char *path;
+	struct bfs_s3_signed sig;
+	struct bfs_s3_creds cr = { signer->key_id, signer->secret, signer->token };
+	struct bfs_s3_sigreq sr = { .method = "POST",
+				    .host = host,
+				    .headers = extra,
+				    .nheaders = 1,
+				    .payload_hash = hash,
+				    .region = s->region,
+				    .service = "sts",
+				    .when = time(NULL) };
+	int rc;
+
+	if (url_split(s->url, host, sizeof(host), &path)) {
+		snprintf(why, cap, "STS endpoint %.200s: not an http(s) URL", s->url);
+		return -EINVAL;
+	}
+	sr.path = path;
+	bfs_sha256_digest(d, form, strlen(form));
+	bfs_sha256_hex(hash, d);
+	rc = bfs_s3_sign(&sig, &sr, &cr);
+	if (rc) {
+		snprintf(why, cap, "cannot sign the STS request");
+		return rc;
+	}
+	h[(*nh)++] = hdr("X-Amz-Date", sig.amz_date);
+	h[(*nh)++] = hdr("X-Amz-Content-Sha256", sig.content_sha256);
+	if (signer->token)
+		h[(*nh)++] = hdr("X-Amz-Security-Token", signer->token);
+	h[(*nh)++] = hdr("Authorization", sig.authorization);
+	explicit_bzero(&sig, sizeof(sig));
+	return 0;
+}
+
+/* STS's answer resp (parsed into x) to `action`: the credentials in *out,
+ * or why not. */
+static int sts_answer(const char *action, const struct bfs_http_resp *resp, struct bfs_s3xml_sts *x,
+		      const char *source, const char *account, struct bfs_cred **out, char *why,
+		      size_t cap)
+{
+	char hw[WHY];
+	time_t exp;
+	int rc = bfs_s3xml_parse_sts(x, resp->body, resp->len, hw, sizeof(hw));
+
+	if (rc == 0 && x->is_error) {
+		snprintf(why, cap, "STS %s refused (HTTP %ld): %s: %s", action, resp->status,
+			 x->code, x->message);
+		return resp->status >= 500 ? -EIO : -EACCES;
+	}
+	if (rc == 0 && resp->status != 200) {
+		snprintf(why, cap, "STS %s answered HTTP %ld", action, resp->status);
+		return -EIO;
+	}
+	if (rc) {
+		snprintf(why, cap, "STS %s (HTTP %ld): the answer does not parse: %s", action,
+			 resp->status, hw);
+		return rc == -ENOMEM ? rc : -EIO;
+	}
+	if (bfs_cred_parse_time(x->expiration, &exp)) {
+		snprintf(why, cap, "STS %s: a bad Expiration", action);
+		return -EIO;
+	}
+	rc = bfs_cred_new(out, BFS_CRED_SIGV4, x->key_id, x->secret, x->token, exp, source,
+			  account);
+	if (rc)
+		snprintf(why, cap, "STS %s: %s", action,
+			 rc == -ENOMEM ? "out of memory" : "a bad field in the answer");
+	return rc == -EINVAL ? -EIO : rc;
+}
+
 /* POST the form to STS, signed with signer (NULL: unsigned), and parse the
  * answer into creds. */
 static int sts_call(const struct sts *s, const char *action, const char *form,
@@ -339,48 +419,15 @@ static int sts_call(const struct sts *s, const char *action, const char *form,
 				    .ca_file = s->ca };
 	struct bfs_http_resp resp = { 0 };
 	struct bfs_s3xml_sts x = { 0 };
-	char *h[6] = { 0 }, host[300], hw[WHY];
+	char *h[6] = { 0 }, hw[WHY];
 	size_t nh = 0;
-	int rc;
+	int rc = 0;
 
-	static const char ctype[] = "application/x-www-form-urlencoded; charset=utf-8";
-	h[nh++] = hdr("Content-Type", ctype);
-	if (signer) {
-		struct bfs_s3_kv extra[1] = { { "content-type", ctype } };
-		uint8_t d[BFS_SHA256_LEN];
-		char hash[2 * BFS_SHA256_LEN + 1];
-		const char *path;
-		struct bfs_s3_signed sig;
-		struct bfs_s3_creds cr = { signer->key_id, signer->secret, signer->token };
-		struct bfs_s3_sigreq sr = { .method = "POST",
-					    .host = host,
-					    .headers = extra,
-					    .nheaders = 1,
-					    .payload_hash = hash,
-					    .region = s->region,
-					    .service = "sts",
-					    .when = time(NULL) };
-
-		if (url_split(s->url, host, sizeof(host), &path)) {
-			snprintf(why, cap, "STS endpoint %.200s: not an http(s) URL", s->url);
-			rc = -EINVAL;
-			goto out;
-		}
-		sr.path = path;
-		bfs_sha256_digest(d, form, strlen(form));
-		bfs_sha256_hex(hash, d);
-		rc = bfs_s3_sign(&sig, &sr, &cr);
-		if (rc) {
-			snprintf(why, cap, "cannot sign the STS request");
-			goto out;
-		}
-		h[nh++] = hdr("X-Amz-Date", sig.amz_date);
-		h[nh++] = hdr("X-Amz-Content-Sha256", sig.content_sha256);
-		if (signer->token)
-			h[nh++] = hdr("X-Amz-Security-Token", signer->token);
-		h[nh++] = hdr("Authorization", sig.authorization);
-		explicit_bzero(&sig, sizeof(sig));
-	}
+	h[nh++] = hdr("Content-Type", sts_ctype);
+	if (signer)
+		rc = sts_sign(s, form, signer, h, &nh, why, cap);
+	if (rc)
+		goto out;
 	for (size_t i = 0; i < nh; i++)
 		if (!h[i]) {
 			rc = -ENOMEM;
@@ -395,35 +442,7 @@ static int sts_call(const struct sts *s, const char *action, const char *form,
 		rc = rc == -ENOMEM ? rc : -EIO;
 		goto out;
 	}
-	rc = bfs_s3xml_parse_sts(&x, resp.body, resp.len, hw, sizeof(hw));
-	if (rc == 0 && x.is_error) {
-		snprintf(why, cap, "STS %s refused (HTTP %ld): %s: %s", action, resp.status, x.code,
-			 x.message);
-		rc = resp.status >= 500 ? -EIO : -EACCES;
-	} else if (rc == 0 && resp.status != 200) {
-		snprintf(why, cap, "STS %s answered HTTP %ld", action, resp.status);
-		rc = -EIO;
-	} else if (rc) {
-		snprintf(why, cap, "STS %s (HTTP %ld): the answer does not parse: %s", action,
-			 resp.status, hw);
-		rc = rc == -ENOMEM ? rc : -EIO;
-	} else {
-		time_t exp;
-
-		if (bfs_cred_parse_time(x.expiration, &exp)) {
-			snprintf(why, cap, "STS %s: a bad Expiration", action);
-			rc = -EIO;
-		} else {
-			rc = bfs_cred_new(out, BFS_CRED_SIGV4, x.key_id, x.secret, x.token, exp,
-					  source, account);
-			if (rc)
-				snprintf(why, cap, "STS %s: %s", action,
-					 rc == -ENOMEM ? "out of memory"
-						       : "a bad field in the answer");
-			if (rc == -EINVAL)
-				rc = -EIO;
-		}
-	}
+	rc = sts_answer(action, &resp, &x, source, account, out, why, cap);
 out:
 	bfs_s3xml_sts_destroy(&x);
 	bfs_http_resp_free(&resp);
@@ -653,16 +672,77 @@ bad:
 	return -EINVAL;
 }
 
+/* Read the process's output from fd into o until it ends or the deadline
+ * passes (the process then killed); wait for it. False when it timed out. */
+static bool process_read(int fd, pid_t pid, int64_t deadline, struct bfs_s3_str *o, int *status)
+{
+	char buf[4096];
+	bool timed_out = false;
+
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - bfs_cred_now_ms();
+		ssize_t n;
+
+		if (left <= 0) {
+			timed_out = true;
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
+			break;
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			break;
+		bfs_s3_str_add(o, buf, (size_t)n);
+	}
+	explicit_bzero(buf, sizeof(buf));
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return !timed_out;
+}
+
+/* The credentials in the output o of command argv0 (of provider p). */
+static int process_creds(const struct process *p, const char *argv0, const struct bfs_s3_str *o,
+			 struct bfs_cred **out, char *why, size_t cap)
+{
+	struct bfs_cjson *j = json_object_of(o->p, o->n);
+	int64_t ver = 0;
+	int rc;
+
+	if (!j || bfs_cjson_int(j, "Version", &ver) || ver != 1) {
+		snprintf(why, cap,
+			 "credential_process %.200s: its output is not JSON with \"Version\": 1",
+			 argv0);
+		if (j) {
+			bfs_cjson_wipe(j, "SecretAccessKey");
+			bfs_cjson_wipe(j, "SessionToken");
+		}
+		bfs_cjson_free(j);
+		return -EIO;
+	}
+	rc = json_creds(j, "SessionToken", true, p->desc, NULL, out, why, cap);
+	if (rc) {
+		char w[WHY];
+
+		snprintf(w, sizeof(w), "credential_process %.200s: %s", argv0, why);
+		snprintf(why, cap, "%s", w);
+	}
+	return rc;
+}
+
 static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
 {
 	struct process *p = ctx;
 	posix_spawn_file_actions_t fa;
 	struct bfs_s3_str o = { .max = MAX_PROCESS_OUT };
-	char **argv = NULL, *words = NULL, buf[4096];
+	char **argv = NULL, *words = NULL;
 	int fds[2] = { -1, -1 }, status = 0, rc;
 	pid_t pid;
 	int64_t deadline = bfs_cred_now_ms() + PROCESS_TIMEOUT_MS;
-	bool timed_out = false;
+	bool timed_out;
 
 	if (split_words(p->command, &argv, &words)) {
 		snprintf(why, cap, "credential_process: cannot split the command line");
@@ -686,28 +766,7 @@ static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap
 		rc = -EIO;
 		goto out;
 	}
-	for (;;) {
-		struct pollfd pf = { .fd = fds[0], .events = POLLIN };
-		int64_t left = deadline - bfs_cred_now_ms();
-		ssize_t n;
-
-		if (left <= 0) {
-			timed_out = true;
-			kill(pid, SIGKILL);
-			break;
-		}
-		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
-			break;
-		n = read(fds[0], buf, sizeof(buf));
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		bfs_s3_str_add(&o, buf, (size_t)n);
-	}
-	explicit_bzero(buf, sizeof(buf));
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	timed_out = !process_read(fds[0], pid, deadline, &o, &status);
 	if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		if (timed_out)
 			snprintf(why, cap, "credential_process %.200s ran over %d s", argv[0],
@@ -725,31 +784,7 @@ static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap
 		rc = o.err == -ENOMEM ? -ENOMEM : -EIO;
 		goto out;
 	}
-	{
-		struct bfs_cjson *j = json_object_of(o.p, o.n);
-		int64_t ver = 0;
-
-		if (!j || bfs_cjson_int(j, "Version", &ver) || ver != 1) {
-			snprintf(why, cap,
-				 "credential_process %.200s: its output is not JSON with "
-				 "\"Version\": 1",
-				 argv[0]);
-			if (j) {
-				bfs_cjson_wipe(j, "SecretAccessKey");
-				bfs_cjson_wipe(j, "SessionToken");
-			}
-			bfs_cjson_free(j);
-			rc = -EIO;
-			goto out;
-		}
-		rc = json_creds(j, "SessionToken", true, p->desc, NULL, out, why, cap);
-	}
-	if (rc) {
-		char w[WHY];
-
-		snprintf(w, sizeof(w), "credential_process %.200s: %s", argv[0], why);
-		snprintf(why, cap, "%s", w);
-	}
+	rc = process_creds(p, argv[0], &o, out, why, cap);
 out:
 	if (fds[0] >= 0)
 		close(fds[0]);
@@ -1146,12 +1181,73 @@ static int env_keys(struct bfs_cred **out)
 }
 
 /* An AssumeRole provider for profile p's role_arn. */
+/* The credentials a role of profile p is assumed with, from its
+ * source_profile src: p's own keys, or the provider of profile src. */
+static int assume_source_profile(struct chain *ch, const struct profile *p, const char *src,
+				 int depth, struct bfs_cred_provider *out)
+{
+	char desc[400] = "";
+	struct bfs_cred *c = NULL;
+	int rc;
+
+	if (strcmp(src, p->name) != 0)
+		return provider_of_profile(ch, src, depth + 1, out, desc, sizeof(desc));
+	/* its own keys */
+	rc = profile_keys(p, 0, &c);
+	if (rc == -ENOENT)
+		rc = profile_keys(p, 1, &c);
+	if (rc == -ENOENT)
+		rc = bfs_err_set(-EINVAL, "profile '%s' is its own source_profile but has no keys",
+				 p->name);
+	if (rc)
+		return rc;
+	static_provider(out, c);
+	return 0;
+}
+
+/* The credentials a role of profile p is assumed with, from its
+ * credential_source csrc: the environment, IMDS or the container's. */
+static int assume_credential_source(struct chain *ch, const struct profile *p, const char *csrc,
+				    struct bfs_cred_provider *out)
+{
+	bool found = false;
+	int rc;
+
+	if (strcasecmp(csrc, "Environment") == 0) {
+		struct bfs_cred *c = NULL;
+
+		rc = env_keys(&c);
+		if (rc == -ENOENT)
+			rc = bfs_err_set(-EACCES,
+					 "profile '%s': credential_source Environment, but "
+					 "AWS_ACCESS_KEY_ID is not set",
+					 p->name);
+		if (rc)
+			return rc;
+		static_provider(out, c);
+		return 0;
+	}
+	if (strcasecmp(csrc, "Ec2InstanceMetadata") == 0)
+		rc = provider_imds(ch, out, &found);
+	else if (strcasecmp(csrc, "EcsContainer") == 0)
+		rc = provider_container(ch, out, &found);
+	else
+		rc = bfs_err_set(-EINVAL,
+				 "profile '%s': credential_source '%.60s' is none of "
+				 "Environment, Ec2InstanceMetadata, EcsContainer",
+				 p->name, csrc);
+	if (rc == 0 && !found)
+		rc = bfs_err_set(-EACCES, "profile '%s': credential_source %s has no credentials",
+				 p->name, csrc);
+	return rc;
+}
+
 static int provider_assume(struct chain *ch, const struct profile *p, int depth,
 			   struct bfs_cred_provider *out)
 {
 	const char *src = pget(p, "source_profile"), *csrc = pget(p, "credential_source");
 	struct assume *a = calloc(1, sizeof(*a));
-	char desc[400] = "", buf[600];
+	char buf[600];
 	int rc;
 
 	if (!a)
@@ -1172,56 +1268,12 @@ static int provider_assume(struct chain *ch, const struct profile *p, int depth,
 		goto fail;
 	}
 	if (src) {
-		if (strcmp(src, p->name) == 0) { /* its own keys */
-			struct bfs_cred *c = NULL;
-
-			rc = profile_keys(p, 0, &c);
-			if (rc == -ENOENT)
-				rc = profile_keys(p, 1, &c);
-			if (rc == -ENOENT)
-				rc = bfs_err_set(
-					-EINVAL,
-					"profile '%s' is its own source_profile but has no "
-					"keys",
-					p->name);
-			if (rc)
-				goto fail;
-			static_provider(&a->src, c);
-		} else {
-			rc = provider_of_profile(ch, src, depth + 1, &a->src, desc, sizeof(desc));
-			if (rc)
-				goto fail;
-		}
+		rc = assume_source_profile(ch, p, src, depth, &a->src);
+		if (rc)
+			goto fail;
 		snprintf(buf, sizeof(buf), "source_profile '%s'", src);
 	} else if (csrc) {
-		bool found = false;
-
-		if (strcasecmp(csrc, "Environment") == 0) {
-			struct bfs_cred *c = NULL;
-
-			rc = env_keys(&c);
-			if (rc == -ENOENT)
-				rc = bfs_err_set(-EACCES,
-						 "profile '%s': credential_source Environment, but "
-						 "AWS_ACCESS_KEY_ID is not set",
-						 p->name);
-			if (rc)
-				goto fail;
-			static_provider(&a->src, c);
-		} else if (strcasecmp(csrc, "Ec2InstanceMetadata") == 0) {
-			rc = provider_imds(ch, &a->src, &found);
-		} else if (strcasecmp(csrc, "EcsContainer") == 0) {
-			rc = provider_container(ch, &a->src, &found);
-		} else {
-			rc = bfs_err_set(-EINVAL,
-					 "profile '%s': credential_source '%.60s' is none of "
-					 "Environment, Ec2InstanceMetadata, EcsContainer",
-					 p->name, csrc);
-		}
-		if (rc == 0 && !found)
-			rc = bfs_err_set(-EACCES,
-					 "profile '%s': credential_source %s has no credentials",
-					 p->name, csrc);
+		rc = assume_credential_source(ch, p, csrc, &a->src);
 		if (rc)
 			goto fail;
 		snprintf(buf, sizeof(buf), "credential_source %s", csrc);
