@@ -336,7 +336,7 @@ static int sts_sign(const struct sts *s, const char *form, const struct bfs_cred
 	uint8_t d[BFS_SHA256_LEN];
 	char hash[2 * BFS_SHA256_LEN + 1], host[300];
 	const char *path;
-	struct bfs_s3_signed sig;
+	struct bfs_s3_signed sig = { 0 };
 	struct bfs_s3_creds cr = { signer->key_id, signer->secret, signer->token };
 	struct bfs_s3_sigreq sr = { .method = "POST",
 				    .host = host,
