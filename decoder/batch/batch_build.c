@@ -334,6 +334,52 @@ out:
 	return rc;
 }
 
+static int part_nomem(const struct bfs_build *jb)
+{
+	return bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",
+			   (unsigned long long)jb->g->st_size);
+}
+
+/* Row j (record rec) failed with rc (`how` it failed, for a read): with
+ * on_corrupt=skip, a substitute record fills it instead (0); else the
+ * error that ends the part, reported to on_corrupt. Out of memory and the
+ * mount ending (the I/O stage stopped) end the part as they are: nothing
+ * is wrong with the record. */
+static int row_failed(struct bfs_build *jb, struct bfs_bind *bd, uint64_t rec, uint64_t j, int rc,
+		      unsigned how, struct cursor *cur, struct row_mark *marks, uint8_t *rbuf,
+		      uint32_t cap, bfs_corrupt_fn on_corrupt, void *ctx)
+{
+	const struct bfs_batcher *b = jb->b;
+
+	if (rc == -ENOMEM || rc == -ESHUTDOWN)
+		return rc;
+	if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP) {
+		char *why = strdup(bfs_err_msg());
+
+		if (!why)
+			return part_nomem(jb);
+		bfs_batcher_row_undo(b, jb->g, j, cur, marks);
+		rc = bfs_batcher_fill_substitute(b, jb->g, bd, rec, j, cur, marks, rbuf, cap,
+						 on_corrupt, ctx);
+		if (rc == 0)
+			write_provenance_row(jb, j);
+		if (rc == 0 && on_corrupt)
+			on_corrupt(ctx, why, BFS_REPORT_SKIPPED | how);
+		if (rc && rc != -ENOMEM) {
+			char none[256];
+
+			snprintf(none, sizeof(none), "%s", bfs_err_msg());
+			rc = bfs_err_set(-EIO, "%s (on_corrupt=skip: %s)", why, none);
+		}
+		free(why);
+		if (rc == 0 || rc == -ENOMEM)
+			return rc;
+	}
+	if (on_corrupt)
+		on_corrupt(ctx, bfs_err_msg(), how);
+	return -EIO;
+}
+
 static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_corrupt, void *ctx)
 {
 	const struct bfs_batcher *b = jb->b;
@@ -400,39 +446,10 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 				rc = bfs_err_set(errs[i], "%s", msgs[i] ? msgs[i] : "read failed");
 			if (rc == 0)
 				continue;
-			/* out of memory, or the mount ending (the I/O stage
-			 * stopped): nothing wrong with the record */
-			if (rc == -ENOMEM || rc == -ESHUTDOWN)
+			rc = row_failed(jb, bd, recs[i], j, rc, how, cur, marks, rbuf, cap,
+					on_corrupt, ctx);
+			if (rc)
 				goto out;
-			if (b->o.on_corrupt == BFS_ON_CORRUPT_SKIP) {
-				char *why = strdup(bfs_err_msg());
-
-				if (!why)
-					goto nomem;
-				bfs_batcher_row_undo(b, jb->g, j, cur, marks);
-				rc = bfs_batcher_fill_substitute(b, jb->g, bd, recs[i], j, cur,
-								 marks, rbuf, cap, on_corrupt, ctx);
-				if (rc == 0)
-					write_provenance_row(jb, j);
-				if (rc == 0 && on_corrupt)
-					on_corrupt(ctx, why, BFS_REPORT_SKIPPED | how);
-				if (rc && rc != -ENOMEM) {
-					char none[256];
-
-					snprintf(none, sizeof(none), "%s", bfs_err_msg());
-					rc = bfs_err_set(-EIO, "%s (on_corrupt=skip: %s)", why,
-							 none);
-				}
-				free(why);
-				if (rc == 0)
-					continue;
-				if (rc == -ENOMEM)
-					goto out;
-			}
-			if (on_corrupt)
-				on_corrupt(ctx, bfs_err_msg(), how);
-			rc = -EIO;
-			goto out;
 		}
 	}
 	rc = part_check(jb, pt, cur);
@@ -440,8 +457,7 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 		on_corrupt(ctx, bfs_err_msg(), 0);
 	goto out;
 nomem:
-	rc = bfs_err_set(-ENOMEM, "out of memory for a batch of %llu bytes",
-			 (unsigned long long)jb->g->st_size);
+	rc = part_nomem(jb);
 out:
 	for (size_t j = 0; msgs && j < n; j++)
 		free(msgs[j]);

@@ -86,128 +86,155 @@ static void int64_put(uint8_t *dst, uint64_t j, uint64_t val)
 	memcpy(dst + j * 8, &x, 8);
 }
 
+/* Row j of a fixed-shape feature: its values, or its default, in c_main. */
+static inline int fill_fixed(const struct bfs_feature_spec *f, const struct bfs_values *v,
+			     uint64_t j, struct cursor *c_main)
+{
+	uint64_t n = bfs_spec_elems(f), isz;
+	int rc;
+
+	if (f->kind == BFS_KIND_BYTES) {
+		isz = n * bfs_dtype_size(f->dtype == BFS_DT_INVALID ? BFS_DT_U8 : f->dtype);
+		if (!present(v))
+			return fail_feature(f, "missing (no default for bytes)");
+		if ((rc = check_kind(f, v)))
+			return rc;
+		if (v->count != 1)
+			return fail_feature(f, "%zu values, schema expects 1", v->count);
+		if (v->b[0].len != isz)
+			return fail_feature(f, "value is %zu bytes, schema expects %llu",
+					    v->b[0].len, (unsigned long long)isz);
+		memcpy(c_main->base + j * isz, v->b[0].data, isz);
+		return 0;
+	}
+	isz = n * (f->kind == BFS_KIND_FLOAT ? 4 : 8);
+	if (!present(v) || v->count == 0) {
+		if (!f->has_default)
+			return fail_feature(f, "missing and the schema gives no default");
+		put_scalar(c_main->base + j * isz, f->kind, f->dflt, n);
+		return 0;
+	}
+	if ((rc = check_kind(f, v)))
+		return rc;
+	if (v->count != n)
+		return fail_feature(f, "%zu values, schema expects %llu", v->count,
+				    (unsigned long long)n);
+	put_values(c_main->base + j * isz, v);
+	return 0;
+}
+
+/* Row j of a padded feature: up to max_len values (or bytes) in c_main,
+ * padded, and their number in c_aux. */
+static inline int fill_padded(const struct bfs_feature_spec *f, const struct bfs_values *v,
+			      uint64_t j, struct cursor *c_main, struct cursor *c_aux)
+{
+	uint64_t len = 0, ml = (uint64_t)f->max_len, isz;
+	int rc;
+
+	if (f->kind == BFS_KIND_BYTES) {
+		if (present(v)) {
+			if ((rc = check_kind(f, v)))
+				return rc;
+			if (v->count > 1)
+				return fail_feature(f, "%zu values, schema expects at most 1",
+						    v->count);
+			if (v->count == 1) {
+				len = v->b[0].len;
+				if (len > ml)
+					return fail_feature(f,
+							    "value is %llu bytes, longer than "
+							    "max_len %llu",
+							    (unsigned long long)len,
+							    (unsigned long long)ml);
+				memcpy(c_main->base + j * ml, v->b[0].data, len);
+			}
+		}
+		return int32_put(c_aux->base, j, len);
+	}
+	isz = f->kind == BFS_KIND_FLOAT ? 4 : 8;
+	if (present(v)) {
+		if ((rc = check_kind(f, v)))
+			return rc;
+		len = v->count;
+		if (len > ml)
+			return fail_feature(f, "%llu values, longer than max_len %llu",
+					    (unsigned long long)len, (unsigned long long)ml);
+		put_values(c_main->base + j * ml * isz, v);
+	}
+	if (len < ml)
+		put_scalar(c_main->base + (j * ml + len) * isz, f->kind, f->pad, ml - len);
+	return int32_put(c_aux->base, j, len);
+}
+
+/* Row j of a ragged numeric feature: c_main = values, c_aux = row_splits. */
+static inline int fill_ragged(const struct bfs_feature_spec *f, const struct bfs_values *v,
+			      uint64_t j, struct cursor *c_main, struct cursor *c_aux)
+{
+	uint64_t isz = f->kind == BFS_KIND_FLOAT ? 4 : 8;
+	int rc;
+
+	if (present(v)) {
+		if ((rc = check_kind(f, v)))
+			return rc;
+		if ((c_main->pos + v->count) * isz > c_main->nbytes)
+			return fail_feature(f, "more values than the index counted");
+		put_values(c_main->base + c_main->pos * isz, v);
+		c_main->pos += v->count;
+	}
+	if (j == 0)
+		int64_put(c_aux->base, 0, 0);
+	int64_put(c_aux->base, j + 1, c_main->pos);
+	return 0;
+}
+
+/* Row j of a ragged bytes feature: c_main = values (bytes), c_aux =
+ * value_splits, c_aux2 = row_splits. */
+static inline int fill_ragged2(const struct bfs_feature_spec *f, const struct bfs_values *v,
+			       uint64_t j, struct cursor *c_main, struct cursor *c_aux,
+			       struct cursor *c_aux2)
+{
+	int rc;
+
+	if (j == 0) {
+		int64_put(c_aux->base, 0, 0);
+		int64_put(c_aux2->base, 0, 0);
+	}
+	if (present(v)) {
+		if ((rc = check_kind(f, v)))
+			return rc;
+		for (size_t k = 0; k < v->count; k++) {
+			uint64_t l = v->b[k].len;
+			if (c_main->pos + l > c_main->nbytes ||
+			    (c_main->nvals + 2) * 8 > c_aux->nbytes)
+				return fail_feature(f, "more bytes than the index counted");
+			memcpy(c_main->base + c_main->pos, v->b[k].data, l);
+			c_main->pos += l;
+			c_main->nvals++;
+			int64_put(c_aux->base, c_main->nvals, c_main->pos);
+		}
+	}
+	int64_put(c_aux2->base, j + 1, c_main->nvals);
+	return 0;
+}
+
 /* Fill row j of a context feature's tensors. main/aux are the tensors in
  * plan order for this spec (see the roles). */
 static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_values *v, uint64_t j,
 			struct cursor *c_main, struct cursor *c_aux, struct cursor *c_aux2)
 {
-	uint64_t n, isz;
-	int rc;
-
 	/* the plan gives every layout its tensors (make_drivers, batch.c) */
 	if (!c_main || (f->layout != BFS_LAYOUT_FIXED && !c_aux) ||
 	    (f->layout == BFS_LAYOUT_RAGGED2 && !c_aux2))
 		return fail_feature(f, "internal error: an output tensor is missing");
 	switch (f->layout) {
 	case BFS_LAYOUT_FIXED:
-		n = bfs_spec_elems(f);
-		if (f->kind == BFS_KIND_BYTES) {
-			isz = n * bfs_dtype_size(f->dtype == BFS_DT_INVALID ? BFS_DT_U8 : f->dtype);
-			if (!present(v))
-				return fail_feature(f, "missing (no default for bytes)");
-			if ((rc = check_kind(f, v)))
-				return rc;
-			if (v->count != 1)
-				return fail_feature(f, "%zu values, schema expects 1", v->count);
-			if (v->b[0].len != isz)
-				return fail_feature(f, "value is %zu bytes, schema expects %llu",
-						    v->b[0].len, (unsigned long long)isz);
-			memcpy(c_main->base + j * isz, v->b[0].data, isz);
-			return 0;
-		}
-		isz = n * (f->kind == BFS_KIND_FLOAT ? 4 : 8);
-		if (!present(v) || v->count == 0) {
-			if (!f->has_default)
-				return fail_feature(f, "missing and the schema gives no default");
-			put_scalar(c_main->base + j * isz, f->kind, f->dflt, n);
-			return 0;
-		}
-		if ((rc = check_kind(f, v)))
-			return rc;
-		if (v->count != n)
-			return fail_feature(f, "%zu values, schema expects %llu", v->count,
-					    (unsigned long long)n);
-		put_values(c_main->base + j * isz, v);
-		return 0;
-
-	case BFS_LAYOUT_PADDED: {
-		uint64_t len = 0, ml = (uint64_t)f->max_len;
-
-		if (f->kind == BFS_KIND_BYTES) {
-			if (present(v)) {
-				if ((rc = check_kind(f, v)))
-					return rc;
-				if (v->count > 1)
-					return fail_feature(f,
-							    "%zu values, schema expects at most 1",
-							    v->count);
-				if (v->count == 1) {
-					len = v->b[0].len;
-					if (len > ml)
-						return fail_feature(f,
-								    "value is %llu bytes, longer "
-								    "than max_len %llu",
-								    (unsigned long long)len,
-								    (unsigned long long)ml);
-					memcpy(c_main->base + j * ml, v->b[0].data, len);
-				}
-			}
-			return int32_put(c_aux->base, j, len);
-		}
-		isz = f->kind == BFS_KIND_FLOAT ? 4 : 8;
-		if (present(v)) {
-			if ((rc = check_kind(f, v)))
-				return rc;
-			len = v->count;
-			if (len > ml)
-				return fail_feature(f, "%llu values, longer than max_len %llu",
-						    (unsigned long long)len,
-						    (unsigned long long)ml);
-			put_values(c_main->base + j * ml * isz, v);
-		}
-		if (len < ml)
-			put_scalar(c_main->base + (j * ml + len) * isz, f->kind, f->pad, ml - len);
-		return int32_put(c_aux->base, j, len);
-	}
-
+		return fill_fixed(f, v, j, c_main);
+	case BFS_LAYOUT_PADDED:
+		return fill_padded(f, v, j, c_main, c_aux);
 	case BFS_LAYOUT_RAGGED:
-		/* c_main = values, c_aux = row_splits */
-		isz = f->kind == BFS_KIND_FLOAT ? 4 : 8;
-		if (present(v)) {
-			if ((rc = check_kind(f, v)))
-				return rc;
-			if ((c_main->pos + v->count) * isz > c_main->nbytes)
-				return fail_feature(f, "more values than the index counted");
-			put_values(c_main->base + c_main->pos * isz, v);
-			c_main->pos += v->count;
-		}
-		if (j == 0)
-			int64_put(c_aux->base, 0, 0);
-		int64_put(c_aux->base, j + 1, c_main->pos);
-		return 0;
-
+		return fill_ragged(f, v, j, c_main, c_aux);
 	case BFS_LAYOUT_RAGGED2:
-		/* c_main = values (bytes), c_aux = value_splits, c_aux2 = row_splits */
-		if (j == 0) {
-			int64_put(c_aux->base, 0, 0);
-			int64_put(c_aux2->base, 0, 0);
-		}
-		if (present(v)) {
-			if ((rc = check_kind(f, v)))
-				return rc;
-			for (size_t k = 0; k < v->count; k++) {
-				uint64_t l = v->b[k].len;
-				if (c_main->pos + l > c_main->nbytes ||
-				    (c_main->nvals + 2) * 8 > c_aux->nbytes)
-					return fail_feature(f, "more bytes than the index counted");
-				memcpy(c_main->base + c_main->pos, v->b[k].data, l);
-				c_main->pos += l;
-				c_main->nvals++;
-				int64_put(c_aux->base, c_main->nvals, c_main->pos);
-			}
-		}
-		int64_put(c_aux2->base, j + 1, c_main->nvals);
-		return 0;
+		return fill_ragged2(f, v, j, c_main, c_aux, c_aux2);
 	}
 	return fail_feature(f, "unknown layout");
 }

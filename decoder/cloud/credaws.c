@@ -325,6 +325,86 @@ static char *hdr(const char *name, const char *value)
 	return p;
 }
 
+static const char sts_ctype[] = "application/x-www-form-urlencoded; charset=utf-8";
+
+/* The SigV4 headers of the POST of form to STS, signed with signer, added
+ * to h[*nh...] (NULL where out of memory: the caller checks). */
+static int sts_sign(const struct sts *s, const char *form, const struct bfs_cred *signer, char **h,
+		    size_t *nh, char *why, size_t cap)
+{
+	struct bfs_s3_kv extra[1] = { { "content-type", sts_ctype } };
+	uint8_t d[BFS_SHA256_LEN];
+	char hash[2 * BFS_SHA256_LEN + 1], host[300];
+	const char *path;
+	struct bfs_s3_signed sig = { 0 };
+	struct bfs_s3_creds cr = { signer->key_id, signer->secret, signer->token };
+	struct bfs_s3_sigreq sr = { .method = "POST",
+				    .host = host,
+				    .headers = extra,
+				    .nheaders = 1,
+				    .payload_hash = hash,
+				    .region = s->region,
+				    .service = "sts",
+				    .when = time(NULL) };
+	int rc;
+
+	if (url_split(s->url, host, sizeof(host), &path)) {
+		snprintf(why, cap, "STS endpoint %.200s: not an http(s) URL", s->url);
+		return -EINVAL;
+	}
+	sr.path = path;
+	bfs_sha256_digest(d, form, strlen(form));
+	bfs_sha256_hex(hash, d);
+	rc = bfs_s3_sign(&sig, &sr, &cr);
+	if (rc) {
+		snprintf(why, cap, "cannot sign the STS request");
+		return rc;
+	}
+	h[(*nh)++] = hdr("X-Amz-Date", sig.amz_date);
+	h[(*nh)++] = hdr("X-Amz-Content-Sha256", sig.content_sha256);
+	if (signer->token)
+		h[(*nh)++] = hdr("X-Amz-Security-Token", signer->token);
+	h[(*nh)++] = hdr("Authorization", sig.authorization);
+	explicit_bzero(&sig, sizeof(sig));
+	return 0;
+}
+
+/* STS's answer resp (parsed into x) to `action`: the credentials in *out,
+ * or why not. */
+static int sts_answer(const char *action, const struct bfs_http_resp *resp, struct bfs_s3xml_sts *x,
+		      const char *source, const char *account, struct bfs_cred **out, char *why,
+		      size_t cap)
+{
+	char hw[WHY];
+	time_t exp;
+	int rc = bfs_s3xml_parse_sts(x, resp->body, resp->len, hw, sizeof(hw));
+
+	if (rc == 0 && x->is_error) {
+		snprintf(why, cap, "STS %s refused (HTTP %ld): %s: %s", action, resp->status,
+			 x->code, x->message);
+		return resp->status >= 500 ? -EIO : -EACCES;
+	}
+	if (rc == 0 && resp->status != 200) {
+		snprintf(why, cap, "STS %s answered HTTP %ld", action, resp->status);
+		return -EIO;
+	}
+	if (rc) {
+		snprintf(why, cap, "STS %s (HTTP %ld): the answer does not parse: %s", action,
+			 resp->status, hw);
+		return rc == -ENOMEM ? rc : -EIO;
+	}
+	if (bfs_cred_parse_time(x->expiration, &exp)) {
+		snprintf(why, cap, "STS %s: a bad Expiration", action);
+		return -EIO;
+	}
+	rc = bfs_cred_new(out, BFS_CRED_SIGV4, x->key_id, x->secret, x->token, exp, source,
+			  account);
+	if (rc)
+		snprintf(why, cap, "STS %s: %s", action,
+			 rc == -ENOMEM ? "out of memory" : "a bad field in the answer");
+	return rc == -EINVAL ? -EIO : rc;
+}
+
 /* POST the form to STS, signed with signer (NULL: unsigned), and parse the
  * answer into creds. */
 static int sts_call(const struct sts *s, const char *action, const char *form,
@@ -339,48 +419,15 @@ static int sts_call(const struct sts *s, const char *action, const char *form,
 				    .ca_file = s->ca };
 	struct bfs_http_resp resp = { 0 };
 	struct bfs_s3xml_sts x = { 0 };
-	char *h[6] = { 0 }, host[300], hw[WHY];
+	char *h[6] = { 0 }, hw[WHY];
 	size_t nh = 0;
-	int rc;
+	int rc = 0;
 
-	static const char ctype[] = "application/x-www-form-urlencoded; charset=utf-8";
-	h[nh++] = hdr("Content-Type", ctype);
-	if (signer) {
-		struct bfs_s3_kv extra[1] = { { "content-type", ctype } };
-		uint8_t d[BFS_SHA256_LEN];
-		char hash[2 * BFS_SHA256_LEN + 1];
-		const char *path;
-		struct bfs_s3_signed sig;
-		struct bfs_s3_creds cr = { signer->key_id, signer->secret, signer->token };
-		struct bfs_s3_sigreq sr = { .method = "POST",
-					    .host = host,
-					    .headers = extra,
-					    .nheaders = 1,
-					    .payload_hash = hash,
-					    .region = s->region,
-					    .service = "sts",
-					    .when = time(NULL) };
-
-		if (url_split(s->url, host, sizeof(host), &path)) {
-			snprintf(why, cap, "STS endpoint %.200s: not an http(s) URL", s->url);
-			rc = -EINVAL;
-			goto out;
-		}
-		sr.path = path;
-		bfs_sha256_digest(d, form, strlen(form));
-		bfs_sha256_hex(hash, d);
-		rc = bfs_s3_sign(&sig, &sr, &cr);
-		if (rc) {
-			snprintf(why, cap, "cannot sign the STS request");
-			goto out;
-		}
-		h[nh++] = hdr("X-Amz-Date", sig.amz_date);
-		h[nh++] = hdr("X-Amz-Content-Sha256", sig.content_sha256);
-		if (signer->token)
-			h[nh++] = hdr("X-Amz-Security-Token", signer->token);
-		h[nh++] = hdr("Authorization", sig.authorization);
-		explicit_bzero(&sig, sizeof(sig));
-	}
+	h[nh++] = hdr("Content-Type", sts_ctype);
+	if (signer)
+		rc = sts_sign(s, form, signer, h, &nh, why, cap);
+	if (rc)
+		goto out;
 	for (size_t i = 0; i < nh; i++)
 		if (!h[i]) {
 			rc = -ENOMEM;
@@ -395,35 +442,7 @@ static int sts_call(const struct sts *s, const char *action, const char *form,
 		rc = rc == -ENOMEM ? rc : -EIO;
 		goto out;
 	}
-	rc = bfs_s3xml_parse_sts(&x, resp.body, resp.len, hw, sizeof(hw));
-	if (rc == 0 && x.is_error) {
-		snprintf(why, cap, "STS %s refused (HTTP %ld): %s: %s", action, resp.status, x.code,
-			 x.message);
-		rc = resp.status >= 500 ? -EIO : -EACCES;
-	} else if (rc == 0 && resp.status != 200) {
-		snprintf(why, cap, "STS %s answered HTTP %ld", action, resp.status);
-		rc = -EIO;
-	} else if (rc) {
-		snprintf(why, cap, "STS %s (HTTP %ld): the answer does not parse: %s", action,
-			 resp.status, hw);
-		rc = rc == -ENOMEM ? rc : -EIO;
-	} else {
-		time_t exp;
-
-		if (bfs_cred_parse_time(x.expiration, &exp)) {
-			snprintf(why, cap, "STS %s: a bad Expiration", action);
-			rc = -EIO;
-		} else {
-			rc = bfs_cred_new(out, BFS_CRED_SIGV4, x.key_id, x.secret, x.token, exp,
-					  source, account);
-			if (rc)
-				snprintf(why, cap, "STS %s: %s", action,
-					 rc == -ENOMEM ? "out of memory"
-						       : "a bad field in the answer");
-			if (rc == -EINVAL)
-				rc = -EIO;
-		}
-	}
+	rc = sts_answer(action, &resp, &x, source, account, out, why, cap);
 out:
 	bfs_s3xml_sts_destroy(&x);
 	bfs_http_resp_free(&resp);
@@ -653,16 +672,77 @@ bad:
 	return -EINVAL;
 }
 
+/* Read the process's output from fd into o until it ends or the deadline
+ * passes (the process then killed); wait for it. False when it timed out. */
+static bool process_read(int fd, pid_t pid, int64_t deadline, struct bfs_s3_str *o, int *status)
+{
+	char buf[4096];
+	bool timed_out = false;
+
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int64_t left = deadline - bfs_cred_now_ms();
+		ssize_t n;
+
+		if (left <= 0) {
+			timed_out = true;
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
+			break;
+		n = read(fd, buf, sizeof(buf));
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			break;
+		bfs_s3_str_add(o, buf, (size_t)n);
+	}
+	explicit_bzero(buf, sizeof(buf));
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return !timed_out;
+}
+
+/* The credentials in the output o of command argv0 (of provider p). */
+static int process_creds(const struct process *p, const char *argv0, const struct bfs_s3_str *o,
+			 struct bfs_cred **out, char *why, size_t cap)
+{
+	struct bfs_cjson *j = json_object_of(o->p, o->n);
+	int64_t ver = 0;
+	int rc;
+
+	if (!j || bfs_cjson_int(j, "Version", &ver) || ver != 1) {
+		snprintf(why, cap,
+			 "credential_process %.200s: its output is not JSON with \"Version\": 1",
+			 argv0);
+		if (j) {
+			bfs_cjson_wipe(j, "SecretAccessKey");
+			bfs_cjson_wipe(j, "SessionToken");
+		}
+		bfs_cjson_free(j);
+		return -EIO;
+	}
+	rc = json_creds(j, "SessionToken", true, p->desc, NULL, out, why, cap);
+	if (rc) {
+		char w[WHY];
+
+		snprintf(w, sizeof(w), "credential_process %.200s: %s", argv0, why);
+		snprintf(why, cap, "%s", w);
+	}
+	return rc;
+}
+
 static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
 {
 	struct process *p = ctx;
 	posix_spawn_file_actions_t fa;
 	struct bfs_s3_str o = { .max = MAX_PROCESS_OUT };
-	char **argv = NULL, *words = NULL, buf[4096];
+	char **argv = NULL, *words = NULL;
 	int fds[2] = { -1, -1 }, status = 0, rc;
 	pid_t pid;
 	int64_t deadline = bfs_cred_now_ms() + PROCESS_TIMEOUT_MS;
-	bool timed_out = false;
+	bool timed_out;
 
 	if (split_words(p->command, &argv, &words)) {
 		snprintf(why, cap, "credential_process: cannot split the command line");
@@ -686,28 +766,7 @@ static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap
 		rc = -EIO;
 		goto out;
 	}
-	for (;;) {
-		struct pollfd pf = { .fd = fds[0], .events = POLLIN };
-		int64_t left = deadline - bfs_cred_now_ms();
-		ssize_t n;
-
-		if (left <= 0) {
-			timed_out = true;
-			kill(pid, SIGKILL);
-			break;
-		}
-		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
-			break;
-		n = read(fds[0], buf, sizeof(buf));
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			break;
-		bfs_s3_str_add(&o, buf, (size_t)n);
-	}
-	explicit_bzero(buf, sizeof(buf));
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	timed_out = !process_read(fds[0], pid, deadline, &o, &status);
 	if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		if (timed_out)
 			snprintf(why, cap, "credential_process %.200s ran over %d s", argv[0],
@@ -725,31 +784,7 @@ static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap
 		rc = o.err == -ENOMEM ? -ENOMEM : -EIO;
 		goto out;
 	}
-	{
-		struct bfs_cjson *j = json_object_of(o.p, o.n);
-		int64_t ver = 0;
-
-		if (!j || bfs_cjson_int(j, "Version", &ver) || ver != 1) {
-			snprintf(why, cap,
-				 "credential_process %.200s: its output is not JSON with "
-				 "\"Version\": 1",
-				 argv[0]);
-			if (j) {
-				bfs_cjson_wipe(j, "SecretAccessKey");
-				bfs_cjson_wipe(j, "SessionToken");
-			}
-			bfs_cjson_free(j);
-			rc = -EIO;
-			goto out;
-		}
-		rc = json_creds(j, "SessionToken", true, p->desc, NULL, out, why, cap);
-	}
-	if (rc) {
-		char w[WHY];
-
-		snprintf(w, sizeof(w), "credential_process %.200s: %s", argv[0], why);
-		snprintf(why, cap, "%s", w);
-	}
+	rc = process_creds(p, argv[0], &o, out, why, cap);
 out:
 	if (fds[0] >= 0)
 		close(fds[0]);
@@ -1146,12 +1181,73 @@ static int env_keys(struct bfs_cred **out)
 }
 
 /* An AssumeRole provider for profile p's role_arn. */
+/* The credentials a role of profile p is assumed with, from its
+ * source_profile src: p's own keys, or the provider of profile src. */
+static int assume_source_profile(struct chain *ch, const struct profile *p, const char *src,
+				 int depth, struct bfs_cred_provider *out)
+{
+	char desc[400] = "";
+	struct bfs_cred *c = NULL;
+	int rc;
+
+	if (strcmp(src, p->name) != 0)
+		return provider_of_profile(ch, src, depth + 1, out, desc, sizeof(desc));
+	/* its own keys */
+	rc = profile_keys(p, 0, &c);
+	if (rc == -ENOENT)
+		rc = profile_keys(p, 1, &c);
+	if (rc == -ENOENT)
+		rc = bfs_err_set(-EINVAL, "profile '%s' is its own source_profile but has no keys",
+				 p->name);
+	if (rc)
+		return rc;
+	static_provider(out, c);
+	return 0;
+}
+
+/* The credentials a role of profile p is assumed with, from its
+ * credential_source csrc: the environment, IMDS or the container's. */
+static int assume_credential_source(struct chain *ch, const struct profile *p, const char *csrc,
+				    struct bfs_cred_provider *out)
+{
+	bool found = false;
+	int rc;
+
+	if (strcasecmp(csrc, "Environment") == 0) {
+		struct bfs_cred *c = NULL;
+
+		rc = env_keys(&c);
+		if (rc == -ENOENT)
+			rc = bfs_err_set(-EACCES,
+					 "profile '%s': credential_source Environment, but "
+					 "AWS_ACCESS_KEY_ID is not set",
+					 p->name);
+		if (rc)
+			return rc;
+		static_provider(out, c);
+		return 0;
+	}
+	if (strcasecmp(csrc, "Ec2InstanceMetadata") == 0)
+		rc = provider_imds(ch, out, &found);
+	else if (strcasecmp(csrc, "EcsContainer") == 0)
+		rc = provider_container(ch, out, &found);
+	else
+		rc = bfs_err_set(-EINVAL,
+				 "profile '%s': credential_source '%.60s' is none of "
+				 "Environment, Ec2InstanceMetadata, EcsContainer",
+				 p->name, csrc);
+	if (rc == 0 && !found)
+		rc = bfs_err_set(-EACCES, "profile '%s': credential_source %s has no credentials",
+				 p->name, csrc);
+	return rc;
+}
+
 static int provider_assume(struct chain *ch, const struct profile *p, int depth,
 			   struct bfs_cred_provider *out)
 {
 	const char *src = pget(p, "source_profile"), *csrc = pget(p, "credential_source");
 	struct assume *a = calloc(1, sizeof(*a));
-	char desc[400] = "", buf[600];
+	char buf[600];
 	int rc;
 
 	if (!a)
@@ -1172,56 +1268,12 @@ static int provider_assume(struct chain *ch, const struct profile *p, int depth,
 		goto fail;
 	}
 	if (src) {
-		if (strcmp(src, p->name) == 0) { /* its own keys */
-			struct bfs_cred *c = NULL;
-
-			rc = profile_keys(p, 0, &c);
-			if (rc == -ENOENT)
-				rc = profile_keys(p, 1, &c);
-			if (rc == -ENOENT)
-				rc = bfs_err_set(
-					-EINVAL,
-					"profile '%s' is its own source_profile but has no "
-					"keys",
-					p->name);
-			if (rc)
-				goto fail;
-			static_provider(&a->src, c);
-		} else {
-			rc = provider_of_profile(ch, src, depth + 1, &a->src, desc, sizeof(desc));
-			if (rc)
-				goto fail;
-		}
+		rc = assume_source_profile(ch, p, src, depth, &a->src);
+		if (rc)
+			goto fail;
 		snprintf(buf, sizeof(buf), "source_profile '%s'", src);
 	} else if (csrc) {
-		bool found = false;
-
-		if (strcasecmp(csrc, "Environment") == 0) {
-			struct bfs_cred *c = NULL;
-
-			rc = env_keys(&c);
-			if (rc == -ENOENT)
-				rc = bfs_err_set(-EACCES,
-						 "profile '%s': credential_source Environment, but "
-						 "AWS_ACCESS_KEY_ID is not set",
-						 p->name);
-			if (rc)
-				goto fail;
-			static_provider(&a->src, c);
-		} else if (strcasecmp(csrc, "Ec2InstanceMetadata") == 0) {
-			rc = provider_imds(ch, &a->src, &found);
-		} else if (strcasecmp(csrc, "EcsContainer") == 0) {
-			rc = provider_container(ch, &a->src, &found);
-		} else {
-			rc = bfs_err_set(-EINVAL,
-					 "profile '%s': credential_source '%.60s' is none of "
-					 "Environment, Ec2InstanceMetadata, EcsContainer",
-					 p->name, csrc);
-		}
-		if (rc == 0 && !found)
-			rc = bfs_err_set(-EACCES,
-					 "profile '%s': credential_source %s has no credentials",
-					 p->name, csrc);
+		rc = assume_credential_source(ch, p, csrc, &a->src);
 		if (rc)
 			goto fail;
 		snprintf(buf, sizeof(buf), "credential_source %s", csrc);
@@ -1473,6 +1525,146 @@ static int keep(struct bfs_cred_keeper **out, struct bfs_cred_provider *p, char 
 	return rc;
 }
 
+/* How a place of the chain ended. */
+enum chain_end {
+	CHAIN_ON, /* nothing there: look on */
+	CHAIN_STATIC, /* keys, in *c */
+	CHAIN_FETCHED, /* a provider's first fetch: rc (and why) from it */
+	CHAIN_FAIL, /* an error: rc */
+};
+
+/* A keeper over provider p just made with rc: the end of the chain. */
+static enum chain_end chain_keep(int made, struct bfs_cred_provider *p,
+				 struct bfs_cred_keeper **out, char *why, size_t cap, int *rc)
+{
+	*rc = made == 0 ? keep(out, p, why, cap) : made;
+	return CHAIN_FETCHED;
+}
+
+/* 2. the profile's role; 3. web identity, from the environment or the
+ * profile. */
+static enum chain_end chain_roles(struct chain *ch, struct profile *p, struct bfs_cred_keeper **out,
+				  char *why, size_t cap, int *rc)
+{
+	struct bfs_cred_provider pr;
+	const char *v;
+
+	if (pget(p, "role_arn") && !pget(p, "web_identity_token_file"))
+		return chain_keep(provider_assume(ch, p, 0, &pr), &pr, out, why, cap, rc);
+	v = env("AWS_WEB_IDENTITY_TOKEN_FILE");
+	if (v && env("AWS_ROLE_ARN"))
+		return chain_keep(webid_make(ch, v, env("AWS_ROLE_ARN"),
+					     env("AWS_ROLE_SESSION_NAME"),
+					     "AWS_WEB_IDENTITY_TOKEN_FILE", &pr),
+				  &pr, out, why, cap, rc);
+	if (pget(p, "web_identity_token_file") && pget(p, "role_arn")) {
+		char where[300];
+
+		snprintf(where, sizeof(where), "profile '%s'", p->name);
+		return chain_keep(webid_make(ch, pget(p, "web_identity_token_file"),
+					     pget(p, "role_arn"), pget(p, "role_session_name"),
+					     where, &pr),
+				  &pr, out, why, cap, rc);
+	}
+	looked(ch, "web identity (AWS_WEB_IDENTITY_TOKEN_FILE%s unset)",
+	       v ? " set, AWS_ROLE_ARN" : "");
+	return CHAIN_ON;
+}
+
+/* 4. SSO: out of scope, an error that says what to do instead. */
+static int chain_sso(const struct profile *p)
+{
+	if (!pget(p, "sso_session") && !pget(p, "sso_start_url"))
+		return 0;
+	return bfs_err_set(-EACCES,
+			   "profile '%s' gets its credentials through AWS IAM Identity Center "
+			   "(%s), whose token cache (aws sso login) batchfs does not read: "
+			   "export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+			   "AWS_SESSION_TOKEN (aws configure export-credentials --format env "
+			   "prints them), or use no_sign_request for a public bucket",
+			   p->name, pget(p, "sso_session") ? "sso_session" : "sso_start_url");
+}
+
+/* 5. the credentials file's keys; 6. credential_process; 7. the config
+ * file's keys. */
+static enum chain_end chain_profile_keys(struct chain *ch, struct profile *p, struct bfs_cred **c,
+					 struct bfs_cred_keeper **out, char *why, size_t cap,
+					 int *rc)
+{
+	struct bfs_cred_provider pr;
+
+	*rc = profile_keys(p, 0, c);
+	if (*rc == 0)
+		return CHAIN_STATIC;
+	if (*rc != -ENOENT)
+		return CHAIN_FAIL;
+	if (pget(p, "credential_process"))
+		return chain_keep(provider_of_profile(ch, p->name, 0, &pr, NULL, 0), &pr, out, why,
+				  cap, rc);
+	*rc = profile_keys(p, 1, c);
+	if (*rc == 0)
+		return CHAIN_STATIC;
+	if (*rc != -ENOENT)
+		return CHAIN_FAIL;
+	looked(ch, "profile '%s' in %s and %s (no keys, role or credential_process)", p->name,
+	       p->cred_path, p->conf_path);
+	return CHAIN_ON;
+}
+
+/* The profile (named, or AWS_PROFILE's, or "default") loaded into *p, and
+ * the places 2 to 7 of the chain, which it names. */
+static enum chain_end chain_profile(struct chain *ch, struct profile *p, const char *profile,
+				    struct bfs_cred **c, struct bfs_cred_keeper **out, char *why,
+				    size_t cap, int *rc)
+{
+	enum chain_end end;
+
+	if (!profile)
+		profile = env("AWS_PROFILE");
+	*rc = profile_load(p, profile ? profile : "default");
+	if (*rc)
+		return CHAIN_FAIL;
+	p->named = profile != NULL;
+	if (p->named && !p->cred.found && !p->conf.found) {
+		*rc = bfs_err_set(-EINVAL, "profile '%s' is in neither %s nor %s", p->name,
+				  p->cred_path, p->conf_path);
+		return CHAIN_FAIL;
+	}
+	end = chain_roles(ch, p, out, why, cap, rc);
+	if (end != CHAIN_ON)
+		return end;
+	*rc = chain_sso(p);
+	if (*rc)
+		return CHAIN_FAIL;
+	return chain_profile_keys(ch, p, c, out, why, cap, rc);
+}
+
+/* 8. container credentials; 9. IMDS, where no credentials are (as
+ * botocore) the end of the chain, not an error. */
+static enum chain_end chain_machine(struct chain *ch, struct bfs_cred_keeper **out, char *why,
+				    size_t cap, int *rc)
+{
+	struct bfs_cred_provider pr;
+	bool found;
+
+	*rc = provider_container(ch, &pr, &found);
+	if (*rc)
+		return CHAIN_FAIL;
+	if (found)
+		return chain_keep(0, &pr, out, why, cap, rc);
+	*rc = provider_imds(ch, &pr, &found);
+	if (*rc)
+		return CHAIN_FAIL;
+	if (!found)
+		return CHAIN_ON;
+	*rc = keep(out, &pr, why, cap);
+	if (*rc && *rc != -ENOMEM) { /* as botocore: no credentials there */
+		looked(ch, "%s", why);
+		return CHAIN_ON;
+	}
+	return CHAIN_FETCHED;
+}
+
 int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const char *region,
 		      const char *ca_file, char *looked_out, size_t cap)
 {
@@ -1481,8 +1673,7 @@ int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const c
 	struct bfs_cred_provider pr;
 	struct bfs_cred *c = NULL;
 	char why[WHY] = "";
-	const char *v;
-	bool found;
+	enum chain_end end = CHAIN_STATIC;
 	int rc;
 
 	memset(&p.cred, 0, sizeof(p.cred));
@@ -1490,130 +1681,34 @@ int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const c
 	*out = NULL;
 	/* 1. the environment */
 	rc = env_keys(&c);
-	if (rc == 0)
-		goto have_static;
-	if (rc != -ENOENT)
+	if (rc && rc != -ENOENT)
 		return rc;
-	looked(&ch, "the environment (AWS_ACCESS_KEY_ID unset)");
-
-	/* the profile */
-	if (!profile)
-		profile = env("AWS_PROFILE");
-	rc = profile_load(&p, profile ? profile : "default");
-	if (rc)
-		goto out;
-	p.named = profile != NULL;
-	if (p.named && !p.cred.found && !p.conf.found) {
-		rc = bfs_err_set(-EINVAL, "profile '%s' is in neither %s nor %s", p.name,
-				 p.cred_path, p.conf_path);
-		goto out;
+	if (rc) {
+		looked(&ch, "the environment (AWS_ACCESS_KEY_ID unset)");
+		end = chain_profile(&ch, &p, profile, &c, out, why, sizeof(why), &rc);
+		if (end == CHAIN_ON)
+			end = chain_machine(&ch, out, why, sizeof(why), &rc);
 	}
-
-	/* 2. the profile's role */
-	if (pget(&p, "role_arn") && !pget(&p, "web_identity_token_file")) {
-		rc = provider_assume(&ch, &p, 0, &pr);
-		if (rc == 0)
-			rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-
-	/* 3. web identity */
-	v = env("AWS_WEB_IDENTITY_TOKEN_FILE");
-	if (v && env("AWS_ROLE_ARN")) {
-		rc = webid_make(&ch, v, env("AWS_ROLE_ARN"), env("AWS_ROLE_SESSION_NAME"),
-				"AWS_WEB_IDENTITY_TOKEN_FILE", &pr);
-		if (rc == 0)
-			rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-	if (pget(&p, "web_identity_token_file") && pget(&p, "role_arn")) {
-		char where[300];
-
-		snprintf(where, sizeof(where), "profile '%s'", p.name);
-		rc = webid_make(&ch, pget(&p, "web_identity_token_file"), pget(&p, "role_arn"),
-				pget(&p, "role_session_name"), where, &pr);
-		if (rc == 0)
-			rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-	looked(&ch, "web identity (AWS_WEB_IDENTITY_TOKEN_FILE%s unset)",
-	       v ? " set, AWS_ROLE_ARN" : "");
-
-	/* 4. SSO: out of scope */
-	if (pget(&p, "sso_session") || pget(&p, "sso_start_url")) {
-		rc = bfs_err_set(
-			-EACCES,
-			"profile '%s' gets its credentials through AWS IAM Identity Center "
-			"(%s), whose token cache (aws sso login) batchfs does not read: "
-			"export AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
-			"AWS_SESSION_TOKEN (aws configure export-credentials --format env "
-			"prints them), or use no_sign_request for a public bucket",
-			p.name, pget(&p, "sso_session") ? "sso_session" : "sso_start_url");
-		goto out;
-	}
-
-	/* 5. the credentials file's keys */
-	rc = profile_keys(&p, 0, &c);
-	if (rc == 0)
-		goto have_static;
-	if (rc != -ENOENT)
-		goto out;
-	/* 6. credential_process */
-	if (pget(&p, "credential_process")) {
-		rc = provider_of_profile(&ch, p.name, 0, &pr, NULL, 0);
-		if (rc == 0)
-			rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-	/* 7. the config file's keys */
-	rc = profile_keys(&p, 1, &c);
-	if (rc == 0)
-		goto have_static;
-	if (rc != -ENOENT)
-		goto out;
-	looked(&ch, "profile '%s' in %s and %s (no keys, role or credential_process)", p.name,
-	       p.cred_path, p.conf_path);
-
-	/* 8. container credentials */
-	rc = provider_container(&ch, &pr, &found);
-	if (rc)
-		goto out;
-	if (found) {
-		rc = keep(out, &pr, why, sizeof(why));
-		goto fetched;
-	}
-	/* 9. IMDS */
-	rc = provider_imds(&ch, &pr, &found);
-	if (rc)
-		goto out;
-	if (found) {
-		rc = keep(out, &pr, why, sizeof(why));
-		if (rc && rc != -ENOMEM) { /* as botocore: no credentials there */
-			looked(&ch, "%s", why);
-			goto none;
+	switch (end) {
+	case CHAIN_ON:
+		rc = -ENOENT;
+		snprintf(looked_out, cap, "%s", ch.looked.p ? ch.looked.p : "nowhere");
+		break;
+	case CHAIN_STATIC:
+		static_provider(&pr, c);
+		rc = bfs_cred_keeper_new(out, &pr, c);
+		break;
+	case CHAIN_FETCHED:
+		if (rc && why[0]) {
+			if (rc ==
+			    -ENOENT) /* a place named by a variable: its absence is an error */
+				rc = -EIO;
+			bfs_err_format("%s", why);
 		}
-		goto fetched;
+		break;
+	case CHAIN_FAIL:
+		break;
 	}
-none:
-	rc = -ENOENT;
-	if (ch.looked.p)
-		snprintf(looked_out, cap, "%s", ch.looked.p);
-	else
-		snprintf(looked_out, cap, "nowhere");
-	goto out;
-
-have_static:
-	static_provider(&pr, c);
-	rc = bfs_cred_keeper_new(out, &pr, c);
-	goto out;
-
-fetched:
-	if (rc && why[0]) {
-		if (rc == -ENOENT) /* a place named by a variable: its absence is an error */
-			rc = -EIO;
-		bfs_err_format("%s", why);
-	}
-out:
 	if (rc && rc != -ENOENT && *out) {
 		bfs_cred_keeper_unref(*out);
 		*out = NULL;

@@ -1363,24 +1363,147 @@ static void http_body_wipe(struct http_body *b)
 	b->over = false;
 }
 
+/* r's headers as curl's list in *out. */
+static int http_headers(const struct bfs_http_req *r, struct curl_slist **out)
+{
+	for (size_t i = 0; i < r->nheaders; i++) {
+		struct curl_slist *nl = curl_slist_append(*out, r->headers[i]);
+
+		if (!nl)
+			return -ENOMEM;
+		*out = nl;
+	}
+	return 0;
+}
+
+/* The hosts never reached through a proxy: the link-local credential
+ * endpoints (Google's metadata server by its name too) and loopback never
+ * go through a proxy of the environment (the user's no_proxy still
+ * applies). */
+static void http_noproxy(char *noproxy, size_t cap)
+{
+	const char *np = getenv("no_proxy") ? getenv("no_proxy") : getenv("NO_PROXY");
+
+	snprintf(noproxy, cap, "%s%s%s", NOPROXY_CRED, np && *np ? "," : "",
+		 np && strlen(np) < cap - sizeof(NOPROXY_CRED) - 2 ? np : "");
+}
+
+/* One request of bfs_http_request, over its tries. */
+struct http_call {
+	const struct bfs_http_req *r;
+	CURL *e;
+	struct curl_slist *h; /* r's headers */
+	struct http_body b; /* the answer */
+	long status; /* its HTTP status */
+	char where[256]; /* the URL for messages */
+	char errbuf[CURL_ERROR_SIZE], noproxy[1024];
+};
+
+/* Set up c->e for one try of c->r. */
+static void http_setopts(struct http_call *c)
+{
+	const struct bfs_http_req *r = c->r;
+	CURL *e = c->e;
+
+	curl_easy_setopt(e, CURLOPT_URL, r->url);
+	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+	if (r->body || strcmp(r->method, "POST") == 0 || strcmp(r->method, "PUT") == 0) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body ? (const char *)r->body : "");
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)(r->body ? r->body_len : 0));
+	}
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->h);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_on_body);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &c->b);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
+	curl_easy_setopt(e, CURLOPT_VERBOSE, 0L); /* it would print the headers */
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+#if LIBCURL_VERSION_NUM >= 0x075500
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)(r->connect_timeout_ms ? r->connect_timeout_ms : 2000));
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(r->timeout_ms ? r->timeout_ms : 5000));
+	curl_easy_setopt(e, CURLOPT_USERAGENT, "batchfs");
+	curl_easy_setopt(e, CURLOPT_NOPROXY, c->noproxy);
+	if (r->ca_file)
+		curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
+}
+
+/* How one try of bfs_http_request ended. */
+enum http_end {
+	HTTP_DONE, /* an answer to hand over */
+	HTTP_AGAIN, /* a failure (*rc, why), or a 5xx or 429 (*rc 0): *retry says if
+		       another try may help */
+	HTTP_FAIL, /* an answer too large or out of memory: *rc */
+};
+
+/* One try of c->r: the answer in c->b, its HTTP status in c->status. */
+static enum http_end http_try(struct http_call *c, int *rc, bool *retry, char *why, size_t whycap)
+{
+	struct http_body *b = &c->b;
+	CURLcode cr;
+
+	curl_easy_reset(c->e);
+	http_body_wipe(b);
+	b->s.max = c->r->max_body ? c->r->max_body : (1u << 20);
+	c->errbuf[0] = '\0';
+	http_setopts(c);
+	cr = curl_easy_perform(c->e);
+	c->status = 0;
+	curl_easy_getinfo(c->e, CURLINFO_RESPONSE_CODE, &c->status);
+	if (b->over) {
+		snprintf(why, whycap, "%s: an answer over %zu bytes", c->where, b->s.max);
+		*rc = -EFBIG;
+		return HTTP_FAIL;
+	}
+	if (b->s.err) {
+		*rc = -ENOMEM;
+		return HTTP_FAIL;
+	}
+	if (cr == CURLE_OK) {
+		*retry = c->status >= 500 || c->status == 429;
+		if (!*retry)
+			return HTTP_DONE;
+		snprintf(why, whycap, "%s: HTTP %ld", c->where, c->status);
+		*rc = 0;
+		return HTTP_AGAIN;
+	}
+	*retry = curl_transient(cr);
+	*rc = cr == CURLE_COULDNT_CONNECT || cr == CURLE_COULDNT_RESOLVE_HOST ? -EHOSTUNREACH
+	      : cr == CURLE_OPERATION_TIMEDOUT				      ? -ETIMEDOUT
+									      : -EIO;
+	/* curl's words name the host, never a header */
+	snprintf(why, whycap, "%s: %s", c->where,
+		 c->errbuf[0] ? c->errbuf : curl_easy_strerror(cr));
+	return HTTP_AGAIN;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
 int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, char *why,
 		     size_t whycap)
 {
 	struct bfs_s3_config pol;
-	struct curl_slist *h = NULL;
-	struct http_body b = { 0 };
-	char where[256], errbuf[CURL_ERROR_SIZE], noproxy[1024];
+	struct http_call c = { .r = r };
 	uint64_t t0 = now_ns(), rnd = now_ns() ^ (uint64_t)(uintptr_t)r;
 	unsigned tries = r->tries ? r->tries : 4, retry_ms = r->retry_ms ? r->retry_ms : 10000;
-	long status = 0;
-	CURL *e = NULL;
 	int rc = 0;
 
 	memset(resp, 0, sizeof(*resp));
-	url_for_msg(r->url ? r->url : "", where, sizeof(where));
+	url_for_msg(r->url ? r->url : "", c.where, sizeof(c.where));
 	if (!r->method || !r->url ||
 	    (strncasecmp(r->url, "http://", 7) != 0 && strncasecmp(r->url, "https://", 8) != 0)) {
-		snprintf(why, whycap, "%s: not an http:// or https:// URL", where);
+		snprintf(why, whycap, "%s: not an http:// or https:// URL", c.where);
 		return -EINVAL;
 	}
 	pthread_once(&curl_once, curl_init_once);
@@ -1389,95 +1512,24 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 		return -EIO;
 	}
 	bfs_s3_config_init(&pol);
-	for (size_t i = 0; i < r->nheaders; i++) {
-		struct curl_slist *nl = curl_slist_append(h, r->headers[i]);
-
-		if (!nl) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		h = nl;
-	}
-	if (!(e = curl_easy_init())) {
+	rc = http_headers(r, &c.h);
+	if (rc)
+		goto out;
+	if (!(c.e = curl_easy_init())) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	{
-		/* the link-local credential endpoints (Google's metadata server by
-		 * its name too) and loopback never go through a proxy of the
-		 * environment (the user's no_proxy still applies) */
-		const char *np = getenv("no_proxy") ? getenv("no_proxy") : getenv("NO_PROXY");
-
-		snprintf(noproxy, sizeof(noproxy), "%s%s%s", NOPROXY_CRED, np && *np ? "," : "",
-			 np && strlen(np) < sizeof(noproxy) - sizeof(NOPROXY_CRED) - 2 ? np : "");
-	}
-	b.s.max = r->max_body ? r->max_body : (1u << 20);
+	http_noproxy(c.noproxy, sizeof(c.noproxy));
+	c.b.s.max = r->max_body ? r->max_body : (1u << 20);
 	for (unsigned attempt = 1;; attempt++) {
-		CURLcode cr;
-		bool retry;
+		bool retry = false;
 		unsigned wait_ms;
+		enum http_end end = http_try(&c, &rc, &retry, why, whycap);
 
-		curl_easy_reset(e);
-		http_body_wipe(&b);
-		b.s.max = r->max_body ? r->max_body : (1u << 20);
-		errbuf[0] = '\0';
-		curl_easy_setopt(e, CURLOPT_URL, r->url);
-		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
-		if (r->body || strcmp(r->method, "POST") == 0 || strcmp(r->method, "PUT") == 0) {
-			curl_easy_setopt(e, CURLOPT_POSTFIELDS,
-					 r->body ? (const char *)r->body : "");
-			curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-					 (curl_off_t)(r->body ? r->body_len : 0));
-		}
-		curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-		curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_on_body);
-		curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
-		curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
-		curl_easy_setopt(e, CURLOPT_VERBOSE, 0L); /* it would print the headers */
-		curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-		curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-#if LIBCURL_VERSION_NUM >= 0x075500
-		curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-		curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-		curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-				 (long)(r->connect_timeout_ms ? r->connect_timeout_ms : 2000));
-		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-				 (long)(r->timeout_ms ? r->timeout_ms : 5000));
-		curl_easy_setopt(e, CURLOPT_USERAGENT, "batchfs");
-		curl_easy_setopt(e, CURLOPT_NOPROXY, noproxy);
-		if (r->ca_file)
-			curl_easy_setopt(e, CURLOPT_CAINFO, r->ca_file);
-		cr = curl_easy_perform(e);
-		status = 0;
-		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-		if (b.over) {
-			snprintf(why, whycap, "%s: an answer over %zu bytes", where, b.s.max);
-			rc = -EFBIG;
+		if (end == HTTP_DONE)
+			break;
+		if (end == HTTP_FAIL)
 			goto out;
-		}
-		if (b.s.err) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		if (cr == CURLE_OK) {
-			retry = status >= 500 || status == 429;
-			if (!retry)
-				break;
-			snprintf(why, whycap, "%s: HTTP %ld", where, status);
-			rc = 0;
-		} else {
-			retry = curl_transient(cr);
-			rc = cr == CURLE_COULDNT_CONNECT || cr == CURLE_COULDNT_RESOLVE_HOST
-				     ? -EHOSTUNREACH
-			     : cr == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
-							      : -EIO;
-			/* curl's words name the host, never a header */
-			snprintf(why, whycap, "%s: %s", where,
-				 errbuf[0] ? errbuf : curl_easy_strerror(cr));
-		}
 		pol.backoff_ms = 100;
 		pol.backoff_max_ms = 2000;
 		wait_ms = bfs_s3_backoff_ms(&pol, attempt, rnd = rnd * 6364136223846793005ULL + 1);
@@ -1493,28 +1545,23 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 			}
 			goto out;
 		}
-		{
-			struct timespec ts = { .tv_sec = wait_ms / 1000,
-					       .tv_nsec = (long)(wait_ms % 1000) * 1000000 };
-
-			nanosleep(&ts, NULL);
-		}
+		sleep_ms(wait_ms);
 	}
 	rc = 0;
-	resp->status = status;
-	resp->len = b.s.n;
-	if (bfs_s3_str_take(&b.s, &resp->body)) {
+	resp->status = c.status;
+	resp->len = c.b.s.n;
+	if (bfs_s3_str_take(&c.b.s, &resp->body)) {
 		rc = -ENOMEM;
 		goto out;
 	}
 out:
 	if (rc == -ENOMEM)
 		snprintf(why, whycap, "out of memory");
-	http_body_wipe(&b);
-	if (e)
-		curl_easy_cleanup(e);
-	wipe_headers(h);
-	curl_slist_free_all(h);
+	http_body_wipe(&c.b);
+	if (c.e)
+		curl_easy_cleanup(c.e);
+	wipe_headers(c.h);
+	curl_slist_free_all(c.h);
 	bfs_s3_config_destroy(&pol);
 	return rc;
 }

@@ -71,53 +71,76 @@ static int shadows_open(struct bfs_dataset *ds, const struct bfs_dataset_opts *o
 	return rc;
 }
 
-int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct bfs_dataset_opts *o)
-{
-	struct bfs_dataset *ds = calloc(1, sizeof(*ds));
-	char **paths = NULL;
-	size_t npaths = 0;
-	bool *need = NULL, *cached = NULL, *scanned = NULL;
+/* What bfs_dataset_open works with until the dataset is whole: SOURCE's
+ * shard paths, and per shard whether its index must be scanned (need),
+ * came from index_dir (cached), was scanned into a good index (scanned). */
+struct open_state {
+	char **paths;
+	size_t npaths;
+	bool *need, *cached, *scanned;
+	bool any_scan, lazy;
 	char sfile[PATH_MAX + 64];
-	bool any_scan = false, lazy;
+};
+
+/* SOURCE's shard paths (a bucket's objects listed through ds->objs). */
+static int dataset_list(struct bfs_dataset *ds, struct open_state *st, const char *source,
+			const struct bfs_dataset_opts *o)
+{
 	int rc;
 
-	if (!ds)
-		return -ENOMEM;
-	if (bfs_s3_url_is(source)) {
-		rc = bfs_objsrc_new(&ds->objs, source, o->s3, o->s3_conns);
-		if (!rc)
-			rc = bfs_objsrc_list(ds->objs, bfs_source_not_shard, &paths, &npaths,
-					     &ds->passed, &ds->npassed);
-	} else {
-		rc = bfs_source_resolve(&paths, &npaths, source, o->follow_symlinks);
-	}
-	if (rc)
-		goto fail;
+	if (!bfs_s3_url_is(source))
+		return bfs_source_resolve(&st->paths, &st->npaths, source, o->follow_symlinks);
+	rc = bfs_objsrc_new(&ds->objs, source, o->s3, o->s3_conns);
+	if (!rc)
+		rc = bfs_objsrc_list(ds->objs, bfs_source_not_shard, &st->paths, &st->npaths,
+				     &ds->passed, &ds->npassed);
+	return rc;
+}
+
+/* The per-shard arrays of ds and st, for st->npaths shards. */
+static int dataset_alloc(struct bfs_dataset *ds, struct open_state *st,
+			 const struct bfs_dataset_opts *o)
+{
+	size_t n = st->npaths;
+
 	/* an array of pointers: sizeof(struct bfs_shard *) is meant */
-	ds->shards = calloc(npaths, sizeof(*ds->shards)); /* NOLINT(bugprone-sizeof-expression) */
-	ds->first = calloc(npaths + 1, sizeof(*ds->first));
-	ds->cut = calloc(npaths ? npaths : 1, sizeof(*ds->cut));
-	need = calloc(npaths, sizeof(*need));
-	cached = calloc(npaths, sizeof(*cached));
-	scanned = calloc(npaths, sizeof(*scanned));
-	ds->abs = o->index_dir ? calloc(npaths, sizeof(*ds->abs)) : NULL;
-	ds->pack_of = o->index_dir ? calloc(npaths, sizeof(*ds->pack_of)) : NULL;
-	if (!ds->shards || !ds->first || !ds->cut || !need || !cached || !scanned ||
-	    (o->index_dir && (!ds->abs || !ds->pack_of))) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	/* with an index cache, a shard's compression comes from its entry when
-	 * there is one: detected below only for the shards to scan */
-	lazy = o->index_dir && o->comp == BFS_COMP_AUTO;
-	for (size_t i = 0; i < npaths; i++) {
+	ds->shards = calloc(n, sizeof(*ds->shards)); /* NOLINT(bugprone-sizeof-expression) */
+	ds->first = calloc(n + 1, sizeof(*ds->first));
+	ds->cut = calloc(n ? n : 1, sizeof(*ds->cut));
+	st->need = calloc(n, sizeof(*st->need));
+	st->cached = calloc(n, sizeof(*st->cached));
+	st->scanned = calloc(n, sizeof(*st->scanned));
+	ds->abs = o->index_dir ? calloc(n, sizeof(*ds->abs)) : NULL;
+	ds->pack_of = o->index_dir ? calloc(n, sizeof(*ds->pack_of)) : NULL;
+	if (!ds->shards || !ds->first || !ds->cut || !st->need || !st->cached || !st->scanned ||
+	    (o->index_dir && (!ds->abs || !ds->pack_of)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Name shard path in the error message, unless it already does. */
+static void err_name_path(const char *path)
+{
+	if (!strstr(bfs_err_msg(), path))
+		bfs_err_prefix("%s", path);
+}
+
+/* Open every shard into ds->shards (ds->nshards of them); with st->lazy a
+ * shard's compression is left to be detected once it is known to be
+ * scanned. */
+static int shards_open(struct bfs_dataset *ds, const struct open_state *st,
+		       const struct bfs_dataset_opts *o)
+{
+	int rc;
+
+	for (size_t i = 0; i < st->npaths; i++) {
 		if (ds->objs) {
 			/* an object opens undetected; without an index cache
 			 * its compression is found (or set) now, as a file's */
 			rc = bfs_objsrc_open_shard(ds->objs, i, &ds->shards[i]);
 			if (!rc) {
 				ds->nshards++;
-				rc = lazy ? 0 : bfs_shard_detect(ds->shards[i], o->comp);
+				rc = st->lazy ? 0 : bfs_shard_detect(ds->shards[i], o->comp);
 				if (!rc)
 					continue;
 				ds->nshards--;
@@ -125,91 +148,146 @@ int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct 
 				ds->shards[i] = NULL;
 			}
 		} else {
-			rc = lazy ? bfs_shard_open_undetected(&ds->shards[i], paths[i])
-				  : bfs_shard_open(&ds->shards[i], paths[i], o->comp);
+			rc = st->lazy ? bfs_shard_open_undetected(&ds->shards[i], st->paths[i])
+				      : bfs_shard_open(&ds->shards[i], st->paths[i], o->comp);
 		}
 		if (rc) {
-			if (!strstr(bfs_err_msg(), paths[i]))
-				bfs_err_prefix("%s", paths[i]);
-			goto fail;
+			err_name_path(st->paths[i]);
+			return rc;
 		}
 		ds->nshards++;
 	}
+	return 0;
+}
+
+/* The indexes index_dir holds (st->cached); the others to scan (st->need),
+ * their shards' compression detected now when it was left. */
+static int indexes_load(struct bfs_dataset *ds, struct open_state *st,
+			const struct bfs_dataset_opts *o)
+{
+	int rc;
+
 	ds->index_reused = o->index_dir != NULL;
 	if (o->index_dir)
-		bfs_dataset_load_indexes(ds, o, need);
+		bfs_dataset_load_indexes(ds, o, st->need);
 	else
 		for (size_t i = 0; i < ds->nshards; i++)
-			need[i] = true;
+			st->need[i] = true;
 	for (size_t i = 0; i < ds->nshards; i++) {
-		cached[i] = !need[i];
-		if (need[i]) {
+		st->cached[i] = !st->need[i];
+		if (st->need[i]) {
 			ds->index_reused = false;
-			any_scan = true;
+			st->any_scan = true;
 		}
-		if (need[i] && lazy) {
+		if (st->need[i] && st->lazy) {
 			rc = bfs_shard_detect(ds->shards[i], BFS_COMP_AUTO);
 			if (rc) {
-				if (!strstr(bfs_err_msg(), paths[i]))
-					bfs_err_prefix("%s", paths[i]);
-				goto fail;
+				err_name_path(st->paths[i]);
+				return rc;
 			}
 		}
 	}
-	rc = shadows_open(ds, o, need, &any_scan);
-	if (rc)
-		goto fail;
-	if (o->infer) {
-		if (o->index_dir) {
-			bfs_dataset_schema_file(sfile, sizeof(sfile), o->index_dir, ds);
-			if (bfs_dataset_schema_load(&ds->schema, sfile) == 0) {
-				ds->schema_reused = true;
-				ds->mixed = bfs_dataset_mixed_load(sfile);
-			}
-		}
-		if (!ds->schema) {
-			/* inference must see every record: scan all shards */
-			for (size_t i = 0; i < ds->nshards; i++)
-				need[i] = true;
-			any_scan = true;
+	return 0;
+}
+
+/* With infer: the schema index_dir holds, or every shard to scan for it. */
+static void schema_load(struct bfs_dataset *ds, struct open_state *st,
+			const struct bfs_dataset_opts *o)
+{
+	if (!o->infer)
+		return;
+	if (o->index_dir) {
+		bfs_dataset_schema_file(st->sfile, sizeof(st->sfile), o->index_dir, ds);
+		if (bfs_dataset_schema_load(&ds->schema, st->sfile) == 0) {
+			ds->schema_reused = true;
+			ds->mixed = bfs_dataset_mixed_load(st->sfile);
 		}
 	}
-	if (any_scan) {
-		ds->ix_dir_ok = o->index_dir && bfs_cache_dir_make(o->index_dir) == 0;
-		rc = bfs_dataset_scan(ds, o, need, cached, scanned, o->infer && !ds->schema);
-		/* the good indexes (also after a failed scan, as the files of
-		 * their own are): scanned, or loaded and not scanned again */
+	if (!ds->schema) {
+		/* inference must see every record: scan all shards */
 		for (size_t i = 0; i < ds->nshards; i++)
-			scanned[i] = scanned[i] || (cached[i] && !need[i]);
-		bfs_dataset_save_packs(ds, o->index_dir, scanned, cached);
-		if (rc)
-			goto fail;
-		if (o->infer && o->index_dir && !ds->schema_reused) {
-			bfs_dataset_schema_save(o->index_dir, sfile, ds->schema);
-			bfs_dataset_mixed_save(sfile, ds->mixed);
-		}
+			st->need[i] = true;
+		st->any_scan = true;
 	}
-	for (size_t i = 0; ds->shadows && i < ds->nshards; i++)
-		(void)bfs_shadow_attach(ds->shadows, ds->shards[i]);
-	/* from each index's header: no walk over the records */
+}
+
+/* Scan the shards st->need names; save their indexes (and the inferred
+ * schema) to index_dir. */
+static int scan_needed(struct bfs_dataset *ds, struct open_state *st,
+		       const struct bfs_dataset_opts *o)
+{
+	int rc;
+
+	ds->ix_dir_ok = o->index_dir && bfs_cache_dir_make(o->index_dir) == 0;
+	rc = bfs_dataset_scan(ds, o, st->need, st->cached, st->scanned, o->infer && !ds->schema);
+	/* the good indexes (also after a failed scan, as the files of their
+	 * own are): scanned, or loaded and not scanned again */
+	for (size_t i = 0; i < ds->nshards; i++)
+		st->scanned[i] = st->scanned[i] || (st->cached[i] && !st->need[i]);
+	bfs_dataset_save_packs(ds, o->index_dir, st->scanned, st->cached);
+	if (rc)
+		return rc;
+	if (o->infer && o->index_dir && !ds->schema_reused) {
+		bfs_dataset_schema_save(o->index_dir, st->sfile, ds->schema);
+		bfs_dataset_mixed_save(st->sfile, ds->mixed);
+	}
+	return 0;
+}
+
+/* Each shard's first record number, the records in all and the longest,
+ * from each index's header: no walk over the records. */
+static void dataset_count(struct bfs_dataset *ds)
+{
 	for (size_t i = 0; i < ds->nshards; i++) {
 		ds->first[i + 1] = ds->first[i] + bfs_shard_nrecords(ds->shards[i]);
 		if (bfs_shard_max_len(ds->shards[i]) > ds->max_len)
 			ds->max_len = bfs_shard_max_len(ds->shards[i]);
 	}
 	ds->nrecords = ds->first[ds->nshards];
+}
+
+int bfs_dataset_open(struct bfs_dataset **out, const char *source, const struct bfs_dataset_opts *o)
+{
+	struct bfs_dataset *ds = calloc(1, sizeof(*ds));
+	struct open_state st = { 0 };
+	int rc;
+
+	if (!ds)
+		return -ENOMEM;
+	rc = dataset_list(ds, &st, source, o);
+	if (!rc)
+		rc = dataset_alloc(ds, &st, o);
+	/* with an index cache, a shard's compression comes from its entry when
+	 * there is one: detected only for the shards to scan */
+	st.lazy = o->index_dir && o->comp == BFS_COMP_AUTO;
+	if (!rc)
+		rc = shards_open(ds, &st, o);
+	if (!rc)
+		rc = indexes_load(ds, &st, o);
+	if (!rc)
+		rc = shadows_open(ds, o, st.need, &st.any_scan);
+	if (!rc) {
+		schema_load(ds, &st, o);
+		if (st.any_scan)
+			rc = scan_needed(ds, &st, o);
+	}
+	if (rc)
+		goto fail;
+	for (size_t i = 0; ds->shadows && i < ds->nshards; i++)
+		(void)bfs_shadow_attach(ds->shadows, ds->shards[i]);
+	dataset_count(ds);
 	bfs_dataset_free_packs(ds); /* their entries were copied */
-	bfs_source_free(paths, npaths);
-	free(need);
-	free(cached);
-	free(scanned);
+	bfs_source_free(st.paths, st.npaths);
+	free(st.need);
+	free(st.cached);
+	free(st.scanned);
 	*out = ds;
 	return 0;
 fail:
-	bfs_source_free(paths, npaths);
-	free(need);
-	free(cached);
-	free(scanned);
+	bfs_source_free(st.paths, st.npaths);
+	free(st.need);
+	free(st.cached);
+	free(st.scanned);
 	bfs_dataset_close(ds);
 	return rc;
 }

@@ -180,6 +180,173 @@ static void wire_name(char *dst, size_t cap, const uint8_t *name, size_t len)
 	dst[n] = '\0';
 }
 
+/* The key of the map entry in buf[start..end), printable, in keybuf; owner
+ * if it has none. An entry's key may follow its value, so it is looked for
+ * before the entry is walked, to name the feature in messages. */
+static inline const char *wire_entry_key(const uint8_t *buf, size_t start, size_t end, char *keybuf,
+					 size_t cap, const char *owner)
+{
+	const char *name = owner;
+	size_t p = start;
+	uint64_t tag, len;
+
+	while (p < end && varint_raw(buf, &p, end, &tag) && (tag & 7) == WT_LEN &&
+	       varint_raw(buf, &p, end, &len) && len <= end - p) {
+		if ((tag >> 3) == 1) {
+			wire_name(keybuf, cap, buf + p, (size_t)len);
+			name = keybuf;
+		}
+		p += (size_t)len;
+	}
+	return name;
+}
+
+/* Read the tag at *pos of message m: its field number (1..2^29-1) and wire
+ * type (no groups), both checked. */
+static inline int wire_tag(const uint8_t *buf, size_t *pos, size_t end, enum wire_msg m,
+			   const char *name, uint64_t *field, unsigned *wt)
+{
+	size_t at = *pos;
+	uint64_t tag;
+	int err = wire_varint(buf, pos, end, &tag);
+
+	if (err < 0)
+		return err;
+	*field = tag >> 3;
+	*wt = (unsigned)(tag & 7);
+	if (*field == 0 || *field > 0x1fffffff)
+		return bfs_err_set(-EBADMSG, "invalid field number %llu at byte %zu (in %s%s%s%s)",
+				   (unsigned long long)*field, at, wire_msg_name[m],
+				   name[0] ? " of '" : "", name, name[0] ? "'" : "");
+	if (*wt == WT_SGROUP || *wt == WT_EGROUP || *wt > WT_I32)
+		return bfs_err_set(-EBADMSG, "%s wire type %u at byte %zu (field %llu of %s%s%s%s)",
+				   *wt > WT_I32 ? "invalid" : "unsupported group", *wt, at,
+				   (unsigned long long)*field, wire_msg_name[m],
+				   name[0] ? " of '" : "", name, name[0] ? "'" : "");
+	return 0;
+}
+
+/* Skip the value at *pos of unknown field `field` (tag at byte `at`) of
+ * message m in buf[start..end). */
+static inline int wire_skip(const uint8_t *buf, size_t *pos, size_t start, size_t end,
+			    enum wire_msg m, uint64_t field, unsigned wt, size_t at)
+{
+	uint64_t len;
+	int err;
+
+	if (wt == WT_VARINT)
+		return wire_varint(buf, pos, end, &len);
+	if (wt == WT_LEN) {
+		err = wire_varint(buf, pos, end, &len);
+		if (err < 0)
+			return err;
+	} else {
+		len = wt == WT_I64 ? 8 : 4;
+	}
+	if (len > end - *pos)
+		return bfs_err_set(
+			-EBADMSG, "field %llu length %llu at byte %zu overruns its %s of %zu bytes",
+			(unsigned long long)field, (unsigned long long)len, at, wire_msg_name[m],
+			end - start);
+	*pos += (size_t)len;
+	return 0;
+}
+
+/* The length of known field `field` (what it is: `what`; a float or int
+ * that came unpacked is not one) at *pos: its prefix read and checked
+ * against end. */
+static inline int wire_known_len(const uint8_t *buf, size_t *pos, size_t start, size_t end,
+				 enum wire_msg m, const char *name, uint64_t field, unsigned wt,
+				 enum wire_field what, size_t at, uint64_t *len)
+{
+	int err;
+
+	if (wt != WT_LEN)
+		return bfs_err_set(
+			-EBADMSG,
+			"field %llu of %s%s%s%s has wire type %u at byte %zu, expected %s",
+			(unsigned long long)field, wire_msg_name[m], name[0] ? " of '" : "", name,
+			name[0] ? "'" : "", wt, at,
+			what == F_FLOAT ? "2 or 5"
+			: what == F_INT ? "0 or 2"
+					: "2");
+	err = wire_varint(buf, pos, end, len);
+	if (err < 0)
+		return err;
+	if (*len > end - *pos)
+		return bfs_err_set(
+			-EBADMSG, "field %llu length %llu at byte %zu overruns its %s of %zu bytes",
+			(unsigned long long)field, (unsigned long long)*len, at, wire_msg_name[m],
+			end - start);
+	return 0;
+}
+
+/* protobuf merges a repeated message field; protobuf-c keeps only the last
+ * list of a Feature, so a second value in one map entry, or a second list
+ * of one kind in one Feature, is refused. seen_kind[] tracks them. */
+static inline int wire_once(bool seen_kind[4], enum wire_msg m, uint64_t field, enum wire_msg sub,
+			    const char *name, size_t at)
+{
+	if (m == M_FENTRY) {
+		if (seen_kind[0])
+			return bfs_err_set(-EBADMSG,
+					   "feature '%s': value appears twice in one map entry "
+					   "(at byte %zu)",
+					   name, at);
+		seen_kind[0] = true;
+	}
+	if (m == M_FEATURE) {
+		if (seen_kind[field])
+			return bfs_err_set(-EBADMSG,
+					   "feature '%s': %s appears twice in one Feature (at "
+					   "byte %zu)",
+					   name, wire_msg_name[sub], at);
+		seen_kind[field] = true;
+	}
+	return 0;
+}
+
+/* Check the length-delimited value buf[pos..pos+len) of a field that is not
+ * a message: a key (no NUL), packed floats (whole), packed ints (walked
+ * only when `deep`). */
+static inline int wire_scalar(const uint8_t *buf, size_t pos, size_t len, enum wire_field what,
+			      const char *name, size_t at, bool deep)
+{
+	size_t p = pos, e = pos + len;
+	uint64_t v;
+	int err;
+
+	switch (what) {
+	case F_KEY:
+		if (memchr(buf + pos, '\0', len))
+			return bfs_err_set(-EBADMSG,
+					   "feature name '%s' at byte %zu contains a NUL byte",
+					   name, at);
+		break;
+	case F_FLOAT:
+		if (len % 4)
+			return bfs_err_set(-EBADMSG,
+					   "feature '%s': packed floats of %llu bytes at byte %zu "
+					   "(not a multiple of 4)",
+					   name, (unsigned long long)len, at);
+		break;
+	case F_INT:
+		/* protobuf-c checks packed varints itself; walk them only to
+		 * name the problem after it failed */
+		while (deep && p < e) {
+			err = wire_varint(buf, &p, e, &v);
+			if (err < 0) {
+				bfs_err_prefix("feature '%s': packed int64", name);
+				return err;
+			}
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
 /*
  * Walk message `m` occupying buf[start..end). Depth is bounded by the fixed
  * nesting of tf_example.proto (unknown fields are skipped, never entered).
@@ -194,70 +361,25 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 	size_t pos = start;
 	int err;
 
-	/* An entry's key may follow its value; find it first for messages. */
-	if (m == M_FENTRY || m == M_FLENTRY) {
-		size_t p = start;
-		uint64_t tag, len;
-		while (p < end && varint_raw(buf, &p, end, &tag) && (tag & 7) == WT_LEN &&
-		       varint_raw(buf, &p, end, &len) && len <= end - p) {
-			if ((tag >> 3) == 1) {
-				wire_name(keybuf, sizeof(keybuf), buf + p, (size_t)len);
-				name = keybuf;
-			}
-			p += (size_t)len;
-		}
-	}
-
+	if (m == M_FENTRY || m == M_FLENTRY)
+		name = wire_entry_key(buf, start, end, keybuf, sizeof(keybuf), owner);
 	while (pos < end) {
 		size_t at = pos;
-		uint64_t tag, field, len;
+		uint64_t field, len;
 		enum wire_msg sub = M_SEQEX;
 		enum wire_field what;
 		unsigned wt;
 
-		err = wire_varint(buf, &pos, end, &tag);
+		err = wire_tag(buf, &pos, end, m, name, &field, &wt);
 		if (err < 0)
 			return err;
-		field = tag >> 3;
-		wt = (unsigned)(tag & 7);
-		if (field == 0 || field > 0x1fffffff)
-			return bfs_err_set(-EBADMSG,
-					   "invalid field number %llu at byte %zu (in %s%s%s%s)",
-					   (unsigned long long)field, at, wire_msg_name[m],
-					   name[0] ? " of '" : "", name, name[0] ? "'" : "");
-		if (wt == WT_SGROUP || wt == WT_EGROUP || wt > WT_I32)
-			return bfs_err_set(-EBADMSG,
-					   "%s wire type %u at byte %zu (field %llu of %s%s%s%s)",
-					   wt > WT_I32 ? "invalid" : "unsupported group", wt, at,
-					   (unsigned long long)field, wire_msg_name[m],
-					   name[0] ? " of '" : "", name, name[0] ? "'" : "");
 		what = wire_field_of(m, field, &sub);
-
 		if (what == F_UNKNOWN) {
-			if (wt == WT_VARINT) {
-				err = wire_varint(buf, &pos, end, &len);
-				if (err < 0)
-					return err;
-				continue;
-			}
-			if (wt == WT_LEN) {
-				err = wire_varint(buf, &pos, end, &len);
-				if (err < 0)
-					return err;
-			} else {
-				len = wt == WT_I64 ? 8 : 4;
-			}
-			if (len > end - pos)
-				return bfs_err_set(-EBADMSG,
-						   "field %llu length %llu at byte %zu overruns "
-						   "its %s of %zu bytes",
-						   (unsigned long long)field,
-						   (unsigned long long)len, at, wire_msg_name[m],
-						   end - start);
-			pos += (size_t)len;
+			err = wire_skip(buf, &pos, start, end, m, field, wt, at);
+			if (err < 0)
+				return err;
 			continue;
 		}
-
 		/* Known fields: packed floats/ints may also come unpacked. */
 		if (what == F_FLOAT && wt == WT_I32) {
 			if (end - pos < 4)
@@ -273,80 +395,18 @@ static int wire_walk(const uint8_t *buf, size_t start, size_t end, enum wire_msg
 				return err;
 			continue;
 		}
-		if (wt != WT_LEN)
-			return bfs_err_set(
-				-EBADMSG,
-				"field %llu of %s%s%s%s has wire type %u at byte %zu, expected %s",
-				(unsigned long long)field, wire_msg_name[m], name[0] ? " of '" : "",
-				name, name[0] ? "'" : "", wt, at,
-				what == F_FLOAT ? "2 or 5"
-				: what == F_INT ? "0 or 2"
-						: "2");
-		err = wire_varint(buf, &pos, end, &len);
+		err = wire_known_len(buf, &pos, start, end, m, name, field, wt, what, at, &len);
 		if (err < 0)
 			return err;
-		if (len > end - pos)
-			return bfs_err_set(
-				-EBADMSG,
-				"field %llu length %llu at byte %zu overruns its %s of %zu bytes",
-				(unsigned long long)field, (unsigned long long)len, at,
-				wire_msg_name[m], end - start);
-
-		switch (what) {
-		case F_MSG:
-			/* protobuf merges a repeated message field; protobuf-c
-			 * keeps only the last list of a Feature, so refuse. */
-			if (m == M_FENTRY) {
-				if (seen_kind[0])
-					return bfs_err_set(-EBADMSG,
-							   "feature '%s': value appears twice in "
-							   "one map entry (at byte %zu)",
-							   name, at);
-				seen_kind[0] = true;
-			}
-			if (m == M_FEATURE) {
-				if (seen_kind[field])
-					return bfs_err_set(-EBADMSG,
-							   "feature '%s': %s appears twice in one "
-							   "Feature (at byte %zu)",
-							   name, wire_msg_name[sub], at);
-				seen_kind[field] = true;
-			}
-			err = wire_walk(buf, pos, pos + (size_t)len, sub, name, deep);
-			if (err < 0)
-				return err;
-			break;
-		case F_KEY:
-			if (memchr(buf + pos, '\0', (size_t)len))
-				return bfs_err_set(
-					-EBADMSG,
-					"feature name '%s' at byte %zu contains a NUL byte", name,
-					at);
-			break;
-		case F_FLOAT:
-			if (len % 4)
-				return bfs_err_set(-EBADMSG,
-						   "feature '%s': packed floats of %llu bytes at "
-						   "byte %zu (not a multiple of 4)",
-						   name, (unsigned long long)len, at);
-			break;
-		case F_INT: {
-			size_t p = pos, e = pos + (size_t)len;
-			uint64_t v;
-			/* protobuf-c checks packed varints itself; walk them only
-			 * to name the problem after it failed */
-			while (deep && p < e) {
-				err = wire_varint(buf, &p, e, &v);
-				if (err < 0) {
-					bfs_err_prefix("feature '%s': packed int64", name);
-					return err;
-				}
-			}
-			break;
+		if (what == F_MSG) {
+			err = wire_once(seen_kind, m, field, sub, name, at);
+			if (err == 0)
+				err = wire_walk(buf, pos, pos + (size_t)len, sub, name, deep);
+		} else {
+			err = wire_scalar(buf, pos, (size_t)len, what, name, at, deep);
 		}
-		default:
-			break;
-		}
+		if (err < 0)
+			return err;
 		pos += (size_t)len;
 	}
 	return 0;
@@ -459,15 +519,10 @@ static bool add_ok(size_t *acc, size_t b)
 	return !__builtin_add_overflow(*acc, b, acc);
 }
 
-int bfs_example_decode_ref(struct bfs_example **out, const uint8_t *data, size_t len)
+/* Check and unpack the record into *msg; -EBADMSG naming what is wrong. */
+static int example_unpack(Tensorflow__SequenceExample **msg, const uint8_t *data, size_t len)
 {
 	static const uint8_t empty[1];
-	Tensorflow__SequenceExample *msg = NULL;
-	Tensorflow__Features *ctx;
-	Tensorflow__FeatureLists *fls;
-	struct example_impl *impl = NULL;
-	size_t nctx, nfl, nsteps = 0, nbytes = 0, size, off;
-	size_t off_feat, off_list, off_steps, off_bytes, off_slots, nslots;
 	int err;
 
 	if (!data) {
@@ -478,9 +533,8 @@ int bfs_example_decode_ref(struct bfs_example **out, const uint8_t *data, size_t
 	err = wire_check(data, len, false);
 	if (err < 0)
 		return err;
-
-	msg = tensorflow__sequence_example__unpack(NULL, len, data);
-	if (!msg) {
+	*msg = tensorflow__sequence_example__unpack(NULL, len, data);
+	if (!*msg) {
 		err = wire_check(data, len, true);
 		if (err < 0)
 			return err;
@@ -488,90 +542,131 @@ int bfs_example_decode_ref(struct bfs_example **out, const uint8_t *data, size_t
 			-EBADMSG,
 			"not a tf.train.Example or SequenceExample (protobuf parse failed)");
 	}
-	ctx = msg->context;
-	fls = msg->feature_lists;
-	nctx = ctx ? ctx->n_feature : 0;
-	nfl = fls ? fls->n_feature_list : 0;
+	return 0;
+}
 
-	/* Sizes of the arrays, all in one allocation after the object. */
+/* Where each array lives in the one allocation of the result. */
+struct example_layout {
+	size_t off_feat, off_list, off_steps, off_bytes, off_slots, size;
+};
+
+/* Add n elements of `each` bytes to lay->size; false on overflow. */
+static bool layout_add(struct example_layout *lay, size_t n, size_t each)
+{
+	size_t b;
+
+	return !__builtin_mul_overflow(n, each, &b) && add_ok(&lay->size, b);
+}
+
+/* Size the arrays of the result of msg (nctx features, nfl lists): *lay;
+ * false on overflow. */
+static bool example_layout(struct example_layout *lay, const Tensorflow__Features *ctx, size_t nctx,
+			   const Tensorflow__FeatureLists *fls, size_t nfl)
+{
+	size_t nsteps = 0, nbytes = 0;
+
 	for (size_t i = 0; i < nctx; i++)
 		if (!add_ok(&nbytes, feature_nbytes(ctx->feature[i]->value)))
-			goto overflow;
+			return false;
 	for (size_t i = 0; i < nfl; i++) {
 		const Tensorflow__FeatureList *l = fls->feature_list[i]->value;
 		if (!l)
 			continue;
 		if (!add_ok(&nsteps, l->n_feature))
-			goto overflow;
+			return false;
 		for (size_t j = 0; j < l->n_feature; j++)
 			if (!add_ok(&nbytes, feature_nbytes(l->feature[j])))
-				goto overflow;
+				return false;
 	}
-	nslots = nctx > nfl ? nctx : nfl;
-	size = sizeof(*impl);
-	off_feat = size;
-	if (__builtin_mul_overflow(nctx, sizeof(struct bfs_feature), &off) || !add_ok(&size, off))
-		goto overflow;
-	off_list = size;
-	if (__builtin_mul_overflow(nfl, sizeof(struct bfs_feature_list), &off) ||
-	    !add_ok(&size, off))
-		goto overflow;
-	off_steps = size;
-	if (__builtin_mul_overflow(nsteps, sizeof(struct bfs_values), &off) || !add_ok(&size, off))
-		goto overflow;
-	off_bytes = size;
-	if (__builtin_mul_overflow(nbytes, sizeof(struct bfs_bytes), &off) || !add_ok(&size, off))
-		goto overflow;
-	off_slots = size;
-	if (__builtin_mul_overflow(nslots, sizeof(void *), &off) || !add_ok(&size, off))
-		goto overflow;
+	lay->size = sizeof(struct example_impl);
+	lay->off_feat = lay->size;
+	if (!layout_add(lay, nctx, sizeof(struct bfs_feature)))
+		return false;
+	lay->off_list = lay->size;
+	if (!layout_add(lay, nfl, sizeof(struct bfs_feature_list)))
+		return false;
+	lay->off_steps = lay->size;
+	if (!layout_add(lay, nsteps, sizeof(struct bfs_values)))
+		return false;
+	lay->off_bytes = lay->size;
+	if (!layout_add(lay, nbytes, sizeof(struct bfs_bytes)))
+		return false;
+	lay->off_slots = lay->size;
+	return layout_add(lay, nctx > nfl ? nctx : nfl, sizeof(void *));
+}
 
-	impl = calloc(1, size);
+/* Fill the sorted feature and list arrays of impl, laid out as lay, from
+ * its message (nctx features in ctx, nfl lists in fls). */
+static void example_fill(struct example_impl *impl, const struct example_layout *lay,
+			 const Tensorflow__Features *ctx, size_t nctx,
+			 const Tensorflow__FeatureLists *fls, size_t nfl)
+{
+	char *base = (char *)impl;
+	struct bfs_feature *feat = (struct bfs_feature *)(base + lay->off_feat);
+	struct bfs_feature_list *lists = (struct bfs_feature_list *)(base + lay->off_list);
+	struct bfs_values *steps = (struct bfs_values *)(base + lay->off_steps);
+	struct bfs_bytes *bytes = (struct bfs_bytes *)(base + lay->off_bytes);
+	const struct any_entry ***slots = (const struct any_entry ***)(base + lay->off_slots);
+	size_t n;
+
+	n = nctx ? sort_dedup(slots, (struct any_entry **)ctx->feature, nctx) : 0;
+	for (size_t i = 0; i < n; i++) {
+		const Tensorflow__Features__FeatureEntry *e =
+			(const Tensorflow__Features__FeatureEntry *)*slots[i];
+		feat[i].name = e->key;
+		fill_values(&feat[i].v, e->value, &bytes);
+	}
+	impl->pub.nfeatures = n;
+	impl->pub.features = feat;
+
+	n = nfl ? sort_dedup(slots, (struct any_entry **)fls->feature_list, nfl) : 0;
+	for (size_t i = 0; i < n; i++) {
+		const Tensorflow__FeatureLists__FeatureListEntry *e =
+			(const Tensorflow__FeatureLists__FeatureListEntry *)*slots[i];
+		size_t ns = e->value ? e->value->n_feature : 0;
+		lists[i].name = e->key;
+		lists[i].nsteps = ns;
+		lists[i].steps = steps;
+		for (size_t j = 0; j < ns; j++)
+			fill_values(&steps[j], e->value->feature[j], &bytes);
+		steps += ns;
+	}
+	impl->pub.nlists = n;
+	impl->pub.lists = lists;
+}
+
+int bfs_example_decode_ref(struct bfs_example **out, const uint8_t *data, size_t len)
+{
+	Tensorflow__SequenceExample *msg = NULL;
+	Tensorflow__Features *ctx;
+	Tensorflow__FeatureLists *fls;
+	struct example_impl *impl;
+	struct example_layout lay;
+	size_t nctx, nfl;
+	int err;
+
+	err = example_unpack(&msg, data, len);
+	if (err < 0)
+		return err;
+	ctx = msg->context;
+	fls = msg->feature_lists;
+	nctx = ctx ? ctx->n_feature : 0;
+	nfl = fls ? fls->n_feature_list : 0;
+	if (!example_layout(&lay, ctx, nctx, fls, nfl)) {
+		err = bfs_err_set(-EFBIG, "example: size overflow");
+		goto out_msg;
+	}
+	impl = calloc(1, lay.size);
 	if (!impl) {
-		err = bfs_err_set(-ENOMEM, "example: out of memory (%zu bytes)", size);
+		err = bfs_err_set(-ENOMEM, "example: out of memory (%zu bytes)", lay.size);
 		goto out_msg;
 	}
 	impl->msg = msg;
 	impl->pub.is_sequence = fls != NULL;
-	{
-		char *base = (char *)impl;
-		struct bfs_feature *feat = (struct bfs_feature *)(base + off_feat);
-		struct bfs_feature_list *lists = (struct bfs_feature_list *)(base + off_list);
-		struct bfs_values *steps = (struct bfs_values *)(base + off_steps);
-		struct bfs_bytes *bytes = (struct bfs_bytes *)(base + off_bytes);
-		const struct any_entry ***slots = (const struct any_entry ***)(base + off_slots);
-		size_t n;
-
-		n = nctx ? sort_dedup(slots, (struct any_entry **)ctx->feature, nctx) : 0;
-		for (size_t i = 0; i < n; i++) {
-			const Tensorflow__Features__FeatureEntry *e =
-				(const Tensorflow__Features__FeatureEntry *)*slots[i];
-			feat[i].name = e->key;
-			fill_values(&feat[i].v, e->value, &bytes);
-		}
-		impl->pub.nfeatures = n;
-		impl->pub.features = feat;
-
-		n = nfl ? sort_dedup(slots, (struct any_entry **)fls->feature_list, nfl) : 0;
-		for (size_t i = 0; i < n; i++) {
-			const Tensorflow__FeatureLists__FeatureListEntry *e =
-				(const Tensorflow__FeatureLists__FeatureListEntry *)*slots[i];
-			size_t ns = e->value ? e->value->n_feature : 0;
-			lists[i].name = e->key;
-			lists[i].nsteps = ns;
-			lists[i].steps = steps;
-			for (size_t j = 0; j < ns; j++)
-				fill_values(&steps[j], e->value->feature[j], &bytes);
-			steps += ns;
-		}
-		impl->pub.nlists = n;
-		impl->pub.lists = lists;
-	}
+	example_fill(impl, &lay, ctx, nctx, fls, nfl);
 	*out = &impl->pub;
 	return 0;
 
-overflow:
-	err = bfs_err_set(-EFBIG, "example: size overflow");
 out_msg:
 	tensorflow__sequence_example__free_unpacked(msg, NULL);
 	return err;

@@ -412,6 +412,9 @@ static void kick(struct bfs_ioplan *p)
 
 static bool hold_groups(struct bfs_ioplan *p, struct stream *s);
 static void release_groups(struct bfs_ioplan *p, struct stream *s);
+static struct group *group_find(const struct bfs_ioplan *p, uint64_t epoch, uint64_t g);
+static bool group_add(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t g,
+		      struct bfs_fetch_ticket *t, uint64_t p0, uint64_t p1);
 
 /* A build of (rank, epoch, unit) starts: its stream moves there. Lock held.
  * Returns the stream, or NULL when the build is outside every stream (past
@@ -516,7 +519,6 @@ static bool hold_behind(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, 
 	uint64_t r0, n, g, p0 = 0, p1 = 0, gen;
 	struct bfs_fetch_ticket *t = NULL;
 	struct bfs_perm perm;
-	struct group *gr;
 	int rc;
 
 	if (!s || s->by_unit || s->nbuilds > p->lookahead + 1 ||
@@ -535,9 +537,8 @@ static bool hold_behind(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, 
 		pthread_cond_wait(&p->held, &p->lock);
 	if (!s->used || s->gen != gen || s->nheld >= MAX_GROUPS)
 		return false;
-	for (gr = p->groups; gr; gr = gr->next)
-		if (gr->epoch == epoch && gr->g == g)
-			return false; /* held: hold_held did not find the unit's rows there */
+	if (group_find(p, epoch, g))
+		return false; /* held: hold_held did not find the unit's rows there */
 	s->holding = true;
 	pthread_mutex_unlock(&p->lock);
 	rc = group_ticket(p, epoch, g, BFS_FETCH_NOW, true, &t, &p0, &p1);
@@ -545,25 +546,11 @@ static bool hold_behind(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, 
 	if (s->used && s->gen == gen)
 		s->holding = false;
 	pthread_cond_broadcast(&p->held);
-	for (gr = p->groups; gr; gr = gr->next)
-		if (gr->epoch == epoch && gr->g == g)
-			break;
-	if (rc || gr || !s->used || s->gen != gen || s->nheld >= MAX_GROUPS ||
-	    !(gr = calloc(1, sizeof(*gr)))) {
+	if (rc || group_find(p, epoch, g) || !s->used || s->gen != gen || s->nheld >= MAX_GROUPS) {
 		bfs_fetch_release(p->f, t);
 		return false;
 	}
-	gr->epoch = epoch;
-	gr->g = g;
-	gr->p0 = p0;
-	gr->p1 = p1;
-	gr->t = t;
-	gr->holders = 1;
-	gr->next = p->groups;
-	p->groups = gr;
-	s->held[s->nheld++] = gr;
-	p->st.groups++;
-	return true;
+	return group_add(p, s, epoch, g, t, p0, p1);
 }
 
 struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
@@ -675,6 +662,200 @@ static bool drop_held(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, ui
 	return false;
 }
 
+/* The groups a block-shuffled stream wants held now: want[0] the reader's,
+ * want[1] the one after (nwant of them), and prev, the one before, while
+ * `behind` (a build near behind the reader still reads from it). */
+struct group_want {
+	struct {
+		uint64_t epoch, g;
+	} want[2], prev;
+	unsigned nwant;
+	bool spans, behind;
+};
+
+/* Whether a build up to lookahead units behind s's reader (at epoch, in
+ * group g) still reads from the group before g. */
+static bool group_behind(const struct bfs_ioplan *p, const struct stream *s,
+			 const struct bfs_perm *perm, uint64_t epoch, uint64_t g)
+{
+	const struct bfs_batcher *b = p->b[s->rank];
+	uint64_t back = s->pos - (s->pos < p->lookahead ? s->pos : p->lookahead);
+	uint64_t b0, bn;
+
+	if (back / s->nunits < epoch)
+		return true;
+	if (back >= s->pos)
+		return false;
+	return bfs_batcher_unit_rows(b, (back % s->nunits) | (s->chunk ? BFS_CHUNK : 0), &b0,
+				     &bn) == 0 &&
+	       bfs_block_order_group_of(perm->bo, bfs_batcher_row_pos(b, b0)) < g;
+}
+
+/* Fill *gw for s's reader. 1 when filled; 0 when its unit or epoch order
+ * is not at hand (nothing to hold now); -1 when the order is not a block
+ * shuffle (s plans by unit). */
+static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s, struct group_want *gw)
+{
+	const struct bfs_batcher *b = p->b[s->rank];
+	uint64_t epoch = s->pos / s->nunits, unit = s->pos % s->nunits, r0, n, ng;
+	struct bfs_perm perm;
+
+	if (bfs_batcher_unit_rows(b, unit | (s->chunk ? BFS_CHUNK : 0), &r0, &n) != 0 ||
+	    bfs_batcher_perm(b, epoch, &perm) != 0)
+		return 0;
+	if (!perm.bo) {
+		bfs_perm_release(&perm);
+		return -1;
+	}
+	memset(gw, 0, sizeof(*gw));
+	ng = bfs_block_order_ngroups(perm.bo);
+	gw->want[0].epoch = epoch;
+	gw->want[0].g = bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0));
+	/* the reader's unit reads from the next group too: it is the reader's
+	 * as well (a unit never spans more than two groups' worth of rows
+	 * once groups hold more records than a unit) */
+	gw->spans = n && bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0 + n - 1)) !=
+				 gw->want[0].g;
+	/* builds run up to lookahead units ahead of their reader, and not
+	 * always in order: the group before the reader's stays while a unit
+	 * that near behind still reads from it (else such a build would ask
+	 * for its records one by one, a second fetch of them) */
+	gw->behind = group_behind(p, s, &perm, epoch, gw->want[0].g);
+	bfs_perm_release(&perm);
+	if (gw->behind && gw->want[0].g > 0) {
+		gw->prev.epoch = epoch;
+		gw->prev.g = gw->want[0].g - 1;
+	} else if (gw->behind && epoch > 0) {
+		gw->prev.epoch = epoch - 1;
+		gw->prev.g = ng - 1;
+	} else {
+		gw->behind = false;
+	}
+	gw->want[1].epoch = gw->want[0].g + 1 < ng ? epoch : epoch + 1;
+	gw->want[1].g = gw->want[0].g + 1 < ng ? gw->want[0].g + 1 : 0;
+	if (s->chunk && unit < p->lookahead && gw->want[1].epoch == epoch && !gw->spans)
+		/* the first chunks of an epoch: the prefetch running on from
+		 * the end of the one before as often as a reader (a reader of
+		 * all.safetensors goes through the epoch once per column, and
+		 * each pass's end prefetches here); the next group comes once
+		 * a build further in shows the reader here */
+		gw->nwant = 1;
+	else if (gw->want[1].epoch == epoch)
+		gw->nwant = 2;
+	else if (p->epochs)
+		gw->nwant = gw->want[1].epoch < p->epochs ? 2 : 1;
+	else
+		gw->nwant = s->crossed ? 2 : 1;
+	return 1;
+}
+
+/* s keeps the groups it holds that gw still wants (in their order, at the
+ * front of s->held), releases the rest. Lock held. */
+static void keep_wanted(struct bfs_ioplan *p, struct stream *s, const struct group_want *gw)
+{
+	unsigned nkeep = 0;
+
+	for (unsigned i = 0; i < s->nheld; i++) {
+		struct group *gr = s->held[i];
+		bool still = false;
+
+		for (unsigned w = 0; w < gw->nwant; w++)
+			still |= gr->epoch == gw->want[w].epoch && gr->g == gw->want[w].g;
+		still |= gw->behind && gr->epoch == gw->prev.epoch && gr->g == gw->prev.g;
+		if (still)
+			s->held[nkeep++] = gr; /* nkeep <= i: never ahead of the walk */
+		else
+			group_put(p, gr);
+	}
+	s->nheld = nkeep;
+}
+
+/* The group (epoch, g) some stream holds, or NULL. Lock held. */
+static struct group *group_find(const struct bfs_ioplan *p, uint64_t epoch, uint64_t g)
+{
+	struct group *gr;
+
+	for (gr = p->groups; gr; gr = gr->next)
+		if (gr->epoch == epoch && gr->g == g)
+			break;
+	return gr;
+}
+
+/* A new group (epoch, g) of ticket t over positions p0..p1, held by s.
+ * False when out of memory (t then released). Lock held. */
+static bool group_add(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t g,
+		      struct bfs_fetch_ticket *t, uint64_t p0, uint64_t p1)
+{
+	struct group *gr = calloc(1, sizeof(*gr));
+
+	if (!gr) {
+		bfs_fetch_release(p->f, t);
+		return false;
+	}
+	gr->epoch = epoch;
+	gr->g = g;
+	gr->p0 = p0;
+	gr->p1 = p1;
+	gr->t = t;
+	gr->holders = 1;
+	gr->next = p->groups;
+	p->groups = gr;
+	s->held[s->nheld++] = gr;
+	p->st.groups++;
+	return true;
+}
+
+/* s holds want[w] of gw: shared with the stream that has it, or fetched as
+ * a new group (the reader's first, ahead of every plan). 0 when held (or
+ * s was let go of meanwhile, -ESTALE); -E2BIG when the group is larger than
+ * the whole budget; another -errno when it waits for room. Lock held;
+ * dropped while the group's ticket is made. */
+static int hold_group(struct bfs_ioplan *p, struct stream *s, const struct group_want *gw,
+		      unsigned w)
+{
+	uint64_t epoch = gw->want[w].epoch, g = gw->want[w].g;
+	uint64_t gen = s->gen, prio, p0 = 0, p1 = 0;
+	struct bfs_fetch_ticket *t = NULL;
+	struct group *gr;
+	int rc;
+
+	for (unsigned i = 0; i < s->nheld; i++)
+		if (s->held[i]->epoch == epoch && s->held[i]->g == g)
+			return 0;
+	gr = group_find(p, epoch, g);
+	if (gr) { /* another stream (rank) holds it already */
+		gr->holders++;
+		s->held[s->nheld++] = gr;
+		return 0;
+	}
+	/* the reader's group first, ahead of every plan */
+	prio = w == 0 ? BFS_FETCH_NOW : ++p->seq;
+	pthread_mutex_unlock(&p->lock);
+	rc = group_ticket(p, epoch, g, prio, w == 0 || gw->spans, &t, &p0, &p1);
+	pthread_mutex_lock(&p->lock);
+	/* room: the group kept behind goes first (the next one keeps the
+	 * reader from waiting at the boundary; a late build is rarer), then
+	 * what other streams hold */
+	if (rc == -ENOSPC && s->used && s->gen == gen &&
+	    ((gw->behind && drop_held(p, s, gw->prev.epoch, gw->prev.g)) || make_room(p, s, 0))) {
+		pthread_mutex_unlock(&p->lock);
+		rc = group_ticket(p, epoch, g, prio, false, &t, &p0, &p1);
+		pthread_mutex_lock(&p->lock);
+	}
+	if (rc || !s->used || s->gen != gen) {
+		bfs_fetch_release(p->f, t);
+		return rc ? rc : -ESTALE;
+	}
+	gr = group_find(p, epoch, g);
+	if (gr) { /* another stream made it meanwhile */
+		bfs_fetch_release(p->f, t);
+		gr->holders++;
+		s->held[s->nheld++] = gr;
+		return 0;
+	}
+	return group_add(p, s, epoch, g, t, p0, p1) ? 0 : -ENOMEM;
+}
+
 /* Block shuffle: hold the group of s's reader and the one after (the
  * first of the next epoch when the mount lists it, or, with no bound on
  * epochs, once the reader went on into a later epoch). The reader's group
@@ -685,153 +866,20 @@ static bool drop_held(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, ui
  * when a group is larger than the whole budget (s then plans by unit). */
 static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 {
-	const struct bfs_batcher *b = p->b[s->rank];
-	struct {
-		uint64_t epoch, g;
-	} want[2], prev = { 0, 0 };
-	uint64_t epoch = s->pos / s->nunits, unit = s->pos % s->nunits, r0, n, ng;
-	uint64_t back = s->pos - (s->pos < p->lookahead ? s->pos : p->lookahead);
-	struct bfs_perm perm;
-	struct group *keep[MAX_GROUPS];
-	unsigned nkeep = 0, nwant;
-	bool spans, behind = false;
+	struct group_want gw;
+	int rc = groups_wanted(p, s, &gw);
 
-	if (bfs_batcher_unit_rows(b, unit | (s->chunk ? BFS_CHUNK : 0), &r0, &n) != 0 ||
-	    bfs_batcher_perm(b, epoch, &perm) != 0)
-		return true;
-	if (!perm.bo) {
-		bfs_perm_release(&perm);
-		return false;
-	}
-	ng = bfs_block_order_ngroups(perm.bo);
-	want[0].epoch = epoch;
-	want[0].g = bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0));
-	/* the reader's unit reads from the next group too: it is the reader's
-	 * as well (a unit never spans more than two groups' worth of rows
-	 * once groups hold more records than a unit) */
-	spans = n &&
-		bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0 + n - 1)) != want[0].g;
-	/* builds run up to lookahead units ahead of their reader, and not
-	 * always in order: the group before the reader's stays while a unit
-	 * that near behind still reads from it (else such a build would ask
-	 * for its records one by one, a second fetch of them) */
-	if (back / s->nunits < epoch) {
-		behind = true;
-	} else if (back < s->pos) {
-		uint64_t b0, bn;
-
-		behind = bfs_batcher_unit_rows(b, (back % s->nunits) | (s->chunk ? BFS_CHUNK : 0),
-					       &b0, &bn) == 0 &&
-			 bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, b0)) < want[0].g;
-	}
-	bfs_perm_release(&perm);
-	if (behind && want[0].g > 0) {
-		prev.epoch = epoch;
-		prev.g = want[0].g - 1;
-	} else if (behind && epoch > 0) {
-		prev.epoch = epoch - 1;
-		prev.g = ng - 1;
-	} else {
-		behind = false;
-	}
-	want[1].epoch = want[0].g + 1 < ng ? epoch : epoch + 1;
-	want[1].g = want[0].g + 1 < ng ? want[0].g + 1 : 0;
-	if (s->chunk && unit < p->lookahead && want[1].epoch == epoch && !spans)
-		/* the first chunks of an epoch: the prefetch running on from
-		 * the end of the one before as often as a reader (a reader of
-		 * all.safetensors goes through the epoch once per column, and
-		 * each pass's end prefetches here); the next group comes once
-		 * a build further in shows the reader here */
-		nwant = 1;
-	else if (want[1].epoch == epoch)
-		nwant = 2;
-	else if (p->epochs)
-		nwant = want[1].epoch < p->epochs ? 2 : 1;
-	else
-		nwant = s->crossed ? 2 : 1;
-
-	/* keep what is still wanted, release the rest */
-	for (unsigned i = 0; i < s->nheld; i++) {
-		struct group *gr = s->held[i];
-		bool still = false;
-
-		for (unsigned w = 0; w < nwant; w++)
-			still |= gr->epoch == want[w].epoch && gr->g == want[w].g;
-		still |= behind && gr->epoch == prev.epoch && gr->g == prev.g;
-		if (still)
-			keep[nkeep++] = gr;
-		else
-			group_put(p, gr);
-	}
-	memcpy(s->held, keep,
-	       /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-	       nkeep * sizeof(*keep));
-	s->nheld = nkeep;
-
-	for (unsigned w = 0; w < nwant; w++) {
-		struct group *gr = NULL;
-		bool have = false;
-		uint64_t gen = s->gen, prio;
-		struct bfs_fetch_ticket *t = NULL;
-		uint64_t p0 = 0, p1 = 0;
-		int rc;
-
-		for (unsigned i = 0; i < s->nheld; i++)
-			have |= s->held[i]->epoch == want[w].epoch && s->held[i]->g == want[w].g;
-		if (have)
-			continue;
-		for (gr = p->groups; gr; gr = gr->next)
-			if (gr->epoch == want[w].epoch && gr->g == want[w].g)
-				break;
-		if (gr) { /* another stream (rank) holds it already */
-			gr->holders++;
-			s->held[s->nheld++] = gr;
-			continue;
-		}
-		/* the reader's group first, ahead of every plan */
-		prio = w == 0 ? BFS_FETCH_NOW : ++p->seq;
-		pthread_mutex_unlock(&p->lock);
-		rc = group_ticket(p, want[w].epoch, want[w].g, prio, w == 0 || spans, &t, &p0, &p1);
-		pthread_mutex_lock(&p->lock);
-		/* room: the group kept behind goes first (the next one keeps the
-		 * reader from waiting at the boundary; a late build is rarer),
-		 * then what other streams hold */
-		if (rc == -ENOSPC && s->used && s->gen == gen &&
-		    ((behind && drop_held(p, s, prev.epoch, prev.g)) || make_room(p, s, 0))) {
-			pthread_mutex_unlock(&p->lock);
-			rc = group_ticket(p, want[w].epoch, want[w].g, prio, false, &t, &p0, &p1);
-			pthread_mutex_lock(&p->lock);
-		}
-		if (rc || !s->used || s->gen != gen) {
-			bfs_fetch_release(p->f, t);
-			/* only a group larger than the budget turns s to plans
-			 * by unit; the next one waits for room */
-			return rc != -E2BIG;
-		}
-		for (gr = p->groups; gr; gr = gr->next)
-			if (gr->epoch == want[w].epoch && gr->g == want[w].g)
-				break;
-		if (gr) { /* another stream made it meanwhile */
-			bfs_fetch_release(p->f, t);
-			gr->holders++;
-			s->held[s->nheld++] = gr;
-			continue;
-		}
-		gr = calloc(1, sizeof(*gr));
-		if (!gr) {
-			bfs_fetch_release(p->f, t);
+	if (rc <= 0)
+		return rc == 0;
+	keep_wanted(p, s, &gw);
+	for (unsigned w = 0; w < gw.nwant; w++) {
+		rc = hold_group(p, s, &gw, w);
+		/* only a group larger than the budget turns s to plans by
+		 * unit; the next one waits for room */
+		if (rc == -E2BIG)
+			return false;
+		if (rc != 0)
 			return true;
-		}
-		gr->epoch = want[w].epoch;
-		gr->g = want[w].g;
-		gr->p0 = p0;
-		gr->p1 = p1;
-		gr->t = t;
-		gr->holders = 1;
-		gr->next = p->groups;
-		p->groups = gr;
-		s->held[s->nheld++] = gr;
-		p->st.groups++;
 	}
 	return true;
 }

@@ -142,24 +142,16 @@ static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *
 	return 0;
 }
 
-static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
+/* Every key of a feature's object is one spec_from_json knows. */
+static int spec_keys_known(const struct bfs_feature_spec *f, json_t *obj)
 {
 	static const char *const known[] = { "kind",	  "shape",	"dtype",  "max_len",
 					     "pad",	  "default",	"ragged", "max_steps",
 					     "decode",	  "resize",	"filter", "content",
 					     "max_width", "max_height", "names" };
-	json_t *jkind, *jshape, *jdtype, *jmax_len, *jpad, *jdflt, *jragged, *jsteps, *v;
 	const char *key;
-	char shp[160];
-	bool ragged = false, has_neg = false;
-	uint64_t elems = 1, nbytes;
-	int err;
+	json_t *v;
 
-	err = bfs_schema_name_ok(f->name);
-	if (err < 0)
-		return spec_err(f, "cannot be a path: %s", bfs_err_msg());
-	if (!json_is_object(obj))
-		return spec_err(f, "must be a JSON object");
 	json_object_foreach(obj, key, v)
 	{
 		size_t i;
@@ -169,23 +161,25 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 		if (i == BFS_ARRAY_SIZE(known))
 			return spec_err(f, "unknown field \"%.100s\"", key);
 	}
-	jkind = json_object_get(obj, "kind");
-	jshape = json_object_get(obj, "shape");
-	jdtype = json_object_get(obj, "dtype");
-	jmax_len = json_object_get(obj, "max_len");
-	jpad = json_object_get(obj, "pad");
-	jdflt = json_object_get(obj, "default");
-	jragged = json_object_get(obj, "ragged");
-	jsteps = json_object_get(obj, "max_steps");
+	return 0;
+}
 
-	/* kind */
+/* "kind" into f->kind. */
+static int spec_kind_from_json(struct bfs_feature_spec *f, json_t *jkind)
+{
 	if (!jkind)
 		return spec_err(f, "\"kind\" is missing (bytes, float or int64)");
 	if (!json_is_string(jkind) ||
 	    (f->kind = bfs_kind_parse(json_string_value(jkind))) == BFS_KIND_NONE)
 		return spec_err(f, "\"kind\" must be \"bytes\", \"float\" or \"int64\"");
+	return 0;
+}
 
-	/* shape */
+/* "shape" into f->ndim and f->shape; *has_neg if a dimension is -1, *elems
+ * the product of the others (BFS_MAX_LEN_CAP + 1 once over the cap). */
+static int spec_shape_from_json(struct bfs_feature_spec *f, json_t *jshape, bool *has_neg,
+				uint64_t *elems)
+{
 	if (!jshape)
 		return spec_err(f, "\"shape\" is missing");
 	if (!json_is_array(jshape))
@@ -205,24 +199,20 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 					"allowed, as [-1] or [-1, -1])",
 					i, (long long)f->shape[i]);
 		if (f->shape[i] == -1)
-			has_neg = true;
+			*has_neg = true;
 		else if (f->shape[i] > BFS_MAX_LEN_CAP)
 			return spec_err(f, "\"shape\" dimension %d is %lld, over the cap %lld", i,
 					(long long)f->shape[i], (long long)BFS_MAX_LEN_CAP);
-		else if (__builtin_mul_overflow(elems, (uint64_t)f->shape[i], &elems) ||
-			 elems > (uint64_t)BFS_MAX_LEN_CAP)
-			elems = (uint64_t)BFS_MAX_LEN_CAP + 1;
+		else if (__builtin_mul_overflow(*elems, (uint64_t)f->shape[i], elems) ||
+			 *elems > (uint64_t)BFS_MAX_LEN_CAP)
+			*elems = (uint64_t)BFS_MAX_LEN_CAP + 1;
 	}
-	bfs_spec_fmt_shape(shp, sizeof(shp), f->ndim, f->shape);
+	return 0;
+}
 
-	/* ragged */
-	if (jragged) {
-		if (!json_is_boolean(jragged))
-			return spec_err(f, "\"ragged\" must be true or false");
-		ragged = json_is_true(jragged);
-	}
-
-	/* layout */
+/* f->layout from the list/ragged flags and the shape (formatted in shp). */
+static int spec_layout(struct bfs_feature_spec *f, bool ragged, bool has_neg, const char *shp)
+{
 	if (f->is_list) {
 		if (ragged)
 			return spec_err(f, "\"ragged\" does not apply to a feature list");
@@ -266,8 +256,13 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 	} else {
 		f->layout = BFS_LAYOUT_FIXED;
 	}
+	return 0;
+}
 
-	/* dtype */
+/* "dtype" into f->dtype: chosen only by a fixed bytes feature, otherwise
+ * the kind's own (and "dtype", if given, must name it). */
+static int spec_dtype_from_json(struct bfs_feature_spec *f, json_t *jdtype)
+{
 	if (f->kind != BFS_KIND_BYTES || f->is_list || f->layout != BFS_LAYOUT_FIXED) {
 		f->dtype = bfs_spec_default_dtype(f->kind);
 		if (jdtype && (!json_is_string(jdtype) ||
@@ -286,8 +281,14 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 						json_string_value(jdtype));
 		}
 	}
+	return 0;
+}
 
-	/* sizes */
+/* The shape's values (elems), and a fixed bytes feature's bytes, under the cap. */
+static int spec_size_ok(const struct bfs_feature_spec *f, uint64_t elems, const char *shp)
+{
+	uint64_t nbytes;
+
 	if (elems > (uint64_t)BFS_MAX_LEN_CAP)
 		return spec_err(f, "\"shape\" %s holds more than %lld values", shp,
 				(long long)BFS_MAX_LEN_CAP);
@@ -298,8 +299,12 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 					shp, bfs_dtype_name(f->dtype), (unsigned long long)nbytes,
 					(long long)BFS_MAX_LEN_CAP);
 	}
+	return 0;
+}
 
-	/* max_len */
+/* "max_len" into f->max_len: required by a padded feature, refused elsewhere. */
+static int spec_max_len_from_json(struct bfs_feature_spec *f, json_t *jmax_len)
+{
 	if (f->layout == BFS_LAYOUT_PADDED) {
 		if (!jmax_len)
 			return spec_err(f, "\"max_len\" is missing (needed by shape [-1] unless "
@@ -312,8 +317,14 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 	} else if (jmax_len) {
 		return spec_err(f, "\"max_len\" only applies to shape [-1] without \"ragged\"");
 	}
+	return 0;
+}
 
-	/* max_steps */
+/* "max_steps" into f->max_steps: required by a feature list (whose steps of
+ * elems values stay under the cap), refused elsewhere. */
+static int spec_max_steps_from_json(struct bfs_feature_spec *f, json_t *jsteps, uint64_t elems,
+				    const char *shp)
+{
 	if (f->is_list) {
 		if (!jsteps)
 			return spec_err(f, "\"max_steps\" is missing");
@@ -329,8 +340,14 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 	} else if (jsteps) {
 		return spec_err(f, "\"max_steps\" only applies under \"feature_lists\"");
 	}
+	return 0;
+}
 
-	/* pad */
+/* "pad" into f->pad and "default" into f->dflt, where each applies. */
+static int spec_pad_default_from_json(struct bfs_feature_spec *f, json_t *jpad, json_t *jdflt)
+{
+	int err;
+
 	if (jpad) {
 		bool ok =
 			f->kind != BFS_KIND_BYTES && (f->is_list || f->layout == BFS_LAYOUT_PADDED);
@@ -341,8 +358,6 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 		if (err < 0)
 			return err;
 	}
-
-	/* default */
 	if (jdflt) {
 		if (f->is_list || f->kind == BFS_KIND_BYTES || f->layout != BFS_LAYOUT_FIXED)
 			return spec_err(f,
@@ -352,7 +367,53 @@ static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
 			return err;
 		f->has_default = true;
 	}
-	err = names_from_json(f, json_object_get(obj, "names"));
+	return 0;
+}
+
+/* One feature's spec from its JSON object: each field checked in turn, the
+ * first error naming the feature. */
+static int spec_from_json(struct bfs_feature_spec *f, json_t *obj)
+{
+	json_t *jragged = json_object_get(obj, "ragged");
+	char shp[160];
+	bool ragged = false, has_neg = false;
+	uint64_t elems = 1;
+	int err;
+
+	err = bfs_schema_name_ok(f->name);
+	if (err < 0)
+		return spec_err(f, "cannot be a path: %s", bfs_err_msg());
+	if (!json_is_object(obj))
+		return spec_err(f, "must be a JSON object");
+	err = spec_keys_known(f, obj);
+	if (err < 0)
+		return err;
+	err = spec_kind_from_json(f, json_object_get(obj, "kind"));
+	if (err < 0)
+		return err;
+	err = spec_shape_from_json(f, json_object_get(obj, "shape"), &has_neg, &elems);
+	if (err < 0)
+		return err;
+	bfs_spec_fmt_shape(shp, sizeof(shp), f->ndim, f->shape);
+	if (jragged) {
+		if (!json_is_boolean(jragged))
+			return spec_err(f, "\"ragged\" must be true or false");
+		ragged = json_is_true(jragged);
+	}
+	err = spec_layout(f, ragged, has_neg, shp);
+	if (err == 0)
+		err = spec_dtype_from_json(f, json_object_get(obj, "dtype"));
+	if (err == 0)
+		err = spec_size_ok(f, elems, shp);
+	if (err == 0)
+		err = spec_max_len_from_json(f, json_object_get(obj, "max_len"));
+	if (err == 0)
+		err = spec_max_steps_from_json(f, json_object_get(obj, "max_steps"), elems, shp);
+	if (err == 0)
+		err = spec_pad_default_from_json(f, json_object_get(obj, "pad"),
+						 json_object_get(obj, "default"));
+	if (err == 0)
+		err = names_from_json(f, json_object_get(obj, "names"));
 	if (err < 0)
 		return err;
 	return image_from_json(f, obj, shp);
