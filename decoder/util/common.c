@@ -185,6 +185,24 @@ uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
+size_t bfs_sorted_u64_floor(const void *base, size_t n, size_t size, size_t off, uint64_t key)
+{
+	const uint8_t *b = base;
+	size_t lo = 0, hi = n;
+
+	while (lo + 1 < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint64_t k;
+
+		memcpy(&k, b + mid * size + off, sizeof(k));
+		if (k <= key)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Write iov[0..n) to fd from the start: writev, IOV_MAX pieces at a time;
  * after a short write, the rest of the piece it stopped in with write(). */
 static int writev_all(int fd, const struct iovec *iov, size_t n)

@@ -89,6 +89,12 @@ size_t bfs_json_char(char out[7], unsigned char c);
  * cache files, not a checksum. */
 uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n);
 
+/* Of n records of `size` bytes at base, sorted ascending by the uint64_t
+ * at byte `off` of each (a directory's hash, say), the index of the last
+ * whose key is <= key: the group that key belongs to. 0 when n is 0 or
+ * every key is larger. A binary search: O(log n). */
+size_t bfs_sorted_u64_floor(const void *base, size_t n, size_t size, size_t off, uint64_t key);
+
 /* Write the n pieces iov[0..n) (in order; n may pass IOV_MAX) as the
  * whole new content of `path`, which readers see either as it was or with
  * every byte: written to a temporary "<path>.tmp.XXXXXX" beside it (mode

@@ -1,5 +1,7 @@
 /* Unit tests for decoder/util/common.c: bfs_write_file_atomic, the one way a
- * cache file is written (index, index pack, counts, schema).
+ * cache file is written (index, index pack, counts, schema); and
+ * bfs_sorted_u64_floor, the search of the index packs' and counts packs'
+ * directory groups.
  *
  * write(2) and writev(2) are wrapped below: while `chop` is set, a call on
  * a file under the test's directory first fails with EINTR, then writes at
@@ -12,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +238,64 @@ START_TEST(a_failure_leaves_the_old_file_and_no_temporary)
 }
 END_TEST
 
+/* ---- bfs_sorted_u64_floor ------------------------------------------------ */
+
+struct grp {
+	char *name; /* the key not first: off matters */
+	uint64_t dirhash;
+	int tag;
+};
+
+/* The answer by a walk: the last record whose key is <= key, else 0. */
+static size_t floor_by_walk(const struct grp *g, size_t n, uint64_t key)
+{
+	size_t at = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (g[i].dirhash <= key)
+			at = i;
+	return at;
+}
+
+START_TEST(floor_finds_the_last_key_at_or_below)
+{
+	struct grp g[40];
+	uint64_t rnd = bfs_rand_seed(7);
+
+	/* no records; a key below them all */
+	ck_assert_uint_eq(
+		bfs_sorted_u64_floor(NULL, 0, sizeof(*g), offsetof(struct grp, dirhash), 5), 0);
+	for (size_t n = 1; n <= BFS_ARRAY_SIZE(g); n++) {
+		uint64_t h = 10;
+
+		for (size_t i = 0; i < n; i++) {
+			h += bfs_rand_next(&rnd) % 3; /* repeats too */
+			g[i] = (struct grp){ NULL, h, (int)i };
+		}
+		for (uint64_t key = 0; key <= h + 2; key++)
+			ck_assert_uint_eq(bfs_sorted_u64_floor(g, n, sizeof(*g),
+							       offsetof(struct grp, dirhash), key),
+					  floor_by_walk(g, n, key));
+		/* every key present finds a record holding it */
+		for (size_t i = 0; i < n; i++)
+			ck_assert_uint_eq(
+				g[bfs_sorted_u64_floor(g, n, sizeof(*g),
+						       offsetof(struct grp, dirhash), g[i].dirhash)]
+					.dirhash,
+				g[i].dirhash);
+	}
+	/* the top of the range */
+	g[0].dirhash = 1;
+	g[1].dirhash = UINT64_MAX;
+	ck_assert_uint_eq(
+		bfs_sorted_u64_floor(g, 2, sizeof(*g), offsetof(struct grp, dirhash), UINT64_MAX),
+		1);
+	ck_assert_uint_eq(bfs_sorted_u64_floor(g, 2, sizeof(*g), offsetof(struct grp, dirhash),
+					       UINT64_MAX - 1),
+			  0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -246,6 +307,9 @@ int main(void)
 	tcase_add_test(tc, more_pieces_than_iov_max_land_in_order_mode_0644);
 	tcase_add_test(tc, short_writes_and_eintr_are_resumed);
 	tcase_add_test(tc, a_failure_leaves_the_old_file_and_no_temporary);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("sorted_u64_floor");
+	tcase_add_test(tc, floor_finds_the_last_key_at_or_below);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
