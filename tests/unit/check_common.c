@@ -1,13 +1,16 @@
 /* Unit tests for decoder/util/common.c: bfs_write_file_atomic, the one way a
  * cache file is written (index, index pack, counts, schema); and
  * bfs_sorted_u64_floor, the search of the index packs' and counts packs'
- * directory groups.
+ * directory groups; and decoder/util/cachehdr.c, the header those cache
+ * files begin with.
  *
  * write(2) and writev(2) are wrapped below: while `chop` is set, a call on
  * a file under the test's directory first fails with EINTR, then writes at
  * most CHOP bytes, so that the helper's resumption is what is tested. */
 #include "testfiles.h"
+#include "cachehdr.h"
 #include "common.h"
+#include "crc32c.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -296,6 +299,72 @@ START_TEST(floor_finds_the_last_key_at_or_below)
 }
 END_TEST
 
+/* ---- bfs_cachehdr ---------------------------------------------------------- */
+
+struct fmt_hdr {
+	struct bfs_cachehdr head;
+	uint32_t a;
+	uint64_t b;
+	uint8_t reserved[12];
+	uint32_t hdr_crc;
+};
+_Static_assert(sizeof(struct fmt_hdr) == 40, "a 40-byte header");
+
+static bool hdr_ok(const struct fmt_hdr *h, uint64_t file_size, char *why, size_t cap)
+{
+	return bfs_cachehdr_check(h, sizeof(*h), file_size, "BFSTST02", "test file", "test", why,
+				  cap);
+}
+
+START_TEST(cachehdr_is_begun_sealed_and_checked)
+{
+	struct fmt_hdr h, bad;
+	char why[160];
+
+	memset(&h, 0xee, sizeof(h));
+	bfs_cachehdr_init(&h, sizeof(h), "BFSTST02");
+	ck_assert_mem_eq(h.head.magic, "BFSTST02", 8);
+	ck_assert_uint_eq(h.head.hdr_bytes, sizeof(h));
+	ck_assert_uint_eq(h.a, 0);
+	ck_assert_uint_eq(h.b, 0);
+	ck_assert_uint_eq(h.hdr_crc, 0);
+	h.a = 7;
+	h.b = 1ull << 40;
+	bfs_cachehdr_seal(&h, sizeof(h));
+	ck_assert_uint_eq(h.hdr_crc, bfs_crc32c(0, &h, offsetof(struct fmt_hdr, hdr_crc)));
+	ck_assert(hdr_ok(&h, 4096, why, sizeof(why)));
+	ck_assert(hdr_ok(&h, sizeof(h), why, sizeof(why)));
+	ck_assert(bfs_cachehdr_check(&h, sizeof(h), sizeof(h), "BFSTST02", "x", "x", NULL, 0));
+
+	/* each check, in its order, with its message */
+	ck_assert(!hdr_ok(&h, 7, why, sizeof(why)));
+	ck_assert_str_eq(why, "not a batchfs test file");
+	bad = h;
+	memcpy(bad.head.magic, "BFSIDX03", 8);
+	ck_assert(!hdr_ok(&bad, 4096, why, sizeof(why)));
+	ck_assert_str_eq(why, "not a batchfs test file");
+	bad = h;
+	memcpy(bad.head.magic, "BFSTST01", 8);
+	ck_assert(!hdr_ok(&bad, 4096, why, sizeof(why)));
+	ck_assert_str_eq(why, "old test format BFSTST01 (this batchfs writes BFSTST02)");
+	ck_assert(!hdr_ok(&h, sizeof(h) - 1, why, sizeof(why)));
+	ck_assert_str_eq(why, "truncated (39 bytes, the header alone is 40)");
+	ck_assert(!hdr_ok(&h, 8, why, sizeof(why)));
+	ck_assert_str_eq(why, "truncated (8 bytes, the header alone is 40)");
+	for (size_t i = 0; i < sizeof(h); i++) {
+		bad = h;
+		((uint8_t *)&bad)[i] ^= 0x10;
+		if (i < 8)
+			continue; /* the magic: told above */
+		ck_assert_msg(!hdr_ok(&bad, 4096, why, sizeof(why)), "byte %zu flipped", i);
+		ck_assert_str_eq(why, "corrupt header (checksum mismatch)");
+	}
+	/* a message longer than its room is cut, not overrun */
+	ck_assert(!hdr_ok(&h, 7, why, 10));
+	ck_assert_str_eq(why, "not a bat");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -310,6 +379,9 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("sorted_u64_floor");
 	tcase_add_test(tc, floor_finds_the_last_key_at_or_below);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("cachehdr");
+	tcase_add_test(tc, cachehdr_is_begun_sealed_and_checked);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
