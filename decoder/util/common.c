@@ -143,6 +143,12 @@ void bfs_stop_signals(sigset_t *set)
 
 int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg)
 {
+	return bfs_thread_start_attr(tid, NULL, fn, arg);
+}
+
+int bfs_thread_start_attr(pthread_t *tid, const pthread_attr_t *attr, void *(*fn)(void *),
+			  void *arg)
+{
 	sigset_t stop, old;
 	int rc;
 
@@ -151,7 +157,7 @@ int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg)
 	rc = pthread_sigmask(SIG_BLOCK, &stop, &old);
 	if (rc)
 		return rc;
-	rc = pthread_create(tid, NULL, fn, arg);
+	rc = pthread_create(tid, attr, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }

@@ -75,6 +75,9 @@ void bfs_err_clear(void);
  * Returns 0 or a positive errno, like pthread_create. Every thread batchfs
  * starts goes through it. */
 int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg);
+/* The same with attributes (stack size, detached; NULL: the defaults). */
+int bfs_thread_start_attr(pthread_t *tid, const pthread_attr_t *attr, void *(*fn)(void *),
+			  void *arg);
 /* Fill `set` with the signals above: the ones that stop batchfs. */
 void bfs_stop_signals(sigset_t *set);
 

@@ -1,8 +1,8 @@
 /* Unit tests for decoder/util/common.c: bfs_write_file_atomic, the one way a
  * cache file is written (index, index pack, counts, schema); and
  * bfs_sorted_u64_floor, the search of the index packs' and counts packs'
- * directory groups; and decoder/util/cachehdr.c, the header those cache
- * files begin with.
+ * directory groups; decoder/util/cachehdr.c, the header those cache files
+ * begin with; and decoder/util/workers.c, the life of a pool of threads.
  *
  * write(2) and writev(2) are wrapped below: while `chop` is set, a call on
  * a file under the test's directory first fails with EINTR, then writes at
@@ -11,11 +11,13 @@
 #include "cachehdr.h"
 #include "common.h"
 #include "crc32c.h"
+#include "workers.h"
 
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -365,6 +367,125 @@ START_TEST(cachehdr_is_begun_sealed_and_checked)
 }
 END_TEST
 
+/* ---- bfs_workers ----------------------------------------------------------- */
+
+/* An owner as the pools' owners are: a lock, a stop flag, a condition its
+ * threads wait on, and what they did. */
+struct owner {
+	pthread_mutex_t lock;
+	pthread_cond_t work, other;
+	bool stop; /* lock */
+	unsigned waiting, ended; /* lock */
+	bool blocked_ok; /* lock: every thread had the stop signals blocked */
+	struct bfs_workers w;
+	bool hang; /* detached: the threads do not end until released */
+	bool release; /* lock */
+};
+
+static void owner_init(struct owner *o)
+{
+	memset(o, 0, sizeof(*o));
+	pthread_mutex_init(&o->lock, NULL);
+	pthread_cond_init(&o->work, NULL);
+	pthread_cond_init(&o->other, NULL);
+	o->blocked_ok = true;
+}
+
+static void owner_destroy(struct owner *o)
+{
+	pthread_mutex_destroy(&o->lock);
+	pthread_cond_destroy(&o->work);
+	pthread_cond_destroy(&o->other);
+}
+
+static void *owner_thread(void *arg)
+{
+	struct owner *o = arg;
+	sigset_t now;
+
+	pthread_sigmask(SIG_SETMASK, NULL, &now);
+	pthread_mutex_lock(&o->lock);
+	if (!sigismember(&now, SIGTERM) || !sigismember(&now, SIGINT))
+		o->blocked_ok = false;
+	o->waiting++;
+	while (!o->stop || (o->hang && !o->release))
+		pthread_cond_wait(o->hang ? &o->other : &o->work, &o->lock);
+	o->ended++;
+	pthread_mutex_unlock(&o->lock);
+	if (o->w.detached)
+		bfs_workers_exit(&o->w);
+	return NULL;
+}
+
+static void wait_waiting(struct owner *o, unsigned n)
+{
+	pthread_mutex_lock(&o->lock);
+	while (o->waiting < n) {
+		pthread_mutex_unlock(&o->lock);
+		usleep(1000);
+		pthread_mutex_lock(&o->lock);
+	}
+	pthread_mutex_unlock(&o->lock);
+}
+
+START_TEST(workers_start_stop_and_join)
+{
+	struct owner o;
+
+	owner_init(&o);
+	ck_assert_int_eq(bfs_workers_start(&o.w, 4, owner_thread, &o, 0, false), 0);
+	ck_assert_uint_eq(o.w.n, 4);
+	wait_waiting(&o, 4);
+	ck_assert_uint_eq(o.ended, 0);
+	bfs_workers_stop(&o.lock, &o.stop, &o.work, NULL);
+	ck_assert(bfs_workers_join(&o.w, 0));
+	ck_assert_uint_eq(o.ended, 4); /* joined: every one ended */
+	ck_assert(o.stop);
+	ck_assert(o.blocked_ok);
+	ck_assert_ptr_null(o.w.tid);
+	ck_assert(bfs_workers_join(&o.w, 0)); /* a second join: nothing */
+	/* none to start: an error, w left empty */
+	ck_assert_int_eq(bfs_workers_start(&o.w, 0, owner_thread, &o, 0, false), -EAGAIN);
+	ck_assert_uint_eq(o.w.n, 0);
+	ck_assert(bfs_workers_join(&o.w, 0));
+	owner_destroy(&o);
+}
+END_TEST
+
+START_TEST(detached_workers_are_waited_for_a_bounded_time)
+{
+	struct owner o;
+
+	/* they end once stopped: all counted out */
+	owner_init(&o);
+	ck_assert_int_eq(bfs_workers_start(&o.w, 3, owner_thread, &o, 128 << 10, true), 0);
+	wait_waiting(&o, 3);
+	/* the second condition is the one they wait on: both are woken */
+	o.hang = false;
+	bfs_workers_stop(&o.lock, &o.stop, &o.other, &o.work);
+	ck_assert(bfs_workers_join(&o.w, 5000000000ull));
+	ck_assert_uint_eq(o.ended, 3);
+	ck_assert(o.blocked_ok);
+	owner_destroy(&o);
+
+	/* one that does not end is left behind after the wait */
+	owner_init(&o);
+	o.hang = true;
+	ck_assert_int_eq(bfs_workers_start(&o.w, 2, owner_thread, &o, 0, true), 0);
+	wait_waiting(&o, 2);
+	bfs_workers_stop(&o.lock, &o.stop, &o.work, NULL);
+	ck_assert(!bfs_workers_join(&o.w, 20000000)); /* 20 ms */
+	ck_assert_uint_eq(o.w.n, 2); /* kept: they still use it */
+	pthread_mutex_lock(&o.lock);
+	o.release = true;
+	pthread_cond_broadcast(&o.other);
+	pthread_mutex_unlock(&o.lock);
+	ck_assert(bfs_workers_join(&o.w, 5000000000ull));
+	ck_assert_uint_eq(o.ended, 2);
+	owner_destroy(&o);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -382,6 +503,10 @@ int main(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("cachehdr");
 	tcase_add_test(tc, cachehdr_is_begun_sealed_and_checked);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("workers");
+	tcase_add_test(tc, workers_start_stop_and_join);
+	tcase_add_test(tc, detached_workers_are_waited_for_a_bounded_time);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
