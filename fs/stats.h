@@ -2,9 +2,10 @@
  * stats.h — stats.json: the one table of its keys, the JSON written from
  * it, and the read counters fs/ keeps itself.
  *
- * Every key is declared once: its place in the enum below (which is its
- * place in stats.json), and its entry in bfs_stat_keys (name, JSON type,
- * when it is present, how to read it, unit, a label for people). The
+ * Every key is declared once, in one line of stats_keys.def: its place
+ * there is its place in the enum below and in stats.json, and the line
+ * gives its entry in bfs_stat_keys (name, JSON type, when it is present,
+ * how to read it, unit, a label for people). The
  * daemon writes stats.json from the table; `batchfs stats` and `batchfs
  * top` (mount/watch.c) find every key, label and unit there, so a key added
  * to the table shows in all of them. The keys and value formats are
@@ -25,97 +26,11 @@
 
 /* In stats.json's order. */
 enum bfs_stat {
-	BFS_STAT_RECORDS,
-	BFS_STAT_BATCHES_PER_EPOCH,
-	BFS_STAT_INDEX_REUSED,
-	BFS_STAT_SCHEMA_REUSED,
-	BFS_STAT_INDEX_BYTES,
-	BFS_STAT_INDEX_CORRUPT_RECORDS,
-	BFS_STAT_READS,
-	BFS_STAT_BYTES_READ,
-	BFS_STAT_CACHE_HITS,
-	BFS_STAT_CACHE_MISSES,
-	BFS_STAT_CACHE_WAITS,
-	BFS_STAT_CACHE_EVICTIONS,
-	BFS_STAT_CACHE_ENTRIES,
-	BFS_STAT_CACHE_BYTES,
-	BFS_STAT_CACHE_PEAK_BYTES,
-	BFS_STAT_CACHE_BUDGET,
-	BFS_STAT_PREFETCH_ISSUED,
-	BFS_STAT_BATCHES_DECODED,
-	BFS_STAT_CHUNKS_DECODED,
-	BFS_STAT_DECODE_SECONDS,
-	BFS_STAT_DECODE_ERRORS,
-	BFS_STAT_CORRUPT_RECORDS,
-	BFS_STAT_SKIPPED_RECORDS,
-	BFS_STAT_FAILED_READS,
-	BFS_STAT_RECORDS_SERVED,
-	BFS_STAT_RECORDS_DECODED,
-	BFS_STAT_PREFETCH_READY,
-	BFS_STAT_PREFETCH_QUEUED,
-	BFS_STAT_DECODING,
-	BFS_STAT_BUFFERS_REUSED,
-	/* with the I/O stage */
-	BFS_STAT_IO_BACKEND,
-	BFS_STAT_IO_BACKEND_REASON,
-	BFS_STAT_IO_DEPTH,
-	BFS_STAT_IO_READAHEAD,
-	BFS_STAT_IO_READS,
-	BFS_STAT_IO_BYTES,
-	BFS_STAT_IO_INFLIGHT,
-	BFS_STAT_IO_PEAK_INFLIGHT,
-	BFS_STAT_IO_PENDING,
-	BFS_STAT_IO_BUFFERED,
-	BFS_STAT_IO_PEAK_BUFFERED,
-	BFS_STAT_IO_RANGES,
-	BFS_STAT_IO_MERGED,
-	BFS_STAT_IO_WAITS,
-	BFS_STAT_IO_WAIT_SECONDS,
-	BFS_STAT_IO_RETRIES,
-	BFS_STAT_IO_FAILED,
-	BFS_STAT_IO_DROPPED,
-	BFS_STAT_IO_REFUSED,
-	BFS_STAT_IO_PLANNED,
-	BFS_STAT_IO_CLAIMED,
-	BFS_STAT_IO_UNPLANNED,
-	BFS_STAT_IO_PLANS_DROPPED,
-	BFS_STAT_IO_GROUPS,
-	BFS_STAT_IO_STREAMS,
-	BFS_STAT_IO_LOCAL,
-	BFS_STAT_IO_LOCAL_BYTES,
-	/* with disk_cache=DIR */
-	BFS_STAT_DISK_CACHE_HITS,
-	BFS_STAT_DISK_CACHE_MISSES,
-	BFS_STAT_DISK_CACHE_HIT_BYTES,
-	BFS_STAT_DISK_CACHE_BYTES,
-	BFS_STAT_DISK_CACHE_EVICTIONS,
-	BFS_STAT_DISK_CACHE_CORRUPT,
-	BFS_STAT_DISK_CACHE_DROPPED,
-	BFS_STAT_DISK_CACHE_USED,
-	BFS_STAT_DISK_CACHE_LIMIT,
-	/* with -o cuda: one object, its members after it */
-	BFS_STAT_CUDA,
-	BFS_STAT_CUDA_DEVICE,
-	BFS_STAT_CUDA_POOL,
-	BFS_STAT_CUDA_BUSY,
-	BFS_STAT_CUDA_OPENS,
-	BFS_STAT_CUDA_WAITS,
-	BFS_STAT_CUDA_EAGAIN,
-	BFS_STAT_CUDA_ERRORS,
-	BFS_STAT_CUDA_COPIES,
-	BFS_STAT_CUDA_BYTES_COPIED,
-	BFS_STAT_CUDA_PINNED_BUFFERS,
-	BFS_STAT_CUDA_HOST_ALLOCS,
-	BFS_STAT_CUDA_DEVICE_BYTES,
-	/* a bucket's credentials (not for no_sign_request) */
-	BFS_STAT_CREDENTIALS,
-	BFS_STAT_CREDENTIALS_EXPIRES,
-	BFS_STAT_CREDENTIALS_VALID,
-	BFS_STAT_CREDENTIALS_REFRESHES,
-	BFS_STAT_CREDENTIALS_REFRESH_FAILURES,
-	BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS,
-	BFS_STAT_SOURCE_ERRORS, /* always, as uptime */
-	BFS_STAT_UPTIME_SECONDS,
+#define KEY(id, ...) BFS_STAT_##id,
+#define MEMBER(id, ...) BFS_STAT_##id,
+#include "stats_keys.def"
+#undef KEY
+#undef MEMBER
 	BFS_STAT_NKEYS
 };
 
