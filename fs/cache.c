@@ -3,6 +3,8 @@
  */
 #include "cache.h"
 
+#include "workers.h"
+
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -53,8 +55,7 @@ struct bfs_cache {
 	struct req *queue; /* lock; ring */
 	size_t qcap, qhead, qlen; /* lock */
 	bool stop; /* lock */
-	pthread_t *tids;
-	unsigned started;
+	struct bfs_workers workers; /* the prefetch workers, once started */
 	struct bfs_cache_stats st; /* lock */
 	/* lock; buffers of evicted batches kept for the next builds, counted
 	 * against the budget and dropped first when room is needed: a fresh
@@ -701,15 +702,7 @@ int bfs_cache_start(struct bfs_cache *c)
 {
 	if (!c->nthreads || !c->prefetch)
 		return 0;
-	c->tids = calloc(c->nthreads, sizeof(*c->tids));
-	if (!c->tids)
-		return -ENOMEM;
-	for (unsigned i = 0; i < c->nthreads; i++) {
-		if (bfs_thread_start(&c->tids[i], worker, c) != 0)
-			break;
-		c->started++;
-	}
-	return c->started ? 0 : -EAGAIN;
+	return bfs_workers_start(&c->workers, c->nthreads, worker, c, 0, false);
 }
 
 void bfs_cache_set_io(struct bfs_cache *c, struct bfs_ioplan *io)
@@ -734,13 +727,8 @@ void bfs_cache_free(struct bfs_cache *c)
 {
 	if (!c)
 		return;
-	pthread_mutex_lock(&c->lock);
-	c->stop = true;
-	pthread_cond_broadcast(&c->work);
-	pthread_mutex_unlock(&c->lock);
-	for (unsigned i = 0; i < c->started; i++)
-		pthread_join(c->tids[i], NULL);
-	free(c->tids);
+	bfs_workers_stop(&c->lock, &c->stop, &c->work, NULL);
+	(void)bfs_workers_join(&c->workers, 0);
 	for (size_t i = 0; i < NBUCKETS; i++) {
 		struct bfs_cache_entry *x = c->table[i];
 		while (x) {

@@ -2,9 +2,10 @@
  * stats.h — stats.json: the one table of its keys, the JSON written from
  * it, and the read counters fs/ keeps itself.
  *
- * Every key is declared once: its place in the enum below (which is its
- * place in stats.json), and its entry in bfs_stat_keys (name, JSON type,
- * when it is present, how to read it, unit, a label for people). The
+ * Every key is declared once, in one line of stats_keys.def: its place
+ * there is its place in the enum below and in stats.json, and the line
+ * gives its entry in bfs_stat_keys (name, JSON type, when it is present,
+ * how to read it, unit, a label for people). The
  * daemon writes stats.json from the table; `batchfs stats` and `batchfs
  * top` (mount/watch.c) find every key, label and unit there, so a key added
  * to the table shows in all of them. The keys and value formats are

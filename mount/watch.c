@@ -6,7 +6,8 @@
  * a number (a string, an object) is kept as text and shown as is.
  *
  * Keys, labels and units come from the daemon's table (fs/fs.h): the
- * lines below name keys by their place in it, and every key of the snapshot
+ * lines below name keys by their place in it and write each value as its
+ * unit there says (fmt_key), and every key of the snapshot
  * that no line shows is listed after them by its label, so a key added to
  * the table shows here too.
  */
@@ -387,6 +388,30 @@ static const char *fmt_f(char *buf, size_t cap, double x, int prec)
 	return buf;
 }
 
+/* x as the table writes its unit: a count with thousands separators,
+ * bytes in binary units, seconds with two decimals (the unit itself is
+ * the caller's to write), a flag as yes or no; "-" for NAN but a flag. */
+static const char *fmt_unit(char *buf, size_t cap, enum bfs_stat_unit u, double x)
+{
+	switch (u) {
+	case BFS_SUNIT_BYTES:
+		return fmt_bytes(buf, cap, x);
+	case BFS_SUNIT_SECONDS:
+		return fmt_f(buf, cap, x, 2);
+	case BFS_SUNIT_FLAG:
+		snprintf(buf, cap, "%s", x > 0 ? "yes" : "no");
+		return buf;
+	default:
+		return fmt_n(buf, cap, x);
+	}
+}
+
+/* The value of key id in s, as the table writes its unit (fmt_unit). */
+static const char *fmt_key(char *buf, size_t cap, const struct snap *s, enum bfs_stat id)
+{
+	return fmt_unit(buf, cap, bfs_stat_keys[id].unit, val(s, id));
+}
+
 /* hits / (hits + waits + misses) in percent, NAN when there was no access */
 static double hit_pct(double hits, double waits, double misses)
 {
@@ -435,20 +460,9 @@ static void fmt_other(char *buf, size_t cap, const struct kv *e, const struct sn
 		x = rate_of(p, s, e->key);
 		rate_unit = "/s";
 	}
-	switch (k->unit) {
-	case BFS_SUNIT_BYTES:
-		fmt_bytes(v, sizeof(v), x);
-		break;
-	case BFS_SUNIT_SECONDS:
-		fmt_f(v, sizeof(v), x, 2);
+	fmt_unit(v, sizeof(v), k->unit, x);
+	if (k->unit == BFS_SUNIT_SECONDS)
 		strcat(v, " s");
-		break;
-	case BFS_SUNIT_FLAG:
-		snprintf(v, sizeof(v), "%s", x > 0 ? "yes" : "no");
-		break;
-	default:
-		fmt_n(v, sizeof(v), x);
-	}
 	snprintf(buf, cap, "%s %s%s", k->label, v, rate_unit);
 }
 
@@ -515,10 +529,10 @@ static const char *fmt_errors(char *buf, size_t cap, const struct snap *s)
 		snprintf(e, sizeof(e), ", %s source errors", fmt_n(n, sizeof(n), src));
 	}
 	snprintf(buf, cap, "%s corrupt records, %s skipped, %s failed reads, %s decode errors%s",
-		 fmt_n(a, sizeof(a), val(s, BFS_STAT_CORRUPT_RECORDS)),
-		 fmt_n(b, sizeof(b), val(s, BFS_STAT_SKIPPED_RECORDS)),
-		 fmt_n(c, sizeof(c), val(s, BFS_STAT_FAILED_READS)),
-		 fmt_n(d, sizeof(d), val(s, BFS_STAT_DECODE_ERRORS)), e);
+		 fmt_key(a, sizeof(a), s, BFS_STAT_CORRUPT_RECORDS),
+		 fmt_key(b, sizeof(b), s, BFS_STAT_SKIPPED_RECORDS),
+		 fmt_key(c, sizeof(c), s, BFS_STAT_FAILED_READS),
+		 fmt_key(d, sizeof(d), s, BFS_STAT_DECODE_ERRORS), e);
 	return buf;
 }
 
@@ -530,67 +544,66 @@ static void print_human(const struct snap *s, const char *mnt)
 	double br = val(s, BFS_STAT_BYTES_READ);
 
 	printf("mount       %s (up %s s)\n", mnt, fmt_n(a, sizeof(a), up));
-	printf("records     %s, %s batches per epoch\n",
-	       fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS)),
-	       fmt_n(b, sizeof(b), val(s, BFS_STAT_BATCHES_PER_EPOCH)));
+	printf("records     %s, %s batches per epoch\n", fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS),
+	       fmt_key(b, sizeof(b), s, BFS_STAT_BATCHES_PER_EPOCH));
 	printf("served      %s records, %s in %s reads (%s failed)",
-	       fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS_SERVED)), fmt_bytes(b, sizeof(b), br),
-	       fmt_n(c, sizeof(c), val(s, BFS_STAT_READS)),
-	       fmt_n(d, sizeof(d), val(s, BFS_STAT_FAILED_READS)));
+	       fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS_SERVED), fmt_bytes(b, sizeof(b), br),
+	       fmt_key(c, sizeof(c), s, BFS_STAT_READS),
+	       fmt_key(d, sizeof(d), s, BFS_STAT_FAILED_READS));
 	if (up > 0 && !isnan(br))
 		printf("; %s MB/s since mount", fmt_f(e, sizeof(e), br / 1e6 / up, 1));
 	printf("\n");
 	printf("decoded     %s records: %s batches, %s chunks of all/, in %s s of decoding "
 	       "(%s errors)\n",
-	       fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS_DECODED)),
-	       fmt_n(b, sizeof(b), val(s, BFS_STAT_BATCHES_DECODED)),
-	       fmt_n(c, sizeof(c), val(s, BFS_STAT_CHUNKS_DECODED)),
-	       fmt_f(d, sizeof(d), val(s, BFS_STAT_DECODE_SECONDS), 2),
-	       fmt_n(e, sizeof(e), val(s, BFS_STAT_DECODE_ERRORS)));
+	       fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS_DECODED),
+	       fmt_key(b, sizeof(b), s, BFS_STAT_BATCHES_DECODED),
+	       fmt_key(c, sizeof(c), s, BFS_STAT_CHUNKS_DECODED),
+	       fmt_key(d, sizeof(d), s, BFS_STAT_DECODE_SECONDS),
+	       fmt_key(e, sizeof(e), s, BFS_STAT_DECODE_ERRORS));
 	printf("cache       %s%% hits (%s hits, %s waits for a decode, %s misses)\n",
 	       fmt_f(a, sizeof(a),
 		     hit_pct(val(s, BFS_STAT_CACHE_HITS), val(s, BFS_STAT_CACHE_WAITS),
 			     val(s, BFS_STAT_CACHE_MISSES)),
 		     1),
-	       fmt_n(b, sizeof(b), val(s, BFS_STAT_CACHE_HITS)),
-	       fmt_n(c, sizeof(c), val(s, BFS_STAT_CACHE_WAITS)),
-	       fmt_n(d, sizeof(d), val(s, BFS_STAT_CACHE_MISSES)));
+	       fmt_key(b, sizeof(b), s, BFS_STAT_CACHE_HITS),
+	       fmt_key(c, sizeof(c), s, BFS_STAT_CACHE_WAITS),
+	       fmt_key(d, sizeof(d), s, BFS_STAT_CACHE_MISSES));
 	printf("            %s of %s held (peak %s) in %s entries, %s evictions\n",
-	       fmt_bytes(a, sizeof(a), val(s, BFS_STAT_CACHE_BYTES)),
-	       fmt_bytes(b, sizeof(b), val(s, BFS_STAT_CACHE_BUDGET)),
-	       fmt_bytes(c, sizeof(c), val(s, BFS_STAT_CACHE_PEAK_BYTES)),
-	       fmt_n(d, sizeof(d), val(s, BFS_STAT_CACHE_ENTRIES)),
-	       fmt_n(e, sizeof(e), val(s, BFS_STAT_CACHE_EVICTIONS)));
+	       fmt_key(a, sizeof(a), s, BFS_STAT_CACHE_BYTES),
+	       fmt_key(b, sizeof(b), s, BFS_STAT_CACHE_BUDGET),
+	       fmt_key(c, sizeof(c), s, BFS_STAT_CACHE_PEAK_BYTES),
+	       fmt_key(d, sizeof(d), s, BFS_STAT_CACHE_ENTRIES),
+	       fmt_key(e, sizeof(e), s, BFS_STAT_CACHE_EVICTIONS));
 	printf("prefetch    %s ready ahead, %s queued, %s decoding now; %s issued\n",
-	       fmt_n(a, sizeof(a), val(s, BFS_STAT_PREFETCH_READY)),
-	       fmt_n(b, sizeof(b), val(s, BFS_STAT_PREFETCH_QUEUED)),
-	       fmt_n(c, sizeof(c), val(s, BFS_STAT_DECODING)),
-	       fmt_n(d, sizeof(d), val(s, BFS_STAT_PREFETCH_ISSUED)));
+	       fmt_key(a, sizeof(a), s, BFS_STAT_PREFETCH_READY),
+	       fmt_key(b, sizeof(b), s, BFS_STAT_PREFETCH_QUEUED),
+	       fmt_key(c, sizeof(c), s, BFS_STAT_DECODING),
+	       fmt_key(d, sizeof(d), s, BFS_STAT_PREFETCH_ISSUED));
 	if (key(s, BFS_STAT_IO_READS)) {
 		printf("source      %s source reads, %s (%s ranges, %s of them sharing a read), "
 		       "%s retried, %s failed\n",
-		       fmt_n(a, sizeof(a), val(s, BFS_STAT_IO_READS)),
-		       fmt_bytes(b, sizeof(b), val(s, BFS_STAT_IO_BYTES)),
-		       fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_RANGES)),
-		       fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_MERGED)),
-		       fmt_n(e, sizeof(e), val(s, BFS_STAT_IO_RETRIES)),
-		       fmt_n(line, sizeof(line), val(s, BFS_STAT_IO_FAILED)));
+		       fmt_key(a, sizeof(a), s, BFS_STAT_IO_READS),
+		       fmt_key(b, sizeof(b), s, BFS_STAT_IO_BYTES),
+		       fmt_key(c, sizeof(c), s, BFS_STAT_IO_RANGES),
+		       fmt_key(d, sizeof(d), s, BFS_STAT_IO_MERGED),
+		       fmt_key(e, sizeof(e), s, BFS_STAT_IO_RETRIES),
+		       fmt_key(line, sizeof(line), s, BFS_STAT_IO_FAILED));
 		printf("            %s in flight of %s (peak %s), %s queued; %s of %s buffered "
 		       "(peak %s)\n",
-		       fmt_n(a, sizeof(a), val(s, BFS_STAT_IO_INFLIGHT)),
-		       fmt_n(b, sizeof(b), val(s, BFS_STAT_IO_DEPTH)),
-		       fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_PEAK_INFLIGHT)),
-		       fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_PENDING)),
-		       fmt_bytes(e, sizeof(e), val(s, BFS_STAT_IO_BUFFERED)),
-		       fmt_bytes(line, sizeof(line), val(s, BFS_STAT_IO_READAHEAD)),
-		       fmt_bytes(a, sizeof(a), val(s, BFS_STAT_IO_PEAK_BUFFERED)));
+		       fmt_key(a, sizeof(a), s, BFS_STAT_IO_INFLIGHT),
+		       fmt_key(b, sizeof(b), s, BFS_STAT_IO_DEPTH),
+		       fmt_key(c, sizeof(c), s, BFS_STAT_IO_PEAK_INFLIGHT),
+		       fmt_key(d, sizeof(d), s, BFS_STAT_IO_PENDING),
+		       fmt_key(e, sizeof(e), s, BFS_STAT_IO_BUFFERED),
+		       fmt_key(line, sizeof(line), s, BFS_STAT_IO_READAHEAD),
+		       fmt_key(a, sizeof(a), s, BFS_STAT_IO_PEAK_BUFFERED));
 		printf("            decoders waited %s times (%s s); %s units planned ahead, "
 		       "%s built from a plan, %s without\n",
-		       fmt_n(a, sizeof(a), val(s, BFS_STAT_IO_WAITS)),
-		       fmt_f(b, sizeof(b), val(s, BFS_STAT_IO_WAIT_SECONDS), 2),
-		       fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_PLANNED)),
-		       fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_CLAIMED)),
-		       fmt_n(e, sizeof(e), val(s, BFS_STAT_IO_UNPLANNED)));
+		       fmt_key(a, sizeof(a), s, BFS_STAT_IO_WAITS),
+		       fmt_key(b, sizeof(b), s, BFS_STAT_IO_WAIT_SECONDS),
+		       fmt_key(c, sizeof(c), s, BFS_STAT_IO_PLANNED),
+		       fmt_key(d, sizeof(d), s, BFS_STAT_IO_CLAIMED),
+		       fmt_key(e, sizeof(e), s, BFS_STAT_IO_UNPLANNED));
 		/* "reads by threads: FUSE source, ..." (the reason names the backend) */
 		const struct kv *be = key(s, BFS_STAT_IO_BACKEND);
 		const struct kv *why = key(s, BFS_STAT_IO_BACKEND_REASON);
@@ -604,8 +617,8 @@ static void print_human(const struct snap *s, const char *mnt)
 	printf("errors      %s\n", fmt_errors(line, sizeof(line), s));
 	printf("index       %s, %s (%s corrupt records); schema %s\n",
 	       val(s, BFS_STAT_INDEX_REUSED) > 0 ? "reused" : "built at mount",
-	       fmt_bytes(a, sizeof(a), val(s, BFS_STAT_INDEX_BYTES)),
-	       fmt_n(b, sizeof(b), val(s, BFS_STAT_INDEX_CORRUPT_RECORDS)),
+	       fmt_key(a, sizeof(a), s, BFS_STAT_INDEX_BYTES),
+	       fmt_key(b, sizeof(b), s, BFS_STAT_INDEX_CORRUPT_RECORDS),
 	       val(s, BFS_STAT_SCHEMA_REUSED) > 0 ? "reused" : "inferred or given at mount");
 	n = others(more, 16, 100, 12, NULL, s);
 	for (int i = 0; i < n; i++)
@@ -692,8 +705,8 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 	} while (0)
 	LINE("batchfs top  %s   up %s s   every %.1f s   q quits", mnt,
 	     fmt_n(a, sizeof(a), val(s, BFS_STAT_UPTIME_SECONDS)), interval);
-	LINE("records %s, %s batches per epoch", fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS)),
-	     fmt_n(b, sizeof(b), val(s, BFS_STAT_BATCHES_PER_EPOCH)));
+	LINE("records %s, %s batches per epoch", fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS),
+	     fmt_key(b, sizeof(b), s, BFS_STAT_BATCHES_PER_EPOCH));
 	LINE("%s", "");
 	LINE("served   %11s records/s %8s MB/s %9s reads/s",
 	     fmt_n(a, sizeof(a), rate(p, s, BFS_STAT_RECORDS_SERVED)),
@@ -715,36 +728,36 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 		   hit_pct(val(s, BFS_STAT_CACHE_HITS), val(s, BFS_STAT_CACHE_WAITS),
 			   val(s, BFS_STAT_CACHE_MISSES)),
 		   1),
-	     fmt_n(c, sizeof(c), val(s, BFS_STAT_CACHE_ENTRIES)));
+	     fmt_key(c, sizeof(c), s, BFS_STAT_CACHE_ENTRIES));
 	LINE("         %s held of %s (peak %s), %s evictions",
-	     fmt_bytes(a, sizeof(a), val(s, BFS_STAT_CACHE_BYTES)),
-	     fmt_bytes(b, sizeof(b), val(s, BFS_STAT_CACHE_BUDGET)),
-	     fmt_bytes(c, sizeof(c), val(s, BFS_STAT_CACHE_PEAK_BYTES)),
-	     fmt_n(d, sizeof(d), val(s, BFS_STAT_CACHE_EVICTIONS)));
+	     fmt_key(a, sizeof(a), s, BFS_STAT_CACHE_BYTES),
+	     fmt_key(b, sizeof(b), s, BFS_STAT_CACHE_BUDGET),
+	     fmt_key(c, sizeof(c), s, BFS_STAT_CACHE_PEAK_BYTES),
+	     fmt_key(d, sizeof(d), s, BFS_STAT_CACHE_EVICTIONS));
 	LINE("prefetch depth %s: %s ready ahead, %s queued; %s decoding now",
 	     fmt_n(a, sizeof(a),
 		   val(s, BFS_STAT_PREFETCH_READY) + val(s, BFS_STAT_PREFETCH_QUEUED)),
-	     fmt_n(b, sizeof(b), val(s, BFS_STAT_PREFETCH_READY)),
-	     fmt_n(c, sizeof(c), val(s, BFS_STAT_PREFETCH_QUEUED)),
-	     fmt_n(d, sizeof(d), val(s, BFS_STAT_DECODING)));
+	     fmt_key(b, sizeof(b), s, BFS_STAT_PREFETCH_READY),
+	     fmt_key(c, sizeof(c), s, BFS_STAT_PREFETCH_QUEUED),
+	     fmt_key(d, sizeof(d), s, BFS_STAT_DECODING));
 	if (key(s, BFS_STAT_IO_READS)) {
 		LINE("source   %11s reads/s %10s MB/s  %s in flight, %s queued, %s buffered",
 		     fmt_n(a, sizeof(a), rate(p, s, BFS_STAT_IO_READS)),
 		     fmt_f(b, sizeof(b), rate(p, s, BFS_STAT_IO_BYTES) / 1e6, 1),
-		     fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_INFLIGHT)),
-		     fmt_n(d, sizeof(d), val(s, BFS_STAT_IO_PENDING)),
-		     fmt_bytes(errs, sizeof(errs), val(s, BFS_STAT_IO_BUFFERED)));
+		     fmt_key(c, sizeof(c), s, BFS_STAT_IO_INFLIGHT),
+		     fmt_key(d, sizeof(d), s, BFS_STAT_IO_PENDING),
+		     fmt_key(errs, sizeof(errs), s, BFS_STAT_IO_BUFFERED));
 		LINE("         %s source reads, %s retried, %s failed; decoders waited %s s",
-		     fmt_n(a, sizeof(a), val(s, BFS_STAT_IO_READS)),
-		     fmt_n(b, sizeof(b), val(s, BFS_STAT_IO_RETRIES)),
-		     fmt_n(c, sizeof(c), val(s, BFS_STAT_IO_FAILED)),
-		     fmt_f(d, sizeof(d), val(s, BFS_STAT_IO_WAIT_SECONDS), 2));
+		     fmt_key(a, sizeof(a), s, BFS_STAT_IO_READS),
+		     fmt_key(b, sizeof(b), s, BFS_STAT_IO_RETRIES),
+		     fmt_key(c, sizeof(c), s, BFS_STAT_IO_FAILED),
+		     fmt_key(d, sizeof(d), s, BFS_STAT_IO_WAIT_SECONDS));
 	}
 	LINE("errors   %s", fmt_errors(errs, sizeof(errs), s));
 	LINE("totals   %s records served, %s in %s reads",
-	     fmt_n(a, sizeof(a), val(s, BFS_STAT_RECORDS_SERVED)),
-	     fmt_bytes(b, sizeof(b), val(s, BFS_STAT_BYTES_READ)),
-	     fmt_n(c, sizeof(c), val(s, BFS_STAT_READS)));
+	     fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS_SERVED),
+	     fmt_key(b, sizeof(b), s, BFS_STAT_BYTES_READ),
+	     fmt_key(c, sizeof(c), s, BFS_STAT_READS));
 #undef LINE
 	/* the other keys, as many lines of them as the terminal has left */
 	int room = rows - 1 - nl < 32 - nl ? rows - 1 - nl : 32 - nl;

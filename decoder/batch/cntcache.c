@@ -17,6 +17,7 @@
 #include "ixpack.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,21 +157,11 @@ static int groups_make(struct bfs_cntcache *cc)
 			goto out;
 		}
 	}
-	for (size_t i = 0; i < n; i++) {
-		size_t lo = 0, hi = cc->ng;
-
-		if (cc->group_of[i] == SIZE_MAX)
-			continue;
-		while (lo + 1 < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (cc->g[mid].dirhash <= dirh[i])
-				lo = mid;
-			else
-				hi = mid;
-		}
-		cc->group_of[i] = lo;
-	}
+	for (size_t i = 0; i < n; i++)
+		if (cc->group_of[i] != SIZE_MAX)
+			cc->group_of[i] =
+				bfs_sorted_u64_floor(cc->g, cc->ng, sizeof(*cc->g),
+						     offsetof(struct group, dirhash), dirh[i]);
 out:
 	free(dirh);
 	free(h);

@@ -11,6 +11,7 @@
 #endif
 #include "counts.h"
 
+#include "cachehdr.h"
 #include "crc32c.h"
 #include "schema.h"
 
@@ -25,8 +26,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define MAGIC "BFSCNT01"
-#define MAGIC_FAMILY "BFSCNT" /* other versions share it: rebuilt, never read */
+#define MAGIC "BFSCNT01" /* family BFSCNT: other versions are rebuilt, never read */
 #define HDR_BYTES 64
 #define PATH_MAX_LEN 65536u
 #define DESC_MAX_LEN (1u << 20)
@@ -34,8 +34,7 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the file is native little-endian");
 
 struct bfs_counts_hdr {
-	char magic[8];
-	uint32_t hdr_bytes; /* HDR_BYTES */
+	struct bfs_cachehdr head; /* MAGIC, HDR_BYTES */
 	uint32_t comp;
 	uint64_t file_size;
 	int64_t mtime_ns;
@@ -48,6 +47,7 @@ struct bfs_counts_hdr {
 	uint32_t hdr_crc; /* CRC-32C of the 60 bytes before it */
 };
 _Static_assert(sizeof(struct bfs_counts_hdr) == HDR_BYTES, "header is 64 bytes");
+_Static_assert(offsetof(struct bfs_counts_hdr, hdr_crc) == HDR_BYTES - 4, "its CRC ends it");
 
 /* ---- the description ------------------------------------------------------- */
 
@@ -107,9 +107,7 @@ static bool layout_of(const struct bfs_counts_hdr *h, uint64_t *cols_off, uint64
 
 static void fill_hdr(struct bfs_counts_hdr *h, const struct bfs_counts_key *k)
 {
-	memset(h, 0, sizeof(*h));
-	memcpy(h->magic, MAGIC, 8);
-	h->hdr_bytes = HDR_BYTES;
+	bfs_cachehdr_init(h, sizeof(*h), MAGIC);
 	h->comp = k->comp;
 	h->file_size = k->file_size;
 	h->mtime_ns = k->mtime_ns;
@@ -151,7 +149,7 @@ int bfs_counts_save(const char *path, const struct bfs_counts_key *k, const uint
 	for (size_t i = 1; i < n; i++)
 		crc = bfs_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
 	h.body_crc = crc;
-	h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_counts_hdr, hdr_crc));
+	bfs_cachehdr_seal(&h, sizeof(h));
 	rc = bfs_write_file_atomic(path, iov, n);
 	free(iov);
 	return rc;
@@ -192,7 +190,7 @@ int bfs_counts_image(const struct bfs_counts_key *k, const uint32_t *const *cols
 	for (uint32_t s = 0; s < k->nslots; s++)
 		memcpy(buf + cols_off + (uint64_t)s * n, cols[s], n);
 	h.body_crc = bfs_crc32c(0, buf + HDR_BYTES, (size_t)(total - HDR_BYTES));
-	h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_counts_hdr, hdr_crc));
+	bfs_cachehdr_seal(&h, sizeof(h));
 	memcpy(buf, &h, sizeof(h));
 	*out = buf;
 	*len = (size_t)total;
@@ -207,8 +205,7 @@ bool bfs_counts_image_key(const uint8_t *p, size_t len, struct bfs_counts_key *k
 	if (len < HDR_BYTES)
 		return false;
 	memcpy(&h, p, sizeof(h));
-	if (memcmp(h.magic, MAGIC, 8) != 0 ||
-	    h.hdr_crc != bfs_crc32c(0, &h, offsetof(struct bfs_counts_hdr, hdr_crc)))
+	if (!bfs_cachehdr_check(&h, sizeof(h), len, MAGIC, "counts file", "counts", NULL, 0))
 		return false;
 	if (h.pathlen >= cap || h.pathlen > len - HDR_BYTES ||
 	    h.desclen > len - HDR_BYTES - h.pathlen)
@@ -272,17 +269,11 @@ static enum bfs_counts_result check(const struct src *s, const struct bfs_counts
 
 	memset(&h, 0, sizeof(h));
 	(void)src_read(s, &h, s->size < sizeof(h) ? (size_t)s->size : sizeof(h), 0);
-	if (s->size < 8 || memcmp(h.magic, MAGIC_FAMILY, strlen(MAGIC_FAMILY)) != 0)
-		return BAD("not a batchfs counts file");
-	if (memcmp(h.magic, MAGIC, 8) != 0)
-		return BAD("old counts format %.8s (this batchfs writes %s)", h.magic, MAGIC);
-	if (s->size < HDR_BYTES)
-		return BAD("truncated (%" PRIu64 " bytes, the header alone is %d)", s->size,
-			   HDR_BYTES);
-	if (h.hdr_crc != bfs_crc32c(0, &h, offsetof(struct bfs_counts_hdr, hdr_crc)))
-		return BAD("corrupt header (checksum mismatch)");
-	if (h.hdr_bytes != HDR_BYTES)
-		return BAD("unsupported layout (header of %" PRIu32 " bytes)", h.hdr_bytes);
+	if (!bfs_cachehdr_check(&h, sizeof(h), s->size, MAGIC, "counts file", "counts", why,
+				whycap))
+		return BFS_COUNTS_BAD;
+	if (h.head.hdr_bytes != HDR_BYTES)
+		return BAD("unsupported layout (header of %" PRIu32 " bytes)", h.head.hdr_bytes);
 	if (h.comp != k->comp || h.file_size != k->file_size || h.mtime_ns != k->mtime_ns ||
 	    h.nrecords != k->nrecords || h.nslots != k->nslots || h.pathlen != strlen(k->path) ||
 	    h.desclen != k->desclen) {

@@ -338,21 +338,11 @@ static void packs_open(struct bfs_dataset *ds, const struct bfs_dataset_opts *o,
 				o->on_note(o->progress_ctx, NULL, note);
 		}
 	}
-	for (size_t i = 0; ds->packs && i < ds->nshards; i++) {
-		size_t lo = 0, hi = ds->npacks;
-
-		if (ds->pack_of[i] == SIZE_MAX)
-			continue;
-		while (lo + 1 < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (ds->packs[mid].dirhash <= dirh[i])
-				lo = mid;
-			else
-				hi = mid;
-		}
-		ds->pack_of[i] = lo;
-	}
+	for (size_t i = 0; ds->packs && i < ds->nshards; i++)
+		if (ds->pack_of[i] != SIZE_MAX)
+			ds->pack_of[i] =
+				bfs_sorted_u64_floor(ds->packs, ds->npacks, sizeof(*ds->packs),
+						     offsetof(struct pack_group, dirhash), dirh[i]);
 	free(h);
 }
 

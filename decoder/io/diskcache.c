@@ -23,6 +23,7 @@
 
 #include "common.h"
 #include "crc32c.h"
+#include "workers.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -105,8 +106,7 @@ struct bfs_diskcache {
 	 * cache's only (the writer evicts with the cache's lock, then takes
 	 * the objects') */
 	atomic_uint_least64_t corrupt;
-	pthread_t tid;
-	bool started;
+	struct bfs_workers writer; /* the one writer thread, once started */
 };
 
 static void put_le32(uint8_t *p, uint32_t v)
@@ -912,12 +912,11 @@ int bfs_diskcache_open(struct bfs_diskcache **out, const struct bfs_diskcache_op
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->work, NULL);
 	pthread_cond_init(&c->idle, NULL);
-	rc = bfs_thread_start(&c->tid, writer, c);
+	rc = bfs_workers_start(&c->writer, 1, writer, c, 0, false);
 	if (rc) {
 		bfs_diskcache_close(c);
-		return -rc;
+		return rc;
 	}
-	c->started = true;
 	*out = c;
 	return 0;
 }
@@ -945,12 +944,8 @@ void bfs_diskcache_close(struct bfs_diskcache *c)
 {
 	if (!c)
 		return;
-	pthread_mutex_lock(&c->lock);
-	c->stop = true;
-	pthread_cond_broadcast(&c->work);
-	pthread_mutex_unlock(&c->lock);
-	if (c->started)
-		pthread_join(c->tid, NULL);
+	bfs_workers_stop(&c->lock, &c->stop, &c->work, NULL);
+	(void)bfs_workers_join(&c->writer, 0);
 	while (c->objs) {
 		struct bfs_dcobj *o = c->objs;
 		c->objs = o->next;

@@ -17,6 +17,7 @@
 #include "fetch_impl.h"
 
 #include "common.h"
+#include "workers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1003,11 +1004,7 @@ static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, boo
 /* ------------------------------------------------- reader-thread backend */
 
 struct threads {
-	pthread_t *tid;
-	unsigned n;
-	pthread_mutex_t lock;
-	pthread_cond_t gone;
-	unsigned running; /* lock */
+	struct bfs_workers w; /* the readers: detached */
 };
 
 /* Read r from its descriptor: the bytes read, or a negative errno (*msg
@@ -1061,72 +1058,38 @@ static void *reader(void *arg)
 		(void)complete_locked(r, got, msg, false); /* a read queued again: taken below */
 		r = take_locked(f, true);
 	}
-	pthread_mutex_lock(&t->lock);
-	t->running--;
-	pthread_cond_broadcast(&t->gone);
-	pthread_mutex_unlock(&t->lock);
+	bfs_workers_exit(&t->w);
 	return NULL;
 }
 
 static int threads_start(struct bfs_fetch *f)
 {
 	struct threads *t = calloc(1, sizeof(*t));
-	pthread_attr_t attr;
-	sigset_t stop, old;
+	int rc;
 
-	if (!t || !(t->tid = calloc(f->o.depth, sizeof(*t->tid)))) {
-		free(t);
+	if (!t)
 		return -ENOMEM;
-	}
-	pthread_mutex_init(&t->lock, NULL);
-	pthread_cond_init(&t->gone, NULL);
 	f->be_data = t;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, READER_STACK);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	bfs_stop_signals(&stop);
-	pthread_sigmask(SIG_BLOCK, &stop, &old);
-	for (unsigned i = 0; i < f->o.depth; i++) {
-		pthread_mutex_lock(&t->lock);
-		t->running++;
-		pthread_mutex_unlock(&t->lock);
-		if (pthread_create(&t->tid[i], &attr, reader, f) != 0) {
-			pthread_mutex_lock(&t->lock);
-			t->running--;
-			pthread_mutex_unlock(&t->lock);
-			break;
-		}
-		t->n++;
+	rc = bfs_workers_start(&t->w, f->o.depth, reader, f, READER_STACK, true);
+	if (rc) {
+		/* none started: nothing uses t */
+		f->be_data = NULL;
+		free(t);
+		return rc == -ENOMEM ? rc : -EAGAIN;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	return t->n ? 0 : -EAGAIN;
+	return 0;
 }
 
 static void threads_stop(struct bfs_fetch *f)
 {
 	struct threads *t = f->be_data;
-	struct timespec dl;
 
 	if (!t)
 		return;
 	/* the readers are detached: wait a bounded time for them to see the
 	 * stop; one stuck in a hung source is left behind with its state */
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_nsec += JOIN_WAIT_NS;
-	dl.tv_sec += dl.tv_nsec / 1000000000L;
-	dl.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&t->lock);
-	while (t->running)
-		if (pthread_cond_timedwait(&t->gone, &t->lock, &dl) == ETIMEDOUT)
-			break;
-	bool all = t->running == 0;
-	pthread_mutex_unlock(&t->lock);
-	if (!all)
+	if (!bfs_workers_join(&t->w, JOIN_WAIT_NS))
 		return; /* f stays: a reader stuck in a source still uses it */
-	pthread_mutex_destroy(&t->lock);
-	pthread_cond_destroy(&t->gone);
-	free(t->tid);
 	free(t);
 	f->be_data = NULL;
 }
@@ -1529,11 +1492,7 @@ void bfs_fetch_stop(struct bfs_fetch *f)
 {
 	if (!f)
 		return;
-	pthread_mutex_lock(&f->lock);
-	f->stopping = true;
-	pthread_cond_broadcast(&f->done);
-	pthread_cond_broadcast(&f->work);
-	pthread_mutex_unlock(&f->lock);
+	bfs_workers_stop(&f->lock, &f->stopping, &f->done, &f->work);
 }
 
 void bfs_fetch_free(struct bfs_fetch *f)

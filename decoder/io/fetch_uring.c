@@ -14,6 +14,7 @@
 #include "fetch_impl.h"
 
 #include "common.h"
+#include "workers.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -31,10 +32,7 @@
 struct uring {
 	struct io_uring ring;
 	int efd;
-	pthread_t tid;
-	pthread_mutex_t lock;
-	pthread_cond_t gone;
-	bool running; /* lock */
+	struct bfs_workers w; /* the ring's one thread: detached */
 	unsigned inflight; /* reads in the ring; the thread's own */
 	uint64_t wake_buf;
 	struct bfs_fetch_read **redo; /* the thread's own: reads to submit again */
@@ -136,10 +134,7 @@ static void *loop(void *arg)
 		}
 		io_uring_cq_advance(&u->ring, seen);
 	}
-	pthread_mutex_lock(&u->lock);
-	u->running = false;
-	pthread_cond_broadcast(&u->gone);
-	pthread_mutex_unlock(&u->lock);
+	bfs_workers_exit(&u->w);
 	return NULL;
 }
 
@@ -147,8 +142,6 @@ static void uring_free(struct uring *u)
 {
 	io_uring_queue_exit(&u->ring);
 	close(u->efd);
-	pthread_mutex_destroy(&u->lock);
-	pthread_cond_destroy(&u->gone);
 	free(u->redo);
 	free(u);
 }
@@ -183,17 +176,13 @@ static int uring_start(struct bfs_fetch *f)
 	/* reads of a FUSE or network file block in the ring's workers: as
 	 * many of them as reads in flight (best effort) */
 	(void)io_uring_register_iowq_max_workers(&u->ring, workers);
-	pthread_mutex_init(&u->lock, NULL);
-	pthread_cond_init(&u->gone, NULL);
-	u->running = true;
 	bfs_fetch_set_backend_data(f, u);
-	rc = bfs_thread_start(&u->tid, loop, f);
+	rc = bfs_workers_start(&u->w, 1, loop, f, 0, true);
 	if (rc) {
 		bfs_fetch_set_backend_data(f, NULL);
 		uring_free(u);
-		return -rc;
+		return rc;
 	}
-	pthread_detach(u->tid);
 	return 0;
 }
 
@@ -209,24 +198,12 @@ static void uring_kick(struct bfs_fetch *f)
 static void uring_stop(struct bfs_fetch *f)
 {
 	struct uring *u = bfs_fetch_backend_data(f);
-	struct timespec dl;
-	bool gone;
 
 	if (!u)
 		return;
 	uring_kick(f);
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_nsec += JOIN_WAIT_NS;
-	dl.tv_sec += dl.tv_nsec / 1000000000L;
-	dl.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&u->lock);
-	while (u->running)
-		if (pthread_cond_timedwait(&u->gone, &u->lock, &dl) == ETIMEDOUT)
-			break;
-	gone = !u->running;
-	pthread_mutex_unlock(&u->lock);
-	if (!gone)
-		return;
+	if (!bfs_workers_join(&u->w, JOIN_WAIT_NS))
+		return; /* the thread is stuck: u stays, it still uses it */
 	/* reads still in the ring are abandoned with it; their buffers stay */
 	bfs_fetch_set_backend_data(f, u->inflight ? u : NULL);
 	if (!u->inflight)

@@ -12,6 +12,7 @@
 #endif
 #include "index.h"
 
+#include "cachehdr.h"
 #include "crc32c.h"
 #include "tfrecord.h"
 
@@ -25,8 +26,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define MAGIC "BFSIDX03"
-#define MAGIC_FAMILY "BFSIDX" /* every format version: another one is rebuilt, never read */
+#define MAGIC "BFSIDX03" /* family BFSIDX: another version is rebuilt, never read */
 #define HDR_BYTES 128
 #define POS_MASK (((uint64_t)1 << 40) - 1)
 #define STRIDE_MAX (((uint64_t)1 << 20) - 1)
@@ -38,8 +38,7 @@ _Static_assert(sizeof(struct bfs_seek_point) == 32792, "seek point layout");
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the file is native little-endian");
 
 struct bfs_index_hdr {
-	char magic[8];
-	uint32_t hdr_bytes; /* HDR_BYTES */
+	struct bfs_cachehdr head; /* MAGIC, HDR_BYTES */
 	uint32_t comp;
 	uint64_t file_size;
 	int64_t mtime_ns;
@@ -57,6 +56,7 @@ struct bfs_index_hdr {
 	uint32_t hdr_crc; /* CRC-32C of the 124 bytes before it */
 };
 _Static_assert(sizeof(struct bfs_index_hdr) == HDR_BYTES, "header is 128 bytes");
+_Static_assert(offsetof(struct bfs_index_hdr, hdr_crc) == HDR_BYTES - 4, "its CRC ends it");
 
 struct bfs_index_build {
 	uint64_t cur[BFS_INDEX_BLOCK]; /* offsets of the block being filled */
@@ -285,9 +285,7 @@ static int image_iov(const struct bfs_index *ix, const struct bfs_index_key *k,
 
 	if (!ix->dir || pathlen > 65536)
 		return -EINVAL;
-	memset(h, 0, sizeof(*h));
-	memcpy(h->magic, MAGIC, 8);
-	h->hdr_bytes = HDR_BYTES;
+	bfs_cachehdr_init(h, sizeof(*h), MAGIC);
 	h->comp = k->comp;
 	h->file_size = k->file_size;
 	h->mtime_ns = k->mtime_ns;
@@ -314,7 +312,7 @@ static int image_iov(const struct bfs_index *ix, const struct bfs_index_key *k,
 		if (iov[i].iov_len)
 			crc = bfs_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
 	h->body_crc = crc;
-	h->hdr_crc = bfs_crc32c(0, h, offsetof(struct bfs_index_hdr, hdr_crc));
+	bfs_cachehdr_seal(h, sizeof(*h));
 	return 0;
 }
 
@@ -398,16 +396,9 @@ static enum bfs_index_load_result check_hdr(const struct bfs_index_hdr *h, uint6
 					    const struct bfs_index_key *k, struct layout *l,
 					    char *why, size_t whycap)
 {
-	if (size < 8 || memcmp(h->magic, MAGIC_FAMILY, strlen(MAGIC_FAMILY)) != 0)
-		return BAD("not a batchfs index file");
-	if (memcmp(h->magic, MAGIC, 8) != 0)
-		return BAD("old index format %.8s (this batchfs writes %s)", h->magic, MAGIC);
-	if (size < HDR_BYTES)
-		return BAD("truncated (%" PRIu64 " bytes, the header alone is %d)", size,
-			   HDR_BYTES);
-	if (h->hdr_crc != bfs_crc32c(0, h, offsetof(struct bfs_index_hdr, hdr_crc)))
-		return BAD("corrupt header (checksum mismatch)");
-	if (h->hdr_bytes != HDR_BYTES || h->block != BFS_INDEX_BLOCK ||
+	if (!bfs_cachehdr_check(h, sizeof(*h), size, MAGIC, "index file", "index", why, whycap))
+		return BFS_INDEX_BAD;
+	if (h->head.hdr_bytes != HDR_BYTES || h->block != BFS_INDEX_BLOCK ||
 	    h->seek_size != sizeof(struct bfs_seek_point))
 		return BAD("unsupported layout (block %" PRIu32 ", seek point %" PRIu32 " bytes)",
 			   h->block, h->seek_size);

@@ -170,6 +170,7 @@ static int detect(const struct bfs_shard *s, enum bfs_compression *out)
 {
 	uint8_t b[HDR_LEN];
 	char hex[3 * HDR_LEN + 1], why[512];
+	uint32_t stored, calc;
 	ssize_t n;
 
 	if (s->file_size == 0) {
@@ -179,7 +180,7 @@ static int detect(const struct bfs_shard *s, enum bfs_compression *out)
 	n = bfs_shard_pread(s, b, sizeof(b), 0);
 	if (n < 0)
 		return bfs_err_set((int)n, "read: %s", bfs_shard_read_why(s, n, why, sizeof(why)));
-	if (n == HDR_LEN && masked_crc(b, 8) == get_le32(b + 8)) {
+	if (n == HDR_LEN && frame_crc_ok(b, 8, b + 8, &stored, &calc)) {
 		*out = BFS_COMP_NONE;
 		return 0;
 	}

@@ -78,6 +78,18 @@ static inline uint32_t masked_crc(const uint8_t *p, size_t n)
 	return bfs_crc32c_mask(bfs_crc32c(0, p, n));
 }
 
+/* A record's framing check, the one every reader makes: whether the
+ * masked CRC-32C of the n bytes at p is the one stored at crc (a header's
+ * 8 length bytes against its next 4; a record's data against its footer).
+ * *stored and *calc are set either way, for the message. */
+static inline bool frame_crc_ok(const uint8_t *p, size_t n, const uint8_t *crc, uint32_t *stored,
+				uint32_t *calc)
+{
+	*stored = get_le32(crc);
+	*calc = masked_crc(p, n);
+	return *calc == *stored;
+}
+
 /* Record i < nlocs as an offset and a length. */
 static inline struct bfs_record_loc loc_of(const struct bfs_shard *s, uint64_t i)
 {
@@ -138,13 +150,15 @@ void bfs_shard_drop_shadow(struct bfs_shard *s);
 
 /* ---- record_read.c: checks every read makes -------------------------------- */
 
-/* Record i's header against its index entry (loc); its length CRC too if
- * verify. 0 or -EBADMSG with a message naming the record. */
-int bfs_record_check_header(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *hdr,
-			    bool verify);
-/* Record i's data against the CRC in its footer. 0 or -EBADMSG. */
-int bfs_record_check_data(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *data,
-			  const uint8_t *foot);
+/* Record i's frame, read for its index entry loc: its header hdr
+ * (HDR_LEN bytes) against loc (the length; its length CRC too if verify),
+ * then, if verify, its data (loc->len bytes) against the CRC in its footer
+ * foot (FOOT_LEN bytes). A reader that streams a record checks its header
+ * before it reads on: hdr NULL skips the header (checked before), foot
+ * NULL the data (not read yet). 0 or -EBADMSG with a message naming the
+ * record. */
+int bfs_record_check_frame(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *hdr,
+			   const uint8_t *data, const uint8_t *foot, bool verify);
 /* Entry k of a batched read failed with err: its message, naming the shard. */
 void bfs_shard_fail_one(const struct bfs_shard *s, int err, int *errs, char **msgs, size_t k);
 

@@ -31,13 +31,13 @@
 
 /* ---- random access ----------------------------------------------------- */
 
-int bfs_record_check_header(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *hdr,
-			    bool verify)
+static int check_header(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *hdr,
+			bool verify)
 {
 	uint64_t len = bfs_get_le64(hdr);
-	uint32_t stored = get_le32(hdr + 8), calc;
+	uint32_t stored, calc;
 
-	if (verify && (calc = masked_crc(hdr, 8)) != stored)
+	if (verify && !frame_crc_ok(hdr, 8, hdr + 8, &stored, &calc))
 		return bfs_err_set(-EBADMSG,
 				   "record %" PRIu64 " at offset %" PRIu64
 				   ": length CRC mismatch (stored 0x%08" PRIx32
@@ -51,19 +51,28 @@ int bfs_record_check_header(uint64_t i, const struct bfs_record_loc *loc, const 
 	return 0;
 }
 
-int bfs_record_check_data(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *data,
-			  const uint8_t *foot)
+static int check_data(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *data,
+		      const uint8_t *foot)
 {
-	uint32_t stored = get_le32(foot);
-	uint32_t calc = masked_crc(data, loc->len);
+	uint32_t stored, calc;
 
-	if (calc != stored)
+	if (!frame_crc_ok(data, loc->len, foot, &stored, &calc))
 		return bfs_err_set(-EBADMSG,
 				   "record %" PRIu64 " at offset %" PRIu64
 				   ": data CRC mismatch (stored 0x%08" PRIx32
 				   ", computed 0x%08" PRIx32 ")",
 				   i, loc->offset, stored, calc);
 	return 0;
+}
+
+int bfs_record_check_frame(uint64_t i, const struct bfs_record_loc *loc, const uint8_t *hdr,
+			   const uint8_t *data, const uint8_t *foot, bool verify)
+{
+	int err = hdr ? check_header(i, loc, hdr, verify) : 0;
+
+	if (!err && verify && foot)
+		err = check_data(i, loc, data, foot);
+	return err;
 }
 
 /* Whether record loc (header, data, footer) lies within the first `size`
@@ -154,11 +163,7 @@ static int read_mapped(const struct bfs_shard *s, uint64_t i, const struct bfs_r
 	uint8_t hdr[HDR_LEN], foot[FOOT_LEN];
 	int err = map_copy(s, i, loc, hdr, dst, foot);
 
-	if (!err)
-		err = bfs_record_check_header(i, loc, hdr, verify);
-	if (!err && verify)
-		err = bfs_record_check_data(i, loc, dst, foot);
-	return err;
+	return err ? err : bfs_record_check_frame(i, loc, hdr, dst, foot, verify);
 }
 
 /* Record i out of the I/O stage, checked like read_plain: -ENODATA when
@@ -183,10 +188,7 @@ static int read_staged(struct bfs_shard *s, uint64_t i, const struct bfs_record_
 		return bfs_err_set(err, "record %" PRIu64 " at offset %" PRIu64 ": read: %s", i,
 				   loc->offset, why[0] ? why : strerror(-err));
 	}
-	err = bfs_record_check_header(i, loc, hdr, verify);
-	if (!err && verify)
-		err = bfs_record_check_data(i, loc, dst, foot);
-	return err;
+	return bfs_record_check_frame(i, loc, hdr, dst, foot, verify);
 }
 
 static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc,
@@ -244,10 +246,7 @@ static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_l
 					   i, loc->offset, got, want);
 		got += (size_t)n;
 	}
-	err = bfs_record_check_header(i, loc, hdr, verify);
-	if (err)
-		return err;
-	return verify ? bfs_record_check_data(i, loc, dst, foot) : 0;
+	return bfs_record_check_frame(i, loc, hdr, dst, foot, verify);
 }
 
 /* Record i from the shadow, both CRCs checked whatever the caller's verify
@@ -496,11 +495,9 @@ static void read_runs(struct bfs_shard *s, const uint64_t *idx, struct pending *
 			for (size_t t = a; t < b; t++) {
 				struct bfs_record_loc loc = { p[t].off, p[t].len };
 				uint64_t i = idx[p[t].k];
-				int err = bfs_record_check_header(i, &loc, hf[t], verify);
+				int err = bfs_record_check_frame(i, &loc, hf[t], dst[p[t].k],
+								 hf[t] + HDR_LEN, verify);
 
-				if (!err && verify)
-					err = bfs_record_check_data(i, &loc, dst[p[t].k],
-								    hf[t] + HDR_LEN);
 				if (err)
 					bfs_shard_fail_one(s, err, errs, msgs, p[t].k);
 			}
@@ -551,9 +548,8 @@ static void take_staged(struct bfs_shard *s, const uint64_t *idx, size_t n, uint
 		if (!staged[k])
 			continue;
 		loc = loc_of(s, idx[k]);
-		err = bfs_record_check_header(idx[k], &loc, frame[k], verify);
-		if (!err && verify)
-			err = bfs_record_check_data(idx[k], &loc, dst[k], frame[k] + HDR_LEN);
+		err = bfs_record_check_frame(idx[k], &loc, frame[k], dst[k], frame[k] + HDR_LEN,
+					     verify);
 		if (err)
 			bfs_shard_fail_one(s, err, errs, msgs, k);
 	}

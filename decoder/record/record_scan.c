@@ -165,8 +165,7 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 		}
 		p = sc.buf + sc.start;
 		len = bfs_get_le64(p);
-		stored = get_le32(p + 8);
-		if (verify && (calc = masked_crc(p, 8)) != stored) {
+		if (verify && !frame_crc_ok(p, 8, p + 8, &stored, &calc)) {
 			err = REC_ERR(-EBADMSG,
 				      "length CRC mismatch (stored 0x%08" PRIx32
 				      ", computed 0x%08" PRIx32 ")",
@@ -218,8 +217,8 @@ int bfs_shard_scan(struct bfs_shard *s, bool verify, bfs_record_fn fn, void *ctx
 			goto out;
 		}
 		p = sc.buf + sc.start;
-		stored = get_le32(p + HDR_LEN + len);
-		if (verify && (calc = masked_crc(p + HDR_LEN, (size_t)len)) != stored) {
+		if (verify &&
+		    !frame_crc_ok(p + HDR_LEN, (size_t)len, p + HDR_LEN + len, &stored, &calc)) {
 			err = REC_ERR(-EBADMSG,
 				      "data CRC mismatch (stored 0x%08" PRIx32
 				      ", computed 0x%08" PRIx32 ")",

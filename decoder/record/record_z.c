@@ -435,7 +435,7 @@ int bfs_shard_read_z(struct bfs_shard *s, uint64_t i, const struct bfs_record_lo
 	err = zr_read(&r, hdr, HDR_LEN);
 	if (err)
 		goto out;
-	err = bfs_record_check_header(i, loc, hdr, verify);
+	err = bfs_record_check_frame(i, loc, hdr, NULL, NULL, verify);
 	if (err)
 		goto out;
 	err = zr_read(&r, dst, loc->len);
@@ -444,8 +444,7 @@ int bfs_shard_read_z(struct bfs_shard *s, uint64_t i, const struct bfs_record_lo
 	err = zr_read(&r, foot, FOOT_LEN);
 	if (err)
 		goto out;
-	if (verify)
-		err = bfs_record_check_data(i, loc, dst, foot);
+	err = bfs_record_check_frame(i, loc, NULL, dst, foot, verify);
 out:
 	free(r.scratch);
 	zin_destroy(&r.z);
@@ -510,7 +509,7 @@ void bfs_shard_read_many_z(struct bfs_shard *s, const uint64_t *idx, size_t n, u
 		if (!err)
 			err = zr_read(&r, hdr, HDR_LEN);
 		if (!err)
-			err = bfs_record_check_header(i, loc, hdr, verify);
+			err = bfs_record_check_frame(i, loc, hdr, NULL, NULL, verify);
 		if (!err)
 			err = zr_read(&r, dst[k], loc->len);
 		if (!err)
@@ -523,7 +522,7 @@ void bfs_shard_read_many_z(struct bfs_shard *s, const uint64_t *idx, size_t n, u
 			continue;
 		}
 		pos = loc->offset + HDR_LEN + loc->len + FOOT_LEN;
-		if (verify && (err = bfs_record_check_data(i, loc, dst[k], foot)) != 0)
+		if ((err = bfs_record_check_frame(i, loc, NULL, dst[k], foot, verify)) != 0)
 			bfs_shard_fail_one(s, err, errs, msgs, k);
 	}
 	if (live)

@@ -12,6 +12,7 @@
 #endif
 #include "ixpack.h"
 
+#include "cachehdr.h"
 #include "crc32c.h"
 
 #include <errno.h>
@@ -24,16 +25,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define MAGIC "BFSPAK01"
-#define MAGIC_FAMILY "BFSPAK" /* other versions share it: rebuilt, never read */
+#define MAGIC "BFSPAK01" /* family BFSPAK: other versions are rebuilt, never read */
 #define HDR_BYTES 64
 #define ALIGN 16
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the file is native little-endian");
 
 struct bfs_ixpack_hdr {
-	char magic[8];
-	uint32_t hdr_bytes; /* HDR_BYTES */
+	struct bfs_cachehdr head; /* MAGIC, HDR_BYTES */
 	uint32_t align; /* ALIGN */
 	uint64_t nentries;
 	uint64_t file_bytes; /* the whole file */
@@ -42,6 +41,7 @@ struct bfs_ixpack_hdr {
 	uint32_t hdr_crc; /* CRC-32C of the 60 bytes before it */
 };
 _Static_assert(sizeof(struct bfs_ixpack_hdr) == HDR_BYTES, "header is 64 bytes");
+_Static_assert(offsetof(struct bfs_ixpack_hdr, hdr_crc) == HDR_BYTES - 4, "its CRC ends it");
 
 struct slot {
 	uint64_t hash, off, len;
@@ -73,17 +73,12 @@ static enum bfs_index_load_result check(struct bfs_ixpack *pk, char *why, size_t
 
 	memset(&h, 0, sizeof(h));
 	memcpy(&h, pk->bytes, pk->len < sizeof(h) ? pk->len : sizeof(h));
-	if (pk->len < 8 || memcmp(h.magic, MAGIC_FAMILY, strlen(MAGIC_FAMILY)) != 0)
-		return BAD("not a batchfs index pack");
-	if (memcmp(h.magic, MAGIC, 8) != 0)
-		return BAD("old index pack format %.8s (this batchfs writes %s)", h.magic, MAGIC);
-	if (pk->len < HDR_BYTES)
-		return BAD("truncated (%zu bytes, the header alone is %d)", pk->len, HDR_BYTES);
-	if (h.hdr_crc != bfs_crc32c(0, &h, offsetof(struct bfs_ixpack_hdr, hdr_crc)))
-		return BAD("corrupt header (checksum mismatch)");
-	if (h.hdr_bytes != HDR_BYTES || h.align != ALIGN)
+	if (!bfs_cachehdr_check(&h, sizeof(h), pk->len, MAGIC, "index pack", "index pack", why,
+				whycap))
+		return BFS_INDEX_BAD;
+	if (h.head.hdr_bytes != HDR_BYTES || h.align != ALIGN)
 		return BAD("unsupported layout (header %" PRIu32 ", alignment %" PRIu32 ")",
-			   h.hdr_bytes, h.align);
+			   h.head.hdr_bytes, h.align);
 	if (h.file_bytes != pk->len)
 		return BAD("%s (%zu bytes, the header says %" PRIu64 ")",
 			   pk->len < h.file_bytes ? "truncated" : "wrong size", pk->len,
@@ -342,14 +337,12 @@ int bfs_ixpack_write(struct bfs_ixpack_writer *w, const char *path)
 		memcpy(buf + off, w->e[i].p, w->e[i].len);
 		off += w->e[i].len;
 	}
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, MAGIC, 8);
-	h.hdr_bytes = HDR_BYTES;
+	bfs_cachehdr_init(&h, sizeof(h), MAGIC);
 	h.align = ALIGN;
 	h.nentries = w->n;
 	h.file_bytes = total;
 	h.table_crc = bfs_crc32c(0, t, w->n * sizeof(struct slot));
-	h.hdr_crc = bfs_crc32c(0, &h, offsetof(struct bfs_ixpack_hdr, hdr_crc));
+	bfs_cachehdr_seal(&h, sizeof(h));
 	memcpy(buf, &h, sizeof(h));
 	iov = (struct iovec){ buf, (size_t)total };
 	rc = bfs_write_file_atomic(path, &iov, 1);

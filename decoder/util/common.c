@@ -143,6 +143,12 @@ void bfs_stop_signals(sigset_t *set)
 
 int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg)
 {
+	return bfs_thread_start_attr(tid, NULL, fn, arg);
+}
+
+int bfs_thread_start_attr(pthread_t *tid, const pthread_attr_t *attr, void *(*fn)(void *),
+			  void *arg)
+{
 	sigset_t stop, old;
 	int rc;
 
@@ -151,7 +157,7 @@ int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg)
 	rc = pthread_sigmask(SIG_BLOCK, &stop, &old);
 	if (rc)
 		return rc;
-	rc = pthread_create(tid, NULL, fn, arg);
+	rc = pthread_create(tid, attr, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
@@ -183,6 +189,24 @@ uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n)
 		h *= 0x100000001b3ull;
 	}
 	return h;
+}
+
+size_t bfs_sorted_u64_floor(const void *base, size_t n, size_t size, size_t off, uint64_t key)
+{
+	const uint8_t *b = base;
+	size_t lo = 0, hi = n;
+
+	while (lo + 1 < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint64_t k;
+
+		memcpy(&k, b + mid * size + off, sizeof(k));
+		if (k <= key)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /* Write iov[0..n) to fd from the start: writev, IOV_MAX pieces at a time;

@@ -75,6 +75,9 @@ void bfs_err_clear(void);
  * Returns 0 or a positive errno, like pthread_create. Every thread batchfs
  * starts goes through it. */
 int bfs_thread_start(pthread_t *tid, void *(*fn)(void *), void *arg);
+/* The same with attributes (stack size, detached; NULL: the defaults). */
+int bfs_thread_start_attr(pthread_t *tid, const pthread_attr_t *attr, void *(*fn)(void *),
+			  void *arg);
 /* Fill `set` with the signals above: the ones that stop batchfs. */
 void bfs_stop_signals(sigset_t *set);
 
@@ -88,6 +91,12 @@ size_t bfs_json_char(char out[7], unsigned char c);
 /* FNV-1a over n bytes, from h (0xcbf29ce484222325 to start): names of
  * cache files, not a checksum. */
 uint64_t bfs_fnv1a(uint64_t h, const void *p, size_t n);
+
+/* Of n records of `size` bytes at base, sorted ascending by the uint64_t
+ * at byte `off` of each (a directory's hash, say), the index of the last
+ * whose key is <= key: the group that key belongs to. 0 when n is 0 or
+ * every key is larger. A binary search: O(log n). */
+size_t bfs_sorted_u64_floor(const void *base, size_t n, size_t size, size_t off, uint64_t key);
 
 /* Write the n pieces iov[0..n) (in order; n may pass IOV_MAX) as the
  * whole new content of `path`, which readers see either as it was or with

@@ -13,6 +13,7 @@
 #include "crc32c.h"
 #include "fdcache.h"
 #include "record.h"
+#include "record_impl.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -1437,6 +1438,66 @@ START_TEST(shards_read_through_io_equal_files)
 }
 END_TEST
 
+/* The frame check every reader makes (bfs_record_check_frame), on one
+ * framed record: each field bad in turn, with and without verify, and the
+ * two halves a streaming reader checks apart. */
+START_TEST(frame_check_tells_each_field_of_a_record)
+{
+	static const uint8_t data[] = "seven bytes and more";
+	const size_t len = sizeof(data) - 1;
+	uint8_t rec[64], bad[64];
+	const struct bfs_record_loc loc = { 4096, (uint32_t)len };
+	const struct bfs_record_loc longer = { 4096, (uint32_t)len + 1 };
+	const uint8_t *foot = rec + HDR_LEN + len;
+
+	ck_assert_uint_eq(frame_one(rec, data, len), HDR_LEN + len + FOOT_LEN);
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, rec, rec + HDR_LEN, foot, true), 0);
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, rec, rec + HDR_LEN, foot, false), 0);
+
+	/* the length against the index, verify or not */
+	for (int verify = 0; verify < 2; verify++) {
+		ck_assert_int_eq(bfs_record_check_frame(3, &longer, rec, NULL, NULL, verify),
+				 -EBADMSG);
+		ck_assert_str_eq(bfs_err_msg(), "record 3 at offset 4096: length 20 differs from "
+						"the index (21); file changed?");
+	}
+	/* the length's CRC, with verify only */
+	memcpy(bad, rec, sizeof(rec));
+	bad[9] ^= 1;
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, bad, bad + HDR_LEN, foot, false), 0);
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, bad, bad + HDR_LEN, foot, true), -EBADMSG);
+	ck_assert_ptr_nonnull(
+		strstr(bfs_err_msg(), "record 3 at offset 4096: length CRC mismatch (stored 0x"));
+	/* the data against its footer, with verify only; the header first */
+	memcpy(bad, rec, sizeof(rec));
+	bad[HDR_LEN + 5] ^= 0x40;
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, bad, bad + HDR_LEN, foot, false), 0);
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, bad, bad + HDR_LEN, foot, true), -EBADMSG);
+	ck_assert_ptr_nonnull(
+		strstr(bfs_err_msg(), "record 3 at offset 4096: data CRC mismatch (stored 0x"));
+	bad[9] ^= 1;
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, bad, bad + HDR_LEN, foot, true), -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "length CRC mismatch"));
+	/* the footer itself */
+	memcpy(bad, rec, sizeof(rec));
+	bad[HDR_LEN + len + 3] ^= 0x80;
+	ck_assert_int_eq(
+		bfs_record_check_frame(3, &loc, bad, bad + HDR_LEN, bad + HDR_LEN + len, true),
+		-EBADMSG);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "data CRC mismatch"));
+	/* a streaming reader's halves: the header alone (no data read yet),
+	 * then the data alone */
+	memcpy(bad, rec, sizeof(rec));
+	bad[HDR_LEN] ^= 1;
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, bad, NULL, NULL, true), 0);
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, NULL, bad + HDR_LEN, foot, true),
+			 -EBADMSG);
+	ck_assert_ptr_nonnull(strstr(bfs_err_msg(), "data CRC mismatch"));
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, NULL, bad + HDR_LEN, foot, false), 0);
+	ck_assert_int_eq(bfs_record_check_frame(3, &loc, NULL, rec + HDR_LEN, foot, true), 0);
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *su = suite_create("record");
@@ -1458,6 +1519,7 @@ static Suite *record_suite(void)
 			    BFS_ARRAY_SIZE(framing_cases));
 	tcase_add_test(tc, empty_file_is_a_plain_shard_with_no_records);
 	tcase_add_test(tc, open_reports_missing_files_and_directories);
+	tcase_add_test(tc, frame_check_tells_each_field_of_a_record);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(su, tc);
 

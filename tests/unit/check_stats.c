@@ -49,6 +49,32 @@ START_TEST(every_key_is_named_once)
 }
 END_TEST
 
+/* The enum and the table are made from one list (stats_keys.def): every
+ * line of it is one key, at its line's place in both. */
+static const char *const listed[] = {
+#define KEY(id, nm, ...) [BFS_STAT_##id] = nm,
+#define MEMBER(id, nm, ...) [BFS_STAT_##id] = nm,
+#include "stats_keys.def"
+#undef KEY
+#undef MEMBER
+};
+
+START_TEST(one_line_a_key_makes_the_enum_and_the_table)
+{
+	ck_assert_uint_eq(BFS_ARRAY_SIZE(listed), BFS_STAT_NKEYS);
+	for (size_t i = 0; i < BFS_STAT_NKEYS; i++)
+		ck_assert_str_eq(listed[i], bfs_stat_keys[i].name);
+	ck_assert_str_eq(bfs_stat_keys[BFS_STAT_RECORDS].name, "records");
+	ck_assert_str_eq(bfs_stat_keys[BFS_STAT_IO_BACKEND].name, "io_backend");
+	ck_assert_int_eq(bfs_stat_keys[BFS_STAT_IO_BACKEND].group, BFS_SGROUP_IO);
+	ck_assert_str_eq(bfs_stat_keys[BFS_STAT_CUDA_DEVICE].name, "device");
+	ck_assert(bfs_stat_keys[BFS_STAT_CUDA_DEVICE].member);
+	ck_assert_int_eq(bfs_stat_keys[BFS_STAT_DISK_CACHE_USED].unit, BFS_SUNIT_BYTES);
+	ck_assert_int_eq(bfs_stat_keys[BFS_STAT_UPTIME_SECONDS].type, BFS_STYPE_INT);
+	ck_assert_uint_eq(BFS_STAT_UPTIME_SECONDS, BFS_STAT_NKEYS - 1);
+}
+END_TEST
+
 /* Every plain key of the always-present group: 1000 + its place. */
 static void fill(struct bfs_stats_snap *s)
 {
@@ -464,6 +490,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, every_key_is_named_once);
+	tcase_add_test(tc, one_line_a_key_makes_the_enum_and_the_table);
 	tcase_add_test(tc, the_keys_of_every_mount_to_the_byte);
 	tcase_add_test(tc, the_io_disk_cache_and_cuda_keys_to_the_byte);
 	tcase_add_test(tc, a_buckets_credential_keys_to_the_byte);
