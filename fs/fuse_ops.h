@@ -1,14 +1,16 @@
 /*
  * fuse_ops.h — the mounted filesystem: the FUSE session and its low-level
- * handlers, glue over FUSE-free modules: the namespace (vfs.h), decoded
- * batches (cache.h), the epoch views of all/ (views.h), errors.txt
- * (errlog.h), stats.json (stats.h), the I/O stage (iostage.h), the CUDA
- * path (cudapath.h, cudapool.h) and the daemon's life (lifecycle.h).
+ * handlers, glue over FUSE-free modules: the files, their sizes and bytes
+ * (files.h, over the namespace vfs.h, decoded batches cache.h, the epoch
+ * views of all/ views.h, errors.txt errlog.h, stats.json stats.h, the CUDA
+ * path cudaopen.h), the I/O stage (iostage.h) and the daemon's life
+ * (lifecycle.h).
  *
- * fuse_ops.c is the only file that includes <fuse_lowlevel.h>. Every
- * handler calls a do_ function and replies exactly once, from one place;
- * an OPEN of batch-B.cuda may wait for a device buffer without a thread and
- * is answered on the CUDA path's own (fuse_ops.c says where).
+ * Two files include <fuse_lowlevel.h>: session.c (setup, the session and
+ * its run loop: the functions below) and fuse_ops.c (the handlers). Every
+ * handler replies exactly once, from one place; an OPEN of batch-B.cuda
+ * may wait for a device buffer without a thread and is answered by the
+ * CUDA path (cudaopen.h).
  *
  * Thread-safety: bfs_fs_report from any thread; the rest from the main
  * thread.
@@ -18,45 +20,7 @@
 
 #include "batch.h"
 #include "dataset.h"
-
-struct bfs_fs_config {
-	const struct bfs_dataset *ds; /* borrowed */
-	const struct bfs_batcher *batcher; /* borrowed */
-	/* world=W without rank: the batcher of each rank (ranks[0] may be
-	 * `batcher`), shown as rank-0000/ ... ; nranks 0: no rank folders */
-	const struct bfs_batcher *const *ranks;
-	size_t nranks;
-	uint64_t epochs; /* epoch directories listed */
-	uint64_t cache_size;
-	unsigned threads, prefetch;
-	const char *readme; /* README.txt contents (copied) */
-	const char *schema_json; /* schema.json contents (copied) */
-	const char *options_text; /* effective options, for stats.json (copied) */
-	unsigned fuse_threads; /* max FUSE worker threads */
-	int cuda_device; /* -1: off */
-	unsigned cuda_pool; /* device buffers (0: BFS_CUDA_POOL_DEFAULT) */
-	/* the I/O stage (fetch.h, ioplan.h): io_depth reads in flight at most
-	 * into readahead bytes; io_depth 0: none (the decoders read the
-	 * source); io_all: every shard through it, else the remote ones */
-	unsigned io_depth;
-	uint64_t readahead;
-	bool io_all;
-	/* disk_cache=DIR (NULL: none) and its bound (0: 10% of DIR's file
-	 * system): the source bytes the stage fetches, kept on a local disk */
-	const char *disk_cache;
-	uint64_t disk_cache_size;
-	const char *ready; /* printed on stderr (one line) when a foreground mount is ready */
-	unsigned max_read; /* the FUSE option max_read= given, else 0 */
-	bool watch; /* stop the mount as SIGTERM does at watch_fd's end of file */
-	int watch_fd;
-	/* the mount point's lock (lifecycle.h): shared once mounted, let go
-	 * once the session ends; the descriptor stays the caller's */
-	bool mount_lock;
-	int mount_lock_fd;
-	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
-					 * environment's BATCHFS_OPEN_REQUESTS=1, for
-					 * measuring what skipping them saves) */
-};
+#include "files.h" /* struct bfs_fs_config */
 
 struct bfs_fs;
 

@@ -59,6 +59,8 @@ static void usage(FILE *f)
 		"    FUSE filesystem; 64M, or two windows of blocks under shuffle=block)\n"
 		"  disk_cache=DIR  disk_cache_size=SIZE (10%% of DIR's file system): the source\n"
 		"    bytes fetched, kept in DIR on a local disk for the next epochs and mounts\n"
+		"  io_backend=auto|threads|io_uring: how the I/O stage reads (auto: timed per\n"
+		"    source)\n"
 		"  endpoint=URL  region=R  no_sign_request: SOURCE s3://BUCKET/PREFIX/ or "
 		"gs://...\n"
 		"    (else AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID... or AWS_PROFILE)\n"
@@ -881,6 +883,7 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 		.io_depth = io_depth,
 		.readahead = readahead,
 		.io_all = o->io_depth != 0,
+		.io_backend = o->io_backend,
 		.disk_cache = disk_cache,
 		.disk_cache_size = o->disk_cache_size,
 		.cuda_device = o->cuda_device,

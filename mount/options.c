@@ -44,6 +44,7 @@ enum {
 	K_READAHEAD,
 	K_DISK_CACHE,
 	K_DISK_CACHE_SIZE,
+	K_IO_BACKEND,
 	K_ENDPOINT,
 	K_REGION,
 	K_NO_SIGN,
@@ -87,6 +88,7 @@ static const struct fuse_opt templates[] = {
 	FUSE_OPT_KEY("readahead=", K_READAHEAD),
 	FUSE_OPT_KEY("disk_cache=", K_DISK_CACHE),
 	FUSE_OPT_KEY("disk_cache_size=", K_DISK_CACHE_SIZE),
+	FUSE_OPT_KEY("io_backend=", K_IO_BACKEND),
 	FUSE_OPT_KEY("endpoint=", K_ENDPOINT),
 	FUSE_OPT_KEY("region=", K_REGION),
 	FUSE_OPT_KEY("no_sign_request", K_NO_SIGN),
@@ -549,6 +551,16 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 	case K_DISK_CACHE_SIZE:
 		if (bfs_parse_size(&o->disk_cache_size, v) || o->disk_cache_size < (16u << 20))
 			return bad(c, arg, "need a size of at least 16M, such as 100G");
+		return 0;
+	case K_IO_BACKEND:
+		if (strcmp(v, "auto") == 0)
+			o->io_backend = BFS_FETCH_AUTO;
+		else if (strcmp(v, "threads") == 0)
+			o->io_backend = BFS_FETCH_THREADS;
+		else if (strcmp(v, "io_uring") == 0)
+			o->io_backend = BFS_FETCH_URING;
+		else
+			return bad(c, arg, "need 'auto', 'threads' or 'io_uring'");
 		return 0;
 	case K_ENDPOINT:
 		if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
