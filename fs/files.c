@@ -14,6 +14,7 @@
 #include "views.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,18 @@
 #include <unistd.h>
 
 #define NVIEWS 8 /* epoch views kept (geometry and chunk totals of all/) */
+#define READERS 64 /* readers of stats.json and errors.txt remembered */
+#define TOUCHES 256 /* per-reader counts of other reads (hashed by thread id) */
+
+/* A reader of a dynamic file: the snapshot its last size or read was of. */
+struct dyn_reader {
+	uint64_t tid; /* 0: a free slot */
+	unsigned k;
+	struct bfs_snapshot *snap; /* a reference */
+	uint64_t gen;
+	uint64_t at_ns; /* its last size or read (CLOCK_MONOTONIC) */
+	uint64_t touch; /* touches[] then: the reader's reads of other files */
+};
 
 struct bfs_files {
 	const struct bfs_dataset *ds;
@@ -43,6 +56,12 @@ struct bfs_files {
 	/* snapshots of stats.json (DYN_STATS) and errors.txt (DYN_ERRORS);
 	 * their generation is their mtime, in ns past the mount's */
 	struct bfs_snapshot_set *dyn;
+	pthread_mutex_t dyn_lock; /* guards readers, next_reader, reported */
+	struct dyn_reader readers[READERS];
+	unsigned next_reader;
+	/* the snapshot each file was last sized at, for unknown readers */
+	struct bfs_snapshot *reported[2];
+	uint64_t touches[TOUCHES]; /* atomic */
 	struct bfs_views *views; /* of all/: geometry and chunk totals */
 	struct bfs_stash *stash; /* all/'s small tensors, so columns cost one pass */
 	struct bfs_errlog *errlog; /* errors.txt */
@@ -147,6 +166,117 @@ void bfs_files_release(struct bfs_files *f, const struct bfs_vnode *n, uint64_t 
 		bfs_snapshot_put((struct bfs_snapshot *)(uintptr_t)fh);
 }
 
+/* Which snapshot a reader of a dynamic file sees (files.h,
+ * bfs_files_asker): without OPEN requests the kernel sizes the file by the
+ * last GETATTR and reads it through its page cache, so a reader reading to
+ * the end must find the end of the snapshot it read. */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t touches(struct bfs_files *f, uint64_t tid)
+{
+	return __atomic_load_n(&f->touches[tid % TOUCHES], __ATOMIC_RELAXED);
+}
+
+/* A read of another file by reader tid: its next size of a dynamic file is
+ * a fresh snapshot's. */
+static void touch(struct bfs_files *f, uint64_t tid)
+{
+	if (tid)
+		__atomic_add_fetch(&f->touches[tid % TOUCHES], 1, __ATOMIC_RELAXED);
+}
+
+/* Reader tid's slot for file k (under dyn_lock); NULL when none and !make
+ * (else the least recently used slot, taken over). */
+static struct dyn_reader *dyn_reader(struct bfs_files *f, uint64_t tid, unsigned k, bool make)
+{
+	struct dyn_reader *r;
+
+	for (unsigned i = 0; i < READERS; i++)
+		if (f->readers[i].tid == tid && f->readers[i].k == k)
+			return &f->readers[i];
+	if (!make)
+		return NULL;
+	r = &f->readers[f->next_reader++ % READERS];
+	bfs_snapshot_put(r->snap);
+	memset(r, 0, sizeof(*r));
+	r->tid = tid;
+	r->k = k;
+	return r;
+}
+
+static void set_reported(struct bfs_files *f, unsigned k, struct bfs_snapshot *s)
+{
+	bfs_snapshot_get(s);
+	bfs_snapshot_put(f->reported[k]);
+	f->reported[k] = s;
+}
+
+static int dyn_size(struct bfs_files *f, unsigned k, const struct bfs_files_asker *who,
+		    uint64_t *size, uint64_t *mtime_ns)
+{
+	uint64_t tid = who ? who->reader : 0, now = now_ns(), gen = 0;
+	struct bfs_snapshot *s = NULL;
+	struct dyn_reader *r;
+
+	pthread_mutex_lock(&f->dyn_lock);
+	r = tid ? dyn_reader(f, tid, k, false) : NULL;
+	if (r && r->snap && who->reading &&
+	    now - r->at_ns < (uint64_t)BFS_FILES_CONTINUE_MS * 1000000u &&
+	    r->touch == touches(f, tid)) {
+		/* the same reader reading on: the snapshot it reads */
+		s = r->snap;
+		bfs_snapshot_get(s);
+		gen = r->gen;
+	} else {
+		s = bfs_snapshot_refresh(f->dyn, k, &gen);
+		if (s && tid) {
+			r = dyn_reader(f, tid, k, true);
+			bfs_snapshot_get(s);
+			r->snap = s;
+			r->gen = gen;
+			r->touch = touches(f, tid);
+		}
+	}
+	if (s) {
+		if (r)
+			r->at_ns = now;
+		set_reported(f, k, s);
+	}
+	pthread_mutex_unlock(&f->dyn_lock);
+	if (!s)
+		return -ENOMEM;
+	*size = s->len;
+	if (mtime_ns)
+		*mtime_ns = gen;
+	bfs_snapshot_put(s);
+	return 0;
+}
+
+/* The snapshot reader tid reads of file k (a reference): the one its size
+ * was last of, or, for a reader not seen, the one last sized. */
+static struct bfs_snapshot *dyn_read(struct bfs_files *f, unsigned k, uint64_t tid)
+{
+	struct bfs_snapshot *s;
+	struct dyn_reader *r;
+
+	pthread_mutex_lock(&f->dyn_lock);
+	r = tid ? dyn_reader(f, tid, k, false) : NULL;
+	s = r && r->snap ? r->snap : f->reported[k];
+	if (s)
+		bfs_snapshot_get(s);
+	if (r)
+		r->at_ns = now_ns();
+	pthread_mutex_unlock(&f->dyn_lock);
+	return s ? s : bfs_snapshot_current(f->dyn, k);
+}
+
 /* -------------------------------------------------------------- sizes */
 
 /* Geometry of (epoch, batch): borrowed from the fixed ones, or computed
@@ -166,8 +296,8 @@ static int get_geom(struct bfs_files *f, uint64_t r, uint64_t e, uint64_t b, str
 	return bfs_batcher_geom(g, f->rb[r], e, b);
 }
 
-int bfs_files_size(struct bfs_files *f, const struct bfs_vnode *n, uint64_t *size,
-		   uint64_t *mtime_ns)
+int bfs_files_size(struct bfs_files *f, const struct bfs_vnode *n,
+		   const struct bfs_files_asker *who, uint64_t *size, uint64_t *mtime_ns)
 {
 	struct bfs_geom *g;
 	bool owned;
@@ -181,17 +311,8 @@ int bfs_files_size(struct bfs_files *f, const struct bfs_vnode *n, uint64_t *siz
 		*size = f->schema_len;
 		return 0;
 	case BFS_V_STATS:
-	case BFS_V_ERRORS: {
-		uint64_t gen;
-		struct bfs_snapshot *h = bfs_snapshot_refresh(f->dyn, dyn_file(n), &gen);
-		if (!h)
-			return -ENOMEM;
-		*size = h->len;
-		bfs_snapshot_put(h);
-		if (mtime_ns)
-			*mtime_ns = gen;
-		return 0;
-	}
+	case BFS_V_ERRORS:
+		return dyn_size(f, dyn_file(n), who, size, mtime_ns);
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:
 		if (n->all) {
@@ -233,7 +354,8 @@ int bfs_files_size(struct bfs_files *f, const struct bfs_vnode *n, uint64_t *siz
 	}
 }
 
-int bfs_files_stat(struct bfs_files *f, const struct bfs_vnode *n, struct stat *st)
+int bfs_files_stat(struct bfs_files *f, const struct bfs_vnode *n,
+		   const struct bfs_files_asker *who, struct stat *st)
 {
 	uint64_t size = 0, gen = 0;
 	int rc;
@@ -249,7 +371,7 @@ int bfs_files_stat(struct bfs_files *f, const struct bfs_vnode *n, struct stat *
 		st->st_nlink = 2;
 		return 0;
 	}
-	rc = bfs_files_size(f, n, &size, &gen);
+	rc = bfs_files_size(f, n, who, &size, &gen);
 	if (rc)
 		return rc;
 	if (gen) { /* a dynamic file: a new mtime per snapshot */
@@ -528,10 +650,12 @@ static int read_cuda_file(struct bfs_files *f, uint64_t fh, size_t len, uint64_t
 	return 0;
 }
 
-int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t fh, size_t len,
-		   uint64_t off, struct bfs_files_read *r)
+int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t reader, uint64_t fh,
+		   size_t len, uint64_t off, struct bfs_files_read *r)
 {
 	memset(r, 0, sizeof(*r));
+	if (!bfs_files_dynamic(n))
+		touch(f, reader);
 	switch (n->type) {
 	case BFS_V_README:
 		read_slice(r, f->readme, f->readme_len, off, len);
@@ -545,7 +669,7 @@ int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t fh, 
 		if (r->snap) /* opened with an open request: its own snapshot */
 			bfs_snapshot_get(r->snap);
 		else
-			r->snap = bfs_snapshot_current(f->dyn, dyn_file(n));
+			r->snap = dyn_read(f, dyn_file(n), reader);
 		if (!r->snap)
 			return -ENOMEM;
 		read_slice(r, r->snap->text, r->snap->len, off, len);
@@ -601,6 +725,11 @@ void bfs_files_free(struct bfs_files *f)
 	bfs_cudapool_free(f->cpool);
 	bfs_views_free(f->views);
 	bfs_stash_free(f->stash);
+	for (unsigned i = 0; i < READERS; i++)
+		bfs_snapshot_put(f->readers[i].snap);
+	bfs_snapshot_put(f->reported[0]);
+	bfs_snapshot_put(f->reported[1]);
+	pthread_mutex_destroy(&f->dyn_lock);
 	bfs_snapshot_set_free(f->dyn);
 	bfs_vfs_free(f->vfs);
 	bfs_geom_free(f->geom_full);
@@ -638,6 +767,7 @@ int bfs_files_new(struct bfs_files **out, const struct bfs_fs_config *cfg)
 	if (!f)
 		return -ENOMEM;
 	bfs_stats_reads_init(&f->reads);
+	pthread_mutex_init(&f->dyn_lock, NULL);
 	f->ds = cfg->ds;
 	f->b = cfg->batcher;
 	f->rb = cfg->nranks ? cfg->ranks : &f->b;

@@ -102,13 +102,31 @@ static inline bool bfs_files_dynamic(const struct bfs_vnode *n)
 	return n->type == BFS_V_STATS || n->type == BFS_V_ERRORS;
 }
 
-/* n's size in bytes, without decoding anything. For stats.json and
- * errors.txt a fresh snapshot is made the current one (the next read
- * serves it) and *mtime_ns (may be NULL) gets its generation. */
-int bfs_files_size(struct bfs_files *f, const struct bfs_vnode *n, uint64_t *size,
-		   uint64_t *mtime_ns);
+/* Who asks for a size or a read: the asking thread's id (0: unknown), and
+ * whether the size is asked for on the way to a read(2) of an open file
+ * (FUSE's GETATTR with a file handle), not for a stat.
+ *
+ * stats.json and errors.txt are exactly their text, without OPEN requests
+ * (the kernel then reads them through its page cache, sized by the last
+ * GETATTR): a size asked for a stat makes a fresh snapshot, which that
+ * reader's next reads serve; a size asked again on the way to the same
+ * reader's next read(2), within BFS_FILES_CONTINUE_MS of its last one and
+ * with no read of another file by it in between, is the same snapshot's, so
+ * that a reader reading to the end (cat, read() until 0) finds the end of
+ * what it read, not a newer snapshot's tail. */
+struct bfs_files_asker {
+	uint64_t reader;
+	bool reading;
+};
+#define BFS_FILES_CONTINUE_MS 10
+
+/* n's size in bytes, without decoding anything; *mtime_ns (may be NULL)
+ * gets a dynamic file's snapshot number (its mtime past the mount's). */
+int bfs_files_size(struct bfs_files *f, const struct bfs_vnode *n,
+		   const struct bfs_files_asker *who, uint64_t *size, uint64_t *mtime_ns);
 /* n's attributes (read-only; owned by the mounting user). */
-int bfs_files_stat(struct bfs_files *f, const struct bfs_vnode *n, struct stat *st);
+int bfs_files_stat(struct bfs_files *f, const struct bfs_vnode *n,
+		   const struct bfs_files_asker *who, struct stat *st);
 
 /* stats.json or errors.txt opened with an open request: a snapshot of its
  * own (a reference, the descriptor's: bfs_files_release drops it). */
@@ -136,12 +154,13 @@ struct bfs_files_read {
 	uint8_t *owned;
 };
 
-/* The pieces of file n at [off, off + len); fh is its descriptor (0 when
- * opened without an open request). 0, or -errno: -EIO (or -ENOMEM) for a
- * batch or view file that could not be decoded (counted in stats.json),
- * -EISDIR. bfs_files_read_done in every case. */
-int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t fh, size_t len,
-		   uint64_t off, struct bfs_files_read *r);
+/* The pieces of file n at [off, off + len) for reader (a thread id, 0:
+ * unknown; see bfs_files_asker); fh is its descriptor (0 when opened
+ * without an open request). 0, or -errno: -EIO (or -ENOMEM) for a batch or
+ * view file that could not be decoded (counted in stats.json), -EISDIR.
+ * bfs_files_read_done in every case. */
+int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t reader, uint64_t fh,
+		   size_t len, uint64_t off, struct bfs_files_read *r);
 /* Releases what r's pieces borrowed (once its reply is written). */
 void bfs_files_read_done(struct bfs_files *f, struct bfs_files_read *r);
 

@@ -59,10 +59,19 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
 }
 
-/* n's entry: its attributes and how long the kernel may keep them. */
-static int fill_entry(struct bfs_fs *fs, const struct bfs_vnode *n, struct fuse_entry_param *e)
+/* Who asks (files.h): the calling thread, and whether on its way to a read
+ * (a GETATTR with a file handle). */
+static struct bfs_files_asker asker(fuse_req_t req, bool reading)
 {
-	int rc = bfs_files_stat(fs->files, n, &e->attr);
+	return (struct bfs_files_asker){ .reader = (uint64_t)fuse_req_ctx(req)->pid,
+					 .reading = reading };
+}
+
+/* n's entry: its attributes and how long the kernel may keep them. */
+static int fill_entry(struct bfs_fs *fs, const struct bfs_files_asker *who,
+		      const struct bfs_vnode *n, struct fuse_entry_param *e)
+{
+	int rc = bfs_files_stat(fs->files, n, who, &e->attr);
 
 	if (rc)
 		return rc;
@@ -73,8 +82,8 @@ static int fill_entry(struct bfs_fs *fs, const struct bfs_vnode *n, struct fuse_
 	return 0;
 }
 
-static int do_lookup(struct bfs_fs *fs, fuse_ino_t parent, const char *name,
-		     struct fuse_entry_param *e)
+static int do_lookup(struct bfs_fs *fs, const struct bfs_files_asker *who, fuse_ino_t parent,
+		     const char *name, struct fuse_entry_param *e)
 {
 	struct bfs_vnode dir, n;
 	int rc = bfs_vfs_get(fs->vfs, parent, &dir);
@@ -83,7 +92,7 @@ static int do_lookup(struct bfs_fs *fs, fuse_ino_t parent, const char *name,
 	if (!rc)
 		rc = bfs_vfs_lookup(fs->vfs, &dir, name, &n);
 	if (!rc)
-		rc = fill_entry(fs, &n, e);
+		rc = fill_entry(fs, who, &n, e);
 	if (rc == -ENOENT) { /* cache the negative answer too: names never appear */
 		e->ino = 0;
 		e->entry_timeout = LONG_TIMEOUT;
@@ -95,7 +104,8 @@ static int do_lookup(struct bfs_fs *fs, fuse_ino_t parent, const char *name,
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int rc = do_lookup(FS(req), parent, name, &e);
+	struct bfs_files_asker who = asker(req, false);
+	int rc = do_lookup(FS(req), &who, parent, name, &e);
 
 	if (rc)
 		fuse_reply_err(req, -rc);
@@ -103,13 +113,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 }
 
-static int do_getattr(struct bfs_fs *fs, fuse_ino_t ino, struct stat *st, double *timeout)
+static int do_getattr(struct bfs_fs *fs, const struct bfs_files_asker *who, fuse_ino_t ino,
+		      struct stat *st, double *timeout)
 {
 	struct bfs_vnode n;
 	int rc = bfs_vfs_get(fs->vfs, ino, &n);
 
 	if (!rc)
-		rc = bfs_files_stat(fs->files, &n, st);
+		rc = bfs_files_stat(fs->files, &n, who, st);
 	if (!rc)
 		*timeout = bfs_files_dynamic(&n) ? 0 : LONG_TIMEOUT;
 	return rc;
@@ -119,9 +130,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct stat st;
 	double timeout = 0;
-	int rc = do_getattr(FS(req), ino, &st, &timeout);
+	/* with a file handle: on the way to a read(2) of an open file */
+	struct bfs_files_asker who = asker(req, fi != NULL);
+	int rc = do_getattr(FS(req), &who, ino, &st, &timeout);
 
-	(void)fi;
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -162,6 +174,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static int do_readdir(struct bfs_fs *fs, fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		      bool plus, char **buf, size_t *used)
 {
+	struct bfs_files_asker who = asker(req, false);
 	struct bfs_vnode dir, n;
 	int rc = bfs_vfs_get(fs->vfs, ino, &dir);
 
@@ -194,7 +207,7 @@ static int do_readdir(struct bfs_fs *fs, fuse_req_t req, fuse_ino_t ino, size_t 
 			/* an entry whose attributes fail is listed without them: its
 			 * LOOKUP then reports the error */
 			if (plus)
-				(void)fill_entry(fs, &n, &e);
+				(void)fill_entry(fs, &who, &n, &e);
 		}
 		ent = plus ? fuse_add_direntry_plus(req, *buf + *used, size - *used, name, &e,
 						    (off_t)(i + 1))
@@ -352,8 +365,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* ------------------------------------------------------------------ read */
 
-static int do_read(struct bfs_fs *fs, fuse_ino_t ino, size_t size, off_t off,
-		   struct fuse_file_info *fi, struct bfs_files_read *r)
+static int do_read(struct bfs_fs *fs, uint64_t reader, fuse_ino_t ino, size_t size, off_t off,
+		   struct fuse_file_info *fi, struct bfs_files_read *r, bool *dynamic)
 {
 	struct bfs_vnode n;
 	int rc = bfs_vfs_get(fs->vfs, ino, &n);
@@ -361,7 +374,8 @@ static int do_read(struct bfs_fs *fs, fuse_ino_t ino, size_t size, off_t off,
 	memset(r, 0, sizeof(*r));
 	if (rc)
 		return rc;
-	return bfs_files_read(fs->files, &n, fi->fh, size, (uint64_t)off, r);
+	*dynamic = bfs_files_dynamic(&n) && !fi->fh;
+	return bfs_files_read(fs->files, &n, reader, fi->fh, size, (uint64_t)off, r);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -374,7 +388,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_bufvec v;
 		struct fuse_buf extra;
 	} bv = { .v = FUSE_BUFVEC_INIT(0) };
-	int rc = do_read(fs, ino, size, off, fi, &r);
+	bool dynamic = false;
+	int rc = do_read(fs, (uint64_t)fuse_req_ctx(req)->pid, ino, size, off, fi, &r, &dynamic);
 
 	bv.v.count = r.count;
 	bv.v.buf[0].mem = (void *)r.p[0].mem;
@@ -390,6 +405,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, r.count ? r.p[0].mem : NULL, r.count ? r.p[0].size : 0);
 	/* what the reply borrowed is released once it is written */
 	bfs_files_read_done(fs->files, &r);
+	/* stats.json, errors.txt read through the page cache: the reader's
+	 * next read(2) asks for their size again, even within the kernel's
+	 * attribute tick (files.h: it then goes on with its snapshot) */
+	if (dynamic)
+		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 }
 
 /* ------------------------------------------------------------ the rest */

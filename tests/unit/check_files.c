@@ -43,7 +43,7 @@ static size_t read_into(struct bfs_files *f, const struct bfs_vnode *n, uint64_t
 {
 	struct bfs_files_read r;
 	size_t got = 0;
-	int rc = bfs_files_read(f, n, 0, len, off, &r);
+	int rc = bfs_files_read(f, n, 0, 0, len, off, &r);
 
 	ck_assert_msg(rc == 0, "read at %llu: %d", (unsigned long long)off, rc);
 	ck_assert_uint_le(r.count, 2);
@@ -111,8 +111,8 @@ static void fx_setup(struct files_fx *x, const char *schema, size_t nranks, bool
 	for (size_t i = 0; i < x->nfiles; i++) {
 		struct file *fl = &x->file[i];
 
-		ck_assert_int_eq(bfs_files_size(x->f, &fl->n, &fl->size, NULL), 0);
-		ck_assert_int_eq(bfs_files_stat(x->f, &fl->n, &st), 0);
+		ck_assert_int_eq(bfs_files_size(x->f, &fl->n, NULL, &fl->size, NULL), 0);
+		ck_assert_int_eq(bfs_files_stat(x->f, &fl->n, NULL, &st), 0);
 		ck_assert_uint_eq((uint64_t)st.st_size, fl->size);
 		ck_assert_int_eq(st.st_mode, S_IFREG | 0444);
 		fl->bytes = malloc(fl->size + 1);
@@ -275,7 +275,7 @@ static char *read_dynamic(struct bfs_files *f, const struct bfs_vnode *n, uint64
 {
 	char *buf;
 
-	ck_assert_int_eq(bfs_files_size(f, n, size, NULL), 0);
+	ck_assert_int_eq(bfs_files_size(f, n, NULL, size, NULL), 0);
 	buf = calloc(1, *size + 4096);
 	ck_assert_uint_eq(read_into(f, n, 0, *size + 4096, (uint8_t *)buf), *size);
 	return buf;
@@ -307,9 +307,9 @@ START_TEST(stats_json_is_exactly_its_json_and_errors_grow)
 	free(text);
 	/* a read moves the counters; each size is a fresh snapshot's */
 	fl = find(&x, "epoch-0000/batch-000000.safetensors");
-	ck_assert_int_eq(bfs_files_size(x.f, &stats, &size, &gen1), 0);
+	ck_assert_int_eq(bfs_files_size(x.f, &stats, NULL, &size, &gen1), 0);
 	(void)read_into(x.f, &fl->n, 0, 100, fl->bytes);
-	ck_assert_int_eq(bfs_files_size(x.f, &stats, &size2, &gen2), 0);
+	ck_assert_int_eq(bfs_files_size(x.f, &stats, NULL, &size2, &gen2), 0);
 	ck_assert_uint_gt(gen2, gen1);
 	text = read_dynamic(x.f, &stats, &size);
 	ck_assert_ptr_nonnull(strstr(text, "\"bytes_read\": "));
@@ -332,6 +332,89 @@ START_TEST(stats_json_is_exactly_its_json_and_errors_grow)
 }
 END_TEST
 
+/* Size of stats.json as asked by reader tid (reading: on its way to a
+ * read); *gen its snapshot. */
+static uint64_t asked(struct files_fx *x, const struct bfs_vnode *n, uint64_t tid, bool reading,
+		      uint64_t *gen)
+{
+	struct bfs_files_asker who = { .reader = tid, .reading = reading };
+	uint64_t size = 0;
+
+	ck_assert_int_eq(bfs_files_size(x->f, n, &who, &size, gen), 0);
+	return size;
+}
+
+/* The snapshot reader tid reads, whole: its length. */
+static uint64_t read_as(struct files_fx *x, const struct bfs_vnode *n, uint64_t tid, char *buf)
+{
+	struct bfs_files_read r;
+	uint64_t len = 0;
+
+	ck_assert_int_eq(bfs_files_read(x->f, n, tid, 0, 1u << 16, 0, &r), 0);
+	for (unsigned i = 0; i < r.count; i++) {
+		memcpy(buf + len, r.p[i].mem, r.p[i].size);
+		len += r.p[i].size;
+	}
+	bfs_files_read_done(x->f, &r);
+	return len;
+}
+
+/* Ten bytes of another file, read by reader tid. */
+static void read_other(struct files_fx *x, const struct bfs_vnode *n, uint64_t tid)
+{
+	struct bfs_files_read r;
+
+	ck_assert_int_eq(bfs_files_read(x->f, n, tid, 0, 10, 0, &r), 0);
+	bfs_files_read_done(x->f, &r);
+}
+
+START_TEST(a_reader_reading_on_keeps_its_snapshot)
+{
+	struct files_fx x;
+	struct bfs_vnode stats;
+	struct file *b0, *b1;
+	uint64_t g1, g2, g3, g4, len1, len2;
+	char *buf = malloc(1u << 16), *first = malloc(1u << 16);
+
+	fx_setup(&x, FSTEST_FIXED, 0, false);
+	ck_assert_int_eq(bfs_vfs_get(bfs_files_vfs(x.f), 4, &stats), 0);
+	b0 = find(&x, "epoch-0000/batch-000000.safetensors");
+	b1 = find(&x, "epoch-0000/batch-000001/x.npy");
+	/* reader 7: a stat, then reads */
+	len1 = asked(&x, &stats, 7, false, &g1);
+	ck_assert_uint_eq(read_as(&x, &stats, 7, first), len1);
+	/* meanwhile reader 8 reads batches: stats.json changes */
+	read_other(&x, &b0->n, 8);
+	read_other(&x, &b1->n, 8);
+	len2 = asked(&x, &stats, 8, false, &g2);
+	ck_assert_uint_gt(g2, g1);
+	ck_assert_uint_eq(read_as(&x, &stats, 8, buf), len2);
+	ck_assert(len2 != len1 || memcmp(buf, first, len1) != 0);
+	/* reader 7 reads on: the same snapshot, so its end is where it was */
+	ck_assert_uint_eq(asked(&x, &stats, 7, true, &g3), len1);
+	ck_assert_uint_eq(g3, g1);
+	ck_assert_uint_eq(read_as(&x, &stats, 7, buf), len1);
+	ck_assert(memcmp(buf, first, len1) == 0);
+	/* a stat by it, or a read of another file by it: a fresh snapshot */
+	(void)asked(&x, &stats, 7, false, &g3);
+	ck_assert_uint_gt(g3, g2);
+	(void)read_as(&x, &stats, 7, buf);
+	read_other(&x, &b0->n, 7);
+	(void)asked(&x, &stats, 7, true, &g4);
+	ck_assert_uint_gt(g4, g3);
+	/* and after a pause */
+	(void)read_as(&x, &stats, 7, buf);
+	usleep(BFS_FILES_CONTINUE_MS * 1000 * 2);
+	(void)asked(&x, &stats, 7, true, &g3);
+	ck_assert_uint_gt(g3, g4);
+	/* a reader not seen reads the snapshot last sized */
+	ck_assert_uint_eq(read_as(&x, &stats, 0, buf), asked(&x, &stats, 0, false, &g4));
+	free(buf);
+	free(first);
+	fx_teardown(&x);
+}
+END_TEST
+
 struct reader {
 	struct files_fx *x;
 	unsigned id;
@@ -350,7 +433,7 @@ static void *reader_main(void *arg)
 			struct bfs_files_read r;
 			size_t got = 0;
 
-			if (bfs_files_read(rd->x->f, &fl->n, 0, fl->size, 0, &r) != 0)
+			if (bfs_files_read(rd->x->f, &fl->n, rd->id + 1, 0, fl->size, 0, &r) != 0)
 				rd->bad++;
 			for (unsigned p = 0; p < r.count; p++) {
 				memcpy(buf + got, r.p[p].mem, r.p[p].size);
@@ -394,6 +477,7 @@ int main(void)
 	tcase_add_test(tc, fixed_rows_sizes_and_splits);
 	tcase_add_test(tc, ragged_rows_ranks_and_workers);
 	tcase_add_test(tc, stats_json_is_exactly_its_json_and_errors_grow);
+	tcase_add_test(tc, a_reader_reading_on_keeps_its_snapshot);
 	tcase_add_test(tc, threads_read_the_same_bytes);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
