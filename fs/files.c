@@ -24,6 +24,8 @@
 #define NVIEWS 8 /* epoch views kept (geometry and chunk totals of all/) */
 #define READERS 64 /* readers of stats.json and errors.txt remembered */
 #define TOUCHES 256 /* per-reader counts of other reads (hashed by thread id) */
+#define ACTIVE_MS 50 /* a reader reads on (the size it saw holds) this long */
+#define SHARE_MS 1000 /* a snapshot shared with later readers at most this old */
 
 /* A reader of a dynamic file: the snapshot its last size or read was of. */
 struct dyn_reader {
@@ -32,6 +34,7 @@ struct dyn_reader {
 	struct bfs_snapshot *snap; /* a reference */
 	uint64_t gen;
 	uint64_t at_ns; /* its last size or read (CLOCK_MONOTONIC) */
+	uint64_t made_ns; /* when snap was made */
 	uint64_t touch; /* touches[] then: the reader's reads of other files */
 };
 
@@ -61,6 +64,7 @@ struct bfs_files {
 	unsigned next_reader;
 	/* the snapshot each file was last sized at, for unknown readers */
 	struct bfs_snapshot *reported[2];
+	size_t pad[2]; /* stats.json's next snapshot padded to this (0: none) */
 	uint64_t touches[TOUCHES]; /* atomic */
 	struct bfs_views *views; /* of all/: geometry and chunk totals */
 	struct bfs_stash *stash; /* all/'s small tensors, so columns cost one pass */
@@ -83,8 +87,9 @@ void bfs_files_report(void *arg, const char *msg, unsigned flags)
 
 /* ------------------------------------------------------------ dynamic */
 
-/* stats.json's text: exactly the JSON, sized per snapshot. */
-static char *stats_text(struct bfs_files *f, size_t *len)
+/* stats.json's text: the JSON, padded with spaces to pad bytes (0: none;
+ * only while another reader reads a snapshot of that size). */
+static char *stats_text(struct bfs_files *f, size_t pad, size_t *len)
 {
 	struct bfs_stats_snap snap = { 0 };
 	struct bfs_cache_stats st;
@@ -111,7 +116,7 @@ static char *stats_text(struct bfs_files *f, size_t *len)
 		bfs_stats_put_cuda(&snap, bfs_cudapath_device(f->cuda), &ps, &cs);
 	}
 	snap.v[BFS_STAT_UPTIME_SECONDS].i = (int64_t)(time(NULL) - f->mount_time);
-	return bfs_stats_json(&snap, 0, len);
+	return bfs_stats_json(&snap, pad, len);
 }
 
 static char *errors_text(struct bfs_files *f, size_t *len)
@@ -141,18 +146,19 @@ static unsigned dyn_file(const struct bfs_vnode *n)
 	return n->type == BFS_V_STATS ? DYN_STATS : DYN_ERRORS;
 }
 
+/* (under dyn_lock: f->pad) */
 static char *dyn_text(void *arg, unsigned k, size_t *len)
 {
 	struct bfs_files *f = arg;
 
-	return k == DYN_STATS ? stats_text(f, len) : errors_text(f, len);
+	return k == DYN_STATS ? stats_text(f, f->pad[k], len) : errors_text(f, len);
 }
 
 int bfs_files_open_snapshot(struct bfs_files *f, const struct bfs_vnode *n,
 			    struct bfs_snapshot **out)
 {
 	size_t len = 0;
-	char *text = n->type == BFS_V_STATS ? stats_text(f, &len) : errors_text(f, &len);
+	char *text = n->type == BFS_V_STATS ? stats_text(f, 0, &len) : errors_text(f, &len);
 
 	*out = text ? bfs_snapshot_new(text, len) : NULL;
 	return *out ? 0 : -ENOMEM;
@@ -218,14 +224,51 @@ static void set_reported(struct bfs_files *f, unsigned k, struct bfs_snapshot *s
 	f->reported[k] = s;
 }
 
+/* A fresh snapshot of file k for reader tid (a reference; under dyn_lock).
+ * While another reader reads one (its last size or read within
+ * ACTIVE_MS), the kernel's one size of the file is that snapshot's: the
+ * fresh text is padded with spaces to it, or, longer, that snapshot is
+ * shared, so that neither reader finds the other's end. */
+static struct bfs_snapshot *fresh(struct bfs_files *f, unsigned k, uint64_t tid, uint64_t now,
+				  uint64_t *gen, uint64_t *made)
+{
+	struct dyn_reader *act = NULL;
+	struct bfs_snapshot *s;
+
+	for (unsigned i = 0; i < READERS; i++) {
+		struct dyn_reader *r = &f->readers[i];
+
+		if (r->tid && r->tid != tid && r->k == k && r->snap &&
+		    now - r->at_ns < (uint64_t)ACTIVE_MS * 1000000u &&
+		    (!act || r->at_ns > act->at_ns))
+			act = r;
+	}
+	*made = now;
+	if (!act)
+		return bfs_snapshot_refresh(f->dyn, k, gen);
+	f->pad[k] = act->snap->len;
+	s = bfs_snapshot_refresh(f->dyn, k, gen);
+	f->pad[k] = 0;
+	/* longer: theirs, unless it is old (then this reader's, at its size) */
+	if (s && s->len != act->snap->len && now - act->made_ns < (uint64_t)SHARE_MS * 1000000u) {
+		bfs_snapshot_put(s);
+		s = act->snap;
+		bfs_snapshot_get(s);
+		*gen = act->gen;
+		*made = act->made_ns;
+	}
+	return s;
+}
+
 static int dyn_size(struct bfs_files *f, unsigned k, const struct bfs_files_asker *who,
 		    uint64_t *size, uint64_t *mtime_ns)
 {
-	uint64_t tid = who ? who->reader : 0, now = now_ns(), gen = 0;
+	uint64_t tid = who ? who->reader : 0, now, gen = 0;
 	struct bfs_snapshot *s = NULL;
 	struct dyn_reader *r;
 
 	pthread_mutex_lock(&f->dyn_lock);
+	now = now_ns(); /* under the lock: no slot's time is later */
 	r = tid ? dyn_reader(f, tid, k, false) : NULL;
 	if (r && r->snap && who->reading &&
 	    now - r->at_ns < (uint64_t)BFS_FILES_CONTINUE_MS * 1000000u &&
@@ -235,12 +278,16 @@ static int dyn_size(struct bfs_files *f, unsigned k, const struct bfs_files_aske
 		bfs_snapshot_get(s);
 		gen = r->gen;
 	} else {
-		s = bfs_snapshot_refresh(f->dyn, k, &gen);
+		uint64_t made = now;
+
+		s = fresh(f, k, tid, now, &gen, &made);
 		if (s && tid) {
 			r = dyn_reader(f, tid, k, true);
 			bfs_snapshot_get(s);
+			bfs_snapshot_put(r->snap); /* its older one */
 			r->snap = s;
 			r->gen = gen;
+			r->made_ns = made;
 			r->touch = touches(f, tid);
 		}
 	}
@@ -271,10 +318,12 @@ static struct bfs_snapshot *dyn_read(struct bfs_files *f, unsigned k, uint64_t t
 	s = r && r->snap ? r->snap : f->reported[k];
 	if (s)
 		bfs_snapshot_get(s);
+	else /* never sized: the kernel has no size of it */
+		s = bfs_snapshot_current(f->dyn, k);
 	if (r)
 		r->at_ns = now_ns();
 	pthread_mutex_unlock(&f->dyn_lock);
-	return s ? s : bfs_snapshot_current(f->dyn, k);
+	return s;
 }
 
 /* -------------------------------------------------------------- sizes */

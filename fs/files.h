@@ -106,19 +106,24 @@ static inline bool bfs_files_dynamic(const struct bfs_vnode *n)
  * whether the size is asked for on the way to a read(2) of an open file
  * (FUSE's GETATTR with a file handle), not for a stat.
  *
- * stats.json and errors.txt are exactly their text, without OPEN requests
- * (the kernel then reads them through its page cache, sized by the last
- * GETATTR): a size asked for a stat makes a fresh snapshot, which that
- * reader's next reads serve; a size asked again on the way to the same
- * reader's next read(2), within BFS_FILES_CONTINUE_MS of its last one and
- * with no read of another file by it in between, is the same snapshot's, so
- * that a reader reading to the end (cat, read() until 0) finds the end of
- * what it read, not a newer snapshot's tail. */
+ * stats.json and errors.txt are exactly their text. Without OPEN requests
+ * the kernel sizes them by the last GETATTR and reads them through its
+ * page cache, so which snapshot a size reports is chosen per reader:
+ *  - a size asked for a stat (fstat after an open, as cat, Python and
+ *    stdio do) makes a fresh snapshot, which that reader's reads serve;
+ *  - a size asked again on the way to the same reader's next read(2),
+ *    within BFS_FILES_CONTINUE_MS and with no read of another file by it
+ *    in between, is the same snapshot's: a reader reading on to the end
+ *    finds the end of what it read, not a newer snapshot's tail;
+ *  - while another reader reads (its last size or read within 50 ms),
+ *    the one size the kernel keeps is that reader's: a fresh snapshot is
+ *    padded with spaces to it, or, longer, that reader's snapshot (at
+ *    most a second old) is shared. */
 struct bfs_files_asker {
 	uint64_t reader;
 	bool reading;
 };
-#define BFS_FILES_CONTINUE_MS 10
+#define BFS_FILES_CONTINUE_MS 1000
 
 /* n's size in bytes, without decoding anything; *mtime_ns (may be NULL)
  * gets a dynamic file's snapshot number (its mtime past the mount's). */

@@ -5,7 +5,7 @@
  */
 #define FUSE_USE_VERSION 312
 
-#include "session.h"
+#include "fuse_ops_impl.h"
 
 #include "cudaopen.h"
 #include "files.h"

@@ -1,10 +1,11 @@
 /*
  * session.c — a mount's setup, its FUSE session and the run loop (see
- * fuse_ops.h); the handlers are fuse_ops.c's.
+ * fuse_ops.h; its state is fuse_ops_impl.h's); the handlers are
+ * fuse_ops.c's.
  */
 #define FUSE_USE_VERSION 312
 
-#include "session.h"
+#include "fuse_ops_impl.h"
 
 #include "lifecycle.h"
 

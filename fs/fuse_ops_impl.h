@@ -1,15 +1,16 @@
 /*
- * session.h — the mount's state shared by its two FUSE files: session.c
- * (setup, the session and its run loop: bfs_fs_new, bfs_fs_run, ...
- * of fuse_ops.h) and fuse_ops.c (the handlers of the requests). Everything
- * else a mount has is files.h's, FUSE-free.
+ * fuse_ops_impl.h — private to the FUSE glue, the module of fuse_ops.h
+ * written in two files: session.c (setup, the session and its run loop:
+ * bfs_fs_new, bfs_fs_run, ...) and fuse_ops.c (the handlers of the
+ * requests), which share the mount's state below. Everything else a mount
+ * has is files.h's, FUSE-free.
  *
  * Thread-safety: set before the session's threads start, read-only while
  * they run (no_open, no_opendir: written by the INIT handler, before any
  * other request).
  */
-#ifndef BFS_SESSION_H
-#define BFS_SESSION_H
+#ifndef BFS_FUSE_OPS_IMPL_H
+#define BFS_FUSE_OPS_IMPL_H
 
 #include "files.h"
 #include "fuse_ops.h"
