@@ -22,6 +22,7 @@
 
 #include "batch.h"
 #include "dataset.h"
+#include "fetch.h" /* enum bfs_fetch_backend */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -51,6 +52,9 @@ struct bfs_fs_config {
 	unsigned io_depth;
 	uint64_t readahead;
 	bool io_all;
+	/* io_backend=: the stage's backend, BFS_FETCH_AUTO (chosen per source)
+	 * unless asked for (stats.json then says "asked for") */
+	enum bfs_fetch_backend io_backend;
 	/* disk_cache=DIR (NULL: none) and its bound (0: 10% of DIR's file
 	 * system): the source bytes the stage fetches, kept on a local disk */
 	const char *disk_cache;
@@ -63,9 +67,6 @@ struct bfs_fs_config {
 	 * once the session ends; the descriptor stays the caller's */
 	bool mount_lock;
 	int mount_lock_fd;
-	bool keep_open; /* answer OPEN/OPENDIR requests (set by the
-					 * environment's BATCHFS_OPEN_REQUESTS=1, for
-					 * measuring what skipping them saves) */
 };
 
 struct bfs_fs;

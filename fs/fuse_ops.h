@@ -1,14 +1,16 @@
 /*
  * fuse_ops.h — the mounted filesystem: the FUSE session and its low-level
- * handlers, glue over FUSE-free modules: the namespace (vfs.h), decoded
- * batches (cache.h), the epoch views of all/ (views.h), errors.txt
- * (errlog.h), stats.json (stats.h), the I/O stage (iostage.h), the CUDA
- * path (cudapath.h, cudapool.h) and the daemon's life (lifecycle.h).
+ * handlers, glue over FUSE-free modules: the files, their sizes and bytes
+ * (files.h, over the namespace vfs.h, decoded batches cache.h, the epoch
+ * views of all/ views.h, errors.txt errlog.h, stats.json stats.h, the CUDA
+ * path cudaopen.h), the I/O stage (iostage.h) and the daemon's life
+ * (lifecycle.h).
  *
- * fuse_ops.c is the only file that includes <fuse_lowlevel.h>. Every
- * handler calls a do_ function and replies exactly once, from one place;
- * an OPEN of batch-B.cuda may wait for a device buffer without a thread and
- * is answered on the CUDA path's own (fuse_ops.c says where).
+ * Two files include <fuse_lowlevel.h>: session.c (setup, the session and
+ * its run loop: the functions below) and fuse_ops.c (the handlers). Every
+ * handler replies exactly once, from one place; an OPEN of batch-B.cuda
+ * may wait for a device buffer without a thread and is answered by the
+ * CUDA path (cudaopen.h).
  *
  * Thread-safety: bfs_fs_report from any thread; the rest from the main
  * thread.

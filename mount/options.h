@@ -16,6 +16,7 @@
 #define BFS_OPTIONS_H
 
 #include "batch.h"
+#include "fetch.h"
 #include "record.h"
 
 #include <stdbool.h>
@@ -55,6 +56,7 @@ struct bfs_options {
 	uint64_t image_max_pixels; /* 0: the default (image.h) */
 	unsigned io_depth; /* source reads in flight at most; 0: auto */
 	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
+	enum bfs_fetch_backend io_backend; /* io_backend=: BFS_FETCH_AUTO unless asked */
 	char *disk_cache; /* disk_cache=DIR: source bytes kept on a local disk; NULL: off */
 	uint64_t disk_cache_size; /* its bound; 0: 10% of DIR's file system */
 	uint64_t seek_span; /* bytes between a compressed shard's seek points; 0: ~1 MiB */

@@ -137,6 +137,20 @@ static int set_compression(struct bfs_options_parser *c, const struct bfs_option
 	return 0;
 }
 
+static int set_io_backend(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
+			  const char *v)
+{
+	if (strcmp(v, "auto") == 0)
+		c->o->io_backend = BFS_FETCH_AUTO;
+	else if (strcmp(v, "threads") == 0)
+		c->o->io_backend = BFS_FETCH_THREADS;
+	else if (strcmp(v, "io_uring") == 0)
+		c->o->io_backend = BFS_FETCH_URING;
+	else
+		return bfs_options_bad(c, arg, t->why);
+	return 0;
+}
+
 static int set_image(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
 		     const char *v)
 {
@@ -459,6 +473,15 @@ static const struct bfs_option table[] = {
 	  .arg = "SIZE",
 	  .def = "10% of its file system",
 	  .help = "the most bytes DIR's blocks take" },
+	{ .name = "io_backend",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_CUSTOM,
+	  FIELD(io_backend),
+	  .why = "need 'auto', 'threads' or 'io_uring'",
+	  .set = set_io_backend,
+	  .init = "auto",
+	  .arg = "auto|threads|io_uring",
+	  .help = "how the I/O stage reads (auto: timed per source)" },
 	{ .name = "endpoint",
 	  .kind = BFS_OPT_VALUE,
 	  .type = BFS_OPT_TEXT,

@@ -15,6 +15,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -422,7 +423,7 @@ BAD_OPTS = [("batch_size=abc", "batch_size"), ("batch_size=0", "batch_size"),
             ("compression=lz4", "compression"), ("verify=sometimes", "verify"),
             ("cache_size=12Q", "cache_size"), ("features=nosuchfeature", "nosuchfeature"),
             ("rank=3,world=2", "rank"), ("schema=/nonexistent/s.json", "/nonexistent/s.json"),
-            ("epochs=-1", "epochs")]
+            ("epochs=-1", "epochs"), ("io_backend=fast", "io_backend")]
 
 
 @pytest.mark.parametrize("opt,needle", BAD_OPTS, ids=[o for o, _ in BAD_OPTS])
@@ -557,3 +558,51 @@ def test_stats_change_after_reads(mounter, ds_plain):
     s2 = numeric_leaves(m.json("stats.json"))
     assert s1 and s2
     assert any(s2.get(k, v) > v for k, v in s1.items()), (s1, s2)
+
+
+def test_stats_json_is_only_its_json(mounter, ds_plain):
+    """stats.json reads as its JSON and nothing after the closing brace
+    (it was padded with spaces to 4,096 bytes), by cat, by Python's read()
+    and by a reader reading it over and over while other threads read
+    batches (its counters, and its length, change between the reader's
+    read(2) calls); stat says its size."""
+    m = mounter(ds_plain.path, batch_size=32, seed=6)
+    path = m.path("stats.json")
+    for data in (subprocess.run(["cat", path], check=True, stdout=subprocess.PIPE).stdout,
+                 m.read("stats.json")):
+        assert data.endswith(b"}\n"), data[-40:]
+        assert data.rindex(b"}") == len(data) - 2
+        json.loads(data)
+    size = os.stat(path).st_size
+    assert abs(size - len(m.read("stats.json"))) <= 2, size  # uptime may gain a digit
+    bad = []
+
+    def stats_reader():
+        for _ in range(60):
+            d = m.read("stats.json")
+            if not d.endswith(b"}\n") or b"\0" in d:
+                bad.append(d[-40:])
+            else:
+                json.loads(d)
+
+    def batch_reader():
+        for b in range(8):
+            m.read("epoch-0000", "batch-%06d.safetensors" % b)
+
+    threads = [threading.Thread(target=f) for f in (stats_reader, batch_reader, batch_reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad, bad[:3]
+
+
+@pytest.mark.parametrize("backend", ["threads", "io_uring"])
+def test_io_backend_option(mounter, ds_plain, backend):
+    """-o io_backend= asks the I/O stage for a backend (it was the
+    environment's BATCHFS_IO_BACKEND): stats.json says it was asked for."""
+    m = mounter(ds_plain.path, batch_size=32, seed=6, io_depth=8, io_backend=backend)
+    check_epoch(m, ds_plain, B=32, seed=6, batches=[0, 3])
+    st = m.json("stats.json")
+    assert st["io_backend"] == backend, st
+    assert st["io_backend_reason"] == backend + ": asked for", st
