@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudart.c — the only file that loads the CUDA runtime (see cudart.h).
  */

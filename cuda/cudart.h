@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudart.h — the few CUDA runtime types, constants and calls batchfs uses,
  * and the loader that finds them in libcudart.so.* at run time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cache.c — the decoded-batch cache and its prefetch workers (see cache.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cache.h — decoded batches, refcounted, under a byte budget, filled on
  * demand and ahead of the reader by a pool of prefetch workers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudaopen.c — the opens of batch-B.cuda and their descriptors (see
  * cudaopen.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudaopen.h — the opens of batch-B.cuda (the CUDA path, -o cuda): each
  * takes a device buffer of the pool (cudapool.h), copies the batch's pinned

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudapath.c — the daemon's side of the CUDA path (see cudapath.h). All
  * CUDA calls go through cuda/cudart.h, loaded at run time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudapath.h — the daemon's side of the CUDA path (-o cuda[=DEV]):
  * pinned host buffers for decoded batches, a bounded pool of device buffers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudapool.c — the CUDA path's pool of device buffers: owners and the
  * queue of opens (see cudapool.h).

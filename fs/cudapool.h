@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudapool.h — who holds which device buffer of the CUDA path's pool
  * (cudapath.h), and the opens of batch-B.cuda that wait for one.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * errlog.c — errors.txt, deduplicated (see errlog.h).
  */

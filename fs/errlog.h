@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * errlog.h — errors.txt: one line per corrupt or rejected record, each
  * written once however often its record is read (docs/contract.md), and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * files.c — the files of a mount, their sizes and their bytes (see
  * files.h).

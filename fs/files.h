@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * files.h — the files of a mount, without FUSE: what each node of the
  * namespace (vfs.h) is, its attributes and size, and its bytes at any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fs.h — fs/'s front door: all that mount/ (the batchfs command) uses of
  * the mounted file system. mount/ includes no other fs/ header.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuse_ops.c — the handlers of a mount's FUSE requests (see fuse_ops.h):
  * glue that turns each request into calls of files.h (and the CUDA path's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuse_ops.h — the mounted filesystem: the FUSE session and its low-level
  * handlers, glue over FUSE-free modules: the files, their sizes and bytes

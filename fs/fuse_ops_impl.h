@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuse_ops_impl.h — private to the FUSE glue, the module of fuse_ops.h
  * written in two files: session.c (setup, the session and its run loop:

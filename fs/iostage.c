@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * iostage.c — a mount's I/O stage: start, stop, counters (see iostage.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * iostage.h — a mount's I/O stage: the source's reads kept in flight ahead
  * of the decoders (fetch.h), planned from the epochs' orders (ioplan.h),

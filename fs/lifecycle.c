@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lifecycle.c — detaching, readahead, the signal thread and the watches
  * (see lifecycle.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lifecycle.h — a mount daemon's life around its session: detaching with a
  * step that must run in the detached process, the mount's readahead, the

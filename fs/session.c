@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session.c — a mount's setup, its FUSE session and the run loop (see
  * fuse_ops.h; its state is fuse_ops_impl.h's); the handlers are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * snapshot.h — the files whose text changes under a mount (stats.json,
  * errors.txt), served as snapshots: each immutable, shared by references,

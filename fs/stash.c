@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stash.c — the small tensors of the epoch views (stash.h).
  */

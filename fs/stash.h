@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stash.h — the small tensors of an epoch view (all/, all.safetensors),
  * kept whole so that reading the view's columns one after another costs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stats.c — stats.json's table of keys and its writer (see stats.h).
  * Written with stdio from the table, not jansson: jansson's one user in the

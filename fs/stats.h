@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stats.h — stats.json: the one table of its keys, the JSON written from
  * it, and the read counters fs/ keeps itself.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * vfs.c — computed inode numbers and the per-batch template tree (vfs.h).
  */

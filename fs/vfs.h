@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * vfs.h — the immutable namespace of a mount: names, inode numbers, tree.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * views.c — the epoch views, least recently used out first (see views.h).
  */

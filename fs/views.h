@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * views.h — the epoch views behind all/ and all.safetensors (epoch.h),
  * kept for the last few epochs asked for and shared by every reader.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * checks.c — the mount's checks before anything is mounted (see checks.h).
  */

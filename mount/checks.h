@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * checks.h — what the mount command checks before it mounts anything, in
  * the words a new user needs: the MOUNTPOINT (it exists, is a folder, is not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c — the batchfs command: dispatch to the tools (inspect, schema,
  * index, stats, top) or mount: options → dataset → schema → batcher → FUSE

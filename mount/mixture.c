@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mixture.c — SOURCE a mixture file (see mixture.h): the file parsed
  * (mixfile.h), each entry opened as its own dataset, the schemas merged

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mixture.h — SOURCE a mixture file (docs/contract.md, Mixtures): each
  * entry opened as a plain dataset with its own options, their schemas

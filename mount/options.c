@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c — `-o` option parsing for the mount (see options.h): libfuse's
  * fuse_opt over the table's names (options_table.c), the options libfuse

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.h — the mount's `-o key=value` options (docs/contract.md's table),
  * parsed with libfuse's fuse_opt so standard FUSE options pass through.

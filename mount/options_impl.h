@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options_impl.h — what options.c (the parser) and options_table.c (the
  * table) share: the parser's state and the setting of one value.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options_table.c — the mount's table of options (options.h): each
  * option's name, value, range, default, message, help and man page

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readme.c — a mount's README.txt (readme.h): what is mounted, the tree,
  * snippets that read it, and the notes this mount needs (rank folders,

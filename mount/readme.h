@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readme.h — the text of a mount's README.txt, from its options, dataset,
  * batcher and schema. Does not: write or serve the file (fs/ does), or

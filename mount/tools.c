@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tools.c — `batchfs inspect | schema | index` (see tools.h). They use the
  * decoder library only: no FUSE, no mount.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tools.h — the commands that work without a mount: inspect, schema, index.
  * Each takes (argc, argv) with argv[0] the command name, prints its result

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * watch.c — `batchfs stats` and `batchfs top`: a mount's stats.json read the
  * way a person or a script reads it. No jansson here (schema.c is its only

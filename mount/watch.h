@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * watch.h — the commands that read a running mount's stats.json:
  * `batchfs stats [--json] MOUNTPOINT` (one snapshot, for people or, with

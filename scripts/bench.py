@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/bench — how fast batchfs is, next to its floors, ceilings and peers.
 
     scripts/bench [--quick] [--workload small|image|varlen|wide|wide2000|photo]... [--work DIR]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """benchchart — one SVG chart per workload of a scripts/bench run.
 
     write_charts(run, results, chart_dir) -> [paths written]

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """How random is shuffle=block next to shuffle=global? (docs/shuffle.md,
 section 5)
 

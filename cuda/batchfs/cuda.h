@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batchfs/cuda.h — libbatchfs-cuda: a batch of a batchfs mount, in GPU
  * memory, from its batch-NNNNNN.cuda descriptor (mounted with -o cuda).

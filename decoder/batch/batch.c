@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch.c — batch geometry (see batch.h): which records each row of each
  * unit holds (after rank/world and the epoch's order), the batcher made

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch.h — from (epoch, batch) to the bytes of that batch.
  *

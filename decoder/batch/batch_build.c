@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch_build.c — building a unit (a batch, or a chunk of all/) in parts:
  * consecutive rows, each part starting its ragged cursors where the rows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch_count.c — the ragged count pass: how many values (and bytes) of
  * each ragged feature every record holds, which fixes every batch's size

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch_fill.c — one decoded record into its row of every output tensor,
  * per the schema's layout: fixed values and defaults, padding and

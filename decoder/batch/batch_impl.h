@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch_impl.h — the batcher and what the batch module's files share:
  * batch.c (geometry: rows, units, the epoch order's records, the batcher

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cntcache.c — the ragged counts cache of a dataset: which file holds a
  * shard's counts (its directory's counts pack, or a file of its own), load,

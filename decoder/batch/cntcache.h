@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cntcache.h — where a batcher's ragged counts (counts.h) are kept in
  * index_dir, shard by shard, so that a first mount over thousands of tiny

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * counts.c — the ragged count cache file: its description of the slots,
  * save, and the checks of a load (format in counts.h).

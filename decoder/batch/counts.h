@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * counts.h — the ragged count cache file of one shard: for every record,
  * the counts a batcher gathers by decoding it (values of each ragged

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * epoch.c — geometry and chunk mapping of the epoch view (see epoch.h).
  */

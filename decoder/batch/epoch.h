@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * epoch.h — the whole epoch as one array (all/): its geometry, and where
  * each byte of its tensors lies in the chunks it is decoded in.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tensor.c — output tensors of a schema, per-batch geometry, file headers. */
 #include "tensor.h"
 

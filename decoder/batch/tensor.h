@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor.h — which tensors a schema produces, their shapes and exact byte
  * sizes per batch, and the .npy / .safetensors headers.

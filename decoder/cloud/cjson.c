@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cjson.c — the cloud unit's JSON, over jansson (its one user in cloud/):
  * see cjson.h. */
 #include "cjson.h"

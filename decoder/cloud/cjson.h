@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cjson.h — the little JSON that the cloud credentials read and write:
  * a bounded buffer parsed as one object (IMDS and container replies,

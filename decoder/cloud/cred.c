@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cred.c — credentials, the timing policy and the keeper that refreshes
  * them ahead of expiry in a thread of its own. See cred.h. */
 #include "cred.h"

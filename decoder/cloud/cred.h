@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cred.h — cloud credentials as the clouds hand them out: a credential
  * value, the providers that fetch one (the AWS chain in credaws.c, Google's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* credaws.c — the AWS default credential chain, in botocore's order (see
  * cred.h, bfs_credaws_chain, and docs/buckets.md):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* credgcp.c — Google's Application Default Credentials: the chain, the key
  * files (read by cjson.c), the JWT assertion (signed by sha256.c's RS256) and the
  * token requests and replies. See credgcp.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * credgcp.h — Google's Application Default Credentials (ADC) for gs://:
  * where they are, what the files say, and the OAuth 2.0 requests that turn

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3.c — the object-store client: one libcurl multi handle per client,
  * driven by the client's own thread (the one file that includes curl).
  * See s3.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3.h — an object-store client: Amazon S3 and the stores that speak its
  * API (MinIO, Ceph, R2 ...), and Google Cloud Storage through its XML API

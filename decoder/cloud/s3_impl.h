@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3_impl.h — helpers shared by the object-store client's files (s3.c,
  * s3conf.c, s3sign.c, s3xml.c): a growable string. Not part of the API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3conf.c — object-store URLs, configuration (options, environment,
  * ~/.aws files), request addresses and the retry policy. No I/O but the
  * reading of the two profile files. See s3.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3resp.c — one HTTP response of the object-store client: its headers and
  * body as they arrive, and the verdict (done, try again, failed) with the
  * reason. No curl and no I/O: s3.c feeds it, the fuzzer too. */

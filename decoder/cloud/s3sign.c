@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3sign.c — AWS Signature Version 4 for S3 requests (see s3sign.h). */
 #include "s3sign.h"
 

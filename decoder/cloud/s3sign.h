@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3sign.h — AWS Signature Version 4 for the object-store client: the
  * canonical request, the string to sign, the signing key and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3stream.c — a forward reader of a range of one object, built on the
  * client's ranged reads (s3.h): `depth` chunks in flight ahead of the
  * reader, delivered in order. Each chunk is retried on its own by the

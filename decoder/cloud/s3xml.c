@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* s3xml.c — ListObjectsV2 pages, S3 error documents and STS answers,
  * through expat (the one file that includes it). See s3xml.h. */
 #include "s3xml.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3xml.h — the XML an object store answers with: a ListObjectsV2 page
  * (ListBucketResult) and an error (<Error><Code>...<Message>...); and the

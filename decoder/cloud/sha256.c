@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sha256.c — SHA-256, HMAC-SHA256 and RS256 through libcrypto (the one file
  * that includes it). */
 #include "sha256.h"

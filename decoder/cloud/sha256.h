@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sha256.h — SHA-256 and HMAC-SHA256, for the object-store request signer
  * (s3sign.c), and RS256 (RSA PKCS#1 v1.5 over SHA-256), for the JWT that

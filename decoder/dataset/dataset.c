@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset.c — a dataset (see dataset.h): opening SOURCE (its shards
  * resolved, opened, their indexes loaded from index_dir or scanned, the

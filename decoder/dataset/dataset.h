@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset.h — a SOURCE resolved to shards, their index (cached on disk), and
  * the inferred schema (cached too).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset_cache.c — what index_dir keeps of a dataset between mounts: each
  * shard's index (a file of its own, or an entry of its directory's pack

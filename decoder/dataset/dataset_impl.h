@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset_impl.h — the dataset object and what the dataset module's files
  * share: dataset.c (open, close, accessors, reading records by global

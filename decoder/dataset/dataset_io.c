@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset_io.c — the I/O stage (fetch.h) over a dataset's shards: what it
  * reads through (descriptors, a bucket's objects, copies in a disk cache),

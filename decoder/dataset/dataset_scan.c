@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset_scan.c — the scan pass of bfs_dataset_open: every shard without
  * a good cached index is read once, over the jobs threads (bfs_pfor),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset_source.c — SOURCE to shard paths: a file, a directory's files
  * (passing over the files that are not shards: dataset.h), or a glob, in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dataset_union.c — several open datasets seen as one (dataset.h,
  * bfs_dataset_union): a mixture's sources share one record numbering,

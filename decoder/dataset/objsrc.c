@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * objsrc.c — a dataset's shards in a bucket (see objsrc.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * objsrc.h — a dataset's shards in a bucket: the objects a source URL
  * names (s3://BUCKET/PREFIX/, s3://BUCKET/KEY, a glob on the last part,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bind.c — the bound decoder (bfs_example_bind): a record walked once
  * against the names a schema asks for (keymaps built once per batcher),

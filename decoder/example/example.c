@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * example.c — tf.train.Example / SequenceExample → sorted feature arrays.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * example.h — tf.train.Example / tf.train.SequenceExample → feature values.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * example_impl.h — the allocation behind a struct bfs_example, shared by the
  * reference decoder (example.c, protobuf-c) and the fast one (wire.c).

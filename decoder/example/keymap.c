@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keymap.c — open-addressing hash of a fixed name set (see keymap.h).
  *

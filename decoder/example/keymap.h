@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keymap.h — a fixed set of names (feature names of a schema) looked up by
  * byte string in O(1): an open-addressing hash table built once.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pbwire.h — the protobuf wire format, read in place: a cursor over a
  * message's bytes, varints, and the next field (its number, wire type and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wire.c — a fast decoder for the common shapes of tf.train.(Sequence)Example.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wire.h — the fast decoder's walk of a tf.train.Features map (wire.c),
  * which the bound decoder (bind.c) takes too: the counting and filling of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * image.c — sniffing, the pixel cap, resize geometry and the choice of the
  * JPEG DCT scale; the decoding itself is jpeg.c's and png.c's, the

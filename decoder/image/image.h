@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * image.h — JPEG/PNG bytes to a fixed-size uint8 [H, W, C] tensor row.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * image_impl.h — between image.c and its two decoders (jpeg.c, png.c).
  *

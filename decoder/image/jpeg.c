@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jpeg.c — JPEG through libjpeg-turbo's TurboJPEG API (the only file that
  * includes <turbojpeg.h>). See image_impl.h.

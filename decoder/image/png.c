@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * png.c — PNG through libspng (the only file that includes <spng.h>).
  * See image_impl.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resize.c — separable bilinear and area resampling (see resize.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resize.h — separable resampling of 8-bit interleaved images.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * diskcache.c — source bytes on a local disk (see diskcache.h).
  *

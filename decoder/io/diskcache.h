@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * diskcache.h — source bytes kept on a local disk (-o disk_cache=DIR), so
  * that a dataset behind a bucket or a network filesystem is read from the

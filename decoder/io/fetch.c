@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fetch.c — the I/O stage (see fetch.h): the buffer of ranges, the queue
  * of reads, and the reader-thread backend.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fetch.h — the I/O stage: byte ranges of a dataset's source objects (its
  * shard files, or objects in a bucket) read ahead of the decoders, many

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fetch_impl.h — between the I/O stage (fetch.c) and its backends: how a
  * backend takes the next read and hands it back. Not for other users.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fetch_uring.c — the I/O stage's io_uring backend: one thread keeps up to
  * `depth` reads of the stage in flight in one ring and completes them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * blockshuf.c — the block cut and the per-epoch block order (see
  * blockshuf.h; the algorithm is docs/shuffle.md, section 5).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * blockshuf.h — the epoch order of `shuffle=block`: blocks of consecutive
  * records are permuted, and records are shuffled inside groups of `window`

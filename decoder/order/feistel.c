@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* feistel.c — keyed Feistel permutation with cycle walking (see feistel.h). */
 #include "feistel.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * feistel.h — the global shuffle's bijection: a keyed Feistel network with
  * cycle walking over [0, n), computed from (seed, epoch) alone, O(1)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mix.c — a mixture's order (see mix.h; the rule is docs/shuffle.md,
  * section 8): each segment's period laid out once by earliest deadline

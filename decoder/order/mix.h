@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mix.h — the order of a mixture (docs/shuffle.md, section 8): several
  * sources, each an endless sequence of passes (pass k is that source's own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perm.c — the epoch order (see perm.h): the block order when one is
  * attached, else the Feistel bijection (feistel.c), which is the identity

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perm.h — the epoch order: the record at each position of an epoch, for
  * every shuffle: none (the identity), global (the Feistel bijection of

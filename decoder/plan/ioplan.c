@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ioplan.c — reads planned from the permutation (see ioplan.h).
  *

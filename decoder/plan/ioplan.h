@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ioplan.h — reads planned from the permutation: what the units (batches,
  * or chunks of all/) after each reader's position will need from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fdcache.c — bounded LRU of shard descriptors (see fdcache.h).
  *

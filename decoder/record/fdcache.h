@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fdcache.h — a bounded, process-wide LRU of open file descriptors, so that
  * a dataset of any number of shards needs a bounded number of descriptors.

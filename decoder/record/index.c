@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * index.c — the compact record index: building during a scan, the cache
  * file (save, load by mapping, every check a load makes). The format is in

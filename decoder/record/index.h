@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * index.h — the compact record index of one shard: where each record starts
  * in the (uncompressed) record stream, in about 2-3 bytes per record, built

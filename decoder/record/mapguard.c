@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mapguard.c — SIGBUS-guarded copies from file mappings (see mapguard.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mapguard.h — copies out of a read-only file mapping that turn the SIGBUS
  * of a file shrunk under the mapping into an error.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record.c — a TFRecord shard as an object: opening it (compression
  * detected from its first bytes; a local file, a view of a copy, or an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record.h — TFRecord shards: framing, compression, index, random access.
  *

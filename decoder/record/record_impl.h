@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record_impl.h — the shard object and what the record module's files
  * share: record.c (open, identity, the shard's bytes, its index and

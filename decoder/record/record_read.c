@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record_read.c — reading records by their index: one (bfs_shard_read) or
  * many at once (bfs_shard_read_many), both CRCs checked when asked and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record_scan.c — the scan: one walk over a shard's record stream from the
  * start that checks the framing (and both CRCs when asked), builds the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record_z.c — gzip and zlib record streams: the scan's input, inflated
  * with Z_BLOCK so that it stops at every deflate block boundary and can

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tfrecord.h — what the TFRecord format fixes, shared by the shard reader
  * (record.h) and the index of a shard's records (index.h): how a shard's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mixfile.h — a mixture file (docs/contract.md, Mixtures): a JSON object
  * whose top-level key "mixture" lists the sources to interleave, each with

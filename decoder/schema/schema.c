@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * schema.c — the dataset schema's vocabulary (see schema.h): valid feature
  * names, specs and schemas (free, clone, element counts), feature

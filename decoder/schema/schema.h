@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * schema.h — the dataset schema: inference from records, JSON in and out,
  * validation of a record against a schema.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * schema_check.c — a decoded record against a schema: every feature the
  * schema names present (or defaulted) with its kind and a count its layout

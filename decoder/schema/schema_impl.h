@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * schema_impl.h — what the schema module's files share: schema.c (names,
  * specs and schemas, selection, image=), schema_json.c (JSON in and out,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * schema_infer.c — schema inference from decoded records (the rules are
  * in schema.h): one small statistics record per typed feature name, sorted

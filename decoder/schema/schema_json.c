@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * schema_json.c — the schema as JSON: parsed from schema=FILE or the
  * cached inference (every field checked, every error naming the feature),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ixpack.c — the index pack file: load and its checks, lookup, writing
  * (format in ixpack.h).

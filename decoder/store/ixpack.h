@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ixpack.h — the index pack: one cache file holding the indexes of many
  * small shards, so that a first mount over thousands of tiny shards creates

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shadow.c — plain copies of compressed shards in index_dir (see shadow.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shadow.h — plain (decompressed) copies of compressed shards, kept in
  * index_dir, so that a gzip or zlib shard is read like a plain one.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cachehdr.c — see cachehdr.h. */
 #include "cachehdr.h"
 

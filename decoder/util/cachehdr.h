@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cachehdr.h — the header every batchfs cache file starts with (a shard's
  * index, an index pack, a counts file): how it is begun, sealed and checked.

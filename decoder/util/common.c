@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* common.c — kinds, dtypes, the thread-local error message, and the one
  * way a cache file is written. */
 #include "common.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * common.h — shared vocabulary of the decoder library: value kinds, dtypes,
  * and the thread-local error message.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * crc32c.c — CRC-32C (Castagnoli, reflected polynomial 0x82f63b78).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * crc32c.h — CRC-32C (Castagnoli) and TFRecord's masking.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pfor.c — the parallel loop (see pfor.h): an atomic counter hands out the
  * indices, the first failure is kept with its message, and the helpers are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pfor.h — the decoder's one parallel loop: fn(ctx, i) for every i in
  * [0, n), on up to `threads` threads, the calling thread among them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* workers.c — see workers.h. */
 #include "workers.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * workers.h — the life of a pool of helper threads, the same for the
  * decoder cache's workers (fs/cache.c), the disk cache's writer

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """batchfs: TFRecord shards as a FUSE tree of ready, shuffled batch files.
 
 This package wraps the ``batchfs`` command (pure Python, no compiled part):

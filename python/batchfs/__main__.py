@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python3 -m batchfs ARGS`` runs the batchfs binary with ARGS: the same
 commands, options, output and exit status (the process is replaced by it,
 so signals reach the daemon itself)."""

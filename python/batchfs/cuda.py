@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """batchfs.cuda: a batch of a batchfs mount (mounted with -o cuda) in GPU
 memory, as framework tensors through DLPack. Pure Python (ctypes).
 

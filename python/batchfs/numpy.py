@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Read batchfs batches into numpy arrays.
 
     from batchfs.numpy import load_batch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A PyTorch map-style dataset over a batchfs mount: one item, one batch.
 
     import batchfs, torch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/bench's parts (the command itself is scripts/bench.py):
 
   harness   running and timing children, CPU and memory of a process, cache

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The bench's data: the workloads (records, features, batch size, the
 schema and reader specs each peer needs) and the datasets they are made of,
 generated into WORK with the project's bfs_gen (or, for 'photo', from the

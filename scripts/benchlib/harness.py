@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The bench's harness: running and timing children, the CPU and memory of a
 process, cache dropping, repeats (medians), and its FUSE mounts (through
 tests/integration/fusemount.py, the tests' own helper), each read by

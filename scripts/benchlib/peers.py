@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The bench's baselines and peers: what batchfs is measured against.
 
 Floors and ceilings: `cat` of the shards (and zcat, a Python zlib stream,

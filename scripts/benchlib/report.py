@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The bench's report: every line it prints (also kept for
 WORK/bench-results.txt), the tables of rows, the ratio lines' figures and
 verdicts, the header of a run, and at the end the results in

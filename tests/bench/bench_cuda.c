@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_cuda.c — part (a) of scripts/gpu-check, no FUSE: decode batches of a
  * dataset in-process, then time host→device copies of them three ways:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_decode — the decoder alone, without FUSE: how fast libbfsdecoder
  * turns TFRecord shards into batches on this machine.

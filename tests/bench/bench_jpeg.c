@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_jpeg — the single-core floor of the 'photo' workload: TurboJPEG
  * decode + the project's resize in a plain C loop, no FUSE, no threads.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nullfs — a null FUSE filesystem for the benchmark: a read-only tree of
  * files whose bytes all come from one in-memory buffer, so reading it costs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * randread — the random-read ceiling of a source: THREADS threads, each
  * reading ranges of LEN bytes at random offsets of the given files with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * readtree — read every regular file under a directory, in sorted order,
  * with large reads, and report what it read and how fast. The benchmark

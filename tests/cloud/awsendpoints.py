@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """awsendpoints — the AWS credential endpoints, for tests: the instance
 metadata service (IMDSv2 and v1), the container credentials endpoint, and
 STS (AssumeRole, AssumeRoleWithWebIdentity), on one port, each checking

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for the credential tests: start tests/cloud/awsendpoints.py (the
 AWS credential endpoints), talk to its control API, and make the
 environments that point the AWS chain (batchfs's and botocore's) at it.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """gcpendpoints — Google's OAuth 2.0 token endpoint and the metadata server of
 a Google Cloud VM, small enough for tests, checking what the real ones check.
 

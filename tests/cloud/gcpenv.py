@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for tests of Google's credentials (tests/cloud, and the gs://
 mounts of tests/integration/test_bucket_gcp.py): start gcpendpoints.py and
 talk to its control API, make a service-account key (python3-cryptography)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gcptool — drives Google's Application Default Credentials (credgcp.h,
  * cred.h) from the command line, for tests/cloud. The credentials come from

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The AWS default credential chain (decoder/cloud/credaws.c) against real
 protocol counterparts started here (awsendpoints.py: IMDSv2, the container
 endpoint, STS), through tests/s3/s3tool and a bucket behind s3proxy.py that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Google's Application Default Credentials (decoder/cloud/credgcp.c) against
 tests/cloud/gcpendpoints.py, a token endpoint and a metadata server that
 check what Google's check (the JWT's RS256 signature with the key's public

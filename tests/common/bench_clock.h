@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_clock.h — the clocks the bench programs report: wall time
  * (CLOCK_MONOTONIC) and the process's CPU time (user + system), in seconds.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bind_diff.h — holds bound decoding (bfs_example_bind) to the reference
  * decoder, for the unit tests and the fuzz_wire target.

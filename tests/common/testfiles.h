@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * testfiles.h — files for the unit tests: a scratch directory, a whole
  * file read into memory, bytes written to a file, one TFRecord record, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cuda_consumer.c — a consumer of batch-NNNNNN.cuda through libbatchfs-cuda,
  * for tests/integration/test_cuda.py:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudart_double.c — a host test double of the CUDA runtime calls batchfs
  * uses, loaded in place of libcudart.so through BATCHFS_CUDART (tests only).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * faultfs — a read-only FUSE passthrough whose reads can be made to fail, to
  * stall, or to wait like a network source, for testing and benchmarking

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_batch.c — fuzz target for batch assembly: the bytes become a
  * one-shard TFRecord dataset (a memfd), which is opened with schema

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_counts.c — fuzz target for counts.c: the bytes are a ragged counts
  * cache file (untrusted: anyone who can write the index directory writes

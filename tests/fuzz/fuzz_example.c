@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_example.c — fuzz target for the example decoder and the schema code
  * that consumes its output.

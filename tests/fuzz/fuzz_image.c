@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_image.c — fuzz target for the image path (image.c, jpeg.c, png.c,
  * resize.c): arbitrary bytes decoded into a small target. The first byte

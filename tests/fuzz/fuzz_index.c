@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_index.c — fuzz target for index.c: the bytes are an index cache file
  * (untrusted: anyone who can write the index directory writes them). They

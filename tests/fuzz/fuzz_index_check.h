@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_index_check.h — what the index fuzz targets (fuzz_index,
  * fuzz_ixpack) require of any index they managed to load: a known

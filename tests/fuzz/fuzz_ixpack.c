@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_ixpack.c — fuzz target for ixpack.c: the bytes are an index pack
  * (untrusted: anyone who can write the index directory writes them). They

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_memfd.h — fuzz input as a file: the bytes written to a memfd,
  * reachable by path as /proc/self/fd/N. Shared by the targets that open

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_mixfile.c — fuzz target for mixture files (mixfile.h) and the
  * mixture order they make (mix.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_options.c — fuzz target for the mount's option parsing
  * (mount/options.c, libfuse's fuse_opt underneath).

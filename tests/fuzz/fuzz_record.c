@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_record.c — fuzz target for record.c: the bytes become a shard in a
  * memfd, which is opened with compression detection, scanned with CRC checks,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_replay.c — replays every committed corpus file through its fuzz target
  * with a plain main(), so each make check runs the corpora under gcc (and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_s3list.c — fuzz target for decoder/cloud/s3xml.c: the bytes are what an
  * object store answered to ListObjectsV2 (or to anything, as an error

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_s3resp.c — fuzz target for decoder/cloud/s3resp.c, the object-store
  * client's handling of one HTTP response (what curl hands it: header lines,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_schema.c — fuzz target for schema JSON parsing and what follows it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_wire.c — differential fuzz target: the fast wire decoder (wire.c)
  * against the protobuf-c reference (example.c).

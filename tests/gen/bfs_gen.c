@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bfs_gen — a fast, seeded generator of TFRecord shards for tests and
  * benchmarks. Independent of the project's decoder: the protobuf wire

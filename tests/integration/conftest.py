@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The integration tests' fixtures, shared by every test module here: the
 batchfs binary (skipping the test while it is missing or a placeholder, or
 FUSE is not there), a session work folder, bfs_gen, a shared index_dir,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One FUSE daemon run in the foreground as a child of this process, and its
 mount point: how the integration tests and scripts/bench start batchfs (and
 the bench's nullfs and faultfs), wait until the mount answers, reach the

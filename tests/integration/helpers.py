@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Plain helpers of the integration tests (their fixtures are conftest.py's):
 the generated datasets' description, the oracle's checks of a mount's files
 (docs/contract.md: the tree, .npy and .safetensors bytes; docs/shuffle.md:

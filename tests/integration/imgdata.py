@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test data for image features: TFRecord writing, images of every variant
 (made with PIL, Debian's python3-pil), real photographs (scikit-image's data
 files, Debian's python3-skimage), and the reference decode + compare.

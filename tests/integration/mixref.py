@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An independent reference of a mixture's order (docs/shuffle.md, section 8),
 written from the documented rule: each weight segment's period laid out by
 earliest deadline first, a position's (source, draw) from the period's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """oracle — an independent reference for batchfs, written from the contract
 (docs/contract.md, docs/shuffle.md) only: it shares no code with the C decoder.
 

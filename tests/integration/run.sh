@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Run the Python integration tests (oracle self-tests, inspect on real files,
 # FUSE mounts) with Debian's python. Extra arguments go to pytest.
 #   BATCHFS       the batchfs binary (default <repo>/batchfs)

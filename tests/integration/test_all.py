@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of `epoch-E/all/` and `epoch-E/all.safetensors`
 (docs/contract.md, "The whole epoch as one array") over real FUSE mounts.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/benchchart.py on a synthetic run: one SVG per workload, one bar per
 measured row whose length follows records/s on a log scale, the rate and the
 ratio to batchfs's cold first epoch printed on each bar, the machine, date

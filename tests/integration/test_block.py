@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of `shuffle=block` (docs/shuffle.md, section 5) over
 real FUSE mounts.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A bucket as SOURCE: batchfs mounts s3://BUCKET/PREFIX/,
 s3://BUCKET/KEY and a glob through tests/s3's servers: s3rver (lax: it
 accepts any well-formed signature) behind s3proxy.py, which checks every

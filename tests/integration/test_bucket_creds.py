@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A bucket mount whose credentials expire every few seconds, as an
 instance role's do every hour: the mount's keeper refreshes them ahead of
 expiry from the instance metadata service (tests/cloud/awsendpoints.py,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gs:// mounts with Google's Application Default Credentials: s3rver behind
 tests/s3/s3proxy.py, which checks every Bearer token at the tokeninfo URL of
 tests/cloud/gcpendpoints.py (Google's token endpoint and metadata server,

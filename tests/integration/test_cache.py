@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The decoded-batch cache seen from outside: one decode per batch however many
 readers, prefetch ahead of a sequential reader and into the next epoch, a
 bounded number of batches kept once read, and cache_size as a hard bound."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The commands and options not covered elsewhere: glob sources, forced
 compression, verify=none, `batchfs schema`, `batchfs index`, --help,
 --version and the cuda option of a build without CUDA."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CUDA path (-o cuda) through the host double of the CUDA runtime
 (tests/cuda/cudart_double.c, loaded by the daemon and by the consumers
 through BATCHFS_CUDART): "device memory" is shared memory, so the daemon and

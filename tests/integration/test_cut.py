@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A shard cut short (docs/contract.md): its last record incomplete, as a
 copy or a download stopped midway leaves it. Under on_corrupt=skip it mounts,
 serves its whole records and says in errors.txt where it was cut (shard,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """-o disk_cache=DIR over a source behind tests/faultfs (a FUSE filesystem
 that counts the bytes it serves in .faultfs-stats): the rules of
 docs/contract.md (disk_cache=) and docs/formats.md ("The disk cache").

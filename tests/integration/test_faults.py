@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Faults under a mount: the source changing, readers and the daemon being
 killed, lazy unmount with readers active, a failing or slow source disk
 (tests/faultfs/faultfs, a passthrough FUSE filesystem switched by a control

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Image features (docs/contract.md: image=, "decode": "image"): batchfs's decode
 of JPEG/PNG bytes compared with an independent decoder (PIL, Debian's
 python3-pil) on generated images of every variant and on real photographs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`batchfs inspect --json` on every shared real TFRecord file, compared with
 the oracle record by record, value by value."""
 

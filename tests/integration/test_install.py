@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """batchfs installed like a system tool: `make install`
 puts the binary, the man page and the Python module in their places (into a
 DESTDIR here), the installed module finds the installed binary, the man

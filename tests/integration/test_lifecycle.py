@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A mount's life: one mount per folder, a daemon that goes with the process
 that started it, and set_epoch reaching persistent DataLoader workers.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bytes in feature lists keep their lengths (docs/contract.md, "Bytes").
 
 A bytes feature list NAME is served as feature_lists/NAME.npy, uint8

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's memory follows cache_size (docs/contract.md: the bound on
 the decoded-batch memory): four readers over one mount of 400,000 'small'
 records with cache_size=256M, two reading all.safetensors epoch after epoch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a new user reads: one clear line and exit status 1 for a wrong
 option (with the nearest known one), a missing mount point, image= on a
 feature that holds no images; the standard FUSE options still pass through;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mixtures as SOURCE (docs/contract.md, "Mixtures"; the order is
 docs/shuffle.md, section 8) over real FUSE mounts, against mixref.py, a
 reference written from the documented rule: every row's source and record

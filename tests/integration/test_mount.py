@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests over real FUSE mounts of batchfs, checked against the
 oracle (docs/contract.md, docs/shuffle.md): the tree, the bytes of every
 layout and compression, the readers users have (numpy, PyTorch, dd, cat),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tests of the oracle and of bfs_gen themselves; no batchfs needed."""
 
 import io

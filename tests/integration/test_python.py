@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python module `batchfs` (python/batchfs, docs/contract.md "The
 Python module") against real mounts: mount() as a context manager, Mount's schema,
 stats and epochs, numpy.load_batch from .npy folders, .safetensors, all/ and

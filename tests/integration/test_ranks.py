@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of many ranks in one mount (docs/contract.md, "Many
 ranks, one mount"): `world=W` without `rank` shows rank-0000/ ... rank-(W-1)/ at the
 top, each holding exactly what a `rank=R,world=W` mount shows. Every file

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tests/bench/readtree, the benchmark's reader: --only picks files by
 suffix, --exclude drops names at any depth, and --maxdepth 1 reads a
 folder's own files as a reader globbing DIR/*.safetensors does, without

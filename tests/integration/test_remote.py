@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A source with latency: the shards behind tests/faultfs (a FUSE
 filesystem that answers each read after a delay, many at once, or fails,
 shortens or holds reads on demand), so the daemon reads them through its

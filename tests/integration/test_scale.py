@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real-world dataset shapes: thousands of shards under a small
 descriptor limit, and records with hundreds of features. Every byte is
 checked against the oracle.

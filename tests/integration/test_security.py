@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a mount exposes, and to whom: symlinks in SOURCE that lead outside
 it, allow_other, default_permissions (0444 files, 0555 dirs), and names that
 try to reach anything but the batch tree."""

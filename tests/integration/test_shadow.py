@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shadow copies of compressed shards (decoder/store/shadow.h): a gzip or zlib
 shard is read from a plain copy in index_dir written by the index scan.
 

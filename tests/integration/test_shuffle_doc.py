@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """docs/shuffle.md is exact: the Python blocks of that page, run as they are
 printed, give the order a real mount serves.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SIGINT, SIGTERM and SIGHUP stop a mount cleanly, whatever thread the
 kernel hands them to: the daemon unmounts and exits 0.
 

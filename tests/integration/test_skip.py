@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """on_corrupt=skip replaces a corrupt record (docs/contract.md).
 
 A corrupt record is replaced by the next valid one, also when the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Concurrency stress over a real mount: many reader processes, a cache far
 smaller than the data (constant eviction), few decode threads, three epochs;
 every byte read is compared with the oracle, the daemon's RSS is sampled.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """TFDS dataset folders and messy directories (docs/contract.md: SOURCE, split=).
 
 The folders are built here from the format TFDS documents and writes:

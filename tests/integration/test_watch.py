@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`batchfs stats` and `batchfs top` over real mounts: --json against the
 mount's own stats.json, records_served counted exactly (every .npy of a batch,
 its .safetensors, the all/ view), the human form, top's plain lines off a

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """bench.py — throughput of the object-store client through s3proxy.py with
 a first-byte delay, against s3rver: reads of SIZE bytes at random offsets
 of one object, CONNS of them in flight (s3tool bench), for each CONNS and

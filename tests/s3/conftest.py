@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of tests/s3: one s3rver (signatures checked against its S3RVER
 account) over a temporary directory, s3proxy.py in front of it, the bucket
 filled with botocore, and s3tool (BFS_S3TOOL, default build/tests/s3/s3tool).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for tests/s3: start the test servers (s3rver, s3proxy.py), talk to
 the proxy's control API, fill buckets with botocore, run s3tool.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """s3proxy — an HTTP/1.1 proxy in front of an S3 server (s3rver in the tests),
 for testing and benchmarking the object-store client.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3tool — drives the object-store client (decoder/cloud/s3.h) from the command
  * line, for tests/s3 (pytest against s3rver and s3proxy.py) and for trying

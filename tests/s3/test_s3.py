@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The object-store client (decoder/cloud/s3.h, through tests/s3/s3tool) against a
 real S3 server (s3rver, which checks every signature against its S3RVER
 account) and the fault-injecting proxy in front of it (s3proxy.py)."""

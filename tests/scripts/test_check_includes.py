@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/check-includes fails on what it is there to catch: an include
 that points up or sideways across the ranked units, a mount/ file that
 includes an fs/ header off its list, a decoder folder with no rank, a rank

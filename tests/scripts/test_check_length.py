@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """scripts/check-length fails on what it is there to catch: a function of
 the product code over 120 body lines, in decoder/ or fs/ or mount/, unless
 the allow-list names it; and an allow-list entry that is no longer needed.

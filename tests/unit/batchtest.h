@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batchtest.h — what the batch, counts-cache and dataset suites build their
  * cases from: TFRecord files of hand-built Examples (x float [2], tok

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_batch.c — unit tests of decoder/batch.c, batch assembly with the
  * real decoder: a batch or chunk built in parts (run in any order) is the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_blockshuf.c — unit tests of decoder/blockshuf.c, shuffle=block
  * (docs/shuffle.md): blocks cut by size and by shard, the order a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cache.c — decoded batches and the prefetch workers (fs/cache.h)
  * over a real dataset, every byte against an independent build of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_cjson.c — the cloud unit's JSON (decoder/cloud/cjson.h): objects
  * parsed from bounded buffers with one-line errors that quote no text,
  * string and number members, a secret wiped in place, and the compact

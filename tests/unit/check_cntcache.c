@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cntcache.c — unit tests of decoder/batch/cntcache.c, the ragged counts
  * cached in index_dir: a batcher reads them back without decoding (the

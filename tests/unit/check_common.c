@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for decoder/util/common.c: bfs_write_file_atomic, the one way a
  * cache file is written (index, index pack, counts, schema); and
  * bfs_sorted_u64_floor, the search of the index packs' and counts packs'

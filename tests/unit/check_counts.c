@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_counts.c — unit tests of decoder/batch/counts.c, the ragged counts file
  * (docs/formats.md): saved and loaded back, stale when any part of its key

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* check_cred.c — cloud credentials (decoder/cloud/cred.h): the timing
  * policy, credential values, the keeper against a provider of its own
  * (credentials that expire in a second or two, a provider that fails and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for Google's Application Default Credentials (credgcp.h): the
  * JWT a service-account key signs (its signature verified here with the
  * key's public half, straight through libcrypto, not through the code under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cudaopen.c — the opens of batch-B.cuda (fs/cudaopen.h) through the
  * host double of the CUDA runtime (tests/cuda/cudart_double.c, as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cudapath.c — the daemon's side of the CUDA path (fs/cudapath.h)
  * through the host double of the CUDA runtime (tests/cuda/cudart_double.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_cudapool.c — the CUDA path's pool of device buffers (fs/cudapool.h):
  * free buffers first, EAGAIN and EINTR without queueing, a queue served

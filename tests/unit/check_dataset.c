@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_dataset.c — unit tests of decoder/dataset.c: with index_dir the
  * SOURCE directory itself, every file the index and the ragged counts put

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_diskcache.c — the disk cache of source bytes (diskcache.h): what is
  * put reads back, what is not is a miss; the object's short last block;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_errlog.c — errors.txt (fs/errlog.h): each line once, in the order
  * first reported, " (skipped)" kept, the counts, the bound and its "... N

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_example.c — unit tests of decoder/example/example.c: tf.train.Example and
  * SequenceExample decoding from hand-built wire bytes (packed and unpacked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_fetch.c — the I/O stage (fetch.h) and the reads planned from the
  * permutation (ioplan.h): bytes, sharing, merging, bounds, priorities,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_files.c — the files of a mount without FUSE (fs/files.h) over a
  * real dataset: every file's size (stat's) is the length of its bytes, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for decoder/record/index.c: the compact record index, its cache file,
  * and how a dataset reuses, rejects and rebuilds that file. */
 #include "testfiles.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_iostage.c — a mount's I/O stage (fs/iostage.h) over a local shard
  * put through it (io_all): batches read through the stage and the cache are

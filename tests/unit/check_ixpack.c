@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for decoder/store/ixpack.c: the index pack file (round trip, what a
  * load and a lookup check, corruption anywhere), and how a dataset packs
  * the indexes of small shards, reuses the pack, and rebuilds a stale or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_lifecycle.c — a mount daemon's life (fs/lifecycle.h) without a
  * mount: detaching (the command's exit status and line, the daemon in a

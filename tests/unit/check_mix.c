@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_mix.c — the mixture order's properties (decoder/order/mix.c,
  * docs/shuffle.md section 8), checked against a replay of the stream:

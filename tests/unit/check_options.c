@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_options.c — the mount's table of options (mount/options.h) and
  * what is made from it: the defaults it sets, --help's list, the hint for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_perm.c — unit tests of decoder/perm.c, the global shuffle's
  * permutation (docs/shuffle.md): a bijection for every size, the batched

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for decoder/util/pfor.c, the decoder's one parallel loop: each
  * index runs exactly once, the calling thread is one of the threads, the
  * first failure stops the loop and its message reaches the caller, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_realdata.c — the decoder over the shared real TFRecord files
  * (written by TensorFlow-ecosystem tools; MANIFEST.md in their folder gives

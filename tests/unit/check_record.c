@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_record.c — unit tests for crc32c.c and record.c: CRC vectors, framing
  * of generated plain/gzip/zlib shards, detection, every error path, random

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_resize.c — unit tests of the resampler (decoder/image/resize.c) on cases
  * worked out by hand, and of the stretch / fit / crop geometry of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the object-store client's parts that need no server:
  * the SigV4 signer (against AWS's documented examples), URI and query
  * encoding, s3:// URLs, configuration from options, environment and profile

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_schema.c — unit tests of decoder/schema/: inference from
  * hand-built records, JSON in and out (every from_json error), record

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_shadow.c — unit tests for shadow.c and its hooks in record.c: the
  * copy written by the scan is the uncompressed stream byte for byte, reads

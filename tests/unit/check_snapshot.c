@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_snapshot.c — the snapshots of stats.json and errors.txt
  * (fs/snapshot.h): generations across the files, the current one shared,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_stash.c — the small tensors of the epoch views (fs/stash.h) over a
  * real dataset: what it serves equals the chunk path's bytes (split

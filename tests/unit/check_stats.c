@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_stats.c — stats.json (fs/stats.h): the table (names once, members
  * after their object), the text to the byte for each group of keys, the

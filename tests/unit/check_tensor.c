@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_tensor.c — unit tests of decoder/tensor.c: the .npy header numpy
  * writes, a plan's tensor names and a batch's geometry for every layout

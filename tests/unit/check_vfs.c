@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_vfs.c — a mount's namespace (fs/vfs.h) over a real plan: the
  * listings in their order, every listed name found again by lookup and by

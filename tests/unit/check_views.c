@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_views.c — the epoch views of all/ (fs/views.h) over a real dataset:
  * one view per rank without ragged tensors, one per epoch with them, the

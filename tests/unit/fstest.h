@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fstest.h — a small real dataset for the fs/ suites: a shard of `records`
  * Examples (x: float [2]; tok: 0..5 int64 values, so that epochs differ in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pbtest.h — test helpers for check_example and check_schema: a tiny
  * protobuf wire writer (so tests build their records by hand, independent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * schematest.h — schema helpers for check_schema and check_realdata: find a
  * feature's spec by name, compare two schemas field by field, and hold

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The 'bucket' part of scripts/bench: workloads in a bucket behind a
 first-byte delay, and the disk cache.
 

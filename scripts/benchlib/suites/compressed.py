@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The compressed twins' suite (small-gz, image-gz, small-zlib): the same
 records as a plain workload in gzip or zlib shards, against those plain
 shards in the same run: the one-time decompression pass (batchfs index,

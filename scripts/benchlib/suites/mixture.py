@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The mixture suite (docs/contract.md, "Mixtures"): the 'small' workload's
 shards split into three sources (60%, 30%, 10% of the records, hard links
 to the same files) and mounted as a mixture weighted by their sizes with

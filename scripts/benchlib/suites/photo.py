@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The 'photo' suite: JPEG photographs decoded to uint8 [B, H, W, 3] through
 the mount (-o image=FEATURE:HxW), against the one-core C loop
 tests/bench/bench_jpeg (TurboJPEG at the same DCT scale + decoder/resize.c)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The 'remote' part of scripts/bench: 'small' records behind a source with
 latency, as NFS, Lustre or a FUSE client of a bucket is.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The scale suite: datasets of small records (one int64 each; 10^7 in 64
 shards, 10^6 in 16 with --quick, 10^8 in 256 with --scale-1e8): index bytes
 per record on disk, re-mount time with the index reused (and that it reads

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The many-shards suite: 20,000 tiny plain shards of 20 'small' records
 (2,000 with --quick, --shards N): `xargs cat` of all of them, cold and warm,
 against the first mount's index build with a fresh index_dir (cold and

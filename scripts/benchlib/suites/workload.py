@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The local workloads' suite (small, image, varlen, wide, wide2000): for each,
 on its generated plain shards, the floor (cat), the index build, the null FUSE
 ceilings over a tree of the same names and sizes, the decoder alone
