@@ -539,7 +539,7 @@ static const char *fmt_errors(char *buf, size_t cap, const struct snap *s)
 
 static void print_human(const struct snap *s, const char *mnt)
 {
-	char a[64], b[64], c[64], d[64], e[64], line[256], more[16][512];
+	char a[64], b[64], c[64], d[64], e[64], f[64], line[256], more[16][512];
 	double up = val(s, BFS_STAT_UPTIME_SECONDS);
 	int n;
 	double br = val(s, BFS_STAT_BYTES_READ);
@@ -597,7 +597,7 @@ static void print_human(const struct snap *s, const char *mnt)
 		       fmt_key(d, sizeof(d), s, BFS_STAT_IO_PENDING),
 		       fmt_key(e, sizeof(e), s, BFS_STAT_IO_BUFFERED),
 		       fmt_key(line, sizeof(line), s, BFS_STAT_IO_READAHEAD),
-		       fmt_key(a, sizeof(a), s, BFS_STAT_IO_PEAK_BUFFERED));
+		       fmt_key(f, sizeof(f), s, BFS_STAT_IO_PEAK_BUFFERED));
 		printf("            decoders waited %s times (%s s); %s units planned ahead, "
 		       "%s built from a plan, %s without\n",
 		       fmt_key(a, sizeof(a), s, BFS_STAT_IO_WAITS),

@@ -9,6 +9,7 @@ within cache_size + readahead + the index."""
 
 import errno
 import json
+import re
 import os
 import random
 import subprocess
@@ -285,6 +286,12 @@ def test_stats_and_top_show_the_io_stage(remote, mounter, batchfs, tmp_path):
     text = subprocess.run([batchfs, "stats", m.mnt], stdout=subprocess.PIPE, check=True,
                           universal_newlines=True).stdout
     assert "source reads" in text and "in flight of 256" in text, text
+    # each value in its own place: reads in flight a count, the peak of the
+    # bytes buffered a size (both were written into one buffer, so one
+    # showed the other's value)
+    assert re.search(r"^ +[0-9,]+ in flight of 256 \(peak [0-9,]+\), [0-9,]+ queued; "
+                     r"[0-9.]+ (B|KiB|MiB) of [0-9.]+ (B|KiB|MiB|GiB) buffered "
+                     r"\(peak [0-9.]+ (B|KiB|MiB|GiB)\)$", text, re.M), text
     top = subprocess.run([batchfs, "top", "--count", "2", "--interval", "0.1", m.mnt],
                          stdout=subprocess.PIPE, check=True, universal_newlines=True).stdout
     head, line = top.splitlines()[0], top.splitlines()[-1]
