@@ -8,6 +8,7 @@
 #include "mixture.h"
 
 #include "mixfile.h"
+#include "s3.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -67,7 +68,7 @@ bool bfs_mount_mix_is(const char *source)
 	char *text;
 	bool yes;
 
-	if (strncmp(source, "s3://", 5) == 0 || strncmp(source, "gs://", 5) == 0)
+	if (bfs_s3_url_is(source))
 		return false;
 	if (stat(source, &st) != 0 || !S_ISREG(st.st_mode) || !starts_json(source))
 		return false;
@@ -116,7 +117,7 @@ static char *entry_source(const char *file, const struct bfs_mixfile_entry *e, c
 
 	if (!dup)
 		return NULL;
-	if (strncmp(src, "s3://", 5) == 0 || strncmp(src, "gs://", 5) == 0 || src[0] == '/') {
+	if (bfs_s3_url_is(src) || src[0] == '/') {
 		if (!(out = strdup(src)))
 			goto out;
 	} else if (asprintf(&out, "%s/%s", dirname(dup), src) < 0) {

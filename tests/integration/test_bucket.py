@@ -1019,9 +1019,10 @@ MIX_B = 16
 # record) and byte for byte with a mixture of the same files all local. In
 # this module because a session fixture (data) imported into a second
 # module is made twice, into the same folders.
-def test_mixture_with_a_bucket_source(bmount, proxy, data, tmp_path):
+@pytest.mark.parametrize("scheme", ["s3", "S3"])  # a URL's scheme is case-insensitive
+def test_mixture_with_a_bucket_source(bmount, proxy, data, tmp_path, scheme):
     names = ["remote", "gz", "fixed"]
-    srcs = ["s3://%s/plain/" % BUCKET, data["gzip"], data["fixed"]]
+    srcs = ["%s://%s/plain/" % (scheme, BUCKET), data["gzip"], data["fixed"]]
     local = [data["plain"], data["gzip"], data["fixed"]]
     weights = [5, 2, 3]
 
