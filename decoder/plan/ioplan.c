@@ -413,9 +413,7 @@ static void kick(struct bfs_ioplan *p)
 
 static bool hold_groups(struct bfs_ioplan *p, struct stream *s);
 static void release_groups(struct bfs_ioplan *p, struct stream *s);
-static struct group *group_find(const struct bfs_ioplan *p, uint64_t epoch, uint64_t g);
-static bool group_add(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t g,
-		      struct bfs_fetch_ticket *t, uint64_t p0, uint64_t p1);
+static bool hold_behind(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t unit);
 
 /* A build of (rank, epoch, unit) starts: its stream moves there. Lock held.
  * Returns the stream, or NULL when the build is outside every stream (past
@@ -505,53 +503,6 @@ static bool hold_held(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint6
 		h->g[i] = src[i];
 	}
 	return true;
-}
-
-/* Block shuffle, a stream's first builds: they start together (the
- * reader's batch and the prefetch's), and the one noted first sets where
- * the stream starts. A build noted after it, behind it, whose group no one
- * holds would read its records one by one (the first batches' records,
- * fetched in pieces): the stream holds that group too, as the group kept
- * behind its reader. Lock held; dropped while the group's ticket is made.
- * True when the group is held. */
-static bool hold_behind(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t unit)
-{
-	const struct bfs_batcher *b;
-	uint64_t r0, n, g, p0 = 0, p1 = 0, gen;
-	struct bfs_fetch_ticket *t = NULL;
-	struct bfs_perm perm;
-	int rc;
-
-	if (!s || s->by_unit || s->nbuilds > p->lookahead + 1 ||
-	    epoch * s->nunits + (unit & ~BFS_CHUNK) >= s->pos)
-		return false;
-	b = p->b[s->rank];
-	if (bfs_batcher_unit_rows(b, unit, &r0, &n) != 0 || n == 0 ||
-	    bfs_batcher_perm(b, epoch, &perm) != 0)
-		return false;
-	g = perm.bo ? bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0)) : UINT64_MAX;
-	bfs_perm_release(&perm);
-	if (g == UINT64_MAX)
-		return false;
-	gen = s->gen;
-	while (s->holding && s->used && s->gen == gen)
-		pthread_cond_wait(&p->held, &p->lock);
-	if (!s->used || s->gen != gen || s->nheld >= MAX_GROUPS)
-		return false;
-	if (group_find(p, epoch, g))
-		return false; /* held: hold_held did not find the unit's rows there */
-	s->holding = true;
-	pthread_mutex_unlock(&p->lock);
-	rc = group_ticket(p, epoch, g, BFS_FETCH_NOW, true, &t, &p0, &p1);
-	pthread_mutex_lock(&p->lock);
-	if (s->used && s->gen == gen)
-		s->holding = false;
-	pthread_cond_broadcast(&p->held);
-	if (rc || group_find(p, epoch, g) || !s->used || s->gen != gen || s->nheld >= MAX_GROUPS) {
-		bfs_fetch_release(p->f, t);
-		return false;
-	}
-	return group_add(p, s, epoch, g, t, p0, p1);
 }
 
 struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
@@ -888,20 +839,77 @@ static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 /* hold_groups_now, one caller per stream at a time: a build that comes
  * while its stream's group is being asked for waits for it, so that its
  * records are found there instead of read one by one. */
+/* The one thread asking for s's groups: waits while another one does.
+ * False when s was let go of meanwhile (then nothing is to be asked). Lock
+ * held; dropped while waiting. */
+static bool holding_begin(struct bfs_ioplan *p, struct stream *s)
+{
+	uint64_t gen = s->gen;
+
+	while (s->holding && s->used && s->gen == gen)
+		pthread_cond_wait(&p->held, &p->lock);
+	if (!s->used || s->gen != gen)
+		return false;
+	s->holding = true;
+	return true;
+}
+
+/* The end of holding_begin's turn, for s of generation gen. Lock held. */
+static void holding_end(struct bfs_ioplan *p, struct stream *s, uint64_t gen)
+{
+	if (s->used && s->gen == gen)
+		s->holding = false;
+	pthread_cond_broadcast(&p->held);
+}
+
 static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
 {
 	uint64_t gen = s->gen;
 	bool ok;
 
-	while (s->holding && s->used && s->gen == gen)
-		pthread_cond_wait(&p->held, &p->lock);
-	if (!s->used || s->gen != gen)
+	if (!holding_begin(p, s))
 		return true;
-	s->holding = true;
 	ok = hold_groups_now(p, s);
-	if (s->used && s->gen == gen)
-		s->holding = false;
-	pthread_cond_broadcast(&p->held);
+	holding_end(p, s, gen);
+	return ok;
+}
+
+/* Block shuffle, a stream's first builds: they start together (the
+ * reader's batch and the prefetch's), and the one noted first sets where
+ * the stream starts. A build noted after it, behind it, whose group no one
+ * holds would read its records one by one (the first batches' records,
+ * fetched in pieces): the stream holds that group too, as the group kept
+ * behind its reader. Lock held; dropped while the group's ticket is made.
+ * True when the group is held. */
+static bool hold_behind(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t unit)
+{
+	const struct bfs_batcher *b;
+	struct group_want gw = { .nwant = 1 };
+	struct bfs_perm perm;
+	uint64_t r0, n, gen;
+	bool ok;
+
+	if (!s || s->by_unit || s->nbuilds > p->lookahead + 1 ||
+	    epoch * s->nunits + (unit & ~BFS_CHUNK) >= s->pos)
+		return false;
+	b = p->b[s->rank];
+	if (bfs_batcher_unit_rows(b, unit, &r0, &n) != 0 || n == 0 ||
+	    bfs_batcher_perm(b, epoch, &perm) != 0)
+		return false;
+	ok = perm.bo != NULL;
+	if (ok) {
+		gw.want[0].epoch = epoch;
+		gw.want[0].g = bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0));
+	}
+	bfs_perm_release(&perm);
+	gen = s->gen;
+	if (!ok || !holding_begin(p, s))
+		return false;
+	/* a group held already (hold_held did not find the unit's rows
+	 * there), or no room among the stream's: the build reads by itself */
+	ok = s->nheld < MAX_GROUPS && !group_find(p, epoch, gw.want[0].g) &&
+	     hold_group(p, s, &gw, 0) == 0;
+	holding_end(p, s, gen);
 	return ok;
 }
 
