@@ -259,6 +259,27 @@ static char *add_list_notes(char *readme, const struct bfs_schema *s, const stru
 	return n < 0 ? NULL : t;
 }
 
+/* out (freed) followed by the n names passed over in source, one a line;
+ * out itself when n is 0. NULL when out is, or out of memory. */
+static char *add_passed(char *out, const char *source, char *const *names, size_t n)
+{
+	char *t;
+
+	if (!out || n == 0)
+		return out;
+	if (asprintf(&t, "%s\nPassed over in %s (not shards):\n", out, source) < 0)
+		t = NULL;
+	free(out);
+	out = t;
+	for (size_t i = 0; out && i < n; i++) {
+		if (asprintf(&t, "%s  %s\n", out, names[i]) < 0)
+			t = NULL;
+		free(out);
+		out = t;
+	}
+	return out;
+}
+
 /* README.txt's line on the files of a directory SOURCE that were passed over. */
 static char *passed_over_note(const char *source, const char *split, const struct bfs_dataset *ds)
 {
@@ -288,34 +309,13 @@ static char *passed_over_note(const char *source, const char *split, const struc
 		free(out);
 		out = t;
 		bfs_dataset_passed(ds, &passed, &n);
-		if (!out || n == 0)
-			return out;
-		if (asprintf(&t, "%s\nPassed over in %s (not shards):\n", out, source) < 0)
-			t = NULL;
-		free(out);
-		out = t;
-		for (size_t i = 0; out && i < n; i++) {
-			if (asprintf(&t, "%s  %s\n", out, passed[i]) < 0)
-				t = NULL;
-			free(out);
-			out = t;
-		}
-		return out;
+		return out ? add_passed(out, source, passed, n) : NULL;
 	}
 	if (bfs_source_passed_over(&names, &n, source) != 0 || n == 0) {
 		bfs_source_free(names, n);
 		return out;
 	}
-	if (asprintf(&t, "%s\nPassed over in %s (not shards):\n", out ? out : "", source) < 0)
-		t = NULL;
-	free(out);
-	out = t;
-	for (size_t i = 0; out && i < n; i++) {
-		if (asprintf(&t, "%s  %s\n", out, names[i]) < 0)
-			t = NULL;
-		free(out);
-		out = t;
-	}
+	out = add_passed(out ? out : strdup(""), source, names, n);
 	bfs_source_free(names, n);
 	return out;
 }
