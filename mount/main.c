@@ -534,6 +534,7 @@ static int build_batchers(struct mount *m)
 		.block = o->block,
 		.block_size = o->block_size,
 		.window = o->window,
+		.partitions = o->partitions,
 		.drop_remainder = o->drop_remainder,
 		.rank = o->rank,
 		.world = o->world,
@@ -592,6 +593,8 @@ static int make_schema_json(struct mount *m)
 		.shuffle = !o->shuffle ? "none"
 			   : o->block  ? "block"
 				       : "global",
+		.partitions =
+			bfs_batcher_blocks(m->b) ? bfs_blocks_nparts(bfs_batcher_blocks(m->b)) : 0,
 		.rank = o->rank,
 		.world = o->world,
 		.no_rank = o->all_ranks, /* each rank folder is one rank: the top is none */
