@@ -131,3 +131,116 @@ def test_block_options_are_checked(batchfs, ds_plain, tmp_path):
         assert r.returncode == 1, opts
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and word in lines[0], (opts, r.stderr)
+
+
+# ------------------------------------------------------------- partitions
+
+
+def part_order(ds, block_size, window, seed, epoch, B, P):
+    if not hasattr(ds, "lengths"):
+        ds.lengths = oracle.dataset_lengths(ds.path)
+    lens, per = ds.lengths
+    return oracle.partitioned_perm(lens, per, block_size, window, seed, epoch, B, P)
+
+
+PART = dict(shuffle="block", block_size="1K", window=2, seed=6, partitions=8)
+
+
+def global_batches(m, epoch, rank, world):
+    """{global batch: its safetensors bytes} of one rank of a mount."""
+    root = m.path("rank-%04d" % rank) if m.json("schema.json").get("rank") is None else m.path()
+    ep = os.path.join(root, "epoch-%04d" % epoch)
+    names = sorted(n for n in os.listdir(ep) if n.endswith(".safetensors") and "all" not in n)
+    out = {}
+    for i, name in enumerate(names):
+        with open(os.path.join(ep, name), "rb") as f:
+            out[i * world + rank] = f.read()
+    return out
+
+
+def test_partitions_are_world_independent_and_exact(mounter, ds_plain):
+    """partitions=8: world 4 and world 8 serve the same global batches, the
+    oracle's (docs/shuffle.md 5.1); every record but the cut tail once an
+    epoch across the ranks, and each rank's records from its own
+    partitions only."""
+    B = 5
+    order = part_order(ds_plain, 1024, 2, 6, 1, B, 8)
+    nglobal = len(order) // B
+    assert nglobal == 8 * (ds_plain.n // 8 // B)
+    schema = effective(mounter(ds_plain.path, batch_size=B, **PART))
+    per_world = {}
+    for W in (4, 8):
+        m = mounter(ds_plain.path, batch_size=B, world=W, epochs=2, **PART)
+        got = {}
+        for r in range(W):
+            got.update(global_batches(m, 1, r, W))
+        assert sorted(got) == list(range(nglobal)), W
+        per_world[W] = got
+    assert per_world[4] == per_world[8]
+    for g in (0, 1, 7, 8, nglobal - 1):
+        idx = order[g * B:(g + 1) * B].tolist()
+        check_safetensors_bytes(per_world[4][g], oracle.expected_batch(ds_plain.decoded, schema,
+                                                                       idx))
+    # once each, the tail aside (fewer than 8 batches' worth)
+    assert len(set(order.tolist())) == len(order) > ds_plain.n - 8 * B
+    # rank R of world 4 reads only partitions R and R + 4
+    parts = oracle.block_parts(*ds_plain.lengths, 1024, 6, 8)
+    owner = {r: q for q, pc in enumerate(parts) for a, b in pc for r in range(a, b)}
+    for g in range(nglobal):
+        assert {owner[r] % 4 for r in order[g * B:(g + 1) * B].tolist()} == {g % 4}
+
+
+def check_safetensors_bytes(raw, exp):
+    got = oracle.parse_safetensors(raw)
+    assert sorted(got) == sorted(exp)
+    for k, v in exp.items():
+        assert np.array_equal(got[k], v), k
+
+
+def test_partitions_resume_at_any_batch_with_another_world(mounter, ds_plain):
+    """A job of world 8 stops after global batch k and goes on with world
+    4 (or 2): the global batches it reads from there are the ones world 8
+    would have read, so the epoch still holds every record once."""
+    B = 4
+    m8 = mounter(ds_plain.path, batch_size=B, world=8, **PART)
+    first = {}
+    for r in range(8):
+        first.update(global_batches(m8, 0, r, 8))
+    for W, k in ((4, 21), (2, 36)):
+        m = mounter(ds_plain.path, batch_size=B, world=W, **PART)
+        # rank R resumes at its first local batch i with i * W + R >= k
+        for r in range(W):
+            i = max(0, -(-(k - r) // W))
+            name = "batch-%06d.safetensors" % i
+            assert m.read("rank-%04d" % r, "epoch-0000", name) == first[i * W + r], (W, r)
+    # all/ of a rank is its batches end to end, the same for world 4 and 8
+    m4 = mounter(ds_plain.path, batch_size=B, rank=1, world=4, **PART)
+    order = part_order(ds_plain, 1024, 2, 6, 0, B, 8)
+    idx = oracle.epoch_records(len(order), B, epoch=0, shuffle="block", rank=1, world=4,
+                               order=order)
+    exp = oracle.expected_batch(ds_plain.decoded, effective(m4), idx)
+    for name, arr in exp.items():
+        with open(m4.path("epoch-0000", "all", name + ".npy"), "rb") as f:
+            assert f.read() == oracle.npy_bytes(arr), name
+
+
+def test_partitions_options_and_facts(mounter, ds_plain, batchfs, tmp_path):
+    import subprocess
+    m = mounter(ds_plain.path, batch_size=5, **PART)
+    s = m.json("schema.json")
+    assert s["partitions"] == 8 and s["batches_per_epoch"] == 8 * (ds_plain.n // 8 // 5)
+    assert "partitions=8" in m.read("README.txt").decode()
+    # auto: a small dataset is one partition, the order of before
+    a = mounter(ds_plain.path, batch_size=5, shuffle="block", block_size="1K", window=2)
+    assert a.json("schema.json")["partitions"] == 1
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    for opts, word in (("shuffle=block,partitions=0", "partitions"),
+                       ("shuffle=global,partitions=4", "partitions"),
+                       ("shuffle=block,partitions=x", "partitions"),
+                       ("shuffle=block,batch_size=100,partitions=64", "partitions=64")):
+        r = subprocess.run([batchfs, "-f", "-o", opts, ds_plain.path, str(mnt)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, opts
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and word in lines[0], (opts, r.stderr)

@@ -1052,3 +1052,94 @@ def test_mixture_with_a_bucket_source(bmount, proxy, data, tmp_path, scheme):
             assert m.read(p) == ref_m.read(p), p
     # the remote source's records came from the bucket
     assert object_gets(proxy.log())
+
+
+# ---------------------------------------------------------------- partitions
+
+PARTED = ["x:float:4", "blob:bytes:1,len=5000"]
+# 2400 records of 5 KB in 4 objects (12 MB); blocks of 64 KiB (12 records),
+# groups of 4 blocks: 8 partitions of about 23 blocks, 6 groups each
+PART_OPTS = dict(shuffle="block", block_size="64K", window=4, partitions=8, batch_size=8,
+                 epochs=3, threads=2)
+PART_BLOCK = 64 << 10
+
+
+@pytest.fixture(scope="session")
+def parted(s3, boto, gen, work):  # noqa: F811
+    d = work / "bucket-parted"
+    oracle.generate(gen, d, 2400, PARTED, shards=4, compression="none", seed=31)
+    put_folder(boto, str(d), "parted/")
+    return str(d), sum(os.path.getsize(os.path.join(d, f)) for f in shard_names(d))
+
+
+def _fresh_log(proxy):
+    proxy.reset()
+    proxy.config(sigv4="%s:%s" % (KEY, SECRET))
+
+
+def _read_epoch(m, epoch, rank=None):
+    top = [] if rank is None else ["rank-%04d" % rank]
+    ep = m.path(*(top + ["epoch-%04d" % epoch]))
+    for name in sorted(os.listdir(ep)):
+        if name.endswith(".safetensors") and name != "all.safetensors":
+            with open(os.path.join(ep, name), "rb") as f:
+                f.read()
+
+
+def _part_bound(size, share, parts_read, epochs):
+    """What readers of `share` of the dataset may fetch in `epochs` epochs:
+    1.15 times their share and two blocks an epoch, and, before the last
+    listed epoch, the next epoch's first group of each partition they read
+    (fetched ahead of it)."""
+    return epochs * (1.15 * share * size + 2 * PART_BLOCK) + parts_read * 4 * PART_BLOCK
+
+
+def _fetch_epochs(proxy, m, ranks, epochs=3):
+    """The bytes fetched while reading each epoch's batch files (the ranks
+    at once), cumulated."""
+    out, before = [], _fetched(proxy)
+    for e in range(epochs):
+        with concurrent.futures.ThreadPoolExecutor(len(ranks)) as ex:
+            list(ex.map(lambda r: _read_epoch(m, e, r), ranks))
+        time.sleep(0.3)  # the prefetch runs on
+        out.append(_fetched(proxy) - before)
+    return out
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_partitions_each_rank_fetches_its_share(proxy, bmount, parted, world):
+    """partitions=8 over a bucket: rank R of world W (dividing 8) fetches
+    its own partitions, at most 1.15/W of the dataset and two blocks an
+    epoch, over three epochs; all W ranks together at most 1.15 times the
+    dataset an epoch. Without partitions every rank fetched the whole
+    dataset (shuffle=block's groups hold batches of every rank)."""
+    _, size = parted
+    total = 0
+    for rank in range(world):
+        m = bmount(url("parted/"), rank=rank, world=world, **PART_OPTS)
+        _fresh_log(proxy)
+        got = _fetch_epochs(proxy, m, [None])
+        for e, g in enumerate(got):
+            last = e + 1 == len(got)
+            assert g <= _part_bound(size, 1 / world, 0 if last else 8 // world, e + 1), \
+                "rank %d, epochs 0..%d: %.3fx the dataset" % (rank, e, g / size)
+        total += got[-1]
+        m.stop()
+    assert total <= 3 * 1.15 * size, "%.3fx the dataset an epoch for all ranks" % (
+        total / size / 3)
+
+
+def test_partitions_a_node_of_rank_folders_fetches_their_share(proxy, bmount, parted):
+    """One mount with world=8 (rank folders), one node's processes reading
+    rank-0002/ and rank-0003/ at once: at most 1.15 times their share (2/8)
+    of the dataset an epoch."""
+    _, size = parted
+    m = bmount(url("parted/"), world=8, **PART_OPTS)
+    _fresh_log(proxy)
+    got = _fetch_epochs(proxy, m, [2, 3])
+    for e, g in enumerate(got):
+        last = e + 1 == len(got)
+        assert g <= _part_bound(size, 2 / 8, 0 if last else 2, e + 1), \
+            "epochs 0..%d: %.3fx the dataset" % (e, g / size)
+    st = m.json("stats.json")
+    assert st["io_unplanned"] <= 2, st
