@@ -80,7 +80,13 @@ struct stream {
 	bool chunk;
 	uint64_t nunits; /* units per epoch */
 	uint64_t end; /* lin of the first unit past the mount's last epoch */
-	uint64_t pos; /* the furthest unit read (lin) */
+	uint64_t pos; /* the furthest unit built (lin) */
+	/* the furthest unit its reader read (lin; bfs_ioplan_note_read), or
+	 * where its first build was: block shuffle holds the groups around
+	 * it, not around the prefetch's builds ahead of it; without reads
+	 * noted (builds alone, as in tests), around pos */
+	uint64_t rpos;
+	bool read_seen;
 	uint64_t next; /* the next unit to plan (lin) */
 	/* units it may plan ahead of pos: none for a new stream (a reader
 	 * jumping around wastes none), growing as its reader goes on */
@@ -532,7 +538,7 @@ static struct stream *stream_for(struct bfs_ioplan *p, uint64_t rank, bool chunk
 	free_slot->end = p->epochs && p->epochs <= UINT64_MAX / (free_slot->nunits + 1)
 				 ? p->epochs * free_slot->nunits
 				 : UINT64_MAX;
-	free_slot->pos = lin;
+	free_slot->pos = free_slot->rpos = lin;
 	free_slot->next = lin + 1;
 	if (p->block)
 		stream_span(p, free_slot);
@@ -706,6 +712,70 @@ void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_ioplan_hold *h)
 	free(h);
 }
 
+bool bfs_ioplan_ready(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
+{
+	bool chunk = (unit & BFS_CHUNK) != 0, seen = false, ok = true;
+	struct gset *set;
+	struct bfs_perm perm;
+
+	if (!p->block || rank >= p->nranks)
+		return true;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < MAX_STREAMS && ok; i++) {
+		const struct stream *s = &p->streams[i];
+
+		if (s->used && s->rank == rank && s->chunk == chunk) {
+			seen = true;
+			ok = !s->by_unit;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (!seen || !ok || bfs_batcher_perm(p->b[rank], epoch, &perm) != 0)
+		return true;
+	set = perm.bo ? malloc(sizeof(*set)) : NULL;
+	if (set) {
+		set->n = 0;
+		set->full = false;
+		unit_groups(p->b[rank], perm.bo, epoch, unit, set);
+	}
+	bfs_perm_release(&perm);
+	if (!set)
+		return true;
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < set->n && ok; i++)
+		ok = group_find(p, &set->v[i]) != NULL;
+	pthread_mutex_unlock(&p->lock);
+	free(set);
+	return ok;
+}
+
+void bfs_ioplan_note_read(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
+{
+	bool chunk = (unit & BFS_CHUNK) != 0;
+	uint64_t u = unit & ~BFS_CHUNK, nu, lin;
+
+	if (!p->block || rank >= p->nranks)
+		return;
+	nu = nunits_of(p->b[rank], chunk);
+	if (!nu || u >= nu || epoch > UINT64_MAX / nu - 1)
+		return;
+	lin = epoch * nu + u;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = &p->streams[i];
+
+		if (!s->used || s->rank != rank || s->chunk != chunk || lin <= s->rpos ||
+		    lin > s->next + SLACK + p->lookahead)
+			continue;
+		s->rpos = lin;
+		s->read_seen = true;
+		s->last_ns = now_ns();
+		kick(p);
+		break;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
 /* ---------------------------------------------------------------- planner */
 
 /* Make room for a plan of stream `for_s` at distance d: drop the plans of
@@ -817,13 +887,14 @@ static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s,
 			 struct group_want *want)
 {
 	const struct bfs_batcher *b = p->b[s->rank];
-	uint64_t at = s->pos / s->nunits, unit = s->pos % s->nunits, end = s->pos + s->span;
-	uint64_t back = s->pos - (s->pos < p->lookahead ? s->pos : p->lookahead);
+	uint64_t r = s->read_seen ? s->rpos : s->pos, at = r / s->nunits, unit = r % s->nunits,
+		 end = r + s->span;
+	uint64_t back = r - (r < p->lookahead ? r : p->lookahead);
 
 	want->cur.n = want->next.n = want->behind.n = 0;
 	want->cur.full = want->next.full = want->behind.full = false;
 	/* the reader's unit, then those after it (into an epoch it may hold) */
-	units_groups(b, s->chunk, s->nunits, s->pos, s->pos + 1, &want->cur);
+	units_groups(b, s->chunk, s->nunits, r, r + 1, &want->cur);
 	want->nreader = want->cur.n;
 	if (!want->nreader)
 		return 0;
@@ -831,7 +902,7 @@ static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s,
 		end = s->end;
 	if (end / s->nunits > at && !epoch_ok(p, s, at + 1, at))
 		end = (at + 1) * s->nunits;
-	units_groups(b, s->chunk, s->nunits, s->pos + 1, end, &want->cur);
+	units_groups(b, s->chunk, s->nunits, r + 1, end, &want->cur);
 	/* the first chunks of an epoch: the prefetch running on from the end
 	 * of the one before as often as a reader (a reader of all.safetensors
 	 * goes through the epoch once per column, and each pass's end
@@ -841,8 +912,11 @@ static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s,
 	/* builds run up to lookahead units ahead of their reader, and not
 	 * always in order: the groups behind the reader's stay while a unit
 	 * that near behind still reads from them (else such a build would ask
-	 * for its records one by one, a second fetch of them) */
-	units_groups(b, s->chunk, s->nunits, back, s->pos, &want->behind);
+	 * for its records one by one, a second fetch of them), and so do the
+	 * groups of the builds ahead of it */
+	units_groups(b, s->chunk, s->nunits, back, r, &want->behind);
+	if (s->pos >= end)
+		units_groups(b, s->chunk, s->nunits, end, s->pos + 1, &want->behind);
 	return want->cur.full || want->next.full ? -1 : 1;
 }
 

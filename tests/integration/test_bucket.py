@@ -1143,3 +1143,37 @@ def test_partitions_a_node_of_rank_folders_fetches_their_share(proxy, bmount, pa
             "epochs 0..%d: %.3fx the dataset" % (e, g / size)
     st = m.json("stats.json")
     assert st["io_unplanned"] <= 2, st
+
+
+@pytest.mark.parametrize("what", ["batches", "all"])
+def test_block_shuffle_later_epochs_cost_what_the_first_does(proxy, bmount, grouped, what):
+    """A decoded-batch prefetch deeper than the groups the I/O stage holds
+    (prefetch = 2 x threads: 64 on a machine of 32 cores; here 64 units of
+    an epoch of 75 batches, or of 200 chunks), three epochs in one mount:
+    the prefetch's builds ran on past the held groups, read their records
+    one by one (io_unplanned) and moved the stream's groups away from the
+    reader, whose own builds then did the same; each group was fetched
+    again, and later epochs, the prefetch running through them, waited on
+    record reads. Each epoch must fetch the dataset once, read every
+    record from a held group, and wait no more than the first."""
+    size = sum(os.path.getsize(os.path.join(grouped, f)) for f in shard_names(grouped))
+    m = bmount(url("grouped/"), shuffle="block", block_size="256K", window=4, batch_size=8,
+               prefetch=64, threads=2, epochs=3, chunk_rows=3)
+    _fresh_log(proxy)
+    last = m.json("stats.json")
+    per = []
+    for e in range(3):
+        if what == "all":
+            m.read("epoch-%04d" % e, "all.safetensors")
+        else:
+            _read_epoch(m, e)
+        time.sleep(0.5)
+        st = m.json("stats.json")
+        per.append({k: st[k] - last[k] for k in ("io_bytes", "io_waits", "io_unplanned")})
+        last = st
+    for e, d in enumerate(per):
+        assert d["io_unplanned"] == 0, (e, per)
+        assert d["io_bytes"] <= 1.1 * size, (e, per)
+    assert sum(d["io_bytes"] for d in per) <= 3.05 * size, per
+    for d in per[1:]:
+        assert d["io_waits"] <= max(2 * per[0]["io_waits"], 40), per
