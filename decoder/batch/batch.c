@@ -40,6 +40,11 @@ uint64_t bfs_batcher_batch_size(const struct bfs_batcher *b)
 	return b->o.batch_size;
 }
 
+uint64_t bfs_batcher_rank(const struct bfs_batcher *b)
+{
+	return b->o.rank;
+}
+
 uint64_t bfs_batcher_world(const struct bfs_batcher *b)
 {
 	return b->o.world;

@@ -89,8 +89,9 @@ const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b);
 uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b);
 /* Batches per epoch of the single global sequence (before rank/world). */
 uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b);
-/* The options' batch_size and world. */
+/* The options' batch_size, rank and world. */
 uint64_t bfs_batcher_batch_size(const struct bfs_batcher *b);
+uint64_t bfs_batcher_rank(const struct bfs_batcher *b);
 uint64_t bfs_batcher_world(const struct bfs_batcher *b);
 /* Records in local batch `batch` (B, or the remainder for the last). */
 uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch);

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -125,6 +126,9 @@ struct bfs_ioplan {
 	uint64_t epochs; /* epochs the mount lists (0: no bound) */
 	uint64_t lookahead; /* units the decoded-batch cache builds ahead of a reader */
 	uint64_t group_bytes; /* block shuffle: the source bytes of a group, on average */
+	/* [nranks]: the rank's share was given to the disk cache (a rank of a
+	 * world that reads only some partitions) */
+	atomic_bool *shared;
 
 	pthread_mutex_t lock;
 	pthread_cond_t kick; /* work for the planner, or stop */
@@ -647,6 +651,37 @@ static bool hold_held(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint6
 	return true;
 }
 
+/* Under partitions, the first build of a rank that reads only some of
+ * them (world and P not coprime) gives the stage's disk cache the byte
+ * ranges of its partitions' pieces, so that the node keeps its share
+ * (diskcache.h) rather than the first shards. */
+static void give_share(struct bfs_ioplan *p, uint64_t rank)
+{
+	const struct bfs_blocks *bl = bfs_batcher_blocks(p->b[rank]);
+	uint64_t parts, d;
+
+	if (!bl || rank >= p->nranks || atomic_exchange(&p->shared[rank], true))
+		return;
+	parts = bfs_blocks_nparts(bl);
+	d = gcd64(bfs_batcher_world(p->b[rank]) % parts, parts);
+	for (uint64_t q = bfs_batcher_rank(p->b[rank]) % d; d > 1 && q < parts; q += d) {
+		uint64_t k0, k1;
+
+		bfs_blocks_part_pieces(bl, q, &k0, &k1);
+		for (uint64_t k = k0; k < k1; k++) {
+			uint64_t first, end, local, off, len;
+			size_t sh;
+
+			bfs_blocks_piece(bl, k, &first, &end);
+			if (end > first &&
+			    bfs_dataset_locate(p->ds, first, &sh, &local, NULL) == 0 &&
+			    bfs_shard_span(bfs_dataset_shard(p->ds, sh), local,
+					   local + (end - first), &off, &len))
+				bfs_dataset_share(p->ds, sh, off, len);
+		}
+	}
+}
+
 struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
 					 uint64_t unit, const uint64_t *recs, size_t n)
 {
@@ -658,6 +693,8 @@ struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, ui
 
 	if (!h)
 		return NULL;
+	if (p->block)
+		give_share(p, rank);
 	pthread_mutex_lock(&p->lock);
 	s = note_build(p, rank, epoch, unit);
 	if (p->block && (hold_held(p, rank, epoch, unit, h) ||
@@ -1320,6 +1357,11 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 	p->budget = bfs_fetch_budget(f);
 	p->epochs = epochs;
 	p->lookahead = (uint64_t)lookahead + 1;
+	p->shared = calloc(nranks ? nranks : 1, sizeof(*p->shared));
+	if (!p->shared) {
+		free(p);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->kick, NULL);
 	pthread_cond_init(&p->held, NULL);
@@ -1328,6 +1370,7 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 		pthread_mutex_destroy(&p->lock);
 		pthread_cond_destroy(&p->kick);
 		pthread_cond_destroy(&p->held);
+		free(p->shared);
 		free(p);
 		return -rc;
 	}
@@ -1365,6 +1408,7 @@ void bfs_ioplan_free(struct bfs_ioplan *p)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->kick);
 	pthread_cond_destroy(&p->held);
+	free(p->shared);
 	free(p);
 }
 

@@ -1177,3 +1177,34 @@ def test_block_shuffle_later_epochs_cost_what_the_first_does(proxy, bmount, grou
     assert sum(d["io_bytes"] for d in per) <= 3.05 * size, per
     for d in per[1:]:
         assert d["io_waits"] <= max(2 * per[0]["io_waits"], 40), per
+
+
+@pytest.fixture(scope="session")
+def parted_big(s3, boto, gen, work):  # noqa: F811
+    """960 records of 50 KB in 4 objects (48 MB): blocks of 2 MiB, each
+    larger than the disk cache's blocks of 1 MiB."""
+    d = work / "bucket-parted-big"
+    oracle.generate(gen, d, 960, ["x:float:4", "blob:bytes:1,len=50000"], shards=4,
+                    compression="none", seed=32)
+    put_folder(boto, str(d), "parted-big/")
+    return str(d), sum(os.path.getsize(os.path.join(d, f)) for f in shard_names(d))
+
+
+def test_partitions_a_node_whose_share_fits_its_disk_fetches_nothing_after_epoch_0(
+        proxy, bmount, parted_big, tmp_path):
+    """rank=1,world=4 over a bucket with a disk cache of half the dataset:
+    the node keeps its share (the blocks of its partitions), not the first
+    objects, so epochs 1 and 2 fetch nothing. With the first objects kept,
+    half of the share came from the bucket again every epoch."""
+    _, size = parted_big
+    m = bmount(url("parted-big/"), rank=1, world=4, shuffle="block", block_size="2M", window=2,
+               partitions=4, batch_size=8, epochs=3, threads=2, disk_cache=str(tmp_path / "dc"),
+               disk_cache_size=str(size // 2))
+    _fresh_log(proxy)
+    got = _fetch_epochs(proxy, m, [None])
+    # epoch 0: the share, read in whole blocks of 1 MiB where it is kept
+    # (a piece of 2 MiB takes at most two more), and the next epoch's start
+    assert got[0] <= size / 4 * 1.15 + 6 * 2 * (1 << 20) + 2 * 2 * (2 << 20), got
+    assert got[2] - got[0] <= 2 * (1 << 20), "epochs 1 and 2 fetched %d bytes" % (got[2] - got[0])
+    st = m.json("stats.json")
+    assert st["disk_cache_hits"] > 0, st
