@@ -9,6 +9,7 @@ the mount's batch files and all/ are compared with the oracle's bytes for
 that order. Fixtures are conftest.py's."""
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -241,6 +242,71 @@ def test_partitions_options_and_facts(mounter, ds_plain, batchfs, tmp_path):
                        ("shuffle=block,batch_size=100,partitions=64", "partitions=64")):
         r = subprocess.run([batchfs, "-f", "-o", opts, ds_plain.path, str(mnt)],
                            capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, opts
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and word in lines[0], (opts, r.stderr)
+
+
+def test_partitions_through_the_python_module_and_torch(batchfs, ds_plain, index_dir,
+                                                        monkeypatch):
+    """batchfs.mount(..., partitions=8, world=4): Mount's schema says P,
+    Epoch lists each rank's batches, numpy.load_batch and
+    torch.BatchDataset over a rank folder (a DataLoader of 2 workers, two
+    epochs) give the oracle's rows of that rank's partitions."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(oracle.repo_root(), "python"))
+    import batchfs as bfs
+    import batchfs.numpy as bnp
+    from batchfs.torch import BatchDataset
+    from torch.utils.data import DataLoader
+    monkeypatch.setenv("BATCHFS", batchfs)
+    B, W, R = 5, 4, 3
+    with bfs.mount(ds_plain.path, batch_size=B, world=W, epochs=2, index_dir=index_dir,
+                   **PART) as m:
+        assert m.schema["partitions"] == 8
+        nloc = 8 * (ds_plain.n // 8 // B) // W
+        root = bfs.Mount(os.path.join(m.path, "rank-%04d" % R))
+        assert len(root.epoch(1)) == nloc
+        schema = effective_of(m.schema)
+        ds = BatchDataset(root, features=None)
+        dl = DataLoader(ds, batch_size=None, num_workers=2)
+        for e in (0, 1):
+            ds.set_epoch(e)
+            order = part_order(ds_plain, 1024, 2, 6, e, B, 8)
+            got = list(dl)
+            assert len(got) == nloc
+            for i in (0, nloc // 2, nloc - 1):
+                g = i * W + R
+                exp = oracle.expected_batch(ds_plain.decoded, schema,
+                                            order[g * B:(g + 1) * B].tolist())
+                assert sorted(got[i]) == sorted(exp)
+                for k, v in exp.items():
+                    assert oracle.arrays_equal(got[i][k].numpy(), v), (e, i, k)
+                loaded = bnp.load_batch(root.epoch(e).batch_path(i))
+                for k, v in exp.items():
+                    assert oracle.arrays_equal(np.asarray(loaded[k]), v), (e, i, k)
+        assert isinstance(got[0]["x"], torch.Tensor)
+
+
+def effective_of(schema):
+    return {"features": schema.get("features", {}),
+            "feature_lists": schema.get("feature_lists") or {}}
+
+
+def test_partitions_with_a_mixture_are_refused_as_block_shuffle_is(batchfs, ds_plain, tmp_path):
+    """A mixture takes shuffle=global or none; partitions, an option of
+    shuffle=block, fails the mount with one line, as shuffle=block does."""
+    import json
+    import subprocess
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps({"mixture": [{"name": "a", "source": ds_plain.path, "weight": 1},
+                                           {"name": "b", "source": ds_plain.path, "weight": 2}]}))
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    for opts, word in (("partitions=4", "only with shuffle=block"),
+                       ("shuffle=block,partitions=4", "not with a mixture")):
+        r = subprocess.run([batchfs, "-f", "-o", opts, str(mix), str(mnt)],
+                           capture_output=True, text=True, timeout=60)
         assert r.returncode == 1, opts
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and word in lines[0], (opts, r.stderr)
