@@ -86,8 +86,8 @@ static char *add_partitions_note(char *readme, const struct bfs_options *o,
 	    asprintf(&s,
 		     "%s\n"
 		     "Partitions (shuffle=block): %llu%s. Global batch g is batch g div %llu of\n"
-		     "partition g mod %llu, each a block shuffle of its own %llu pieces of\n"
-		     "blocks on average, dealt once from the seed (docs/shuffle.md, 5.1). Each\n"
+		     "partition g mod %llu, each a block shuffle of its own blocks (%llu on\n"
+		     "average), dealt once from the seed (docs/shuffle.md, 5.1). Each\n"
 		     "epoch leaves out %llu records (fewer than %llu batches), others each epoch.\n"
 		     "%s",
 		     readme, p,
