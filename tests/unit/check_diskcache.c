@@ -1331,6 +1331,7 @@ static Suite *diskcache_suite(void)
 	suite_add_tcase(s, d);
 	tcase_add_test(b, the_least_recently_used_go_first_and_used_stays_within_the_bound);
 	tcase_add_test(b, objects_of_every_size_stay_within_the_bound);
+	tcase_add_test(b, a_share_is_kept_rather_than_the_first_objects);
 	tcase_add_loop_test(b, a_scan_over_four_times_the_cache_keeps_90_percent_of_it_useful, 0,
 			    2);
 	tcase_set_timeout(b, 60);
