@@ -521,7 +521,9 @@ static struct stream *stream_for(struct bfs_ioplan *p, uint64_t rank, bool chunk
 			oldest = s;
 		if (s->rank != rank || s->chunk != chunk)
 			continue;
-		if (lin + SLACK < s->pos || lin > s->next + SLACK)
+		/* behind: the reader's own builds, up to the prefetch's depth
+		 * behind the furthest one */
+		if (lin + SLACK + p->lookahead < s->pos || lin > s->next + SLACK)
 			continue;
 		if (!best || (lin > s->pos ? lin - s->pos : s->pos - lin) <
 				     (lin > best->pos ? lin - best->pos : best->pos - lin))
@@ -860,11 +862,13 @@ static bool drop_held(struct bfs_ioplan *p, struct stream *s, const struct gkey 
 /* The groups a block-shuffled stream wants held now: `cur`, those of the
  * units its reader goes through next, once through its partitions (the
  * first `nreader` its reader's own unit's: asked for whatever the budget);
- * `next`, for each partition in cur, the group after it; and `behind`,
- * those of the builds up to lookahead units behind the reader (kept while
- * they may still start, never asked for again). */
+ * `ahead`, those of the prefetch's builds past them, and `back`, those of
+ * the builds up to lookahead units behind the reader (both kept while
+ * builds may still start there, never asked for again: the back ones give
+ * way first when room is needed); `next`, for each partition in cur, then
+ * in ahead, the group after its last. */
 struct group_want {
-	struct gset cur, next, behind;
+	struct gset cur, next, back, ahead;
 	size_t nreader;
 };
 
@@ -881,19 +885,19 @@ static bool epoch_ok(const struct bfs_ioplan *p, const struct stream *s, uint64_
 
 /* want->next from want->cur: the group after each partition's last. */
 static void next_groups(const struct bfs_ioplan *p, const struct stream *s, uint64_t at,
-			bool same_epoch, struct group_want *want)
+			bool same_epoch, const struct gset *from, struct group_want *want)
 {
 	const struct bfs_batcher *b = p->b[s->rank];
 	struct bfs_perm perm = { 0 };
 	uint64_t have = UINT64_MAX;
 
-	for (size_t i = 0; i < want->cur.n; i++) {
-		struct gkey k = want->cur.v[i];
+	for (size_t i = 0; i < from->n; i++) {
+		struct gkey k = from->v[i];
 		bool last = true;
 
-		for (size_t j = 0; j < want->cur.n && last; j++)
-			last = !(want->cur.v[j].epoch == k.epoch && want->cur.v[j].q == k.q &&
-				 want->cur.v[j].g > k.g);
+		for (size_t j = 0; j < from->n && last; j++)
+			last = !(from->v[j].epoch == k.epoch && from->v[j].q == k.q &&
+				 from->v[j].g > k.g);
 		if (!last)
 			continue;
 		if (k.epoch != have) {
@@ -912,10 +916,28 @@ static void next_groups(const struct bfs_ioplan *p, const struct stream *s, uint
 			if (!epoch_ok(p, s, k.epoch, at))
 				continue;
 		}
-		if (!gset_has(&want->cur, &k))
+		if (!gset_has(&want->cur, &k) && !gset_has(&want->ahead, &k))
 			gset_add(&want->next, &k);
 	}
 	bfs_perm_release(&perm);
+}
+
+/* want->next gets the group after each partition's last in want->ahead
+ * (chunks: of the reader's epoch only). */
+static void next_ahead(const struct bfs_ioplan *p, const struct stream *s, uint64_t at,
+		       struct group_want *want)
+{
+	struct gset *from = malloc(sizeof(*from));
+
+	if (!from)
+		return;
+	from->n = 0;
+	from->full = false;
+	for (size_t i = 0; i < want->ahead.n; i++)
+		if (!s->chunk || want->ahead.v[i].epoch == at)
+			gset_add(from, &want->ahead.v[i]);
+	next_groups(p, s, at, true, from, want);
+	free(from);
 }
 
 /* Fill *want for s's reader. 1 when filled; 0 when nothing is to be held
@@ -928,8 +950,7 @@ static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s,
 		 end = r + s->span;
 	uint64_t back = r - (r < p->lookahead ? r : p->lookahead);
 
-	want->cur.n = want->next.n = want->behind.n = 0;
-	want->cur.full = want->next.full = want->behind.full = false;
+	memset(want, 0, sizeof(*want));
 	/* the reader's unit, then those after it (into an epoch it may hold) */
 	units_groups(b, s->chunk, s->nunits, r, r + 1, &want->cur);
 	want->nreader = want->cur.n;
@@ -940,20 +961,25 @@ static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s,
 	if (end / s->nunits > at && !epoch_ok(p, s, at + 1, at))
 		end = (at + 1) * s->nunits;
 	units_groups(b, s->chunk, s->nunits, r + 1, end, &want->cur);
-	/* the first chunks of an epoch: the prefetch running on from the end
-	 * of the one before as often as a reader (a reader of all.safetensors
-	 * goes through the epoch once per column, and each pass's end
-	 * prefetches here); the next groups come once a build further in
-	 * shows the reader here */
-	next_groups(p, s, at, !(s->chunk && unit < p->lookahead && s->span == 1), want);
 	/* builds run up to lookahead units ahead of their reader, and not
 	 * always in order: the groups behind the reader's stay while a unit
 	 * that near behind still reads from them (else such a build would ask
 	 * for its records one by one, a second fetch of them), and so do the
 	 * groups of the builds ahead of it */
-	units_groups(b, s->chunk, s->nunits, back, r, &want->behind);
+	units_groups(b, s->chunk, s->nunits, back, r, &want->back);
 	if (s->pos >= end)
-		units_groups(b, s->chunk, s->nunits, end, s->pos + 1, &want->behind);
+		units_groups(b, s->chunk, s->nunits, end, s->pos + 1, &want->ahead);
+	/* the first chunks of an epoch: the prefetch running on from the end
+	 * of the one before as often as a reader (a reader of all.safetensors
+	 * goes through the epoch once per column, and each pass's end
+	 * prefetches here); the next groups come once a build further in
+	 * shows the reader here */
+	next_groups(p, s, at, !(s->chunk && unit < p->lookahead && s->span == 1), &want->cur, want);
+	/* and the next of those ahead (held when the stream followed its
+	 * builds before a read was noted: let go, each was fetched again);
+	 * not for chunks in a later epoch than the reader's, the prefetch's
+	 * run past a pass's end */
+	next_ahead(p, s, at, want);
 	return want->cur.full || want->next.full ? -1 : 1;
 }
 
@@ -961,7 +987,8 @@ static bool wanted(const struct group_want *want, const struct group *gr)
 {
 	struct gkey k = { gr->epoch, gr->q, gr->g };
 
-	return gset_has(&want->cur, &k) || gset_has(&want->next, &k) || gset_has(&want->behind, &k);
+	return gset_has(&want->cur, &k) || gset_has(&want->next, &k) || gset_has(&want->back, &k) ||
+	       gset_has(&want->ahead, &k);
 }
 
 /* s keeps the groups it holds that want still names (in their order, at
@@ -1028,10 +1055,10 @@ static bool hold_existing(struct bfs_ioplan *p, struct stream *s, const struct g
  * other streams hold. Lock held. */
 static bool room_for(struct bfs_ioplan *p, struct stream *s, const struct group_want *want)
 {
-	for (size_t i = 0; i < want->behind.n; i++)
-		if (!gset_has(&want->cur, &want->behind.v[i]) &&
-		    !gset_has(&want->next, &want->behind.v[i]) &&
-		    drop_held(p, s, &want->behind.v[i]))
+	for (size_t i = 0; i < want->back.n; i++)
+		if (!gset_has(&want->cur, &want->back.v[i]) &&
+		    !gset_has(&want->next, &want->back.v[i]) &&
+		    !gset_has(&want->ahead, &want->back.v[i]) && drop_held(p, s, &want->back.v[i]))
 			return true;
 	return make_room(p, s, 0);
 }

@@ -1307,6 +1307,58 @@ START_TEST(a_dir_that_stops_taking_files_stops_writing_with_one_note)
 }
 END_TEST
 
+/* A mount that reads a share of the dataset (partitions) keeps the blocks
+ * of its share, objects and blocks in order while they fit, not the first
+ * objects: with a bound of 4 MiB over 3 objects of 3 MiB and a share of
+ * block 1 of object 0 and blocks 0, 2 of object 2, those are kept (and
+ * only those written), and kept_at says so in runs. */
+START_TEST(a_share_is_kept_rather_than_the_first_objects)
+{
+	char dir[64];
+	uint8_t *all[3];
+	struct bfs_diskcache *c;
+	struct bfs_dcobj *o[3];
+	struct bfs_diskcache_stats st;
+	uint64_t end;
+
+	test_mkdir(dir, sizeof(dir), "check_dc_share");
+	c = dc_open(dir, 4 * MiB);
+	for (unsigned i = 0; i < 3; i++) {
+		all[i] = src_bytes(70 + i, 3 * BLK);
+		o[i] = dc_obj(c, 70 + i, 3 * BLK);
+	}
+	/* without a share: the first objects (object 0 whole, then blocks) */
+	ck_assert_uint_eq(bfs_dcobj_kept(o[0]), 3 * BLK);
+	ck_assert_uint_eq(bfs_dcobj_kept(o[2]), 0);
+	bfs_dcobj_share(o[0], BLK + 10, 100); /* a piece inside block 1 */
+	bfs_dcobj_share(o[2], 0, BLK / 2);
+	bfs_dcobj_share(o[2], 2 * BLK + 5, BLK - 5);
+	ck_assert(!bfs_dcobj_kept_at(o[0], 0, &end));
+	ck_assert_uint_eq(end, BLK);
+	ck_assert(bfs_dcobj_kept_at(o[0], BLK + 3, &end));
+	ck_assert_uint_eq(end, 2 * BLK);
+	ck_assert(!bfs_dcobj_kept_at(o[1], 0, &end));
+	ck_assert_uint_eq(end, 3 * BLK);
+	ck_assert(bfs_dcobj_kept_at(o[2], 0, &end));
+	ck_assert_uint_eq(end, BLK);
+	ck_assert(bfs_dcobj_kept_at(o[2], 2 * BLK, &end));
+	ck_assert_uint_eq(end, 3 * BLK);
+	for (unsigned i = 0; i < 3; i++)
+		put(o[i], all[i], 0, 3 * BLK);
+	bfs_diskcache_flush(c);
+	st = dc_stats(c);
+	ck_assert_uint_eq(st.kept, 3 * BLK);
+	ck_assert_uint_eq(st.bytes, 3 * BLK);
+	ck_assert_int_eq(get(o[0], all[0], BLK + 10, 100), 0);
+	ck_assert_int_eq(get(o[2], all[2], 2 * BLK, BLK), 0);
+	ck_assert_int_eq(get(o[0], all[0], 0, 10), -ENODATA);
+	ck_assert_int_eq(get(o[1], all[1], 0, 10), -ENODATA);
+	bfs_diskcache_close(c);
+	for (unsigned i = 0; i < 3; i++)
+		free(all[i]);
+}
+END_TEST
+
 static Suite *diskcache_suite(void)
 {
 	Suite *s = suite_create("diskcache");
