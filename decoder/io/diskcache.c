@@ -102,6 +102,7 @@ struct bfs_diskcache {
 	uint64_t *kept; /* [nkept], sorted: hashes of the objects with blocks kept */
 	size_t nkept;
 	bool shared; /* a share was given: only its blocks are kept */
+	bool trimmed; /* trim() found nothing more since the last plan() */
 	time_t stuck; /* when an eviction last found nothing it may delete */
 	struct item *head, *tail;
 	uint64_t qbytes;
@@ -308,6 +309,7 @@ static void plan(struct bfs_diskcache *c)
 	c->kept = kept;
 	c->nkept = kept ? n : 0;
 	c->st.kept = budget - left;
+	c->trimmed = false;
 	atomic_store(&c->replan, false);
 }
 
@@ -327,6 +329,50 @@ static void plan_now(struct bfs_diskcache *c)
 static bool kept_here(const struct bfs_diskcache *c, uint64_t h)
 {
 	return c->nkept && bsearch(&h, c->kept, c->nkept, sizeof(h), hash_cmp) != NULL;
+}
+
+/* Room inside the objects this mount keeps blocks of: their blocks in DIR
+ * that it does not keep (an earlier mount's: another share of the
+ * dataset, or the first shards) are dropped, the entry first (a reader
+ * then fetches; one that still trusts it fails its CRCs), then the bytes
+ * (a hole), until `need` more bytes fit. Eviction goes by whole objects,
+ * and a node's share has blocks in most of them: without this, what an
+ * earlier mount left there would fill DIR for good. Once per plan() when
+ * it finds nothing. Lock held; objects' locks taken after it. */
+static int obj_open(struct bfs_dcobj *o, bool create);
+static void block_bad(struct bfs_dcobj *o, uint64_t k);
+
+static void trim(struct bfs_diskcache *c, uint64_t need)
+{
+#ifdef FALLOC_FL_PUNCH_HOLE
+	bool holes = true; /* DIR's file system punches them */
+
+	for (struct bfs_dcobj *o = c->objs; o && holes && c->st.used + need > c->limit;
+	     o = o->next) {
+		off_t at = 0;
+
+		if (!kept_here(c, o->hash))
+			continue;
+		pthread_mutex_lock(&o->lock);
+		while (holes && obj_open(o, false) == 0 && c->st.used + need > c->limit &&
+		       (at = lseek(o->dfd, at, SEEK_DATA)) >= 0 && (uint64_t)at < o->size) {
+			uint64_t k = (uint64_t)at / BFS_DC_BLOCK, len = block_bytes(o, k);
+
+			at = (off_t)((k + 1) * BFS_DC_BLOCK);
+			if (keeps(o, k))
+				continue;
+			block_bad(o, k);
+			holes = fallocate(o->dfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					  (off_t)(k * BFS_DC_BLOCK), (off_t)len) == 0;
+			if (holes)
+				c->st.used = c->st.used > len ? c->st.used - len : 0;
+		}
+		pthread_mutex_unlock(&o->lock);
+	}
+#else
+	(void)need;
+#endif
+	c->trimmed = c->st.used + need > c->limit;
 }
 
 /* Delete objects, least recently used first, until `need` more bytes fit
@@ -396,6 +442,8 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 	}
 	closedir(d);
 	free(v);
+	if (c->st.used + need > c->limit && !c->trimmed)
+		trim(c, need);
 }
 
 /* ------------------------------------------------------------ the objects */

@@ -34,7 +34,9 @@
  * part in DIR every epoch, and so do later mounts of the same dataset.
  * When a write would pass the bound, other objects are deleted (another
  * mount's, or this mount's not kept), the least recently used first (the
- * .blocks file's mtime, touched on use); a block that still does not fit
+ * .blocks file's mtime, touched on use), then the blocks this mount does
+ * not keep inside the objects it keeps (an earlier mount's of another
+ * share: entry cleared, hole punched); a block that still does not fit
  * is not written. A file deleted under another mount keeps serving that
  * mount from its open descriptor.
  *

@@ -1211,3 +1211,26 @@ def test_partitions_a_node_whose_share_fits_its_disk_fetches_nothing_after_epoch
     assert got[2] - got[0] <= 2 * (1 << 20), "epochs 1 and 2 fetched %d bytes" % (got[2] - got[0])
     st = m.json("stats.json")
     assert st["disk_cache_hits"] > 0, st
+
+
+def test_partitions_a_node_given_another_rank_makes_room_for_its_share(
+        proxy, bmount, parted_big, tmp_path):
+    """A job restarted with its ranks on other nodes: the node's disk cache
+    holds rank 0's share, and the node is now rank 1. Its share has blocks
+    in every object, so no object of rank 0's may go whole; rank 0's blocks
+    in them go instead, and from epoch 1 on the node fetches nothing.
+    Without that, rank 0's blocks filled the cache for good and most of the
+    share came from the bucket every epoch."""
+    _, size = parted_big
+    dc = str(tmp_path / "dc")
+    opts = dict(world=4, shuffle="block", block_size="2M", window=2, partitions=4,
+                batch_size=8, threads=2, disk_cache=dc, disk_cache_size=str(int(size * 0.35)))
+    m = bmount(url("parted-big/"), rank=0, epochs=1, **opts)
+    _read_epoch(m, 0)
+    time.sleep(0.3)
+    m.stop()
+    m = bmount(url("parted-big/"), rank=1, epochs=3, **opts)
+    _fresh_log(proxy)
+    got = _fetch_epochs(proxy, m, [None])
+    assert got[0] <= size / 4 * 1.15 + 6 * 2 * (1 << 20) + 2 * 2 * (2 << 20), got
+    assert got[2] - got[0] <= 2 * (1 << 20), "epochs 1 and 2 fetched %d bytes" % (got[2] - got[0])

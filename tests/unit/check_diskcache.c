@@ -1359,6 +1359,64 @@ START_TEST(a_share_is_kept_rather_than_the_first_objects)
 }
 END_TEST
 
+/* A node's share larger than its cache, on a disk an earlier mount filled
+ * with the first object: the share's blocks are kept in order while they
+ * fit (3 of its 5, the bound less its slack); the earlier mount's blocks
+ * go to make room for them, though their object holds one of the share
+ * (kept, so never deleted whole: without the trim, 1 block was written);
+ * and the node's next mount, given the same share, reads them from DIR
+ * without a write. */
+START_TEST(a_share_larger_than_the_cache_keeps_its_first_blocks_over_a_later_mount)
+{
+	char dir[64];
+	uint8_t *all[2];
+	struct bfs_diskcache *c;
+	struct bfs_dcobj *o[2];
+	struct bfs_diskcache_stats st;
+
+	test_mkdir(dir, sizeof(dir), "check_dc_share_big");
+	for (unsigned i = 0; i < 2; i++)
+		all[i] = src_bytes(80 + i, 4 * BLK);
+	/* an earlier mount without a share: the first object's blocks */
+	c = dc_open(dir, 4 * MiB);
+	for (unsigned i = 0; i < 2; i++)
+		o[i] = dc_obj(c, 80 + i, 4 * BLK);
+	for (unsigned i = 0; i < 2; i++)
+		put(o[i], all[i], 0, 4 * BLK);
+	bfs_diskcache_flush(c);
+	ck_assert_uint_eq(dc_stats(c).bytes, 3 * BLK);
+	bfs_diskcache_close(c);
+
+	/* the node's mounts: its share is object 1 and block 3 of object 0 */
+	for (unsigned round = 0; round < 2; round++) {
+		c = dc_open(dir, 4 * MiB);
+		for (unsigned i = 0; i < 2; i++)
+			o[i] = dc_obj(c, 80 + i, 4 * BLK);
+		bfs_dcobj_share(o[1], 0, 4 * BLK);
+		bfs_dcobj_share(o[0], 3 * BLK, BLK);
+		/* object 0 first (registered first): its block 3, then the
+		 * first two blocks of object 1 */
+		ck_assert_uint_eq(dc_stats(c).kept, 3 * BLK);
+		if (round == 0)
+			for (unsigned i = 0; i < 2; i++)
+				put(o[i], all[i], 0, 4 * BLK);
+		bfs_diskcache_flush(c);
+		st = dc_stats(c);
+		ck_assert_uint_eq(st.bytes, round == 0 ? 3 * BLK : 0);
+		ck_assert_uint_eq(st.evictions, 0); /* object 0 is kept: its other blocks go */
+		ck_assert_uint_le(du_data(dir), 4 * MiB);
+		ck_assert_int_eq(get(o[0], all[0], 3 * BLK, BLK), 0);
+		ck_assert_int_eq(get(o[1], all[1], 0, 2 * BLK), 0);
+		ck_assert_int_eq(get(o[0], all[0], 0, 10), -ENODATA);
+		ck_assert_int_eq(get(o[1], all[1], 2 * BLK, 10), -ENODATA);
+		bfs_diskcache_close(c);
+	}
+	for (unsigned i = 0; i < 2; i++)
+		free(all[i]);
+	test_rmdir(dir);
+}
+END_TEST
+
 static Suite *diskcache_suite(void)
 {
 	Suite *s = suite_create("diskcache");
@@ -1384,6 +1442,7 @@ static Suite *diskcache_suite(void)
 	tcase_add_test(b, the_least_recently_used_go_first_and_used_stays_within_the_bound);
 	tcase_add_test(b, objects_of_every_size_stay_within_the_bound);
 	tcase_add_test(b, a_share_is_kept_rather_than_the_first_objects);
+	tcase_add_test(b, a_share_larger_than_the_cache_keeps_its_first_blocks_over_a_later_mount);
 	tcase_add_loop_test(b, a_scan_over_four_times_the_cache_keeps_90_percent_of_it_useful, 0,
 			    2);
 	tcase_set_timeout(b, 60);
