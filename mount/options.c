@@ -413,7 +413,10 @@ static int check_together(struct bfs_options_parser *c)
 		return 1;
 	}
 	if (c->block_given && !o->block) {
-		fprintf(stderr, "batchfs: option '%s': only with shuffle=block\n", c->block_arg);
+		fprintf(stderr,
+			"batchfs: option '%s': only with shuffle=block, which a mixture does "
+			"not take\n",
+			c->block_arg);
 		return 1;
 	}
 	o->all_ranks = given(c, "world") && !given(c, "rank");

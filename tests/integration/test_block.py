@@ -295,7 +295,8 @@ def effective_of(schema):
 
 def test_partitions_with_a_mixture_are_refused_as_block_shuffle_is(batchfs, ds_plain, tmp_path):
     """A mixture takes shuffle=global or none; partitions, an option of
-    shuffle=block, fails the mount with one line, as shuffle=block does."""
+    shuffle=block, fails the mount with one line saying to drop it, as
+    shuffle=block does."""
     import json
     import subprocess
     mix = tmp_path / "mix.json"
@@ -303,8 +304,8 @@ def test_partitions_with_a_mixture_are_refused_as_block_shuffle_is(batchfs, ds_p
                                            {"name": "b", "source": ds_plain.path, "weight": 2}]}))
     mnt = tmp_path / "m"
     mnt.mkdir()
-    for opts, word in (("partitions=4", "only with shuffle=block"),
-                       ("shuffle=block,partitions=4", "not with a mixture")):
+    for opts, word in (("partitions=4", "only with shuffle=block, which a mixture does not take"),
+                       ("shuffle=block,partitions=4", "without block_size, window or partitions")):
         r = subprocess.run([batchfs, "-f", "-o", opts, str(mix), str(mnt)],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 1, opts
