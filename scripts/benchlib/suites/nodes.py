@@ -7,18 +7,19 @@ blocks of 64 KiB, groups of 2 blocks: with partitions=P each partition
 holds about a window of blocks) is put in s3rver behind the delaying proxy
 (--bucket-cache-delay-ms per request). `batchfs index` builds its index
 once; each sampled rank R then mounts s3://BUCKET/NAME/ with -o
-rank=R,world=W,shuffle=block,partitions=P and index_dir a read-only bind
-mount of that index (shared by every node, never written; a plain shared
-folder where no bind mount can be made), reads its batch files of epoch 0
-in order and is unmounted: one node of the job at a time. Per rank: the
-bytes it fetched (io_bytes) as a fraction of the dataset, the GETs of
-object bytes at mount (the index reused: none), its mount time and its
-first-batch latency (from the mount ready to the end of the first batch
-file's read). The job's total per epoch is the sample's mean times W, as
-a multiple of the dataset: goal <= 1.15. The same for two ranks with
-partitions=1 (the order before partitions) and groups large enough to hold
-a batch of every rank, as the default window (64 blocks of 4 MiB) does on a
-dataset of a thousand nodes: each rank fetches most of the dataset.
+rank=R,world=W,shuffle=block,partitions=P,epochs=2 and index_dir a
+read-only bind mount of that index (shared by every node, never written; a
+plain shared folder where no bind mount can be made), reads its batch
+files of epochs 0 and 1 in order and is unmounted: one node of the job at
+a time. Per rank: the bytes it fetched (io_bytes) during each epoch as a
+fraction of the dataset, the GETs of object bytes at mount (the index
+reused: none), its mount time and its first-batch latency (from the mount
+ready to the end of epoch 0's first batch file). The job's total in each
+epoch is the sample's mean times W, as a multiple of the dataset: goal <=
+1.15. The same for two ranks with partitions=1 (the order before
+partitions) and groups large enough to hold a batch of every rank, as the
+default window (64 blocks of 4 MiB) does on a dataset of a thousand
+nodes: each rank fetches most of the dataset.
 """
 
 import json
@@ -36,6 +37,7 @@ NODES = {"shards": 64, "features": ["x:float:4", "blob:bytes:1,len=4000"]}
 OPTS = "shuffle=block,block_size=64K,batch_size=8"
 WINDOW = 2
 PER_BLOCK = 15  # records of a block
+EPOCHS = 2  # read by each rank, one after the other
 
 
 def _ro_bind(d, ro):
@@ -54,24 +56,29 @@ def _snapshot(d):
 
 
 def _rank(tools, env, url, mnt, opts, ix, size):
-    """Mount one rank, read its epoch 0 batch files, unmount: its figures."""
-    cmd = [tools["batchfs"], "-f", "-o", "%s,index_dir=%s" % (opts, ix), url, mnt]
+    """Mount one rank, read its batch files of epochs 0 and 1, unmount: its
+    figures (fetched: the bytes fetched during each epoch's read)."""
+    cmd = [tools["batchfs"], "-f", "-o", "%s,epochs=%d,index_dir=%s" % (opts, EPOCHS, ix), url,
+           mnt]
     with bucket._env_mount(cmd, mnt, env) as m:
         st0 = bucket._stats(mnt)
-        ep = os.path.join(mnt, "epoch-0000")
-        names = sorted(n for n in os.listdir(ep) if n.endswith(".safetensors") and
-                       n != "all.safetensors")
-        t0 = time.perf_counter()
-        first = None
-        for n in names:
-            with open(os.path.join(ep, n), "rb") as f:
-                while f.read(1 << 20):
-                    pass
-            if first is None:
-                first = time.perf_counter() - t0
-        secs = time.perf_counter() - t0
-        st = bucket._stats(mnt)
-        return {"fetched": st.get("io_bytes", 0) / size, "at_mount": st0.get("io_bytes", 0),
+        prev, fetched, first, secs = st0.get("io_bytes", 0), [], None, 0.0
+        for e in range(EPOCHS):
+            ep = os.path.join(mnt, "epoch-%04d" % e)
+            names = sorted(n for n in os.listdir(ep) if n.endswith(".safetensors") and
+                           n != "all.safetensors")
+            t0 = time.perf_counter()
+            for n in names:
+                with open(os.path.join(ep, n), "rb") as f:
+                    while f.read(1 << 20):
+                        pass
+                if first is None:
+                    first = time.perf_counter() - t0
+            secs = secs or time.perf_counter() - t0
+            st = bucket._stats(mnt)
+            fetched.append((st.get("io_bytes", 0) - prev) / size)
+            prev = st.get("io_bytes", 0)
+        return {"fetched": fetched, "at_mount": st0.get("io_bytes", 0),
                 "reused": st0.get("index_reused"), "mount_s": m.mount_seconds,
                 "first_s": first or 0.0, "read_s": secs, "batches": len(names),
                 "waits": st.get("io_waits", 0)}
@@ -150,17 +157,20 @@ def report(c):
                 c.get("base_window", 0))
         if not rows:
             continue
-        mean = sum(r["fetched"] for r in rows) / len(rows)
-        total = mean * c["world"]
-        say("   partitions=%d: per rank fetched %.5fx the dataset (its share %.5fx), mean; "
-            "first batch %.3f s (max %.3f), mount %.2f s (max %.2f), index reused by %d of %d, "
-            "object bytes at mount %d" % (
-                p, mean, 1 / c["world"], sum(r["first_s"] for r in rows) / len(rows),
+        per = [sum(r["fetched"][e] for r in rows) / len(rows) for e in range(EPOCHS)]
+        say("   partitions=%d: per rank fetched %s the dataset in epochs %s (its share %.5fx), "
+            "mean; first batch %.3f s (max %.3f), mount %.2f s (max %.2f), index reused by %d "
+            "of %d, object bytes at mount %d" % (
+                p, ", ".join("%.5fx" % f for f in per), ", ".join(map(str, range(EPOCHS))),
+                1 / c["world"], sum(r["first_s"] for r in rows) / len(rows),
                 max(r["first_s"] for r in rows), sum(r["mount_s"] for r in rows) / len(rows),
                 max(r["mount_s"] for r in rows), sum(1 for r in rows if r["reused"]),
                 len(rows), sum(r["at_mount"] for r in rows)))
-        say("   partitions=%d: the job's ranks together fetch %.3fx the dataset an epoch  "
-            "target <= 1.15  %s" % (p, total, verdict(total <= 1.15)))
-        say("     rank: fetched (x dataset), first batch s, batches: " + ", ".join(
-            "%d: %.5f %.3f %d" % (r["rank"], r["fetched"], r["first_s"], r["batches"])
+        for e, f in enumerate(per):
+            total = f * c["world"]
+            say("   partitions=%d: the job's ranks together fetch %.3fx the dataset in epoch %d  "
+                "target <= 1.15  %s" % (p, total, e, verdict(total <= 1.15)))
+        say("     rank: fetched in each epoch (x dataset), first batch s, batches: " + ", ".join(
+            "%d: %s %.3f %d" % (r["rank"], "/".join("%.5f" % f for f in r["fetched"]),
+                                r["first_s"], r["batches"])
             for r in rows))
