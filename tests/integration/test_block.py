@@ -231,6 +231,16 @@ def test_partitions_options_and_facts(mounter, ds_plain, batchfs, tmp_path):
     s = m.json("schema.json")
     assert s["partitions"] == 8 and s["batches_per_epoch"] == 8 * (ds_plain.n // 8 // 5)
     assert "partitions=8" in m.read("README.txt").decode()
+    # README.txt says what each rank reads: 1/W with W dividing P, else one
+    # line: 1/gcd(W, P) of the dataset
+    for w, line in ((4, "each rank reads 2 of the partitions, 1/4 of the"),
+                    (12, "world=12 does not divide partitions=8: each rank reads 2 of the 8 "
+                         "partitions, 1/4 of the dataset (3 times its share)."),
+                    (3, "world=3 does not divide partitions=8: each rank reads 8 of the 8 "
+                        "partitions, 1/1 of the dataset (3 times its share).")):
+        text = mounter(ds_plain.path, batch_size=5, world=w, **PART).read("README.txt").decode()
+        assert line in text, (w, text)
+        assert sum("does not divide" in x for x in text.splitlines()) == (w != 4), (w, text)
     # auto: a small dataset is one partition, the order of before
     a = mounter(ds_plain.path, batch_size=5, shuffle="block", block_size="1K", window=2)
     assert a.json("schema.json")["partitions"] == 1

@@ -1129,6 +1129,22 @@ def test_partitions_each_rank_fetches_its_share(proxy, bmount, parted, world):
         total / size / 3)
 
 
+def test_partitions_a_world_not_dividing_them_fetches_what_readme_says(proxy, bmount, parted):
+    """world=12 with partitions=8: README.txt says each rank reads 2 of the
+    8 partitions, 1/4 of the dataset; rank 5 fetches that, at most 1.15
+    times it and two blocks an epoch."""
+    _, size = parted
+    m = bmount(url("parted/"), rank=5, world=12, **PART_OPTS)
+    assert "each rank reads 2 of the 8 partitions, 1/4 of the dataset" in m.read(
+        "README.txt").decode()
+    _fresh_log(proxy)
+    got = _fetch_epochs(proxy, m, [None])
+    for e, g in enumerate(got):
+        last = e + 1 == len(got)
+        assert g <= _part_bound(size, 1 / 4, 0 if last else 2, e + 1), \
+            "epochs 0..%d: %.3fx the dataset" % (e, g / size)
+
+
 def test_partitions_a_node_of_rank_folders_fetches_their_share(proxy, bmount, parted):
     """One mount with world=8 (rank folders), one node's processes reading
     rank-0002/ and rank-0003/ at once: at most 1.15 times their share (2/8)
