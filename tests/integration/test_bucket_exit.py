@@ -318,3 +318,72 @@ def test_the_daemon_goes_within_2s_of_its_unmount(daemons, servers, aws, tmp_pat
     assert d.status == 0, d.log_text()
     assert secs <= EXIT_BOUND, "%.2f s" % secs
     assert not os.path.ismount(d.mnt)
+
+
+def _wait_for(cond, what, deadline=20.0):
+    end = time.monotonic() + deadline
+    while not cond():
+        assert time.monotonic() < end, "timed out waiting for " + what
+        time.sleep(0.02)
+
+
+def _gone(d, how):
+    """Unmount (how "unmount") or SIGTERM the daemon; the seconds to its
+    exit, which must be a clean one (status 0, nothing left mounted)."""
+    if how == "unmount":
+        r = _unmount(d.mnt)
+        assert r.returncode == 0, r.stderr
+    else:
+        os.kill(d.pid, signal.SIGTERM)
+    secs = d.wait_exit()
+    assert d.status == 0, d.log_text()
+    _wait_for(lambda: not os.path.ismount(d.mnt), "the mount to go", 5)
+    return secs
+
+
+@pytest.mark.parametrize("shuffle", SHUFFLES)
+def test_sigterm_ends_it_within_2s_while_readers_wait_on_a_stalled_bucket(
+        daemons, servers, aws, tmp_path, shuffle):
+    source, env = provider_env("imds", servers, aws, tmp_path)
+    d = daemons(source, env, batch_size=B, shuffle=shuffle,
+                block_size="64K" if shuffle == "block" else None, epochs=2, cache_size="1M",
+                readahead="1M", region="us-east-1", endpoint=servers.endpoint)
+    readers = Readers(d.mnt, n=3, gap=0)
+    _wait_for(lambda: sum(readers.counts) >= 3, "reads")
+    # every object read from now on hangs (the connection held, no answer)
+    servers.rules({"match": "^GET /%s/train/" % BUCKET, "action": "stall", "ms": 600000})
+    _wait_for(lambda: _stats(d.mnt)["io_inflight"] > 0 and
+              not any(_progress(readers, 1.0)), "the readers to hang on the bucket")
+    secs = _gone(d, "sigterm")
+    print("\nshuffle=%s: exit %.3f s after SIGTERM, %d readers hung" %
+          (shuffle, secs, len(readers.threads)))
+    assert readers.stop(), "a reader is still stuck on the dead mount"
+    assert secs <= EXIT_BOUND, "%.2f s" % secs
+
+
+def _progress(readers, secs):
+    """Which readers read a file within secs."""
+    before = list(readers.counts)
+    time.sleep(secs)
+    return [a != b for a, b in zip(before, readers.counts)]
+
+
+@pytest.mark.parametrize("how", ["unmount", "sigterm"])
+def test_it_goes_within_2s_while_the_credential_endpoint_hangs(daemons, servers, aws, tmp_path,
+                                                                how):
+    """The metadata service stops answering: the keeper's refresh waits in
+    its request (tries of 5 s, 10 s in all) when the mount goes."""
+    source, env = provider_env("imds", servers, aws, tmp_path)
+    d = daemons(source, env, batch_size=B, shuffle="global", epochs=2, cache_size="1M",
+                readahead="1M", region="us-east-1", endpoint=servers.endpoint)
+    with open(os.path.join(d.mnt, "epoch-0000", "batch-000000.safetensors"), "rb") as f:
+        assert f.read()
+    aws.config(hang=True)
+    # the next refresh (due 1.5 s before expiry) is held by the endpoint
+    _wait_for(lambda: any(e.get("action") == "hang" for e in aws.log()),
+              "the keeper's refresh to reach the hanging endpoint", 2 * LIFETIME)
+    time.sleep(0.5)
+    secs = _gone(d, how)
+    aws.config(hang=False)
+    print("\n%s: exit %.3f s while the credential endpoint hung" % (how, secs))
+    assert secs <= EXIT_BOUND, "%.2f s" % secs
