@@ -418,6 +418,7 @@ static void *keeper_main(void *arg)
 {
 	struct bfs_cred_keeper *k = arg;
 
+	(void)pthread_setname_np(pthread_self(), "bfs-cred"); /* for top -H, gdb */
 	pthread_mutex_lock(&k->m);
 	while (!k->stopping && !k->forking) {
 		int64_t now = bfs_cred_now_ms(), due = due_ms(k);

@@ -874,6 +874,7 @@ static void *loop_main(void *arg)
 {
 	struct bfs_s3 *c = arg;
 
+	(void)pthread_setname_np(pthread_self(), "bfs-s3"); /* for top -H, gdb */
 	for (;;) {
 		uint64_t now;
 		long tmo = -1;

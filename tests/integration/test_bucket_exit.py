@@ -25,6 +25,8 @@ command exits once the mount is ready) is reparented to it and its exit
 status read. A daemon still there after HARD_DEADLINE is killed and the
 test fails; every exit time is printed (pytest -s shows them).
 """
+import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -149,16 +151,43 @@ class Daemon:
     """`batchfs SOURCE MNT -o OPTS` in the background: the command returns
     once the mount is ready; the daemon is then this subreaper's child."""
 
-    def __init__(self, batchfs, source, mnt, opts, env, log):
+    def __init__(self, batchfs, source, mnt, opts, env, log, foreground=False):
         self.mnt, self.log, self.pid, self.status = str(mnt), str(log), None, None
+        self.traced = []  # threads this process froze (freeze()), to reap
         os.makedirs(self.mnt, exist_ok=True)
+        argv = [batchfs] + (["-f"] if foreground else []) + [source, self.mnt, "-o", opts]
         with open(self.log, "wb") as lf:
-            r = subprocess.run([batchfs, source, self.mnt, "-o", opts], stdin=subprocess.DEVNULL,
-                               stdout=lf, stderr=lf, env=env, timeout=MOUNT_DEADLINE)
+            if foreground:  # this process's child; ready once schema.json answers
+                p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
+                                     env=env)
+                self.pid = p.pid
+                _wait_for(lambda: p.poll() is not None or os.path.exists(
+                    os.path.join(self.mnt, "schema.json")), "the mount", MOUNT_DEADLINE)
+                assert p.poll() is None, self.log_text()
+                p.returncode = 0  # reaped by wait_exit, not by Popen
+                return
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=lf, stderr=lf, env=env,
+                               timeout=MOUNT_DEADLINE)
         assert r.returncode == 0, self.log_text()
         assert os.path.ismount(self.mnt)
         self.pid = _find_daemon(self.mnt)
         assert self.pid is not None, "no daemon found for " + self.mnt
+
+    def thread_named(self, name):
+        for tid in os.listdir("/proc/%d/task" % self.pid):
+            with open("/proc/%d/task/%s/comm" % (self.pid, tid)) as f:
+                if f.read().strip() == name:
+                    return int(tid)
+        return None
+
+    def freeze(self, tid):
+        """Stop thread tid alone (ptrace), as a thread stuck in user space
+        is: it never runs again, and goes only with its process."""
+        if _ptrace(PTRACE_SEIZE, tid) != 0:
+            pytest.skip("ptrace: %s" % os.strerror(ctypes.get_errno()))
+        self.traced.append(tid)
+        assert _ptrace(PTRACE_INTERRUPT, tid) == 0
+        os.waitpid(tid, WALL)  # it is stopped now
 
     def log_text(self):
         with open(self.log, "rb") as f:
@@ -175,6 +204,12 @@ class Daemon:
         an AssertionError after HARD_DEADLINE, the daemon killed."""
         t0 = time.monotonic()
         while True:
+            for tid in list(self.traced):  # a traced thread is reaped by its tracer
+                try:
+                    if os.waitpid(tid, os.WNOHANG | WALL)[0] == tid:
+                        self.traced.remove(tid)
+                except ChildProcessError:
+                    self.traced.remove(tid)
             pid, st = os.waitpid(self.pid, os.WNOHANG)
             if pid == self.pid:
                 self.status = os.waitstatus_to_exitcode(st)
@@ -190,11 +225,25 @@ class Daemon:
     def kill(self):
         if self.pid is not None:
             os.kill(self.pid, signal.SIGKILL)
+            for tid in self.traced:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(tid, WALL)
             os.waitpid(self.pid, 0)
             self.pid = None
         if os.path.ismount(self.mnt) or _dead(self.mnt):
             subprocess.run(["fusermount3", "-uz", self.mnt], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.restype = ctypes.c_long
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_SEIZE, PTRACE_INTERRUPT = 0x4206, 0x4207  # <sys/ptrace.h>
+WALL = 0x40000000  # __WALL: wait for threads too
+
+
+def _ptrace(req, tid):
+    return _libc.ptrace(req, tid, None, None)
 
 
 def _dead(mnt):
@@ -209,11 +258,11 @@ def _dead(mnt):
 def daemons(batchfs, subreaper, tmp_path):
     made = []
 
-    def start(source, env, **opts):
+    def start(source, env, foreground=False, **opts):
         n = len(made) + 1
         d = Daemon(batchfs, source, tmp_path / ("mnt%d" % n),
                    mount_opts(str(tmp_path / ("ix%d" % n)), **opts), env,
-                   tmp_path / ("log%d" % n))
+                   tmp_path / ("log%d" % n), foreground)
         made.append(d)
         return d
 
@@ -387,3 +436,34 @@ def test_it_goes_within_2s_while_the_credential_endpoint_hangs(daemons, servers,
     aws.config(hang=False)
     print("\n%s: exit %.3f s while the credential endpoint hung" % (how, secs))
     assert secs <= EXIT_BOUND, "%.2f s" % secs
+
+
+@pytest.mark.parametrize("how,foreground", [("unmount", False), ("sigterm", False),
+                                            ("sigterm", True)],
+                         ids=["unmount", "sigterm", "sigterm-foreground"])
+def test_an_exit_stuck_in_a_thread_is_cut_short_within_2s(daemons, servers, aws, tmp_path, how,
+                                                         foreground):
+    """A thread the exit waits for never ends (frozen here: the object-store
+    client's, which the exit joins): the exit's deadline takes the mount
+    away if need be and the process leaves, status 1, with one line."""
+    source, env = provider_env("imds", servers, aws, tmp_path)
+    d = daemons(source, env, foreground=foreground, batch_size=B, epochs=2, cache_size="1M",
+                readahead="1M", region="us-east-1", endpoint=servers.endpoint)
+    with open(os.path.join(d.mnt, "epoch-0000", "batch-000001.safetensors"), "rb") as f:
+        assert f.read()
+    tid = d.thread_named("bfs-s3")
+    assert tid is not None, "no object-store thread"
+    d.freeze(tid)
+    if how == "unmount":
+        r = _unmount(d.mnt)
+        assert r.returncode == 0, r.stderr
+    else:
+        os.kill(d.pid, signal.SIGTERM)
+    secs = d.wait_exit()
+    print("\n%s%s: exit %.3f s with a thread stuck" % (how, " (-f)" if foreground else "", secs))
+    assert d.status == 1, d.log_text()
+    assert secs <= EXIT_BOUND, "%.2f s" % secs
+    _wait_for(lambda: not os.path.ismount(d.mnt) and not _dead(d.mnt), "the mount to go", 5)
+    if foreground:
+        lines = [ln for ln in d.log_text().splitlines() if "leaving without" in ln]
+        assert len(lines) == 1 and lines[0].startswith("batchfs: %s: " % d.mnt), d.log_text()
