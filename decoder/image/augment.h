@@ -55,6 +55,14 @@ struct bfs_augment {
 };
 
 void bfs_augment_init(struct bfs_augment *a);
+/* Which fields of a struct bfs_augment a mount option gives (the others
+ * stay each feature's own): bfs_schema_set_augment's mask. */
+#define BFS_AUG_SET_CROP 1u
+#define BFS_AUG_SET_FLIP 2u
+#define BFS_AUG_SET_SCALE 4u
+#define BFS_AUG_SET_RATIO 8u
+#define BFS_AUG_SET_RESIZE 16u
+
 /* Anything to do: a crop other than none, or a flip. */
 static inline bool bfs_augment_on(const struct bfs_augment *a)
 {
