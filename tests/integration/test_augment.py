@@ -31,7 +31,6 @@ import json
 import os
 import re
 import subprocess
-import time
 
 import numpy as np
 import pytest
