@@ -435,6 +435,26 @@ def test_schema_per_feature_and_options_over_it(mounter, photos, tmp_path):
     assert "crop" not in m.json("schema.json")["features"]["image"]
 
 
+def test_flip_alone_mirrors_the_whole_resize(mounter, photos, doc):
+    """crop=none,flip=h: the feature's own resize, mirrored on the page's
+    draw; F.crop is the resize's region, the whole image for stretch."""
+    src, datas = photos
+    plain = epoch_rows(mounter(src, image="image:40x56", crop="none", flip="h", seed=8,
+                               epochs=2, batch_size=16), 1)
+    ref = mounter(src, image="image:40x56", batch_size=16, epochs=2)
+    ids = np.load(ref.path("epoch-0001", "all", "id.npy"))
+    img = np.load(ref.path("epoch-0001", "all", "image.npy"))
+    flips = 0
+    for k, rec in enumerate(ids):
+        pix, crop, flip = plain[int(rec)]
+        key = doc["augment_key"](8, 1, int(rec))
+        assert flip == int(doc["flip"](key))
+        assert crop == (0, 0) + pil(datas[rec]).size
+        assert np.array_equal(pix, img[k][:, ::-1] if flip else img[k])
+        flips += flip
+    assert 0 < flips < len(ids)
+
+
 def test_an_image_and_its_mask_get_the_same_box(mounter, tmp_path):
     """Two image features of one record and one size (a photo and its
     segmentation mask): one box, one flip, so they stay aligned."""
