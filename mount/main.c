@@ -443,7 +443,8 @@ static int base_schema(struct mount *m)
 	return 0;
 }
 
-/* features= and image=: what of the schema is served, and how. */
+/* features=, image= and crop=/flip=: what of the schema is served, and
+ * how. */
 static int select_features(struct mount *m)
 {
 	const struct bfs_options *o = m->o;
@@ -480,6 +481,9 @@ static int select_features(struct mount *m)
 	    bfs_check_image_options(m->ds, schema, was_image, o->image, o->nimage) != 0)
 		rc = -1;
 	free(was_image);
+	/* crop=, flip= and their ranges, over every image feature */
+	if (!rc && (rc = bfs_schema_set_augment(schema, &o->aug, o->aug_set)) != 0)
+		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 	return rc ? -1 : 0;
 }
 

@@ -55,6 +55,11 @@ struct bfs_options {
 	char *image[8]; /* image=FEATURE:HxW[:C], in the order given */
 	unsigned nimage;
 	uint64_t image_max_pixels; /* 0: the default (image.h) */
+	/* crop=, flip=, crop_scale=, crop_ratio=, crop_resize= (augment.h): the
+	 * fields aug_set names (BFS_AUG_SET_*) were given, for every image
+	 * feature; the others are each feature's own */
+	struct bfs_augment aug;
+	unsigned aug_set;
 	unsigned io_depth; /* source reads in flight at most; 0: auto */
 	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
 	enum bfs_fetch_backend io_backend; /* io_backend=: BFS_FETCH_AUTO unless asked */

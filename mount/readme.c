@@ -174,6 +174,35 @@ static char *add_wide_note(char *readme, size_t ntensors, const char *mnt)
 	return s;
 }
 
+/* An augmented image feature's line: what crop= and flip= do to it and
+ * where the boxes are ("" when it is not augmented). */
+static void augment_note(char *dst, size_t cap, const struct bfs_feature_spec *f)
+{
+	const struct bfs_augment *a = &f->aug;
+	char how[160];
+
+	dst[0] = '\0';
+	if (!bfs_augment_on(a))
+		return;
+	if (a->crop == BFS_CROP_RANDOM)
+		snprintf(how, sizeof(how),
+			 "crop=random: RandomResizedCrop, area %g-%g, aspect ratio %g-%g,\n    a "
+			 "new "
+			 "box each epoch",
+			 a->scale[0], a->scale[1], a->ratio[0], a->ratio[1]);
+	else if (a->crop == BFS_CROP_CENTER)
+		snprintf(how, sizeof(how),
+			 "crop=center: the shorter side resized to %u, the centre taken",
+			 bfs_augment_resize(a, (uint32_t)f->shape[0], (uint32_t)f->shape[1]));
+	else
+		snprintf(how, sizeof(how), "crop=none");
+	snprintf(
+		dst, cap,
+		"    %s; flip=%s\n    %s.crop.npy: int32 [B, 4], the box (x, y, w, h in the source "
+		"image's pixels)\n    %s.flip.npy: uint8 [B], 1 where mirrored\n",
+		how, a->flip ? "h" : "none", f->name, f->name);
+}
+
 /* README.txt's lines on images: how each JPEG/PNG feature is served, and
  * the image= option that decodes one that is not decoded yet. */
 static char *image_notes(const struct bfs_schema *s)
@@ -182,15 +211,18 @@ static char *image_notes(const struct bfs_schema *s)
 
 	for (size_t i = 0; out && i < s->nfeatures; i++) {
 		const struct bfs_feature_spec *f = &s->features[i];
+		char aug[1024];
 		int n = 0;
 
+		augment_note(aug, sizeof(aug), f);
 		if (f->image)
 			n = asprintf(&t,
 				     "%s  %s: decoded from JPEG/PNG to uint8 [B, %lld, %lld, %lld] "
-				     "(resize %s, filter %s)\n",
+				     "(%s%s, filter %s)\n%s",
 				     out, f->name, (long long)f->shape[0], (long long)f->shape[1],
-				     (long long)f->shape[2], bfs_resize_name(f->resize),
-				     bfs_filter_name(f->filter));
+				     (long long)f->shape[2], aug[0] ? "" : "resize ",
+				     aug[0] ? "augmented" : bfs_resize_name(f->resize),
+				     bfs_filter_name(f->filter), aug);
 		else if (f->content != BFS_IMAGE_UNKNOWN)
 			n = asprintf(
 				&t,

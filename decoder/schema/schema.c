@@ -419,5 +419,74 @@ int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
 	f->image = true;
 	f->resize = BFS_RESIZE_STRETCH;
 	f->filter = BFS_FILTER_BILINEAR;
+	bfs_augment_init(&f->aug);
+	return 0;
+}
+
+/* ---- crop=, flip= ---------------------------------------------------------------------- */
+
+/* "crop=random", "crop_scale=0.5:1": the option of bit as given in a */
+static void aug_option(char *dst, size_t cap, const struct bfs_augment *a, unsigned bit)
+{
+	if (bit == BFS_AUG_SET_CROP)
+		snprintf(dst, cap, "crop=%s", bfs_crop_name(a->crop));
+	else if (bit == BFS_AUG_SET_FLIP)
+		snprintf(dst, cap, "flip=%s", a->flip ? "h" : "none");
+	else if (bit == BFS_AUG_SET_SCALE)
+		snprintf(dst, cap, "crop_scale=%g:%g", a->scale[0], a->scale[1]);
+	else if (bit == BFS_AUG_SET_RATIO)
+		snprintf(dst, cap, "crop_ratio=%g:%g", a->ratio[0], a->ratio[1]);
+	else
+		snprintf(dst, cap, "crop_resize=%u", a->resize);
+}
+
+int bfs_schema_set_augment(struct bfs_schema *s, const struct bfs_augment *a, unsigned mask)
+{
+	unsigned images = 0, random = 0, center = 0, unused;
+	char opt[96];
+
+	for (size_t i = 0; i < s->nfeatures; i++) {
+		struct bfs_feature_spec *f = &s->features[i];
+		struct bfs_augment *g = &f->aug;
+
+		if (!f->image)
+			continue;
+		images++;
+		if (mask & BFS_AUG_SET_CROP)
+			g->crop = a->crop;
+		if (mask & BFS_AUG_SET_FLIP)
+			g->flip = a->flip;
+		if (mask & BFS_AUG_SET_SCALE)
+			memcpy(g->scale, a->scale, sizeof(g->scale));
+		if (mask & BFS_AUG_SET_RATIO)
+			memcpy(g->ratio, a->ratio, sizeof(g->ratio));
+		if (mask & BFS_AUG_SET_RESIZE)
+			g->resize = a->resize;
+		random += g->crop == BFS_CROP_RANDOM;
+		center += g->crop == BFS_CROP_CENTER;
+		if (bfs_augment_check(g, (uint32_t)f->shape[0], (uint32_t)f->shape[1])) {
+			char why[256];
+
+			snprintf(why, sizeof(why), "%s", bfs_err_msg());
+			return bfs_err_set(-EINVAL, "image feature '%.200s' (%lldx%lld): %s",
+					   f->name, (long long)f->shape[0], (long long)f->shape[1],
+					   why);
+		}
+	}
+	if (mask && !images) {
+		aug_option(opt, sizeof(opt), a, mask & -mask);
+		return bfs_err_set(-ENOENT,
+				   "option '%s': no image feature to augment (decode one with "
+				   "image=FEATURE:HxW)",
+				   opt);
+	}
+	unused = mask & (random ? 0 : BFS_AUG_SET_SCALE | BFS_AUG_SET_RATIO);
+	unused |= mask & (center ? 0 : BFS_AUG_SET_RESIZE);
+	if (unused) {
+		aug_option(opt, sizeof(opt), a, unused & -unused);
+		return bfs_err_set(-EINVAL,
+				   "option '%s': applies to crop=%s, and no image feature has it",
+				   opt, unused & BFS_AUG_SET_RESIZE ? "center" : "random");
+	}
 	return 0;
 }

@@ -47,7 +47,9 @@
  *
  * Image features: {"kind": "bytes", "dtype": "uint8", "shape": [H, W, C],
  * "decode": "image", "resize": "stretch"|"fit"|"crop", "filter":
- * "bilinear"|"area"}; a record's value is one JPEG or PNG (image.h).
+ * "bilinear"|"area"}; a record's value is one JPEG or PNG (image.h). Their
+ * augmentation (augment.h): "crop": "random"|"center"|"none", "flip":
+ * "h"|"none", "crop_scale": [A, B], "crop_ratio": [A, B], "crop_resize": N.
  *
  * Does not: read files, know FUSE or threads. Thread-safety: a finished
  * schema is immutable and may be shared read-only.
@@ -93,6 +95,9 @@ struct bfs_feature_spec {
 	bool image;
 	enum bfs_resize_mode resize;
 	enum bfs_filter filter;
+	/* "crop", "flip", "crop_scale", "crop_ratio", "crop_resize" of an image
+	 * feature (augment.h; bfs_augment_init's defaults: none) */
+	struct bfs_augment aug;
 	/* inference's note on a bytes feature whose values are all JPEG or all
 	 * PNG ("content"), with the largest width and height seen */
 	enum bfs_image_fmt content;
@@ -178,6 +183,15 @@ int bfs_schema_select(struct bfs_schema *s, const char *csv);
  * naming what is wrong, -ENOENT for an unknown feature; s is unchanged
  * then. */
 int bfs_schema_set_image(struct bfs_schema *s, const char *arg);
+
+/* crop=, flip=, crop_scale=, crop_ratio=, crop_resize=: the fields of `a`
+ * that mask names (BFS_AUG_SET_*, augment.h) replace every image feature's
+ * own (the schema's "crop"... keys); then each image feature's
+ * augmentation is checked against its shape. -EINVAL naming the feature or
+ * the option and what is wrong (a field given that no image feature
+ * uses: crop_scale= without crop=random...); -ENOENT when mask is set and
+ * no feature is an image. */
+int bfs_schema_set_augment(struct bfs_schema *s, const struct bfs_augment *a, unsigned mask);
 
 /* A TFDS folder's features.json refines an inferred schema: Image features
  * of fully known shape decode at it (their encodingFormat is what the

@@ -86,8 +86,55 @@ static int names_from_json(struct bfs_feature_spec *f, json_t *jn)
 	return 0;
 }
 
+/* [A, B] of two numbers into out. */
+static int range_from_json(const struct bfs_feature_spec *f, json_t *j, const char *key,
+			   double out[2])
+{
+	if (!json_is_array(j) || json_array_size(j) != 2 || !json_is_number(json_array_get(j, 0)) ||
+	    !json_is_number(json_array_get(j, 1)))
+		return spec_err(f, "\"%s\" must be [A, B], two numbers", key);
+	out[0] = json_number_value(json_array_get(j, 0));
+	out[1] = json_number_value(json_array_get(j, 1));
+	return 0;
+}
+
+/* "crop", "flip", "crop_scale", "crop_ratio", "crop_resize" of an image
+ * feature (its shape already checked), into f->aug. */
+static int augment_from_json(struct bfs_feature_spec *f, json_t *obj)
+{
+	json_t *jcrop = json_object_get(obj, "crop"), *jflip = json_object_get(obj, "flip");
+	json_t *jres = json_object_get(obj, "crop_resize");
+	struct bfs_augment *a = &f->aug;
+
+	bfs_augment_init(a);
+	if (jcrop && (!json_is_string(jcrop) || bfs_crop_parse(json_string_value(jcrop), &a->crop)))
+		return spec_err(f, "\"crop\" must be \"random\", \"center\" or \"none\"");
+	if (jflip) {
+		const char *v = json_is_string(jflip) ? json_string_value(jflip) : "";
+
+		if (strcmp(v, "h") != 0 && strcmp(v, "none") != 0)
+			return spec_err(f, "\"flip\" must be \"h\" or \"none\"");
+		a->flip = strcmp(v, "h") == 0;
+	}
+	if (json_object_get(obj, "crop_scale") &&
+	    range_from_json(f, json_object_get(obj, "crop_scale"), "crop_scale", a->scale))
+		return -EINVAL;
+	if (json_object_get(obj, "crop_ratio") &&
+	    range_from_json(f, json_object_get(obj, "crop_ratio"), "crop_ratio", a->ratio))
+		return -EINVAL;
+	if (jres) {
+		if (!json_is_integer(jres) || json_integer_value(jres) < 1 ||
+		    json_integer_value(jres) > 4 * UINT16_MAX)
+			return spec_err(f, "\"crop_resize\" must be a whole number of pixels");
+		a->resize = (uint32_t)json_integer_value(jres);
+	}
+	if (bfs_augment_check(a, (uint32_t)f->shape[0], (uint32_t)f->shape[1]))
+		return spec_err(f, "%s", bfs_err_msg());
+	return 0;
+}
+
 /* "content"/"max_width"/"max_height" (inference's note) and "decode":
- * "image" with "resize" and "filter". */
+ * "image" with "resize", "filter" and the augmentation. */
 static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *shp)
 {
 	json_t *jdec = json_object_get(obj, "decode"), *jres = json_object_get(obj, "resize");
@@ -116,6 +163,12 @@ static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *
 		if (jres || jfil)
 			return spec_err(
 				f, "\"resize\"/\"filter\" only apply with \"decode\": \"image\"");
+		if (json_object_get(obj, "crop") || json_object_get(obj, "flip") ||
+		    json_object_get(obj, "crop_scale") || json_object_get(obj, "crop_ratio") ||
+		    json_object_get(obj, "crop_resize"))
+			return spec_err(f,
+					"\"crop\"/\"flip\"/\"crop_*\" only apply with \"decode\": "
+					"\"image\"");
 		return 0;
 	}
 	if (!json_is_string(jdec) || strcmp(json_string_value(jdec), "image") != 0)
@@ -140,16 +193,18 @@ static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *
 	if (jfil &&
 	    (!json_is_string(jfil) || bfs_filter_parse(json_string_value(jfil), &f->filter)))
 		return spec_err(f, "\"filter\" must be \"bilinear\" or \"area\"");
-	return 0;
+	return augment_from_json(f, obj);
 }
 
 /* Every key of a feature's object is one spec_from_json knows. */
 static int spec_keys_known(const struct bfs_feature_spec *f, json_t *obj)
 {
-	static const char *const known[] = { "kind",	  "shape",	"dtype",  "max_len",
-					     "pad",	  "default",	"ragged", "max_steps",
-					     "decode",	  "resize",	"filter", "content",
-					     "max_width", "max_height", "names" };
+	static const char *const known[] = {
+		"kind",	   "shape",   "dtype",	    "max_len",	  "pad",
+		"default", "ragged",  "max_steps",  "decode",	  "resize",
+		"filter",  "content", "max_width",  "max_height", "names",
+		"crop",	   "flip",    "crop_scale", "crop_ratio", "crop_resize"
+	};
 	const char *key;
 	json_t *v;
 
@@ -564,6 +619,36 @@ static void set_new(json_t *obj, const char *key, json_t *v, bool *ok)
 		*ok = false;
 }
 
+static json_t *pair(double a, double b)
+{
+	json_t *j = json_array();
+
+	if (j &&
+	    (json_array_append_new(j, json_real(a)) || json_array_append_new(j, json_real(b)))) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+/* An image feature's augmentation, with the values in effect. */
+static void augment_to_json(json_t *o, const struct bfs_feature_spec *f, bool *ok)
+{
+	const struct bfs_augment *a = &f->aug;
+
+	set_new(o, "crop", json_string(bfs_crop_name(a->crop)), ok);
+	set_new(o, "flip", json_string(a->flip ? "h" : "none"), ok);
+	if (a->crop == BFS_CROP_RANDOM) {
+		set_new(o, "crop_scale", pair(a->scale[0], a->scale[1]), ok);
+		set_new(o, "crop_ratio", pair(a->ratio[0], a->ratio[1]), ok);
+	} else if (a->crop == BFS_CROP_CENTER) {
+		set_new(o, "crop_resize",
+			json_integer(bfs_augment_resize(a, (uint32_t)f->shape[0],
+							(uint32_t)f->shape[1])),
+			ok);
+	}
+}
+
 static json_t *spec_to_json(const struct bfs_feature_spec *f)
 {
 	json_t *o = json_object(), *shape = json_array();
@@ -597,6 +682,8 @@ static json_t *spec_to_json(const struct bfs_feature_spec *f)
 		set_new(o, "decode", json_string("image"), &ok);
 		set_new(o, "resize", json_string(bfs_resize_name(f->resize)), &ok);
 		set_new(o, "filter", json_string(bfs_filter_name(f->filter)), &ok);
+		if (bfs_augment_on(&f->aug))
+			augment_to_json(o, f, &ok);
 	}
 	if (f->prov)
 		set_new(o, "provenance",
@@ -885,6 +972,7 @@ static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
 				f->image = true;
 				f->resize = BFS_RESIZE_STRETCH;
 				f->filter = BFS_FILTER_BILINEAR;
+				bfs_augment_init(&f->aug);
 			}
 		} else if ((x = json_object_get(v, "classLabel"))) {
 			rc = tfds_class_label(f, x, labels, ctx);

@@ -17,6 +17,8 @@ This package wraps the ``batchfs`` command (pure Python, no compiled part):
   ``.stats()``, ``.epoch(e)``);
 - :mod:`batchfs.numpy` reads one batch (or a whole epoch, ``all/``) into a
   dict of arrays, :mod:`batchfs.torch` is a map-style PyTorch dataset;
+  :mod:`batchfs.augment` computes the boxes and flips of ``crop=`` and
+  ``flip=`` (``Mount.augmentation()`` says which features have them);
 - ``python3 -m batchfs ARGS`` runs the ``batchfs`` binary with ARGS.
 
 The binary is found by :func:`find_binary`: ``$BATCHFS``, then the build
@@ -38,8 +40,8 @@ import time
 import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["BatchfsError", "BatchfsWarning", "Epoch", "Mount", "find_binary", "format_options",
-           "mount", "numpy", "torch"]
+__all__ = ["BatchfsError", "BatchfsWarning", "Epoch", "Mount", "augment", "find_binary",
+           "format_options", "mount", "numpy", "torch"]
 __version__ = "0.1.0"
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -216,6 +218,22 @@ class Mount:
             with open(os.path.join(self.root, "schema.json"), "rb") as f:
                 self._schema = json.loads(f.read())
         return self._schema
+
+    def augmentation(self) -> Dict[str, Dict[str, Any]]:
+        """The augmented image features (``crop=``, ``flip=``;
+        docs/augment.md) and how: ``{feature: {"crop": "random", "flip":
+        "h", "crop_scale": [0.08, 1.0], ..., "seed": the mount's}}``. Each
+        batch holds ``FEATURE.crop`` (int32 [B, 4]: x, y, w, h in the source
+        image's pixels) and ``FEATURE.flip`` (uint8 [B]);
+        :func:`batchfs.augment.box_and_flip` computes them for any record."""
+        out = {}
+        for name, f in self.schema.get("features", {}).items():
+            if f.get("decode") == "image" and "crop" in f:
+                out[name] = {k: v for k, v in f.items()
+                             if k in ("crop", "flip", "crop_scale", "crop_ratio", "crop_resize",
+                                      "shape")}
+                out[name]["seed"] = self.schema.get("seed", 0)
+        return out
 
     def stats(self) -> Dict[str, Any]:
         """``stats.json`` as a dict: live counters, fresh on every call."""
@@ -423,7 +441,7 @@ def _stop(proc: Optional[subprocess.Popen], wfd: int, mnt: str, mounted: bool,
 def __getattr__(name: str) -> Any:
     # batchfs.numpy and batchfs.torch load on first use: importing batchfs
     # needs neither numpy nor PyTorch
-    if name in ("numpy", "torch"):
+    if name in ("numpy", "torch", "augment"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'batchfs' has no attribute %r" % name)
