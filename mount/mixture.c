@@ -8,6 +8,7 @@
 #include "mixture.h"
 
 #include "mixfile.h"
+#include "record.h"
 #include "s3.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,16 +47,24 @@ static char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
-/* Whether a file starts, after blanks, with '{': a shard never does (its
- * first 8 bytes are a record's length), so a shard is not read further. */
-static bool starts_json(const char *path)
+/* Whether a regular file is meant as a mixture file: its name ends in
+ * .json, or its first byte after blanks is '{'; never when its first bytes
+ * begin a shard (a record of 123 bytes starts 7b 00 ..., a gzip or zlib
+ * stream). Its JSON is judged by bfs_mount_mix_open, whose error names the
+ * line and column: a mixture file with a mistake is never read as a shard. */
+static bool meant_as_json(const char *path)
 {
-	char head[64];
+	uint8_t head[64];
 	FILE *f = fopen(path, "rb");
 	size_t n = f ? fread(head, 1, sizeof(head), f) : 0;
+	const char *dot = strrchr(path, '.');
 
 	if (f)
 		fclose(f);
+	if (bfs_shard_sniff(head, n) != BFS_COMP_AUTO)
+		return false;
+	if (dot && strcasecmp(dot, ".json") == 0)
+		return true;
 	for (size_t i = 0; i < n; i++)
 		if (head[i] != ' ' && head[i] != '\t' && head[i] != '\n' && head[i] != '\r')
 			return head[i] == '{';
@@ -64,18 +74,10 @@ static bool starts_json(const char *path)
 bool bfs_mount_mix_is(const char *source)
 {
 	struct stat st;
-	size_t len;
-	char *text;
-	bool yes;
 
 	if (bfs_s3_url_is(source))
 		return false;
-	if (stat(source, &st) != 0 || !S_ISREG(st.st_mode) || !starts_json(source))
-		return false;
-	text = slurp(source, &len);
-	yes = text && bfs_mixfile_sniff(text, len);
-	free(text);
-	return yes;
+	return stat(source, &st) == 0 && S_ISREG(st.st_mode) && meant_as_json(source);
 }
 
 void bfs_mount_mix_close(struct bfs_mount_mix *mm)

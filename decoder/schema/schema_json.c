@@ -933,23 +933,6 @@ int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len, bf
 
 #include "mixfile.h"
 
-bool bfs_mixfile_sniff(const char *text, size_t len)
-{
-	json_error_t jerr;
-	json_t *root;
-	bool yes;
-	size_t i = 0;
-
-	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
-		i++;
-	if (i == len || text[i] != '{')
-		return false;
-	root = json_loadb(text, len, 0, &jerr);
-	yes = root && json_is_object(root) && json_object_get(root, "mixture");
-	json_decref(root);
-	return yes;
-}
-
 void bfs_mixfile_free(struct bfs_mixfile *m)
 {
 	if (!m)
@@ -1141,6 +1124,19 @@ static int mix_schedule(struct bfs_mixfile *m, json_t *arr)
 	return 0;
 }
 
+/* What a mixture file is, for the errors that find none. */
+#define MIX_FORM                                                                                   \
+	"a mixture file is a JSON object {\"mixture\": [{\"name\": ..., \"source\": ..., "         \
+	"\"weight\": ...}, ...]}"
+
+static bool blank(const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r')
+			return false;
+	return true;
+}
+
 int bfs_mixfile_parse(struct bfs_mixfile **out, const char *text, size_t len)
 {
 	static const char *const keys[] = { "mixture", "epoch", "schedule", NULL };
@@ -1153,12 +1149,20 @@ int bfs_mixfile_parse(struct bfs_mixfile **out, const char *text, size_t len)
 		json_decref(root);
 		return -ENOMEM;
 	}
-	if (!root) {
-		rc = bfs_err_set(-EINVAL, "mixture: line %d: %s", jerr.line, jerr.text);
+	if (!root && blank(text, len))
+		rc = bfs_err_set(-EINVAL, "mixture: the file is empty; %s", MIX_FORM);
+	if (!root && !blank(text, len))
+		/* jansson's column is 0 before a line's first character */
+		rc = bfs_err_set(-EINVAL, "mixture: not valid JSON at line %d, column %d: %s",
+				 jerr.line, jerr.column > 0 ? jerr.column : 1, jerr.text);
+	if (!root)
 		goto out;
-	}
-	rc = json_is_object(root) ? only_keys(root, keys, "the file")
-				  : bfs_err_set(-EINVAL, "mixture: not a JSON object");
+	if (!json_is_object(root) || !json_object_get(root, "mixture"))
+		rc = bfs_err_set(-EINVAL, "mixture: %s; %s",
+				 json_is_object(root) ? "no \"mixture\" key" : "not a JSON object",
+				 MIX_FORM);
+	else
+		rc = only_keys(root, keys, "the file");
 	if (!rc)
 		rc = mix_entries(m, json_object_get(root, "mixture"));
 	sched = json_object_get(root, "schedule");

@@ -258,6 +258,56 @@ def test_bad_mixture_files(batchfs, sources, tmp_path, index_dir, doc, needle):
     expect_mount_failure(batchfs, p, tmp_path / "mnt", "index_dir=%s" % index_dir, needle)
 
 
+# Mixture files as people get them wrong: each fails with one line naming
+# the file and, for a JSON error, its line and column (never "not a
+# TFRecord file", never "no features to serve").
+GOOD = '{"mixture": [\n  {"name": "a", "source": "A", "weight": 1},\n  {"name": "b", "source": "A", ' \
+       '"weight": 2}\n]}\n'
+BAD_JSON = [
+    ("missing-comma", GOOD.replace('"weight": 1},', '"weight": 1}'), "line 3, column 3"),
+    ("trailing-comma", GOOD.replace('"weight": 2}', '"weight": 2},'), "line 4, column 1"),
+    ("cut", GOOD[:70], "line 3, column"),
+    ("nan", json.dumps({"mixture": [{"name": "a", "source": "A", "weight": float("nan")}]}),
+     "line 1, column"),
+    ("array", json.dumps([{"name": "a", "source": "A", "weight": 1}]), "not a JSON object"),
+    ("no-mixture-key", json.dumps({"sources": [{"name": "a", "source": "A", "weight": 1}]}),
+     'no "mixture" key'),
+    ("empty", "", "the file is empty"),
+]
+
+
+@pytest.mark.parametrize("name,text,needle", BAD_JSON, ids=[b[0] for b in BAD_JSON])
+@pytest.mark.parametrize("suffix", [".json", ""])
+def test_a_mixture_file_with_a_json_error_says_where(batchfs, sources, tmp_path, index_dir, name,
+                                                     text, needle, suffix):
+    if suffix == "" and not text.lstrip().startswith("{"):
+        pytest.skip("only a .json name says a file is JSON when it does not start with {")
+    p = tmp_path / ("mix" + suffix)
+    p.write_text(text.replace('"A"', json.dumps(sources[0].path)))
+    expect_mount_failure(batchfs, p, tmp_path / "mnt", "index_dir=%s" % index_dir,
+                         "%s: mixture: " % p)
+    expect_mount_failure(batchfs, p, tmp_path / "mnt", "index_dir=%s" % index_dir, needle)
+
+
+def test_a_shard_that_starts_like_json_is_a_shard(mounter, tmp_path):
+    """A record of 123 bytes starts 7b 00 ...: '{'. Such a shard, even named
+    .json, is read as a shard."""
+    import imgdata
+    recs = []
+    for i in range(12):
+        pad = 0
+        while len(imgdata.example({"x": b"v" * pad, "i": i})) < 123:
+            pad += 1
+        recs.append({"x": b"v" * pad, "i": i})
+    assert len(imgdata.example(recs[0])) == 123
+    named = tmp_path / "shard.json"
+    imgdata.write_records(named, recs)
+    assert open(named, "rb").read(1) == b"{"
+    m = mounter(str(named), batch_size=4, shuffle="none")
+    assert m.json("schema.json")["records"] == 12
+    assert np.load(m.path("epoch-0000", "batch-000000", "i.npy")).tolist() == [0, 1, 2, 3]
+
+
 def test_mismatched_features_and_tiny_weights(batchfs, mounter, gen, work, sources, tmp_path,
                                              index_dir):
     other = make_dataset(gen, work / "mix-other", 10, ["x:float:3", "y:int64:1"], seed=34)

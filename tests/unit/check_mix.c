@@ -275,9 +275,6 @@ START_TEST(mixture_files)
 {
 	struct bfs_mixfile *m;
 
-	ck_assert(bfs_mixfile_sniff(" {\"mixture\": []}", 16));
-	ck_assert(!bfs_mixfile_sniff("{\"features\": {}}", 16));
-	ck_assert(!bfs_mixfile_sniff("\x1e\x00\x00\x00", 4));
 	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
 				   "\"weight\": 0.001}, {\"name\": \"b\", \"source\": \"y\", "
 				   "\"weight\": 7, \"options\": \"split=train\"}], \"epoch\": 12}"),
@@ -314,6 +311,20 @@ START_TEST(mixture_files)
 			 -EINVAL);
 	ck_assert_int_eq(parse(&m, "[1, 2]"), -EINVAL);
 	ck_assert(m == NULL);
+	ck_assert(strstr(bfs_err_msg(), "not a JSON object"));
+	/* a JSON error names its line and column */
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [\n {\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 1}\n {\"name\": \"b\"}]}"),
+			 -EINVAL);
+	ck_assert_msg(strstr(bfs_err_msg(), "line 3, column 2"), "%s", bfs_err_msg());
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": NaN}]}"),
+			 -EINVAL);
+	ck_assert_msg(strstr(bfs_err_msg(), "line 1, column"), "%s", bfs_err_msg());
+	ck_assert_int_eq(parse(&m, " \n"), -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "the file is empty"));
+	ck_assert_int_eq(parse(&m, "{\"features\": {}}"), -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "no \"mixture\" key"));
 }
 END_TEST
 
