@@ -306,6 +306,30 @@ static int open_entry(struct bfs_mount_mix *mm, size_t i, const char *path,
 	return rc ? 1 : 0;
 }
 
+/* A mixture reads one bucket at most (its I/O stage serves one): told from
+ * the file alone, before any source is opened (an unreachable endpoint
+ * would otherwise take its retries first). True after one line. */
+static bool two_buckets(const struct bfs_mixfile *f, const char *path)
+{
+	size_t first = SIZE_MAX;
+
+	for (size_t i = 0; i < f->n; i++) {
+		if (!bfs_s3_url_is(f->e[i].source))
+			continue;
+		if (first == SIZE_MAX) {
+			first = i;
+			continue;
+		}
+		fprintf(stderr,
+			"batchfs: %s: mixture entries '%s' and '%s' are both buckets, and a "
+			"mixture reads one bucket source at most: copy all but one to a local "
+			"disk (or mount them apart)\n",
+			path, f->e[first].name, f->e[i].name);
+		return true;
+	}
+	return false;
+}
+
 static const char *const epoch_names[] = { "first_exhausted", "all_exhausted", "records" };
 
 int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struct bfs_options *o,
@@ -332,6 +356,8 @@ int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struc
 				"none)\n");
 		goto fail;
 	}
+	if (two_buckets(mm->file, path))
+		goto fail;
 	mm->n = mm->file->n;
 	mm->members = calloc(mm->n, sizeof(*mm->members));
 	mm->sources = calloc(mm->n, sizeof(*mm->sources));

@@ -289,6 +289,21 @@ def test_a_mixture_file_with_a_json_error_says_where(batchfs, sources, tmp_path,
     expect_mount_failure(batchfs, p, tmp_path / "mnt", "index_dir=%s" % index_dir, needle)
 
 
+def test_two_buckets_are_refused_before_any_is_opened(batchfs, tmp_path, index_dir):
+    """The one-bucket rule needs only the file: it is told at once, not
+    after the retries of an endpoint that does not answer."""
+    import time
+    p = write_mix(tmp_path / "two.json",
+                  [{"name": "a", "source": "s3://bucket-a/x/", "weight": 1},
+                   {"name": "local", "source": "/nonexistent", "weight": 1},
+                   {"name": "b", "source": "gs://bucket-b/y/", "weight": 1}])
+    t0 = time.monotonic()
+    expect_mount_failure(batchfs, p, tmp_path / "mnt",
+                         "index_dir=%s,no_sign_request,endpoint=http://127.0.0.1:1" % index_dir,
+                         "mixture entries 'a' and 'b' are both buckets")
+    assert time.monotonic() - t0 < 3
+
+
 def test_a_shard_that_starts_like_json_is_a_shard(mounter, tmp_path):
     """A record of 123 bytes starts 7b 00 ...: '{'. Such a shard, even named
     .json, is read as a shard."""
