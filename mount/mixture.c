@@ -92,6 +92,9 @@ void bfs_mount_mix_close(struct bfs_mount_mix *mm)
 	free(mm->sources);
 	free(mm->names);
 	free(mm->records);
+	free(mm->ratio);
+	free(mm->period);
+	free(mm->approximated);
 	free(mm->members);
 	bfs_schema_free(mm->schema);
 	bfs_mix_free(mm->mix);
@@ -330,6 +333,28 @@ static bool two_buckets(const struct bfs_mixfile *f, const char *path)
 	return false;
 }
 
+/* Each segment's period as the mixture draws it (docs/shuffle.md 8.1),
+ * for README.txt and schema.json. 0, or 1 after one line. */
+static int drawn_ratios(struct bfs_mount_mix *mm)
+{
+	size_t nseg = mm->file->nseg;
+
+	mm->ratio = calloc(nseg * mm->n, sizeof(*mm->ratio));
+	mm->period = calloc(nseg, sizeof(*mm->period));
+	mm->approximated = calloc(nseg, sizeof(*mm->approximated));
+	if (!mm->ratio || !mm->period || !mm->approximated) {
+		fprintf(stderr, "batchfs: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < nseg; i++) {
+		const uint64_t *w = bfs_mix_weights(mm->mix, i, &mm->period[i]);
+
+		memcpy(mm->ratio + i * mm->n, w, mm->n * sizeof(*w));
+		mm->approximated[i] = bfs_mix_approximated(mm->mix, i);
+	}
+	return 0;
+}
+
 static const char *const epoch_names[] = { "first_exhausted", "all_exhausted", "records" };
 
 int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struct bfs_options *o,
@@ -388,6 +413,8 @@ int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struc
 		fprintf(stderr, "batchfs: %s: %s\n", path, bfs_err_msg());
 		goto fail;
 	}
+	if (drawn_ratios(mm) != 0)
+		goto fail;
 	mm->facts = (struct bfs_mix_facts){
 		.n = mm->n,
 		.names = mm->names,
@@ -396,6 +423,9 @@ int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struc
 		.nseg = mm->file->nseg,
 		.from = mm->file->from,
 		.weights = mm->file->given,
+		.ratio = mm->ratio,
+		.period = mm->period,
+		.approximated = mm->approximated,
 		.epoch = epoch_names[mm->file->epoch],
 		.epoch_records = bfs_mix_epoch_len(mm->mix),
 	};
@@ -414,6 +444,44 @@ int bfs_mount_mix_add_provenance(struct bfs_schema *s)
 	if (rc)
 		fprintf(stderr, "batchfs: %s\n", rc == -ENOMEM ? "out of memory" : bfs_err_msg());
 	return rc ? 1 : 0;
+}
+
+/* Appends to s (freed; NULL on failure) each segment's weights as drawn:
+ * "7 : 2 : 1, every 10 records", and why when they are not the weights'
+ * own ratio. */
+static char *add_drawn(char *s, const struct bfs_mount_mix *mm)
+{
+	char *t;
+
+	for (size_t i = 0; s && i < mm->file->nseg; i++) {
+		char from[64] = "";
+
+		if (mm->file->nseg > 1)
+			snprintf(from, sizeof(from), " from record %llu",
+				 (unsigned long long)mm->file->from[i]);
+		if (asprintf(&t, "%sThe weights as drawn%s: ", s, from) < 0)
+			t = NULL;
+		free(s);
+		s = t;
+		for (size_t k = 0; s && k < mm->n; k++) {
+			if (asprintf(&t, "%s%s%llu", s, k ? " : " : "",
+				     (unsigned long long)mm->ratio[i * mm->n + k]) < 0)
+				t = NULL;
+			free(s);
+			s = t;
+		}
+		if (s && asprintf(&t, "%s, every %llu records%s\n", s,
+				  (unsigned long long)mm->period[i],
+				  mm->approximated[i]
+					  ? "\n  (the nearest ratio whose period fits, every share "
+					    "within 10^-6 of the\n  weights given: docs/shuffle.md "
+					    "8.1)"
+					  : "") < 0)
+			t = NULL;
+		free(s);
+		s = t;
+	}
+	return s;
 }
 
 char *bfs_mount_mix_readme(const struct bfs_mount_mix *mm, const char *mnt)
@@ -438,6 +506,9 @@ char *bfs_mount_mix_readme(const struct bfs_mount_mix *mm, const char *mnt)
 		free(s);
 		s = t;
 	}
+	s = add_drawn(s, mm);
+	if (!s)
+		return NULL;
 	if (asprintf(&t,
 		     "%sEvery batch folder (and all/) also holds _source.npy (int32 [B], the\n"
 		     "row's source, numbered as above) and _record.npy (int64 [B], the\n"

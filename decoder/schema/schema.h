@@ -126,6 +126,10 @@ struct bfs_mix_facts {
 	size_t nseg;
 	const uint64_t *from;
 	const double *weights; /* [nseg * n] */
+	/* [nseg * n] the counts of one period as drawn, [nseg] its length and
+	 * whether it is the nearest ratio that fits (docs/shuffle.md 8.1) */
+	const uint64_t *ratio, *period;
+	const bool *approximated;
 	const char *epoch; /* "first_exhausted", "all_exhausted" or "records" */
 	uint64_t epoch_records; /* L */
 };

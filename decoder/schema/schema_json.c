@@ -652,13 +652,17 @@ static json_t *mix_facts_json(const struct bfs_mix_facts *m)
 			ok = false;
 	}
 	for (size_t i = 0; ok && i < m->nseg; i++) {
-		json_t *e = json_object(), *w = json_array();
-		bool eok = e && w;
+		json_t *e = json_object(), *w = json_array(), *r = json_array();
+		bool eok = e && w && r;
 		for (size_t s = 0; eok && s < m->n; s++)
-			if (json_array_append_new(w, json_real(m->weights[i * m->n + s])) < 0)
+			if (json_array_append_new(w, json_real(m->weights[i * m->n + s])) < 0 ||
+			    json_array_append_new(r, json_u64(m->ratio[i * m->n + s])) < 0)
 				eok = false;
 		set_new(e, "from_record", json_u64(m->from[i]), &eok);
 		set_new(e, "weights", w, &eok);
+		set_new(e, "ratio", r, &eok);
+		set_new(e, "period", json_u64(m->period[i]), &eok);
+		set_new(e, "approximated", json_boolean(m->approximated[i]), &eok);
 		if (!eok || json_array_append_new(sch, e) < 0)
 			ok = false;
 	}

@@ -368,6 +368,45 @@ def test_the_doc_is_the_order(mounter, sources, tmp_path):
             assert got == want
 
 
+def test_weights_as_people_write_them(mounter, sources, tmp_path):
+    """1/3 : 2/3 as json.dump writes them, and weights proportional to the
+    sources' sizes, have periods far over the limit: they mount at the
+    simplest ratio within 10^-6 (docs/shuffle.md 8.1), the order the
+    reference's and the doc's, the ratio said in README.txt and
+    schema.json; weights whose period fits are drawn as given."""
+    import re
+    with open(os.path.join(oracle.repo_root(), "docs", "shuffle.md")) as f:
+        blocks = re.findall(r"^```python\n(.*?)^```", f.read(), re.S | re.M)
+    ns = {}
+    exec(compile("\n".join(blocks), "docs/shuffle.md", "exec"), ns)  # noqa: S102
+    names = ["web", "books", "code"]
+    sizes = [s.n for s in sources]
+    cases = [([1 / 3, 2 / 3, 0.5], [2, 4, 3], True),
+             ([n / sum(sizes) for n in sizes], None, True),
+             ([0.7, 0.2, 0.1], [7, 2, 1], False)]
+    for weights, ratio, approx in cases:
+        src = write_mix(tmp_path / "mix.json", entries(sources, weights))
+        m = mounter(src, batch_size=B, seed=11)
+        facts = m.json("schema.json")["mixture"]["schedule"][0]
+        assert facts["weights"] == weights and facts["approximated"] is approx
+        if ratio:
+            assert facts["ratio"] == ratio and facts["period"] == sum(ratio)
+        for s, w in enumerate(weights):  # every share within 10^-6 of the weight's
+            assert abs(facts["ratio"][s] / facts["period"] - w / sum(weights)) <= 1e-6 + 1e-12
+        readme = m.read("README.txt").decode()
+        line = "The weights as drawn: %s, every %d records" % (
+            " : ".join(map(str, facts["ratio"])), facts["period"])
+        assert line in readme, readme
+        assert ("nearest ratio whose period fits" in readme) is approx
+        ref = Mixture(names, sizes, [(0, weights)], seed=11)
+        for e in (0, 2):
+            got = list(zip(np.load(m.path("epoch-%04d" % e, "all", "_source.npy")).tolist(),
+                           np.load(m.path("epoch-%04d" % e, "all", "_record.npy")).tolist()))
+            assert got == ref.epoch(e)
+            assert got == ns["mixture_order"](names, sizes, [(0, weights)], 11, e)
+        m.stop()
+
+
 def test_io_stage_with_repeats(mounter, sources, tmp_path):
     """Through the I/O stage (io_depth=, as for a slow source): a source of
     9 records at half the weight repeats inside batches of 32 and all/'s
