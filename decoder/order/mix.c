@@ -517,7 +517,8 @@ static int epoch_len(struct bfs_mix *m, const struct bfs_mix_spec *sp)
 				hi = mid;
 		}
 		if (lo == 0)
-			return bfs_err_set(-EINVAL, "mixture: \"epoch\": first_exhausted is empty");
+			return bfs_err_set(-EINVAL, "mixture: \"epoch\": first_exhausted holds no "
+						    "record: give \"epoch\" a number of records");
 		m->L = lo;
 		return 0;
 	case BFS_MIX_ALL_EXHAUSTED:
@@ -552,8 +553,10 @@ int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *sp)
 	if (k == 0)
 		return bfs_err_set(-EINVAL, "mixture: no source");
 	if (k > BFS_MIX_MAX_SOURCES)
-		return bfs_err_set(-EFBIG, "mixture: %zu sources (at most %d)", k,
-				   BFS_MIX_MAX_SOURCES);
+		return bfs_err_set(-EFBIG,
+				   "mixture: %zu sources, and a mixture takes at most %d: join "
+				   "some into one source (a folder or a glob)",
+				   k, BFS_MIX_MAX_SOURCES);
 	if (sp->nseg == 0 || sp->from[0] != 0)
 		return bfs_err_set(-EINVAL,
 				   "mixture: \"schedule\": the first segment must start at "
