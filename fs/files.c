@@ -96,7 +96,8 @@ static char *stats_text(struct bfs_files *f, size_t pad, size_t *len)
 	struct bfs_cache_stats st;
 	struct bfs_errlog_counts ec;
 
-	bfs_stats_put_dataset(&snap, f->ds, bfs_batcher_nbatches(f->b));
+	bfs_stats_put_dataset(&snap, f->ds, bfs_batcher_epoch_len(f->b),
+			      bfs_batcher_nbatches(f->b));
 	bfs_cache_stats(f->cache, &st);
 	st.budget += f->cache_size / 16; /* the stash's share (bfs_files_new) */
 	st.bytes += bfs_stash_bytes(f->stash);

@@ -157,9 +157,10 @@ char *bfs_stats_json(const struct bfs_stats_snap *s, size_t pad, size_t *len)
 #define U(id) s->v[BFS_STAT_##id].u
 
 void bfs_stats_put_dataset(struct bfs_stats_snap *s, const struct bfs_dataset *ds,
-			   uint64_t batches_per_epoch)
+			   uint64_t epoch_records, uint64_t batches_per_epoch)
 {
-	U(RECORDS) = bfs_dataset_nrecords(ds);
+	U(RECORDS) = epoch_records;
+	U(SOURCE_RECORDS) = bfs_dataset_nrecords(ds);
 	U(BATCHES_PER_EPOCH) = batches_per_epoch;
 	s->v[BFS_STAT_INDEX_REUSED].b = bfs_dataset_index_reused(ds);
 	s->v[BFS_STAT_SCHEMA_REUSED].b = bfs_dataset_schema_reused(ds);
@@ -241,6 +242,8 @@ void bfs_stats_put_cred(struct bfs_stats_snap *s, struct bfs_cred_keeper *k)
 	U(CREDENTIALS_REFRESHES) = c.refreshes;
 	U(CREDENTIALS_REFRESH_FAILURES) = c.failures;
 	U(CREDENTIALS_EXPIRED_ANSWERS) = c.expired_signals;
+	bfs_cred_keeper_key_id(k, s->key_id, sizeof(s->key_id));
+	s->v[BFS_STAT_CREDENTIALS_KEY_ID].s = s->key_id;
 }
 
 void bfs_stats_put_diskcache(struct bfs_stats_snap *s, const struct bfs_diskcache_stats *d)

@@ -42,6 +42,7 @@ union bfs_stat_value {
 struct bfs_stats_snap {
 	union bfs_stat_value v[BFS_STAT_NKEYS];
 	bool has[BFS_SGROUP_N]; /* has[BFS_SGROUP_ALWAYS] is taken as true */
+	char key_id[16]; /* credentials_key_id's text ("****WXYZ", or "") */
 };
 
 /* stats.json is padded with spaces to this size, so that its size does not
@@ -72,8 +73,10 @@ struct bfs_cred_keeper;
 void bfs_stats_put_cred(struct bfs_stats_snap *s, struct bfs_cred_keeper *k);
 
 /* records, batches_per_epoch and the index facts */
+/* records (an epoch's: the dataset's, or a mixture's L), source_records
+ * (the dataset's), batches_per_epoch, the index's facts */
 void bfs_stats_put_dataset(struct bfs_stats_snap *s, const struct bfs_dataset *ds,
-			   uint64_t batches_per_epoch);
+			   uint64_t epoch_records, uint64_t batches_per_epoch);
 void bfs_stats_put_cache(struct bfs_stats_snap *s, const struct bfs_cache_stats *c);
 void bfs_stats_put_errors(struct bfs_stats_snap *s, const struct bfs_errlog_counts *e);
 /* the I/O stage (sets has[BFS_SGROUP_IO]); depth and readahead are its bounds */

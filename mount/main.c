@@ -585,7 +585,8 @@ static int make_schema_json(struct mount *m)
 	for (size_t i = 0; i < nshards; i++)
 		m->shard_names[i] = bfs_shard_path(bfs_dataset_shard(m->ds, i));
 	struct bfs_schema_facts facts = {
-		.records = bfs_dataset_nrecords(m->ds),
+		.records = bfs_batcher_epoch_len(m->b),
+		.source_records = bfs_dataset_nrecords(m->ds),
 		.batch_size = o->batch_size,
 		.batches_per_epoch = bfs_batcher_nbatches(m->b),
 		.seed = o->seed,
@@ -653,9 +654,15 @@ static int make_fs(struct mount *m)
 {
 	const struct bfs_options *o = m->o;
 
+	uint64_t L = bfs_batcher_epoch_len(m->b), N = bfs_dataset_nrecords(m->ds);
+	char of[96] = "";
+
+	/* a mixture's epoch is L records of its stream, not its sources' total */
+	if (L != N)
+		snprintf(of, sizeof(of), " per epoch of the sources' %llu", (unsigned long long)N);
 	if (asprintf(&m->ready,
-		     "batchfs: mounted %s at %s (%llu records, %llu batches per epoch%s)",
-		     o->source, m->mnt, (unsigned long long)bfs_dataset_nrecords(m->ds),
+		     "batchfs: mounted %s at %s (%llu records%s, %llu batches per epoch%s)",
+		     o->source, m->mnt, (unsigned long long)L, of,
 		     (unsigned long long)bfs_batcher_nbatches(m->b),
 		     o->all_ranks ? " in each rank folder" : "") < 0)
 		m->ready = NULL;

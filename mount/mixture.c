@@ -470,13 +470,13 @@ static char *add_drawn(char *s, const struct bfs_mount_mix *mm)
 			free(s);
 			s = t;
 		}
-		if (s && asprintf(&t, "%s, every %llu records%s\n", s,
-				  (unsigned long long)mm->period[i],
-				  mm->approximated[i]
-					  ? "\n  (the nearest ratio whose period fits, every share "
-					    "within 10^-6 of the\n  weights given: docs/shuffle.md "
-					    "8.1)"
-					  : "") < 0)
+		if (s &&
+		    asprintf(&t, "%s, every %llu records%s\n", s, (unsigned long long)mm->period[i],
+			     mm->approximated[i]
+				     ? "\n  (the nearest ratio whose period fits, every share "
+				       "within 10^-6 of the\n  weights given: docs/shuffle.md "
+				       "8.1)"
+				     : "") < 0)
 			t = NULL;
 		free(s);
 		s = t;

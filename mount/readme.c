@@ -43,7 +43,7 @@ static char *add_ranks_note(char *readme, const struct bfs_options *o, const cha
 static char *make_readme(const struct bfs_options *o, const char *opts, const char *mnt,
 			 const struct bfs_batcher *b, uint64_t records, const char *first_npy)
 {
-	char *s = NULL, *rank0 = NULL;
+	char *s = NULL, *rank0 = NULL, of[96] = "";
 	const char *root = mnt; /* where the examples read: rank 0's folder with ranks */
 
 	if (o->all_ranks) {
@@ -51,13 +51,17 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 			return NULL;
 		root = rank0;
 	}
+	/* a mixture's epoch is L records of its stream, not its sources' total */
+	if (bfs_batcher_epoch_len(b) != records)
+		snprintf(of, sizeof(of), " per epoch (the sources hold %llu)",
+			 (unsigned long long)records);
 
 	if (asprintf(&s,
 		     "batchfs %s — TFRecord shards as ready batch files\n"
 		     "\n"
 		     "source:   %s\n"
 		     "options:  %s\n"
-		     "records:  %llu, %llu batches per epoch of up to %llu records\n"
+		     "records:  %llu%s, %llu batches per epoch of up to %llu records\n"
 		     "\n"
 		     "Layout:\n"
 		     "  schema.json        the effective schema and dataset facts\n"
@@ -111,7 +115,7 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "  n = struct.unpack('<Q', b[:8])[0]; hdr = json.loads(b[8:8 + n])\n"
 		     "\n"
 		     "Unmount: fusermount3 -u %s\n",
-		     BFS_VERSION, o->source, opts, (unsigned long long)records,
+		     BFS_VERSION, o->source, opts, (unsigned long long)bfs_batcher_epoch_len(b), of,
 		     (unsigned long long)bfs_batcher_nbatches(b), (unsigned long long)o->batch_size,
 		     root, first_npy, root, first_npy, root, first_npy, root, first_npy, root,
 		     first_npy, root, mnt) < 0)

@@ -366,8 +366,7 @@ static uint64_t div_floor(u128 n, u128 d)
 /* For a period of V positions: the counts v_s with |v_s / V - w_s / W| <=
  * 10^-6, v_s >= 1 (lo, hi), as in 8.1. False when some source has none,
  * or when no choice of them sums to V. */
-static bool fit_bounds(const uint64_t *w, size_t k, u128 W, uint64_t V, uint64_t *lo,
-		       uint64_t *hi)
+static bool fit_bounds(const uint64_t *w, size_t k, u128 W, uint64_t V, uint64_t *lo, uint64_t *hi)
 {
 	u128 D = W * SHARE_TOL, slo = 0, shi = 0;
 
@@ -472,8 +471,7 @@ static int seg_weights(struct segment *sg, const struct bfs_mix_spec *sp, size_t
 		sg->approx = true;
 		goto out;
 	}
-	snprintf(where, sizeof(where), sp->nseg > 1 ? "\"schedule\" entry %zu" : "the weights",
-		 i);
+	snprintf(where, sizeof(where), sp->nseg > 1 ? "\"schedule\" entry %zu" : "the weights", i);
 	rc = bfs_err_set(-EFBIG,
 			 "mixture: %s: no period of up to %llu records gives every source its "
 			 "share within 10^-6 (source '%s' has %.3g of the stream): give it a "

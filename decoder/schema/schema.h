@@ -136,7 +136,8 @@ struct bfs_mix_facts {
 
 /* Facts a mount adds to schema.json. Any pointer may be NULL. */
 struct bfs_schema_facts {
-	uint64_t records;
+	uint64_t records; /* of an epoch (a mixture's L) */
+	uint64_t source_records; /* of the sources: "source_records" with a mixture */
 	uint64_t batch_size;
 	uint64_t batches_per_epoch;
 	uint64_t seed;

@@ -482,7 +482,8 @@ static bool is_fact_key(const char *key)
 {
 	static const char *const facts[] = { "records", "batch_size", "batches_per_epoch",
 					     "seed",	"shuffle",    "rank",
-					     "world",	"shards" };
+					     "world",	"shards",     "source_records",
+					     "mixture" };
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(facts); i++)
 		if (strcmp(key, facts[i]) == 0)
@@ -709,8 +710,10 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 				}
 			set_new(root, "shards", a, &ok);
 		}
-		if (facts->mixture)
+		if (facts->mixture) {
 			set_new(root, "mixture", mix_facts_json(facts->mixture), &ok);
+			set_new(root, "source_records", json_u64(facts->source_records), &ok);
+		}
 	}
 	if (ok)
 		text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);

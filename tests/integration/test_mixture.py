@@ -407,6 +407,53 @@ def test_weights_as_people_write_them(mounter, sources, tmp_path):
         m.stop()
 
 
+def test_what_an_epoch_holds_is_said_everywhere(batchfs, sources, tmp_path, index_dir):
+    """A mixture's epoch is L records of its stream: README.txt, the ready
+    line, stats.json, `batchfs stats` and schema.json say L per epoch and
+    the sources' total beside it; features= reads as written. A
+    background mount, as a user makes it."""
+    import re
+    import subprocess
+    from fusemount import unmount
+    src = write_mix(tmp_path / "mix.json", entries(sources, [7, 2, 1]))
+    ref = Mixture(["web", "books", "code"], [s.n for s in sources], [(0, [7, 2, 1])])
+    total = sum(s.n for s in sources)
+    assert ref.L != total
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    opts = "batch_size=%d,index_dir=%s,features=x,y" % (B, index_dir)
+    nb = -(-ref.L // B)
+    # the ready line, in the foreground
+    p = subprocess.Popen([batchfs, "-f", src, str(mnt), "-o", opts], stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        line = p.stderr.readline()
+    finally:
+        unmount(str(mnt))
+        p.wait(timeout=10)
+    assert "(%d records per epoch of the sources' %d, %d batches per epoch)" % (
+        ref.L, total, nb) in line, line
+    r = subprocess.run([batchfs, src, str(mnt), "-o", opts], capture_output=True, text=True,
+                       timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        readme = (mnt / "README.txt").read_text()
+        assert "\nrecords:  %d per epoch (the sources hold %d), %d batches per epoch" % (
+            ref.L, total, nb) in readme, readme
+        assert ",features=x,y" in readme and "\\" not in readme.split("\n")[3], readme
+        st = json.loads((mnt / "stats.json").read_text())
+        assert st["records"] == ref.L and st["source_records"] == total, st
+        sj = json.loads((mnt / "schema.json").read_text())
+        assert sj["records"] == ref.L and sj["source_records"] == total
+        assert sj["batches_per_epoch"] == nb
+        out = subprocess.run([batchfs, "stats", str(mnt)], capture_output=True, text=True).stdout
+        assert re.search(r"^records +%s per epoch \(the sources hold %s\), %d batches per epoch$"
+                         % (format(ref.L, ","), format(total, ","), nb), out, re.M), out
+        assert "records in the sources" not in out  # shown on the records line, not again
+    finally:
+        unmount(str(mnt))
+
+
 def test_io_stage_with_repeats(mounter, sources, tmp_path):
     """Through the I/O stage (io_depth=, as for a slow source): a source of
     9 records at half the weight repeats inside batches of 32 and all/'s

@@ -267,7 +267,8 @@ END_TEST
 /* Whether v / V is within 10^-6 of w / W, exactly. */
 static bool share_within(uint64_t v, uint64_t V, uint64_t w, unsigned __int128 W)
 {
-	unsigned __int128 a = (unsigned __int128)v * W * 1000000, b = (unsigned __int128)w * V * 1000000;
+	unsigned __int128 a = (unsigned __int128)v * W * 1000000,
+			  b = (unsigned __int128)w * V * 1000000;
 
 	return (a > b ? a - b : b - a) <= (unsigned __int128)V * W;
 }
@@ -329,7 +330,8 @@ START_TEST(weights_whose_period_does_not_fit)
 			tot += w[s];
 			ck_assert(w[s] >= 1);
 			if (bfs_mix_approximated(m, 0))
-				ck_assert_msg(share_within(w[s], W, ws[s], sum), "set %d source %zu", t, s);
+				ck_assert_msg(share_within(w[s], W, ws[s], sum),
+					      "set %d source %zu", t, s);
 		}
 		ck_assert(tot == W);
 		if (k == 2 && bfs_mix_approximated(m, 0))

@@ -131,8 +131,10 @@ START_TEST(the_keys_of_every_mount_to_the_byte)
 	fill(&s);
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
-	snprintf(want, sizeof(want), "%s  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
-		 always, 1000 + BFS_STAT_SOURCE_ERRORS);
+	snprintf(want, sizeof(want),
+		 "%s  \"source_records\": %d,\n  \"source_errors\": %d,\n  \"uptime_seconds\": "
+		 "42\n}\n",
+		 always, 1000 + BFS_STAT_SOURCE_RECORDS, 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert_str_eq(t, want);
 	ck_assert_uint_eq(len, strlen(want));
 	free(t);
@@ -151,6 +153,7 @@ START_TEST(a_buckets_credential_keys_to_the_byte)
 	s.v[BFS_STAT_CREDENTIALS].s = "instance role `train-role` via IMDSv2";
 	s.v[BFS_STAT_CREDENTIALS_EXPIRES].u = 1795775152;
 	s.v[BFS_STAT_CREDENTIALS_VALID].b = true;
+	s.v[BFS_STAT_CREDENTIALS_KEY_ID].s = "****WXYZ";
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
 	snprintf(want, sizeof(want),
@@ -159,10 +162,13 @@ START_TEST(a_buckets_credential_keys_to_the_byte)
 		 "  \"credentials_expires\": 1795775152,\n  \"credentials_valid\": true,\n"
 		 "  \"credentials_refreshes\": %d,\n  \"credentials_refresh_failures\": %d,\n"
 		 "  \"credentials_expired_answers\": %d,\n"
+		 "  \"credentials_key_id\": \"****WXYZ\",\n"
+		 "  \"source_records\": %d,\n"
 		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
 		 always, 1000 + BFS_STAT_CREDENTIALS_REFRESHES,
 		 1000 + BFS_STAT_CREDENTIALS_REFRESH_FAILURES,
-		 1000 + BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS, 1000 + BFS_STAT_SOURCE_ERRORS);
+		 1000 + BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS, 1000 + BFS_STAT_SOURCE_RECORDS,
+		 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert_str_eq(t, want);
 	free(t);
 }
@@ -207,8 +213,9 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 		 "\"waits\": 1071, \"eagain\": 1072, \"errors\": 1073, \"copies\": 1074, "
 		 "\"bytes_copied\": 1075, \"pinned_buffers\": 1076, \"host_allocs\": 1077, "
 		 "\"device_bytes\": 1078},\n"
-		 "  \"source_errors\": 1085,\n  \"uptime_seconds\": 42\n}\n",
-		 always);
+		 "  \"source_records\": %d,\n"
+		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
+		 always, 1000 + BFS_STAT_SOURCE_RECORDS, 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert_str_eq(t, want);
 	ck_assert_uint_eq(len, strlen(want));
 	free(t);
@@ -218,8 +225,11 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
 	ck_assert(strstr(t, "\"io_") == NULL && strstr(t, "\"cuda\"") == NULL);
-	ck_assert(strstr(t, "  \"disk_cache_limit\": 1065,\n  \"source_errors\": 1085,\n"
-			    "  \"uptime_seconds\": 42\n}\n"));
+	snprintf(want, sizeof(want),
+		 "  \"disk_cache_limit\": 1065,\n  \"source_records\": %d,\n"
+		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
+		 1000 + BFS_STAT_SOURCE_RECORDS, 1000 + BFS_STAT_SOURCE_ERRORS);
+	ck_assert(strstr(t, want));
 	free(t);
 }
 END_TEST
