@@ -458,8 +458,14 @@ static int select_features(struct mount *m)
 		if (rc)
 			print_option_error("features", o->features, bfs_err_msg(),
 					   rc == -ENOENT ? "features" : NULL, names);
+		else if (schema->nuntyped) /* named, but nothing to serve */
+			fprintf(stderr,
+				"batchfs: option 'features=%s': no record has a value for "
+				"feature '%s' (only `Feature {}`, of no known kind): leave it "
+				"out\n",
+				o->features, schema->untyped[0]);
 		free(names);
-		if (rc)
+		if (rc || schema->nuntyped)
 			return -1;
 	}
 	was_image = calloc(schema->nfeatures + 1, sizeof(*was_image));

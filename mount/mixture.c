@@ -212,49 +212,144 @@ static const struct bfs_feature_spec *find_spec(const struct bfs_feature_spec *a
 	return NULL;
 }
 
-/* Merge source s's specs into the first's: the same names, each agreeing
- * (padded lengths and steps: the largest). 0, or 1 after one line. */
-static int merge_specs(struct bfs_feature_spec *into, size_t nin, const char *first,
-		       const struct bfs_feature_spec *from, size_t nfrom, const char *name)
+/* The values per record of a feature that can grow into a padded one, as
+ * inference over several sources would make it: numeric fixed [] or [n],
+ * bytes fixed uint8 [L], or padded; -1 for any other. */
+static int64_t pad_len(const struct bfs_feature_spec *f)
 {
-	for (size_t i = 0; i < nin; i++) {
-		const struct bfs_feature_spec *g = find_spec(from, nfrom, into[i].name);
+	if (f->is_list || f->image || f->dtype != bfs_spec_default_dtype(f->kind))
+		return -1;
+	if (f->layout == BFS_LAYOUT_PADDED)
+		return f->max_len;
+	if (f->layout != BFS_LAYOUT_FIXED || f->ndim > 1)
+		return -1;
+	return f->ndim == 0 ? 1 : f->shape[0];
+}
 
-		if (!g) {
-			fprintf(stderr,
-				"batchfs: mixture entry '%s' lacks feature '%s' (leave it out with "
-				"features=, or give it a default in schema=)\n",
-				name, into[i].name);
-			return 1;
-		}
-		if (!spec_agrees(&into[i], g)) {
-			fprintf(stderr,
-				"batchfs: mixture entry '%s': feature '%s' is %s %s where entry "
-				"'%s' "
-				"has it %s %s (the sources must agree in kind and shape)\n",
-				name, g->name, bfs_kind_name(g->kind), bfs_dtype_name(g->dtype),
-				first, bfs_kind_name(into[i].kind), bfs_dtype_name(into[i].dtype));
-			return 1;
-		}
-		if (g->max_len > into[i].max_len)
-			into[i].max_len = g->max_len;
-		if (g->max_steps > into[i].max_steps)
-			into[i].max_steps = g->max_steps;
-		if (g->content != into[i].content)
-			into[i].content = BFS_IMAGE_UNKNOWN;
-		if (g->content_w > into[i].content_w)
-			into[i].content_w = g->content_w;
-		if (g->content_h > into[i].content_h)
-			into[i].content_h = g->content_h;
+static void make_padded(struct bfs_feature_spec *f, int64_t max_len)
+{
+	f->layout = BFS_LAYOUT_PADDED;
+	f->ndim = 1;
+	f->shape[0] = -1;
+	f->max_len = max_len;
+	f->has_default = false;
+	memset(&f->pad, 0, sizeof(f->pad));
+}
+
+/* a widened to hold b's records too (b: NULL, a source whose records
+ * hold the feature with no value, `Feature {}`): what inference over both
+ * would give. Sources that wrote some records with a missing value, or
+ * fewer values, are parts of one dataset. False when they cannot agree
+ * (kinds, dtypes, feature lists, images). */
+static bool widen(struct bfs_feature_spec *a, const struct bfs_feature_spec *b)
+{
+	int64_t la = pad_len(a), lb = b ? pad_len(b) : 0;
+
+	if (b && spec_agrees(a, b))
+		return true;
+	if (b && (a->kind != b->kind || a->is_list || b->is_list))
+		return false;
+	if (a->kind == BFS_KIND_BYTES &&
+	    (a->layout == BFS_LAYOUT_RAGGED2 || (b && b->layout == BFS_LAYOUT_RAGGED2))) {
+		if ((a->layout != BFS_LAYOUT_RAGGED2 && la < 0) ||
+		    (b && b->layout != BFS_LAYOUT_RAGGED2 && lb < 0))
+			return false;
+		a->layout = BFS_LAYOUT_RAGGED2; /* several values: ragged twice */
+		a->ndim = 2;
+		a->shape[0] = a->shape[1] = -1;
+		a->max_len = 0;
+		return true;
 	}
-	for (size_t i = 0; i < nfrom; i++)
-		if (!find_spec(into, nin, from[i].name)) {
-			fprintf(stderr,
-				"batchfs: mixture entry '%s' lacks feature '%s' (leave it out with "
-				"features=, or give it a default in schema=)\n",
-				first, from[i].name);
-			return 1;
-		}
+	if (a->layout == BFS_LAYOUT_RAGGED && !b)
+		return true; /* no value is an empty row */
+	if (la < 0 || lb < 0)
+		return false;
+	make_padded(a, la > lb ? la : lb);
+	return true;
+}
+
+static int disagree(const char *name, const struct bfs_feature_spec *g, const char *first,
+		    const struct bfs_feature_spec *f)
+{
+	char ga[64], fa[64];
+
+	bfs_spec_fmt_shape(ga, sizeof(ga), g->ndim, g->shape);
+	bfs_spec_fmt_shape(fa, sizeof(fa), f->ndim, f->shape);
+	fprintf(stderr,
+		"batchfs: mixture entry '%s': feature '%s' is %s %s %s where entry '%s' has "
+		"it %s %s %s (the sources must agree in kind and dtype; pick features with "
+		"features=, or give schema=)\n",
+		name, g->name, bfs_kind_name(g->kind), bfs_dtype_name(g->dtype), ga, first,
+		bfs_kind_name(f->kind), bfs_dtype_name(f->dtype), fa);
+	return 1;
+}
+
+static int lacks(const char *name, const char *feature)
+{
+	fprintf(stderr,
+		"batchfs: mixture entry '%s' lacks feature '%s' (leave it out with features=, "
+		"or give it a default in schema=)\n",
+		name, feature);
+	return 1;
+}
+
+/* Merge one array of source s's specs (from) into the merged ones (into):
+ * the same names, each agreeing or widened (padded lengths and steps: the
+ * largest). A feature one side holds only as `Feature {}` (its untyped
+ * names) is that side's empty values. 0, or 1 after one line. */
+static int merge_specs(struct bfs_schema *into, bool lists, const char *first,
+		       const struct bfs_schema *from, const char *name)
+{
+	struct bfs_feature_spec *in = lists ? into->lists : into->features;
+	const struct bfs_feature_spec *fr = lists ? from->lists : from->features;
+	size_t nin = lists ? into->nlists : into->nfeatures, nfrom = lists ? from->nlists
+								    : from->nfeatures;
+
+	for (size_t i = 0; i < nin; i++) {
+		const struct bfs_feature_spec *g = find_spec(fr, nfrom, in[i].name);
+		struct bfs_feature_spec was = in[i];
+
+		if (!g && !(!lists && bfs_schema_untyped_has(from, in[i].name) &&
+			    widen(&in[i], NULL)))
+			return lacks(name, in[i].name);
+		if (g && !widen(&in[i], g))
+			return disagree(name, g, first, &was);
+		if (!g)
+			continue;
+		if (g->max_len > in[i].max_len && in[i].layout == BFS_LAYOUT_PADDED)
+			in[i].max_len = g->max_len;
+		if (g->max_steps > in[i].max_steps)
+			in[i].max_steps = g->max_steps;
+		if (g->content != in[i].content)
+			in[i].content = BFS_IMAGE_UNKNOWN;
+		if (g->content_w > in[i].content_w)
+			in[i].content_w = g->content_w;
+		if (g->content_h > in[i].content_h)
+			in[i].content_h = g->content_h;
+	}
+	for (size_t i = 0; i < nfrom; i++) {
+		struct bfs_feature_spec f = fr[i];
+
+		if (find_spec(in, nin, fr[i].name))
+			continue;
+		if (lists || !bfs_schema_untyped_has(into, fr[i].name) || !widen(&f, NULL))
+			return lacks(first, fr[i].name);
+		if (bfs_schema_add_feature(into, &f) != 0) /* the earlier sources' empty values */
+			return fprintf(stderr, "batchfs: out of memory\n"), 1;
+	}
+	return 0;
+}
+
+/* Merge source s's schema into the merged one. 0, or 1 after one line. */
+static int merge_schema(struct bfs_schema *into, const char *first, const struct bfs_schema *from,
+			const char *name)
+{
+	if (merge_specs(into, false, first, from, name) || merge_specs(into, true, first, from, name))
+		return 1;
+	for (size_t i = 0; i < from->nuntyped; i++) /* untyped in every source so far */
+		if (!find_spec(into->features, into->nfeatures, from->untyped[i]) &&
+		    bfs_schema_untyped_add(into, from->untyped[i]) != 0)
+			return fprintf(stderr, "batchfs: out of memory\n"), 1;
 	return 0;
 }
 
@@ -301,10 +396,7 @@ static int open_entry(struct bfs_mount_mix *mm, size_t i, const char *path,
 		mm->schema = s;
 		return 0;
 	}
-	rc = merge_specs(mm->schema->features, mm->schema->nfeatures, mm->names[0], s->features,
-			 s->nfeatures, e->name) ||
-	     merge_specs(mm->schema->lists, mm->schema->nlists, mm->names[0], s->lists, s->nlists,
-			 e->name);
+	rc = merge_schema(mm->schema, mm->names[0], s, e->name);
 	bfs_schema_free(s);
 	return rc ? 1 : 0;
 }

@@ -217,6 +217,25 @@ static char *image_notes(const struct bfs_schema *s)
 	return out;
 }
 
+/* README.txt's line on the features present only as `Feature {}` (TFX's
+ * missing value) in every record that has them: not served, their kind
+ * unknown. Takes and returns ownership (NULL stays NULL). */
+static char *add_untyped_note(char *readme, const struct bfs_schema *s)
+{
+	char *t;
+
+	for (size_t i = 0; readme && i < s->nuntyped; i++) {
+		if (asprintf(&t, "%s%s%s%s", readme,
+			     i ? ", " : "\nNot served: no record has a value for these features (each "
+				"is only\n`Feature {}`, so their kind is unknown): ",
+			     s->untyped[i], i + 1 == s->nuntyped ? "\n" : "") < 0)
+			t = NULL;
+		free(readme);
+		readme = t;
+	}
+	return readme;
+}
+
 /* README.txt's lines on bytes feature lists: each step's value is
  * zero-padded in NAME.npy, its length is in NAME.value_lengths.npy.
  * Takes and returns ownership (NULL stays NULL). */
@@ -339,6 +358,7 @@ char *bfs_readme_text(const struct bfs_readme_in *in)
 	readme = add_wide_note(readme, plan->ntensors, in->mnt);
 	readme = add_corrupt_note(readme, o, in->b);
 	readme = add_list_notes(readme, in->schema, o, in->mnt);
+	readme = add_untyped_note(readme, in->schema);
 	if (!readme)
 		return NULL;
 	notes = image_notes(in->schema);

@@ -491,6 +491,30 @@ static bool is_fact_key(const char *key)
 	return false;
 }
 
+/* "untyped_features": names (strings) present only as Feature {}. */
+static int untyped_from_json(struct bfs_schema *s, json_t *arr)
+{
+	json_t *v;
+	size_t i;
+
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr))
+		return bfs_err_set(-EINVAL, "schema: \"untyped_features\" must be a list of names");
+	json_array_foreach(arr, i, v)
+	{
+		int err;
+
+		if (!json_is_string(v))
+			return bfs_err_set(-EINVAL,
+					   "schema: \"untyped_features\": item %zu is not a name", i);
+		err = bfs_schema_untyped_add(s, json_string_value(v));
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
 int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 {
 	struct bfs_schema *s = NULL;
@@ -509,7 +533,8 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 	}
 	json_object_foreach(root, key, v)
 	{
-		if (strcmp(key, "features") && strcmp(key, "feature_lists") && !is_fact_key(key)) {
+		if (strcmp(key, "features") && strcmp(key, "feature_lists") &&
+		    strcmp(key, "untyped_features") && !is_fact_key(key)) {
 			err = bfs_err_set(-EINVAL,
 					  "schema: unknown top-level field \"%.100s\" (expected "
 					  "\"features\", \"feature_lists\")",
@@ -527,6 +552,9 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 	if (err < 0)
 		goto out_schema;
 	err = specs_from_json(&s->lists, &s->nlists, json_object_get(root, "feature_lists"), true);
+	if (err < 0)
+		goto out_schema;
+	err = untyped_from_json(s, json_object_get(root, "untyped_features"));
 	if (err < 0)
 		goto out_schema;
 	json_decref(root);
@@ -689,6 +717,16 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 		set_new(root, "features", specs_to_json(s->features, s->nfeatures), &ok);
 	if (ok && s->nlists)
 		set_new(root, "feature_lists", specs_to_json(s->lists, s->nlists), &ok);
+	if (ok && s->nuntyped) {
+		json_t *u = json_array();
+
+		for (size_t i = 0; u && i < s->nuntyped; i++)
+			if (json_array_append_new(u, json_string(s->untyped[i])) < 0) {
+				json_decref(u);
+				u = NULL;
+			}
+		set_new(root, "untyped_features", u, &ok);
+	}
 	if (ok && facts) {
 		set_new(root, "records", json_u64(facts->records), &ok);
 		set_new(root, "batch_size", json_u64(facts->batch_size), &ok);

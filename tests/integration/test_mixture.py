@@ -224,6 +224,97 @@ def test_real_shards(mounter, tmp_path):
     assert got.tolist() == want
 
 
+def _taxi_parts(tmp_path):
+    """Two parts of TFX's taxi data (written by TFX, its missing values
+    `Feature {}`): the records whose dropoff_census_tract is set (one of them
+    given a pickup_census_tract, which TFX left empty in every record),
+    and the records whose dropoff_census_tract is empty."""
+    import imgdata
+    a = os.path.join(REAL, "tfx-taxi-external-00000-of-00002.tfrecord.gz")
+    if not os.path.exists(a):
+        pytest.skip("no real test data at %s" % REAL)
+    Ex = oracle.message_class("Example")
+    with_secs, without = [], []
+    for raw in oracle.read_records(a):
+        ex = Ex.FromString(raw)
+        typed = ex.features.feature["dropoff_census_tract"].WhichOneof("kind") is not None
+        (with_secs if typed else without).append(raw)
+    assert len(with_secs) > 1000 and len(without) > 100
+    ex = Ex.FromString(with_secs[7])
+    ex.features.feature["pickup_census_tract"].float_list.value.append(17031081800.0)
+    with_secs[7] = ex.SerializeToString()
+    paths = []
+    for name, recs in (("part-a", with_secs), ("part-b", without)):
+        d = tmp_path / name
+        d.mkdir()
+        with open(d / "data.tfrecord", "wb") as f:
+            for r in recs:
+                f.write(imgdata.frame(r))
+        paths.append(str(d))
+    return paths
+
+
+def test_tfx_empty_features_are_present_with_no_value(mounter, tmp_path):
+    """TFX writes a missing value as `Feature {}`: present, 0 values. A
+    source where a feature has a value in 1 record and is empty in all the
+    others mounts without a warning that several datasets were mixed."""
+    part_a, part_b = _taxi_parts(tmp_path)
+    m = mounter(part_a, batch_size=64)
+    assert "missing from most records" not in m.log_text()
+    readme = m.read("README.txt").decode()
+    assert "Warning" not in readme and "several datasets" not in readme, readme
+    spec = m.json("schema.json")["features"]["pickup_census_tract"]
+    assert spec["shape"] == [-1] and spec["max_len"] == 1
+
+
+def test_two_parts_of_a_tfx_dataset_mount_as_a_mixture(mounter, tmp_path):
+    """dropoff_census_tract is set in every record of one part and empty in
+    every record of the other (pickup_census_tract the other way round):
+    the parts mount as a mixture without schema=, each feature padded,
+    empty where a part has no value."""
+    part_a, part_b = _taxi_parts(tmp_path)
+    src = write_mix(tmp_path / "taxi.json",
+                    [{"name": "a", "source": part_a, "weight": 2},
+                     {"name": "b", "source": part_b, "weight": 1}], epoch=700)
+    m = mounter(src, batch_size=64, seed=4)
+    feats = m.json("schema.json")["features"]
+    assert feats["dropoff_census_tract"]["shape"] == [-1]
+    assert feats["dropoff_census_tract"]["max_len"] == 1
+    assert feats["pickup_census_tract"]["shape"] == [-1]
+    decs = [oracle.read_dataset(part_a), oracle.read_dataset(part_b)]
+    ref = Mixture(["a", "b"], [len(d) for d in decs], [(0, [2, 1])], 700, seed=4)
+    rows = ref.epoch(1)
+    got = list(zip(np.load(m.path("epoch-0001", "all", "_source.npy")).tolist(),
+                   np.load(m.path("epoch-0001", "all", "_record.npy")).tolist()))
+    assert got == rows
+    for name in ("dropoff_census_tract", "pickup_census_tract"):
+        vals = np.load(m.path("epoch-0001", "all", name + ".npy"))
+        lens = np.load(m.path("epoch-0001", "all", name + ".lengths.npy"))
+        for i, (s, r) in enumerate(rows):
+            kind, want = decs[s][r]["features"].get(name, ("none", []))
+            assert lens[i] == len(want), (name, s, r)
+            assert vals[i][:len(want)].tolist() == [float(np.float32(v)) for v in want]
+    assert (np.load(m.path("epoch-0001", "all", "pickup_census_tract.lengths.npy")) == 1).sum() \
+        == sum(1 for s, r in rows if (s, r) == (0, 7))
+
+
+def test_tfx_feature_empty_in_every_record(mounter, batchfs, tmp_path, index_dir):
+    """A feature TFX wrote empty in every record (the taxi data's
+    pickup_census_tract) has no kind to serve it with: README.txt and
+    schema.json say so, and asking for it with features= is one line."""
+    a = os.path.join(REAL, "tfx-taxi-external-00001-of-00002.tfrecord.gz")
+    if not os.path.exists(a):
+        pytest.skip("no real test data at %s" % REAL)
+    m = mounter(a, batch_size=64)
+    assert m.json("schema.json")["untyped_features"] == ["pickup_census_tract"]
+    assert "Feature {}`, so their kind is unknown): pickup_census_tract\n" in \
+        m.read("README.txt").decode()
+    m.stop()
+    expect_mount_failure(batchfs, a, tmp_path / "mnt", "index_dir=%s,features=fare,"
+                         "pickup_census_tract" % index_dir,
+                         "no record has a value for feature 'pickup_census_tract'")
+
+
 BAD = [
     ({"mixture": [{"name": "a", "source": "A", "weight": 1}], "epochs": 3},
      "unknown key 'epochs'"),
