@@ -240,14 +240,16 @@ static void make_padded(struct bfs_feature_spec *f, int64_t max_len)
  * hold the feature with no value, `Feature {}`): what inference over both
  * would give. Sources that wrote some records with a missing value, or
  * fewer values, are parts of one dataset. False when they cannot agree
- * (kinds, dtypes, feature lists, images). */
+ * (kinds, dtypes, feature lists, images, two fixed shapes). */
 static bool widen(struct bfs_feature_spec *a, const struct bfs_feature_spec *b)
 {
 	int64_t la = pad_len(a), lb = b ? pad_len(b) : 0;
 
 	if (b && spec_agrees(a, b))
 		return true;
-	if (b && (a->kind != b->kind || a->is_list || b->is_list))
+	/* two fixed shapes that differ are two datasets, not missing values */
+	if (b && (a->kind != b->kind || a->is_list || b->is_list ||
+		  (a->layout == BFS_LAYOUT_FIXED && b->layout == BFS_LAYOUT_FIXED)))
 		return false;
 	if (a->kind == BFS_KIND_BYTES &&
 	    (a->layout == BFS_LAYOUT_RAGGED2 || (b && b->layout == BFS_LAYOUT_RAGGED2))) {
