@@ -229,7 +229,7 @@ def _taxi_parts(tmp_path):
     `Feature {}`): the records whose dropoff_census_tract is set (one of them
     given a pickup_census_tract, which TFX left empty in every record),
     and the records whose dropoff_census_tract is empty."""
-    import imgdata
+    import struct
     a = os.path.join(REAL, "tfx-taxi-external-00000-of-00002.tfrecord.gz")
     if not os.path.exists(a):
         pytest.skip("no real test data at %s" % REAL)
@@ -247,9 +247,12 @@ def _taxi_parts(tmp_path):
     for name, recs in (("part-a", with_secs), ("part-b", without)):
         d = tmp_path / name
         d.mkdir()
+        heads = [struct.pack("<Q", len(r)) for r in recs]
+        hc, bc = oracle.crc32c_many(heads), oracle.crc32c_many(recs)
         with open(d / "data.tfrecord", "wb") as f:
-            for r in recs:
-                f.write(imgdata.frame(r))
+            for h, r, a, b in zip(heads, recs, hc, bc):
+                f.write(h + struct.pack("<I", oracle.mask_crc(int(a))) + r +
+                        struct.pack("<I", oracle.mask_crc(int(b))))
         paths.append(str(d))
     return paths
 
