@@ -606,11 +606,15 @@ char *bfs_mount_mix_readme(const struct bfs_mount_mix *mm, const char *mnt)
 	if (asprintf(&t,
 		     "%sEvery batch folder (and all/) also holds _source.npy (int32 [B], the\n"
 		     "row's source, numbered as above) and _record.npy (int64 [B], the\n"
-		     "record's index in its source, file order). A loss per source:\n"
+		     "record's index in its source, file order). The mean loss of each source:\n"
+		     "  import numpy as np, torch\n"
 		     "  src = torch.from_numpy(np.load('%s/epoch-0000/batch-000000/_source.npy'))\n"
+		     "  loss_per_row = torch.rand(len(src))  # your model's loss of each row\n"
 		     "  per_source = torch.zeros(%zu).index_add_(0, src.long(), loss_per_row)\n"
+		     "  rows = torch.bincount(src.long(), minlength=%zu).clamp(min=1)\n"
+		     "  print(per_source / rows)\n"
 		     "\n",
-		     s, mnt, mm->n) < 0) {
+		     s, mnt, mm->n, mm->n) < 0) {
 		free(s);
 		return NULL;
 	}

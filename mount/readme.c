@@ -32,6 +32,7 @@ static char *add_ranks_note(char *readme, const struct bfs_options *o, const cha
 		     "what a mount with rank=R,world=%llu shows (its epochs); the paths above\n"
 		     "are rank 0's. A process of global rank R reads %s/rank-RRRR/, e.g.\n"
 		     "under torchrun:\n"
+		     "  import os\n"
 		     "  root = '%s/rank-%%04d' %% int(os.environ['RANK'])\n",
 		     readme, (unsigned long long)o->world, (unsigned long long)(o->world - 1),
 		     (unsigned long long)o->world, mnt, mnt) < 0)
@@ -89,6 +90,7 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "\n"
 		     "The whole epoch as one array (all/): row i*B+j is row j of batch i; a read\n"
 		     "decodes only the rows it covers, so read it with any batch size:\n"
+		     "  import numpy as np\n"
 		     "  x = np.load('%s/epoch-0000/all/%s', mmap_mode='r')\n"
 		     "  rows = np.array(x[1000:1100])\n"
 		     "\n"
@@ -272,7 +274,8 @@ static char *add_list_notes(char *readme, const struct bfs_schema *s, const stru
 	if (!readme || !first)
 		return readme;
 	n = asprintf(&t,
-		     "%s  d = '%s%s/epoch-0000/batch-000000/feature_lists/'\n"
+		     "%s  import numpy as np\n"
+		     "  d = '%s%s/epoch-0000/batch-000000/feature_lists/'\n"
 		     "  x, n = np.load(d + '%s.npy'), np.load(d + '%s.value_lengths.npy')\n"
 		     "  value = bytes(x[0, 0%s, :n[0, 0%s]])   # record 0, step 0%s\n",
 		     readme, mnt, o->all_ranks ? "/rank-0000" : "", first->name, first->name,
