@@ -40,10 +40,9 @@ static void usage(FILE *f)
 		"       batchfs stats [--json] MOUNTPOINT          a mount's counters, once\n"
 		"       batchfs top [--interval S] [--count N] MOUNTPOINT   live view (q quits)\n"
 		"       batchfs --help | --version\n"
-		"\n"
-		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob; or a bucket:\n"
-		"  s3://BUCKET/PREFIX/, s3://BUCKET/KEY, a glob on the last part, gs://...\n"
-		"Mount options (-o k=v,k=v; standard FUSE options pass through):\n");
+		"\n");
+	bfs_options_help_sources(f);
+	fprintf(f, "Mount options (-o k=v,k=v; standard FUSE options pass through):\n");
 	bfs_options_help(f);
 	fprintf(f, "Unmount with: fusermount3 -u MOUNTPOINT\n");
 }

@@ -304,15 +304,15 @@ static int merge_specs(struct bfs_schema *into, bool lists, const char *first,
 {
 	struct bfs_feature_spec *in = lists ? into->lists : into->features;
 	const struct bfs_feature_spec *fr = lists ? from->lists : from->features;
-	size_t nin = lists ? into->nlists : into->nfeatures, nfrom = lists ? from->nlists
-								    : from->nfeatures;
+	size_t nin = lists ? into->nlists : into->nfeatures,
+	       nfrom = lists ? from->nlists : from->nfeatures;
 
 	for (size_t i = 0; i < nin; i++) {
 		const struct bfs_feature_spec *g = find_spec(fr, nfrom, in[i].name);
 		struct bfs_feature_spec was = in[i];
 
-		if (!g && !(!lists && bfs_schema_untyped_has(from, in[i].name) &&
-			    widen(&in[i], NULL)))
+		if (!g &&
+		    !(!lists && bfs_schema_untyped_has(from, in[i].name) && widen(&in[i], NULL)))
 			return lacks(name, in[i].name);
 		if (g && !widen(&in[i], g))
 			return disagree(name, g, first, &was);
@@ -346,7 +346,8 @@ static int merge_specs(struct bfs_schema *into, bool lists, const char *first,
 static int merge_schema(struct bfs_schema *into, const char *first, const struct bfs_schema *from,
 			const char *name)
 {
-	if (merge_specs(into, false, first, from, name) || merge_specs(into, true, first, from, name))
+	if (merge_specs(into, false, first, from, name) ||
+	    merge_specs(into, true, first, from, name))
 		return 1;
 	for (size_t i = 0; i < from->nuntyped; i++) /* untyped in every source so far */
 		if (!find_spec(into->features, into->nfeatures, from->untyped[i]) &&

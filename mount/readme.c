@@ -228,8 +228,9 @@ static char *add_untyped_note(char *readme, const struct bfs_schema *s)
 
 	for (size_t i = 0; readme && i < s->nuntyped; i++) {
 		if (asprintf(&t, "%s%s%s%s", readme,
-			     i ? ", " : "\nNot served: no record has a value for these features (each "
-				"is only\n`Feature {}`, so their kind is unknown): ",
+			     i ? ", "
+			       : "\nNot served: no record has a value for these features (each "
+				 "is only\n`Feature {}`, so their kind is unknown): ",
 			     s->untyped[i], i + 1 == s->nuntyped ? "\n" : "") < 0)
 			t = NULL;
 		free(readme);

@@ -506,8 +506,8 @@ static int untyped_from_json(struct bfs_schema *s, json_t *arr)
 		int err;
 
 		if (!json_is_string(v))
-			return bfs_err_set(-EINVAL,
-					   "schema: \"untyped_features\": item %zu is not a name", i);
+			return bfs_err_set(
+				-EINVAL, "schema: \"untyped_features\": item %zu is not a name", i);
 		err = bfs_schema_untyped_add(s, json_string_value(v));
 		if (err < 0)
 			return err;

@@ -367,8 +367,8 @@ START_TEST(empty_features_count_as_present)
 				 0);
 	mixed = bfs_infer_mixed(inf);
 	ck_assert_ptr_nonnull(mixed);
-	ck_assert_msg(strstr(mixed, "'tract' is missing from most records (it is in 1 of 50)"), "%s",
-		      mixed);
+	ck_assert_msg(strstr(mixed, "'tract' is missing from most records (it is in 1 of 50)"),
+		      "%s", mixed);
 	free(mixed);
 	bfs_infer_free(inf);
 	free(r);
