@@ -554,6 +554,10 @@ static int build_batchers(struct mount *m)
 	};
 	int rc = bfs_batcher_new(&m->b, m->ds, m->schema, &bo);
 
+	/* the ragged counts a bucket's scan kept are the batcher's now */
+	bfs_dataset_scan_counts_drop(m->ds);
+	for (size_t i = 0; m->mm && i < m->mm->n; i++)
+		bfs_dataset_scan_counts_drop(m->mm->members[i]);
 	if (rc) {
 		if (rc == -EFBIG)
 			fprintf(stderr,
