@@ -144,9 +144,8 @@ static int scan_one(void *arg, size_t i)
 	if (err && err != -ENOMEM && bfs_shard_cut(sc->ds->shards[i]))
 		err = keep_cut(sc, i, err);
 	if (sc->counts)
-		sc->ds->scnt[i] = bfs_scan_counts_end(rc.counts,
-						      bfs_shard_nrecords(sc->ds->shards[i]),
-						      !err && !sc->ds->cut[i]);
+		sc->ds->scnt[i] = bfs_scan_counts_end(
+			rc.counts, bfs_shard_nrecords(sc->ds->shards[i]), !err && !sc->ds->cut[i]);
 	/* a small index goes into its directory's pack, written once
 	 * after the scan (bfs_dataset_save_packs) */
 	if (!err && sc->o->index_dir && !(sc->cached && sc->cached[i]) &&
