@@ -89,15 +89,20 @@ def test_a_call_circle_between_two_files_fails(tmp_path):
     top = tree(tmp_path, **{
         "decoder/low/more.h": "int low_more(int x);\n",
         "decoder/low/more.c": '#include "more.h"\n#include "low.h"\n'
-                              "int low_more(int x)\n{\n\treturn low_add(x, 1);\n}\n",
+                              "int low_more(int x)\n{\n\treturn low_add(low_digit(x), 1);\n}\n",
         "decoder/low/low.c": '#include "low.h"\n#include "more.h"\n'
                              "int low_digit(int x)\n{\n\treturn x % 10;\n}\n"
                              "int low_add(int a, int b)\n{\n"
                              "\treturn b ? low_digit(a) + b : low_more(a);\n}\n"})
     rc, out = check(top)
     assert rc == 1
-    assert ("call circle in decoder/low/: low.c -> more.c (low_more, more.h) -> "
-            "low.c (low_add, low.h)") in out
+    assert ("call circle in decoder/low/: low.c -> more.c (low_more in more.h) -> "
+            "low.c (low_add in low.h)") in out
+    # -v: every function of each arrow
+    rc, out = run("check-calls", top, "-v")
+    assert rc == 1
+    assert ("call circle in decoder/low/: low.c -> more.c (low_more in more.h) -> "
+            "low.c (low_add in low.h; low_digit in low.h)") in out
 
 
 def test_a_circle_through_a_callback_and_a_third_file_fails(tmp_path):
@@ -115,8 +120,8 @@ def test_a_circle_through_a_callback_and_a_third_file_fails(tmp_path):
                     "int vfs_lookup(int x)\n{\n\treturn x > 9 ? cache_get(x / 2) : x + 1;\n}\n"})
     rc, out = check(top)
     assert rc == 1
-    assert ("call circle in fs/: cache.c -> views.c (views_pick, views.h) -> vfs.c "
-            "(vfs_lookup, vfs.h) -> cache.c (cache_get, cache.h)") in out
+    assert ("call circle in fs/: cache.c -> views.c (views_pick in views.h) -> vfs.c "
+            "(vfs_lookup in vfs.h) -> cache.c (cache_get in cache.h)") in out
 
 
 def test_a_stale_build_fails(tmp_path):
