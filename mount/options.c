@@ -507,19 +507,21 @@ void bfs_options_destroy(struct bfs_options *o)
 }
 
 /* fuse_opt reads '\\x' as a literal x: escape backslashes and commas so
- * that the whole value stays one option and parses back to itself. */
-static char *escape_value(const char *v)
+ * that the whole value stays one option and parses back to itself. A
+ * features= list keeps its commas as the user wrote them: the parser joins
+ * "features=a", "b" back (join_feature), and a name cannot hold a comma. */
+static char *escape_value(const char *v, bool commas)
 {
 	size_t n = 0;
 	char *out, *p;
 
 	for (const char *q = v; *q; q++)
-		n += (*q == '\\' || *q == ',') ? 2 : 1;
+		n += (*q == '\\' || (commas && *q == ',')) ? 2 : 1;
 	out = malloc(n + 1);
 	if (!out)
 		return NULL;
 	for (p = out; *v; v++) {
-		if (*v == '\\' || *v == ',')
+		if (*v == '\\' || (commas && *v == ','))
 			*p++ = '\\';
 		*p++ = *v;
 	}
@@ -592,7 +594,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 		snprintf(pix, sizeof(pix), ",image_max_pixels=%llu",
 			 (unsigned long long)o->image_max_pixels);
 	/* split and image values are the user's text: escaped like features */
-	t = o->split ? escape_value(o->split) : NULL;
+	t = o->split ? escape_value(o->split, true) : NULL;
 	if (o->split && !t)
 		return NULL;
 	describe_augment(aug, sizeof(aug), o);
@@ -602,7 +604,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 	if (!img)
 		return NULL;
 	for (unsigned i = 0; i < o->nimage; i++) {
-		char *v = escape_value(o->image[i]);
+		char *v = escape_value(o->image[i], true);
 		int r = v ? asprintf(&t, "%s,image=%s", img, v) : -1;
 
 		free(v);
@@ -611,7 +613,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 			return NULL;
 		img = t;
 	}
-	if (o->features && !(features = escape_value(o->features))) {
+	if (o->features && !(features = escape_value(o->features, false))) {
 		free(img);
 		return NULL;
 	}

@@ -147,6 +147,9 @@ int bfs_option_man_heading(char *dst, size_t dst_cap, const struct bfs_option *t
 
 /* --help's list of the mount options, one a line, from the table. */
 void bfs_options_help(FILE *f);
+/* --help's lines on SOURCE, with the places a bucket's credentials come
+ * from (decoder/cloud/credplaces.h). */
+void bfs_options_help_sources(FILE *f);
 
 /* "batch_size=32,seed=0,..." — the effective options, malloc'd. */
 char *bfs_options_describe(const struct bfs_options *o);

@@ -7,6 +7,8 @@
 #include "options.h"
 #include "options_impl.h"
 
+#include "credplaces.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -724,6 +726,38 @@ void bfs_options_help(FILE *f)
 		snprintf(text, sizeof(text), "%s%s%s%s", t->help, def ? " (default " : "",
 			 def ? def : "", def ? ")" : "");
 		help_text(f, text);
+	}
+}
+
+/* --help's lines on SOURCE: what it may be, and for buckets the places
+ * credentials come from, in each chain's order (credplaces.h) */
+void bfs_options_help_sources(FILE *f)
+{
+	size_t n;
+	const struct bfs_cred_place *p = bfs_cred_places(&n);
+
+	fprintf(f, "SOURCE: a directory of TFRecord shards, one file, or a quoted glob; a bucket:\n"
+		   "  s3://BUCKET/PREFIX/, s3://BUCKET/KEY, a glob on the last part, gs://...;\n"
+		   "  or a mixture file (JSON: {\"mixture\": [{\"name\", \"source\", \"weight\"}, "
+		   "...]}).\n"
+		   "A bucket's credentials come from the first of these that has some\n"
+		   "(man batchfs, CREDENTIALS, names their variables):\n");
+	for (const char *scheme = "s3://"; scheme; scheme = *scheme == 's' ? "gs://" : NULL) {
+		size_t col = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			size_t len = strlen(p[i].name) + 2;
+
+			if (!p[i].cred || strcmp(p[i].scheme, scheme) != 0)
+				continue;
+			if (col == 0)
+				col = (size_t)fprintf(f, "  %s  %s", scheme, p[i].name);
+			else if (col + len > HELP_WIDTH)
+				col = (size_t)fprintf(f, ",\n         %s", p[i].name) - 2;
+			else
+				col += (size_t)fprintf(f, ", %s", p[i].name);
+		}
+		fprintf(f, "\n");
 	}
 }
 

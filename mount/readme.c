@@ -32,6 +32,7 @@ static char *add_ranks_note(char *readme, const struct bfs_options *o, const cha
 		     "what a mount with rank=R,world=%llu shows (its epochs); the paths above\n"
 		     "are rank 0's. A process of global rank R reads %s/rank-RRRR/, e.g.\n"
 		     "under torchrun:\n"
+		     "  import os\n"
 		     "  root = '%s/rank-%%04d' %% int(os.environ['RANK'])\n",
 		     readme, (unsigned long long)o->world, (unsigned long long)(o->world - 1),
 		     (unsigned long long)o->world, mnt, mnt) < 0)
@@ -43,7 +44,7 @@ static char *add_ranks_note(char *readme, const struct bfs_options *o, const cha
 static char *make_readme(const struct bfs_options *o, const char *opts, const char *mnt,
 			 const struct bfs_batcher *b, uint64_t records, const char *first_npy)
 {
-	char *s = NULL, *rank0 = NULL;
+	char *s = NULL, *rank0 = NULL, of[96] = "";
 	const char *root = mnt; /* where the examples read: rank 0's folder with ranks */
 
 	if (o->all_ranks) {
@@ -51,13 +52,17 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 			return NULL;
 		root = rank0;
 	}
+	/* a mixture's epoch is L records of its stream, not its sources' total */
+	if (bfs_batcher_epoch_len(b) != records)
+		snprintf(of, sizeof(of), " per epoch (the sources hold %llu)",
+			 (unsigned long long)records);
 
 	if (asprintf(&s,
 		     "batchfs %s — TFRecord shards as ready batch files\n"
 		     "\n"
 		     "source:   %s\n"
 		     "options:  %s\n"
-		     "records:  %llu, %llu batches per epoch of up to %llu records\n"
+		     "records:  %llu%s, %llu batches per epoch of up to %llu records\n"
 		     "\n"
 		     "Layout:\n"
 		     "  schema.json        the effective schema and dataset facts\n"
@@ -85,6 +90,7 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "\n"
 		     "The whole epoch as one array (all/): row i*B+j is row j of batch i; a read\n"
 		     "decodes only the rows it covers, so read it with any batch size:\n"
+		     "  import numpy as np\n"
 		     "  x = np.load('%s/epoch-0000/all/%s', mmap_mode='r')\n"
 		     "  rows = np.array(x[1000:1100])\n"
 		     "\n"
@@ -111,7 +117,7 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "  n = struct.unpack('<Q', b[:8])[0]; hdr = json.loads(b[8:8 + n])\n"
 		     "\n"
 		     "Unmount: fusermount3 -u %s\n",
-		     BFS_VERSION, o->source, opts, (unsigned long long)records,
+		     BFS_VERSION, o->source, opts, (unsigned long long)bfs_batcher_epoch_len(b), of,
 		     (unsigned long long)bfs_batcher_nbatches(b), (unsigned long long)o->batch_size,
 		     root, first_npy, root, first_npy, root, first_npy, root, first_npy, root,
 		     first_npy, root, mnt) < 0)
@@ -245,6 +251,26 @@ static char *image_notes(const struct bfs_schema *s)
 	return out;
 }
 
+/* README.txt's line on the features present only as `Feature {}` (TFX's
+ * missing value) in every record that has them: not served, their kind
+ * unknown. Takes and returns ownership (NULL stays NULL). */
+static char *add_untyped_note(char *readme, const struct bfs_schema *s)
+{
+	char *t;
+
+	for (size_t i = 0; readme && i < s->nuntyped; i++) {
+		if (asprintf(&t, "%s%s%s%s", readme,
+			     i ? ", "
+			       : "\nNot served: no record has a value for these features (each "
+				 "is only\n`Feature {}`, so their kind is unknown): ",
+			     s->untyped[i], i + 1 == s->nuntyped ? "\n" : "") < 0)
+			t = NULL;
+		free(readme);
+		readme = t;
+	}
+	return readme;
+}
+
 /* README.txt's lines on bytes feature lists: each step's value is
  * zero-padded in NAME.npy, its length is in NAME.value_lengths.npy.
  * Takes and returns ownership (NULL stays NULL). */
@@ -281,7 +307,8 @@ static char *add_list_notes(char *readme, const struct bfs_schema *s, const stru
 	if (!readme || !first)
 		return readme;
 	n = asprintf(&t,
-		     "%s  d = '%s%s/epoch-0000/batch-000000/feature_lists/'\n"
+		     "%s  import numpy as np\n"
+		     "  d = '%s%s/epoch-0000/batch-000000/feature_lists/'\n"
 		     "  x, n = np.load(d + '%s.npy'), np.load(d + '%s.value_lengths.npy')\n"
 		     "  value = bytes(x[0, 0%s, :n[0, 0%s]])   # record 0, step 0%s\n",
 		     readme, mnt, o->all_ranks ? "/rank-0000" : "", first->name, first->name,
@@ -367,6 +394,7 @@ char *bfs_readme_text(const struct bfs_readme_in *in)
 	readme = add_wide_note(readme, plan->ntensors, in->mnt);
 	readme = add_corrupt_note(readme, o, in->b);
 	readme = add_list_notes(readme, in->schema, o, in->mnt);
+	readme = add_untyped_note(readme, in->schema);
 	if (!readme)
 		return NULL;
 	notes = image_notes(in->schema);

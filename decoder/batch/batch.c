@@ -30,6 +30,11 @@ uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b)
 	return b->nb;
 }
 
+uint64_t bfs_batcher_epoch_len(const struct bfs_batcher *b)
+{
+	return b->epoch_len;
+}
+
 uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b)
 {
 	return b->global_nb;

@@ -643,6 +643,18 @@ void bfs_cred_keeper_describe(struct bfs_cred_keeper *k, char *dst, size_t cap)
 	pthread_mutex_unlock(&k->m);
 }
 
+void bfs_cred_keeper_key_id(struct bfs_cred_keeper *k, char *dst, size_t cap)
+{
+	const char *id;
+	size_t n;
+
+	pthread_mutex_lock(&k->m);
+	id = k->cur && k->cur->key_id ? k->cur->key_id : "";
+	n = strlen(id);
+	snprintf(dst, cap, "%s%s", n ? "****" : "", id + (n > 4 ? n - 4 : 0));
+	pthread_mutex_unlock(&k->m);
+}
+
 bool bfs_cred_keeper_errline(struct bfs_cred_keeper *k, char *dst, size_t cap)
 {
 	int64_t now = bfs_cred_now_ms();

@@ -202,6 +202,10 @@ void bfs_cred_keeper_stats(struct bfs_cred_keeper *k, struct bfs_cred_stats *out
  * to cap. */
 void bfs_cred_keeper_describe(struct bfs_cred_keeper *k, char *dst, size_t cap);
 
+/* The current credential's key id by its last 4 characters, "****ABCD"
+ * (docs/credentials.md), or "" when it has none (an OAuth token). */
+void bfs_cred_keeper_key_id(struct bfs_cred_keeper *k, char *dst, size_t cap);
+
 /* The provider's last failure, once per minute at most: true with the line
  * in dst when one is due (a failure since the last line, and a minute
  * since it), false otherwise. For errors.txt. */

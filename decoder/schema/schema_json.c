@@ -537,12 +537,37 @@ static bool is_fact_key(const char *key)
 {
 	static const char *const facts[] = { "records", "batch_size", "batches_per_epoch",
 					     "seed",	"shuffle",    "rank",
-					     "world",	"shards" };
+					     "world",	"shards",     "source_records",
+					     "mixture" };
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(facts); i++)
 		if (strcmp(key, facts[i]) == 0)
 			return true;
 	return false;
+}
+
+/* "untyped_features": names (strings) present only as Feature {}. */
+static int untyped_from_json(struct bfs_schema *s, json_t *arr)
+{
+	json_t *v;
+	size_t i;
+
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr))
+		return bfs_err_set(-EINVAL, "schema: \"untyped_features\" must be a list of names");
+	json_array_foreach(arr, i, v)
+	{
+		int err;
+
+		if (!json_is_string(v))
+			return bfs_err_set(
+				-EINVAL, "schema: \"untyped_features\": item %zu is not a name", i);
+		err = bfs_schema_untyped_add(s, json_string_value(v));
+		if (err < 0)
+			return err;
+	}
+	return 0;
 }
 
 int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
@@ -563,7 +588,8 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 	}
 	json_object_foreach(root, key, v)
 	{
-		if (strcmp(key, "features") && strcmp(key, "feature_lists") && !is_fact_key(key)) {
+		if (strcmp(key, "features") && strcmp(key, "feature_lists") &&
+		    strcmp(key, "untyped_features") && !is_fact_key(key)) {
 			err = bfs_err_set(-EINVAL,
 					  "schema: unknown top-level field \"%.100s\" (expected "
 					  "\"features\", \"feature_lists\")",
@@ -581,6 +607,9 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 	if (err < 0)
 		goto out_schema;
 	err = specs_from_json(&s->lists, &s->nlists, json_object_get(root, "feature_lists"), true);
+	if (err < 0)
+		goto out_schema;
+	err = untyped_from_json(s, json_object_get(root, "untyped_features"));
 	if (err < 0)
 		goto out_schema;
 	json_decref(root);
@@ -739,13 +768,17 @@ static json_t *mix_facts_json(const struct bfs_mix_facts *m)
 			ok = false;
 	}
 	for (size_t i = 0; ok && i < m->nseg; i++) {
-		json_t *e = json_object(), *w = json_array();
-		bool eok = e && w;
+		json_t *e = json_object(), *w = json_array(), *r = json_array();
+		bool eok = e && w && r;
 		for (size_t s = 0; eok && s < m->n; s++)
-			if (json_array_append_new(w, json_real(m->weights[i * m->n + s])) < 0)
+			if (json_array_append_new(w, json_real(m->weights[i * m->n + s])) < 0 ||
+			    json_array_append_new(r, json_u64(m->ratio[i * m->n + s])) < 0)
 				eok = false;
 		set_new(e, "from_record", json_u64(m->from[i]), &eok);
 		set_new(e, "weights", w, &eok);
+		set_new(e, "ratio", r, &eok);
+		set_new(e, "period", json_u64(m->period[i]), &eok);
+		set_new(e, "approximated", json_boolean(m->approximated[i]), &eok);
 		if (!eok || json_array_append_new(sch, e) < 0)
 			ok = false;
 	}
@@ -771,6 +804,16 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 		set_new(root, "features", specs_to_json(s->features, s->nfeatures), &ok);
 	if (ok && s->nlists)
 		set_new(root, "feature_lists", specs_to_json(s->lists, s->nlists), &ok);
+	if (ok && s->nuntyped) {
+		json_t *u = json_array();
+
+		for (size_t i = 0; u && i < s->nuntyped; i++)
+			if (json_array_append_new(u, json_string(s->untyped[i])) < 0) {
+				json_decref(u);
+				u = NULL;
+			}
+		set_new(root, "untyped_features", u, &ok);
+	}
 	if (ok && facts) {
 		set_new(root, "records", json_u64(facts->records), &ok);
 		set_new(root, "batch_size", json_u64(facts->batch_size), &ok);
@@ -792,8 +835,10 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 				}
 			set_new(root, "shards", a, &ok);
 		}
-		if (facts->mixture)
+		if (facts->mixture) {
 			set_new(root, "mixture", mix_facts_json(facts->mixture), &ok);
+			set_new(root, "source_records", json_u64(facts->source_records), &ok);
+		}
 	}
 	if (ok)
 		text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -1021,23 +1066,6 @@ int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len, bf
 
 #include "mixfile.h"
 
-bool bfs_mixfile_sniff(const char *text, size_t len)
-{
-	json_error_t jerr;
-	json_t *root;
-	bool yes;
-	size_t i = 0;
-
-	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
-		i++;
-	if (i == len || text[i] != '{')
-		return false;
-	root = json_loadb(text, len, 0, &jerr);
-	yes = root && json_is_object(root) && json_object_get(root, "mixture");
-	json_decref(root);
-	return yes;
-}
-
 void bfs_mixfile_free(struct bfs_mixfile *m)
 {
 	if (!m)
@@ -1229,6 +1257,19 @@ static int mix_schedule(struct bfs_mixfile *m, json_t *arr)
 	return 0;
 }
 
+/* What a mixture file is, for the errors that find none. */
+#define MIX_FORM                                                                                   \
+	"a mixture file is a JSON object {\"mixture\": [{\"name\": ..., \"source\": ..., "         \
+	"\"weight\": ...}, ...]}"
+
+static bool blank(const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r')
+			return false;
+	return true;
+}
+
 int bfs_mixfile_parse(struct bfs_mixfile **out, const char *text, size_t len)
 {
 	static const char *const keys[] = { "mixture", "epoch", "schedule", NULL };
@@ -1241,12 +1282,20 @@ int bfs_mixfile_parse(struct bfs_mixfile **out, const char *text, size_t len)
 		json_decref(root);
 		return -ENOMEM;
 	}
-	if (!root) {
-		rc = bfs_err_set(-EINVAL, "mixture: line %d: %s", jerr.line, jerr.text);
+	if (!root && blank(text, len))
+		rc = bfs_err_set(-EINVAL, "mixture: the file is empty; %s", MIX_FORM);
+	if (!root && !blank(text, len))
+		/* jansson's column is 0 before a line's first character */
+		rc = bfs_err_set(-EINVAL, "mixture: not valid JSON at line %d, column %d: %s",
+				 jerr.line, jerr.column > 0 ? jerr.column : 1, jerr.text);
+	if (!root)
 		goto out;
-	}
-	rc = json_is_object(root) ? only_keys(root, keys, "the file")
-				  : bfs_err_set(-EINVAL, "mixture: not a JSON object");
+	if (!json_is_object(root) || !json_object_get(root, "mixture"))
+		rc = bfs_err_set(-EINVAL, "mixture: %s; %s",
+				 json_is_object(root) ? "no \"mixture\" key" : "not a JSON object",
+				 MIX_FORM);
+	else
+		rc = only_keys(root, keys, "the file");
 	if (!rc)
 		rc = mix_entries(m, json_object_get(root, "mixture"));
 	sched = json_object_get(root, "schedule");

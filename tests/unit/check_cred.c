@@ -212,6 +212,9 @@ START_TEST(a_credential_that_never_expires_is_fetched_once)
 	ck_assert_str_eq(line, "the fake provider `fake-role`, key id ****0000, with a session "
 			       "token");
 	ck_assert_ptr_null(strstr(line, "fake-secret"));
+	/* stats.json's credentials_key_id: the same masked id */
+	bfs_cred_keeper_key_id(k, line, sizeof(line));
+	ck_assert_str_eq(line, "****0000");
 	bfs_cred_unref(a);
 	bfs_cred_unref(b);
 	bfs_cred_keeper_unref(k);
