@@ -756,6 +756,8 @@ void bfs_cache_free(struct bfs_cache *c)
 			x = n;
 		}
 	}
+	for (unsigned i = 0; i < c->nspare; i++) /* buffers of evicted batches */
+		free(c->spares[i].p);
 	free(c->queue);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->changed);

@@ -40,10 +40,9 @@ static void usage(FILE *f)
 		"       batchfs stats [--json] MOUNTPOINT          a mount's counters, once\n"
 		"       batchfs top [--interval S] [--count N] MOUNTPOINT   live view (q quits)\n"
 		"       batchfs --help | --version\n"
-		"\n"
-		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob; or a bucket:\n"
-		"  s3://BUCKET/PREFIX/, s3://BUCKET/KEY, a glob on the last part, gs://...\n"
-		"Mount options (-o k=v,k=v; standard FUSE options pass through):\n");
+		"\n");
+	bfs_options_help_sources(f);
+	fprintf(f, "Mount options (-o k=v,k=v; standard FUSE options pass through):\n");
 	bfs_options_help(f);
 	fprintf(f, "Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -457,7 +456,8 @@ static int base_schema(struct mount *m)
 	return 0;
 }
 
-/* features= and image=: what of the schema is served, and how. */
+/* features=, image= and crop=/flip=: what of the schema is served, and
+ * how. */
 static int select_features(struct mount *m)
 {
 	const struct bfs_options *o = m->o;
@@ -472,8 +472,14 @@ static int select_features(struct mount *m)
 		if (rc)
 			print_option_error("features", o->features, bfs_err_msg(),
 					   rc == -ENOENT ? "features" : NULL, names);
+		else if (schema->nuntyped) /* named, but nothing to serve */
+			fprintf(stderr,
+				"batchfs: option 'features=%s': no record has a value for "
+				"feature '%s' (only `Feature {}`, of no known kind): leave it "
+				"out\n",
+				o->features, schema->untyped[0]);
 		free(names);
-		if (rc)
+		if (rc || schema->nuntyped)
 			return -1;
 	}
 	was_image = calloc(schema->nfeatures + 1, sizeof(*was_image));
@@ -494,6 +500,9 @@ static int select_features(struct mount *m)
 	    bfs_check_image_options(m->ds, schema, was_image, o->image, o->nimage) != 0)
 		rc = -1;
 	free(was_image);
+	/* crop=, flip= and their ranges, over every image feature */
+	if (!rc && (rc = bfs_schema_set_augment(schema, &o->aug, o->aug_set)) != 0)
+		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 	return rc ? -1 : 0;
 }
 
@@ -564,6 +573,10 @@ static int build_batchers(struct mount *m)
 	};
 	int rc = bfs_batcher_new(&m->b, m->ds, m->schema, &bo);
 
+	/* the ragged counts a bucket's scan kept are the batcher's now */
+	bfs_dataset_scan_counts_drop(m->ds);
+	for (size_t i = 0; m->mm && i < m->mm->n; i++)
+		bfs_dataset_scan_counts_drop(m->mm->members[i]);
 	if (rc) {
 		if (rc == -EFBIG)
 			fprintf(stderr,
@@ -600,7 +613,8 @@ static int make_schema_json(struct mount *m)
 	for (size_t i = 0; i < nshards; i++)
 		m->shard_names[i] = bfs_shard_path(bfs_dataset_shard(m->ds, i));
 	struct bfs_schema_facts facts = {
-		.records = bfs_dataset_nrecords(m->ds),
+		.records = bfs_batcher_epoch_len(m->b),
+		.source_records = bfs_dataset_nrecords(m->ds),
 		.batch_size = o->batch_size,
 		.batches_per_epoch = bfs_batcher_nbatches(m->b),
 		.seed = o->seed,
@@ -670,9 +684,15 @@ static int make_fs(struct mount *m)
 {
 	const struct bfs_options *o = m->o;
 
+	uint64_t L = bfs_batcher_epoch_len(m->b), N = bfs_dataset_nrecords(m->ds);
+	char of[96] = "";
+
+	/* a mixture's epoch is L records of its stream, not its sources' total */
+	if (L != N)
+		snprintf(of, sizeof(of), " per epoch of the sources' %llu", (unsigned long long)N);
 	if (asprintf(&m->ready,
-		     "batchfs: mounted %s at %s (%llu records, %llu batches per epoch%s)",
-		     o->source, m->mnt, (unsigned long long)bfs_dataset_nrecords(m->ds),
+		     "batchfs: mounted %s at %s (%llu records%s, %llu batches per epoch%s)",
+		     o->source, m->mnt, (unsigned long long)L, of,
 		     (unsigned long long)bfs_batcher_nbatches(m->b),
 		     o->all_ranks ? " in each rank folder" : "") < 0)
 		m->ready = NULL;

@@ -40,7 +40,10 @@ For each workload (generated with the project's own bfs_gen; plain shards):
 own (benchlib/suites/photo.py): the one-core C loop tests/bench/bench_jpeg
 (TurboJPEG + decoder/resize.c), batchfs's cold epoch over the .npy batch
 tree with all threads and with threads=1, and vahidk/tfrecord + PIL under a
-DataLoader; then the ratio lines against the targets, and the scale part on generated
+DataLoader; the cold epoch with crop=random,flip=h and with crop=center
+against torchvision's training and evaluation pipelines under a DataLoader
+with a worker per core, and the daemon's CPU per image against PIL's own
+full decode; then the ratio lines against the targets, and the scale part on generated
 datasets of small records (10^7 in 64 shards; 10^8 in 256 with --scale-1e8):
 index bytes per record on disk, re-mount time with the index reused (and
 that it reads no shard), the first index build's rate against `cat` of the

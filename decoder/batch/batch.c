@@ -30,6 +30,11 @@ uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b)
 	return b->nb;
 }
 
+uint64_t bfs_batcher_epoch_len(const struct bfs_batcher *b)
+{
+	return b->epoch_len;
+}
+
 uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b)
 {
 	return b->global_nb;
@@ -422,7 +427,7 @@ static int make_drivers(struct bfs_batcher *b)
 		if (!dr) {
 			dr = &b->drivers[b->ndrivers++];
 			dr->spec = f;
-			dr->main = dr->aux = dr->aux2 = -1;
+			dr->main = dr->aux = dr->aux2 = dr->crop = dr->flip = -1;
 		}
 		if (p->t[t].role == BFS_ROLE_VALUES)
 			b->ragged[b->nragged++] = t;
@@ -448,6 +453,12 @@ static int make_drivers(struct bfs_batcher *b)
 			break;
 		case BFS_ROLE_VALUE_LENGTHS:
 			dr->aux2 = (int)t;
+			break;
+		case BFS_ROLE_CROP:
+			dr->crop = (int)t;
+			break;
+		case BFS_ROLE_FLIP:
+			dr->flip = (int)t;
 			break;
 		}
 	}

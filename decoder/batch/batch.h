@@ -87,6 +87,8 @@ int bfs_batcher_new_rank(struct bfs_batcher **out, const struct bfs_batcher *bas
 const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b);
 /* Batches per epoch shown to this rank. */
 uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b);
+/* Records an epoch holds, before rank/world: the dataset's, a mixture's L. */
+uint64_t bfs_batcher_epoch_len(const struct bfs_batcher *b);
 /* Batches per epoch of the single global sequence (before rank/world). */
 uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b);
 /* The options' batch_size, rank and world. */

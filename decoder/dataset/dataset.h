@@ -185,6 +185,18 @@ void bfs_dataset_drop_cache_files(const struct bfs_dataset *ds, const char *dir,
  * bucket (-EINVAL naming the second). Errors: -EINVAL, -ENOMEM. */
 int bfs_dataset_union(struct bfs_dataset **out, struct bfs_dataset *const *members, size_t n);
 
+/* The ragged counts the scan kept of shard i (global shard index) for bytes
+ * feature `feature`: each record's number of values and bytes, the
+ * shard's record count of each (borrowed; valid until the dataset is
+ * closed or they are dropped). Kept only for shards that the count pass
+ * would read again from a bucket, when inference made the feature ragged
+ * and every record of the shard was decoded. False when there are none. */
+bool bfs_dataset_scan_counts(const struct bfs_dataset *ds, size_t shard, const char *feature,
+			     const uint32_t **nvalues, const uint32_t **nbytes);
+/* Free them (once the count pass has taken them). A union drops only its
+ * view: drop its members' too. */
+void bfs_dataset_scan_counts_drop(struct bfs_dataset *ds);
+
 /* Resolve SOURCE into a sorted list of shard paths (malloc'd, caller frees
  * each and the array). */
 int bfs_source_resolve(char ***out, size_t *n, const char *source, bool follow_symlinks);

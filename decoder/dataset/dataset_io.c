@@ -21,6 +21,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* how long the stage's end waits for a bucket's reads it cancelled (the
+ * client's thread ends each at once; a stuck one is left behind) */
+#define END_READS_WAIT_MS 500
+
 struct bfs_objsrc *bfs_dataset_objsrc(const struct bfs_dataset *ds)
 {
 	return ds->objs;
@@ -306,6 +310,11 @@ void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f)
 		return;
 	for (size_t i = 0; i < ds->nshards; i++)
 		bfs_shard_set_fetch(ds->shards[i], NULL, 0);
+	/* a bucket's reads in flight end now, cancelled, not later through a
+	 * freed stage (which then had to be left behind, and leaked) */
+	bfs_fetch_stop(f);
+	if (ds->objs)
+		(void)bfs_objsrc_end_reads(ds->objs, END_READS_WAIT_MS);
 	bfs_fetch_free(f);
 	if (m->io && m->io->dc)
 		bfs_diskcache_set_complete(m->io->dc, NULL, NULL);
