@@ -198,16 +198,30 @@ static void note_bad(void *ctx, const char *shard, const char *msg)
 #define READAHEAD_MIN ((uint64_t)64 << 20)
 
 /* readahead=auto: 64 MiB; under shuffle=block, two windows of blocks (the
- * one being read and the next, fetched meanwhile), within a quarter of
- * the machine's memory. */
-static uint64_t auto_readahead(const struct bfs_options *o)
+ * one being read and the next, fetched meanwhile) for each partition a
+ * reader goes through at once (P / gcd(world, P) of them; with rank
+ * folders, for up to 8 ranks of distinct partitions read together, a
+ * node's GPUs), within a quarter of the machine's memory. */
+static uint64_t auto_readahead(const struct bfs_options *o, const struct bfs_batcher *b)
 {
-	uint64_t ra = READAHEAD_MIN, two;
+	uint64_t ra = READAHEAD_MIN, two, parts = 1, m = 1, d = 1;
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 
+	if (bfs_batcher_blocks(b))
+		parts = bfs_blocks_nparts(bfs_batcher_blocks(b));
+	if (parts > 1) {
+		d = o->world % parts;
+		for (uint64_t x = parts, t; x; d = x, x = t)
+			t = d % x;
+		m = parts / d;
+		if (o->all_ranks)
+			m *= d < 8 ? d : 8;
+	}
 	if (o->shuffle && o->block && !__builtin_mul_overflow(o->window, o->block_size, &two) &&
-	    !__builtin_mul_overflow(two, (uint64_t)2, &two) && two + (16u << 20) > ra)
+	    !__builtin_mul_overflow(two, 2 * m, &two) && two + (16u << 20) > ra)
 		ra = two + (16u << 20);
+	else if (o->shuffle && o->block && m > 1)
+		ra = UINT64_MAX;
 	if (pages > 0 && psize > 0 && ra > (uint64_t)pages * (uint64_t)psize / 4)
 		ra = (uint64_t)pages * (uint64_t)psize / 4;
 	return ra > READAHEAD_MIN ? ra : READAHEAD_MIN;
@@ -543,6 +557,7 @@ static int build_batchers(struct mount *m)
 		.block = o->block,
 		.block_size = o->block_size,
 		.window = o->window,
+		.partitions = o->partitions,
 		.drop_remainder = o->drop_remainder,
 		.rank = o->rank,
 		.world = o->world,
@@ -606,6 +621,8 @@ static int make_schema_json(struct mount *m)
 		.shuffle = !o->shuffle ? "none"
 			   : o->block  ? "block"
 				       : "global",
+		.partitions =
+			bfs_batcher_blocks(m->b) ? bfs_blocks_nparts(bfs_batcher_blocks(m->b)) : 0,
 		.rank = o->rank,
 		.world = o->world,
 		.no_rank = o->all_ranks, /* each rank folder is one rank: the top is none */
@@ -649,7 +666,7 @@ static void plan_io(struct mount *m)
 		      : bfs_dataset_objsrc(m->ds) ? IO_DEPTH_OBJECTS
 		      : bfs_dataset_remote(m->ds) ? IO_DEPTH_REMOTE
 						  : 0;
-	m->readahead = o->readahead ? o->readahead : auto_readahead(o);
+	m->readahead = o->readahead ? o->readahead : auto_readahead(o, m->b);
 	m->disk_cache = o->disk_cache;
 	if (m->disk_cache && !m->io_depth) {
 		fprintf(stderr,

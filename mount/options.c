@@ -413,7 +413,10 @@ static int check_together(struct bfs_options_parser *c)
 		return 1;
 	}
 	if (c->block_given && !o->block) {
-		fprintf(stderr, "batchfs: option '%s': only with shuffle=block\n", c->block_arg);
+		fprintf(stderr,
+			"batchfs: option '%s': only with shuffle=block, which a mixture does "
+			"not take\n",
+			c->block_arg);
 		return 1;
 	}
 	o->all_ranks = given(c, "world") && !given(c, "rank");
@@ -566,7 +569,8 @@ static void describe_augment(char *dst, size_t cap, const struct bfs_options *o)
 char *bfs_options_describe(const struct bfs_options *o)
 {
 	char *s = NULL, *features = NULL, *img = NULL, *t;
-	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "", blk[64] = "", rank[32] = "";
+	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "", blk[96] = "", rank[32] = "";
+	char parts[24] = "auto";
 	char io[64] = "", ra[32] = "auto", aug[192];
 
 	if (o->cache_size % (1u << 20))
@@ -579,9 +583,11 @@ char *bfs_options_describe(const struct bfs_options *o)
 		snprintf(io, sizeof(io), ",io_depth=%u,readahead=%s", o->io_depth, ra);
 	else
 		snprintf(io, sizeof(io), ",io_depth=auto,readahead=%s", ra);
+	if (o->partitions)
+		snprintf(parts, sizeof(parts), "%llu", (unsigned long long)o->partitions);
 	if (o->shuffle && o->block)
-		snprintf(blk, sizeof(blk), ",block_size=%llu,window=%llu",
-			 (unsigned long long)o->block_size, (unsigned long long)o->window);
+		snprintf(blk, sizeof(blk), ",block_size=%llu,window=%llu,partitions=%s",
+			 (unsigned long long)o->block_size, (unsigned long long)o->window, parts);
 	if (!o->all_ranks)
 		snprintf(rank, sizeof(rank), "rank=%llu,", (unsigned long long)o->rank);
 	if (o->chunk_rows)

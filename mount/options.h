@@ -36,6 +36,7 @@ struct bfs_options {
 	bool shuffle;
 	bool block; /* shuffle=block (with shuffle set) */
 	uint64_t block_size, window; /* shuffle=block: 4M, 64 */
+	uint64_t partitions; /* shuffle=block: 0 (auto) or P */
 	uint64_t epochs;
 	bool drop_remainder;
 	char *schema_file;

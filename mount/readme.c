@@ -41,6 +41,67 @@ static char *add_ranks_note(char *readme, const struct bfs_options *o, const cha
 	return s;
 }
 
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* shuffle=block with partitions: where each batch comes from, what an
+ * epoch leaves out, and what each rank reads (one line when world does not
+ * divide P). Frees `readme`; NULL on failure. */
+static char *add_partitions_note(char *readme, const struct bfs_options *o,
+				 const struct bfs_batcher *b, const struct bfs_dataset *ds)
+{
+	const struct bfs_blocks *bl = bfs_batcher_blocks(b);
+	unsigned long long p = bl ? (unsigned long long)bfs_blocks_nparts(bl) : 1, w = o->world;
+	unsigned long long g = (unsigned long long)gcd64(w, p), n = 0;
+	char *s = NULL, *ranks = NULL;
+	int r;
+
+	if (!readme || p == 1)
+		return readme;
+	n = (unsigned long long)bfs_blocks_npieces(bl);
+	if (w > 1 && g == w)
+		r = asprintf(
+			&ranks,
+			"With world=%llu (dividing %llu) each rank reads %llu of the partitions, "
+			"1/%llu of the\ndataset, the same ones every epoch: over a bucket it "
+			"fetches only those.\n",
+			w, p, p / w, w);
+	else if (w > 1)
+		r = asprintf(
+			&ranks,
+			"world=%llu does not divide partitions=%llu: each rank reads %llu of the "
+			"%llu partitions, 1/%llu of the dataset (%llu times its share).\n",
+			w, p, p / g, p, g, w / g);
+	else
+		r = asprintf(&ranks, "%s", "");
+	if (r < 0)
+		ranks = NULL;
+	if (ranks &&
+	    asprintf(&s,
+		     "%s\n"
+		     "Partitions (shuffle=block): %llu%s. Global batch g is batch g div %llu of\n"
+		     "partition g mod %llu, each a block shuffle of its own blocks (%llu on\n"
+		     "average), dealt once from the seed (docs/shuffle.md, 5.1). Each\n"
+		     "epoch leaves out %llu records (fewer than %llu batches), others each epoch.\n"
+		     "%s",
+		     readme, p,
+		     o->partitions ? "" : " (partitions=auto; give partitions=N to keep it)", p, p,
+		     n / p,
+		     (unsigned long long)(bfs_dataset_nrecords(ds) - bfs_blocks_epoch_len(bl)), p,
+		     ranks) < 0)
+		s = NULL;
+	free(ranks);
+	free(readme);
+	return s;
+}
+
 static char *make_readme(const struct bfs_options *o, const char *opts, const char *mnt,
 			 const struct bfs_batcher *b, uint64_t records, const char *first_npy)
 {
@@ -391,6 +452,7 @@ char *bfs_readme_text(const struct bfs_readme_in *in)
 	readme = make_readme(o, in->opts ? in->opts : "", in->mnt, in->b,
 			     bfs_dataset_nrecords(in->ds), first_npy);
 	readme = add_ranks_note(readme, o, in->mnt);
+	readme = add_partitions_note(readme, o, in->b, in->ds);
 	readme = add_wide_note(readme, plan->ntensors, in->mnt);
 	readme = add_corrupt_note(readme, o, in->b);
 	readme = add_list_notes(readme, in->schema, o, in->mnt);

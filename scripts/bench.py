@@ -5,6 +5,7 @@
                   [--cold-runs N] [--drop-caches] [--no-npm] [--no-scale] [--scale-1e8] [--only-scale]
                   [--no-shards] [--only-shards] [--shards N]
                   [--block-vs-global] [--block-only] [--cache-size SIZE]
+                  [--nodes] [--only-nodes] [--nodes-world W] [--nodes-sample N]
                   [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
 For each workload (generated with the project's own bfs_gen; plain shards):
@@ -80,7 +81,8 @@ from benchlib import harness, peers, report
 from benchlib.data import WORKLOADS
 from benchlib.harness import TOP, loadavg
 from benchlib.report import say
-from benchlib.suites import bucket, compressed, mixture, photo, remote, scale, shards, workload
+from benchlib.suites import (bucket, compressed, mixture, nodes, photo, remote, scale, shards,
+                             workload)
 
 
 def parse_args(argv):
@@ -135,6 +137,17 @@ def parse_args(argv):
     ap.add_argument("--remote-previous", metavar="DIR",
                     help="also measure DIR/batchfs (a build of the previous commit) in the "
                     "remote part, with the same baselines")
+    ap.add_argument("--nodes", action="store_true",
+                    help="also the 'nodes' part: a job of --nodes-world ranks over one bucket "
+                    "under shuffle=block with partitions, a sample of its ranks mounted one "
+                    "after another (scripts/benchlib/suites/nodes.py)")
+    ap.add_argument("--only-nodes", action="store_true", help="the 'nodes' part alone")
+    ap.add_argument("--nodes-world", type=int, default=1000)
+    ap.add_argument("--nodes-partitions", type=int, default=0,
+                    help="partitions of the 'nodes' part (default: the world)")
+    ap.add_argument("--nodes-records", type=int, default=0,
+                    help="records of 4 KB (default: two blocks of 15 records a partition)")
+    ap.add_argument("--nodes-sample", type=int, default=16, help="ranks mounted (--quick: 4)")
     ap.add_argument("--mixture", action="store_true",
                     help="the mixture suite: 3 sources vs one mount of the same shards")
     ap.add_argument("--only-mixture", action="store_true", help="the mixture suite alone")
@@ -193,11 +206,15 @@ def main(argv):
         args.only_bucket = True
     if args.only_bucket:
         args.bucket = args.no_scale = args.no_shards = args.no_npm = True
+    if args.only_nodes:
+        args.nodes = args.no_scale = args.no_shards = args.no_npm = True
+    if args.quick and args.nodes_sample == 16:
+        args.nodes_sample = 4
     if args.only_mixture:
         args.mixture = args.no_scale = args.no_shards = args.no_npm = True
     args.remote_delays = [int(x) for x in args.remote_delays.split(",") if x]
     names = [] if (args.only_scale or args.only_shards or args.only_remote or
-                   args.only_bucket or args.only_mixture) else (
+                   args.only_bucket or args.only_mixture or args.only_nodes) else (
         args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
     os.makedirs(args.work, exist_ok=True)
 
@@ -220,6 +237,8 @@ def main(argv):
         remote.run(args, tools)
     if args.bucket:
         bucket.run(args, tools)
+    if args.nodes:
+        nodes.run(args, tools)
     gz_results = []
     for name in names:
         w = WORKLOADS[name]

@@ -452,6 +452,58 @@ static int walk_kept(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
 	return 0;
 }
 
+/* Whether byte a of obj is in what a local copy keeps (read in whole
+ * blocks), and *end the end of the run of bytes kept (or not) alike. */
+static bool kept_run(struct bfs_fetch *f, uint32_t obj, uint64_t a, uint64_t *end)
+{
+	uint64_t keep;
+
+	*end = UINT64_MAX;
+	if (!f->o.align)
+		return false;
+	if (f->src.kept_at)
+		return f->src.kept_at(f->src.ctx, obj, a, end);
+	keep = f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
+	if (a >= keep)
+		return false;
+	*end = keep;
+	return true;
+}
+
+/* Span [a, b) of obj: the runs a local copy keeps widened to whole blocks
+ * (walk_kept), the rest as asked. */
+static int walk_runs(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
+		     uint64_t b, uint64_t *add, uint64_t *made)
+{
+	while (a < b) {
+		uint64_t end, size, w;
+		int rc;
+
+		if (!kept_run(f, obj, a, &end)) {
+			uint64_t e = end < b ? end : b;
+
+			rc = walk_span(f, t, obj, a, e, add, made, true);
+			if (rc)
+				return rc;
+			a = e;
+			continue;
+		}
+		size = f->src.size(f->src.ctx, obj);
+		w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
+			    ? (b / f->o.align + 1) * f->o.align
+			    : b;
+		a -= a % f->o.align;
+		if (w > size)
+			w = size > a ? size : w;
+		/* the part kept widened, the rest as asked */
+		rc = walk_kept(f, t, obj, a, b > end ? end : w, add, made);
+		if (rc || b <= end)
+			return rc;
+		a = end;
+	}
+	return 0;
+}
+
 /* Spans of sorted ranges r[0..n): near ones of one object joined, as long
  * as a span stays within max_read and the bytes between its ranges stay
  * within half of the bytes they carry (so that a source never serves more
@@ -477,27 +529,7 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 		}
 		if (obj >= f->nobj)
 			return -EINVAL;
-		uint64_t keep = 0; /* bytes [0, keep) of obj are read in whole blocks */
-		if (f->o.align)
-			keep = f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
-		if (a < keep) {
-			uint64_t size = f->src.size(f->src.ctx, obj);
-			uint64_t w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
-					     ? (b / f->o.align + 1) * f->o.align
-					     : b;
-
-			a -= a % f->o.align;
-			if (w > size)
-				w = size > a ? size : w;
-			/* the part kept widened, the rest as asked */
-			rc = walk_kept(f, t, obj, a, b > keep ? keep : w, add, made);
-			if (rc)
-				return rc;
-			if (b <= keep)
-				continue;
-			a = keep;
-		}
-		rc = walk_span(f, t, obj, a, b, add, made, true);
+		rc = walk_runs(f, t, obj, a, b, add, made);
 		if (rc)
 			return rc;
 	}

@@ -91,6 +91,11 @@ struct bfs_fetch_source {
 	/* optional, with opts.align: only ranges starting below this offset
 	 * of object obj are widened (the part a local copy keeps); NULL: all */
 	uint64_t (*aligned)(void *ctx, uint32_t obj);
+	/* optional, with opts.align, in place of aligned: whether the byte at
+	 * off of obj is in what a local copy keeps (widened to whole blocks),
+	 * and *end the end of the run of bytes kept (or not) alike from it
+	 * (a multiple of align, or the object's size) */
+	bool (*kept_at)(void *ctx, uint32_t obj, uint64_t off, uint64_t *end);
 	/* optional, with opts.align: whether source.local holds all of
 	 * [off, off + len) of obj now, answered from memory without waiting
 	 * (false when unsure); called with the stage's lock held. Widened
