@@ -589,7 +589,9 @@ def test_a_server_down_fails_each_range_once_as_a_source_error(proxy, bmount, da
                shuffle="none", prefetch=0)
     proxy.rules({"match": "^GET /%s/plain/" % BUCKET, "action": "reset", "when": "before"})
     lines = []
-    paths = batch_paths(m)[:2]
+    # batches of different objects: two ranges whether a read is of the
+    # records or of the whole blocks the disk cache keeps
+    paths = [batch_paths(m)[0], batch_paths(m)[-1]]
     for p in paths:
         assert read_or_errno(m.path(p)) == errno.EIO
         lines = m.read("errors.txt").decode().splitlines()

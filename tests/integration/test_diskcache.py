@@ -230,7 +230,7 @@ def test_a_cache_a_quarter_of_the_data_keeps_a_stable_part(source, mounter, tmp_
         opts.update(block_size="4M", window=64)
     ref = mounter(local, index_dir=str(tmp_path / "ix-local"), **opts)
     # the same reads without the cache: what a later epoch must not pass
-    plain = mounter(slow.mnt, index_dir=str(tmp_path / "ix"), **opts)
+    plain = mounter(slow.mnt, index_dir=str(tmp_path / "ix"), disk_cache="off", **opts)
     without = _epochs_fetched(plain, ref, slow, 3)
     plain.stop()
     cache = tmp_path / "dc"
