@@ -38,7 +38,8 @@
  *
  * Writes run on a thread of the cache's own, from copies queued by
  * bfs_dcobj_put (at most BFS_DC_QUEUE bytes; more are dropped, not
- * waited for). A write that fails for want of space or permission stops
+ * waited for); a queued block is read from its copy until it is written,
+ * so that a block wanted again meanwhile is not fetched again. A write that fails for want of space or permission stops
  * writing for the mount, with one line through the note function.
  *
  * Thread-safety: every function may be called from any thread.
@@ -93,7 +94,8 @@ struct bfs_dcobj *bfs_diskcache_obj(struct bfs_diskcache *c, const char *name, u
 				    int64_t version, void *user);
 
 /* Bytes [off, off + n) of the object from DIR: 0 when every block holding
- * them is there and their pages check; -ENODATA otherwise (a miss). */
+ * them is there and their pages check, or is queued to be written (its
+ * bytes then come from the queue); -ENODATA otherwise (a miss). */
 int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off);
 /* Bytes [off, off + n) of the object as fetched from the source: every
  * whole block in them (and the object's last block when they reach its
@@ -103,9 +105,10 @@ void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
  * BFS_DC_BLOCK, or the object's size): reads of them are worth widening to
  * whole blocks. Changes only when objects are registered. */
 uint64_t bfs_dcobj_kept(struct bfs_dcobj *o);
-/* Whether every block holding [off, off + len) is known to be in DIR,
- * from memory: no I/O, and false rather than wait for the object's lock
- * (a hint: a read may still find more, or fail its CRCs). */
+/* Whether every block holding [off, off + len) is known to be in DIR, or
+ * queued to be written: from memory, no I/O and no lock (what DIR holds
+ * is read at the object's first use; a hint: a read may still find more,
+ * written by another mount since, or fail its CRCs). */
 bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len);
 /* Whether every block of the object is in DIR (as far as this mount
  * knows; checked against the .blocks file). */
