@@ -665,8 +665,7 @@ static int read_pages(struct bfs_dcobj *o, uint8_t *dst, size_t n, uint64_t off,
 
 /* Bytes [off, end) from DIR or from the writes queued, block by block
  * (runs of blocks that are there in one read). o->lock held. */
-static int read_blocks(struct bfs_dcobj *o, uint8_t *dst, uint64_t off, uint64_t end,
-		       bool *corrupt)
+static int read_blocks(struct bfs_dcobj *o, uint8_t *dst, uint64_t off, uint64_t end, bool *corrupt)
 {
 	for (uint64_t k = off / BFS_DC_BLOCK; k <= (end - 1) / BFS_DC_BLOCK; k++)
 		if (!pending(o, k) && !block_known(o, k))
@@ -994,6 +993,25 @@ void bfs_dcobj_drop(struct bfs_dcobj *o)
 	obj_reset(o);
 	pthread_mutex_unlock(&o->lock);
 	atomic_fetch_add(&o->c->corrupt, 1);
+}
+
+bool bfs_dcobj_forget(struct bfs_dcobj *o, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len < o->size ? off + len : o->size;
+	uint8_t *buf = off < end ? malloc((size_t)(end - off)) : NULL;
+	bool corrupt = false;
+
+	if (!buf)
+		return false;
+	/* the bad pages say which blocks are bad (block_bad, for every
+	 * mount: a record across two blocks is bad in one of them) */
+	pthread_mutex_lock(&o->lock);
+	(void)read_blocks(o, buf, off, end, &corrupt);
+	pthread_mutex_unlock(&o->lock);
+	free(buf);
+	if (corrupt)
+		atomic_fetch_add(&o->c->corrupt, 1);
+	return corrupt;
 }
 
 /* ------------------------------------------------------------ lifetime */

@@ -120,6 +120,13 @@ bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path);
 /* Delete the object's files (a copy found bad where the caller checks
  * it; counted as corrupt): the next use fetches and writes it again. */
 void bfs_dcobj_drop(struct bfs_dcobj *o);
+/* Bytes [off, off + len) of the object failed where the caller checks
+ * them (a record's CRC): the pages holding them are checked, and the
+ * blocks of those that fail are no longer there, for every mount (counted
+ * as corrupt), so that they are fetched and written again; the object's
+ * other blocks stay. False when every page checks (the bytes are good now:
+ * written again since the caller read them, say). */
+bool bfs_dcobj_forget(struct bfs_dcobj *o, uint64_t off, uint64_t len);
 
 /* Call fn(ctx, user) on the writer's thread whenever an object's last
  * missing block is written (user: the object's); fn NULL: no more calls.

@@ -364,6 +364,11 @@ void bfs_shard_close(struct bfs_shard *s)
 		atomic_fetch_sub(&nmapped, 1);
 	}
 	bfs_shard_close(s->shadow);
+	for (struct bfs_shard *v = s->retired, *next; v; v = next) {
+		next = v->retired;
+		v->retired = NULL;
+		bfs_shard_close(v);
+	}
 	if (s->io)
 		s->io->close(s->io_obj);
 	else
@@ -651,9 +656,25 @@ bool bfs_shard_promote(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_f
 
 	if (atomic_load(&s->shadow))
 		return false;
-	s->shadow_fail = fn;
-	s->shadow_ctx = ctx;
+	/* again after a demotion: the same ones, which a failing read may be
+	 * reading (left unwritten) */
+	if (s->shadow_fail != fn || s->shadow_ctx != ctx) {
+		s->shadow_fail = fn;
+		s->shadow_ctx = ctx;
+	}
 	return atomic_compare_exchange_strong(&s->shadow, &none, view);
+}
+
+void bfs_shard_demote(struct bfs_shard *s)
+{
+	struct bfs_shard *view = atomic_exchange(&s->shadow, NULL), *top;
+
+	if (!view)
+		return;
+	top = atomic_load(&s->retired);
+	do
+		view->retired = top;
+	while (!atomic_compare_exchange_weak(&s->retired, &top, view));
 }
 
 void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
