@@ -70,6 +70,10 @@ int bfs_iostage_new(struct bfs_iostage **out, const struct bfs_dataset *ds,
 			.merge_gap = MERGE_GAP,
 			.max_read = bfs_dataset_objsrc(ds) ? MAX_GET : MAX_READ,
 			.max_inflight_bytes = bfs_dataset_objsrc(ds) ? 0 : MAX_INFLIGHT_BYTES,
+			/* the reads of a pass are read whole, then dropped but for
+			 * the records kept: a quarter of readahead (the rest holds
+			 * two windows of records, ioplan.c) */
+			.max_pass_inflight = o->readahead / 4,
 			.backend = o->backend,
 		},
 		.all = o->all,

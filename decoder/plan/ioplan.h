@@ -51,6 +51,11 @@ struct bfs_ioplan_stats {
 	uint64_t groups; /* block groups fetched */
 	uint64_t streams; /* streams now */
 	uint64_t held, held_bytes; /* plans held now, and their records' bytes */
+	/* global shuffle: windows made, and those read in passes over whole
+	 * blocks; the last one's choice and why */
+	uint64_t windows, passes;
+	char plan[32];
+	char reason[400];
 };
 
 /* Plans for the batchers b[0..nranks) (rank folders share one base; b[0]
