@@ -565,9 +565,11 @@ static int walk_span(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
  * own and joining no queued read, so that a block the copy holds is read
  * there rather than fetched again with a neighbour it does not hold (under
  * shuffle=block, the block two ranges of records share is fetched once by
- * whichever is read first). */
+ * whichever is read first). Of a run the copy holds, only what was asked
+ * ([a0, b0)) is read: a record's pages there, not its whole block again for
+ * each chunk a compressed shard's reader asks for. */
 static int walk_kept(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
-		     uint64_t b, uint64_t *add, uint64_t *made)
+		     uint64_t b, uint64_t a0, uint64_t b0, uint64_t *add, uint64_t *made)
 {
 	uint64_t al = f->o.align;
 
@@ -585,7 +587,13 @@ static int walk_kept(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
 				break;
 			e = n;
 		}
-		rc = walk_span(f, t, obj, a, e, add, made, false);
+		if (held) {
+			uint64_t x = a > a0 ? a : a0, y = e < b0 ? e : b0;
+
+			rc = x < y ? walk_span(f, t, obj, x, y, add, made, false) : 0;
+		} else {
+			rc = walk_span(f, t, obj, a, e, add, made, false);
+		}
 		if (rc)
 			return rc;
 		a = e;
@@ -602,7 +610,7 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 {
 	for (size_t k = 0; k < n;) {
 		uint32_t obj = r[k].obj;
-		uint64_t a = r[k].off, b = r[k].off + r[k].len, useful = r[k].len, waste = 0;
+		uint64_t a = r[k].off, b = r[k].off + r[k].len, useful = r[k].len, waste = 0, a0;
 		int rc;
 
 		for (k++; k < n && r[k].obj == obj; k++) {
@@ -627,11 +635,12 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 					     ? (b / f->o.align + 1) * f->o.align
 					     : b;
 
+			a0 = a;
 			a -= a % f->o.align;
 			if (w > size)
 				w = size > a ? size : w;
 			/* the part kept widened, the rest as asked */
-			rc = walk_kept(f, t, obj, a, b > keep ? keep : w, add, made);
+			rc = walk_kept(f, t, obj, a, b > keep ? keep : w, a0, b, add, made);
 			if (rc)
 				return rc;
 			if (b <= keep)

@@ -454,6 +454,32 @@ struct window_at {
 	bool may_pass; /* its reader went on from where it started */
 };
 
+static int range_order(const void *x, const void *y);
+
+/* What ranges v[0..m) (sorted here) take in the stage: the bytes of their
+ * union (a compressed shard's records share their seek spans), each piece
+ * with its place. */
+static uint64_t union_cost(struct bfs_fetch_range *v, size_t m)
+{
+	uint64_t cost = 0, end = 0;
+	uint32_t obj = UINT32_MAX;
+
+	qsort(v, m, sizeof(*v), range_order);
+	for (size_t k = 0; k < m; k++) {
+		uint64_t e = v[k].off + v[k].len;
+
+		if (k == 0 || v[k].obj != obj || v[k].off > end) {
+			cost += v[k].len + EXTENT_COST;
+			obj = v[k].obj;
+			end = e;
+		} else if (e > end) {
+			cost += e - end;
+			end = e;
+		}
+	}
+	return cost;
+}
+
 /* The ranges of the units from a->lin0 on, unit by unit, while their bytes
  * (EXTENT_COST more each) stay within a->limit (one unit at least) and
  * before a->lin_max: *rv (malloc'd, *nv of them), the window's end *lin1
@@ -488,8 +514,7 @@ static int window_ranges(struct bfs_ioplan *p, const struct window_at *a,
 			break;
 		bfs_batcher_row_records(b, &perm, r0, (size_t)cnt, recs);
 		bfs_ioplan_ranges(p->ds, recs, (size_t)cnt, r + n, &m);
-		for (size_t k = 0; k < m; k++)
-			add += r[n + k].len + EXTENT_COST;
+		add = union_cost(r + n, m);
 		if (lin > a->lin0 && lin >= a->need && *bytes + add > a->limit)
 			break;
 		n += m;

@@ -495,13 +495,23 @@ bool bfs_shard_span(const struct bfs_shard *s, uint64_t i, uint64_t j, uint64_t 
 }
 
 /* Bytes [off, off + n) of the shard (pinned): from its I/O stage when it
- * holds them, else read. Bytes read or a negative errno. */
+ * holds them, else asked of it now (so that they come through it and its
+ * disk cache, not past both: a compressed shard's input, read in chunks
+ * that no plan need hold whole), else read. Bytes read or a negative
+ * errno. */
 ssize_t bfs_shard_src_pread(const struct bfs_shard *s, void *buf, size_t n, uint64_t off)
 {
 	if (s->fetch) {
 		struct iovec v = { buf, n };
+		struct bfs_fetch_range r = { s->fetch_id, off, n };
+		struct bfs_fetch_ticket *t = NULL;
 		int rc = bfs_fetch_copyv(s->fetch, s->fetch_id, off, &v, 1);
 
+		if (rc == -ENODATA &&
+		    bfs_fetch_want(s->fetch, &r, 1, BFS_FETCH_NOW, BFS_WANT_DEMAND, &t) == 0) {
+			rc = bfs_fetch_copyv(s->fetch, s->fetch_id, off, &v, 1);
+			bfs_fetch_release(s->fetch, t);
+		}
 		if (rc == 0)
 			return (ssize_t)n;
 		if (rc != -ENODATA)
