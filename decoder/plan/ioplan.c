@@ -77,6 +77,7 @@ struct window {
 	uint64_t lin0, lin1; /* units [lin0, lin1) of its stream */
 	uint64_t bytes; /* of its records, with their place in the stage */
 	uint64_t planned, claims; /* its units planned ahead, and builds that found it */
+	uint64_t built; /* builds that read from it (its maker's too) */
 	struct bfs_fetch_ticket *t;
 	unsigned refs; /* its stream, while in the stream's list, and builds */
 	bool hurried; /* its reads went to the head of the queue */
@@ -414,6 +415,28 @@ static void drop_windows(struct bfs_ioplan *p, struct stream *s, uint64_t before
 	}
 }
 
+/* s lets go of the windows its reader went past whose every unit was
+ * built and that no build holds: their bytes serve no one (a window kept
+ * for builds that may still come behind the reader, or for the reader's
+ * own unit, made whatever the budget, would otherwise stay past its use
+ * while the next ones are made on top). Lock held. */
+static void drop_built(struct bfs_ioplan *p, struct stream *s)
+{
+	struct window **pp = &s->wins;
+
+	while (*pp) {
+		struct window *w = *pp;
+
+		if (w->refs == 1 && w->lin1 <= s->pos && w->built >= w->lin1 - w->lin0) {
+			*pp = w->next;
+			w->next = NULL;
+			window_put(p, w);
+		} else {
+			pp = &w->next;
+		}
+	}
+}
+
 static struct window *window_of(const struct stream *s, uint64_t lin)
 {
 	for (struct window *w = s->wins; w; w = w->next)
@@ -734,10 +757,10 @@ static struct window *window_make(struct bfs_ioplan *p, struct stream *s, uint64
 	size_t n = 0;
 	int rc;
 
-	if (!demand)
-		a.limit = all > p->win_bytes + share ? share
-			  : all > p->win_bytes	     ? all - p->win_bytes
-						     : 0;
+	/* within the room the windows held leave: the reader's window takes
+	 * its units up to the reader's whatever the budget (the builds' own
+	 * records), and no more than what fits after them */
+	a.limit = all > p->win_bytes + share ? share : all > p->win_bytes ? all - p->win_bytes : 0;
 	if (a.lin_max <= lin0 || (!demand && a.limit == 0))
 		return NULL;
 	pthread_mutex_unlock(&p->lock);
@@ -787,6 +810,7 @@ static void hold_windows(struct bfs_ioplan *p, struct stream *s)
 	struct window *w;
 
 	drop_windows(p, s, s->pos > p->lookahead ? s->pos - p->lookahead : 0);
+	drop_built(p, s);
 	w = window_of(s, s->pos);
 	/* from where the last one ended (the units between, built out of
 	 * order by the prefetch, are in it too), or from the reader's unit
@@ -979,8 +1003,10 @@ static bool hold_window(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, 
 		w->claims++;
 		p->win_claims++;
 	} else if (holding_begin(p, s)) { /* after a window being made now */
-		const struct window *first = s->wins;
+		const struct window *first;
 
+		drop_built(p, s); /* room before a window made on top */
+		first = s->wins;
 		w = window_of(s, lin);
 		if (!w && lin >= s->wend)
 			/* past the windows: from where the last one ended (the
@@ -1005,6 +1031,7 @@ static bool hold_window(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, 
 	if (!w || !s->used || s->gen != gen || !window_of(s, lin))
 		return false;
 	w->refs++;
+	w->built++;
 	h->w = w;
 	if (!w->hurried) {
 		w->hurried = true;
