@@ -92,6 +92,8 @@ int bfs_iostage_new(struct bfs_iostage **out, const struct bfs_dataset *ds,
 	rc = bfs_dataset_fetch_new(&st->fetch, ds, &io);
 	if (!rc)
 		rc = bfs_ioplan_new(&st->plan, st->fetch, ds, b, nranks, o->lookahead, o->epochs);
+	if (!rc)
+		bfs_ioplan_set_mode(st->plan, o->plan);
 	if (rc) {
 		bfs_dataset_fetch_free(ds, st->fetch);
 		bfs_diskcache_close(st->dcache);

@@ -688,6 +688,7 @@ static int make_fs(struct mount *m)
 		.readahead = m->readahead,
 		.io_all = o->io_depth != 0,
 		.io_backend = o->io_backend,
+		.io_plan = o->io_plan,
 		.disk_cache = m->disk_cache,
 		.disk_cache_size = o->disk_cache_size,
 		.cuda_device = o->cuda_device,

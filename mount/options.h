@@ -18,6 +18,7 @@
 
 #include "batch.h"
 #include "fetch.h"
+#include "ioplan.h"
 #include "record.h"
 
 #include <stdbool.h>
@@ -58,6 +59,7 @@ struct bfs_options {
 	unsigned io_depth; /* source reads in flight at most; 0: auto */
 	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
 	enum bfs_fetch_backend io_backend; /* io_backend=: BFS_FETCH_AUTO unless asked */
+	enum bfs_ioplan_mode io_plan; /* io_plan=: BFS_IOPLAN_AUTO unless asked */
 	/* disk_cache=DIR: source bytes kept on a local disk; NULL: auto (the
 	 * default folder, for a source read through the I/O stage), or off */
 	char *disk_cache;

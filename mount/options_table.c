@@ -170,6 +170,20 @@ static int set_io_backend(struct bfs_options_parser *c, const struct bfs_option 
 	return 0;
 }
 
+static int set_io_plan(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
+		       const char *v)
+{
+	if (strcmp(v, "auto") == 0)
+		c->o->io_plan = BFS_IOPLAN_AUTO;
+	else if (strcmp(v, "passes") == 0)
+		c->o->io_plan = BFS_IOPLAN_PASSES;
+	else if (strcmp(v, "ranges") == 0)
+		c->o->io_plan = BFS_IOPLAN_RANGES;
+	else
+		return bfs_options_bad(c, arg, t->why);
+	return 0;
+}
+
 static int set_image(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
 		     const char *v)
 {
@@ -505,6 +519,16 @@ static const struct bfs_option table[] = {
 	  .init = "auto",
 	  .arg = "auto|threads|io_uring",
 	  .help = "how the I/O stage reads (auto: timed per source)" },
+	{ .name = "io_plan",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_CUSTOM,
+	  FIELD(io_plan),
+	  .why = "need 'auto', 'passes' or 'ranges'",
+	  .set = set_io_plan,
+	  .init = "auto",
+	  .arg = "auto|passes|ranges",
+	  .help = "how the global shuffle reads its records from a slow source (auto: from "
+		  "its measured cost)" },
 	{ .name = "endpoint",
 	  .kind = BFS_OPT_VALUE,
 	  .type = BFS_OPT_TEXT,

@@ -138,6 +138,7 @@ struct bfs_ioplan {
 	uint64_t budget; /* readahead: bytes that plans may cover at most */
 	uint64_t epochs; /* epochs the mount lists (0: no bound) */
 	uint64_t lookahead; /* units the decoded-batch cache builds ahead of a reader */
+	enum bfs_ioplan_mode mode; /* lock (a window_at carries it) */
 
 	pthread_mutex_t lock;
 	pthread_cond_t kick; /* work for the planner, or stop */
@@ -475,6 +476,7 @@ struct window_at {
 	bool chunk;
 	uint64_t need; /* units before this are taken whatever the limit */
 	bool may_pass; /* its reader went on from where it started */
+	enum bfs_ioplan_mode mode;
 };
 
 static int range_order(const void *x, const void *y);
@@ -487,7 +489,8 @@ static uint64_t union_cost(struct bfs_fetch_range *v, size_t m)
 	uint64_t cost = 0, end = 0;
 	uint32_t obj = UINT32_MAX;
 
-	qsort(v, m, sizeof(*v), range_order);
+	if (m > 1)
+		qsort(v, m, sizeof(*v), range_order);
 	for (size_t k = 0; k < m; k++) {
 		uint64_t e = v[k].off + v[k].len;
 
@@ -586,12 +589,13 @@ static void source_cost(struct bfs_ioplan *p, const struct window_at *a, struct 
 	c->max_read = bfs_fetch_is_custom(p->f) ? WINDOW_MAX_GET : WINDOW_MAX_READ;
 	/* a reader of (about) every record: each kept block is read whole
 	 * once and serves every later epoch */
-	c->keep_whole = n && 2 * rows >= n;
+	c->keep_whole = n && 2 * rows >= n && a->mode != BFS_IOPLAN_RANGES;
 	/* a new stream's reader may be jumping around: a pass for its one
 	 * unit would read the whole dataset for it; and a pass's block read
 	 * whole must fit a quarter of readahead (the stage lets that much of
 	 * pass reads be in flight, and one always goes) */
-	c->no_pass = !a->may_pass || p->budget < 4 * BFS_PASS_BLOCK;
+	c->no_pass = !a->may_pass || p->budget < 4 * BFS_PASS_BLOCK || a->mode == BFS_IOPLAN_RANGES;
+	c->all_pass = a->mode == BFS_IOPLAN_PASSES;
 }
 
 /* How a window's ranges are read (passcost.h): the plan, and which of
@@ -627,9 +631,14 @@ static int window_choose(struct bfs_ioplan *p, const struct window_at *a, struct
 			ch->held[k] = bfs_fetch_held(p->f, r[k].obj, r[k].off, r[k].len);
 		for (size_t i = 0; i < nobj; i++)
 			kept[i] = bfs_fetch_kept(p->f, (uint32_t)i);
+		size_t at = 0;
+
 		source_cost(p, a, &c);
+		if (a->mode != BFS_IOPLAN_AUTO) /* io_plan= said which */
+			at = (size_t)snprintf(ch->why, sizeof(ch->why), "asked for (io_plan=%s): ",
+					      a->mode == BFS_IOPLAN_PASSES ? "passes" : "ranges");
 		rc = bfs_pass_choose(r, n, ch->held, kept, p->sizes, (uint32_t)nobj, &c, &ch->plan,
-				     ch->why, sizeof(ch->why));
+				     ch->why + at, sizeof(ch->why) - at);
 	}
 	free(kept);
 	return rc;
@@ -745,7 +754,8 @@ static struct window *window_make(struct bfs_ioplan *p, struct stream *s, uint64
 			       share,
 			       s->chunk,
 			       demand ? s->pos + 1 : 0,
-			       s->ahead > 0 };
+			       s->ahead > 0,
+			       p->mode };
 	/* (a new stream, whose reader may be jumping around, takes no more
 	 * than its units) */
 	uint64_t far = s->ahead ? window_limit(s, lin0, true) : a.lin_max;
@@ -1651,6 +1661,13 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 	bfs_fetch_set_low(f, p->depth, low_water, p);
 	*out = p;
 	return 0;
+}
+
+void bfs_ioplan_set_mode(struct bfs_ioplan *p, enum bfs_ioplan_mode m)
+{
+	pthread_mutex_lock(&p->lock);
+	p->mode = m;
+	pthread_mutex_unlock(&p->lock);
 }
 
 void bfs_ioplan_free(struct bfs_ioplan *p)

@@ -164,7 +164,8 @@ int bfs_pass_choose(const struct bfs_fetch_range *r, size_t n, const bool *held,
 		out->kept_blocks = t.nkept;
 		out->t_blocks = bfs_pass_seconds(c, out->blocks, out->block_bytes);
 		out->t_reads = bfs_pass_seconds(c, out->reads, out->read_bytes);
-		out->pass = out->blocks && !c->no_pass && out->t_blocks < out->t_reads;
+		out->pass =
+			out->blocks && !c->no_pass && (c->all_pass || out->t_blocks < out->t_reads);
 		rc = make_spans(&t, out->pass, c, out);
 	}
 	free(t.kept);

@@ -34,6 +34,7 @@ struct bfs_pass_cost {
 	uint64_t merge_gap, max_read; /* ranged reads join ranges this near, up to this long */
 	bool keep_whole; /* the blocks a local copy keeps are read whole */
 	bool no_pass; /* the rest by ranged reads whatever they cost */
+	bool all_pass; /* the rest in passes whatever they cost (unless no_pass) */
 };
 
 /* The choice for ranges r[0..n) (sorted by object and offset, none empty):
