@@ -77,7 +77,8 @@ from benchlib import harness, peers, report
 from benchlib.data import WORKLOADS
 from benchlib.harness import TOP, loadavg
 from benchlib.report import say
-from benchlib.suites import bucket, compressed, mixture, photo, remote, scale, shards, workload
+from benchlib.suites import (bucket, compressed, defaults, mixture, photo, remote, scale, shards,
+                             workload)
 
 
 def parse_args(argv):
@@ -126,6 +127,17 @@ def parse_args(argv):
                     "in one mount, with and without disk_cache)")
     ap.add_argument("--bucket-seconds", type=float, default=10,
                     help="the bucket part's global shuffle is read this long at most")
+    ap.add_argument("--defaults", action="store_true",
+                    help="also the 'defaults' part: the global shuffle over a bucket with no "
+                    "option against a 16-way download + a local epoch; a disk cache a quarter "
+                    "of the data; disk_cache=off; 'image' records against a GET per record; "
+                    "rank 3 of 64 (scripts/benchlib/suites/defaults.py)")
+    ap.add_argument("--only-defaults", action="store_true", help="the 'defaults' part alone")
+    ap.add_argument("--defaults-delay-ms", type=int, default=5)
+    ap.add_argument("--defaults-records", type=int, default=400_000,
+                    help="'small' records of the defaults part (default 400,000: 72 MB)")
+    ap.add_argument("--defaults-image-records", type=int, default=800,
+                    help="'image' records of the defaults part (default 800: 120 MB)")
     ap.add_argument("--remote-block-seconds", type=float, default=120,
                     help="the remote part's shuffle=block reads each epoch this long at most "
                     "(0: whole)")
@@ -190,11 +202,13 @@ def main(argv):
         args.only_bucket = True
     if args.only_bucket:
         args.bucket = args.no_scale = args.no_shards = args.no_npm = True
+    if args.only_defaults:
+        args.defaults = args.no_scale = args.no_shards = args.no_npm = True
     if args.only_mixture:
         args.mixture = args.no_scale = args.no_shards = args.no_npm = True
     args.remote_delays = [int(x) for x in args.remote_delays.split(",") if x]
     names = [] if (args.only_scale or args.only_shards or args.only_remote or
-                   args.only_bucket or args.only_mixture) else (
+                   args.only_bucket or args.only_mixture or args.only_defaults) else (
         args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
     os.makedirs(args.work, exist_ok=True)
 
@@ -217,6 +231,8 @@ def main(argv):
         remote.run(args, tools)
     if args.bucket:
         bucket.run(args, tools)
+    if args.defaults:
+        defaults.run(args, tools)
     gz_results = []
     for name in names:
         w = WORKLOADS[name]
