@@ -165,7 +165,8 @@ def restart_log(proxy):
 
 def batch_files(m, epoch, rank_dir=""):
     d = m.path(rank_dir, "epoch-%04d" % epoch) if rank_dir else m.path("epoch-%04d" % epoch)
-    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith("batch-") and f.endswith(".safetensors"))
+    return sorted(os.path.join(d, f) for f in os.listdir(d)
+                  if f.startswith("batch-") and f.endswith(".safetensors"))
 
 
 def read_epoch(m, ref, epoch):
