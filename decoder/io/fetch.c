@@ -61,6 +61,7 @@ struct bfs_fetch_read {
 	uint32_t obj;
 	uint8_t state, tries;
 	bool listed; /* in its object's list */
+	bool unlist; /* lock: out of it at the end of the release underway */
 	int err;
 	char *msg; /* why it failed */
 	uint32_t refs; /* tickets holding it */
@@ -478,6 +479,17 @@ static int range_cmp(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* r[0..n) in range_cmp's order: a planner's ranges come sorted already
+ * (its windows of tens of thousands of records), checked in one look */
+static void sort_ranges(struct bfs_fetch_range *r, size_t n)
+{
+	for (size_t k = 1; k < n; k++)
+		if (range_cmp(&r[k - 1], &r[k]) > 0) {
+			qsort(r, n, sizeof(*r), range_cmp);
+			return;
+		}
+}
+
 /* Walk span [a, b) of object obj: what t would hold. With t NULL, only
  * count the bytes new reads would add (*add); else take them. With join, a
  * queued read ending at a grows to take the first bytes. */
@@ -654,12 +666,49 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 	return 0;
 }
 
-static void release_locked(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
+/* The extents marked unlist leave their objects' lists, each list
+ * walked once (a window's release takes thousands of extents out of
+ * lists of thousands: one memmove each was quadratic). */
+static void unlist_marked(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
 {
 	for (size_t k = 0; k < t->n; k++) {
+		struct objx *o = &f->objs[t->x[k]->obj];
+		size_t m = 0;
+
+		if (!t->x[k]->unlist)
+			continue;
+		for (size_t i = 0; i < o->n; i++) {
+			struct bfs_fetch_read *y = o->v[i];
+
+			if (y->unlist) {
+				y->unlist = false;
+				y->listed = false;
+			} else {
+				o->v[m++] = y;
+			}
+		}
+		o->n = m;
+	}
+}
+
+static void release_locked(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
+{
+	size_t going = 0;
+
+	for (size_t k = 0; k < t->n; k++) {
 		struct bfs_fetch_read *x = t->x[k];
+
 		x->refs--;
-		settle(f, x);
+		if (!x->refs && x->listed && !x->unlist) {
+			x->unlist = true;
+			going++;
+		}
+	}
+	if (going > 1) /* (settle() takes a lone one out itself) */
+		unlist_marked(f, t);
+	for (size_t k = 0; k < t->n; k++) {
+		t->x[k]->unlist = false;
+		settle(f, t->x[k]);
 	}
 	free(t->x);
 	free(t);
@@ -682,7 +731,7 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 	for (size_t k = 0; k < n; k++)
 		if (r[k].len)
 			r[m++] = r[k];
-	qsort(r, m, sizeof(*r), range_cmp);
+	sort_ranges(r, m);
 	pthread_mutex_lock(&f->lock);
 	if (!(flags & BFS_WANT_DEMAND)) {
 		rc = walk(f, NULL, r, m, gap, !(flags & BFS_WANT_AS_ASKED), &add, &made);
@@ -967,7 +1016,7 @@ int bfs_fetch_want_pass(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n
 	for (size_t k = 0; k < n; k++)
 		if (r[k].len)
 			r[m++] = r[k];
-	qsort(r, m, sizeof(*r), range_cmp);
+	sort_ranges(r, m);
 	pthread_mutex_lock(&f->lock);
 	if (!(flags & BFS_WANT_DEMAND) && f->st.buffered + pass_adds(f, r, m) > f->o.budget) {
 		f->st.refused++;

@@ -489,8 +489,9 @@ static uint64_t union_cost(struct bfs_fetch_range *v, size_t m)
 	uint64_t cost = 0, end = 0;
 	uint32_t obj = UINT32_MAX;
 
-	if (m > 1)
-		qsort(v, m, sizeof(*v), range_order);
+	if (!v || m == 0)
+		return 0;
+	qsort(v, m, sizeof(*v), range_order);
 	for (size_t k = 0; k < m; k++) {
 		uint64_t e = v[k].off + v[k].len;
 
@@ -626,7 +627,11 @@ static int window_choose(struct bfs_ioplan *p, const struct window_at *a, struct
 	choice_free(ch);
 	ch->held = malloc((n ? n : 1) * sizeof(*ch->held));
 	if (ch->held && kept) {
-		qsort(r, n, sizeof(*r), range_order);
+		for (size_t k = 1; k < n; k++) /* (window_plan's come sorted) */
+			if (range_order(&r[k - 1], &r[k]) > 0) {
+				qsort(r, n, sizeof(*r), range_order);
+				break;
+			}
 		for (size_t k = 0; k < n; k++)
 			ch->held[k] = bfs_fetch_held(p->f, r[k].obj, r[k].off, r[k].len);
 		for (size_t i = 0; i < nobj; i++)
@@ -701,13 +706,19 @@ static int window_plan(struct bfs_ioplan *p, const struct window_at *a, uint64_t
 	b.need = 0;
 	if (window_ranges(p, &b, &more, &n2, &lin2, &bytes2) != 0)
 		return 0; /* the window as it is */
-	v = realloc(*rv, (*nv + n2) * sizeof(*v));
+	v = malloc((*nv + n2 ? *nv + n2 : 1) * sizeof(*v));
 	if (!v) {
 		free(more);
 		return 0;
 	}
-	memcpy(v + *nv, more, n2 * sizeof(*v));
+	/* *rv is sorted (window_choose): more sorted, and the two merged */
+	if (n2 > 1)
+		qsort(more, n2, sizeof(*more), range_order);
+	for (size_t i = 0, j = 0, k = 0; k < *nv + n2; k++)
+		v[k] = j == n2 || (i < *nv && range_order(&(*rv)[i], &more[j]) <= 0) ? (*rv)[i++]
+										     : more[j++];
 	free(more);
+	free(*rv);
 	*rv = v;
 	*nv += n2;
 	*lin1 = lin2;
