@@ -96,7 +96,8 @@ static char *stats_text(struct bfs_files *f, size_t pad, size_t *len)
 	struct bfs_cache_stats st;
 	struct bfs_errlog_counts ec;
 
-	bfs_stats_put_dataset(&snap, f->ds, bfs_batcher_nbatches(f->b));
+	bfs_stats_put_dataset(&snap, f->ds, bfs_batcher_epoch_len(f->b),
+			      bfs_batcher_nbatches(f->b));
 	bfs_cache_stats(f->cache, &st);
 	st.budget += f->cache_size / 16; /* the stash's share (bfs_files_new) */
 	st.bytes += bfs_stash_bytes(f->stash);
@@ -459,10 +460,11 @@ void bfs_files_read_done(struct bfs_files *f, struct bfs_files_read *r)
 	free(r->owned);
 }
 
-/* A read of a batch or view file failed (rc < 0): counted; EIO, or ENOMEM. */
+/* A read of a batch or view file failed (rc < 0): EIO, or ENOMEM (counted
+ * by bfs_files_read). */
 static int read_failed(struct bfs_files *f, int rc)
 {
-	bfs_stats_read_failed(&f->reads);
+	(void)f;
 	return rc == -ENOMEM ? -ENOMEM : -EIO;
 }
 
@@ -703,6 +705,8 @@ static int read_cuda_file(struct bfs_files *f, uint64_t fh, size_t len, uint64_t
 int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t reader, uint64_t fh,
 		   size_t len, uint64_t off, struct bfs_files_read *r)
 {
+	int rc;
+
 	memset(r, 0, sizeof(*r));
 	if (!bfs_files_dynamic(n))
 		touch(f, reader);
@@ -726,11 +730,13 @@ int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t read
 		return 0;
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:
-		if (n->all)
-			return read_view_file(f, n, len, off, r);
-		return read_batch_file(f, n, len, off, r);
 	case BFS_V_CUDA:
-		return read_cuda_file(f, fh, len, off, r);
+		rc = n->type == BFS_V_CUDA ? read_cuda_file(f, fh, len, off, r)
+		     : n->all		   ? read_view_file(f, n, len, off, r)
+					   : read_batch_file(f, n, len, off, r);
+		if (rc < 0) /* once per reader's read (stats.h) */
+			bfs_stats_read_failed(&f->reads, n->ino, reader, off, len);
+		return rc;
 	default:
 		return -EISDIR;
 	}

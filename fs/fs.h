@@ -158,6 +158,7 @@ enum bfs_stat_unit {
 	BFS_SUNIT_SECONDS,
 	BFS_SUNIT_FLAG, /* yes or no */
 	BFS_SUNIT_NAME, /* a word */
+	BFS_SUNIT_TIME, /* a moment: seconds since the epoch (UTC), 0 never */
 };
 
 struct bfs_stat_key {

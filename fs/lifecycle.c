@@ -12,11 +12,14 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -179,6 +182,71 @@ int bfs_lifecycle_readahead(const char *mountpoint, unsigned kb)
 					  mountpoint, kb);
 }
 
+/* ------------------------------------------------ the exit's deadline */
+
+static atomic_bool unmount_claimed;
+static atomic_flag deadline_armed = ATOMIC_FLAG_INIT;
+static char deadline_mnt[PATH_MAX];
+
+bool bfs_lifecycle_claim_unmount(void)
+{
+	return !atomic_exchange(&unmount_claimed, true);
+}
+
+/* Take the mount at mnt away, lazily (it may be busy), as libfuse does:
+ * umount2 when we may, else fusermount3 (waited for a moment). */
+static void lazy_unmount(const char *mnt)
+{
+	static const struct timespec step = { 0, 10000000L };
+	char *argv[] = { "fusermount3", "-u", "-q", "-z", "--", (char *)mnt, NULL };
+	pid_t pid;
+
+	if (umount2(mnt, MNT_DETACH) == 0 || errno != EPERM)
+		return;
+	if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ) != 0)
+		return;
+	for (int i = 0; i < 50 && waitpid(pid, NULL, WNOHANG) == 0; i++)
+		nanosleep(&step, NULL);
+}
+
+static void *deadline_thread(void *arg)
+{
+	struct timespec at;
+	char line[PATH_MAX + 160];
+	int n;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &at);
+	at.tv_sec += BFS_LIFECYCLE_EXIT_DEADLINE_MS / 1000;
+	at.tv_nsec += (BFS_LIFECYCLE_EXIT_DEADLINE_MS % 1000) * 1000000L;
+	at.tv_sec += at.tv_nsec / 1000000000L;
+	at.tv_nsec %= 1000000000L;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR)
+		;
+	/* still here: a thread of the exit is stuck */
+	if (bfs_lifecycle_claim_unmount())
+		lazy_unmount(deadline_mnt);
+	n = snprintf(line, sizeof(line),
+		     "batchfs: %s: the daemon had not exited %d ms after its mount ended "
+		     "(a thread stuck at exit); leaving without the rest of its exit\n",
+		     deadline_mnt, BFS_LIFECYCLE_EXIT_DEADLINE_MS);
+	if (n > 0 && write(2, line, (size_t)n) < 0) {
+		/* no log: nothing to tell */
+	}
+	_exit(1);
+}
+
+void bfs_lifecycle_exit_deadline(const char *mountpoint)
+{
+	pthread_t tid;
+
+	if (!mountpoint || atomic_flag_test_and_set(&deadline_armed))
+		return;
+	snprintf(deadline_mnt, sizeof(deadline_mnt), "%s", mountpoint);
+	if (bfs_thread_start(&tid, deadline_thread, NULL) == 0)
+		pthread_detach(tid);
+}
+
 /* ------------------------------------------------ the signal thread */
 
 struct bfs_lifecycle {
@@ -204,6 +272,7 @@ static void *signal_thread(void *arg)
 	} while (sig == 0);
 	if (atomic_load(&lc->quit))
 		return NULL;
+	bfs_lifecycle_exit_deadline(lc->ops.mountpoint);
 	lc->ops.stop(lc->ops.ctx);
 	while (!atomic_load(&lc->loop_done)) {
 		pthread_kill(lc->loop_thread, BFS_WAKE_SIGNAL);
@@ -221,6 +290,7 @@ static void *session_watch(void *arg)
 
 	while (!atomic_load(&lc->quit)) {
 		if (lc->ops.ended(lc->ops.ctx)) {
+			bfs_lifecycle_exit_deadline(lc->ops.mountpoint);
 			lc->ops.on_end(lc->ops.ctx);
 			break;
 		}

@@ -86,6 +86,10 @@ struct bfs_lifecycle_ops {
 	/* ...and then called once there */
 	void (*on_end)(void *ctx);
 	void *ctx;
+	/* NULL, or the mount point: a stopping signal, or the session's end
+	 * seen by the watch, arms the exit's deadline for it
+	 * (bfs_lifecycle_exit_deadline) */
+	const char *mountpoint;
 };
 
 struct bfs_lifecycle;
@@ -98,6 +102,25 @@ struct bfs_lifecycle;
 int bfs_lifecycle_new(struct bfs_lifecycle **out, const struct bfs_lifecycle_ops *ops);
 /* The loop returned: stop waking it, end the threads. Accepts NULL. */
 void bfs_lifecycle_free(struct bfs_lifecycle *lc);
+
+/* The exit's deadline, a backstop. A daemon whose mount ended (an unmount,
+ * a stopping signal) exits within a second or so: its threads stop, it frees
+ * what it holds (LeakSanitizer checks it), it returns from main. Should a
+ * thread of that exit be stuck (a bug, or a library waiting on a name
+ * server), the process would stay: so, from the mount's end, it has
+ * BFS_LIFECYCLE_EXIT_DEADLINE_MS; then the mount is taken away, lazily, if
+ * the loop thread has not unmounted it yet, one line goes to stderr ("...
+ * leaving without the rest of its exit") and the process leaves with
+ * _exit(1). Armed once, by the first caller (NULL: nothing), from any
+ * thread; a process that exits in time never notices it. A thread stuck
+ * in the kernel itself (a read handed to a FUSE source whose server hangs
+ * waits, uninterruptibly, for that server) keeps even an exiting process. */
+#define BFS_LIFECYCLE_EXIT_DEADLINE_MS 1500
+void bfs_lifecycle_exit_deadline(const char *mountpoint);
+/* Who unmounts: the loop thread (fuse_session_unmount) or the exit's
+ * deadline. true for the first caller only; the other leaves the mount
+ * (and, the loop thread, the mount point's lock) alone. */
+bool bfs_lifecycle_claim_unmount(void);
 
 /* bfs_lifecycle_watch (a starter's pipe): declared in fs.h. */
 

@@ -149,6 +149,7 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		.stop = session_stop,
 		.on_end = source_stop,
 		.ctx = fs,
+		.mountpoint = mountpoint,
 	};
 	int ret = 1;
 
@@ -202,15 +203,19 @@ int bfs_fs_run(struct bfs_fs *fs, int argc, char **argv, const char *mountpoint,
 		fprintf(stderr, "%s\n", fs->cfg.ready);
 	/* a signal ends the loop too: that is a clean unmount */
 	fuse_session_loop_mt(fs->se, lc);
+	/* the mount ended: the rest of the exit has a deadline */
+	bfs_lifecycle_exit_deadline(mountpoint);
 	ret = 0;
 	fuse_loop_cfg_destroy(lc);
 out_unmount:
 	bfs_lifecycle_free(life);
-	fuse_session_unmount(fs->se);
-	/* the folder is free for a re-mount now, however long the rest of
-	 * the exit takes (bfs_fs_free) */
-	if (fs->cfg.mount_lock)
-		bfs_lifecycle_lock_release(fs->cfg.mount_lock_fd);
+	if (bfs_lifecycle_claim_unmount()) {
+		fuse_session_unmount(fs->se);
+		/* the folder is free for a re-mount now, however long the rest
+		 * of the exit takes (bfs_fs_free) */
+		if (fs->cfg.mount_lock)
+			bfs_lifecycle_lock_release(fs->cfg.mount_lock_fd);
+	} /* else the deadline passed: it unmounts, and the process leaves */
 out_session:
 	fuse_session_destroy(fs->se);
 	fs->se = NULL;

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define KEY(id, nm, ty, gr, ki, un, lb)                                                            \
 	[BFS_STAT_##id] = { .name = nm,                                                            \
@@ -157,9 +158,10 @@ char *bfs_stats_json(const struct bfs_stats_snap *s, size_t pad, size_t *len)
 #define U(id) s->v[BFS_STAT_##id].u
 
 void bfs_stats_put_dataset(struct bfs_stats_snap *s, const struct bfs_dataset *ds,
-			   uint64_t batches_per_epoch)
+			   uint64_t epoch_records, uint64_t batches_per_epoch)
 {
-	U(RECORDS) = bfs_dataset_nrecords(ds);
+	U(RECORDS) = epoch_records;
+	U(SOURCE_RECORDS) = bfs_dataset_nrecords(ds);
 	U(BATCHES_PER_EPOCH) = batches_per_epoch;
 	s->v[BFS_STAT_INDEX_REUSED].b = bfs_dataset_index_reused(ds);
 	s->v[BFS_STAT_SCHEMA_REUSED].b = bfs_dataset_schema_reused(ds);
@@ -249,6 +251,8 @@ void bfs_stats_put_cred(struct bfs_stats_snap *s, struct bfs_cred_keeper *k)
 	U(CREDENTIALS_REFRESHES) = c.refreshes;
 	U(CREDENTIALS_REFRESH_FAILURES) = c.failures;
 	U(CREDENTIALS_EXPIRED_ANSWERS) = c.expired_signals;
+	bfs_cred_keeper_key_id(k, s->key_id, sizeof(s->key_id));
+	s->v[BFS_STAT_CREDENTIALS_KEY_ID].s = s->key_id;
 }
 
 void bfs_stats_put_diskcache(struct bfs_stats_snap *s, const struct bfs_diskcache_stats *d)
@@ -305,10 +309,35 @@ void bfs_stats_read(struct bfs_stats_reads *r, uint64_t bytes, double records)
 	pthread_mutex_unlock(&r->lock);
 }
 
-void bfs_stats_read_failed(struct bfs_stats_reads *r)
+/* How long a failed request waits for the kernel's retry of it. */
+#define RETRY_WAIT_MS 60000
+
+void bfs_stats_read_failed(struct bfs_stats_reads *r, uint64_t ino, uint64_t reader, uint64_t off,
+			   uint64_t len)
 {
+	struct timespec ts;
+	int64_t now;
+	struct bfs_stats_failure *f = &r->last[(ino * 0x9E3779B97F4A7C15ull) >> 58];
+	bool mine, fresh;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	pthread_mutex_lock(&r->lock);
-	r->failed++;
+	mine = f->ino == ino && f->reader == reader && f->end > f->off;
+	fresh = mine && f->open && now - f->at_ms < RETRY_WAIT_MS;
+	if (fresh && off >= f->off && off < f->end) {
+		f->open = false; /* the reader's own page, after the readahead */
+		f->at_ms = now;
+	} else if (fresh && off == f->end) {
+		f->end = off + len; /* the readahead's next request */
+		f->at_ms = now;
+	} else if (mine && !f->open && off >= f->off && off < f->end) {
+		r->failed++; /* pages still in the cache, unread: asked once */
+		f->at_ms = now;
+	} else {
+		r->failed++;
+		*f = (struct bfs_stats_failure){ ino, reader, off, off + len, now, true };
+	}
 	pthread_mutex_unlock(&r->lock);
 }
 

@@ -43,6 +43,7 @@ struct bfs_stats_snap {
 	union bfs_stat_value v[BFS_STAT_NKEYS];
 	bool has[BFS_SGROUP_N]; /* has[BFS_SGROUP_ALWAYS] is taken as true */
 	char io_plan[32], io_plan_reason[400]; /* the texts of those keys */
+	char key_id[16]; /* credentials_key_id's text ("****WXYZ", or "") */
 };
 
 /* stats.json is padded with spaces to this size, so that its size does not
@@ -73,8 +74,10 @@ struct bfs_cred_keeper;
 void bfs_stats_put_cred(struct bfs_stats_snap *s, struct bfs_cred_keeper *k);
 
 /* records, batches_per_epoch and the index facts */
+/* records (an epoch's: the dataset's, or a mixture's L), source_records
+ * (the dataset's), batches_per_epoch, the index's facts */
 void bfs_stats_put_dataset(struct bfs_stats_snap *s, const struct bfs_dataset *ds,
-			   uint64_t batches_per_epoch);
+			   uint64_t epoch_records, uint64_t batches_per_epoch);
 void bfs_stats_put_cache(struct bfs_stats_snap *s, const struct bfs_cache_stats *c);
 void bfs_stats_put_errors(struct bfs_stats_snap *s, const struct bfs_errlog_counts *e);
 /* the I/O stage (sets has[BFS_SGROUP_IO]); depth and readahead are its bounds */
@@ -89,11 +92,28 @@ void bfs_stats_put_cuda(struct bfs_stats_snap *s, int device, const struct bfs_c
 
 /* reads, bytes_read, records_served and failed_reads. A read is counted
  * before its reply, so a reader that reads stats.json after its read
- * returned sees it (docs/contract.md). */
+ * returned sees it (docs/contract.md).
+ *
+ * failed_reads counts what readers see: a read(2) that fails. The kernel
+ * asks twice for one: its readahead fails, then it asks again for the
+ * reader's own page (a smaller read in the range that failed), whose
+ * failure the reader gets. So a failed request in the range of the last
+ * failure of the same file and reader, the first after it, is that same
+ * read; the pages of that range then stay in the kernel's cache unread,
+ * and a later read of them is asked for once: counted each time. A
+ * readahead the kernel splits in requests end to end is one read too. */
+#define BFS_STATS_FAILURES 64 /* slots: the top 6 bits of a hash of the inode */
+struct bfs_stats_failure {
+	uint64_t ino, reader, off, end; /* the range of a failed request */
+	int64_t at_ms; /* when it failed */
+	bool open; /* the kernel's own retry of it is still to come */
+};
+
 struct bfs_stats_reads {
 	pthread_mutex_t lock; /* guards the fields below */
 	uint64_t reads, bytes, failed;
 	double records; /* records' worth of tensor data: fractions add up */
+	struct bfs_stats_failure last[BFS_STATS_FAILURES]; /* by inode */
 };
 
 void bfs_stats_reads_init(struct bfs_stats_reads *r);
@@ -101,7 +121,10 @@ void bfs_stats_reads_destroy(struct bfs_stats_reads *r);
 /* A read of a batch or view file answered with `bytes` bytes, `records`
  * records' worth of them (bfs_stats_rows). */
 void bfs_stats_read(struct bfs_stats_reads *r, uint64_t bytes, double records);
-void bfs_stats_read_failed(struct bfs_stats_reads *r);
+/* A read of [off, off + len) of inode ino, by process reader, failed;
+ * counted unless it is the kernel's second request for one read (above). */
+void bfs_stats_read_failed(struct bfs_stats_reads *r, uint64_t ino, uint64_t reader, uint64_t off,
+			   uint64_t len);
 void bfs_stats_put_reads(struct bfs_stats_snap *s, struct bfs_stats_reads *r);
 
 struct bfs_geom;

@@ -40,10 +40,9 @@ static void usage(FILE *f)
 		"       batchfs stats [--json] MOUNTPOINT          a mount's counters, once\n"
 		"       batchfs top [--interval S] [--count N] MOUNTPOINT   live view (q quits)\n"
 		"       batchfs --help | --version\n"
-		"\n"
-		"SOURCE: a directory of TFRecord shards, one file, or a quoted glob; or a bucket:\n"
-		"  s3://BUCKET/PREFIX/, s3://BUCKET/KEY, a glob on the last part, gs://...\n"
-		"Mount options (-o k=v,k=v; standard FUSE options pass through):\n");
+		"\n");
+	bfs_options_help_sources(f);
+	fprintf(f, "Mount options (-o k=v,k=v; standard FUSE options pass through):\n");
 	bfs_options_help(f);
 	fprintf(f, "Unmount with: fusermount3 -u MOUNTPOINT\n");
 }
@@ -199,16 +198,30 @@ static void note_bad(void *ctx, const char *shard, const char *msg)
 #define READAHEAD_MIN ((uint64_t)64 << 20)
 
 /* readahead=auto: 64 MiB; under shuffle=block, two windows of blocks (the
- * one being read and the next, fetched meanwhile), within a quarter of
- * the machine's memory. */
-static uint64_t auto_readahead(const struct bfs_options *o)
+ * one being read and the next, fetched meanwhile) for each partition a
+ * reader goes through at once (P / gcd(world, P) of them; with rank
+ * folders, for up to 8 ranks of distinct partitions read together, a
+ * node's GPUs), within a quarter of the machine's memory. */
+static uint64_t auto_readahead(const struct bfs_options *o, const struct bfs_batcher *b)
 {
-	uint64_t ra = READAHEAD_MIN, two;
+	uint64_t ra = READAHEAD_MIN, two, parts = 1, m = 1, d = 1;
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 
+	if (bfs_batcher_blocks(b))
+		parts = bfs_blocks_nparts(bfs_batcher_blocks(b));
+	if (parts > 1) {
+		d = o->world % parts;
+		for (uint64_t x = parts, t; x; d = x, x = t)
+			t = d % x;
+		m = parts / d;
+		if (o->all_ranks)
+			m *= d < 8 ? d : 8;
+	}
 	if (o->shuffle && o->block && !__builtin_mul_overflow(o->window, o->block_size, &two) &&
-	    !__builtin_mul_overflow(two, (uint64_t)2, &two) && two + (16u << 20) > ra)
+	    !__builtin_mul_overflow(two, 2 * m, &two) && two + (16u << 20) > ra)
 		ra = two + (16u << 20);
+	else if (o->shuffle && o->block && m > 1)
+		ra = UINT64_MAX;
 	if (pages > 0 && psize > 0 && ra > (uint64_t)pages * (uint64_t)psize / 4)
 		ra = (uint64_t)pages * (uint64_t)psize / 4;
 	return ra > READAHEAD_MIN ? ra : READAHEAD_MIN;
@@ -445,7 +458,8 @@ static int base_schema(struct mount *m)
 	return 0;
 }
 
-/* features= and image=: what of the schema is served, and how. */
+/* features=, image= and crop=/flip=: what of the schema is served, and
+ * how. */
 static int select_features(struct mount *m)
 {
 	const struct bfs_options *o = m->o;
@@ -460,8 +474,14 @@ static int select_features(struct mount *m)
 		if (rc)
 			print_option_error("features", o->features, bfs_err_msg(),
 					   rc == -ENOENT ? "features" : NULL, names);
+		else if (schema->nuntyped) /* named, but nothing to serve */
+			fprintf(stderr,
+				"batchfs: option 'features=%s': no record has a value for "
+				"feature '%s' (only `Feature {}`, of no known kind): leave it "
+				"out\n",
+				o->features, schema->untyped[0]);
 		free(names);
-		if (rc)
+		if (rc || schema->nuntyped)
 			return -1;
 	}
 	was_image = calloc(schema->nfeatures + 1, sizeof(*was_image));
@@ -482,6 +502,9 @@ static int select_features(struct mount *m)
 	    bfs_check_image_options(m->ds, schema, was_image, o->image, o->nimage) != 0)
 		rc = -1;
 	free(was_image);
+	/* crop=, flip= and their ranges, over every image feature */
+	if (!rc && (rc = bfs_schema_set_augment(schema, &o->aug, o->aug_set)) != 0)
+		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 	return rc ? -1 : 0;
 }
 
@@ -536,6 +559,7 @@ static int build_batchers(struct mount *m)
 		.block = o->block,
 		.block_size = o->block_size,
 		.window = o->window,
+		.partitions = o->partitions,
 		.drop_remainder = o->drop_remainder,
 		.rank = o->rank,
 		.world = o->world,
@@ -551,6 +575,10 @@ static int build_batchers(struct mount *m)
 	};
 	int rc = bfs_batcher_new(&m->b, m->ds, m->schema, &bo);
 
+	/* the ragged counts a bucket's scan kept are the batcher's now */
+	bfs_dataset_scan_counts_drop(m->ds);
+	for (size_t i = 0; m->mm && i < m->mm->n; i++)
+		bfs_dataset_scan_counts_drop(m->mm->members[i]);
 	if (rc) {
 		if (rc == -EFBIG)
 			fprintf(stderr,
@@ -587,13 +615,16 @@ static int make_schema_json(struct mount *m)
 	for (size_t i = 0; i < nshards; i++)
 		m->shard_names[i] = bfs_shard_path(bfs_dataset_shard(m->ds, i));
 	struct bfs_schema_facts facts = {
-		.records = bfs_dataset_nrecords(m->ds),
+		.records = bfs_batcher_epoch_len(m->b),
+		.source_records = bfs_dataset_nrecords(m->ds),
 		.batch_size = o->batch_size,
 		.batches_per_epoch = bfs_batcher_nbatches(m->b),
 		.seed = o->seed,
 		.shuffle = !o->shuffle ? "none"
 			   : o->block  ? "block"
 				       : "global",
+		.partitions =
+			bfs_batcher_blocks(m->b) ? bfs_blocks_nparts(bfs_batcher_blocks(m->b)) : 0,
 		.rank = o->rank,
 		.world = o->world,
 		.no_rank = o->all_ranks, /* each rank folder is one rank: the top is none */
@@ -641,7 +672,7 @@ static void plan_io(struct mount *m)
 		      : bfs_dataset_objsrc(m->ds) ? IO_DEPTH_OBJECTS
 		      : bfs_dataset_remote(m->ds) ? IO_DEPTH_REMOTE
 						  : 0;
-	m->readahead = o->readahead ? o->readahead : auto_readahead(o);
+	m->readahead = o->readahead ? o->readahead : auto_readahead(o, m->b);
 	m->disk_cache = o->disk_cache;
 	if (!o->disk_cache && !o->disk_cache_off && remote && m->io_depth &&
 	    bfs_default_disk_cache(&m->disk_cache_auto) == 0)
@@ -665,9 +696,15 @@ static int make_fs(struct mount *m)
 {
 	const struct bfs_options *o = m->o;
 
+	uint64_t L = bfs_batcher_epoch_len(m->b), N = bfs_dataset_nrecords(m->ds);
+	char of[96] = "";
+
+	/* a mixture's epoch is L records of its stream, not its sources' total */
+	if (L != N)
+		snprintf(of, sizeof(of), " per epoch of the sources' %llu", (unsigned long long)N);
 	if (asprintf(&m->ready,
-		     "batchfs: mounted %s at %s (%llu records, %llu batches per epoch%s)",
-		     o->source, m->mnt, (unsigned long long)bfs_dataset_nrecords(m->ds),
+		     "batchfs: mounted %s at %s (%llu records%s, %llu batches per epoch%s)",
+		     o->source, m->mnt, (unsigned long long)L, of,
 		     (unsigned long long)bfs_batcher_nbatches(m->b),
 		     o->all_ranks ? " in each rank folder" : "") < 0)
 		m->ready = NULL;

@@ -8,6 +8,7 @@
 #include "mixture.h"
 
 #include "mixfile.h"
+#include "record.h"
 #include "s3.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,16 +47,24 @@ static char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
-/* Whether a file starts, after blanks, with '{': a shard never does (its
- * first 8 bytes are a record's length), so a shard is not read further. */
-static bool starts_json(const char *path)
+/* Whether a regular file is meant as a mixture file: its name ends in
+ * .json, or its first byte after blanks is '{'; never when its first bytes
+ * begin a shard (a record of 123 bytes starts 7b 00 ..., a gzip or zlib
+ * stream). Its JSON is judged by bfs_mount_mix_open, whose error names the
+ * line and column: a mixture file with a mistake is never read as a shard. */
+static bool meant_as_json(const char *path)
 {
-	char head[64];
+	uint8_t head[64];
 	FILE *f = fopen(path, "rb");
 	size_t n = f ? fread(head, 1, sizeof(head), f) : 0;
+	const char *dot = strrchr(path, '.');
 
 	if (f)
 		fclose(f);
+	if (bfs_shard_sniff(head, n) != BFS_COMP_AUTO)
+		return false;
+	if (dot && strcasecmp(dot, ".json") == 0)
+		return true;
 	for (size_t i = 0; i < n; i++)
 		if (head[i] != ' ' && head[i] != '\t' && head[i] != '\n' && head[i] != '\r')
 			return head[i] == '{';
@@ -64,18 +74,10 @@ static bool starts_json(const char *path)
 bool bfs_mount_mix_is(const char *source)
 {
 	struct stat st;
-	size_t len;
-	char *text;
-	bool yes;
 
 	if (bfs_s3_url_is(source))
 		return false;
-	if (stat(source, &st) != 0 || !S_ISREG(st.st_mode) || !starts_json(source))
-		return false;
-	text = slurp(source, &len);
-	yes = text && bfs_mixfile_sniff(text, len);
-	free(text);
-	return yes;
+	return stat(source, &st) == 0 && S_ISREG(st.st_mode) && meant_as_json(source);
 }
 
 void bfs_mount_mix_close(struct bfs_mount_mix *mm)
@@ -90,6 +92,9 @@ void bfs_mount_mix_close(struct bfs_mount_mix *mm)
 	free(mm->sources);
 	free(mm->names);
 	free(mm->records);
+	free(mm->ratio);
+	free(mm->period);
+	free(mm->approximated);
 	free(mm->members);
 	bfs_schema_free(mm->schema);
 	bfs_mix_free(mm->mix);
@@ -207,49 +212,147 @@ static const struct bfs_feature_spec *find_spec(const struct bfs_feature_spec *a
 	return NULL;
 }
 
-/* Merge source s's specs into the first's: the same names, each agreeing
- * (padded lengths and steps: the largest). 0, or 1 after one line. */
-static int merge_specs(struct bfs_feature_spec *into, size_t nin, const char *first,
-		       const struct bfs_feature_spec *from, size_t nfrom, const char *name)
+/* The values per record of a feature that can grow into a padded one, as
+ * inference over several sources would make it: numeric fixed [] or [n],
+ * bytes fixed uint8 [L], or padded; -1 for any other. */
+static int64_t pad_len(const struct bfs_feature_spec *f)
 {
-	for (size_t i = 0; i < nin; i++) {
-		const struct bfs_feature_spec *g = find_spec(from, nfrom, into[i].name);
+	if (f->is_list || f->image || f->dtype != bfs_spec_default_dtype(f->kind))
+		return -1;
+	if (f->layout == BFS_LAYOUT_PADDED)
+		return f->max_len;
+	if (f->layout != BFS_LAYOUT_FIXED || f->ndim > 1)
+		return -1;
+	return f->ndim == 0 ? 1 : f->shape[0];
+}
 
-		if (!g) {
-			fprintf(stderr,
-				"batchfs: mixture entry '%s' lacks feature '%s' (leave it out with "
-				"features=, or give it a default in schema=)\n",
-				name, into[i].name);
-			return 1;
-		}
-		if (!spec_agrees(&into[i], g)) {
-			fprintf(stderr,
-				"batchfs: mixture entry '%s': feature '%s' is %s %s where entry "
-				"'%s' "
-				"has it %s %s (the sources must agree in kind and shape)\n",
-				name, g->name, bfs_kind_name(g->kind), bfs_dtype_name(g->dtype),
-				first, bfs_kind_name(into[i].kind), bfs_dtype_name(into[i].dtype));
-			return 1;
-		}
-		if (g->max_len > into[i].max_len)
-			into[i].max_len = g->max_len;
-		if (g->max_steps > into[i].max_steps)
-			into[i].max_steps = g->max_steps;
-		if (g->content != into[i].content)
-			into[i].content = BFS_IMAGE_UNKNOWN;
-		if (g->content_w > into[i].content_w)
-			into[i].content_w = g->content_w;
-		if (g->content_h > into[i].content_h)
-			into[i].content_h = g->content_h;
+static void make_padded(struct bfs_feature_spec *f, int64_t max_len)
+{
+	f->layout = BFS_LAYOUT_PADDED;
+	f->ndim = 1;
+	f->shape[0] = -1;
+	f->max_len = max_len;
+	f->has_default = false;
+	memset(&f->pad, 0, sizeof(f->pad));
+}
+
+/* a widened to hold b's records too (b: NULL, a source whose records
+ * hold the feature with no value, `Feature {}`): what inference over both
+ * would give. Sources that wrote some records with a missing value, or
+ * fewer values, are parts of one dataset. False when they cannot agree
+ * (kinds, dtypes, feature lists, images, two fixed shapes). */
+static bool widen(struct bfs_feature_spec *a, const struct bfs_feature_spec *b)
+{
+	int64_t la = pad_len(a), lb = b ? pad_len(b) : 0;
+
+	if (b && spec_agrees(a, b))
+		return true;
+	/* two fixed shapes that differ are two datasets, not missing values */
+	if (b && (a->kind != b->kind || a->is_list || b->is_list ||
+		  (a->layout == BFS_LAYOUT_FIXED && b->layout == BFS_LAYOUT_FIXED)))
+		return false;
+	if (a->kind == BFS_KIND_BYTES &&
+	    (a->layout == BFS_LAYOUT_RAGGED2 || (b && b->layout == BFS_LAYOUT_RAGGED2))) {
+		if ((a->layout != BFS_LAYOUT_RAGGED2 && la < 0) ||
+		    (b && b->layout != BFS_LAYOUT_RAGGED2 && lb < 0))
+			return false;
+		a->layout = BFS_LAYOUT_RAGGED2; /* several values: ragged twice */
+		a->ndim = 2;
+		a->shape[0] = a->shape[1] = -1;
+		a->max_len = 0;
+		return true;
 	}
-	for (size_t i = 0; i < nfrom; i++)
-		if (!find_spec(into, nin, from[i].name)) {
-			fprintf(stderr,
-				"batchfs: mixture entry '%s' lacks feature '%s' (leave it out with "
-				"features=, or give it a default in schema=)\n",
-				first, from[i].name);
-			return 1;
-		}
+	if (a->layout == BFS_LAYOUT_RAGGED && !b)
+		return true; /* no value is an empty row */
+	if (la < 0 || lb < 0)
+		return false;
+	make_padded(a, la > lb ? la : lb);
+	return true;
+}
+
+static int disagree(const char *name, const struct bfs_feature_spec *g, const char *first,
+		    const struct bfs_feature_spec *f)
+{
+	char ga[64], fa[64];
+
+	bfs_spec_fmt_shape(ga, sizeof(ga), g->ndim, g->shape);
+	bfs_spec_fmt_shape(fa, sizeof(fa), f->ndim, f->shape);
+	fprintf(stderr,
+		"batchfs: mixture entry '%s': feature '%s' is %s %s %s where entry '%s' has "
+		"it %s %s %s (the sources must agree in kind and dtype; pick features with "
+		"features=, or give schema=)\n",
+		name, g->name, bfs_kind_name(g->kind), bfs_dtype_name(g->dtype), ga, first,
+		bfs_kind_name(f->kind), bfs_dtype_name(f->dtype), fa);
+	return 1;
+}
+
+static int lacks(const char *name, const char *feature)
+{
+	fprintf(stderr,
+		"batchfs: mixture entry '%s' lacks feature '%s' (leave it out with features=, "
+		"or give it a default in schema=)\n",
+		name, feature);
+	return 1;
+}
+
+/* Merge one array of source s's specs (from) into the merged ones (into):
+ * the same names, each agreeing or widened (padded lengths and steps: the
+ * largest). A feature one side holds only as `Feature {}` (its untyped
+ * names) is that side's empty values. 0, or 1 after one line. */
+static int merge_specs(struct bfs_schema *into, bool lists, const char *first,
+		       const struct bfs_schema *from, const char *name)
+{
+	struct bfs_feature_spec *in = lists ? into->lists : into->features;
+	const struct bfs_feature_spec *fr = lists ? from->lists : from->features;
+	size_t nin = lists ? into->nlists : into->nfeatures,
+	       nfrom = lists ? from->nlists : from->nfeatures;
+
+	for (size_t i = 0; i < nin; i++) {
+		const struct bfs_feature_spec *g = find_spec(fr, nfrom, in[i].name);
+		struct bfs_feature_spec was = in[i];
+
+		if (!g &&
+		    !(!lists && bfs_schema_untyped_has(from, in[i].name) && widen(&in[i], NULL)))
+			return lacks(name, in[i].name);
+		if (g && !widen(&in[i], g))
+			return disagree(name, g, first, &was);
+		if (!g)
+			continue;
+		if (g->max_len > in[i].max_len && in[i].layout == BFS_LAYOUT_PADDED)
+			in[i].max_len = g->max_len;
+		if (g->max_steps > in[i].max_steps)
+			in[i].max_steps = g->max_steps;
+		if (g->content != in[i].content)
+			in[i].content = BFS_IMAGE_UNKNOWN;
+		if (g->content_w > in[i].content_w)
+			in[i].content_w = g->content_w;
+		if (g->content_h > in[i].content_h)
+			in[i].content_h = g->content_h;
+	}
+	for (size_t i = 0; i < nfrom; i++) {
+		struct bfs_feature_spec f = fr[i];
+
+		if (find_spec(in, nin, fr[i].name))
+			continue;
+		if (lists || !bfs_schema_untyped_has(into, fr[i].name) || !widen(&f, NULL))
+			return lacks(first, fr[i].name);
+		if (bfs_schema_add_feature(into, &f) != 0) /* the earlier sources' empty values */
+			return fprintf(stderr, "batchfs: out of memory\n"), 1;
+	}
+	return 0;
+}
+
+/* Merge source s's schema into the merged one. 0, or 1 after one line. */
+static int merge_schema(struct bfs_schema *into, const char *first, const struct bfs_schema *from,
+			const char *name)
+{
+	if (merge_specs(into, false, first, from, name) ||
+	    merge_specs(into, true, first, from, name))
+		return 1;
+	for (size_t i = 0; i < from->nuntyped; i++) /* untyped in every source so far */
+		if (!find_spec(into->features, into->nfeatures, from->untyped[i]) &&
+		    bfs_schema_untyped_add(into, from->untyped[i]) != 0)
+			return fprintf(stderr, "batchfs: out of memory\n"), 1;
 	return 0;
 }
 
@@ -296,12 +399,55 @@ static int open_entry(struct bfs_mount_mix *mm, size_t i, const char *path,
 		mm->schema = s;
 		return 0;
 	}
-	rc = merge_specs(mm->schema->features, mm->schema->nfeatures, mm->names[0], s->features,
-			 s->nfeatures, e->name) ||
-	     merge_specs(mm->schema->lists, mm->schema->nlists, mm->names[0], s->lists, s->nlists,
-			 e->name);
+	rc = merge_schema(mm->schema, mm->names[0], s, e->name);
 	bfs_schema_free(s);
 	return rc ? 1 : 0;
+}
+
+/* A mixture reads one bucket at most (its I/O stage serves one): told from
+ * the file alone, before any source is opened (an unreachable endpoint
+ * would otherwise take its retries first). True after one line. */
+static bool two_buckets(const struct bfs_mixfile *f, const char *path)
+{
+	size_t first = SIZE_MAX;
+
+	for (size_t i = 0; i < f->n; i++) {
+		if (!bfs_s3_url_is(f->e[i].source))
+			continue;
+		if (first == SIZE_MAX) {
+			first = i;
+			continue;
+		}
+		fprintf(stderr,
+			"batchfs: %s: mixture entries '%s' and '%s' are both buckets, and a "
+			"mixture reads one bucket source at most: copy all but one to a local "
+			"disk (or mount them apart)\n",
+			path, f->e[first].name, f->e[i].name);
+		return true;
+	}
+	return false;
+}
+
+/* Each segment's period as the mixture draws it (docs/shuffle.md 8.1),
+ * for README.txt and schema.json. 0, or 1 after one line. */
+static int drawn_ratios(struct bfs_mount_mix *mm)
+{
+	size_t nseg = mm->file->nseg;
+
+	mm->ratio = calloc(nseg * mm->n, sizeof(*mm->ratio));
+	mm->period = calloc(nseg, sizeof(*mm->period));
+	mm->approximated = calloc(nseg, sizeof(*mm->approximated));
+	if (!mm->ratio || !mm->period || !mm->approximated) {
+		fprintf(stderr, "batchfs: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < nseg; i++) {
+		const uint64_t *w = bfs_mix_weights(mm->mix, i, &mm->period[i]);
+
+		memcpy(mm->ratio + i * mm->n, w, mm->n * sizeof(*w));
+		mm->approximated[i] = bfs_mix_approximated(mm->mix, i);
+	}
+	return 0;
 }
 
 static const char *const epoch_names[] = { "first_exhausted", "all_exhausted", "records" };
@@ -326,10 +472,13 @@ int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struc
 		goto fail;
 	}
 	if (o->shuffle && o->block) {
-		fprintf(stderr, "batchfs: option 'shuffle=block': not with a mixture (global or "
-				"none)\n");
+		fprintf(stderr, "batchfs: option 'shuffle=block': not with a mixture (use "
+				"shuffle=global or none, without block_size, window or "
+				"partitions)\n");
 		goto fail;
 	}
+	if (two_buckets(mm->file, path))
+		goto fail;
 	mm->n = mm->file->n;
 	mm->members = calloc(mm->n, sizeof(*mm->members));
 	mm->sources = calloc(mm->n, sizeof(*mm->sources));
@@ -360,6 +509,8 @@ int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struc
 		fprintf(stderr, "batchfs: %s: %s\n", path, bfs_err_msg());
 		goto fail;
 	}
+	if (drawn_ratios(mm) != 0)
+		goto fail;
 	mm->facts = (struct bfs_mix_facts){
 		.n = mm->n,
 		.names = mm->names,
@@ -368,6 +519,9 @@ int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struc
 		.nseg = mm->file->nseg,
 		.from = mm->file->from,
 		.weights = mm->file->given,
+		.ratio = mm->ratio,
+		.period = mm->period,
+		.approximated = mm->approximated,
 		.epoch = epoch_names[mm->file->epoch],
 		.epoch_records = bfs_mix_epoch_len(mm->mix),
 	};
@@ -386,6 +540,44 @@ int bfs_mount_mix_add_provenance(struct bfs_schema *s)
 	if (rc)
 		fprintf(stderr, "batchfs: %s\n", rc == -ENOMEM ? "out of memory" : bfs_err_msg());
 	return rc ? 1 : 0;
+}
+
+/* Appends to s (freed; NULL on failure) each segment's weights as drawn:
+ * "7 : 2 : 1, every 10 records", and why when they are not the weights'
+ * own ratio. */
+static char *add_drawn(char *s, const struct bfs_mount_mix *mm)
+{
+	char *t;
+
+	for (size_t i = 0; s && i < mm->file->nseg; i++) {
+		char from[64] = "";
+
+		if (mm->file->nseg > 1)
+			snprintf(from, sizeof(from), " from record %llu",
+				 (unsigned long long)mm->file->from[i]);
+		if (asprintf(&t, "%sThe weights as drawn%s: ", s, from) < 0)
+			t = NULL;
+		free(s);
+		s = t;
+		for (size_t k = 0; s && k < mm->n; k++) {
+			if (asprintf(&t, "%s%s%llu", s, k ? " : " : "",
+				     (unsigned long long)mm->ratio[i * mm->n + k]) < 0)
+				t = NULL;
+			free(s);
+			s = t;
+		}
+		if (s &&
+		    asprintf(&t, "%s, every %llu records%s\n", s, (unsigned long long)mm->period[i],
+			     mm->approximated[i]
+				     ? "\n  (the nearest ratio whose period fits, every share "
+				       "within 10^-6 of the\n  weights given: docs/shuffle.md "
+				       "8.1)"
+				     : "") < 0)
+			t = NULL;
+		free(s);
+		s = t;
+	}
+	return s;
 }
 
 char *bfs_mount_mix_readme(const struct bfs_mount_mix *mm, const char *mnt)
@@ -410,14 +602,21 @@ char *bfs_mount_mix_readme(const struct bfs_mount_mix *mm, const char *mnt)
 		free(s);
 		s = t;
 	}
+	s = add_drawn(s, mm);
+	if (!s)
+		return NULL;
 	if (asprintf(&t,
 		     "%sEvery batch folder (and all/) also holds _source.npy (int32 [B], the\n"
 		     "row's source, numbered as above) and _record.npy (int64 [B], the\n"
-		     "record's index in its source, file order). A loss per source:\n"
+		     "record's index in its source, file order). The mean loss of each source:\n"
+		     "  import numpy as np, torch\n"
 		     "  src = torch.from_numpy(np.load('%s/epoch-0000/batch-000000/_source.npy'))\n"
+		     "  loss_per_row = torch.rand(len(src))  # your model's loss of each row\n"
 		     "  per_source = torch.zeros(%zu).index_add_(0, src.long(), loss_per_row)\n"
+		     "  rows = torch.bincount(src.long(), minlength=%zu).clamp(min=1)\n"
+		     "  print(per_source / rows)\n"
 		     "\n",
-		     s, mnt, mm->n) < 0) {
+		     s, mnt, mm->n, mm->n) < 0) {
 		free(s);
 		return NULL;
 	}

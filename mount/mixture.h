@@ -31,6 +31,8 @@ struct bfs_mount_mix {
 	char **sources; /* [n] as opened (resolved against the file's folder) */
 	const char **names;
 	uint64_t *records;
+	uint64_t *ratio, *period; /* [nseg * n], [nseg]: each period as drawn */
+	bool *approximated; /* [nseg] */
 };
 
 /* Whether SOURCE is a mixture file: a regular file holding a JSON object

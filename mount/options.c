@@ -413,7 +413,10 @@ static int check_together(struct bfs_options_parser *c)
 		return 1;
 	}
 	if (c->block_given && !o->block) {
-		fprintf(stderr, "batchfs: option '%s': only with shuffle=block\n", c->block_arg);
+		fprintf(stderr,
+			"batchfs: option '%s': only with shuffle=block, which a mixture does "
+			"not take\n",
+			c->block_arg);
 		return 1;
 	}
 	o->all_ranks = given(c, "world") && !given(c, "rank");
@@ -518,19 +521,21 @@ void bfs_options_destroy(struct bfs_options *o)
 }
 
 /* fuse_opt reads '\\x' as a literal x: escape backslashes and commas so
- * that the whole value stays one option and parses back to itself. */
-static char *escape_value(const char *v)
+ * that the whole value stays one option and parses back to itself. A
+ * features= list keeps its commas as the user wrote them: the parser joins
+ * "features=a", "b" back (join_feature), and a name cannot hold a comma. */
+static char *escape_value(const char *v, bool commas)
 {
 	size_t n = 0;
 	char *out, *p;
 
 	for (const char *q = v; *q; q++)
-		n += (*q == '\\' || *q == ',') ? 2 : 1;
+		n += (*q == '\\' || (commas && *q == ',')) ? 2 : 1;
 	out = malloc(n + 1);
 	if (!out)
 		return NULL;
 	for (p = out; *v; v++) {
-		if (*v == '\\' || *v == ',')
+		if (*v == '\\' || (commas && *v == ','))
 			*p++ = '\\';
 		*p++ = *v;
 	}
@@ -538,11 +543,46 @@ static char *escape_value(const char *v)
 	return out;
 }
 
+/* v in the fewest digits that read back as v */
+static void put_real(char *dst, size_t cap, double v)
+{
+	snprintf(dst, cap, "%.15g", v);
+	if (strtod(dst, NULL) != v)
+		snprintf(dst, cap, "%.17g", v);
+}
+
+/* ",crop=...,flip=...": the augmentation options given */
+static void describe_augment(char *dst, size_t cap, const struct bfs_options *o)
+{
+	const struct bfs_augment *a = &o->aug;
+	char x[32], y[32];
+	size_t n = 0;
+
+	dst[0] = '\0';
+	if (o->aug_set & BFS_AUG_SET_CROP)
+		n += (size_t)snprintf(dst + n, cap - n, ",crop=%s", bfs_crop_name(a->crop));
+	if ((o->aug_set & BFS_AUG_SET_FLIP) && n < cap)
+		n += (size_t)snprintf(dst + n, cap - n, ",flip=%s", a->flip ? "h" : "none");
+	for (int k = 0; k < 2; k++) {
+		const double *r = k ? a->ratio : a->scale;
+
+		if (!(o->aug_set & (k ? BFS_AUG_SET_RATIO : BFS_AUG_SET_SCALE)) || n >= cap)
+			continue;
+		put_real(x, sizeof(x), r[0]);
+		put_real(y, sizeof(y), r[1]);
+		n += (size_t)snprintf(dst + n, cap - n, ",crop_%s=%s:%s", k ? "ratio" : "scale", x,
+				      y);
+	}
+	if ((o->aug_set & BFS_AUG_SET_RESIZE) && n < cap)
+		snprintf(dst + n, cap - n, ",crop_resize=%u", a->resize);
+}
+
 char *bfs_options_describe(const struct bfs_options *o)
 {
 	char *s = NULL, *features = NULL, *img = NULL, *t;
-	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "", blk[64] = "", rank[32] = "";
-	char io[64] = "", ra[32] = "auto";
+	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "", blk[96] = "", rank[32] = "";
+	char parts[24] = "auto";
+	char io[64] = "", ra[32] = "auto", aug[192];
 
 	if (o->cache_size % (1u << 20))
 		snprintf(cache, sizeof(cache), "%llu", (unsigned long long)o->cache_size);
@@ -554,9 +594,11 @@ char *bfs_options_describe(const struct bfs_options *o)
 		snprintf(io, sizeof(io), ",io_depth=%u,readahead=%s", o->io_depth, ra);
 	else
 		snprintf(io, sizeof(io), ",io_depth=auto,readahead=%s", ra);
+	if (o->partitions)
+		snprintf(parts, sizeof(parts), "%llu", (unsigned long long)o->partitions);
 	if (o->shuffle && o->block)
-		snprintf(blk, sizeof(blk), ",block_size=%llu,window=%llu",
-			 (unsigned long long)o->block_size, (unsigned long long)o->window);
+		snprintf(blk, sizeof(blk), ",block_size=%llu,window=%llu,partitions=%s",
+			 (unsigned long long)o->block_size, (unsigned long long)o->window, parts);
 	if (!o->all_ranks)
 		snprintf(rank, sizeof(rank), "rank=%llu,", (unsigned long long)o->rank);
 	if (o->chunk_rows)
@@ -569,16 +611,17 @@ char *bfs_options_describe(const struct bfs_options *o)
 		snprintf(pix, sizeof(pix), ",image_max_pixels=%llu",
 			 (unsigned long long)o->image_max_pixels);
 	/* split and image values are the user's text: escaped like features */
-	t = o->split ? escape_value(o->split) : NULL;
+	t = o->split ? escape_value(o->split, true) : NULL;
 	if (o->split && !t)
 		return NULL;
-	if (asprintf(&img, "%s%s%s", t ? ",split=" : "", t ? t : "", pix) < 0)
+	describe_augment(aug, sizeof(aug), o);
+	if (asprintf(&img, "%s%s%s%s", t ? ",split=" : "", t ? t : "", pix, aug) < 0)
 		img = NULL;
 	free(t);
 	if (!img)
 		return NULL;
 	for (unsigned i = 0; i < o->nimage; i++) {
-		char *v = escape_value(o->image[i]);
+		char *v = escape_value(o->image[i], true);
 		int r = v ? asprintf(&t, "%s,image=%s", img, v) : -1;
 
 		free(v);
@@ -587,7 +630,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 			return NULL;
 		img = t;
 	}
-	if (o->features && !(features = escape_value(o->features))) {
+	if (o->features && !(features = escape_value(o->features, false))) {
 		free(img);
 		return NULL;
 	}

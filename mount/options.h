@@ -37,6 +37,7 @@ struct bfs_options {
 	bool shuffle;
 	bool block; /* shuffle=block (with shuffle set) */
 	uint64_t block_size, window; /* shuffle=block: 4M, 64 */
+	uint64_t partitions; /* shuffle=block: 0 (auto) or P */
 	uint64_t epochs;
 	bool drop_remainder;
 	char *schema_file;
@@ -56,6 +57,11 @@ struct bfs_options {
 	char *image[8]; /* image=FEATURE:HxW[:C], in the order given */
 	unsigned nimage;
 	uint64_t image_max_pixels; /* 0: the default (image.h) */
+	/* crop=, flip=, crop_scale=, crop_ratio=, crop_resize= (augment.h): the
+	 * fields aug_set names (BFS_AUG_SET_*) were given, for every image
+	 * feature; the others are each feature's own */
+	struct bfs_augment aug;
+	unsigned aug_set;
 	unsigned io_depth; /* source reads in flight at most; 0: auto */
 	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
 	enum bfs_fetch_backend io_backend; /* io_backend=: BFS_FETCH_AUTO unless asked */
@@ -147,6 +153,9 @@ int bfs_option_man_heading(char *dst, size_t dst_cap, const struct bfs_option *t
 
 /* --help's list of the mount options, one a line, from the table. */
 void bfs_options_help(FILE *f);
+/* --help's lines on SOURCE, with the places a bucket's credentials come
+ * from (decoder/cloud/credplaces.h). */
+void bfs_options_help_sources(FILE *f);
 
 /* "batch_size=32,seed=0,..." — the effective options, malloc'd. */
 char *bfs_options_describe(const struct bfs_options *o);

@@ -7,6 +7,8 @@
 #include "options.h"
 #include "options_impl.h"
 
+#include "credplaces.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -199,6 +201,50 @@ static int set_image(struct bfs_options_parser *c, const struct bfs_option *t, c
 	return 0;
 }
 
+static int set_crop(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
+		    const char *v)
+{
+	if (bfs_crop_parse(v, &c->o->aug.crop))
+		return bfs_options_bad(c, arg, t->why);
+	c->o->aug_set |= BFS_AUG_SET_CROP;
+	return 0;
+}
+
+static int set_flip(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
+		    const char *v)
+{
+	if (strcmp(v, "h") != 0 && strcmp(v, "none") != 0)
+		return bfs_options_bad(c, arg, t->why);
+	c->o->aug.flip = strcmp(v, "h") == 0;
+	c->o->aug_set |= BFS_AUG_SET_FLIP;
+	return 0;
+}
+
+/* crop_scale=A:B, crop_ratio=A:B (checked against each other at mount) */
+static int set_crop_range(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
+			  const char *v)
+{
+	bool scale = strcmp(t->name, "crop_scale") == 0;
+	double *r = scale ? c->o->aug.scale : c->o->aug.ratio;
+
+	if (bfs_augment_range_parse(v, r) || !(r[0] > 0) || r[0] > r[1] || (scale && r[1] > 1))
+		return bfs_options_bad(c, arg, t->why);
+	c->o->aug_set |= scale ? BFS_AUG_SET_SCALE : BFS_AUG_SET_RATIO;
+	return 0;
+}
+
+static int set_crop_resize(struct bfs_options_parser *c, const struct bfs_option *t,
+			   const char *arg, const char *v)
+{
+	uint64_t n;
+
+	if (bfs_parse_u64(&n, v) || n < t->lo || n > t->hi)
+		return bfs_options_bad(c, arg, t->why);
+	c->o->aug.resize = (uint32_t)n;
+	c->o->aug_set |= BFS_AUG_SET_RESIZE;
+	return 0;
+}
+
 /* cuda (device 0) or cuda=DEV */
 static int set_cuda(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
 		    const char *v)
@@ -291,6 +337,19 @@ static const struct bfs_option table[] = {
 	  .arg = "N",
 	  .help = "shuffle=block: blocks shuffled together",
 	  .man = "*block_size=*_SIZE_, *window=*_N_" },
+	{ .name = "partitions",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_AUTO_UINT,
+	  FIELD(partitions),
+	  .lo = 1,
+	  .hi = (uint64_t)1 << 20,
+	  .block_only = true,
+	  .why = "need 'auto' or a whole number from 1 to 1048576",
+	  .init = "auto",
+	  .arg = "auto|P",
+	  .help = "shuffle=block: partitions of the blocks; with world=W dividing P, each rank "
+		  "reads only its own (auto: from the dataset's size, never from world)",
+	  .man = "*partitions=*_P_|*auto*" },
 	{ .name = "epochs",
 	  .kind = BFS_OPT_VALUE,
 	  .type = BFS_OPT_UINT,
@@ -464,6 +523,55 @@ static const struct bfs_option table[] = {
 	  .arg = "N",
 	  .def = "64M",
 	  .help = "refuse larger images, from their header" },
+	{ .name = "crop",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_CUSTOM,
+	  FIELD(aug.crop),
+	  .why = "need 'random', 'center' or 'none'",
+	  .set = set_crop,
+	  .arg = "random|center|none",
+	  .def = "none",
+	  .help = "image features: RandomResizedCrop, or the evaluation's centre crop" },
+	{ .name = "flip",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_CUSTOM,
+	  FIELD(aug.flip),
+	  .why = "need 'h' or 'none'",
+	  .set = set_flip,
+	  .arg = "h|none",
+	  .def = "none",
+	  .help = "image features: mirror half of them left to right" },
+	{ .name = "crop_scale",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_CUSTOM,
+	  FIELD(aug.scale),
+	  .why = "need A:B with 0 < A <= B <= 1, such as 0.08:1",
+	  .set = set_crop_range,
+	  .arg = "A:B",
+	  .def = "0.08:1",
+	  .help = "crop=random: the box's fraction of the image's area",
+	  .man = "*crop_scale=*_A_*:*_B_, *crop_ratio=*_A_*:*_B_" },
+	{ .name = "crop_ratio",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_CUSTOM,
+	  FIELD(aug.ratio),
+	  .why = "need A:B with 0 < A <= B, such as 3/4:4/3",
+	  .set = set_crop_range,
+	  .arg = "A:B",
+	  .def = "3/4:4/3",
+	  .help = "crop=random: the box's width / height, drawn log-uniformly",
+	  .man = "*crop_scale=*_A_*:*_B_, *crop_ratio=*_A_*:*_B_" },
+	{ .name = "crop_resize",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_CUSTOM,
+	  FIELD(aug.resize),
+	  .lo = 1,
+	  .hi = 4 * UINT16_MAX,
+	  .why = "need a whole number of pixels from 1 to 262140",
+	  .set = set_crop_resize,
+	  .arg = "N",
+	  .def = "max(H, W) x 256/224",
+	  .help = "crop=center: the shorter side before the crop" },
 	{ .name = "io_depth",
 	  .kind = BFS_OPT_VALUE,
 	  .type = BFS_OPT_AUTO_UINT,
@@ -677,6 +785,38 @@ void bfs_options_help(FILE *f)
 		snprintf(text, sizeof(text), "%s%s%s%s", t->help, def ? " (default " : "",
 			 def ? def : "", def ? ")" : "");
 		help_text(f, text);
+	}
+}
+
+/* --help's lines on SOURCE: what it may be, and for buckets the places
+ * credentials come from, in each chain's order (credplaces.h) */
+void bfs_options_help_sources(FILE *f)
+{
+	size_t n;
+	const struct bfs_cred_place *p = bfs_cred_places(&n);
+
+	fprintf(f, "SOURCE: a directory of TFRecord shards, one file, or a quoted glob; a bucket:\n"
+		   "  s3://BUCKET/PREFIX/, s3://BUCKET/KEY, a glob on the last part, gs://...;\n"
+		   "  or a mixture file (JSON: {\"mixture\": [{\"name\", \"source\", \"weight\"}, "
+		   "...]}).\n"
+		   "A bucket's credentials come from the first of these that has some\n"
+		   "(man batchfs, CREDENTIALS, names their variables):\n");
+	for (const char *scheme = "s3://"; scheme; scheme = *scheme == 's' ? "gs://" : NULL) {
+		size_t col = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			size_t len = strlen(p[i].name) + 2;
+
+			if (!p[i].cred || strcmp(p[i].scheme, scheme) != 0)
+				continue;
+			if (col == 0)
+				col = (size_t)fprintf(f, "  %s  %s", scheme, p[i].name);
+			else if (col + len > HELP_WIDTH)
+				col = (size_t)fprintf(f, ",\n         %s", p[i].name) - 2;
+			else
+				col += (size_t)fprintf(f, ", %s", p[i].name);
+		}
+		fprintf(f, "\n");
 	}
 }
 

@@ -34,6 +34,7 @@ static char *add_ranks_note(char *readme, const struct bfs_options *o, const cha
 		     "what a mount with rank=R,world=%llu shows (its epochs); the paths above\n"
 		     "are rank 0's. A process of global rank R reads %s/rank-RRRR/, e.g.\n"
 		     "under torchrun:\n"
+		     "  import os\n"
 		     "  root = '%s/rank-%%04d' %% int(os.environ['RANK'])\n",
 		     readme, (unsigned long long)o->world, (unsigned long long)(o->world - 1),
 		     (unsigned long long)o->world, mnt, mnt) < 0)
@@ -42,10 +43,71 @@ static char *add_ranks_note(char *readme, const struct bfs_options *o, const cha
 	return s;
 }
 
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* shuffle=block with partitions: where each batch comes from, what an
+ * epoch leaves out, and what each rank reads (one line when world does not
+ * divide P). Frees `readme`; NULL on failure. */
+static char *add_partitions_note(char *readme, const struct bfs_options *o,
+				 const struct bfs_batcher *b, const struct bfs_dataset *ds)
+{
+	const struct bfs_blocks *bl = bfs_batcher_blocks(b);
+	unsigned long long p = bl ? (unsigned long long)bfs_blocks_nparts(bl) : 1, w = o->world;
+	unsigned long long g = (unsigned long long)gcd64(w, p), n = 0;
+	char *s = NULL, *ranks = NULL;
+	int r;
+
+	if (!readme || p == 1)
+		return readme;
+	n = (unsigned long long)bfs_blocks_npieces(bl);
+	if (w > 1 && g == w)
+		r = asprintf(
+			&ranks,
+			"With world=%llu (dividing %llu) each rank reads %llu of the partitions, "
+			"1/%llu of the\ndataset, the same ones every epoch: over a bucket it "
+			"fetches only those.\n",
+			w, p, p / w, w);
+	else if (w > 1)
+		r = asprintf(
+			&ranks,
+			"world=%llu does not divide partitions=%llu: each rank reads %llu of the "
+			"%llu partitions, 1/%llu of the dataset (%llu times its share).\n",
+			w, p, p / g, p, g, w / g);
+	else
+		r = asprintf(&ranks, "%s", "");
+	if (r < 0)
+		ranks = NULL;
+	if (ranks &&
+	    asprintf(&s,
+		     "%s\n"
+		     "Partitions (shuffle=block): %llu%s. Global batch g is batch g div %llu of\n"
+		     "partition g mod %llu, each a block shuffle of its own blocks (%llu on\n"
+		     "average), dealt once from the seed (docs/shuffle.md, 5.1). Each\n"
+		     "epoch leaves out %llu records (fewer than %llu batches), others each epoch.\n"
+		     "%s",
+		     readme, p,
+		     o->partitions ? "" : " (partitions=auto; give partitions=N to keep it)", p, p,
+		     n / p,
+		     (unsigned long long)(bfs_dataset_nrecords(ds) - bfs_blocks_epoch_len(bl)), p,
+		     ranks) < 0)
+		s = NULL;
+	free(ranks);
+	free(readme);
+	return s;
+}
+
 static char *make_readme(const struct bfs_options *o, const char *opts, const char *mnt,
 			 const struct bfs_batcher *b, uint64_t records, const char *first_npy)
 {
-	char *s = NULL, *rank0 = NULL;
+	char *s = NULL, *rank0 = NULL, of[96] = "";
 	const char *root = mnt; /* where the examples read: rank 0's folder with ranks */
 
 	if (o->all_ranks) {
@@ -53,13 +115,17 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 			return NULL;
 		root = rank0;
 	}
+	/* a mixture's epoch is L records of its stream, not its sources' total */
+	if (bfs_batcher_epoch_len(b) != records)
+		snprintf(of, sizeof(of), " per epoch (the sources hold %llu)",
+			 (unsigned long long)records);
 
 	if (asprintf(&s,
 		     "batchfs %s — TFRecord shards as ready batch files\n"
 		     "\n"
 		     "source:   %s\n"
 		     "options:  %s\n"
-		     "records:  %llu, %llu batches per epoch of up to %llu records\n"
+		     "records:  %llu%s, %llu batches per epoch of up to %llu records\n"
 		     "\n"
 		     "Layout:\n"
 		     "  schema.json        the effective schema and dataset facts\n"
@@ -87,6 +153,7 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "\n"
 		     "The whole epoch as one array (all/): row i*B+j is row j of batch i; a read\n"
 		     "decodes only the rows it covers, so read it with any batch size:\n"
+		     "  import numpy as np\n"
 		     "  x = np.load('%s/epoch-0000/all/%s', mmap_mode='r')\n"
 		     "  rows = np.array(x[1000:1100])\n"
 		     "\n"
@@ -113,7 +180,7 @@ static char *make_readme(const struct bfs_options *o, const char *opts, const ch
 		     "  n = struct.unpack('<Q', b[:8])[0]; hdr = json.loads(b[8:8 + n])\n"
 		     "\n"
 		     "Unmount: fusermount3 -u %s\n",
-		     BFS_VERSION, o->source, opts, (unsigned long long)records,
+		     BFS_VERSION, o->source, opts, (unsigned long long)bfs_batcher_epoch_len(b), of,
 		     (unsigned long long)bfs_batcher_nbatches(b), (unsigned long long)o->batch_size,
 		     root, first_npy, root, first_npy, root, first_npy, root, first_npy, root,
 		     first_npy, root, mnt) < 0)
@@ -176,6 +243,35 @@ static char *add_wide_note(char *readme, size_t ntensors, const char *mnt)
 	return s;
 }
 
+/* An augmented image feature's line: what crop= and flip= do to it and
+ * where the boxes are ("" when it is not augmented). */
+static void augment_note(char *dst, size_t cap, const struct bfs_feature_spec *f)
+{
+	const struct bfs_augment *a = &f->aug;
+	char how[160];
+
+	dst[0] = '\0';
+	if (!bfs_augment_on(a))
+		return;
+	if (a->crop == BFS_CROP_RANDOM)
+		snprintf(how, sizeof(how),
+			 "crop=random: RandomResizedCrop, area %g-%g, aspect ratio %g-%g,\n    a "
+			 "new "
+			 "box each epoch",
+			 a->scale[0], a->scale[1], a->ratio[0], a->ratio[1]);
+	else if (a->crop == BFS_CROP_CENTER)
+		snprintf(how, sizeof(how),
+			 "crop=center: the shorter side resized to %u, the centre taken",
+			 bfs_augment_resize(a, (uint32_t)f->shape[0], (uint32_t)f->shape[1]));
+	else
+		snprintf(how, sizeof(how), "crop=none");
+	snprintf(
+		dst, cap,
+		"    %s; flip=%s\n    %s.crop.npy: int32 [B, 4], the box (x, y, w, h in the source "
+		"image's pixels)\n    %s.flip.npy: uint8 [B], 1 where mirrored\n",
+		how, a->flip ? "h" : "none", f->name, f->name);
+}
+
 /* README.txt's lines on images: how each JPEG/PNG feature is served, and
  * the image= option that decodes one that is not decoded yet. */
 static char *image_notes(const struct bfs_schema *s)
@@ -184,15 +280,18 @@ static char *image_notes(const struct bfs_schema *s)
 
 	for (size_t i = 0; out && i < s->nfeatures; i++) {
 		const struct bfs_feature_spec *f = &s->features[i];
+		char aug[1024];
 		int n = 0;
 
+		augment_note(aug, sizeof(aug), f);
 		if (f->image)
 			n = asprintf(&t,
 				     "%s  %s: decoded from JPEG/PNG to uint8 [B, %lld, %lld, %lld] "
-				     "(resize %s, filter %s)\n",
+				     "(%s%s, filter %s)\n%s",
 				     out, f->name, (long long)f->shape[0], (long long)f->shape[1],
-				     (long long)f->shape[2], bfs_resize_name(f->resize),
-				     bfs_filter_name(f->filter));
+				     (long long)f->shape[2], aug[0] ? "" : "resize ",
+				     aug[0] ? "augmented" : bfs_resize_name(f->resize),
+				     bfs_filter_name(f->filter), aug);
 		else if (f->content != BFS_IMAGE_UNKNOWN)
 			n = asprintf(
 				&t,
@@ -213,6 +312,26 @@ static char *image_notes(const struct bfs_schema *s)
 		out = t;
 	}
 	return out;
+}
+
+/* README.txt's line on the features present only as `Feature {}` (TFX's
+ * missing value) in every record that has them: not served, their kind
+ * unknown. Takes and returns ownership (NULL stays NULL). */
+static char *add_untyped_note(char *readme, const struct bfs_schema *s)
+{
+	char *t;
+
+	for (size_t i = 0; readme && i < s->nuntyped; i++) {
+		if (asprintf(&t, "%s%s%s%s", readme,
+			     i ? ", "
+			       : "\nNot served: no record has a value for these features (each "
+				 "is only\n`Feature {}`, so their kind is unknown): ",
+			     s->untyped[i], i + 1 == s->nuntyped ? "\n" : "") < 0)
+			t = NULL;
+		free(readme);
+		readme = t;
+	}
+	return readme;
 }
 
 /* README.txt's lines on bytes feature lists: each step's value is
@@ -251,7 +370,8 @@ static char *add_list_notes(char *readme, const struct bfs_schema *s, const stru
 	if (!readme || !first)
 		return readme;
 	n = asprintf(&t,
-		     "%s  d = '%s%s/epoch-0000/batch-000000/feature_lists/'\n"
+		     "%s  import numpy as np\n"
+		     "  d = '%s%s/epoch-0000/batch-000000/feature_lists/'\n"
 		     "  x, n = np.load(d + '%s.npy'), np.load(d + '%s.value_lengths.npy')\n"
 		     "  value = bytes(x[0, 0%s, :n[0, 0%s]])   # record 0, step 0%s\n",
 		     readme, mnt, o->all_ranks ? "/rank-0000" : "", first->name, first->name,
@@ -365,10 +485,12 @@ char *bfs_readme_text(const struct bfs_readme_in *in)
 	readme = make_readme(o, in->opts ? in->opts : "", in->mnt, in->b,
 			     bfs_dataset_nrecords(in->ds), first_npy);
 	readme = add_ranks_note(readme, o, in->mnt);
+	readme = add_partitions_note(readme, o, in->b, in->ds);
 	readme = add_wide_note(readme, plan->ntensors, in->mnt);
 	readme = add_corrupt_note(readme, o, in->b);
 	readme = add_list_notes(readme, in->schema, o, in->mnt);
 	readme = add_disk_cache_note(readme, o, in->disk_cache);
+	readme = add_untyped_note(readme, in->schema);
 	if (!readme)
 		return NULL;
 	notes = image_notes(in->schema);

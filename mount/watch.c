@@ -389,6 +389,22 @@ static const char *fmt_f(char *buf, size_t cap, double x, int prec)
 	return buf;
 }
 
+/* A moment (seconds since the epoch) as a date, "2026-11-27 13:05:02 UTC";
+ * 0 is "never", NAN "-". */
+static const char *fmt_time(char *buf, size_t cap, double x)
+{
+	time_t t = (time_t)x;
+	struct tm tm;
+
+	if (isnan(x) || x < 0)
+		snprintf(buf, cap, "-");
+	else if (x == 0)
+		snprintf(buf, cap, "never");
+	else if (!gmtime_r(&t, &tm) || !strftime(buf, cap, "%Y-%m-%d %H:%M:%S UTC", &tm))
+		snprintf(buf, cap, "%.0f", x);
+	return buf;
+}
+
 /* x as the table writes its unit: a count with thousands separators,
  * bytes in binary units, seconds with two decimals (the unit itself is
  * the caller's to write), a flag as yes or no; "-" for NAN but a flag. */
@@ -402,6 +418,8 @@ static const char *fmt_unit(char *buf, size_t cap, enum bfs_stat_unit u, double 
 	case BFS_SUNIT_FLAG:
 		snprintf(buf, cap, "%s", x > 0 ? "yes" : "no");
 		return buf;
+	case BFS_SUNIT_TIME:
+		return fmt_time(buf, cap, x);
 	default:
 		return fmt_n(buf, cap, x);
 	}
@@ -517,6 +535,40 @@ static void print_json(const struct snap *s)
 	printf("}\n");
 }
 
+/* A text key's value without its quotes ("" when absent or not text). */
+static const char *text_of(char *buf, size_t cap, const struct snap *s, enum bfs_stat id)
+{
+	const struct kv *e = key(s, id);
+	size_t n = e && !e->isnum ? strlen(e->raw) : 0;
+
+	snprintf(buf, cap, "%.*s", n >= 2 ? (int)(n - 2) : 0, n >= 2 ? e->raw + 1 : "");
+	return buf;
+}
+
+/* `stats`'s credentials line (a bucket read with credentials), as
+ * docs/credentials.md shows it: the place, the key id (masked), the
+ * expiry as a date, the refreshes. */
+static void print_creds(const struct snap *s)
+{
+	char from[300], id[64], when[64], n[32], fails[32], answers[32];
+	double refreshes = val(s, BFS_STAT_CREDENTIALS_REFRESHES);
+	const struct kv *valid = key(s, BFS_STAT_CREDENTIALS_VALID);
+
+	if (!key(s, BFS_STAT_CREDENTIALS))
+		return;
+	text_of(from, sizeof(from), s, BFS_STAT_CREDENTIALS);
+	text_of(id, sizeof(id), s, BFS_STAT_CREDENTIALS_KEY_ID);
+	fmt_key(when, sizeof(when), s, BFS_STAT_CREDENTIALS_EXPIRES);
+	printf("credentials %s%s%s, %s%s, refreshed %s time%s\n", from, *id ? ", key id " : "", id,
+	       strcmp(when, "never") == 0 ? "never expires" : "expires ",
+	       strcmp(when, "never") == 0 ? "" : when, fmt_n(n, sizeof(n), refreshes),
+	       refreshes == 1 ? "" : "s");
+	printf("            %s now; %s refreshes failed, %s answers 'token expired'\n",
+	       valid && strcmp(valid->raw, "true") == 0 ? "valid" : "not valid",
+	       fmt_key(fails, sizeof(fails), s, BFS_STAT_CREDENTIALS_REFRESH_FAILURES),
+	       fmt_key(answers, sizeof(answers), s, BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS));
+}
+
 /* The errors line of `stats` and `top`: the four error counters, and the
  * source errors when there are any. */
 static const char *fmt_errors(char *buf, size_t cap, const struct snap *s)
@@ -537,6 +589,19 @@ static const char *fmt_errors(char *buf, size_t cap, const struct snap *s)
 	return buf;
 }
 
+/* ", the sources hold N" after a mixture's records per epoch (its epoch is
+ * L records of its stream); "" when an epoch is all of the source's. */
+static const char *of_sources(char *buf, size_t cap, const struct snap *s)
+{
+	double epoch = val(s, BFS_STAT_RECORDS), all = val(s, BFS_STAT_SOURCE_RECORDS);
+	char n[32];
+
+	buf[0] = '\0';
+	if (!isnan(all) && !isnan(epoch) && all != epoch)
+		snprintf(buf, cap, " per epoch (the sources hold %s)", fmt_n(n, sizeof(n), all));
+	return buf;
+}
+
 static void print_human(const struct snap *s, const char *mnt)
 {
 	char a[64], b[64], c[64], d[64], e[64], f[64], line[256], more[16][512];
@@ -545,7 +610,8 @@ static void print_human(const struct snap *s, const char *mnt)
 	double br = val(s, BFS_STAT_BYTES_READ);
 
 	printf("mount       %s (up %s s)\n", mnt, fmt_n(a, sizeof(a), up));
-	printf("records     %s, %s batches per epoch\n", fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS),
+	printf("records     %s%s, %s batches per epoch\n",
+	       fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS), of_sources(c, sizeof(c), s),
 	       fmt_key(b, sizeof(b), s, BFS_STAT_BATCHES_PER_EPOCH));
 	printf("served      %s records, %s in %s reads (%s failed)",
 	       fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS_SERVED), fmt_bytes(b, sizeof(b), br),
@@ -621,6 +687,7 @@ static void print_human(const struct snap *s, const char *mnt)
 	       fmt_key(a, sizeof(a), s, BFS_STAT_INDEX_BYTES),
 	       fmt_key(b, sizeof(b), s, BFS_STAT_INDEX_CORRUPT_RECORDS),
 	       val(s, BFS_STAT_SCHEMA_REUSED) > 0 ? "reused" : "inferred or given at mount");
+	print_creds(s);
 	n = others(more, 16, 100, 12, NULL, s);
 	for (int i = 0; i < n; i++)
 		printf("%s\n", more[i]);
@@ -706,8 +773,8 @@ static void draw_frame(const struct snap *p, const struct snap *s, const char *m
 	} while (0)
 	LINE("batchfs top  %s   up %s s   every %.1f s   q quits", mnt,
 	     fmt_n(a, sizeof(a), val(s, BFS_STAT_UPTIME_SECONDS)), interval);
-	LINE("records %s, %s batches per epoch", fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS),
-	     fmt_key(b, sizeof(b), s, BFS_STAT_BATCHES_PER_EPOCH));
+	LINE("records %s%s, %s batches per epoch", fmt_key(a, sizeof(a), s, BFS_STAT_RECORDS),
+	     of_sources(c, sizeof(c), s), fmt_key(b, sizeof(b), s, BFS_STAT_BATCHES_PER_EPOCH));
 	LINE("%s", "");
 	LINE("served   %11s records/s %8s MB/s %9s reads/s",
 	     fmt_n(a, sizeof(a), rate(p, s, BFS_STAT_RECORDS_SERVED)),

@@ -5,6 +5,8 @@
                   [--cold-runs N] [--drop-caches] [--no-npm] [--no-scale] [--scale-1e8] [--only-scale]
                   [--no-shards] [--only-shards] [--shards N]
                   [--block-vs-global] [--block-only] [--cache-size SIZE]
+                  [--nodes] [--only-nodes] [--nodes-world W] [--nodes-sample N]
+                  [--defaults] [--only-defaults] [--defaults-records N] [--defaults-image-records N]
                   [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
 For each workload (generated with the project's own bfs_gen; plain shards):
@@ -39,7 +41,10 @@ For each workload (generated with the project's own bfs_gen; plain shards):
 own (benchlib/suites/photo.py): the one-core C loop tests/bench/bench_jpeg
 (TurboJPEG + decoder/resize.c), batchfs's cold epoch over the .npy batch
 tree with all threads and with threads=1, and vahidk/tfrecord + PIL under a
-DataLoader; then the ratio lines against the targets, and the scale part on generated
+DataLoader; the cold epoch with crop=random,flip=h and with crop=center
+against torchvision's training and evaluation pipelines under a DataLoader
+with a worker per core, and the daemon's CPU per image against PIL's own
+full decode; then the ratio lines against the targets, and the scale part on generated
 datasets of small records (10^7 in 64 shards; 10^8 in 256 with --scale-1e8):
 index bytes per record on disk, re-mount time with the index reused (and
 that it reads no shard), the first index build's rate against `cat` of the
@@ -77,8 +82,8 @@ from benchlib import harness, peers, report
 from benchlib.data import WORKLOADS
 from benchlib.harness import TOP, loadavg
 from benchlib.report import say
-from benchlib.suites import (bucket, compressed, defaults, mixture, photo, remote, scale, shards,
-                             workload)
+from benchlib.suites import (bucket, compressed, defaults, mixture, nodes, photo, remote, scale,
+                             shards, workload)
 
 
 def parse_args(argv):
@@ -144,6 +149,17 @@ def parse_args(argv):
     ap.add_argument("--remote-previous", metavar="DIR",
                     help="also measure DIR/batchfs (a build of the previous commit) in the "
                     "remote part, with the same baselines")
+    ap.add_argument("--nodes", action="store_true",
+                    help="also the 'nodes' part: a job of --nodes-world ranks over one bucket "
+                    "under shuffle=block with partitions, a sample of its ranks mounted one "
+                    "after another (scripts/benchlib/suites/nodes.py)")
+    ap.add_argument("--only-nodes", action="store_true", help="the 'nodes' part alone")
+    ap.add_argument("--nodes-world", type=int, default=1000)
+    ap.add_argument("--nodes-partitions", type=int, default=0,
+                    help="partitions of the 'nodes' part (default: the world)")
+    ap.add_argument("--nodes-records", type=int, default=0,
+                    help="records of 4 KB (default: two blocks of 15 records a partition)")
+    ap.add_argument("--nodes-sample", type=int, default=16, help="ranks mounted (--quick: 4)")
     ap.add_argument("--mixture", action="store_true",
                     help="the mixture suite: 3 sources vs one mount of the same shards")
     ap.add_argument("--only-mixture", action="store_true", help="the mixture suite alone")
@@ -204,11 +220,16 @@ def main(argv):
         args.bucket = args.no_scale = args.no_shards = args.no_npm = True
     if args.only_defaults:
         args.defaults = args.no_scale = args.no_shards = args.no_npm = True
+    if args.only_nodes:
+        args.nodes = args.no_scale = args.no_shards = args.no_npm = True
+    if args.quick and args.nodes_sample == 16:
+        args.nodes_sample = 4
     if args.only_mixture:
         args.mixture = args.no_scale = args.no_shards = args.no_npm = True
     args.remote_delays = [int(x) for x in args.remote_delays.split(",") if x]
     names = [] if (args.only_scale or args.only_shards or args.only_remote or
-                   args.only_bucket or args.only_mixture or args.only_defaults) else (
+                   args.only_bucket or args.only_mixture or args.only_defaults or
+                   args.only_nodes) else (
         args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
     os.makedirs(args.work, exist_ok=True)
 
@@ -233,6 +254,8 @@ def main(argv):
         bucket.run(args, tools)
     if args.defaults:
         defaults.run(args, tools)
+    if args.nodes:
+        nodes.run(args, tools)
     gz_results = []
     for name in names:
         w = WORKLOADS[name]

@@ -360,8 +360,8 @@ static int row_failed(struct bfs_build *jb, struct bfs_bind *bd, uint64_t rec, u
 		if (!why)
 			return part_nomem(jb);
 		bfs_batcher_row_undo(b, jb->g, j, cur, marks);
-		rc = bfs_batcher_fill_substitute(b, jb->g, bd, rec, j, cur, marks, rbuf, cap,
-						 on_corrupt, ctx);
+		rc = bfs_batcher_fill_substitute(b, jb->g, bd, jb->epoch, rec, j, cur, marks, rbuf,
+						 cap, on_corrupt, ctx);
 		if (rc == 0)
 			write_provenance_row(jb, j);
 		if (rc == 0 && on_corrupt)
@@ -442,7 +442,8 @@ static int run_part(struct bfs_build *jb, struct part *pt, bfs_corrupt_fn on_cor
 			if (b->nragged)
 				bfs_batcher_row_mark(b, cur, marks);
 			if (errs[i] == 0)
-				rc = bfs_batcher_fill_row(b, bd, recs[i], dst[i], lens[i], j, cur);
+				rc = bfs_batcher_fill_row(b, bd, jb->epoch, recs[i], dst[i],
+							  lens[i], j, cur);
 			else
 				rc = bfs_err_set(errs[i], "%s", msgs[i] ? msgs[i] : "read failed");
 			if (rc == 0)

@@ -3,8 +3,10 @@
  * batch_count.c — the ragged count pass: how many values (and bytes) of
  * each ragged feature every record holds, which fixes every batch's size
  * before any is decoded. Counts come from index_dir (cntcache.h) where
- * cached; the other shards' records are decoded once, split into one share
- * per job over bfs_pfor, and their counts cached. A record that cannot be
+ * cached, else from the scan that just indexed a bucket's object (dataset.h,
+ * bfs_dataset_scan_counts: reading it again would fetch it again); the
+ * other shards' records are decoded once, split into one share per job
+ * over bfs_pfor, and their counts cached. A record that cannot be
  * counted takes the counts of the next one that can (count_as_next).
  */
 #include "batch_impl.h"
@@ -13,6 +15,7 @@
 #include "pfor.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* ------------------------------------------------------- ragged counting */
 
@@ -266,6 +269,28 @@ static int count_segments(struct count_pass *cp, uint64_t total)
 	return bfs_pfor(jobs, jobs, count_share, cp);
 }
 
+/* Shard i's counts as its scan kept them (bfs_dataset_scan_counts: a
+ * bucket's object that the pass would read again), n records of each
+ * ragged slot into cols; false when the scan kept not all of them. */
+static bool scan_counts_take(const struct bfs_batcher *b, size_t i, uint64_t n, uint32_t **cols)
+{
+	const struct bfs_plan *p = b->plan;
+
+	for (size_t t = 0; t < p->ntensors; t++) {
+		const struct bfs_tensor_tmpl *tm = &p->t[t];
+		const uint32_t *nv, *nb;
+
+		if (tm->role != BFS_ROLE_VALUES)
+			continue;
+		if (tm->spec->layout != BFS_LAYOUT_RAGGED2 ||
+		    !bfs_dataset_scan_counts(b->ds, i, tm->spec->name, &nv, &nb))
+			return false;
+		memcpy(cols[tm->ragged_slot], nv, n * sizeof(*nv));
+		memcpy(cols[tm->ragged_slot + 1], nb, n * sizeof(*nb));
+	}
+	return true;
+}
+
 /* The columns of the shard whose first record is `first`. */
 static void cols_at(const struct bfs_batcher *b, uint64_t first, uint32_t **cols)
 {
@@ -279,6 +304,7 @@ int bfs_batcher_count(struct bfs_batcher *b)
 	struct bfs_cntcache *cc = NULL; /* the cache (cntcache.h); NULL: none */
 	struct count_seg *segs = NULL;
 	struct count_pass cp = { .b = b };
+	bool *scanned = NULL; /* [nshards]: counts taken from the scan */
 	uint32_t **cols = NULL;
 	uint64_t first = 0, total = 0;
 	int rc = -ENOMEM;
@@ -295,8 +321,9 @@ int bfs_batcher_count(struct bfs_batcher *b)
 	}
 	segs = calloc(nshards ? nshards : 1, sizeof(*segs));
 	cp.failed = calloc(nshards ? nshards : 1, sizeof(*cp.failed));
+	scanned = calloc(nshards ? nshards : 1, sizeof(*scanned));
 	cols = calloc(nslots, sizeof(*cols));
-	if (!segs || !cp.failed || !cols ||
+	if (!segs || !cp.failed || !scanned || !cols ||
 	    (b->o.index_dir && bfs_cntcache_new(&cc, b->ds, b->plan, b->o.index_dir, b->o.on_note,
 						b->o.note_ctx) == -ENOMEM))
 		goto out;
@@ -305,8 +332,11 @@ int bfs_batcher_count(struct bfs_batcher *b)
 
 		cols_at(b, first, cols);
 		if (n && !(cc && bfs_cntcache_load(cc, i, cols))) {
-			segs[nsegs++] = (struct count_seg){ first, n, total, i };
-			total += n;
+			scanned[i] = scan_counts_take(b, i, n, cols);
+			if (!scanned[i]) {
+				segs[nsegs++] = (struct count_seg){ first, n, total, i };
+				total += n;
+			}
 		}
 		first += n;
 	}
@@ -319,11 +349,20 @@ int bfs_batcher_count(struct bfs_batcher *b)
 		cols_at(b, segs[k].first, cols);
 		bfs_cntcache_put(cc, segs[k].shard, (const uint32_t *const *)cols);
 	}
+	first = 0;
+	for (size_t i = 0; !rc && cc && i < nshards; i++) { /* the scan's, cached too */
+		if (scanned[i]) {
+			cols_at(b, first, cols);
+			bfs_cntcache_put(cc, i, (const uint32_t *const *)cols);
+		}
+		first += bfs_shard_nrecords(bfs_dataset_shard(b->ds, i));
+	}
 	if (!rc) /* the small shards' counts: one write per pack */
 		bfs_cntcache_save(cc);
 out:
 	bfs_cntcache_free(cc);
 	free(cols);
+	free(scanned);
 	free(cp.failed);
 	free(segs);
 	return rc;

@@ -240,11 +240,29 @@ static int fill_feature(const struct bfs_feature_spec *f, const struct bfs_value
 	return fail_feature(f, "unknown layout");
 }
 
-/* Row j of an image feature: its one JPEG/PNG value decoded and resized to
- * the spec's [H, W, C]. */
-static int fill_image(const struct bfs_batcher *b, const struct bfs_feature_spec *f,
-		      const struct bfs_values *v, uint64_t j, struct cursor *c_main)
+/* An augmented image's row j of F.crop (x, y, w, h) and F.flip. */
+static void put_box(const struct bfs_aug_box *box, uint64_t j, struct cursor *c_crop,
+		    struct cursor *c_flip)
 {
+	if (c_crop) {
+		int32_t v[4] = { (int32_t)box->x, (int32_t)box->y, (int32_t)box->w,
+				 (int32_t)box->h };
+		memcpy(c_crop->base + j * sizeof(v), v, sizeof(v));
+	}
+	if (c_flip)
+		c_flip->base[j] = box->flip;
+}
+
+/* Row j of an image feature: its one JPEG/PNG value decoded and resized to
+ * the spec's [H, W, C], augmented as the spec says for record k (its box
+ * and flip in F.crop and F.flip). */
+static int fill_image(const struct bfs_batcher *b, const struct driver *dr,
+		      const struct bfs_values *v, const struct bfs_aug_key *k, uint64_t j,
+		      struct cursor *cur)
+{
+	const struct bfs_feature_spec *f = dr->spec;
+	struct cursor *c_main = &cur[dr->main];
+	struct bfs_aug_box box;
 	struct bfs_image_target t = {
 		.h = (uint32_t)f->shape[0],
 		.w = (uint32_t)f->shape[1],
@@ -265,11 +283,18 @@ static int fill_image(const struct bfs_batcher *b, const struct bfs_feature_spec
 	if ((j + 1) * isz > c_main->nbytes)
 		return fail_feature(f, "internal error: row %llu is outside the tensor",
 				    (unsigned long long)j);
-	rc = bfs_image_decode(c_main->base + j * isz, &t, v->b[0].data, v->b[0].len);
+	if (dr->crop < 0 && dr->flip < 0)
+		rc = bfs_image_decode(c_main->base + j * isz, &t, v->b[0].data, v->b[0].len);
+	else
+		rc = bfs_image_decode_aug(c_main->base + j * isz, &t, &f->aug, k, v->b[0].data,
+					  v->b[0].len, &box);
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc)
 		return fail_feature(f, "%s", bfs_err_msg());
+	if (dr->crop >= 0 || dr->flip >= 0)
+		put_box(&box, j, dr->crop >= 0 ? &cur[dr->crop] : NULL,
+			dr->flip >= 0 ? &cur[dr->flip] : NULL);
 	return 0;
 }
 
@@ -335,7 +360,8 @@ static int fill_list(const struct bfs_feature_spec *f, const struct bfs_feature_
  * decode (bd) or, for the shapes only the reference decoder takes, from a
  * whole decoded example (ex). */
 static int fill_driver(const struct bfs_batcher *b, const struct driver *dr, struct bfs_bind *bd,
-		       const struct bfs_example *ex, uint64_t j, struct cursor *cur)
+		       const struct bfs_example *ex, const struct bfs_aug_key *k, uint64_t j,
+		       struct cursor *cur)
 {
 	const struct bfs_feature_spec *f = dr->spec;
 	struct cursor *c_aux = dr->aux >= 0 ? &cur[dr->aux] : NULL;
@@ -360,9 +386,9 @@ static int fill_driver(const struct bfs_batcher *b, const struct driver *dr, str
 		return fill_feature(f, v, j, &cur[dr->main], c_aux, c_aux2);
 	}
 	if (f->image)
-		return fill_image(b, f,
+		return fill_image(b, dr,
 				  bd ? bfs_bind_values(bd, dr->key) : bfs_example_find(ex, f->name),
-				  j, &cur[dr->main]);
+				  k, j, cur);
 	if (f->is_list)
 		return fill_list(
 			f, bd ? bfs_bind_list(bd, dr->key) : bfs_example_find_list(ex, f->name), j,
@@ -377,13 +403,13 @@ static int fill_driver(const struct bfs_batcher *b, const struct driver *dr, str
  * columns it could (bfs_bind_column): when it wrote every one, only the
  * other drivers are left. */
 static int fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, const struct bfs_example *ex,
-		    uint64_t j, struct cursor *cur)
+		    const struct bfs_aug_key *k, uint64_t j, struct cursor *cur)
 {
 	int rc;
 
 	if (bd && bfs_bind_nwritten(bd) == b->ncolumns) {
 		for (size_t o = 0; o < b->nothers; o++)
-			if ((rc = fill_driver(b, &b->drivers[b->others[o]], bd, ex, j, cur)))
+			if ((rc = fill_driver(b, &b->drivers[b->others[o]], bd, ex, k, j, cur)))
 				return rc;
 		return 0;
 	}
@@ -392,7 +418,7 @@ static int fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, const stru
 
 		if (bd && dr->col_kind != BFS_KIND_NONE && bfs_bind_written(bd, dr->key))
 			continue;
-		if ((rc = fill_driver(b, dr, bd, ex, j, cur)))
+		if ((rc = fill_driver(b, dr, bd, ex, k, j, cur)))
 			return rc;
 	}
 	return 0;
@@ -411,9 +437,11 @@ static void name_record(const struct bfs_batcher *b, uint64_t rec)
 
 /* Decode and fill row j from raw record bytes (bound decoding, else the
  * whole example); the message names the record. */
-int bfs_batcher_fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, uint64_t rec,
-			 const uint8_t *data, uint32_t len, uint64_t j, struct cursor *cur)
+int bfs_batcher_fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, uint64_t epoch,
+			 uint64_t rec, const uint8_t *data, uint32_t len, uint64_t j,
+			 struct cursor *cur)
 {
+	struct bfs_aug_key k = { b->o.seed, epoch, rec };
 	struct bfs_example *ex = NULL;
 	int rc;
 
@@ -421,9 +449,9 @@ int bfs_batcher_fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, uint6
 	rc = bfs_example_bind(bd, data, len);
 
 	if (rc == 0) {
-		rc = fill_row(b, bd, NULL, j, cur);
+		rc = fill_row(b, bd, NULL, &k, j, cur);
 	} else if (rc == -EAGAIN && (rc = bfs_example_decode(&ex, data, len)) == 0) {
-		rc = fill_row(b, NULL, ex, j, cur);
+		rc = fill_row(b, NULL, ex, &k, j, cur);
 		bfs_example_free(ex);
 	}
 	if (rc)
@@ -444,7 +472,8 @@ void bfs_batcher_row_undo(const struct bfs_batcher *b, const struct bfs_geom *g,
 		enum bfs_role r = p->t[t].role;
 		uint64_t rb = g->g[t].nbytes / g->batch;
 
-		if (r == BFS_ROLE_MAIN || r == BFS_ROLE_LENGTHS || r == BFS_ROLE_VALUE_LENGTHS)
+		if (r == BFS_ROLE_MAIN || r == BFS_ROLE_LENGTHS || r == BFS_ROLE_VALUE_LENGTHS ||
+		    r == BFS_ROLE_CROP || r == BFS_ROLE_FLIP)
 			memset(cur[t].base + j * rb, 0, rb);
 	}
 	for (size_t k = 0; k < b->nragged; k++) {
@@ -478,9 +507,9 @@ static bool same_counts(const struct bfs_batcher *b, uint64_t x, uint64_t y)
  * could not decode was counted as the next one it could (count_as_next in
  * batch_count.c), so that one normally replaces it. */
 int bfs_batcher_fill_substitute(const struct bfs_batcher *b, const struct bfs_geom *g,
-				struct bfs_bind *bd, uint64_t bad, uint64_t j, struct cursor *cur,
-				const struct row_mark *m, uint8_t *rbuf, size_t cap,
-				bfs_corrupt_fn on_corrupt, void *ctx)
+				struct bfs_bind *bd, uint64_t epoch, uint64_t bad, uint64_t j,
+				struct cursor *cur, const struct row_mark *m, uint8_t *rbuf,
+				size_t cap, bfs_corrupt_fn on_corrupt, void *ctx)
 {
 	unsigned tries = 0, how;
 	int rc;
@@ -495,7 +524,7 @@ int bfs_batcher_fill_substitute(const struct bfs_batcher *b, const struct bfs_ge
 		rc = bfs_dataset_read(b->ds, rec, rbuf, cap, &len, b->o.verify);
 		how = rc ? bfs_read_failure(rc) : 0;
 		if (rc == 0)
-			rc = bfs_batcher_fill_row(b, bd, rec, rbuf, len, j, cur);
+			rc = bfs_batcher_fill_row(b, bd, epoch, rec, rbuf, len, j, cur);
 		if (rc == 0)
 			return 0;
 		if (rc == -ENOMEM)

@@ -38,6 +38,8 @@ struct driver {
 	 * kind NONE: not a column */
 	enum bfs_kind col_kind;
 	uint32_t col_n;
+	/* an augmented image feature: its F.crop and F.flip tensors (-1: none) */
+	int crop, flip;
 };
 
 struct bfs_batcher {
@@ -110,9 +112,11 @@ int bfs_batcher_count(struct bfs_batcher *b);
 /* ---- batch_fill.c ------------------------------------------------------------ */
 
 /* Decode record rec's bytes and fill row j from them (bound decoding, else
- * the whole example); the message names the record. */
-int bfs_batcher_fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, uint64_t rec,
-			 const uint8_t *data, uint32_t len, uint64_t j, struct cursor *cur);
+ * the whole example) for `epoch` (an augmented image's box is drawn from
+ * it); the message names the record. */
+int bfs_batcher_fill_row(const struct bfs_batcher *b, struct bfs_bind *bd, uint64_t epoch,
+			 uint64_t rec, const uint8_t *data, uint32_t len, uint64_t j,
+			 struct cursor *cur);
 /* Undo what a failed fill wrote to row j, back to its mark m. */
 void bfs_batcher_row_undo(const struct bfs_batcher *b, const struct bfs_geom *g, uint64_t j,
 			  struct cursor *cur, const struct row_mark *m);
@@ -130,8 +134,8 @@ static inline unsigned bfs_read_failure(int err)
 /* on_corrupt=skip: fill row j (undone) from a substitute for record bad;
  * rbuf (cap bytes) holds the records tried. */
 int bfs_batcher_fill_substitute(const struct bfs_batcher *b, const struct bfs_geom *g,
-				struct bfs_bind *bd, uint64_t bad, uint64_t j, struct cursor *cur,
-				const struct row_mark *m, uint8_t *rbuf, size_t cap,
-				bfs_corrupt_fn on_corrupt, void *ctx);
+				struct bfs_bind *bd, uint64_t epoch, uint64_t bad, uint64_t j,
+				struct cursor *cur, const struct row_mark *m, uint8_t *rbuf,
+				size_t cap, bfs_corrupt_fn on_corrupt, void *ctx);
 
 #endif

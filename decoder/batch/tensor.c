@@ -77,7 +77,12 @@ static int add_spec(struct bfs_plan *p, size_t *cap, const struct bfs_feature_sp
 	}
 	switch (f->layout) {
 	case BFS_LAYOUT_FIXED:
-		return add_tmpl(p, cap, f, "", BFS_ROLE_MAIN, dt, -1);
+		rc = add_tmpl(p, cap, f, "", BFS_ROLE_MAIN, dt, -1);
+		if (!rc && f->image && bfs_augment_on(&f->aug))
+			rc = add_tmpl(p, cap, f, ".crop", BFS_ROLE_CROP, BFS_DT_I32, -1);
+		if (!rc && f->image && bfs_augment_on(&f->aug))
+			rc = add_tmpl(p, cap, f, ".flip", BFS_ROLE_FLIP, BFS_DT_U8, -1);
+		return rc;
 	case BFS_LAYOUT_PADDED:
 		rc = add_tmpl(p, cap, f, "", BFS_ROLE_MAIN, dt, -1);
 		if (!rc)
@@ -186,6 +191,13 @@ static int tensor_shape(struct bfs_tensor_geom *g, const struct bfs_tensor_tmpl 
 		break;
 	case BFS_ROLE_ROW_SPLITS:
 		g->shape[g->ndim++] = (int64_t)batch + 1;
+		break;
+	case BFS_ROLE_CROP:
+		g->shape[g->ndim++] = (int64_t)batch;
+		g->shape[g->ndim++] = 4;
+		break;
+	case BFS_ROLE_FLIP:
+		g->shape[g->ndim++] = (int64_t)batch;
 		break;
 	case BFS_ROLE_VALUE_LENGTHS:
 		/* the list's shape without its bytes: [B, steps(, values)] */

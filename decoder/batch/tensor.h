@@ -29,6 +29,11 @@ enum bfs_role {
 	/* feature_lists/F.value_lengths of a bytes feature list, int32
 	 * [B, max_steps] or [B, max_steps, max_values]: each value's bytes */
 	BFS_ROLE_VALUE_LENGTHS,
+	/* an augmented image feature's provenance (crop=, flip=: augment.h):
+	 * F.crop, int32 [B, 4] (x, y, w, h of the box in the source image's
+	 * pixels), and F.flip, uint8 [B] (1: mirrored) */
+	BFS_ROLE_CROP,
+	BFS_ROLE_FLIP,
 };
 
 /* One output tensor of a schema, independent of the batch. */

@@ -247,6 +247,8 @@ struct bfs_cred_keeper {
 	bool dropped; /* the store said cur expired */
 	bool refresh_now;
 	bool running, stopping;
+	bool forking; /* a fork is under way: the thread has left, none starts */
+	atomic_bool cancel; /* stopping or forking: a fetch in progress gives up */
 	pthread_t thread;
 	unsigned fail_streak;
 	int64_t next_try_ms; /* while failing */
@@ -262,25 +264,59 @@ struct bfs_cred_keeper {
 static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct bfs_cred_keeper *all_keepers;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+/* the keeper whose thread this is: its cancel flag, while it fetches */
+static _Thread_local const atomic_bool *fetching_for;
 
+bool bfs_cred_fetch_cancelled(void)
+{
+	return fetching_for && atomic_load(fetching_for);
+}
+
+static void ensure_thread(struct bfs_cred_keeper *k);
+
+/* Before a fork: no keeper's thread runs while the process forks. A thread
+ * copied across fork() would leave behind, in the child, whatever it held:
+ * its place among the waiters of the condition variable (a child that
+ * broadcasts on it then waits forever), a half-done fetch. So each thread
+ * is told to leave (a fetch in progress gives up) and joined, and every
+ * keeper's lock is held through the fork, so that none starts again. */
 static void before_fork(void)
 {
 	pthread_mutex_lock(&all_lock);
-	for (struct bfs_cred_keeper *k = all_keepers; k; k = k->next)
+	for (struct bfs_cred_keeper *k = all_keepers; k; k = k->next) {
 		pthread_mutex_lock(&k->m);
+		k->forking = true;
+		atomic_store(&k->cancel, true);
+		pthread_cond_broadcast(&k->cv);
+		if (k->running && !pthread_equal(k->thread, pthread_self())) {
+			pthread_mutex_unlock(&k->m);
+			pthread_join(k->thread, NULL);
+			pthread_mutex_lock(&k->m);
+			k->running = false;
+		}
+	}
 }
 
+/* After it, in the parent: the threads start again where there is
+ * something to do. */
 static void after_fork_parent(void)
 {
-	for (struct bfs_cred_keeper *k = all_keepers; k; k = k->next)
+	for (struct bfs_cred_keeper *k = all_keepers; k; k = k->next) {
+		k->forking = false;
+		atomic_store(&k->cancel, false);
+		ensure_thread(k);
 		pthread_mutex_unlock(&k->m);
+	}
 	pthread_mutex_unlock(&all_lock);
 }
 
+/* In the child (a daemon, or a process about to exec): its keepers start
+ * their thread at their next use. */
 static void after_fork_child(void)
 {
 	for (struct bfs_cred_keeper *k = all_keepers; k; k = k->next) {
-		k->running = false; /* its thread is not here: the next get starts one */
+		k->forking = false;
+		atomic_store(&k->cancel, false);
 		pthread_mutex_unlock(&k->m);
 	}
 	pthread_mutex_unlock(&all_lock);
@@ -337,7 +373,9 @@ static void fetch_once(struct bfs_cred_keeper *k)
 	int rc;
 
 	pthread_mutex_unlock(&k->m);
+	fetching_for = &k->cancel;
 	rc = k->p.fetch(k->p.ctx, &c, why, sizeof(why));
+	fetching_for = NULL;
 	now = bfs_cred_now_ms();
 	if (rc == 0 && c->expires &&
 	    expires_ms(c) - bfs_cred_guard_ms(expires_ms(c) - now) <= now) {
@@ -351,6 +389,8 @@ static void fetch_once(struct bfs_cred_keeper *k)
 		rc = -EIO;
 	}
 	pthread_mutex_lock(&k->m);
+	if (rc != 0 && atomic_load(&k->cancel))
+		return; /* given up: the keeper stops, or the process forks */
 	if (rc == 0) {
 		bfs_cred_unref(k->cur);
 		k->cur = c;
@@ -378,8 +418,9 @@ static void *keeper_main(void *arg)
 {
 	struct bfs_cred_keeper *k = arg;
 
+	(void)pthread_setname_np(pthread_self(), "bfs-cred"); /* for top -H, gdb */
 	pthread_mutex_lock(&k->m);
-	while (!k->stopping) {
+	while (!k->stopping && !k->forking) {
 		int64_t now = bfs_cred_now_ms(), due = due_ms(k);
 
 		if (due <= now) {
@@ -403,7 +444,7 @@ static void *keeper_main(void *arg)
  * (m held). */
 static void ensure_thread(struct bfs_cred_keeper *k)
 {
-	if (k->running || k->stopping || due_ms(k) == INT64_MAX)
+	if (k->running || k->stopping || k->forking || due_ms(k) == INT64_MAX)
 		return;
 	if (bfs_thread_start(&k->thread, keeper_main, k) == 0)
 		k->running = true;
@@ -424,6 +465,7 @@ int bfs_cred_keeper_new(struct bfs_cred_keeper **out, const struct bfs_cred_prov
 		return bfs_err_set(-ENOMEM, "out of memory");
 	}
 	atomic_init(&k->refs, 1);
+	atomic_init(&k->cancel, false);
 	k->p = *p;
 	k->p.name = k->name;
 	pthread_mutex_init(&k->m, NULL);
@@ -504,6 +546,7 @@ void bfs_cred_keeper_unref(struct bfs_cred_keeper *k)
 	pthread_mutex_unlock(&all_lock);
 	pthread_mutex_lock(&k->m);
 	k->stopping = true;
+	atomic_store(&k->cancel, true); /* a fetch in progress gives up */
 	pthread_cond_broadcast(&k->cv);
 	pthread_mutex_unlock(&k->m);
 	if (k->running)
@@ -597,6 +640,18 @@ void bfs_cred_keeper_describe(struct bfs_cred_keeper *k, char *dst, size_t cap)
 		 : c && c->token		 ? ", with a session token"
 						 : "",
 		 tail);
+	pthread_mutex_unlock(&k->m);
+}
+
+void bfs_cred_keeper_key_id(struct bfs_cred_keeper *k, char *dst, size_t cap)
+{
+	const char *id;
+	size_t n;
+
+	pthread_mutex_lock(&k->m);
+	id = k->cur && k->cur->key_id ? k->cur->key_id : "";
+	n = strlen(id);
+	snprintf(dst, cap, "%s%s", n ? "****" : "", id + (n > 4 ? n - 4 : 0));
 	pthread_mutex_unlock(&k->m);
 }
 

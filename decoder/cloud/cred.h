@@ -53,9 +53,13 @@
  * of threads; ref/unref are atomic. A keeper may be used from any number of
  * threads at once. Providers are called from one thread at a time.
  *
- * Fork: a keeper's thread is not in a forked child: the child's keeper
- * starts it again at its next get (cred.c's atfork handlers hold every
- * keeper's lock across fork(), so no lock is left held in the child).
+ * Fork: no keeper's thread runs while the process forks (a daemon detaching,
+ * libfuse running fusermount3). cred.c's atfork handlers tell each thread to
+ * leave (a fetch in progress gives up, see bfs_cred_fetch_cancelled) and
+ * join it, then hold every keeper's lock through fork(): nothing a thread
+ * held (a lock, its place among a condition variable's waiters, a half-done
+ * fetch) is copied into the child. After the fork the parent's keepers start
+ * their thread again at once, the child's at their next use.
  */
 #ifndef BFS_CRED_H
 #define BFS_CRED_H
@@ -127,6 +131,13 @@ unsigned bfs_cred_retry_ms(unsigned retry, uint64_t rnd);
  * a file or setting that is wrong, -ENOMEM. */
 typedef int (*bfs_cred_fetch_fn)(void *ctx, struct bfs_cred **out, char *why, size_t whycap);
 
+/* Whether the fetch running on this thread should give up now: the keeper
+ * it runs for is being freed, or the process forks. A provider that waits
+ * (a request, a process it runs) checks it every few tens of milliseconds
+ * and then returns -ECANCELED; bfs_http_request does so itself. False on
+ * any thread but a keeper's. */
+bool bfs_cred_fetch_cancelled(void);
+
 struct bfs_cred_provider {
 	const char *name; /* for humans: "instance role via IMDSv2", copied by the keeper */
 	bfs_cred_fetch_fn fetch;
@@ -155,8 +166,8 @@ struct bfs_cred_keeper *bfs_cred_keeper_ref(struct bfs_cred_keeper *k); /* accep
 /* The provider's name (the first credential's source): the same string for
  * the keeper's life. */
 const char *bfs_cred_keeper_name(const struct bfs_cred_keeper *k);
-/* Drop a reference; the last stops the thread (waiting for a fetch in
- * progress) and frees. Accepts NULL. */
+/* Drop a reference; the last stops the thread (a fetch in progress gives
+ * up: bfs_cred_fetch_cancelled) and frees. Accepts NULL. */
 void bfs_cred_keeper_unref(struct bfs_cred_keeper *k);
 
 /* The current credential (a reference for the caller: bfs_cred_unref), never
@@ -190,6 +201,10 @@ void bfs_cred_keeper_stats(struct bfs_cred_keeper *k, struct bfs_cred_stats *out
  * that never expire: the source and the key id). Never a secret. Truncated
  * to cap. */
 void bfs_cred_keeper_describe(struct bfs_cred_keeper *k, char *dst, size_t cap);
+
+/* The current credential's key id by its last 4 characters, "****ABCD"
+ * (docs/credentials.md), or "" when it has none (an OAuth token). */
+void bfs_cred_keeper_key_id(struct bfs_cred_keeper *k, char *dst, size_t cap);
 
 /* The provider's last failure, once per minute at most: true with the line
  * in dst when one is due (a failure since the last line, and a minute
@@ -275,7 +290,9 @@ struct bfs_http_resp {
  * bfs_http_resp_free, which wipes the body); -EHOSTUNREACH nothing listens
  * or the host does not resolve, -ETIMEDOUT no answer in time, -EIO another
  * transport failure (each after the tries), -EFBIG a body over max_body,
- * -EINVAL a bad request, -ENOMEM. why (one line, naming the URL without
+ * -EINVAL a bad request, -ENOMEM, -ECANCELED given up at once when
+ * bfs_cred_fetch_cancelled() says so (checked every 20 ms, in a try and
+ * between tries). why (one line, naming the URL without
  * its query, never a header or a body) is set on every error. The
  * link-local metadata and container addresses and loopback never go
  * through a proxy of the environment (http_proxy); others do, as curl's

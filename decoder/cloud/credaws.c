@@ -673,8 +673,11 @@ bad:
 	return -EINVAL;
 }
 
+#define PROCESS_POLL_MS 20 /* how soon a fetch told to give up kills the process */
+
 /* Read the process's output from fd into o until it ends or the deadline
- * passes (the process then killed); wait for it. False when it timed out. */
+ * passes, or the fetch is told to give up (the process then killed); wait
+ * for it. False when it was killed so. */
 static bool process_read(int fd, pid_t pid, int64_t deadline, struct bfs_s3_str *o, int *status)
 {
 	char buf[4096];
@@ -683,15 +686,19 @@ static bool process_read(int fd, pid_t pid, int64_t deadline, struct bfs_s3_str 
 	for (;;) {
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
 		int64_t left = deadline - bfs_cred_now_ms();
+		int rc;
 		ssize_t n;
 
-		if (left <= 0) {
+		if (left <= 0 || bfs_cred_fetch_cancelled()) {
 			timed_out = true;
 			kill(pid, SIGKILL);
 			break;
 		}
-		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
+		rc = poll(&pf, 1, (int)(left < PROCESS_POLL_MS ? left : PROCESS_POLL_MS));
+		if (rc < 0 && errno != EINTR)
 			break;
+		if (rc <= 0)
+			continue;
 		n = read(fd, buf, sizeof(buf));
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
@@ -768,6 +775,12 @@ static int process_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap
 		goto out;
 	}
 	timed_out = !process_read(fds[0], pid, deadline, &o, &status);
+	if (timed_out && bfs_cred_fetch_cancelled()) {
+		snprintf(why, cap, "credential_process %.200s: given up (the keeper stops)",
+			 argv[0]);
+		rc = -ECANCELED;
+		goto out;
+	}
 	if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		if (timed_out)
 			snprintf(why, cap, "credential_process %.200s ran over %d s", argv[0],

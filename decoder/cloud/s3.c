@@ -874,6 +874,7 @@ static void *loop_main(void *arg)
 {
 	struct bfs_s3 *c = arg;
 
+	(void)pthread_setname_np(pthread_self(), "bfs-s3"); /* for top -H, gdb */
 	for (;;) {
 		uint64_t now;
 		long tmo = -1;
@@ -1443,10 +1444,45 @@ enum http_end {
 	HTTP_FAIL, /* an answer too large or out of memory: *rc */
 };
 
+#define HTTP_CANCEL_POLL_MS 20 /* a fetch told to give up stops this soon */
+
+/* curl_easy_perform(e), but given up (*cancelled) within
+ * HTTP_CANCEL_POLL_MS once bfs_cred_fetch_cancelled() says so: a keeper
+ * being freed, or a fork, never waits for a credential endpoint that hangs. */
+static CURLcode http_perform(CURL *e, bool *cancelled)
+{
+	CURLM *m = curl_multi_init();
+	CURLcode cr = CURLE_FAILED_INIT;
+	CURLMsg *msg;
+	int running = 1, left;
+
+	*cancelled = false;
+	if (!m)
+		return CURLE_OUT_OF_MEMORY;
+	if (curl_multi_add_handle(m, e) != CURLM_OK) {
+		curl_multi_cleanup(m);
+		return CURLE_OUT_OF_MEMORY;
+	}
+	while (curl_multi_perform(m, &running) == CURLM_OK && running) {
+		if (bfs_cred_fetch_cancelled()) {
+			*cancelled = true;
+			break;
+		}
+		curl_multi_poll(m, NULL, 0, HTTP_CANCEL_POLL_MS, NULL);
+	}
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == e)
+			cr = msg->data.result;
+	curl_multi_remove_handle(m, e);
+	curl_multi_cleanup(m);
+	return cr;
+}
+
 /* One try of c->r: the answer in c->b, its HTTP status in c->status. */
 static enum http_end http_try(struct http_call *c, int *rc, bool *retry, char *why, size_t whycap)
 {
 	struct http_body *b = &c->b;
+	bool cancelled;
 	CURLcode cr;
 
 	curl_easy_reset(c->e);
@@ -1454,7 +1490,12 @@ static enum http_end http_try(struct http_call *c, int *rc, bool *retry, char *w
 	b->s.max = c->r->max_body ? c->r->max_body : (1u << 20);
 	c->errbuf[0] = '\0';
 	http_setopts(c);
-	cr = curl_easy_perform(c->e);
+	cr = http_perform(c->e, &cancelled);
+	if (cancelled) {
+		snprintf(why, whycap, "%s: given up (the keeper stops)", c->where);
+		*rc = -ECANCELED;
+		return HTTP_FAIL;
+	}
 	c->status = 0;
 	curl_easy_getinfo(c->e, CURLINFO_RESPONSE_CODE, &c->status);
 	if (b->over) {
@@ -1484,11 +1525,17 @@ static enum http_end http_try(struct http_call *c, int *rc, bool *retry, char *w
 	return HTTP_AGAIN;
 }
 
-static void sleep_ms(unsigned ms)
+/* Sleep ms, in steps, unless the fetch is told to give up: false then. */
+static bool sleep_ms(unsigned ms)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+	while (ms && !bfs_cred_fetch_cancelled()) {
+		unsigned step = ms < HTTP_CANCEL_POLL_MS ? ms : HTTP_CANCEL_POLL_MS;
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)step * 1000000 };
 
-	nanosleep(&ts, NULL);
+		nanosleep(&ts, NULL);
+		ms -= step;
+	}
+	return !bfs_cred_fetch_cancelled();
 }
 
 int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, char *why,
@@ -1546,7 +1593,11 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 			}
 			goto out;
 		}
-		sleep_ms(wait_ms);
+		if (!sleep_ms(wait_ms)) {
+			snprintf(why, whycap, "%s: given up (the keeper stops)", c.where);
+			rc = -ECANCELED;
+			goto out;
+		}
 	}
 	rc = 0;
 	resp->status = c.status;

@@ -42,6 +42,7 @@ void bfs_dataset_close(struct bfs_dataset *ds)
 	free(ds->pack_of);
 	bfs_schema_free(ds->schema);
 	free(ds->mixed);
+	bfs_dataset_scan_counts_drop(ds);
 	free(ds);
 }
 

@@ -152,6 +152,10 @@ struct bfs_dataset_io {
 int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 			  const struct bfs_dataset_io *o);
 void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f); /* accepts NULL */
+/* Bytes [off, off + len) of shard i are part of what this mount reads when
+ * it reads only a share of the dataset: its disk cache keeps only its
+ * share (bfs_dcobj_share). Nothing without a disk cache. */
+void bfs_dataset_share(const struct bfs_dataset *ds, size_t i, uint64_t off, uint64_t len);
 /* Records the stage's disk cache served from copies read as local files
  * (whole copies, promoted), and their bytes: reads the stage never sees. */
 void bfs_dataset_copy_served(const struct bfs_dataset *ds, uint64_t *records, uint64_t *bytes);
@@ -180,6 +184,18 @@ void bfs_dataset_drop_cache_files(const struct bfs_dataset *ds, const char *dir,
  * and be closed after it) and has no schema; at most one member may be a
  * bucket (-EINVAL naming the second). Errors: -EINVAL, -ENOMEM. */
 int bfs_dataset_union(struct bfs_dataset **out, struct bfs_dataset *const *members, size_t n);
+
+/* The ragged counts the scan kept of shard i (global shard index) for bytes
+ * feature `feature`: each record's number of values and bytes, the
+ * shard's record count of each (borrowed; valid until the dataset is
+ * closed or they are dropped). Kept only for shards that the count pass
+ * would read again from a bucket, when inference made the feature ragged
+ * and every record of the shard was decoded. False when there are none. */
+bool bfs_dataset_scan_counts(const struct bfs_dataset *ds, size_t shard, const char *feature,
+			     const uint32_t **nvalues, const uint32_t **nbytes);
+/* Free them (once the count pass has taken them). A union drops only its
+ * view: drop its members' too. */
+void bfs_dataset_scan_counts_drop(struct bfs_dataset *ds);
 
 /* Resolve SOURCE into a sorted list of shard paths (malloc'd, caller frees
  * each and the array). */

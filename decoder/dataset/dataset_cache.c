@@ -460,9 +460,14 @@ void bfs_dataset_save_packs(struct bfs_dataset *ds, const char *dir, const bool 
 
 /* ---------------------------------------------------------- schema cache */
 
+/* The rules of inference (schema.h) the cached schemas follow: a new rule
+ * (2: `Feature {}` counts as present, untyped_features) names new files,
+ * so that no schema inferred by an older one is reused. */
+#define INFER_RULES "infer 2"
+
 void bfs_dataset_schema_file(char *dst, size_t cap, const char *dir, struct bfs_dataset *ds)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = bfs_fnv1a(0xcbf29ce484222325ull, INFER_RULES, sizeof(INFER_RULES));
 
 	for (size_t i = 0; i < ds->nshards; i++) {
 		struct bfs_shard *sh = ds->shards[i];

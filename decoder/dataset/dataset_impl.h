@@ -50,6 +50,9 @@ struct bfs_dataset {
 	/* a union of datasets (dataset_union.c): the shards, objs and shadows
 	 * belong to its members; only its arrays are its own */
 	bool borrowed;
+	/* [nshards] or NULL: the ragged counts the scan kept of each shard
+	 * (dataset_counts.c), NULL for most; a union's are its members' */
+	struct bfs_scan_counts **scnt;
 };
 
 struct pack_group {
@@ -103,6 +106,23 @@ void bfs_dataset_mixed_save(const char *file, const char *line);
  * first shard's error. */
 int bfs_dataset_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, bool *need,
 		     const bool *cached, bool *scanned, bool infer);
+
+/* ---- dataset_counts.c ----------------------------------------------------- */
+
+/* One shard's counts, noted as its scan decodes its records (in order);
+ * budget: the bytes every collection may still take, shared (atomic). */
+struct bfs_scan_counts;
+struct bfs_scan_counts *bfs_scan_counts_new(int64_t *budget); /* NULL: no memory */
+void bfs_scan_counts_add(struct bfs_scan_counts *c, uint64_t index, const struct bfs_example *ex);
+/* A record that is not counted (not decoded, a bad CRC): none are kept. */
+void bfs_scan_counts_spoil(struct bfs_scan_counts *c);
+/* The scan of the shard ended: c when it ok and counted its n records, else
+ * NULL (c freed). */
+struct bfs_scan_counts *bfs_scan_counts_end(struct bfs_scan_counts *c, uint64_t n, bool ok);
+/* Only the features ragged in s (RAGGED2 bytes) kept; NULL (c freed) when
+ * none is. */
+struct bfs_scan_counts *bfs_scan_counts_keep(struct bfs_scan_counts *c, const struct bfs_schema *s);
+void bfs_scan_counts_free(struct bfs_scan_counts *c); /* accepts NULL */
 
 /* ---- dataset_union.c ------------------------------------------------------ */
 

@@ -21,6 +21,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+/* how long the stage's end waits for a bucket's reads it cancelled (the
+ * client's thread ends each at once; a stuck one is left behind) */
+#define END_READS_WAIT_MS 500
+
 struct bfs_objsrc *bfs_dataset_objsrc(const struct bfs_dataset *ds)
 {
 	return ds->objs;
@@ -106,11 +110,20 @@ static bool cached_read(void *ctx, uint32_t obj, uint64_t off, uint8_t *dst, uin
 	return io->obj[obj] && bfs_dcobj_read(io->obj[obj], dst, (size_t)len, off) == 0;
 }
 
-static uint64_t kept_end(void *ctx, uint32_t obj)
+static bool kept_at(void *ctx, uint32_t obj, uint64_t off, uint64_t *end)
 {
 	const struct dsio *io = ctx;
 
-	return io->obj[obj] ? bfs_dcobj_kept(io->obj[obj]) : 0;
+	*end = UINT64_MAX;
+	return io->obj[obj] && bfs_dcobj_kept_at(io->obj[obj], off, end);
+}
+
+void bfs_dataset_share(const struct bfs_dataset *ds, size_t i, uint64_t off, uint64_t len)
+{
+	const struct dsio *io = ds->io;
+
+	if (io && io->dc && i < ds->nshards && io->obj[i])
+		bfs_dcobj_share(io->obj[i], off, len);
 }
 
 static bool held(void *ctx, uint32_t obj, uint64_t off, uint64_t len)
@@ -283,7 +296,7 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 		 * part: diskcache.h) is read in whole blocks, so that each is
 		 * written whole and a later read finds all of its blocks; the rest
 		 * is read as asked, as without the cache */
-		src.aligned = kept_end;
+		src.kept_at = kept_at;
 		src.has = held;
 		fo.align = BFS_DC_BLOCK;
 	}
@@ -316,6 +329,11 @@ void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f)
 		return;
 	for (size_t i = 0; i < ds->nshards; i++)
 		bfs_shard_set_fetch(ds->shards[i], NULL, 0);
+	/* a bucket's reads in flight end now, cancelled, not later through a
+	 * freed stage (which then had to be left behind, and leaked) */
+	bfs_fetch_stop(f);
+	if (ds->objs)
+		(void)bfs_objsrc_end_reads(ds->objs, END_READS_WAIT_MS);
 	bfs_fetch_free(f);
 	if (m->io && m->io->dc)
 		bfs_diskcache_set_complete(m->io->dc, NULL, NULL);

@@ -5,7 +5,9 @@
  * checking its framing and both CRCs, building its index (saved to
  * index_dir), writing a shadow copy of a compressed shard, and feeding
  * schema inference when no schema is given. A corrupt record is indexed
- * and reported; a shard cut short is kept or fails per opts.keep_cut.
+ * and reported; a shard cut short is kept or fails per opts.keep_cut. A
+ * bucket's objects that get no shadow copy keep the ragged counts of their
+ * records (dataset_counts.c): the count pass would read them again.
  */
 #include "dataset_impl.h"
 
@@ -26,6 +28,8 @@ struct scan_ctx {
 	const bool *cached; /* [nshards] or NULL: index loaded from index_dir (not saved again) */
 	bool *scanned; /* [nshards]: scanned without error */
 	bool infer;
+	bool counts; /* keep the ragged counts of the shards read from a bucket */
+	int64_t budget; /* the bytes those counts may take, all shards together */
 	struct bfs_infer *inf;
 	/* guards inf, done_bytes, the dataset's undecodable and bad_records,
 	 * and the calls of on_bad and progress */
@@ -36,7 +40,12 @@ struct scan_ctx {
 struct rec_ctx {
 	struct scan_ctx *sc;
 	size_t shard;
+	struct bfs_scan_counts *counts; /* NULL: none kept */
 };
+
+/* The ragged counts kept of a bucket's records at most (8 bytes a record
+ * and bytes feature): past it, the count pass reads them again. */
+#define SCAN_COUNTS_BUDGET ((int64_t)256 << 20)
 
 static int on_record(void *ctx, uint64_t index, uint64_t offset, const uint8_t *data, uint32_t len)
 {
@@ -50,8 +59,10 @@ static int on_record(void *ctx, uint64_t index, uint64_t offset, const uint8_t *
 		pthread_mutex_lock(&sc->lock);
 		sc->ds->undecodable++;
 		pthread_mutex_unlock(&sc->lock);
+		bfs_scan_counts_spoil(rc->counts);
 		return 0;
 	}
+	bfs_scan_counts_add(rc->counts, index, ex);
 	pthread_mutex_lock(&sc->lock);
 	err = bfs_infer_add(sc->inf, ex);
 	if (err)
@@ -70,6 +81,7 @@ static void on_bad(void *ctx, uint64_t index, uint64_t offset, const char *msg)
 
 	(void)index;
 	(void)offset;
+	bfs_scan_counts_spoil(rc->counts); /* a record not decoded here */
 	pthread_mutex_lock(&sc->lock);
 	sc->ds->bad_records++;
 	if (sc->o->on_bad)
@@ -117,10 +129,13 @@ static int scan_one(void *arg, size_t i)
 		return 0;
 	rc.sc = sc;
 	rc.shard = i;
+	rc.counts = NULL;
 	/* CRCs are checked; a corrupt record is indexed and reported, and is
 	 * handled per on_corrupt when a batch holding it is read */
 	bfs_shard_set_bad_fn(sc->ds->shards[i], on_bad, &rc);
 	w = sc->ds->shadows ? bfs_shadow_begin(sc->ds->shadows, sc->ds->shards[i]) : NULL;
+	if (sc->counts && !w) /* else the count pass reads the local copy */
+		rc.counts = bfs_scan_counts_new(&sc->budget);
 	err = bfs_shard_scan(sc->ds->shards[i], true, sc->infer ? on_record : NULL, &rc);
 	bfs_shadow_end(w, err);
 	bfs_shard_set_bad_fn(sc->ds->shards[i], NULL, NULL);
@@ -128,6 +143,9 @@ static int scan_one(void *arg, size_t i)
 		bfs_err_prefix("%s", bfs_shard_path(sc->ds->shards[i]));
 	if (err && err != -ENOMEM && bfs_shard_cut(sc->ds->shards[i]))
 		err = keep_cut(sc, i, err);
+	if (sc->counts)
+		sc->ds->scnt[i] = bfs_scan_counts_end(
+			rc.counts, bfs_shard_nrecords(sc->ds->shards[i]), !err && !sc->ds->cut[i]);
 	/* a small index goes into its directory's pack, written once
 	 * after the scan (bfs_dataset_save_packs) */
 	if (!err && sc->o->index_dir && !(sc->cached && sc->cached[i]) &&
@@ -155,6 +173,10 @@ int bfs_dataset_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, b
 	sc.cached = cached;
 	sc.scanned = scanned;
 	sc.infer = infer;
+	sc.counts = infer && ds->objs &&
+		    (ds->scnt = calloc(ds->nshards ? ds->nshards : 1,
+				       sizeof(struct bfs_scan_counts *)));
+	sc.budget = SCAN_COUNTS_BUDGET;
 	for (size_t i = 0; i < ds->nshards; i++)
 		if (need[i])
 			sc.total_bytes += bfs_shard_file_size(ds->shards[i]);
@@ -171,5 +193,7 @@ int bfs_dataset_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, b
 	if (!rc && infer)
 		ds->mixed = bfs_infer_mixed(sc.inf);
 	bfs_infer_free(sc.inf);
+	for (size_t i = 0; sc.counts && i < ds->nshards; i++)
+		ds->scnt[i] = bfs_scan_counts_keep(ds->scnt[i], rc ? NULL : ds->schema);
 	return rc;
 }

@@ -17,6 +17,7 @@ void bfs_dataset_union_free(struct bfs_dataset *ds)
 	free(ds->cut);
 	free(ds->shards);
 	free(ds->first);
+	free(ds->scnt); /* its members' */
 	free(ds);
 }
 
@@ -62,8 +63,15 @@ int bfs_dataset_union(struct bfs_dataset **out, struct bfs_dataset *const *membe
 	for (size_t m = 0; m < n; m++) {
 		const struct bfs_dataset *d = members[m];
 
+		if (d->scnt && !u->scnt &&
+		    !(u->scnt = calloc(total ? total : 1, sizeof(struct bfs_scan_counts *)))) {
+			bfs_dataset_union_free(u);
+			return -ENOMEM;
+		}
 		for (size_t i = 0; i < d->nshards; i++, k++) {
 			u->shards[k] = d->shards[i];
+			if (d->scnt)
+				u->scnt[k] = d->scnt[i];
 			u->first[k] = u->nrecords + d->first[i];
 			if (d->cut && d->cut[i] && !(u->cut[k] = strdup(d->cut[i]))) {
 				bfs_dataset_union_free(u);

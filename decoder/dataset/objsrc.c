@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STREAM_CHUNK ((size_t)8 << 20) /* a scan's reads ahead: 4 of 8 MiB */
 #define STREAM_DEPTH 4
@@ -34,6 +35,12 @@ struct bfs_objsrc {
 	struct bfs_s3 *client; /* lock; NULL until used, and after a fork */
 	struct bfs_s3_object *objs; /* listed shards, [nobjs] */
 	size_t nobjs;
+	/* the stage's reads in the client, under reqs_lock (taken after lock,
+	 * never before: the client's thread takes it to end a read, also while
+	 * a fork's handler holds lock and stops the client) */
+	pthread_mutex_t reqs_lock;
+	struct sreq *reqs;
+	pthread_cond_t reqs_gone; /* reqs emptied */
 	struct bfs_objsrc *next; /* every source alive, for the fork handlers */
 };
 
@@ -179,15 +186,67 @@ int bfs_objsrc_open_shard(struct bfs_objsrc *s, size_t i, struct bfs_shard **out
 struct sreq {
 	struct bfs_s3_req r;
 	struct bfs_fetch_read *fr;
+	struct bfs_objsrc *src;
+	struct sreq *prev, *next; /* src->reqs */
 	char names[]; /* the key, then the ETag */
 };
+
+static void sreq_link(struct bfs_objsrc *s, struct sreq *q)
+{
+	pthread_mutex_lock(&s->reqs_lock);
+	q->prev = NULL;
+	q->next = s->reqs;
+	if (s->reqs)
+		s->reqs->prev = q;
+	s->reqs = q;
+	pthread_mutex_unlock(&s->reqs_lock);
+}
+
+static void sreq_unlink(struct bfs_objsrc *s, struct sreq *q)
+{
+	pthread_mutex_lock(&s->reqs_lock);
+	if (q->prev)
+		q->prev->next = q->next;
+	else
+		s->reqs = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
+	if (!s->reqs)
+		pthread_cond_broadcast(&s->reqs_gone);
+	pthread_mutex_unlock(&s->reqs_lock);
+}
 
 static void sreq_done(struct bfs_s3_req *r, int err, const char *msg)
 {
 	struct sreq *q = r->ctx;
 
+	/* the read ends first: once unlinked, its stage may be freed */
 	bfs_fetch_read_done(q->fr, err ? err : (int64_t)r->got, msg);
+	sreq_unlink(q->src, q);
 	free(q);
+}
+
+bool bfs_objsrc_end_reads(struct bfs_objsrc *s, unsigned wait_ms)
+{
+	struct timespec dl;
+	bool none_left;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += wait_ms / 1000;
+	dl.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	dl.tv_sec += dl.tv_nsec / 1000000000L;
+	dl.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->reqs_lock);
+	for (struct sreq *q = s->reqs; q && s->client; q = q->next)
+		bfs_s3_cancel(s->client, &q->r);
+	pthread_mutex_unlock(&s->lock);
+	while (s->reqs)
+		if (pthread_cond_timedwait(&s->reqs_gone, &s->reqs_lock, &dl) == ETIMEDOUT)
+			break;
+	none_left = !s->reqs;
+	pthread_mutex_unlock(&s->reqs_lock);
+	return none_left;
 }
 
 void bfs_objsrc_submit(struct bfs_objsrc *s, struct bfs_fetch_read *fr, struct bfs_shard *shard)
@@ -210,6 +269,7 @@ void bfs_objsrc_submit(struct bfs_objsrc *s, struct bfs_fetch_read *fr, struct b
 	memcpy(q->names, o->key, kl);
 	memcpy(q->names + kl, o->etag, el);
 	q->fr = fr;
+	q->src = s;
 	q->r.bucket = s->url.bucket; /* freed after the client */
 	q->r.key = q->names;
 	q->r.etag = q->names + kl;
@@ -218,8 +278,10 @@ void bfs_objsrc_submit(struct bfs_objsrc *s, struct bfs_fetch_read *fr, struct b
 	q->r.dst = dst;
 	q->r.done = sreq_done;
 	q->r.ctx = q;
+	sreq_link(s, q); /* before: done may come before the submit returns */
 	rc = bfs_s3_submit(c, &q->r);
 	if (rc) {
+		sreq_unlink(s, q);
 		free(q);
 		bfs_fetch_read_done(fr, rc, "the object store client is stopping");
 	}
@@ -237,6 +299,8 @@ int bfs_objsrc_new(struct bfs_objsrc **out, const char *url, const struct bfs_s3
 	if (!s)
 		return -ENOMEM;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->reqs_lock, NULL);
+	pthread_cond_init(&s->reqs_gone, NULL);
 	bfs_s3_config_init(&s->cfg);
 	s->max_conns = max_conns ? max_conns : 64;
 	rc = bfs_s3_url_parse(&s->url, url);
@@ -271,6 +335,8 @@ void bfs_objsrc_free(struct bfs_objsrc *s)
 	bfs_s3_url_destroy(&s->url);
 	bfs_s3_config_destroy(&s->cfg);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->reqs_lock);
+	pthread_cond_destroy(&s->reqs_gone);
 	free(s);
 }
 

@@ -55,6 +55,12 @@ int bfs_objsrc_open_shard(struct bfs_objsrc *s, size_t i, struct bfs_shard **out
  * bfs_fetch_read_done is called once, on the client's thread. */
 void bfs_objsrc_submit(struct bfs_objsrc *s, struct bfs_fetch_read *r, struct bfs_shard *shard);
 
+/* The stage ends (bfs_fetch_stop was called: no read starts any more):
+ * every read of it still in the client is cancelled (s3.h), and waited for
+ * up to wait_ms, so that none ends later, through a stage already freed.
+ * true when none is left. */
+bool bfs_objsrc_end_reads(struct bfs_objsrc *s, unsigned wait_ms);
+
 /* The client's counters (s3.h), zeros before it ran. */
 void bfs_objsrc_stats(struct bfs_objsrc *s, struct bfs_s3_stats *out);
 /* One line for README.txt: the endpoint, region, where the credentials

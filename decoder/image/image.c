@@ -71,6 +71,36 @@ int bfs_filter_parse(const char *s, enum bfs_filter *out)
 	return 0;
 }
 
+/* PIL's (a * b) / 255, rounded: MULDIV255. */
+static unsigned muldiv255(unsigned a, unsigned b)
+{
+	unsigned t = a * b + 128;
+	return ((t >> 8) + t) >> 8;
+}
+
+void bfs_cmyk_to(uint8_t *dst, const uint8_t *src, size_t npix, unsigned c)
+{
+	for (size_t i = 0; i < npix; i++) {
+		const uint8_t *s = src + i * 4;
+		unsigned nk = s[3], rgb[3];
+
+		for (int k = 0; k < 3; k++) {
+			int v = (int)nk - (int)muldiv255(255u - s[k], nk);
+			rgb[k] = v < 0 ? 0 : (unsigned)v;
+		}
+		if (c == 1) {
+			dst[i] = bfs_luma(rgb[0], rgb[1], rgb[2]);
+		} else {
+			uint8_t *d = dst + i * c;
+			d[0] = (uint8_t)rgb[0];
+			d[1] = (uint8_t)rgb[1];
+			d[2] = (uint8_t)rgb[2];
+			if (c == 4)
+				d[3] = 255;
+		}
+	}
+}
+
 int bfs_image_probe(const uint8_t *data, size_t len, enum bfs_image_fmt *fmt, uint32_t *w,
 		    uint32_t *h)
 {
@@ -151,65 +181,240 @@ unsigned bfs_image_dct_denom(double scale)
 	return 1;
 }
 
-int bfs_image_decode(uint8_t *dst, const struct bfs_image_target *t, const uint8_t *data,
-		     size_t len)
+/* The header's format and size, checked against the pixel cap. */
+static int probe_capped(const struct bfs_image_target *t, const uint8_t *data, size_t len,
+			enum bfs_image_fmt *fmt, uint32_t *w, uint32_t *h)
 {
 	uint64_t cap = t->max_pixels ? t->max_pixels : BFS_IMAGE_MAX_PIXELS_DEFAULT;
-	enum bfs_image_fmt fmt;
-	struct placement p;
-	uint32_t w, h, dw, dh;
-	uint8_t *pix = NULL;
-	size_t stride = (size_t)t->w * t->c;
-	unsigned denom = 1;
 	int rc;
 
 	if (!t->w || !t->h || (t->c != 1 && t->c != 3 && t->c != 4))
 		return bfs_err_set(-EINVAL, "image target %ux%ux%u is not a size", t->h, t->w,
 				   t->c);
-	rc = bfs_image_probe(data, len, &fmt, &w, &h);
+	rc = bfs_image_probe(data, len, fmt, w, h);
 	if (rc)
 		return rc;
-	if ((uint64_t)w * h > cap)
+	if ((uint64_t)*w * *h > cap)
 		return bfs_err_set(
 			-EBADMSG,
 			"%s image %ux%u has %llu pixels, over the cap image_max_pixels=%llu",
-			bfs_image_fmt_name(fmt), w, h, (unsigned long long)((uint64_t)w * h),
+			bfs_image_fmt_name(*fmt), *w, *h, (unsigned long long)((uint64_t)*w * *h),
 			(unsigned long long)cap);
-	place(&p, t, w, h);
+	return 0;
+}
+
+static int resize_err(int rc, uint32_t sw, uint32_t sh, uint32_t dw, uint32_t dh)
+{
+	if (rc == -ENOMEM)
+		return bfs_err_set(-ENOMEM, "image: no memory to resize");
+	return bfs_err_set(-EBADMSG, "image: cannot resize %ux%u to %ux%u", sw, sh, dw, dh);
+}
+
+/* The whole image decoded and placed per t->resize; p gets the placement
+ * (in the source's pixels). */
+static int decode_placed(uint8_t *dst, const struct bfs_image_target *t, const uint8_t *data,
+			 size_t len, struct placement *p)
+{
+	uint64_t cap = t->max_pixels ? t->max_pixels : BFS_IMAGE_MAX_PIXELS_DEFAULT;
+	enum bfs_image_fmt fmt;
+	uint32_t w, h, dw, dh;
+	uint8_t *pix = NULL;
+	size_t stride = (size_t)t->w * t->c;
+	unsigned denom = 1;
+	struct bfs_region src;
+	int rc;
+
+	rc = probe_capped(t, data, len, &fmt, &w, &h);
+	if (rc)
+		return rc;
+	place(p, t, w, h);
 	if (fmt == BFS_IMAGE_JPEG) {
-		denom = bfs_image_dct_denom(p.scale);
+		denom = bfs_image_dct_denom(p->scale);
 		rc = bfs_jpeg_decode(data, len, t->c, denom, cap, &pix, &dw, &dh);
 	} else {
 		rc = bfs_png_decode(data, len, t->c, cap, &pix, &dw, &dh);
 	}
 	if (rc)
 		return rc;
+	src = p->src;
 	if (dw != w || dh != h) { /* DCT-scaled: the region in decoded pixels */
 		double fx = (double)dw / w, fy = (double)dh / h;
-		p.src.x *= fx;
-		p.src.w *= fx;
-		p.src.y *= fy;
-		p.src.h *= fy;
+		src.x *= fx;
+		src.w *= fx;
+		src.y *= fy;
+		src.h *= fy;
 	}
-	if (p.bw != t->w || p.bh != t->h)
+	if (p->bw != t->w || p->bh != t->h)
 		memset(dst, 0, stride * t->h);
-	if (p.src.x == 0 && p.src.y == 0 && p.src.w == p.bw && p.src.h == p.bh && dw == p.bw &&
-	    dh == p.bh) {
+	if (src.x == 0 && src.y == 0 && src.w == p->bw && src.h == p->bh && dw == p->bw &&
+	    dh == p->bh) {
 		/* no resampling: the decoded pixels as they are */
 		for (uint32_t y = 0; y < dh; y++)
-			memcpy(dst + (size_t)(p.oy + y) * stride + (size_t)p.ox * t->c,
+			memcpy(dst + (size_t)(p->oy + y) * stride + (size_t)p->ox * t->c,
 			       pix + (size_t)y * dw * t->c, (size_t)dw * t->c);
 		rc = 0;
 	} else {
-		rc = bfs_resize(pix, dw, dh, (size_t)dw * t->c, t->c, p.src,
-				dst + (size_t)p.oy * stride + (size_t)p.ox * t->c, p.bw, p.bh,
+		rc = bfs_resize(pix, dw, dh, (size_t)dw * t->c, t->c, src,
+				dst + (size_t)p->oy * stride + (size_t)p->ox * t->c, p->bw, p->bh,
 				stride, t->filter);
-		if (rc == -ENOMEM)
-			rc = bfs_err_set(-ENOMEM, "image: no memory to resize");
-		else if (rc)
-			rc = bfs_err_set(-EBADMSG, "image: cannot resize %ux%u to %ux%u", dw, dh,
-					 p.bw, p.bh);
+		if (rc)
+			rc = resize_err(rc, dw, dh, p->bw, p->bh);
 	}
 	free(pix);
 	return rc;
+}
+
+int bfs_image_decode(uint8_t *dst, const struct bfs_image_target *t, const uint8_t *data,
+		     size_t len)
+{
+	struct placement p;
+
+	return decode_placed(dst, t, data, len, &p);
+}
+
+/* ---- crop= and flip= ----------------------------------------------------------------- */
+
+/* floor(v) and ceil(v) clamped to [0, n] */
+static uint32_t floor_in(double v, uint32_t n)
+{
+	v = floor(v);
+	return v <= 0 ? 0 : v >= n ? n : (uint32_t)v;
+}
+
+static uint32_t ceil_in(double v, uint32_t n)
+{
+	v = ceil(v);
+	return v <= 0 ? 0 : v >= n ? n : (uint32_t)v;
+}
+
+/* The pixels of the (1/d-scaled, sw x sh) image the resampler reads for
+ * box b onto an H x W output: the box's own (a crop, then a resize), or
+ * the region with the filter's reach around it, within the image (a
+ * resize, then a crop). */
+static struct bfs_rect needed(const struct bfs_aug_box *b, unsigned d, uint32_t sw, uint32_t sh,
+			      uint32_t H, uint32_t W)
+{
+	double x = b->src.x / d, y = b->src.y / d, w = b->src.w / d, h = b->src.h / d;
+	double mx = 0, my = 0;
+	struct bfs_rect r;
+	uint32_t x1, y1;
+
+	if (!b->clip) { /* the triangle's support, and a pixel for rounding */
+		mx = (w / W > 1 ? w / W : 1) + 1;
+		my = (h / H > 1 ? h / H : 1) + 1;
+	}
+	r.x = floor_in(x - mx, sw);
+	r.y = floor_in(y - my, sh);
+	x1 = ceil_in(x + w + mx, sw);
+	y1 = ceil_in(y + h + my, sh);
+	if (r.x >= sw)
+		r.x = sw - 1;
+	if (r.y >= sh)
+		r.y = sh - 1;
+	r.w = x1 > r.x ? x1 - r.x : 1;
+	r.h = y1 > r.y ? y1 - r.y : 1;
+	return r;
+}
+
+/* Decode the part of the image that box b needs, at the DCT scale its
+ * reduction allows, and resample it onto dst (t->h x t->w). */
+static int decode_box(uint8_t *dst, const struct bfs_image_target *t, enum bfs_image_fmt fmt,
+		      const uint8_t *data, size_t len, uint32_t w, uint32_t h,
+		      const struct bfs_aug_box *b)
+{
+	uint64_t cap = t->max_pixels ? t->max_pixels : BFS_IMAGE_MAX_PIXELS_DEFAULT;
+	double sx = t->w / b->src.w, sy = t->h / b->src.h;
+	unsigned d = fmt == BFS_IMAGE_JPEG ? bfs_image_dct_denom(sx > sy ? sx : sy) : 1;
+	uint32_t sw = (w + d - 1) / d, sh = (h + d - 1) / d, pw, ph;
+	struct bfs_rect need = needed(b, d, sw, sh, t->h, t->w), got;
+	struct bfs_region src;
+	uint8_t *pix = NULL;
+	const uint8_t *part;
+	int rc;
+
+	if (fmt == BFS_IMAGE_JPEG) {
+		rc = bfs_jpeg_decode_part(data, len, t->c, d, cap, need, &pix, &got, &pw, &ph);
+	} else {
+		rc = bfs_png_decode(data, len, t->c, cap, &pix, &pw, &ph);
+		got = (struct bfs_rect){ 0, 0, pw, ph };
+	}
+	if (rc)
+		return rc;
+	if (pw != sw || ph != sh || need.x < got.x || need.y < got.y ||
+	    need.x + need.w > got.x + got.w || need.y + need.h > got.y + got.h) {
+		free(pix);
+		return bfs_err_set(-EBADMSG,
+				   "%s: the image decoded at 1/%u is %ux%u, its header says %ux%u",
+				   bfs_image_fmt_name(fmt), d, pw, ph, w, h);
+	}
+	part = pix + ((size_t)(need.y - got.y) * got.w + (need.x - got.x)) * t->c;
+	src.x = b->src.x / d - need.x;
+	src.y = b->src.y / d - need.y;
+	src.w = b->src.w / d;
+	src.h = b->src.h / d;
+	rc = bfs_resize(part, need.w, need.h, (size_t)got.w * t->c, t->c, src, dst, t->w, t->h,
+			(size_t)t->w * t->c,
+			t->filter == BFS_FILTER_AREA ? BFS_FILTER_AREA : BFS_FILTER_BILINEAR_AA);
+	if (rc)
+		rc = resize_err(rc, need.w, need.h, t->w, t->h);
+	free(pix);
+	return rc;
+}
+
+/* Each row of an h x w image of c channels mirrored left to right. */
+static void mirror(uint8_t *img, uint32_t w, uint32_t h, unsigned c)
+{
+	for (uint32_t y = 0; y < h; y++) {
+		uint8_t *row = img + (size_t)y * w * c;
+
+		for (uint32_t a = 0, z = w - 1; a < z; a++, z--)
+			for (unsigned k = 0; k < c; k++) {
+				uint8_t v = row[(size_t)a * c + k];
+				row[(size_t)a * c + k] = row[(size_t)z * c + k];
+				row[(size_t)z * c + k] = v;
+			}
+	}
+}
+
+/* crop=none: the resize's region, rounded to whole pixels */
+static void placed_box(const struct placement *p, struct bfs_aug_box *b)
+{
+	b->x = (uint32_t)lround(p->src.x);
+	b->y = (uint32_t)lround(p->src.y);
+	b->w = (uint32_t)lround(p->src.w);
+	b->h = (uint32_t)lround(p->src.h);
+	b->src = p->src;
+}
+
+int bfs_image_decode_aug(uint8_t *dst, const struct bfs_image_target *t,
+			 const struct bfs_augment *a, const struct bfs_aug_key *k,
+			 const uint8_t *data, size_t len, struct bfs_aug_box *box)
+{
+	struct bfs_aug_box b = { 0 };
+	enum bfs_image_fmt fmt;
+	uint32_t w, h;
+	int rc;
+
+	if (!a || a->crop == BFS_CROP_NONE) {
+		struct placement p;
+
+		rc = decode_placed(dst, t, data, len, &p);
+		if (rc)
+			return rc;
+		placed_box(&p, &b);
+		b.flip = a && bfs_augment_flip(a, k);
+	} else {
+		rc = probe_capped(t, data, len, &fmt, &w, &h);
+		if (rc)
+			return rc;
+		bfs_augment_box(a, k, w, h, t->h, t->w, &b);
+		rc = decode_box(dst, t, fmt, data, len, w, h, &b);
+		if (rc)
+			return rc;
+	}
+	if (b.flip)
+		mirror(dst, t->w, t->h, t->c);
+	if (box)
+		*box = b;
+	return 0;
 }

@@ -21,6 +21,12 @@
  * IDCT itself (the smallest of these still at least as large as needed), so
  * the resampler only ever reduces by less than 2.
  *
+ * Augmented (crop=, flip=: augment.h): the box is drawn from the header's
+ * size, and only the part of the image it needs is decoded (a JPEG's rows
+ * above it skipped, its columns cut, at the IDCT scale its reduction
+ * allows: jpegpart.c), then resampled onto H x W with PIL's antialiased
+ * bilinear filter (torchvision's resize of a PIL image), or area.
+ *
  * An image of more than max_pixels (width x height from its header) is
  * refused before anything is allocated for it.
  *
@@ -30,6 +36,7 @@
 #ifndef BFS_IMAGE_H
 #define BFS_IMAGE_H
 
+#include "augment.h"
 #include "common.h"
 #include "resize.h"
 
@@ -80,5 +87,13 @@ unsigned bfs_image_dct_denom(double scale);
  * pixels, over the cap ..."), -ENOMEM. dst may be partly written on error. */
 int bfs_image_decode(uint8_t *dst, const struct bfs_image_target *t, const uint8_t *data,
 		     size_t len);
+
+/* bfs_image_decode with augmentation a (NULL, or crop none and no flip:
+ * the same bytes as bfs_image_decode) for the record k; *box (may be
+ * NULL) gets what was done: the box in source pixels and the flip. The
+ * same errors. */
+int bfs_image_decode_aug(uint8_t *dst, const struct bfs_image_target *t,
+			 const struct bfs_augment *a, const struct bfs_aug_key *k,
+			 const uint8_t *data, size_t len, struct bfs_aug_box *box);
 
 #endif

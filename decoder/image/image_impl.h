@@ -20,6 +20,24 @@ int bfs_jpeg_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h);
 int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom,
 		    uint64_t max_pixels, uint8_t **out, uint32_t *w, uint32_t *h);
 
+/* A rectangle of an image, in its pixels. */
+struct bfs_rect {
+	uint32_t x, y, w, h;
+};
+
+/* Part of a JPEG (jpegpart.c, through libjpeg's API): the part `want` of
+ * the image scaled by 1/denom (denom 1, 2, 4 or 8; want in the scaled
+ * image's pixels, inside it). *out holds got->w x got->h pixels of c
+ * channels (rows got->w * c bytes apart): the scaled image's part `got`,
+ * which contains want (whole rows from an iMCU boundary may make it
+ * wider). *sw x *sh: the scaled image's size. The pixels are those of
+ * bfs_jpeg_decode at that scale, and an image fails where that one
+ * fails, whatever part is asked for. -EINVAL: want is not inside the
+ * scaled image. */
+int bfs_jpeg_decode_part(const uint8_t *data, size_t len, unsigned c, unsigned denom,
+			 uint64_t max_pixels, struct bfs_rect want, uint8_t **out,
+			 struct bfs_rect *got, uint32_t *sw, uint32_t *sh);
+
 int bfs_png_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h);
 int bfs_png_decode(const uint8_t *data, size_t len, unsigned c, uint64_t max_pixels, uint8_t **out,
 		   uint32_t *w, uint32_t *h);
@@ -29,5 +47,11 @@ static inline uint8_t bfs_luma(unsigned r, unsigned g, unsigned b)
 {
 	return (uint8_t)((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16);
 }
+
+/* Adobe-inverted CMYK (as stored, 4 bytes a pixel) to c channels, the
+ * way PIL converts it: its CMYK is 255 - stored, R = (255 - K) - C *
+ * (255 - K) / 255, and C = 1 its luma. dst may be src (a pixel is read
+ * before it is written). */
+void bfs_cmyk_to(uint8_t *dst, const uint8_t *src, size_t npix, unsigned c);
 
 #endif

@@ -68,38 +68,6 @@ int bfs_jpeg_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h)
 	return 0;
 }
 
-/* PIL's (a * b) / 255, rounded: MULDIV255. */
-static unsigned muldiv255(unsigned a, unsigned b)
-{
-	unsigned t = a * b + 128;
-	return ((t >> 8) + t) >> 8;
-}
-
-/* Adobe-inverted CMYK (as stored) to RGB, the way PIL converts it: its
- * CMYK is 255 - stored, and R = (255 - K) - C * (255 - K) / 255. */
-static void cmyk_to(uint8_t *dst, const uint8_t *src, size_t npix, unsigned c)
-{
-	for (size_t i = 0; i < npix; i++) {
-		const uint8_t *s = src + i * 4;
-		unsigned nk = s[3], rgb[3];
-
-		for (int k = 0; k < 3; k++) {
-			int v = (int)nk - (int)muldiv255(255u - s[k], nk);
-			rgb[k] = v < 0 ? 0 : (unsigned)v;
-		}
-		if (c == 1) {
-			dst[i] = bfs_luma(rgb[0], rgb[1], rgb[2]);
-		} else {
-			uint8_t *d = dst + i * c;
-			d[0] = (uint8_t)rgb[0];
-			d[1] = (uint8_t)rgb[1];
-			d[2] = (uint8_t)rgb[2];
-			if (c == 4)
-				d[3] = 255;
-		}
-	}
-}
-
 int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom,
 		    uint64_t max_pixels, uint8_t **out, uint32_t *ow, uint32_t *oh)
 {
@@ -153,7 +121,7 @@ int bfs_jpeg_decode(const uint8_t *data, size_t len, unsigned c, unsigned denom,
 			rc = bfs_err_set(-ENOMEM, "jpeg: no memory for a %dx%d image", sw, sh);
 			goto out;
 		}
-		cmyk_to(tmp, pix, (size_t)sw * (size_t)sh, c);
+		bfs_cmyk_to(tmp, pix, (size_t)sw * (size_t)sh, c);
 		free(pix);
 		pix = tmp;
 	}

@@ -13,6 +13,11 @@
  *   AREA      each output pixel is the mean of the source area it covers,
  *             fractional pixels weighted by their overlap (PIL's BOX
  *             filter, OpenCV INTER_AREA when reducing).
+ *   BILINEAR_AA  PIL's BILINEAR, which torchvision's resize (antialias)
+ *             is on PIL images: a triangle of support 1 widened by the
+ *             reduction (support = max(scale, 1) source pixels around the
+ *             output pixel's centre), weights normalized over the pixels
+ *             inside the source; enlarging, it is BILINEAR.
  * Rounding: to nearest, clamped to 0..255.
  *
  * Does not: allocate more than two rows of weights and one float plane of
@@ -28,6 +33,7 @@
 enum bfs_filter {
 	BFS_FILTER_BILINEAR = 0,
 	BFS_FILTER_AREA,
+	BFS_FILTER_BILINEAR_AA,
 };
 
 /* Source region: x, y, w, h in source pixels (w, h > 0, inside the image). */

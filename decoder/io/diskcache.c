@@ -84,9 +84,13 @@ struct bfs_dcobj {
 	time_t touched;
 	time_t absent; /* when a read last found no files (they are looked for again a second later) */
 	char path[PATH_MAX]; /* the .data file */
-	/* blocks [0, keep) are kept: written when fetched, never evicted by
-	 * this mount; blocks past them are not written (see plan()) */
-	_Atomic uint64_t keep;
+	/* [nblocks]: 1 the block is kept: written when fetched, never
+	 * evicted by this mount; the others are not written (see plan());
+	 * set by plan() under the cache's lock, read without it (atomic) */
+	uint8_t *keep;
+	/* [nblocks] or NULL: 1 the block holds bytes of the mount's share
+	 * (bfs_dcobj_share), under the cache's lock */
+	uint8_t *share;
 	struct bfs_dcobj *next; /* the cache's list, in the order of registration */
 };
 
@@ -104,6 +108,8 @@ struct bfs_diskcache {
 	atomic_bool replan;
 	uint64_t *kept; /* [nkept], sorted: hashes of the objects with blocks kept */
 	size_t nkept;
+	bool shared; /* a share was given: only its blocks are kept */
+	bool trimmed; /* trim() found nothing more since the last plan() */
 	time_t stuck; /* when an eviction last found nothing it may delete */
 	struct item *head, *tail;
 	uint64_t qbytes;
@@ -242,14 +248,34 @@ static int hash_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Which bytes this mount keeps: the objects in the order they were
- * registered (the dataset's shard order: the same in every epoch and in
- * every mount of the dataset), whole while they fit, then whole blocks of
- * the first that does not; nothing of the rest. Everything when the
- * objects fit the bound; 63/64 of it when they do not (KEEP_SLACK). A
- * cyclic scan over more than the bound then finds the same bytes in DIR
- * every epoch, where least-recently-used would have deleted each block
- * just before its next use. Lock held. */
+static bool keeps(const struct bfs_dcobj *o, uint64_t k)
+{
+	return __atomic_load_n(&o->keep[k], __ATOMIC_ACQUIRE) != 0;
+}
+
+static uint64_t block_bytes(const struct bfs_dcobj *o, uint64_t k)
+{
+	return o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
+							 : BFS_DC_BLOCK;
+}
+
+/* Whether block k of o is one plan() may keep: every block, or with a
+ * share given, the blocks holding bytes of it. Lock held. */
+static bool wanted_block(const struct bfs_diskcache *c, const struct bfs_dcobj *o, uint64_t k)
+{
+	return !c->shared || (o->share && o->share[k]);
+}
+
+/* Which bytes this mount keeps: the blocks it may keep (all, or those of
+ * its share: bfs_dcobj_share), objects in the order they were registered
+ * (the dataset's shard order: the same in every epoch and in every mount
+ * of the dataset) and blocks in order, while they fit; nothing of the
+ * rest. Everything when they fit the bound; 63/64 of it when they do not
+ * (KEEP_SLACK). A cyclic scan over more than the bound then finds the
+ * same bytes in DIR every epoch, where least-recently-used would have
+ * deleted each block just before its next use; and a node reading its
+ * share of a dataset larger than its disk keeps that share, not the first
+ * shards. Lock held. */
 static void plan(struct bfs_diskcache *c)
 {
 	uint64_t total = 0, budget, left;
@@ -257,20 +283,32 @@ static void plan(struct bfs_diskcache *c)
 	uint64_t *kept;
 
 	for (struct bfs_dcobj *o = c->objs; o; o = o->next, n++)
-		total += o->size;
+		for (uint64_t k = 0; k < o->nblocks; k++)
+			total += wanted_block(c, o, k) ? block_bytes(o, k) : 0;
 	budget = total <= c->limit ? c->limit : c->limit - c->limit / KEEP_SLACK;
 	left = budget;
 	kept = malloc((n ? n : 1) * sizeof(*kept));
 	n = 0;
 	for (struct bfs_dcobj *o = c->objs; o; o = o->next) {
-		uint64_t k = o->size <= left ? o->nblocks : left / BFS_DC_BLOCK;
-		uint64_t bytes = o->size <= left ? o->size : k * BFS_DC_BLOCK;
+		uint64_t want = 0;
+		bool any = false, whole;
 
-		if (!kept) /* out of memory: keep nothing rather than more than we can tell */
-			k = bytes = 0;
-		atomic_store(&o->keep, k);
-		left -= bytes;
-		if (k)
+		for (uint64_t k = 0; k < o->nblocks; k++)
+			want += wanted_block(c, o, k) ? block_bytes(o, k) : 0;
+		whole = want <= left;
+		for (uint64_t k = 0; k < o->nblocks; k++) {
+			uint64_t bytes = block_bytes(o, k);
+			/* all of an object that fits, else whole blocks while they
+			 * fit; out of memory: keep nothing rather than more than
+			 * we can tell */
+			bool keep = kept && wanted_block(c, o, k) &&
+				    (whole || (bytes == BFS_DC_BLOCK && bytes <= left));
+
+			__atomic_store_n(&o->keep[k], keep, __ATOMIC_RELEASE);
+			left -= keep ? bytes : 0;
+			any |= keep;
+		}
+		if (any)
 			kept[n++] = o->hash;
 	}
 	if (kept)
@@ -279,6 +317,7 @@ static void plan(struct bfs_diskcache *c)
 	c->kept = kept;
 	c->nkept = kept ? n : 0;
 	c->st.kept = budget - left;
+	c->trimmed = false;
 	atomic_store(&c->replan, false);
 }
 
@@ -298,6 +337,50 @@ static void plan_now(struct bfs_diskcache *c)
 static bool kept_here(const struct bfs_diskcache *c, uint64_t h)
 {
 	return c->nkept && bsearch(&h, c->kept, c->nkept, sizeof(h), hash_cmp) != NULL;
+}
+
+/* Room inside the objects this mount keeps blocks of: their blocks in DIR
+ * that it does not keep (an earlier mount's: another share of the
+ * dataset, or the first shards) are dropped, the entry first (a reader
+ * then fetches; one that still trusts it fails its CRCs), then the bytes
+ * (a hole), until `need` more bytes fit. Eviction goes by whole objects,
+ * and a node's share has blocks in most of them: without this, what an
+ * earlier mount left there would fill DIR for good. Once per plan() when
+ * it finds nothing. Lock held; objects' locks taken after it. */
+static int obj_open(struct bfs_dcobj *o, bool create);
+static void block_bad(struct bfs_dcobj *o, uint64_t k);
+
+static void trim(struct bfs_diskcache *c, uint64_t need)
+{
+#ifdef FALLOC_FL_PUNCH_HOLE
+	bool holes = true; /* DIR's file system punches them */
+
+	for (struct bfs_dcobj *o = c->objs; o && holes && c->st.used + need > c->limit;
+	     o = o->next) {
+		off_t at = 0;
+
+		if (!kept_here(c, o->hash))
+			continue;
+		pthread_mutex_lock(&o->lock);
+		while (holes && obj_open(o, false) == 0 && c->st.used + need > c->limit &&
+		       (at = lseek(o->dfd, at, SEEK_DATA)) >= 0 && (uint64_t)at < o->size) {
+			uint64_t k = (uint64_t)at / BFS_DC_BLOCK, len = block_bytes(o, k);
+
+			at = (off_t)((k + 1) * BFS_DC_BLOCK);
+			if (keeps(o, k))
+				continue;
+			block_bad(o, k);
+			holes = fallocate(o->dfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					  (off_t)(k * BFS_DC_BLOCK), (off_t)len) == 0;
+			if (holes)
+				c->st.used = c->st.used > len ? c->st.used - len : 0;
+		}
+		pthread_mutex_unlock(&o->lock);
+	}
+#else
+	(void)need;
+#endif
+	c->trimmed = c->st.used + need > c->limit;
 }
 
 /* Delete objects, least recently used first, until `need` more bytes fit
@@ -367,6 +450,8 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 	}
 	closedir(d);
 	free(v);
+	if (c->st.used + need > c->limit && !c->trimmed)
+		trim(c, need);
 }
 
 /* ------------------------------------------------------------ the objects */
@@ -492,17 +577,11 @@ static void set_pending(struct bfs_dcobj *o, uint64_t k, struct item *it)
 	__atomic_store_n(&o->pend[k], it, __ATOMIC_RELEASE);
 }
 
-static uint64_t block_len(const struct bfs_dcobj *o, uint64_t k)
-{
-	return o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
-							 : BFS_DC_BLOCK;
-}
-
 /* Block k's table entry e: known (its CRCs into o->crcs) when it says the
  * block is there, whole. o->lock held. */
 static bool entry_take(struct bfs_dcobj *o, uint64_t k, const uint8_t *e)
 {
-	if (get_le32(e) != PRESENT || get_le32(e + 4) != block_len(o, k))
+	if (get_le32(e) != PRESENT || get_le32(e + 4) != block_bytes(o, k))
 		return false;
 	for (uint64_t p = 0; p < PAGES_PER_BLOCK; p++)
 		o->crcs[k * PAGES_PER_BLOCK + p] = get_le32(e + 8 + 4 * p);
@@ -597,11 +676,13 @@ struct bfs_dcobj *bfs_diskcache_obj(struct bfs_diskcache *c, const char *name, u
 	o->known = calloc(o->nblocks ? o->nblocks : 1, 1);
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	o->pend = calloc(o->nblocks ? o->nblocks : 1, sizeof(*o->pend));
+	o->keep = calloc(o->nblocks ? o->nblocks : 1, 1);
 	o->crcs = calloc(o->nblocks ? o->nblocks * PAGES_PER_BLOCK : 1, sizeof(*o->crcs));
-	if (!o->name || !o->known || !o->pend || !o->crcs) {
+	if (!o->name || !o->known || !o->pend || !o->keep || !o->crcs) {
 		free(o->name);
 		free(o->known);
 		free(o->pend);
+		free(o->keep);
 		free(o->crcs);
 		free(o);
 		return NULL;
@@ -628,6 +709,8 @@ static void obj_free(struct bfs_dcobj *o)
 	free(o->name);
 	free(o->known);
 	free(o->pend);
+	free(o->keep);
+	free(o->share);
 	free(o->crcs);
 	free(o);
 }
@@ -788,18 +871,18 @@ static void queue_block(struct bfs_dcobj *o, uint64_t k, const uint8_t *src, uin
 
 void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
 {
-	uint64_t end = off + n, keep;
+	uint64_t end = off + n;
 
 	if (o->c->no_writes)
 		return;
 	plan_now(o->c);
-	keep = atomic_load(&o->keep);
-	for (uint64_t k = (off + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK; k < keep; k++) {
-		uint64_t a = k * BFS_DC_BLOCK, b = a + block_len(o, k);
+	for (uint64_t k = (off + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK; k < o->nblocks; k++) {
+		uint64_t a = k * BFS_DC_BLOCK, b = a + block_bytes(o, k);
 
 		if (b > end)
 			break;
-		queue_block(o, k, (const uint8_t *)src + (a - off), (uint32_t)(b - a));
+		if (keeps(o, k))
+			queue_block(o, k, (const uint8_t *)src + (a - off), (uint32_t)(b - a));
 	}
 }
 
@@ -919,9 +1002,44 @@ uint64_t bfs_dcobj_kept(struct bfs_dcobj *o)
 {
 	uint64_t end;
 
+	return bfs_dcobj_kept_at(o, 0, &end) ? end : 0;
+}
+
+bool bfs_dcobj_kept_at(struct bfs_dcobj *o, uint64_t off, uint64_t *end)
+{
+	uint64_t k = off / BFS_DC_BLOCK;
+	bool kept;
+
 	plan_now(o->c);
-	end = atomic_load(&o->keep) * BFS_DC_BLOCK;
-	return end < o->size ? end : o->size;
+	*end = o->size;
+	if (k >= o->nblocks)
+		return false;
+	kept = keeps(o, k);
+	for (k++; k < o->nblocks; k++)
+		if (keeps(o, k) != kept) {
+			*end = k * BFS_DC_BLOCK;
+			break;
+		}
+	return kept;
+}
+
+void bfs_dcobj_share(struct bfs_dcobj *o, uint64_t off, uint64_t len)
+{
+	struct bfs_diskcache *c = o->c;
+	uint64_t end = off + len < o->size ? off + len : o->size;
+
+	if (off >= end)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (!o->share)
+		o->share = calloc(o->nblocks, 1);
+	if (o->share) {
+		for (uint64_t k = off / BFS_DC_BLOCK; k <= (end - 1) / BFS_DC_BLOCK; k++)
+			o->share[k] = 1;
+		c->shared = true;
+		atomic_store(&c->replan, true);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len)

@@ -26,13 +26,17 @@
  * left to recency: its objects in the order they were registered, whole
  * while they fit, then whole blocks of the first that does not (all of
  * them when they fit the bound, else 63/64 of it); blocks past that are
- * read from the source and never written. So a dataset larger than the
+ * read from the source and never written. A mount that reads only a share
+ * of the dataset (bfs_dcobj_share) keeps only the blocks of its share, in
+ * the same order. So a dataset larger than the
  * cache, read epoch after epoch (a cyclic scan, which least-recently-used
  * would empty of each block just before its next use), finds the same
  * part in DIR every epoch, and so do later mounts of the same dataset.
  * When a write would pass the bound, other objects are deleted (another
  * mount's, or this mount's not kept), the least recently used first (the
- * .blocks file's mtime, touched on use); a block that still does not fit
+ * .blocks file's mtime, touched on use), then the blocks this mount does
+ * not keep inside the objects it keeps (an earlier mount's of another
+ * share: entry cleared, hole punched); a block that still does not fit
  * is not written. A file deleted under another mount keeps serving that
  * mount from its open descriptor.
  *
@@ -103,8 +107,19 @@ int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off);
 void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off);
 /* Bytes [0, end) of the object are kept (see Bound; end a multiple of
  * BFS_DC_BLOCK, or the object's size): reads of them are worth widening to
- * whole blocks. Changes only when objects are registered. */
+ * whole blocks. Changes only when objects are registered, or a share
+ * given. */
 uint64_t bfs_dcobj_kept(struct bfs_dcobj *o);
+/* Whether the block holding byte off of the object is kept, and *end the
+ * end of the run of blocks from it that are kept (or not) alike. */
+bool bfs_dcobj_kept_at(struct bfs_dcobj *o, uint64_t off, uint64_t *end);
+/* Bytes [off, off + len) of the object are the mount's share (a node that
+ * reads only some of a dataset: shuffle=block with partitions, the blocks
+ * of its ranks' partitions). Once a share is given for any object, the
+ * mount keeps only the blocks holding shares (Bound: in the same order,
+ * while they fit), so that a node whose share fits DIR reads it from there
+ * in every epoch after the first. Shares add up. */
+void bfs_dcobj_share(struct bfs_dcobj *o, uint64_t off, uint64_t len);
 /* Whether every block holding [off, off + len) is known to be in DIR, or
  * queued to be written: from memory, no I/O and no lock (what DIR holds
  * is read at the object's first use; a hint: a read may still find more,

@@ -613,6 +613,59 @@ static int walk_kept(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
 	return 0;
 }
 
+/* Whether byte a of obj is in what a local copy keeps (read in whole
+ * blocks), and *end the end of the run of bytes kept (or not) alike. */
+static bool kept_run(struct bfs_fetch *f, uint32_t obj, uint64_t a, uint64_t *end)
+{
+	uint64_t keep;
+
+	*end = UINT64_MAX;
+	if (!f->o.align)
+		return false;
+	if (f->src.kept_at)
+		return f->src.kept_at(f->src.ctx, obj, a, end);
+	keep = f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
+	if (a >= keep)
+		return false;
+	*end = keep;
+	return true;
+}
+
+/* Span [a, b) of obj: with widen, the runs a local copy keeps widened to
+ * whole blocks (walk_kept: only what was asked of those it holds), the
+ * rest as asked. */
+static int walk_runs(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
+		     uint64_t b, bool widen, uint64_t *add, uint64_t *made)
+{
+	while (a < b) {
+		uint64_t end, size, w, a0 = a;
+		int rc;
+
+		if (!widen || !kept_run(f, obj, a, &end)) {
+			uint64_t e = widen && end < b ? end : b;
+
+			rc = walk_span(f, t, obj, a, e, add, made, true);
+			if (rc)
+				return rc;
+			a = e;
+			continue;
+		}
+		size = f->src.size(f->src.ctx, obj);
+		w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
+			    ? (b / f->o.align + 1) * f->o.align
+			    : b;
+		a -= a % f->o.align;
+		if (w > size)
+			w = size > a ? size : w;
+		/* the part kept widened, the rest as asked */
+		rc = walk_kept(f, t, obj, a, b > end ? end : w, a0, b, add, made);
+		if (rc || b <= end)
+			return rc;
+		a = end;
+	}
+	return 0;
+}
+
 /* Spans of sorted ranges r[0..n): near ones of one object joined, as long
  * as a span stays within max_read and the bytes between its ranges stay
  * within half of the bytes they carry (so that a source never serves more
@@ -622,7 +675,7 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 {
 	for (size_t k = 0; k < n;) {
 		uint32_t obj = r[k].obj;
-		uint64_t a = r[k].off, b = r[k].off + r[k].len, useful = r[k].len, waste = 0, a0;
+		uint64_t a = r[k].off, b = r[k].off + r[k].len, useful = r[k].len, waste = 0;
 		int rc;
 
 		for (k++; k < n && r[k].obj == obj; k++) {
@@ -638,28 +691,7 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 		}
 		if (obj >= f->nobj)
 			return -EINVAL;
-		uint64_t keep = 0; /* bytes [0, keep) of obj are read in whole blocks */
-		if (f->o.align && widen)
-			keep = f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
-		if (a < keep) {
-			uint64_t size = f->src.size(f->src.ctx, obj);
-			uint64_t w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
-					     ? (b / f->o.align + 1) * f->o.align
-					     : b;
-
-			a0 = a;
-			a -= a % f->o.align;
-			if (w > size)
-				w = size > a ? size : w;
-			/* the part kept widened, the rest as asked */
-			rc = walk_kept(f, t, obj, a, b > keep ? keep : w, a0, b, add, made);
-			if (rc)
-				return rc;
-			if (b <= keep)
-				continue;
-			a = keep;
-		}
-		rc = walk_span(f, t, obj, a, b, add, made, true);
+		rc = walk_runs(f, t, obj, a, b, widen, add, made);
 		if (rc)
 			return rc;
 	}
@@ -1100,6 +1132,19 @@ void bfs_fetch_release(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
 	pthread_mutex_lock(&f->lock);
 	release_locked(f, t);
 	pthread_mutex_unlock(&f->lock);
+}
+
+bool bfs_fetch_failed(struct bfs_fetch *f, const struct bfs_fetch_ticket *t)
+{
+	bool failed = false;
+
+	if (!t)
+		return false;
+	pthread_mutex_lock(&f->lock);
+	for (size_t k = 0; f->st.failed && k < t->n && !failed; k++)
+		failed = t->x[k]->state == X_FAILED;
+	pthread_mutex_unlock(&f->lock);
+	return failed;
 }
 
 bool bfs_fetch_has_room(struct bfs_fetch *f, uint64_t bytes)
@@ -2173,8 +2218,12 @@ bool bfs_fetch_held(struct bfs_fetch *f, uint32_t obj, uint64_t off, uint64_t le
 
 uint64_t bfs_fetch_kept(struct bfs_fetch *f, uint32_t obj)
 {
+	uint64_t end;
+
 	if (obj >= f->nobj || !f->o.align)
 		return 0;
+	if (f->src.kept_at) /* the run kept from byte 0 */
+		return f->src.kept_at(f->src.ctx, obj, 0, &end) ? end : 0;
 	return f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
 }
 

@@ -91,6 +91,11 @@ struct bfs_fetch_source {
 	/* optional, with opts.align: only ranges starting below this offset
 	 * of object obj are widened (the part a local copy keeps); NULL: all */
 	uint64_t (*aligned)(void *ctx, uint32_t obj);
+	/* optional, with opts.align, in place of aligned: whether the byte at
+	 * off of obj is in what a local copy keeps (widened to whole blocks),
+	 * and *end the end of the run of bytes kept (or not) alike from it
+	 * (a multiple of align, or the object's size) */
+	bool (*kept_at)(void *ctx, uint32_t obj, uint64_t off, uint64_t *end);
 	/* optional, with opts.align: whether source.local holds all of
 	 * [off, off + len) of obj now, answered from memory without waiting
 	 * (false when unsure); called with the stage's lock held. Widened
@@ -197,6 +202,9 @@ void bfs_fetch_hurry(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint64_t p
 /* Drop t: bytes no other ticket holds are freed, reads not issued for
  * them dropped. Accepts NULL. */
 void bfs_fetch_release(struct bfs_fetch *f, struct bfs_fetch_ticket *t);
+/* Whether a read of t failed (after its retry): a new ticket for those
+ * bytes tries them again, t never does. */
+bool bfs_fetch_failed(struct bfs_fetch *f, const struct bfs_fetch_ticket *t);
 /* Whether `bytes` more fit the budget now (for planning). */
 bool bfs_fetch_has_room(struct bfs_fetch *f, uint64_t bytes);
 
@@ -248,7 +256,7 @@ void bfs_fetch_cost(struct bfs_fetch *f, uint64_t *lat_ns, double *bytes_per_s);
  * (source.has; false without one). */
 bool bfs_fetch_held(struct bfs_fetch *f, uint32_t obj, uint64_t off, uint64_t len);
 /* Bytes [0, end) of obj that a local copy keeps (read in whole blocks of
- * opts.align; source.aligned), 0 without one. */
+ * opts.align; source.kept_at or aligned), 0 without one. */
 uint64_t bfs_fetch_kept(struct bfs_fetch *f, uint32_t obj);
 /* Whether the reads go to a custom backend (an object store's client). */
 bool bfs_fetch_is_custom(const struct bfs_fetch *f);

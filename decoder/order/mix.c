@@ -10,6 +10,7 @@
 #include "common.h"
 #include "feistel.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@ struct segment {
 	uint64_t from; /* first stream position */
 	uint64_t W; /* period: the sum of the reduced weights */
 	uint64_t *w; /* [nsrc] reduced weights */
+	bool approx; /* w is the nearest ratio that fits, not the weights' own (8.1) */
 	uint64_t *base; /* [nsrc] draws of each source before this segment */
 	uint8_t *table; /* [W] the source of each position of the period */
 	uint32_t *cp; /* [(W / CP + 1) * nsrc]: counts before position i * CP */
@@ -331,6 +333,163 @@ static bool every_pass_done(const struct bfs_mix *m, uint64_t n)
 	return true;
 }
 
+/* ---- the weights of a segment (docs/shuffle.md, 8.1) ---- */
+
+typedef unsigned __int128 u128;
+typedef __int128 i128;
+
+/* A share may differ from its weight's by this much (1 / SHARE_TOL) when
+ * the weights' own period does not fit. */
+#define SHARE_TOL 1000000
+
+/* The longest period a segment of k sources may have. */
+static uint64_t max_period(size_t k)
+{
+	uint64_t cells = BFS_MIX_MAX_CELLS / k;
+
+	return cells < BFS_MIX_MAX_PERIOD ? cells : BFS_MIX_MAX_PERIOD;
+}
+
+/* floor(n / d) for a quotient below 2^63, by a long double estimate made
+ * exact (the search below divides 128-bit numbers millions of times). */
+static uint64_t div_floor(u128 n, u128 d)
+{
+	u128 q = (u128)((long double)n / (long double)d);
+
+	while (q > 0 && q * d > n)
+		q--;
+	while ((q + 1) * d <= n)
+		q++;
+	return (uint64_t)q;
+}
+
+/* For a period of V positions: the counts v_s with |v_s / V - w_s / W| <=
+ * 10^-6, v_s >= 1 (lo, hi), as in 8.1. False when some source has none,
+ * or when no choice of them sums to V. */
+static bool fit_bounds(const uint64_t *w, size_t k, u128 W, uint64_t V, uint64_t *lo, uint64_t *hi)
+{
+	u128 D = W * SHARE_TOL, slo = 0, shi = 0;
+
+	for (size_t s = 0; s < k; s++) {
+		u128 up = div_floor((u128)V * ((u128)w[s] * SHARE_TOL + W), D);
+		u128 dn = (u128)w[s] * SHARE_TOL > W
+				  ? div_floor((u128)V * ((u128)w[s] * SHARE_TOL - W) + D - 1, D)
+				  : 0;
+
+		if (dn < 1)
+			dn = 1;
+		if (dn > up)
+			return false;
+		lo[s] = (uint64_t)dn;
+		hi[s] = (uint64_t)up;
+		slo += dn;
+		shi += up;
+	}
+	return slo <= V && V <= shi;
+}
+
+/* v_s for the period V (8.1): each w_s V / W rounded (halves up) into
+ * [lo_s, hi_s]; then, one at a time, the source furthest below its share
+ * gains one while they sum to less than V, the one furthest above loses
+ * one while they sum to more (the lowest index on a tie). */
+static void fit_counts(const uint64_t *w, size_t k, u128 W, uint64_t V, const uint64_t *lo,
+		       const uint64_t *hi, uint64_t *v)
+{
+	u128 sum = 0;
+
+	for (size_t s = 0; s < k; s++) {
+		u128 r = ((u128)2 * w[s] * V + W) / (2 * W);
+
+		v[s] = r < lo[s] ? lo[s] : r > hi[s] ? hi[s] : (uint64_t)r;
+		sum += v[s];
+	}
+	while (sum != V) {
+		bool up = sum < V;
+		size_t best = k;
+		i128 best_d = 0;
+
+		for (size_t s = 0; s < k; s++) {
+			/* (w_s V / W - v_s) W: how far below its share; negated above */
+			i128 d = (i128)((u128)w[s] * V) - (i128)((u128)v[s] * W);
+
+			if (!up)
+				d = -d;
+			if ((up ? v[s] < hi[s] : v[s] > lo[s]) && (best == k || d > best_d)) {
+				best = s;
+				best_d = d;
+			}
+		}
+		v[best] += up ? 1 : (uint64_t)-1;
+		sum += up ? 1 : (u128)-1;
+	}
+}
+
+/* A segment's weights (integers of 10^-9) as the counts of one period:
+ * reduced by their gcd when that period fits, else the smallest period
+ * that keeps every share within 10^-6 (8.1). sg->w and sg->W. */
+static int seg_weights(struct segment *sg, const struct bfs_mix_spec *sp, size_t i)
+{
+	size_t k = sp->nsrc;
+	const uint64_t *w = sp->weights + i * k;
+	uint64_t g = 0, Vmax = max_period(k), *lo, *hi, *red;
+	u128 W = 0;
+	size_t least = 0;
+	char where[64];
+	int rc = 0;
+
+	for (size_t s = 0; s < k; s++) {
+		if (w[s] == 0)
+			return bfs_err_set(-EINVAL,
+					   "mixture: source '%s': weight must be positive "
+					   "(segment %zu)",
+					   sp->names[s], i);
+		g = gcd64(g, w[s]);
+	}
+	for (size_t s = 0; s < k; s++) {
+		sg->w[s] = w[s] / g;
+		W += sg->w[s];
+		if (w[s] < w[least])
+			least = s;
+	}
+	if (W <= Vmax) {
+		sg->W = (uint64_t)W;
+		return 0;
+	}
+	lo = calloc(k, sizeof(*lo));
+	hi = calloc(k, sizeof(*hi));
+	red = malloc(k * sizeof(*red));
+	if (!lo || !hi || !red) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	memcpy(red, sg->w, k * sizeof(*red));
+	for (uint64_t V = 1; V <= Vmax; V++) {
+		if (!fit_bounds(red, k, W, V, lo, hi))
+			continue;
+		fit_counts(red, k, W, V, lo, hi, sg->w);
+		sg->W = V;
+		sg->approx = true;
+		goto out;
+	}
+	snprintf(where, sizeof(where), sp->nseg > 1 ? "\"schedule\" entry %zu" : "the weights", i);
+	rc = bfs_err_set(-EFBIG,
+			 "mixture: %s: no period of up to %llu records gives every source its "
+			 "share within 10^-6 (source '%s' has %.3g of the stream): give it a "
+			 "larger weight, or leave it out",
+			 where, (unsigned long long)Vmax, sp->names[least],
+			 (double)red[least] / (double)W);
+out:
+	free(lo);
+	free(hi);
+	free(red);
+	return rc;
+}
+
+bool bfs_mix_approximated(const struct bfs_mix *m, size_t seg)
+{
+	return m->seg[seg].approx;
+}
+
 #define MAX_EPOCH ((uint64_t)1 << 62)
 
 static int epoch_len(struct bfs_mix *m, const struct bfs_mix_spec *sp)
@@ -356,7 +515,8 @@ static int epoch_len(struct bfs_mix *m, const struct bfs_mix_spec *sp)
 				hi = mid;
 		}
 		if (lo == 0)
-			return bfs_err_set(-EINVAL, "mixture: \"epoch\": first_exhausted is empty");
+			return bfs_err_set(-EINVAL, "mixture: \"epoch\": first_exhausted holds no "
+						    "record: give \"epoch\" a number of records");
 		m->L = lo;
 		return 0;
 	case BFS_MIX_ALL_EXHAUSTED:
@@ -391,8 +551,10 @@ int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *sp)
 	if (k == 0)
 		return bfs_err_set(-EINVAL, "mixture: no source");
 	if (k > BFS_MIX_MAX_SOURCES)
-		return bfs_err_set(-EFBIG, "mixture: %zu sources (at most %d)", k,
-				   BFS_MIX_MAX_SOURCES);
+		return bfs_err_set(-EFBIG,
+				   "mixture: %zu sources, and a mixture takes at most %d: join "
+				   "some into one source (a folder or a glob)",
+				   k, BFS_MIX_MAX_SOURCES);
 	if (sp->nseg == 0 || sp->from[0] != 0)
 		return bfs_err_set(-EINVAL,
 				   "mixture: \"schedule\": the first segment must start at "
@@ -424,8 +586,6 @@ int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *sp)
 	}
 	for (size_t i = 0; i < sp->nseg; i++) {
 		struct segment *sg = &m->seg[i];
-		const uint64_t *w = sp->weights + i * k;
-		uint64_t g = 0, W = 0;
 
 		if (i > 0 && sp->from[i] <= sp->from[i - 1]) {
 			rc = bfs_err_set(-EINVAL,
@@ -439,31 +599,9 @@ int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *sp)
 		sg->base = calloc(k, sizeof(*sg->base));
 		if (!sg->w || !sg->base)
 			goto fail;
-		for (size_t s = 0; s < k; s++) {
-			if (w[s] == 0) {
-				rc = bfs_err_set(-EINVAL,
-						 "mixture: source '%s': weight must be positive "
-						 "(segment %zu)",
-						 sp->names[s], i);
-				goto fail;
-			}
-			g = gcd64(g, w[s]);
-		}
-		for (size_t s = 0; s < k; s++) {
-			sg->w[s] = w[s] / g;
-			if (sg->w[s] > BFS_MIX_MAX_PERIOD || (W += sg->w[s]) > BFS_MIX_MAX_PERIOD ||
-			    W * k > BFS_MIX_MAX_CELLS) {
-				rc = bfs_err_set(
-					-EFBIG,
-					"mixture: the weights of segment %zu repeat only every "
-					"%s records (at most %llu, and %llu divided by the "
-					"sources): use simpler ratios",
-					i, "more than that", (unsigned long long)BFS_MIX_MAX_PERIOD,
-					(unsigned long long)BFS_MIX_MAX_CELLS);
-				goto fail;
-			}
-		}
-		sg->W = W;
+		rc = seg_weights(sg, sp, i);
+		if (rc)
+			goto fail;
 		if (i > 0) /* each source goes on where it stood */
 			for (size_t s = 0; s < k; s++)
 				sg->base[s] =

@@ -56,9 +56,13 @@ struct bfs_mix_spec {
 
 struct bfs_mix;
 
-/* Errors: -EINVAL (a weight of 0, segments out of order, an empty epoch,
- * no source), -EFBIG (a period or table over the limits above, an epoch
- * past 2^62 records), -ENOMEM. The message names the segment or source. */
+/* A segment's weights, reduced by their gcd, whose period passes the
+ * limits above are replaced by the nearest ratio that fits, every share
+ * within 10^-6 of the weights' (docs/shuffle.md 8.1).
+ * Errors: -EINVAL (a weight of 0, segments out of order, an empty epoch,
+ * no source), -EFBIG (no ratio that fits keeps the shares within 10^-6, an
+ * epoch past 2^62 records), -ENOMEM. The message names the segment or
+ * source. */
 int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *spec);
 void bfs_mix_free(struct bfs_mix *m); /* accepts NULL */
 
@@ -70,6 +74,10 @@ uint64_t bfs_mix_first(const struct bfs_mix *m, size_t s);
 /* Segment i's weights after the gcd reduction (nsrc of them, borrowed) and
  * their sum W. */
 const uint64_t *bfs_mix_weights(const struct bfs_mix *m, size_t seg, uint64_t *W);
+
+/* Whether segment seg's weights are the nearest ratio whose period fits
+ * (docs/shuffle.md 8.1), not the weights' own. */
+bool bfs_mix_approximated(const struct bfs_mix *m, size_t seg);
 
 /* Stream position n → the source it draws from and the draw's number
  * within that source (0, 1, 2, ...: draw k is position k mod N_s of pass

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,9 @@
 #define IDLE_NS 500000000ull
 #define NBUCKETS 4096
 #define TICK_NS 20000000L /* the planner looks again at least this often */
-#define MAX_GROUPS 3 /* block groups a stream holds at once */
+/* block groups a stream holds at once at most: its reader's partitions'
+ * groups, the next of each, those builds behind it still read */
+#define MAX_HELD 256
 /* global shuffle: bytes a record's place in the stage costs beyond its
  * own (fetch.c's overhead per extent), for sizing windows */
 #define EXTENT_COST 128
@@ -61,9 +64,14 @@ struct item {
 	struct stream *s;
 };
 
+/* Group g of partition q of an epoch's block order (blockshuf.h). */
+struct gkey {
+	uint64_t epoch, q, g;
+};
+
 struct group {
-	uint64_t epoch, g;
-	uint64_t p0, p1; /* its epoch positions */
+	uint64_t epoch, q, g;
+	uint64_t u0, u1; /* its positions in partition q's order */
 	struct bfs_fetch_ticket *t;
 	unsigned holders; /* streams holding it, and builds reading from it */
 	struct group *next;
@@ -88,7 +96,8 @@ struct window {
  * block groups its records are in, or its window. */
 struct bfs_ioplan_hold {
 	struct bfs_fetch_ticket *t;
-	struct group *g[2];
+	struct group **g;
+	size_t ng;
 	struct window *w;
 };
 
@@ -99,7 +108,13 @@ struct stream {
 	bool chunk;
 	uint64_t nunits; /* units per epoch */
 	uint64_t end; /* lin of the first unit past the mount's last epoch */
-	uint64_t pos; /* the furthest unit read (lin) */
+	uint64_t pos; /* the furthest unit built (lin) */
+	/* the furthest unit its reader read (lin; bfs_ioplan_note_read), or
+	 * where its first build was: block shuffle holds the groups around
+	 * it, not around the prefetch's builds ahead of it; without reads
+	 * noted (builds alone, as in tests), around pos */
+	uint64_t rpos;
+	bool read_seen;
 	uint64_t next; /* the next unit to plan (lin) */
 	/* units it may plan ahead of pos: none for a new stream (a reader
 	 * jumping around wastes none), growing as its reader goes on */
@@ -112,9 +127,11 @@ struct stream {
 	bool crossed;
 	uint64_t last_ns; /* last read */
 	struct item *head, *tail;
-	/* block shuffle: the groups held, and whether groups did not fit
+	/* block shuffle: the units that go once through the partitions its
+	 * reader reads; the groups held, and whether groups did not fit
 	 * (then units are planned one by one) */
-	struct group *held[MAX_GROUPS];
+	uint64_t span;
+	struct group *held[MAX_HELD];
 	unsigned nheld;
 	bool by_unit;
 	/* its plans and groups went for room while it was idle: nothing is
@@ -139,6 +156,10 @@ struct bfs_ioplan {
 	uint64_t epochs; /* epochs the mount lists (0: no bound) */
 	uint64_t lookahead; /* units the decoded-batch cache builds ahead of a reader */
 	enum bfs_ioplan_mode mode; /* lock (a window_at carries it) */
+	uint64_t group_bytes; /* block shuffle: the source bytes of a group, on average */
+	/* [nranks]: the rank's share was given to the disk cache (a rank of a
+	 * world that reads only some partitions) */
+	atomic_bool *shared;
 
 	pthread_mutex_t lock;
 	pthread_cond_t kick; /* work for the planner, or stop */
@@ -234,47 +255,46 @@ out:
 	return rc;
 }
 
-/* The blocks of group g of epoch's block order, as ranges. demand: a
- * reader is in the group (taken whatever the budget, the group being what
- * it decodes now, not bytes ahead of it); -E2BIG when the group alone is
- * larger than the budget (its stream then plans unit by unit). */
-static int group_ticket(struct bfs_ioplan *p, uint64_t epoch, uint64_t g, uint64_t prio,
-			bool demand, struct bfs_fetch_ticket **out, uint64_t *pos0, uint64_t *pos1)
+/* The pieces of group k (partition k->q's group k->g of epoch k->epoch's
+ * block order), as ranges. demand: a reader is in the group (taken whatever
+ * the budget, the group being what it decodes now, not bytes ahead of
+ * it); -E2BIG when the group alone is larger than the budget (its stream
+ * then plans unit by unit). */
+static int group_ticket(struct bfs_ioplan *p, const struct gkey *k, uint64_t prio, bool demand,
+			struct bfs_fetch_ticket **out, uint64_t *u0, uint64_t *u1)
 {
 	const struct bfs_blocks *bl = bfs_batcher_blocks(p->b[0]);
 	struct bfs_fetch_range *r = NULL;
-	const uint64_t *blocks;
-	uint64_t p0, p1, nb;
+	const uint64_t *pieces;
+	uint64_t np;
 	struct bfs_perm perm;
 	uint64_t bytes = 0;
 	size_t m = 0;
 	int rc;
 
 	*out = NULL;
-	rc = bfs_batcher_perm(p->b[0], epoch, &perm);
+	rc = bfs_batcher_perm(p->b[0], k->epoch, &perm);
 	if (rc)
 		return rc;
-	if (!perm.bo || g >= bfs_block_order_ngroups(perm.bo)) {
+	if (!perm.bo || k->q >= bfs_blocks_nparts(bl) ||
+	    k->g >= bfs_block_order_ngroups(perm.bo, k->q)) {
 		bfs_perm_release(&perm);
 		return -ENOENT;
 	}
-	bfs_block_order_group(perm.bo, g, &p0, &p1, &blocks, &nb);
-	*pos0 = p0;
-	*pos1 = p1;
-	r = malloc((nb ? nb : 1) * sizeof(*r));
+	bfs_block_order_group(perm.bo, k->q, k->g, u0, u1, &pieces, &np);
+	r = malloc((np ? np : 1) * sizeof(*r));
 	if (!r) {
 		bfs_perm_release(&perm);
 		return -ENOMEM;
 	}
-	for (uint64_t k = 0; k < nb; k++) {
-		uint64_t first = bfs_blocks_start(bl, blocks[k]),
-			 end = bfs_blocks_start(bl, blocks[k] + 1);
-		uint64_t local, off, len;
+	for (uint64_t i = 0; i < np; i++) {
+		uint64_t first, end, local, off, len;
 		size_t sh;
 
+		bfs_blocks_piece(bl, pieces[i], &first, &end);
 		if (end <= first || bfs_dataset_locate(p->ds, first, &sh, &local, NULL) != 0)
 			continue;
-		/* a block never spans two shards */
+		/* a piece never spans two shards */
 		if (!bfs_shard_span(bfs_dataset_shard(p->ds, sh), local, local + (end - first),
 				    &off, &len))
 			continue;
@@ -286,7 +306,7 @@ static int group_ticket(struct bfs_ioplan *p, uint64_t epoch, uint64_t g, uint64
 		free(r);
 		return -E2BIG;
 	}
-	/* a gap between two of a group's blocks is a block of another group,
+	/* a gap between two of a group's pieces is a piece of another group,
 	 * which that group reads itself */
 	rc = bfs_fetch_want(p->f, r, m, prio, BFS_WANT_NO_GAPS | (demand ? BFS_WANT_DEMAND : 0),
 			    out);
@@ -436,6 +456,17 @@ static void drop_built(struct bfs_ioplan *p, struct stream *s)
 			pp = &w->next;
 		}
 	}
+}
+
+/* w out of s's list. Lock held. */
+static void window_unlink(struct stream *s, struct window *w)
+{
+	for (struct window **pp = &s->wins; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			w->next = NULL;
+			return;
+		}
 }
 
 static struct window *window_of(const struct stream *s, uint64_t lin)
@@ -847,6 +878,98 @@ static void hold_windows(struct bfs_ioplan *p, struct stream *s)
 	holding_end(p, s, gen);
 }
 
+/* ------------------------------------------------------ groups of units */
+
+/* Groups, in the order they were added (the nearest first). */
+struct gset {
+	struct gkey v[MAX_HELD];
+	size_t n;
+	bool full; /* some did not fit */
+};
+
+static bool gkey_eq(const struct gkey *a, const struct gkey *b)
+{
+	return a->epoch == b->epoch && a->q == b->q && a->g == b->g;
+}
+
+static bool gset_has(const struct gset *set, const struct gkey *k)
+{
+	for (size_t i = 0; i < set->n; i++)
+		if (gkey_eq(&set->v[i], k))
+			return true;
+	return false;
+}
+
+static void gset_add(struct gset *set, const struct gkey *k)
+{
+	if (gset_has(set, k))
+		return;
+	if (set->n == MAX_HELD)
+		set->full = true;
+	else
+		set->v[set->n++] = *k;
+}
+
+/* The groups of partition q holding its positions [u0, u1), into set. */
+static void range_groups(const struct bfs_block_order *bo, uint64_t epoch, uint64_t q, uint64_t u0,
+			 uint64_t u1, struct gset *set)
+{
+	uint64_t g1 = bfs_block_order_group_of(bo, q, u1 - 1);
+
+	for (uint64_t g = bfs_block_order_group_of(bo, q, u0); g <= g1 && !set->full; g++)
+		gset_add(set, &(struct gkey){ epoch, q, g });
+}
+
+/* The groups of epoch's order bo that unit (a batch, or a chunk with
+ * BFS_CHUNK set) of batcher b reads from, into set: each of its batches'
+ * rows is a run of positions of one partition. Without partitions, the
+ * positions from its first row's to its last's (the other ranks' between
+ * them lie in the same groups). */
+static void unit_groups(const struct bfs_batcher *b, const struct bfs_block_order *bo,
+			uint64_t epoch, uint64_t unit, struct gset *set)
+{
+	uint64_t r0, n, bs = bfs_batcher_batch_size(b);
+
+	if (bfs_batcher_unit_rows(b, unit, &r0, &n) != 0 || n == 0)
+		return;
+	if (bfs_blocks_nparts(bfs_batcher_blocks(b)) == 1) {
+		range_groups(bo, epoch, 0, bfs_batcher_row_pos(b, r0),
+			     bfs_batcher_row_pos(b, r0 + n - 1) + 1, set);
+		return;
+	}
+	for (uint64_t r = r0; r < r0 + n && !set->full;) {
+		uint64_t take = bs - r % bs, q, u;
+
+		if (take > r0 + n - r)
+			take = r0 + n - r;
+		bfs_block_order_locate(bo, bfs_batcher_row_pos(b, r), &q, &u);
+		range_groups(bo, epoch, q, u, u + take, set);
+		r += take;
+	}
+}
+
+/* The groups that units [lin0, lin1) (counted across epochs, nunits an
+ * epoch) of batcher b read from, into set. */
+static void units_groups(const struct bfs_batcher *b, bool chunk, uint64_t nunits, uint64_t lin0,
+			 uint64_t lin1, struct gset *set)
+{
+	struct bfs_perm perm = { 0 };
+	uint64_t have = UINT64_MAX;
+
+	for (uint64_t lin = lin0; lin < lin1 && !set->full; lin++) {
+		uint64_t epoch = lin / nunits;
+
+		if (epoch != have) {
+			bfs_perm_release(&perm);
+			have = epoch;
+			if (bfs_batcher_perm(b, epoch, &perm) != 0 || !perm.bo)
+				break;
+		}
+		unit_groups(b, perm.bo, epoch, (lin % nunits) | (chunk ? BFS_CHUNK : 0), set);
+	}
+	bfs_perm_release(&perm);
+}
+
 /* ---------------------------------------------------------------- streams */
 
 static void stream_end(struct bfs_ioplan *p, struct stream *s)
@@ -860,6 +983,36 @@ static void stream_end(struct bfs_ioplan *p, struct stream *s)
 static uint64_t nunits_of(const struct bfs_batcher *b, bool chunk)
 {
 	return chunk ? bfs_batcher_nchunks(b) : bfs_batcher_nbatches(b);
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* Block shuffle: how many units s's reader goes through to read each of
+ * its partitions once (a batch each: P / gcd(world, P) of them, one when
+ * P = 1), and whether their groups can be held at all: more than a stream
+ * may hold, or, on average, more bytes than the budget, and s plans unit
+ * by unit from the start. */
+static void stream_span(const struct bfs_ioplan *p, struct stream *s)
+{
+	const struct bfs_batcher *b = p->b[s->rank];
+	uint64_t parts = bfs_blocks_nparts(bfs_batcher_blocks(b));
+	uint64_t m = parts / gcd64(bfs_batcher_world(b) % parts, parts);
+	uint64_t cr = bfs_batcher_chunk_rows(b), bs = bfs_batcher_batch_size(b);
+
+	s->span = m;
+	if (s->chunk)
+		s->span = m == 1 ? 1 : (m * bs + cr - 1) / cr + 1;
+	if (m > 1 &&
+	    (2 * m + 4 > MAX_HELD || m > p->budget / (p->group_bytes ? p->group_bytes : 1)))
+		s->by_unit = true;
 }
 
 /* The stream a read of (rank, lin) belongs to, made if none. Lock held. */
@@ -879,7 +1032,9 @@ static struct stream *stream_for(struct bfs_ioplan *p, uint64_t rank, bool chunk
 			oldest = s;
 		if (s->rank != rank || s->chunk != chunk)
 			continue;
-		if (lin + SLACK < s->pos || lin > s->next + SLACK)
+		/* behind: the reader's own builds, up to the prefetch's depth
+		 * behind the furthest one */
+		if (lin + SLACK + p->lookahead < s->pos || lin > s->next + SLACK)
 			continue;
 		if (!best || (lin > s->pos ? lin - s->pos : s->pos - lin) <
 				     (lin > best->pos ? lin - best->pos : best->pos - lin))
@@ -900,9 +1055,11 @@ static struct stream *stream_for(struct bfs_ioplan *p, uint64_t rank, bool chunk
 	free_slot->end = p->epochs && p->epochs <= UINT64_MAX / (free_slot->nunits + 1)
 				 ? p->epochs * free_slot->nunits
 				 : UINT64_MAX;
-	free_slot->pos = lin;
+	free_slot->pos = free_slot->rpos = lin;
 	free_slot->next = lin + 1;
 	free_slot->wend = lin;
+	if (p->block)
+		stream_span(p, free_slot);
 	return free_slot;
 }
 
@@ -966,44 +1123,47 @@ static struct stream *note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t e
 	return s;
 }
 
+/* The group k some stream holds, or NULL. Lock held. */
+static struct group *group_find(const struct bfs_ioplan *p, const struct gkey *k)
+{
+	struct group *gr;
+
+	for (gr = p->groups; gr; gr = gr->next)
+		if (gr->epoch == k->epoch && gr->q == k->q && gr->g == k->g)
+			break;
+	return gr;
+}
+
 /* Block shuffle: when every record of (rank, epoch, unit) lies in groups
  * that are held, the build holds those groups too (their bytes stay while
  * it reads them, whatever the stream does meanwhile). Lock held. */
 static bool hold_held(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit,
 		      struct bfs_ioplan_hold *h)
 {
-	const struct bfs_batcher *b = p->b[rank];
-	struct group *src[2] = { NULL, NULL };
-	uint64_t r0, n, lo, hi;
-	size_t k = 0;
+	struct gset set = { .n = 0 };
+	struct bfs_perm perm;
+	struct group **g;
 
-	if (bfs_batcher_unit_rows(b, unit, &r0, &n) != 0 || n == 0)
+	if (bfs_batcher_perm(p->b[rank], epoch, &perm) != 0)
 		return false;
-	lo = bfs_batcher_row_pos(b, r0);
-	hi = bfs_batcher_row_pos(b, r0 + n - 1) + 1;
-	/* held groups of one epoch follow each other: [lo, hi) within two */
-	for (struct group *gr = p->groups; gr && lo < hi; gr = gr->next) {
-		if (gr->epoch != epoch || gr->p0 > lo || gr->p1 <= lo || k == 2)
-			continue;
-		src[k++] = gr;
-		lo = gr->p1;
-		gr = p->groups; /* the group that goes on from there, if held */
-		if (lo >= hi)
-			break;
-		for (; gr; gr = gr->next)
-			if (gr->epoch == epoch && gr->p0 == lo && k < 2) {
-				src[k++] = gr;
-				lo = gr->p1;
-				break;
-			}
-		break;
-	}
-	if (lo < hi || !k)
+	if (perm.bo)
+		unit_groups(p->b[rank], perm.bo, epoch, unit, &set);
+	bfs_perm_release(&perm);
+	if (!set.n || set.full)
 		return false;
-	for (size_t i = 0; i < k; i++) {
-		src[i]->holders++;
-		h->g[i] = src[i];
+	for (size_t i = 0; i < set.n; i++)
+		if (!group_find(p, &set.v[i]))
+			return false;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	g = malloc(set.n * sizeof(*g));
+	if (!g)
+		return false;
+	for (size_t i = 0; i < set.n; i++) {
+		g[i] = group_find(p, &set.v[i]);
+		g[i]->holders++;
 	}
+	h->g = g;
+	h->ng = set.n;
 	return true;
 }
 
@@ -1019,6 +1179,13 @@ static bool hold_window(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, 
 	uint64_t lin = epoch * s->nunits + (unit & ~BFS_CHUNK), gen = s->gen;
 	struct window *w = window_of(s, lin);
 
+	if (w && bfs_fetch_failed(p->f, w->t)) {
+		/* a read of it failed: its ticket never tries again, so it goes,
+		 * and this build (and those after) ask anew */
+		window_unlink(s, w);
+		window_put(p, w);
+		w = NULL;
+	}
 	if (w) {
 		p->st.claimed++;
 		w->claims++;
@@ -1061,6 +1228,37 @@ static bool hold_window(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, 
 	return true;
 }
 
+/* Under partitions, the first build of a rank that reads only some of
+ * them (world and P not coprime) gives the stage's disk cache the byte
+ * ranges of its partitions' pieces, so that the node keeps its share
+ * (diskcache.h) rather than the first shards. */
+static void give_share(struct bfs_ioplan *p, uint64_t rank)
+{
+	const struct bfs_blocks *bl = bfs_batcher_blocks(p->b[rank]);
+	uint64_t parts, d;
+
+	if (!bl || rank >= p->nranks || atomic_exchange(&p->shared[rank], true))
+		return;
+	parts = bfs_blocks_nparts(bl);
+	d = gcd64(bfs_batcher_world(p->b[rank]) % parts, parts);
+	for (uint64_t q = bfs_batcher_rank(p->b[rank]) % d; d > 1 && q < parts; q += d) {
+		uint64_t k0, k1;
+
+		bfs_blocks_part_pieces(bl, q, &k0, &k1);
+		for (uint64_t k = k0; k < k1; k++) {
+			uint64_t first, end, local, off, len;
+			size_t sh;
+
+			bfs_blocks_piece(bl, k, &first, &end);
+			if (end > first &&
+			    bfs_dataset_locate(p->ds, first, &sh, &local, NULL) == 0 &&
+			    bfs_shard_span(bfs_dataset_shard(p->ds, sh), local,
+					   local + (end - first), &off, &len))
+				bfs_dataset_share(p->ds, sh, off, len);
+		}
+	}
+}
+
 struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
 					 uint64_t unit, const uint64_t *recs, size_t n)
 {
@@ -1072,6 +1270,8 @@ struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, ui
 
 	if (!h)
 		return NULL;
+	if (p->block)
+		give_share(p, rank);
 	pthread_mutex_lock(&p->lock);
 	s = note_build(p, rank, epoch, unit);
 	if (!p->block && s && hold_window(p, s, epoch, unit, h)) {
@@ -1125,14 +1325,78 @@ void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_ioplan_hold *h)
 		return;
 	bfs_fetch_release(p->f, h->t);
 	pthread_mutex_lock(&p->lock);
-	for (int i = 0; i < 2; i++)
-		if (h->g[i])
-			group_put(p, h->g[i]);
+	for (size_t i = 0; i < h->ng; i++)
+		group_put(p, h->g[i]);
 	if (h->w)
 		window_put(p, h->w);
 	kick(p);
 	pthread_mutex_unlock(&p->lock);
+	free(h->g);
 	free(h);
+}
+
+bool bfs_ioplan_ready(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
+{
+	bool chunk = (unit & BFS_CHUNK) != 0, seen = false, ok = true;
+	struct gset *set;
+	struct bfs_perm perm;
+
+	if (!p->block || rank >= p->nranks)
+		return true;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < MAX_STREAMS && ok; i++) {
+		const struct stream *s = &p->streams[i];
+
+		if (s->used && s->rank == rank && s->chunk == chunk) {
+			seen = true;
+			ok = !s->by_unit;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (!seen || !ok || bfs_batcher_perm(p->b[rank], epoch, &perm) != 0)
+		return true;
+	set = perm.bo ? malloc(sizeof(*set)) : NULL;
+	if (set) {
+		set->n = 0;
+		set->full = false;
+		unit_groups(p->b[rank], perm.bo, epoch, unit, set);
+	}
+	bfs_perm_release(&perm);
+	if (!set)
+		return true;
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < set->n && ok; i++)
+		ok = group_find(p, &set->v[i]) != NULL;
+	pthread_mutex_unlock(&p->lock);
+	free(set);
+	return ok;
+}
+
+void bfs_ioplan_note_read(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit)
+{
+	bool chunk = (unit & BFS_CHUNK) != 0;
+	uint64_t u = unit & ~BFS_CHUNK, nu, lin;
+
+	if (!p->block || rank >= p->nranks)
+		return;
+	nu = nunits_of(p->b[rank], chunk);
+	if (!nu || u >= nu || epoch > UINT64_MAX / nu - 1)
+		return;
+	lin = epoch * nu + u;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = &p->streams[i];
+
+		if (!s->used || s->rank != rank || s->chunk != chunk || lin <= s->rpos ||
+		    lin > s->next + SLACK + p->lookahead)
+			continue;
+		s->rpos = lin;
+		s->read_seen = true;
+		s->last_ns = now_ns();
+		kick(p);
+		break;
+	}
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* ---------------------------------------------------------------- planner */
@@ -1165,13 +1429,13 @@ static bool make_room(struct bfs_ioplan *p, struct stream *for_s, uint64_t d)
 	return far && drop_last(p, far);
 }
 
-/* s lets go of its group (epoch, g) if it holds it. Lock held. */
-static bool drop_held(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t g)
+/* s lets go of group k if it holds it. Lock held. */
+static bool drop_held(struct bfs_ioplan *p, struct stream *s, const struct gkey *k)
 {
 	for (unsigned i = 0; i < s->nheld; i++) {
 		struct group *gr = s->held[i];
 
-		if (gr->epoch != epoch || gr->g != g)
+		if (gr->epoch != k->epoch || gr->q != k->q || gr->g != k->g)
 			continue;
 		s->held[i] = s->held[--s->nheld];
 		group_put(p, gr);
@@ -1180,107 +1444,148 @@ static bool drop_held(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, ui
 	return false;
 }
 
-/* The groups a block-shuffled stream wants held now: want[0] the reader's,
- * want[1] the one after (nwant of them), and prev, the one before, while
- * `behind` (a build near behind the reader still reads from it). */
+/* The groups a block-shuffled stream wants held now: `cur`, those of the
+ * units its reader goes through next, once through its partitions (the
+ * first `nreader` its reader's own unit's: asked for whatever the budget);
+ * `ahead`, those of the prefetch's builds past them, and `back`, those of
+ * the builds up to lookahead units behind the reader (both kept while
+ * builds may still start there, never asked for again: the back ones give
+ * way first when room is needed); `next`, for each partition in cur, then
+ * in ahead, the group after its last. */
 struct group_want {
-	struct {
-		uint64_t epoch, g;
-	} want[2], prev;
-	unsigned nwant;
-	bool spans, behind;
+	struct gset cur, next, back, ahead;
+	size_t nreader;
 };
 
-/* Whether a build up to lookahead units behind s's reader (at epoch, in
- * group g) still reads from the group before g. */
-static bool group_behind(const struct bfs_ioplan *p, const struct stream *s,
-			 const struct bfs_perm *perm, uint64_t epoch, uint64_t g)
+/* Whether s may hold groups of `epoch` (its reader's is `at`): an epoch the
+ * mount lists, or, with no bound, once its reader went on into a later
+ * epoch. */
+static bool epoch_ok(const struct bfs_ioplan *p, const struct stream *s, uint64_t epoch,
+		     uint64_t at)
 {
-	const struct bfs_batcher *b = p->b[s->rank];
-	uint64_t back = s->pos - (s->pos < p->lookahead ? s->pos : p->lookahead);
-	uint64_t b0, bn;
-
-	if (back / s->nunits < epoch)
+	if (epoch == at)
 		return true;
-	if (back >= s->pos)
-		return false;
-	return bfs_batcher_unit_rows(b, (back % s->nunits) | (s->chunk ? BFS_CHUNK : 0), &b0,
-				     &bn) == 0 &&
-	       bfs_block_order_group_of(perm->bo, bfs_batcher_row_pos(b, b0)) < g;
+	return p->epochs ? epoch < p->epochs : s->crossed;
 }
 
-/* Fill *gw for s's reader. 1 when filled; 0 when its unit or epoch order
- * is not at hand (nothing to hold now); -1 when the order is not a block
- * shuffle (s plans by unit). */
-static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s, struct group_want *gw)
+/* want->next from want->cur: the group after each partition's last. */
+static void next_groups(const struct bfs_ioplan *p, const struct stream *s, uint64_t at,
+			bool same_epoch, const struct gset *from, struct group_want *want)
 {
 	const struct bfs_batcher *b = p->b[s->rank];
-	uint64_t epoch = s->pos / s->nunits, unit = s->pos % s->nunits, r0, n, ng;
-	struct bfs_perm perm;
+	struct bfs_perm perm = { 0 };
+	uint64_t have = UINT64_MAX;
 
-	if (bfs_batcher_unit_rows(b, unit | (s->chunk ? BFS_CHUNK : 0), &r0, &n) != 0 ||
-	    bfs_batcher_perm(b, epoch, &perm) != 0)
-		return 0;
-	if (!perm.bo) {
-		bfs_perm_release(&perm);
-		return -1;
+	for (size_t i = 0; i < from->n; i++) {
+		struct gkey k = from->v[i];
+		bool last = true;
+
+		for (size_t j = 0; j < from->n && last; j++)
+			last = !(from->v[j].epoch == k.epoch && from->v[j].q == k.q &&
+				 from->v[j].g > k.g);
+		if (!last)
+			continue;
+		if (k.epoch != have) {
+			bfs_perm_release(&perm);
+			have = k.epoch;
+			if (bfs_batcher_perm(b, k.epoch, &perm) != 0 || !perm.bo)
+				break;
+		}
+		if (k.g + 1 < bfs_block_order_ngroups(perm.bo, k.q)) {
+			k.g++;
+			if (!same_epoch)
+				continue;
+		} else {
+			k.epoch++;
+			k.g = 0;
+			if (!epoch_ok(p, s, k.epoch, at))
+				continue;
+		}
+		if (!gset_has(&want->cur, &k) && !gset_has(&want->ahead, &k))
+			gset_add(&want->next, &k);
 	}
-	memset(gw, 0, sizeof(*gw));
-	ng = bfs_block_order_ngroups(perm.bo);
-	gw->want[0].epoch = epoch;
-	gw->want[0].g = bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0));
-	/* the reader's unit reads from the next group too: it is the reader's
-	 * as well (a unit never spans more than two groups' worth of rows
-	 * once groups hold more records than a unit) */
-	gw->spans = n && bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0 + n - 1)) !=
-				 gw->want[0].g;
-	/* builds run up to lookahead units ahead of their reader, and not
-	 * always in order: the group before the reader's stays while a unit
-	 * that near behind still reads from it (else such a build would ask
-	 * for its records one by one, a second fetch of them) */
-	gw->behind = group_behind(p, s, &perm, epoch, gw->want[0].g);
 	bfs_perm_release(&perm);
-	if (gw->behind && gw->want[0].g > 0) {
-		gw->prev.epoch = epoch;
-		gw->prev.g = gw->want[0].g - 1;
-	} else if (gw->behind && epoch > 0) {
-		gw->prev.epoch = epoch - 1;
-		gw->prev.g = ng - 1;
-	} else {
-		gw->behind = false;
-	}
-	gw->want[1].epoch = gw->want[0].g + 1 < ng ? epoch : epoch + 1;
-	gw->want[1].g = gw->want[0].g + 1 < ng ? gw->want[0].g + 1 : 0;
-	if (s->chunk && unit < p->lookahead && gw->want[1].epoch == epoch && !gw->spans)
-		/* the first chunks of an epoch: the prefetch running on from
-		 * the end of the one before as often as a reader (a reader of
-		 * all.safetensors goes through the epoch once per column, and
-		 * each pass's end prefetches here); the next group comes once
-		 * a build further in shows the reader here */
-		gw->nwant = 1;
-	else if (gw->want[1].epoch == epoch)
-		gw->nwant = 2;
-	else if (p->epochs)
-		gw->nwant = gw->want[1].epoch < p->epochs ? 2 : 1;
-	else
-		gw->nwant = s->crossed ? 2 : 1;
-	return 1;
 }
 
-/* s keeps the groups it holds that gw still wants (in their order, at the
- * front of s->held), releases the rest. Lock held. */
-static void keep_wanted(struct bfs_ioplan *p, struct stream *s, const struct group_want *gw)
+/* want->next gets the group after each partition's last in want->ahead
+ * (chunks: of the reader's epoch only). */
+static void next_ahead(const struct bfs_ioplan *p, const struct stream *s, uint64_t at,
+		       struct group_want *want)
+{
+	struct gset *from = malloc(sizeof(*from));
+
+	if (!from)
+		return;
+	from->n = 0;
+	from->full = false;
+	for (size_t i = 0; i < want->ahead.n; i++)
+		if (!s->chunk || want->ahead.v[i].epoch == at)
+			gset_add(from, &want->ahead.v[i]);
+	next_groups(p, s, at, true, from, want);
+	free(from);
+}
+
+/* Fill *want for s's reader. 1 when filled; 0 when nothing is to be held
+ * now; -1 when groups cannot be held (too many: s plans by unit). */
+static int groups_wanted(const struct bfs_ioplan *p, const struct stream *s,
+			 struct group_want *want)
+{
+	const struct bfs_batcher *b = p->b[s->rank];
+	uint64_t r = s->read_seen ? s->rpos : s->pos, at = r / s->nunits, unit = r % s->nunits,
+		 end = r + s->span;
+	uint64_t back = r - (r < p->lookahead ? r : p->lookahead);
+
+	memset(want, 0, sizeof(*want));
+	/* the reader's unit, then those after it (into an epoch it may hold) */
+	units_groups(b, s->chunk, s->nunits, r, r + 1, &want->cur);
+	want->nreader = want->cur.n;
+	if (!want->nreader)
+		return 0;
+	if (end > s->end)
+		end = s->end;
+	if (end / s->nunits > at && !epoch_ok(p, s, at + 1, at))
+		end = (at + 1) * s->nunits;
+	units_groups(b, s->chunk, s->nunits, r + 1, end, &want->cur);
+	/* builds run up to lookahead units ahead of their reader, and not
+	 * always in order: the groups behind the reader's stay while a unit
+	 * that near behind still reads from them (else such a build would ask
+	 * for its records one by one, a second fetch of them), and so do the
+	 * groups of the builds ahead of it */
+	units_groups(b, s->chunk, s->nunits, back, r, &want->back);
+	if (s->pos >= end)
+		units_groups(b, s->chunk, s->nunits, end, s->pos + 1, &want->ahead);
+	/* the first chunks of an epoch: the prefetch running on from the end
+	 * of the one before as often as a reader (a reader of all.safetensors
+	 * goes through the epoch once per column, and each pass's end
+	 * prefetches here); the next groups come once a build further in
+	 * shows the reader here */
+	next_groups(p, s, at, !(s->chunk && unit < p->lookahead && s->span == 1), &want->cur, want);
+	/* and the next of those ahead (held when the stream followed its
+	 * builds before a read was noted: let go, each was fetched again);
+	 * not for chunks in a later epoch than the reader's, the prefetch's
+	 * run past a pass's end */
+	next_ahead(p, s, at, want);
+	return want->cur.full || want->next.full ? -1 : 1;
+}
+
+static bool wanted(const struct group_want *want, const struct group *gr)
+{
+	struct gkey k = { gr->epoch, gr->q, gr->g };
+
+	return gset_has(&want->cur, &k) || gset_has(&want->next, &k) || gset_has(&want->back, &k) ||
+	       gset_has(&want->ahead, &k);
+}
+
+/* s keeps the groups it holds that want still names (in their order, at
+ * the front of s->held), releases the rest. Lock held. */
+static void keep_wanted(struct bfs_ioplan *p, struct stream *s, const struct group_want *want)
 {
 	unsigned nkeep = 0;
 
 	for (unsigned i = 0; i < s->nheld; i++) {
 		struct group *gr = s->held[i];
-		bool still = false;
 
-		for (unsigned w = 0; w < gw->nwant; w++)
-			still |= gr->epoch == gw->want[w].epoch && gr->g == gw->want[w].g;
-		still |= gw->behind && gr->epoch == gw->prev.epoch && gr->g == gw->prev.g;
-		if (still)
+		if (wanted(want, gr))
 			s->held[nkeep++] = gr; /* nkeep <= i: never ahead of the walk */
 		else
 			group_put(p, gr);
@@ -1288,32 +1593,22 @@ static void keep_wanted(struct bfs_ioplan *p, struct stream *s, const struct gro
 	s->nheld = nkeep;
 }
 
-/* The group (epoch, g) some stream holds, or NULL. Lock held. */
-static struct group *group_find(const struct bfs_ioplan *p, uint64_t epoch, uint64_t g)
-{
-	struct group *gr;
-
-	for (gr = p->groups; gr; gr = gr->next)
-		if (gr->epoch == epoch && gr->g == g)
-			break;
-	return gr;
-}
-
-/* A new group (epoch, g) of ticket t over positions p0..p1, held by s.
+/* A new group k of ticket t over partition positions u0..u1, held by s.
  * False when out of memory (t then released). Lock held. */
-static bool group_add(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t g,
-		      struct bfs_fetch_ticket *t, uint64_t p0, uint64_t p1)
+static bool group_add(struct bfs_ioplan *p, struct stream *s, const struct gkey *k,
+		      struct bfs_fetch_ticket *t, uint64_t u0, uint64_t u1)
 {
-	struct group *gr = calloc(1, sizeof(*gr));
+	struct group *gr = s->nheld < MAX_HELD ? calloc(1, sizeof(*gr)) : NULL;
 
 	if (!gr) {
 		bfs_fetch_release(p->f, t);
 		return false;
 	}
-	gr->epoch = epoch;
-	gr->g = g;
-	gr->p0 = p0;
-	gr->p1 = p1;
+	gr->epoch = k->epoch;
+	gr->q = k->q;
+	gr->g = k->g;
+	gr->u0 = u0;
+	gr->u1 = u1;
 	gr->t = t;
 	gr->holders = 1;
 	gr->next = p->groups;
@@ -1323,83 +1618,108 @@ static bool group_add(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, ui
 	return true;
 }
 
-/* s holds want[w] of gw: shared with the stream that has it, or fetched as
- * a new group (the reader's first, ahead of every plan). 0 when held (or
- * s was let go of meanwhile, -ESTALE); -E2BIG when the group is larger than
- * the whole budget; another -errno when it waits for room. Lock held;
- * dropped while the group's ticket is made. */
-static int hold_group(struct bfs_ioplan *p, struct stream *s, const struct group_want *gw,
-		      unsigned w)
+/* s holds group k too: it held it already, or shares the one another
+ * stream holds. False when neither. Lock held. */
+static bool hold_existing(struct bfs_ioplan *p, struct stream *s, const struct gkey *k)
 {
-	uint64_t epoch = gw->want[w].epoch, g = gw->want[w].g;
-	uint64_t gen = s->gen, prio, p0 = 0, p1 = 0;
-	struct bfs_fetch_ticket *t = NULL;
 	struct group *gr;
-	int rc;
 
 	for (unsigned i = 0; i < s->nheld; i++)
-		if (s->held[i]->epoch == epoch && s->held[i]->g == g)
-			return 0;
-	gr = group_find(p, epoch, g);
-	if (gr) { /* another stream (rank) holds it already */
-		gr->holders++;
-		s->held[s->nheld++] = gr;
+		if (s->held[i]->epoch == k->epoch && s->held[i]->q == k->q && s->held[i]->g == k->g)
+			return true;
+	gr = group_find(p, k);
+	if (!gr || s->nheld == MAX_HELD)
+		return false;
+	gr->holders++;
+	s->held[s->nheld++] = gr;
+	return true;
+}
+
+/* Room for a group of s: one of the groups kept behind it goes first (a
+ * late build is rarer than a reader waiting at a boundary), then what
+ * other streams hold. Lock held. */
+static bool room_for(struct bfs_ioplan *p, struct stream *s, const struct group_want *want)
+{
+	for (size_t i = 0; i < want->back.n; i++)
+		if (!gset_has(&want->cur, &want->back.v[i]) &&
+		    !gset_has(&want->next, &want->back.v[i]) &&
+		    !gset_has(&want->ahead, &want->back.v[i]) && drop_held(p, s, &want->back.v[i]))
+			return true;
+	return make_room(p, s, 0);
+}
+
+/* s holds group k: shared with the stream that has it, or fetched as a new
+ * group. demand: its reader's unit reads it (asked for ahead of every
+ * plan, whatever the budget). 0 when held (or s was let go of meanwhile,
+ * -ESTALE); -E2BIG when the group is larger than the whole budget; another
+ * -errno when it waits for room. Lock held; dropped while the group's
+ * ticket is made. */
+static int hold_group(struct bfs_ioplan *p, struct stream *s, const struct group_want *want,
+		      const struct gkey *k, bool demand)
+{
+	uint64_t gen = s->gen, prio, u0 = 0, u1 = 0;
+	struct bfs_fetch_ticket *t = NULL;
+	int rc;
+
+	if (hold_existing(p, s, k))
 		return 0;
-	}
-	/* the reader's group first, ahead of every plan */
-	prio = w == 0 ? BFS_FETCH_NOW : ++p->seq;
+	prio = demand ? BFS_FETCH_NOW : ++p->seq;
 	pthread_mutex_unlock(&p->lock);
-	rc = group_ticket(p, epoch, g, prio, w == 0 || gw->spans, &t, &p0, &p1);
+	rc = group_ticket(p, k, prio, demand, &t, &u0, &u1);
 	pthread_mutex_lock(&p->lock);
-	/* room: the group kept behind goes first (the next one keeps the
-	 * reader from waiting at the boundary; a late build is rarer), then
-	 * what other streams hold */
-	if (rc == -ENOSPC && s->used && s->gen == gen &&
-	    ((gw->behind && drop_held(p, s, gw->prev.epoch, gw->prev.g)) || make_room(p, s, 0))) {
+	if (rc == -ENOSPC && s->used && s->gen == gen && want && room_for(p, s, want)) {
 		pthread_mutex_unlock(&p->lock);
-		rc = group_ticket(p, epoch, g, prio, false, &t, &p0, &p1);
+		rc = group_ticket(p, k, prio, false, &t, &u0, &u1);
 		pthread_mutex_lock(&p->lock);
 	}
 	if (rc || !s->used || s->gen != gen) {
 		bfs_fetch_release(p->f, t);
 		return rc ? rc : -ESTALE;
 	}
-	gr = group_find(p, epoch, g);
-	if (gr) { /* another stream made it meanwhile */
+	if (group_find(p, k)) { /* another stream made it meanwhile */
 		bfs_fetch_release(p->f, t);
-		gr->holders++;
-		s->held[s->nheld++] = gr;
-		return 0;
+		return hold_existing(p, s, k) ? 0 : -ENOSPC;
 	}
-	return group_add(p, s, epoch, g, t, p0, p1) ? 0 : -ENOMEM;
+	return group_add(p, s, k, t, u0, u1) ? 0 : -ENOMEM;
 }
 
-/* Block shuffle: hold the group of s's reader and the one after (the
- * first of the next epoch when the mount lists it, or, with no bound on
- * epochs, once the reader went on into a later epoch). The reader's group
- * is taken whatever the budget: its bytes are what the reader decodes now
- * (turning a stream to unit by unit plans when it did not fit would read
- * each block again in pieces, for the rest of the mount); the next one
- * waits for room. Lock held; dropped while a group's ticket is made. False
- * when a group is larger than the whole budget (s then plans by unit). */
+/* Block shuffle: hold the groups of s's reader's partitions (its own
+ * unit's whatever the budget: its bytes are what the reader decodes now;
+ * turning a stream to unit by unit plans when it did not fit would read
+ * each block again in pieces, for the rest of the mount) and the next of
+ * each (the first of the next epoch when the mount lists it, or, with no
+ * bound on epochs, once the reader went on into a later epoch), nearest
+ * first; those that do not fit wait for room. Lock held; dropped while a
+ * group's ticket is made. False when the groups cannot be held (more than
+ * a stream may hold, or one larger than the whole budget: s then plans by
+ * unit). */
 static bool hold_groups_now(struct bfs_ioplan *p, struct stream *s)
 {
-	struct group_want gw;
-	int rc = groups_wanted(p, s, &gw);
+	struct group_want *want = malloc(sizeof(*want));
+	uint64_t gen = s->gen;
+	bool ok = true;
+	int rc;
 
-	if (rc <= 0)
+	if (!want)
+		return true;
+	rc = groups_wanted(p, s, want);
+	if (rc <= 0) {
+		free(want);
 		return rc == 0;
-	keep_wanted(p, s, &gw);
-	for (unsigned w = 0; w < gw.nwant; w++) {
-		rc = hold_group(p, s, &gw, w);
-		/* only a group larger than the budget turns s to plans by
-		 * unit; the next one waits for room */
-		if (rc == -E2BIG)
-			return false;
-		if (rc != 0)
-			return true;
 	}
-	return true;
+	keep_wanted(p, s, want);
+	for (size_t i = 0; i < want->cur.n + want->next.n && s->used && s->gen == gen; i++) {
+		const struct gkey *k =
+			i < want->cur.n ? &want->cur.v[i] : &want->next.v[i - want->cur.n];
+
+		rc = hold_group(p, s, want, k, i < want->nreader);
+		if (rc == -E2BIG)
+			ok = false;
+		if (rc != 0)
+			break;
+	}
+	free(want);
+	return ok;
 }
 
 /* hold_groups_now, one caller per stream at a time: a build that comes
@@ -1442,40 +1762,43 @@ static bool hold_groups(struct bfs_ioplan *p, struct stream *s)
 
 /* Block shuffle, a stream's first builds: they start together (the
  * reader's batch and the prefetch's), and the one noted first sets where
- * the stream starts. A build noted after it, behind it, whose group no one
+ * the stream starts. A build noted after it, behind it, whose groups no one
  * holds would read its records one by one (the first batches' records,
- * fetched in pieces): the stream holds that group too, as the group kept
- * behind its reader. Lock held; dropped while the group's ticket is made.
- * True when the group is held. */
+ * fetched in pieces): the stream holds those groups too, as groups kept
+ * behind its reader. Lock held; dropped while a group's ticket is made.
+ * True when they are held. */
 static bool hold_behind(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t unit)
 {
-	const struct bfs_batcher *b;
-	struct group_want gw = { .nwant = 1 };
+	struct gset *set;
 	struct bfs_perm perm;
-	uint64_t r0, n, gen;
-	bool ok;
+	uint64_t gen;
+	bool ok = true;
 
 	if (!s || s->by_unit || s->nbuilds > p->lookahead + 1 ||
 	    epoch * s->nunits + (unit & ~BFS_CHUNK) >= s->pos)
 		return false;
-	b = p->b[s->rank];
-	if (bfs_batcher_unit_rows(b, unit, &r0, &n) != 0 || n == 0 ||
-	    bfs_batcher_perm(b, epoch, &perm) != 0)
+	if (bfs_batcher_perm(p->b[s->rank], epoch, &perm) != 0)
 		return false;
-	ok = perm.bo != NULL;
-	if (ok) {
-		gw.want[0].epoch = epoch;
-		gw.want[0].g = bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(b, r0));
+	set = perm.bo ? malloc(sizeof(*set)) : NULL;
+	if (set) {
+		set->n = 0;
+		set->full = false;
+		unit_groups(p->b[s->rank], perm.bo, epoch, unit, set);
 	}
 	bfs_perm_release(&perm);
 	gen = s->gen;
-	if (!ok || !holding_begin(p, s))
+	if (!set || set->full || !set->n || !holding_begin(p, s)) {
+		free(set);
 		return false;
-	/* a group held already (hold_held did not find the unit's rows
-	 * there), or no room among the stream's: the build reads by itself */
-	ok = s->nheld < MAX_GROUPS && !group_find(p, epoch, gw.want[0].g) &&
-	     hold_group(p, s, &gw, 0) == 0;
+	}
+	/* groups held already stay as they are (hold_held did not find all
+	 * of the unit's there); no room among the stream's: the build reads
+	 * by itself */
+	for (size_t i = 0; i < set->n && ok; i++)
+		ok = group_find(p, &set->v[i]) || (s->nheld + set->n <= MAX_HELD &&
+						   hold_group(p, s, NULL, &set->v[i], true) == 0);
 	holding_end(p, s, gen);
+	free(set);
 	return ok;
 }
 
@@ -1643,12 +1966,23 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 	p->b = b;
 	p->nranks = nranks;
 	p->block = bfs_batcher_blocks(b[0]) != NULL;
+	if (p->block) {
+		const struct bfs_blocks *bl = bfs_batcher_blocks(b[0]);
+		uint64_t total = 0, np = bfs_blocks_npieces(bl);
+
+		for (size_t i = 0; i < bfs_dataset_nshards(ds); i++)
+			total += bfs_shard_file_size(bfs_dataset_shard(ds, i));
+		p->group_bytes = total / (np ? np : 1) * bfs_blocks_window(bl);
+	}
 	p->depth = bfs_fetch_depth(f);
 	p->budget = bfs_fetch_budget(f);
 	p->epochs = epochs;
 	p->lookahead = (uint64_t)lookahead + 1;
 	p->sizes = calloc(bfs_dataset_nshards(ds) ? bfs_dataset_nshards(ds) : 1, sizeof(*p->sizes));
-	if (!p->sizes) {
+	p->shared = calloc(nranks ? nranks : 1, sizeof(*p->shared));
+	if (!p->sizes || !p->shared) {
+		free(p->sizes);
+		free(p->shared);
 		free(p);
 		return -ENOMEM;
 	}
@@ -1665,6 +1999,7 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 		pthread_cond_destroy(&p->kick);
 		pthread_cond_destroy(&p->held);
 		free(p->sizes);
+		free(p->shared);
 		free(p);
 		return -rc;
 	}
@@ -1711,6 +2046,7 @@ void bfs_ioplan_free(struct bfs_ioplan *p)
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->kick);
 	pthread_cond_destroy(&p->held);
+	free(p->shared);
 	free(p);
 }
 

@@ -96,6 +96,19 @@ struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, ui
 					 uint64_t unit, const uint64_t *recs, size_t n);
 void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_ioplan_hold *h); /* accepts NULL */
 
+/* Whether a build of (rank, epoch, unit) would find its records' bytes
+ * planned now. Under block shuffle, whether the groups it reads from are
+ * held (a stream asked for them): the decoded-batch prefetch builds only
+ * such units, since a build elsewhere reads its records one by one (and
+ * a prefetch far ahead of the groups held turned into record reads for
+ * most of an epoch). True otherwise (global shuffle, a stream planning
+ * unit by unit, a rank no stream reads yet). */
+bool bfs_ioplan_ready(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit);
+/* A reader read (rank, epoch, unit), built or not: under block shuffle its
+ * stream holds the groups around the reader's unit (the prefetch builds
+ * ahead of it within them). */
+void bfs_ioplan_note_read(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit);
+
 /* The source ranges of records recs[0..n): r[0..*m) (r has room for n).
  * Records of shards that are not read through the stage are left out. */
 void bfs_ioplan_ranges(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,

@@ -166,12 +166,24 @@ const char *bfs_shard_read_why(const struct bfs_shard *s, ssize_t n, char *buf, 
 
 /* ---- open / close ------------------------------------------------------ */
 
+enum bfs_compression bfs_shard_sniff(const uint8_t *b, size_t n)
+{
+	uint32_t stored, calc;
+
+	if (n >= HDR_LEN && frame_crc_ok(b, 8, b + 8, &stored, &calc))
+		return BFS_COMP_NONE;
+	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+		return BFS_COMP_GZIP;
+	if (n >= 2 && (b[0] & 0x0f) == 8 && (b[0] >> 4) <= 7 && ((b[0] << 8) | b[1]) % 31 == 0)
+		return BFS_COMP_ZLIB;
+	return BFS_COMP_AUTO;
+}
+
 /* The compression of s from its first bytes (pinned). */
 static int detect(const struct bfs_shard *s, enum bfs_compression *out)
 {
 	uint8_t b[HDR_LEN];
 	char hex[3 * HDR_LEN + 1], why[512];
-	uint32_t stored, calc;
 	ssize_t n;
 
 	if (s->file_size == 0) {
@@ -181,18 +193,9 @@ static int detect(const struct bfs_shard *s, enum bfs_compression *out)
 	n = bfs_shard_pread(s, b, sizeof(b), 0);
 	if (n < 0)
 		return bfs_err_set((int)n, "read: %s", bfs_shard_read_why(s, n, why, sizeof(why)));
-	if (n == HDR_LEN && frame_crc_ok(b, 8, b + 8, &stored, &calc)) {
-		*out = BFS_COMP_NONE;
+	*out = bfs_shard_sniff(b, (size_t)n);
+	if (*out != BFS_COMP_AUTO)
 		return 0;
-	}
-	if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b) {
-		*out = BFS_COMP_GZIP;
-		return 0;
-	}
-	if (n >= 2 && (b[0] & 0x0f) == 8 && (b[0] >> 4) <= 7 && ((b[0] << 8) | b[1]) % 31 == 0) {
-		*out = BFS_COMP_ZLIB;
-		return 0;
-	}
 	hex[0] = '\0';
 	for (ssize_t i = 0, pos = 0; i < n; i++)
 		pos += snprintf(hex + pos, sizeof(hex) - (size_t)pos, "%s%02x", i ? " " : "", b[i]);

@@ -59,6 +59,10 @@ int bfs_shard_open_undetected(struct bfs_shard **out, const char *path);
  * detected from its first bytes as bfs_shard_open does (same errors). */
 int bfs_shard_detect(struct bfs_shard *s, enum bfs_compression known);
 void bfs_shard_close(struct bfs_shard *s); /* accepts NULL */
+/* The compression that a shard's first n bytes (12 suffice) show, by the
+ * rule of bfs_shard_open: NONE for a valid record header, GZIP, ZLIB; AUTO
+ * when they begin no shard. */
+enum bfs_compression bfs_shard_sniff(const uint8_t *b, size_t n);
 
 const char *bfs_shard_path(const struct bfs_shard *s); /* borrowed */
 enum bfs_compression bfs_shard_compression(const struct bfs_shard *s);

@@ -41,12 +41,10 @@ struct bfs_mixfile {
 	uint64_t epoch_records; /* BFS_MIXFILE_RECORDS */
 };
 
-/* Whether text is a JSON object with a top-level key "mixture" (a mixture
- * file, not a shard). */
-bool bfs_mixfile_sniff(const char *text, size_t len);
-/* Errors: -EINVAL with a message naming the entry and the field (unknown
- * keys, a weight <= 0, not finite, over 10^9 or under 10^-9, duplicate or
- * empty names, a missing source, a bad epoch or schedule), -ENOMEM. */
+/* Errors: -EINVAL with a message naming the line and column of a JSON
+ * error, or the entry and the field (no "mixture" key, unknown keys, a
+ * weight <= 0, not finite, over 10^9 or under 10^-9, duplicate or empty
+ * names, a missing source, a bad epoch or schedule), -ENOMEM. */
 int bfs_mixfile_parse(struct bfs_mixfile **out, const char *text, size_t len);
 void bfs_mixfile_free(struct bfs_mixfile *m); /* accepts NULL */
 

@@ -138,9 +138,42 @@ void bfs_schema_free(struct bfs_schema *s)
 	}
 	for (size_t i = 0; i < s->nlists; i++)
 		free(s->lists[i].name);
+	for (size_t i = 0; i < s->nuntyped; i++)
+		free(s->untyped[i]);
 	free(s->features);
 	free(s->lists);
+	free(s->untyped);
 	free(s);
+}
+
+int bfs_schema_untyped_add(struct bfs_schema *s, const char *name)
+{
+	size_t at = 0;
+	char **a, *dup;
+
+	while (at < s->nuntyped && strcmp(s->untyped[at], name) < 0)
+		at++;
+	if (at < s->nuntyped && strcmp(s->untyped[at], name) == 0)
+		return 0;
+	dup = strdup(name);
+	a = dup ? realloc(s->untyped, (s->nuntyped + 1) * sizeof(*a)) : NULL;
+	if (!a) {
+		free(dup);
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	}
+	memmove(a + at + 1, a + at, (s->nuntyped - at) * sizeof(*a));
+	a[at] = dup;
+	s->untyped = a;
+	s->nuntyped++;
+	return 0;
+}
+
+bool bfs_schema_untyped_has(const struct bfs_schema *s, const char *name)
+{
+	for (size_t i = 0; i < s->nuntyped; i++)
+		if (strcmp(s->untyped[i], name) == 0)
+			return true;
+	return false;
 }
 
 static int specs_clone(struct bfs_feature_spec **out, const struct bfs_feature_spec *src, size_t n)
@@ -194,6 +227,9 @@ int bfs_schema_clone(struct bfs_schema **out, const struct bfs_schema *s)
 	if (specs_clone(&c->lists, s->lists, s->nlists) < 0)
 		goto nomem;
 	c->nlists = s->nlists;
+	for (size_t i = 0; i < s->nuntyped; i++)
+		if (bfs_schema_untyped_add(c, s->untyped[i]) != 0)
+			goto nomem;
 	*out = c;
 	return 0;
 nomem:
@@ -205,6 +241,34 @@ static int spec_name_cmp(const void *a, const void *b)
 {
 	return strcmp(((const struct bfs_feature_spec *)a)->name,
 		      ((const struct bfs_feature_spec *)b)->name);
+}
+
+int bfs_schema_add_feature(struct bfs_schema *s, const struct bfs_feature_spec *f)
+{
+	struct bfs_feature_spec *copy, *a;
+
+	if (specs_clone(&copy, f, 1) < 0)
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	a = realloc(s->features, (s->nfeatures + 1) * sizeof(*a));
+	if (!a) {
+		free(copy->name);
+		bfs_spec_names_free(copy);
+		free(copy);
+		return bfs_err_set(-ENOMEM, "schema: out of memory");
+	}
+	a[s->nfeatures++] = *copy;
+	free(copy);
+	s->features = a;
+	qsort(s->features, s->nfeatures, sizeof(*s->features), spec_name_cmp);
+	for (size_t i = 0; i < s->nuntyped; i++)
+		if (strcmp(s->untyped[i], f->name) == 0) {
+			free(s->untyped[i]);
+			memmove(s->untyped + i, s->untyped + i + 1,
+				(s->nuntyped - i - 1) * sizeof(*s->untyped));
+			s->nuntyped--;
+			break;
+		}
+	return 0;
 }
 
 int bfs_schema_add_provenance(struct bfs_schema *s)
@@ -296,15 +360,17 @@ int bfs_schema_select(struct bfs_schema *s, const char *csv)
 {
 	static const char prefix[] = "feature_lists/";
 	const size_t plen = sizeof(prefix) - 1;
-	bool *keep_f = NULL, *keep_l = NULL;
+	bool *keep_f = NULL, *keep_l = NULL, *keep_u = NULL;
 	const char *p = csv;
+	size_t k = 0;
 	int err = 0;
 
 	if (!csv || !csv[0])
 		return bfs_err_set(-EINVAL, "features=: empty list of features");
 	keep_f = calloc(s->nfeatures + 1, sizeof(bool));
 	keep_l = calloc(s->nlists + 1, sizeof(bool));
-	if (!keep_f || !keep_l) {
+	keep_u = calloc(s->nuntyped + 1, sizeof(bool));
+	if (!keep_f || !keep_l || !keep_u) {
 		err = bfs_err_set(-ENOMEM, "schema: out of memory");
 		goto out;
 	}
@@ -327,6 +393,12 @@ int bfs_schema_select(struct bfs_schema *s, const char *csv)
 			if (at >= 0)
 				keep_f[at] = true;
 		}
+		/* an untyped name is kept: a mixture's merge may type it */
+		for (size_t u = 0; at < 0 && u < s->nuntyped; u++)
+			if (cmp_n(s->untyped[u], p, len) == 0) {
+				keep_u[u] = true;
+				at = (ssize_t)u;
+			}
 		if (at < 0) {
 			err = bfs_err_set(-ENOENT, "features=: no feature '%.*s' in the schema",
 					  (int)(len > 200 ? 200 : len), p);
@@ -338,9 +410,17 @@ int bfs_schema_select(struct bfs_schema *s, const char *csv)
 	}
 	specs_keep(s->features, &s->nfeatures, keep_f);
 	specs_keep(s->lists, &s->nlists, keep_l);
+	for (size_t u = 0; u < s->nuntyped; u++) {
+		if (keep_u[u])
+			s->untyped[k++] = s->untyped[u];
+		else
+			free(s->untyped[u]);
+	}
+	s->nuntyped = k;
 out:
 	free(keep_f);
 	free(keep_l);
+	free(keep_u);
 	return err;
 }
 
@@ -419,5 +499,74 @@ int bfs_schema_set_image(struct bfs_schema *s, const char *arg)
 	f->image = true;
 	f->resize = BFS_RESIZE_STRETCH;
 	f->filter = BFS_FILTER_BILINEAR;
+	bfs_augment_init(&f->aug);
+	return 0;
+}
+
+/* ---- crop=, flip= ---------------------------------------------------------------------- */
+
+/* "crop=random", "crop_scale=0.5:1": the option of bit as given in a */
+static void aug_option(char *dst, size_t cap, const struct bfs_augment *a, unsigned bit)
+{
+	if (bit == BFS_AUG_SET_CROP)
+		snprintf(dst, cap, "crop=%s", bfs_crop_name(a->crop));
+	else if (bit == BFS_AUG_SET_FLIP)
+		snprintf(dst, cap, "flip=%s", a->flip ? "h" : "none");
+	else if (bit == BFS_AUG_SET_SCALE)
+		snprintf(dst, cap, "crop_scale=%g:%g", a->scale[0], a->scale[1]);
+	else if (bit == BFS_AUG_SET_RATIO)
+		snprintf(dst, cap, "crop_ratio=%g:%g", a->ratio[0], a->ratio[1]);
+	else
+		snprintf(dst, cap, "crop_resize=%u", a->resize);
+}
+
+int bfs_schema_set_augment(struct bfs_schema *s, const struct bfs_augment *a, unsigned mask)
+{
+	unsigned images = 0, random = 0, center = 0, unused;
+	char opt[96];
+
+	for (size_t i = 0; i < s->nfeatures; i++) {
+		struct bfs_feature_spec *f = &s->features[i];
+		struct bfs_augment *g = &f->aug;
+
+		if (!f->image)
+			continue;
+		images++;
+		if (mask & BFS_AUG_SET_CROP)
+			g->crop = a->crop;
+		if (mask & BFS_AUG_SET_FLIP)
+			g->flip = a->flip;
+		if (mask & BFS_AUG_SET_SCALE)
+			memcpy(g->scale, a->scale, sizeof(g->scale));
+		if (mask & BFS_AUG_SET_RATIO)
+			memcpy(g->ratio, a->ratio, sizeof(g->ratio));
+		if (mask & BFS_AUG_SET_RESIZE)
+			g->resize = a->resize;
+		random += g->crop == BFS_CROP_RANDOM;
+		center += g->crop == BFS_CROP_CENTER;
+		if (bfs_augment_check(g, (uint32_t)f->shape[0], (uint32_t)f->shape[1])) {
+			char why[256];
+
+			snprintf(why, sizeof(why), "%s", bfs_err_msg());
+			return bfs_err_set(-EINVAL, "image feature '%.200s' (%lldx%lld): %s",
+					   f->name, (long long)f->shape[0], (long long)f->shape[1],
+					   why);
+		}
+	}
+	if (mask && !images) {
+		aug_option(opt, sizeof(opt), a, mask & -mask);
+		return bfs_err_set(-ENOENT,
+				   "option '%s': no image feature to augment (decode one with "
+				   "image=FEATURE:HxW)",
+				   opt);
+	}
+	unused = mask & (random ? 0 : BFS_AUG_SET_SCALE | BFS_AUG_SET_RATIO);
+	unused |= mask & (center ? 0 : BFS_AUG_SET_RESIZE);
+	if (unused) {
+		aug_option(opt, sizeof(opt), a, unused & -unused);
+		return bfs_err_set(-EINVAL,
+				   "option '%s': applies to crop=%s, and no image feature has it",
+				   opt, unused & BFS_AUG_SET_RESIZE ? "center" : "random");
+	}
 	return 0;
 }

@@ -40,14 +40,19 @@
  * largest count seen. Bytes: one value of the same length L everywhere →
  * FIXED uint8 [L]; one value of varying length, or missing somewhere →
  * PADDED max_len bytes; more than one value anywhere → RAGGED2.
- * A feature never seen with a kind set is left out (its type is unknowable).
+ * A feature present but with no kind set (`Feature {}`, as TFX and Beam
+ * write a missing value) counts as present with no value (length 0); one
+ * never seen with a kind set is left out (its type is unknowable) and
+ * listed in untyped.
  * A bytes feature whose values are all JPEG (or all PNG) gets "content":
  * "jpeg" (or "png") with "max_width"/"max_height", the largest seen; it
  * is not decoded unless the schema says "decode": "image" (or image=).
  *
  * Image features: {"kind": "bytes", "dtype": "uint8", "shape": [H, W, C],
  * "decode": "image", "resize": "stretch"|"fit"|"crop", "filter":
- * "bilinear"|"area"}; a record's value is one JPEG or PNG (image.h).
+ * "bilinear"|"area"}; a record's value is one JPEG or PNG (image.h). Their
+ * augmentation (augment.h): "crop": "random"|"center"|"none", "flip":
+ * "h"|"none", "crop_scale": [A, B], "crop_ratio": [A, B], "crop_resize": N.
  *
  * Does not: read files, know FUSE or threads. Thread-safety: a finished
  * schema is immutable and may be shared read-only.
@@ -93,6 +98,9 @@ struct bfs_feature_spec {
 	bool image;
 	enum bfs_resize_mode resize;
 	enum bfs_filter filter;
+	/* "crop", "flip", "crop_scale", "crop_ratio", "crop_resize" of an image
+	 * feature (augment.h; bfs_augment_init's defaults: none) */
+	struct bfs_augment aug;
 	/* inference's note on a bytes feature whose values are all JPEG or all
 	 * PNG ("content"), with the largest width and height seen */
 	enum bfs_image_fmt content;
@@ -114,6 +122,12 @@ struct bfs_schema {
 	struct bfs_feature_spec *features; /* sorted by name */
 	size_t nlists;
 	struct bfs_feature_spec *lists; /* sorted by name */
+	/* inference's features present only as `Feature {}` (no kind set, as
+	 * TFX writes a missing value), in every record that has them: their
+	 * kind is unknowable, so they are not served ("untyped_features");
+	 * a mixture's merge takes them as that source's empty values */
+	size_t nuntyped;
+	char **untyped; /* sorted */
 };
 
 /* A mixture's facts in schema.json ("mixture"): its sources, their
@@ -126,17 +140,23 @@ struct bfs_mix_facts {
 	size_t nseg;
 	const uint64_t *from;
 	const double *weights; /* [nseg * n] */
+	/* [nseg * n] the counts of one period as drawn, [nseg] its length and
+	 * whether it is the nearest ratio that fits (docs/shuffle.md 8.1) */
+	const uint64_t *ratio, *period;
+	const bool *approximated;
 	const char *epoch; /* "first_exhausted", "all_exhausted" or "records" */
 	uint64_t epoch_records; /* L */
 };
 
 /* Facts a mount adds to schema.json. Any pointer may be NULL. */
 struct bfs_schema_facts {
-	uint64_t records;
+	uint64_t records; /* of an epoch (a mixture's L) */
+	uint64_t source_records; /* of the sources: "source_records" with a mixture */
 	uint64_t batch_size;
 	uint64_t batches_per_epoch;
 	uint64_t seed;
 	const char *shuffle;
+	uint64_t partitions; /* shuffle=block: the partitions; 0: not written */
 	uint64_t rank, world;
 	bool no_rank; /* world=W without rank (rank folders): "rank" left out */
 	size_t nshards;
@@ -152,6 +172,17 @@ void bfs_schema_free(struct bfs_schema *s); /* accepts NULL */
  * (Returns 0/-errno, not a bool: test `< 0`.) */
 int bfs_schema_name_ok(const char *name);
 int bfs_schema_clone(struct bfs_schema **out, const struct bfs_schema *s);
+/* Add a copy of feature f (not a list; its name not in s) to s, in name
+ * order; the name leaves s->untyped. -ENOMEM. */
+int bfs_schema_add_feature(struct bfs_schema *s, const struct bfs_feature_spec *f);
+/* Add name to s->untyped (kept sorted, once). -ENOMEM. */
+int bfs_schema_untyped_add(struct bfs_schema *s, const char *name);
+bool bfs_schema_untyped_has(const struct bfs_schema *s, const char *name);
+
+/* A shape as messages write it: "[224, 224, 3]". */
+void bfs_spec_fmt_shape(char *dst, size_t cap, int ndim, const int64_t *shape);
+/* The dtype a feature of kind k has when the schema names none. */
+enum bfs_dtype bfs_spec_default_dtype(enum bfs_kind k);
 
 /* Number of values per record of a FIXED spec (prod(shape)), or per step.
  * PADDED: max_len; RAGGED / RAGGED2: 0. */
@@ -170,7 +201,8 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s,
 int bfs_schema_add_provenance(struct bfs_schema *s);
 
 /* Keep only the named features (comma-separated; a feature list is named
- * "feature_lists/NAME"). -ENOENT naming an unknown one. */
+ * "feature_lists/NAME"), and of the untyped names those named. -ENOENT
+ * naming an unknown one. */
 int bfs_schema_select(struct bfs_schema *s, const char *csv);
 
 /* image=FEATURE:HxW[:C] — make FEATURE (a bytes feature of s) an image
@@ -178,6 +210,15 @@ int bfs_schema_select(struct bfs_schema *s, const char *csv);
  * naming what is wrong, -ENOENT for an unknown feature; s is unchanged
  * then. */
 int bfs_schema_set_image(struct bfs_schema *s, const char *arg);
+
+/* crop=, flip=, crop_scale=, crop_ratio=, crop_resize=: the fields of `a`
+ * that mask names (BFS_AUG_SET_*, augment.h) replace every image feature's
+ * own (the schema's "crop"... keys); then each image feature's
+ * augmentation is checked against its shape. -EINVAL naming the feature or
+ * the option and what is wrong (a field given that no image feature
+ * uses: crop_scale= without crop=random...); -ENOENT when mask is set and
+ * no feature is an image. */
+int bfs_schema_set_augment(struct bfs_schema *s, const struct bfs_augment *a, unsigned mask);
 
 /* A TFDS folder's features.json refines an inferred schema: Image features
  * of fully known shape decode at it (their encodingFormat is what the

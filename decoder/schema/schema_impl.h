@@ -17,12 +17,8 @@
 
 /* "feature list" or "feature", for messages. */
 const char *bfs_spec_what(const struct bfs_feature_spec *f);
-/* A shape as messages write it: "[224, 224, 3]". */
-void bfs_spec_fmt_shape(char *dst, size_t cap, int ndim, const int64_t *shape);
 /* Free f's class names (f->names), leaving none. */
 void bfs_spec_names_free(struct bfs_feature_spec *f);
-/* The dtype a feature of kind k has when the schema names none. */
-enum bfs_dtype bfs_spec_default_dtype(enum bfs_kind k);
 /* The index of the spec named item[0..len) among a[0..n) (sorted by
  * name), or -1. */
 ssize_t bfs_spec_find_n(const struct bfs_feature_spec *a, size_t n, const char *item, size_t len);

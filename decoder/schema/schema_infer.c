@@ -21,8 +21,8 @@
 
 struct fstat {
 	char *name;
-	enum bfs_kind kind;
-	uint64_t present; /* records with the kind set */
+	enum bfs_kind kind; /* NONE: so far only `Feature {}` (features, not lists) */
+	uint64_t present; /* records that hold it (`Feature {}` too: 0 values) */
 	uint64_t min_count, max_count; /* values per record, over `present` */
 	uint64_t nvalues; /* bytes values seen */
 	uint64_t min_len, max_len; /* bytes value lengths, over nvalues */
@@ -86,6 +86,16 @@ static int list_kind(const struct bfs_feature_list *l, enum bfs_kind *out)
 	}
 	*out = k;
 	return 0;
+}
+
+/* Whether an item is counted: one with a kind set, or a feature (not a
+ * list) present as `Feature {}` (TFX's missing value: 0 values) whose name
+ * could be a path. */
+static bool counted(const char *name, enum bfs_kind kind, bool list)
+{
+	if (kind != BFS_KIND_NONE)
+		return true;
+	return !list && bfs_schema_name_ok(name) == 0;
 }
 
 /* Item i of a record: a feature, or a feature list. */
@@ -194,10 +204,13 @@ static int infer_check(const struct fstat *st, size_t nst, const struct bfs_exam
 			return err;
 		while (j < nst && (c = strcmp(st[j].name, name)) < 0)
 			j++;
-		if (kind == BFS_KIND_NONE)
+		if (kind == BFS_KIND_NONE) {
+			if (!(j < nst && c == 0) && counted(name, kind, list))
+				(*nnew)++;
 			continue;
+		}
 		if (j < nst && c == 0) {
-			if (st[j].kind != kind)
+			if (st[j].kind != kind && st[j].kind != BFS_KIND_NONE)
 				return bfs_err_set(
 					-EBADMSG,
 					"%s '%.200s': kind %s, but earlier records have %s", what,
@@ -237,7 +250,7 @@ static int infer_insert(struct fstat **arr, size_t *narr, const struct bfs_examp
 		item_kind(ex, list, i, &kind);
 		while (j < *narr && (c = strcmp(st[j].name, name)) < 0)
 			j++;
-		if (kind == BFS_KIND_NONE || (j < *narr && c == 0))
+		if (!counted(name, kind, list) || (j < *narr && c == 0))
 			continue;
 		names[n] = strdup(name);
 		if (!names[n])
@@ -247,7 +260,7 @@ static int infer_insert(struct fstat **arr, size_t *narr, const struct bfs_examp
 	for (i = 0, j = 0, k = 0, n = 0; i < nitems; i++) {
 		const char *name = item_name(ex, list, i);
 		item_kind(ex, list, i, &kind);
-		if (kind == BFS_KIND_NONE)
+		if (!counted(name, kind, list))
 			continue;
 		while (j < *narr && strcmp(st[j].name, name) < 0)
 			merged[k++] = st[j++];
@@ -281,10 +294,17 @@ static void infer_count(struct fstat *st, const struct bfs_example *ex, bool lis
 	for (size_t i = 0, j = 0; i < nitems; i++) {
 		const char *name = item_name(ex, list, i);
 		item_kind(ex, list, i, &kind);
-		if (kind == BFS_KIND_NONE)
+		if (!counted(name, kind, list))
 			continue;
 		while (strcmp(st[j].name, name) < 0)
 			j++;
+		if (kind == BFS_KIND_NONE) { /* present, no value */
+			st[j].present++;
+			st[j].min_count = 0;
+			continue;
+		}
+		if (st[j].kind == BFS_KIND_NONE) /* typed at last: the records before had none */
+			st[j].kind = kind;
 		if (list)
 			stat_add_list(&st[j], &ex->lists[i]);
 		else
@@ -420,7 +440,7 @@ char *bfs_infer_mixed(const struct bfs_infer *inf)
 	for (size_t i = 0; i < inf->nf + inf->nl; i++) {
 		const struct fstat *st = i < inf->nf ? &inf->f[i] : &inf->l[i - inf->nf];
 
-		if (!st->present || st->present * 2 > inf->nrecords)
+		if (!st->present || st->kind == BFS_KIND_NONE || st->present * 2 > inf->nrecords)
 			continue;
 		if (!rare || st->present < rare->present)
 			rare = st;
@@ -458,6 +478,12 @@ int bfs_infer_finish(struct bfs_schema **out, const struct bfs_infer *inf)
 		struct bfs_feature_spec *f = &s->features[s->nfeatures];
 		if (!st->present)
 			continue;
+		if (st->kind == BFS_KIND_NONE) {
+			err = bfs_schema_untyped_add(s, st->name);
+			if (err < 0)
+				goto out;
+			continue;
+		}
 		if (!(f->name = strdup(st->name)))
 			goto nomem;
 		s->nfeatures++;

@@ -86,8 +86,55 @@ static int names_from_json(struct bfs_feature_spec *f, json_t *jn)
 	return 0;
 }
 
+/* [A, B] of two numbers into out. */
+static int range_from_json(const struct bfs_feature_spec *f, json_t *j, const char *key,
+			   double out[2])
+{
+	if (!json_is_array(j) || json_array_size(j) != 2 || !json_is_number(json_array_get(j, 0)) ||
+	    !json_is_number(json_array_get(j, 1)))
+		return spec_err(f, "\"%s\" must be [A, B], two numbers", key);
+	out[0] = json_number_value(json_array_get(j, 0));
+	out[1] = json_number_value(json_array_get(j, 1));
+	return 0;
+}
+
+/* "crop", "flip", "crop_scale", "crop_ratio", "crop_resize" of an image
+ * feature (its shape already checked), into f->aug. */
+static int augment_from_json(struct bfs_feature_spec *f, json_t *obj)
+{
+	json_t *jcrop = json_object_get(obj, "crop"), *jflip = json_object_get(obj, "flip");
+	json_t *jres = json_object_get(obj, "crop_resize");
+	struct bfs_augment *a = &f->aug;
+
+	bfs_augment_init(a);
+	if (jcrop && (!json_is_string(jcrop) || bfs_crop_parse(json_string_value(jcrop), &a->crop)))
+		return spec_err(f, "\"crop\" must be \"random\", \"center\" or \"none\"");
+	if (jflip) {
+		const char *v = json_is_string(jflip) ? json_string_value(jflip) : "";
+
+		if (strcmp(v, "h") != 0 && strcmp(v, "none") != 0)
+			return spec_err(f, "\"flip\" must be \"h\" or \"none\"");
+		a->flip = strcmp(v, "h") == 0;
+	}
+	if (json_object_get(obj, "crop_scale") &&
+	    range_from_json(f, json_object_get(obj, "crop_scale"), "crop_scale", a->scale))
+		return -EINVAL;
+	if (json_object_get(obj, "crop_ratio") &&
+	    range_from_json(f, json_object_get(obj, "crop_ratio"), "crop_ratio", a->ratio))
+		return -EINVAL;
+	if (jres) {
+		if (!json_is_integer(jres) || json_integer_value(jres) < 1 ||
+		    json_integer_value(jres) > 4 * UINT16_MAX)
+			return spec_err(f, "\"crop_resize\" must be a whole number of pixels");
+		a->resize = (uint32_t)json_integer_value(jres);
+	}
+	if (bfs_augment_check(a, (uint32_t)f->shape[0], (uint32_t)f->shape[1]))
+		return spec_err(f, "%s", bfs_err_msg());
+	return 0;
+}
+
 /* "content"/"max_width"/"max_height" (inference's note) and "decode":
- * "image" with "resize" and "filter". */
+ * "image" with "resize", "filter" and the augmentation. */
 static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *shp)
 {
 	json_t *jdec = json_object_get(obj, "decode"), *jres = json_object_get(obj, "resize");
@@ -116,6 +163,12 @@ static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *
 		if (jres || jfil)
 			return spec_err(
 				f, "\"resize\"/\"filter\" only apply with \"decode\": \"image\"");
+		if (json_object_get(obj, "crop") || json_object_get(obj, "flip") ||
+		    json_object_get(obj, "crop_scale") || json_object_get(obj, "crop_ratio") ||
+		    json_object_get(obj, "crop_resize"))
+			return spec_err(f,
+					"\"crop\"/\"flip\"/\"crop_*\" only apply with \"decode\": "
+					"\"image\"");
 		return 0;
 	}
 	if (!json_is_string(jdec) || strcmp(json_string_value(jdec), "image") != 0)
@@ -140,16 +193,18 @@ static int image_from_json(struct bfs_feature_spec *f, json_t *obj, const char *
 	if (jfil &&
 	    (!json_is_string(jfil) || bfs_filter_parse(json_string_value(jfil), &f->filter)))
 		return spec_err(f, "\"filter\" must be \"bilinear\" or \"area\"");
-	return 0;
+	return augment_from_json(f, obj);
 }
 
 /* Every key of a feature's object is one spec_from_json knows. */
 static int spec_keys_known(const struct bfs_feature_spec *f, json_t *obj)
 {
-	static const char *const known[] = { "kind",	  "shape",	"dtype",  "max_len",
-					     "pad",	  "default",	"ragged", "max_steps",
-					     "decode",	  "resize",	"filter", "content",
-					     "max_width", "max_height", "names" };
+	static const char *const known[] = {
+		"kind",	   "shape",   "dtype",	    "max_len",	  "pad",
+		"default", "ragged",  "max_steps",  "decode",	  "resize",
+		"filter",  "content", "max_width",  "max_height", "names",
+		"crop",	   "flip",    "crop_scale", "crop_ratio", "crop_resize"
+	};
 	const char *key;
 	json_t *v;
 
@@ -480,14 +535,39 @@ out_free:
 /* Top-level fields a mount writes into schema.json; accepted and ignored. */
 static bool is_fact_key(const char *key)
 {
-	static const char *const facts[] = { "records", "batch_size", "batches_per_epoch",
-					     "seed",	"shuffle",    "rank",
-					     "world",	"shards" };
+	static const char *const facts[] = { "records",	       "batch_size", "batches_per_epoch",
+					     "seed",	       "shuffle",    "rank",
+					     "world",	       "shards",     "partitions",
+					     "source_records", "mixture" };
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(facts); i++)
 		if (strcmp(key, facts[i]) == 0)
 			return true;
 	return false;
+}
+
+/* "untyped_features": names (strings) present only as Feature {}. */
+static int untyped_from_json(struct bfs_schema *s, json_t *arr)
+{
+	json_t *v;
+	size_t i;
+
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr))
+		return bfs_err_set(-EINVAL, "schema: \"untyped_features\" must be a list of names");
+	json_array_foreach(arr, i, v)
+	{
+		int err;
+
+		if (!json_is_string(v))
+			return bfs_err_set(
+				-EINVAL, "schema: \"untyped_features\": item %zu is not a name", i);
+		err = bfs_schema_untyped_add(s, json_string_value(v));
+		if (err < 0)
+			return err;
+	}
+	return 0;
 }
 
 int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
@@ -508,7 +588,8 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 	}
 	json_object_foreach(root, key, v)
 	{
-		if (strcmp(key, "features") && strcmp(key, "feature_lists") && !is_fact_key(key)) {
+		if (strcmp(key, "features") && strcmp(key, "feature_lists") &&
+		    strcmp(key, "untyped_features") && !is_fact_key(key)) {
 			err = bfs_err_set(-EINVAL,
 					  "schema: unknown top-level field \"%.100s\" (expected "
 					  "\"features\", \"feature_lists\")",
@@ -526,6 +607,9 @@ int bfs_schema_from_json(struct bfs_schema **out, const char *text, size_t len)
 	if (err < 0)
 		goto out_schema;
 	err = specs_from_json(&s->lists, &s->nlists, json_object_get(root, "feature_lists"), true);
+	if (err < 0)
+		goto out_schema;
+	err = untyped_from_json(s, json_object_get(root, "untyped_features"));
 	if (err < 0)
 		goto out_schema;
 	json_decref(root);
@@ -564,6 +648,36 @@ static void set_new(json_t *obj, const char *key, json_t *v, bool *ok)
 		*ok = false;
 }
 
+static json_t *pair(double a, double b)
+{
+	json_t *j = json_array();
+
+	if (j &&
+	    (json_array_append_new(j, json_real(a)) || json_array_append_new(j, json_real(b)))) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+/* An image feature's augmentation, with the values in effect. */
+static void augment_to_json(json_t *o, const struct bfs_feature_spec *f, bool *ok)
+{
+	const struct bfs_augment *a = &f->aug;
+
+	set_new(o, "crop", json_string(bfs_crop_name(a->crop)), ok);
+	set_new(o, "flip", json_string(a->flip ? "h" : "none"), ok);
+	if (a->crop == BFS_CROP_RANDOM) {
+		set_new(o, "crop_scale", pair(a->scale[0], a->scale[1]), ok);
+		set_new(o, "crop_ratio", pair(a->ratio[0], a->ratio[1]), ok);
+	} else if (a->crop == BFS_CROP_CENTER) {
+		set_new(o, "crop_resize",
+			json_integer(bfs_augment_resize(a, (uint32_t)f->shape[0],
+							(uint32_t)f->shape[1])),
+			ok);
+	}
+}
+
 static json_t *spec_to_json(const struct bfs_feature_spec *f)
 {
 	json_t *o = json_object(), *shape = json_array();
@@ -597,6 +711,8 @@ static json_t *spec_to_json(const struct bfs_feature_spec *f)
 		set_new(o, "decode", json_string("image"), &ok);
 		set_new(o, "resize", json_string(bfs_resize_name(f->resize)), &ok);
 		set_new(o, "filter", json_string(bfs_filter_name(f->filter)), &ok);
+		if (bfs_augment_on(&f->aug))
+			augment_to_json(o, f, &ok);
 	}
 	if (f->prov)
 		set_new(o, "provenance",
@@ -652,13 +768,17 @@ static json_t *mix_facts_json(const struct bfs_mix_facts *m)
 			ok = false;
 	}
 	for (size_t i = 0; ok && i < m->nseg; i++) {
-		json_t *e = json_object(), *w = json_array();
-		bool eok = e && w;
+		json_t *e = json_object(), *w = json_array(), *r = json_array();
+		bool eok = e && w && r;
 		for (size_t s = 0; eok && s < m->n; s++)
-			if (json_array_append_new(w, json_real(m->weights[i * m->n + s])) < 0)
+			if (json_array_append_new(w, json_real(m->weights[i * m->n + s])) < 0 ||
+			    json_array_append_new(r, json_u64(m->ratio[i * m->n + s])) < 0)
 				eok = false;
 		set_new(e, "from_record", json_u64(m->from[i]), &eok);
 		set_new(e, "weights", w, &eok);
+		set_new(e, "ratio", r, &eok);
+		set_new(e, "period", json_u64(m->period[i]), &eok);
+		set_new(e, "approximated", json_boolean(m->approximated[i]), &eok);
 		if (!eok || json_array_append_new(sch, e) < 0)
 			ok = false;
 	}
@@ -684,6 +804,16 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 		set_new(root, "features", specs_to_json(s->features, s->nfeatures), &ok);
 	if (ok && s->nlists)
 		set_new(root, "feature_lists", specs_to_json(s->lists, s->nlists), &ok);
+	if (ok && s->nuntyped) {
+		json_t *u = json_array();
+
+		for (size_t i = 0; u && i < s->nuntyped; i++)
+			if (json_array_append_new(u, json_string(s->untyped[i])) < 0) {
+				json_decref(u);
+				u = NULL;
+			}
+		set_new(root, "untyped_features", u, &ok);
+	}
 	if (ok && facts) {
 		set_new(root, "records", json_u64(facts->records), &ok);
 		set_new(root, "batch_size", json_u64(facts->batch_size), &ok);
@@ -691,6 +821,8 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 		set_new(root, "seed", json_u64(facts->seed), &ok);
 		if (facts->shuffle)
 			set_new(root, "shuffle", json_string(facts->shuffle), &ok);
+		if (facts->partitions)
+			set_new(root, "partitions", json_u64(facts->partitions), &ok);
 		if (!facts->no_rank)
 			set_new(root, "rank", json_u64(facts->rank), &ok);
 		set_new(root, "world", json_u64(facts->world), &ok);
@@ -705,8 +837,10 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 				}
 			set_new(root, "shards", a, &ok);
 		}
-		if (facts->mixture)
+		if (facts->mixture) {
 			set_new(root, "mixture", mix_facts_json(facts->mixture), &ok);
+			set_new(root, "source_records", json_u64(facts->source_records), &ok);
+		}
 	}
 	if (ok)
 		text = json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS);
@@ -885,6 +1019,7 @@ static int tfds_walk(struct bfs_schema *s, json_t *features, const char *prefix,
 				f->image = true;
 				f->resize = BFS_RESIZE_STRETCH;
 				f->filter = BFS_FILTER_BILINEAR;
+				bfs_augment_init(&f->aug);
 			}
 		} else if ((x = json_object_get(v, "classLabel"))) {
 			rc = tfds_class_label(f, x, labels, ctx);
@@ -932,23 +1067,6 @@ int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len, bf
 /* ---- mixture files (mixfile.h) ----------------------------------------------------------- */
 
 #include "mixfile.h"
-
-bool bfs_mixfile_sniff(const char *text, size_t len)
-{
-	json_error_t jerr;
-	json_t *root;
-	bool yes;
-	size_t i = 0;
-
-	while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
-		i++;
-	if (i == len || text[i] != '{')
-		return false;
-	root = json_loadb(text, len, 0, &jerr);
-	yes = root && json_is_object(root) && json_object_get(root, "mixture");
-	json_decref(root);
-	return yes;
-}
 
 void bfs_mixfile_free(struct bfs_mixfile *m)
 {
@@ -1141,6 +1259,19 @@ static int mix_schedule(struct bfs_mixfile *m, json_t *arr)
 	return 0;
 }
 
+/* What a mixture file is, for the errors that find none. */
+#define MIX_FORM                                                                                   \
+	"a mixture file is a JSON object {\"mixture\": [{\"name\": ..., \"source\": ..., "         \
+	"\"weight\": ...}, ...]}"
+
+static bool blank(const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r')
+			return false;
+	return true;
+}
+
 int bfs_mixfile_parse(struct bfs_mixfile **out, const char *text, size_t len)
 {
 	static const char *const keys[] = { "mixture", "epoch", "schedule", NULL };
@@ -1153,12 +1284,20 @@ int bfs_mixfile_parse(struct bfs_mixfile **out, const char *text, size_t len)
 		json_decref(root);
 		return -ENOMEM;
 	}
-	if (!root) {
-		rc = bfs_err_set(-EINVAL, "mixture: line %d: %s", jerr.line, jerr.text);
+	if (!root && blank(text, len))
+		rc = bfs_err_set(-EINVAL, "mixture: the file is empty; %s", MIX_FORM);
+	if (!root && !blank(text, len))
+		/* jansson's column is 0 before a line's first character */
+		rc = bfs_err_set(-EINVAL, "mixture: not valid JSON at line %d, column %d: %s",
+				 jerr.line, jerr.column > 0 ? jerr.column : 1, jerr.text);
+	if (!root)
 		goto out;
-	}
-	rc = json_is_object(root) ? only_keys(root, keys, "the file")
-				  : bfs_err_set(-EINVAL, "mixture: not a JSON object");
+	if (!json_is_object(root) || !json_object_get(root, "mixture"))
+		rc = bfs_err_set(-EINVAL, "mixture: %s; %s",
+				 json_is_object(root) ? "no \"mixture\" key" : "not a JSON object",
+				 MIX_FORM);
+	else
+		rc = only_keys(root, keys, "the file");
 	if (!rc)
 		rc = mix_entries(m, json_object_get(root, "mixture"));
 	sched = json_object_get(root, "schedule");

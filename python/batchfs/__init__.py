@@ -9,11 +9,16 @@ This package wraps the ``batchfs`` command (pure Python, no compiled part):
         batch = batchfs.numpy.load_batch(m.epoch(0).batch_path(0))
 
 - :func:`mount` starts a daemon, waits until the mount is ready and
-  unmounts when the ``with`` block ends;
+  unmounts when the ``with`` block ends; leaving the block never waits
+  forever: a daemon not gone within ``exit_timeout`` seconds (10 by
+  default; it goes within 2) is killed and reported in one line, a
+  :class:`BatchfsWarning`;
 - :class:`Mount` wraps a mount that already exists (``.schema``,
   ``.stats()``, ``.epoch(e)``);
 - :mod:`batchfs.numpy` reads one batch (or a whole epoch, ``all/``) into a
   dict of arrays, :mod:`batchfs.torch` is a map-style PyTorch dataset;
+  :mod:`batchfs.augment` computes the boxes and flips of ``crop=`` and
+  ``flip=`` (``Mount.augmentation()`` says which features have them);
 - ``python3 -m batchfs ARGS`` runs the ``batchfs`` binary with ARGS.
 
 The binary is found by :func:`find_binary`: ``$BATCHFS``, then the build
@@ -32,10 +37,11 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["BatchfsError", "Epoch", "Mount", "find_binary", "format_options", "mount",
-           "numpy", "torch"]
+__all__ = ["BatchfsError", "BatchfsWarning", "Epoch", "Mount", "augment", "find_binary",
+           "format_options", "mount", "numpy", "torch"]
 __version__ = "0.1.0"
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -46,6 +52,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 class BatchfsError(RuntimeError):
     """The binary is missing, a mount failed (the message holds the
     daemon's own one-line reason) or a path is not a batchfs mount."""
+
+
+class BatchfsWarning(RuntimeWarning):
+    """A daemon did not exit in time after its mount's ``with`` block
+    ended: it was killed (one line says which, and its last log line)."""
 
 
 def find_binary() -> str:
@@ -208,6 +219,22 @@ class Mount:
                 self._schema = json.loads(f.read())
         return self._schema
 
+    def augmentation(self) -> Dict[str, Dict[str, Any]]:
+        """The augmented image features (``crop=``, ``flip=``;
+        docs/augment.md) and how: ``{feature: {"crop": "random", "flip":
+        "h", "crop_scale": [0.08, 1.0], ..., "seed": the mount's}}``. Each
+        batch holds ``FEATURE.crop`` (int32 [B, 4]: x, y, w, h in the source
+        image's pixels) and ``FEATURE.flip`` (uint8 [B]);
+        :func:`batchfs.augment.box_and_flip` computes them for any record."""
+        out = {}
+        for name, f in self.schema.get("features", {}).items():
+            if f.get("decode") == "image" and "crop" in f:
+                out[name] = {k: v for k, v in f.items()
+                             if k in ("crop", "flip", "crop_scale", "crop_ratio", "crop_resize",
+                                      "shape")}
+                out[name]["seed"] = self.schema.get("seed", 0)
+        return out
+
     def stats(self) -> Dict[str, Any]:
         """``stats.json`` as a dict: live counters, fresh on every call."""
         with open(os.path.join(self.root, "stats.json"), "rb") as f:
@@ -252,7 +279,9 @@ def _unmount(path: str) -> None:
     for cmd in (["fusermount3", "-u", path], ["fusermount3", "-uz", path]):
         if not _in_mountinfo(path):
             return
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           timeout=10)
 
 
 # The write ends of the watch pipes of this process's mounts (see mount()).
@@ -287,7 +316,8 @@ _READY = b"batchfs: mounted "
 @contextlib.contextmanager
 def mount(source: Union[PathLike, Sequence[PathLike]], mountpoint: Optional[PathLike] = None,
           *, binary: Optional[str] = None, timeout: float = 600.0,
-          fuse_args: Sequence[str] = (), **options: Any) -> Iterator[Mount]:
+          exit_timeout: float = 10.0, fuse_args: Sequence[str] = (),
+          **options: Any) -> Iterator[Mount]:
     """Mount ``source`` on ``mountpoint`` for the ``with`` block; yields a :class:`Mount`.
 
     ``options`` are the mount options of docs/contract.md as keywords
@@ -307,7 +337,11 @@ def mount(source: Union[PathLike, Sequence[PathLike]], mountpoint: Optional[Path
     unmounts and exits when that end closes — when the block ends, and also
     when this process dies without running it (SIGTERM, SIGKILL, a crash).
     Leaving the block unmounts only this mount (lazily if busy) and waits
-    for the daemon.
+    for the daemon, ``exit_timeout`` seconds at most (it exits within 2 s):
+    one still there then is reported in one line, a :class:`BatchfsWarning`
+    naming the mount, the daemon's pid and its last log line, and killed
+    (SIGKILL, waited for 5 s more), and its mount taken away. Leaving the
+    block never waits longer than that.
     """
     exe = binary or find_binary()
     made = None
@@ -353,14 +387,29 @@ def mount(source: Union[PathLike, Sequence[PathLike]], mountpoint: Optional[Path
     finally:
         # (a forked child leaving the block leaves its parent's mount alone)
         if os.getpid() == owner:
-            _stop(proc, wfd, mnt, mounted)
+            _stop(proc, wfd, mnt, mounted, exit_timeout, log)
         log.close()
         if made is not None and os.getpid() == owner:
             with contextlib.suppress(OSError):
                 os.rmdir(made)
 
 
-def _stop(proc: Optional[subprocess.Popen], wfd: int, mnt: str, mounted: bool) -> None:
+# How long a killed daemon is waited for (a thread of it stuck in a read of
+# a hung FUSE source goes only once that source answers).
+_KILL_WAIT = 5.0
+
+
+def _last_line(log: Any) -> str:
+    try:
+        log.seek(0)
+        lines = log.read().decode(errors="replace").strip().splitlines()
+    except (OSError, ValueError):
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def _stop(proc: Optional[subprocess.Popen], wfd: int, mnt: str, mounted: bool,
+          exit_timeout: float, log: Any) -> None:
     # the end of file on its pipe stops the daemon: it unmounts its own
     # mount (lazily if busy) and exits, as on SIGTERM
     with _WATCH_LOCK:
@@ -370,12 +419,21 @@ def _stop(proc: Optional[subprocess.Popen], wfd: int, mnt: str, mounted: bool) -
     if proc is None:
         return
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=exit_timeout)
     except subprocess.TimeoutExpired:
+        proc.kill()
         if mounted:
             _unmount(mnt)
-        proc.kill()
-        proc.wait()
+        try:
+            proc.wait(timeout=_KILL_WAIT)
+            fate = "killed it"
+        except subprocess.TimeoutExpired:
+            fate = "killed it; it is still exiting (a read stuck in its source?)"
+        last = _last_line(log)
+        warnings.warn("batchfs: the daemon of %s (pid %d) had not exited %g s after its "
+                      "unmount: %s%s" % (mnt, proc.pid, exit_timeout, fate,
+                                         " (its log: %s)" % last if last else ""),
+                      BatchfsWarning, stacklevel=4)
     if mounted and _in_mountinfo(mnt):  # the daemon died before it could unmount
         _unmount(mnt)
 
@@ -383,7 +441,7 @@ def _stop(proc: Optional[subprocess.Popen], wfd: int, mnt: str, mounted: bool) -
 def __getattr__(name: str) -> Any:
     # batchfs.numpy and batchfs.torch load on first use: importing batchfs
     # needs neither numpy nor PyTorch
-    if name in ("numpy", "torch"):
+    if name in ("numpy", "torch", "augment"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'batchfs' has no attribute %r" % name)

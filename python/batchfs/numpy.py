@@ -33,14 +33,16 @@ _DTYPES = {
 }
 
 
-# the tensors a feature brings beside its own (README "Bytes of a batch")
-_OWNED = ("lengths", "values", "row_splits", "value_splits", "value_lengths")
+# the tensors a feature brings beside its own (README "Bytes of a batch";
+# an augmented image's box and flip, docs/augment.md)
+_OWNED = ("lengths", "values", "row_splits", "value_splits", "value_lengths", "crop", "flip")
 
 
 def select(names: Iterable[str], features: Optional[Iterable[str]]) -> list:
     """The tensor names that belong to ``features`` (all when None): a
     feature ``f`` owns ``f`` and ``f.lengths``, ``f.values``,
-    ``f.row_splits``, ``f.value_splits`` (and a feature list
+    ``f.row_splits``, ``f.value_splits``, an augmented image's ``f.crop``
+    and ``f.flip`` (and a feature list
     ``feature_lists/L`` likewise, with ``.value_lengths`` for bytes)."""
     names = list(names)
     if features is None:

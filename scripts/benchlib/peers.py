@@ -119,7 +119,12 @@ def torch_loop(mode, root, batch_size, limit, description):
               torch.from_numpy(arr[a:b].copy()) per slice of batch_size rows
       vahidk: vahidk/tfrecord MultiTFRecordDataset over the shards of ROOT
               (one split per shard, equal weights, infinite=False),
-              shuffle_queue_size=1024, DataLoader(batch_size=batch_size)"""
+              shuffle_queue_size=1024, DataLoader(batch_size=batch_size)
+      tv_train, tv_eval: torchvision's training and evaluation pipelines
+              over the first `limit` records of the shards of ROOT, under a
+              DataLoader with a worker per core (_torchvision_loop)
+      pil_decode: PIL's full decode of those records' images, one process,
+              timed alone (_pil_decode)"""
     import resource
     import warnings
 
@@ -146,10 +151,16 @@ def torch_loop(mode, root, batch_size, limit, description):
             if not n.startswith(".") and not os.path.exists(ip):
                 create_index(os.path.join(root, n), ip)
 
+    if mode in ("tv_train", "tv_eval", "pil_decode"):  # the records found before the clock
+        recs = _record_index(root, limit)
     records = batches = nbytes = 0
     t0 = time.perf_counter()
     c0 = cpu_now()
-    if mode == "tree":
+    if mode in ("tv_train", "tv_eval"):
+        records, batches, nbytes = _torchvision_loop(mode, recs, batch_size, description)
+    elif mode == "pil_decode":
+        records, nbytes = _pil_decode(recs, description)
+    elif mode == "tree":
         class BatchTree(torch.utils.data.Dataset):
             def __init__(self, epoch_dir):
                 self.dirs = sorted(os.path.join(epoch_dir, n) for n in os.listdir(epoch_dir)
@@ -235,9 +246,101 @@ def torch_loop(mode, root, batch_size, limit, description):
         del loader
     else:
         raise SystemExit("unknown torch loop " + mode)
-    secs = time.perf_counter() - t0
+    secs, cpu = time.perf_counter() - t0, cpu_now() - c0
+    if mode == "pil_decode":  # its images were read out of the records off the clock
+        secs, cpu = _pil_decode.seconds, _pil_decode.cpu
     print(json.dumps({"records": records, "batches": batches, "seconds": secs,
-                      "cpu_seconds": cpu_now() - c0, "tensor_bytes": nbytes}))
+                      "cpu_seconds": cpu, "tensor_bytes": nbytes}))
+
+
+def _record_index(root, limit):
+    """(shard, payload offset, length) of the first `limit` records of the
+    plain shards of root, in file order: the index a PyTorch user keeps."""
+    recs = []
+    for n in sorted(os.listdir(root)):
+        if n.startswith("."):
+            continue
+        p = os.path.join(root, n)
+        offs, lens = framing(p, limit - len(recs) if limit else None)
+        recs += [(p, o, ln) for o, ln in zip(offs, lens)]
+        if limit and len(recs) >= limit:
+            break
+    return recs
+
+
+def _image_bytes(Example, path, off, n, feat):
+    with open(path, "rb", buffering=0) as f:
+        raw = os.pread(f.fileno(), n, off)
+    ex = Example()
+    ex.ParseFromString(raw)
+    return ex.features.feature[feat].bytes_list.value[0], ex.features.feature["label"]
+
+
+def _torchvision_loop(mode, recs, batch_size, description):
+    """torchvision's ImageNet pipelines over the records, as users write
+    them: a map-style Dataset (pread the record, parse tf.train.Example
+    with the protobuf runtime, PIL decode, convert("RGB"), then
+    RandomResizedCrop(224) + RandomHorizontalFlip (tv_train) or Resize(256)
+    + CenterCrop(224) (tv_eval), to a uint8 array), under a DataLoader with
+    one worker per core, shuffled. (records, batches, tensor bytes)."""
+    import io
+
+    import numpy as np
+    import torch
+    import torch.utils.data
+    import torchvision.transforms as T
+    from PIL import Image
+
+    import oracle
+
+    feat, (h, w) = description["feature"], description["size"]
+    if mode == "tv_train":
+        tf = T.Compose([T.RandomResizedCrop((h, w)), T.RandomHorizontalFlip()])
+    else:
+        tf = T.Compose([T.Resize(round(max(h, w) * 256 / 224)), T.CenterCrop((h, w))])
+    Example = oracle.message_class("Example")
+
+    class Records(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(recs)
+
+        def __getitem__(self, i):
+            data, label = _image_bytes(Example, *recs[i], feat)
+            im = Image.open(io.BytesIO(data)).convert("RGB")
+            return torch.from_numpy(np.asarray(tf(im))), int(label.int64_list.value[0])
+
+    loader = torch.utils.data.DataLoader(Records(), batch_size=batch_size, shuffle=True,
+                                         num_workers=os.cpu_count() or 1,
+                                         generator=torch.Generator().manual_seed(0))
+    records = batches = nbytes = 0
+    for x, y in loader:
+        records += x.shape[0]
+        nbytes += x.numel() + y.numel() * y.element_size()
+        batches += 1
+    del loader
+    return records, batches, nbytes
+
+
+def _pil_decode(recs, description):
+    """PIL's own full decode, Image.open(...).convert("RGB"), of each
+    record's image in one process; the images are read and parsed out of
+    the records before the clock. (records, decoded bytes)."""
+    import io
+
+    from PIL import Image
+
+    import oracle
+
+    Example = oracle.message_class("Example")
+    datas = [_image_bytes(Example, *r, description["feature"])[0] for r in recs]
+    t0, c0 = time.perf_counter(), time.process_time()
+    nbytes = 0
+    for d in datas:
+        im = Image.open(io.BytesIO(d)).convert("RGB")
+        nbytes += im.width * im.height * 3
+    # the clock of this mode starts here, not at the caller's t0
+    _pil_decode.seconds, _pil_decode.cpu = time.perf_counter() - t0, time.process_time() - c0
+    return len(datas), nbytes
 
 
 NODE_SCRIPT = r"""

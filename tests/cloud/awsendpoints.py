@@ -30,8 +30,11 @@ Expiration is written); each goes into the ledger file (--ledger, JSON
 the requests signed with them, refusing expired ones as S3 does.
 
 Control (same port): POST /__ctl/config {"lifetime_s": N, "down": bool
-(every endpoint answers 503), "imds": "v2" | "v1", "role": NAME}; GET
-/__ctl/log (method, path, status, action, the names of the headers).
+(every endpoint answers 503), "hang": bool (every endpoint takes the
+request and answers nothing until "hang" is false again: a metadata
+service that stopped answering), "imds": "v2" | "v1",
+"role": NAME}; GET /__ctl/log (method, path, status, action, the names of
+the headers; "action": "hang" for a request held so).
 
   awsendpoints.py --ledger FILE [--listen HOST:PORT] [--lifetime S]
                   [--role NAME] [--container-token T] [--web-token T]
@@ -74,6 +77,7 @@ class State:
         self.web_token = args.web_token
         self.sources = dict(s.split(":", 1) for s in args.source)
         self.down = False
+        self.hang = False
         self.imds = "v2"
         self.tokens = {}  # IMDS session token -> expiry
         self.issued = {}  # key id -> {secret, token, expires}
@@ -188,6 +192,8 @@ class Handler(BaseHTTPRequestHandler):
             st.log.append(self.entry)
         if st.down:
             return self.reply(503, "down")
+        if st.hang:
+            return self.hold()
         if path == "/latest/api/token":
             return self.imds_token()
         if path.startswith("/latest/meta-data/iam/security-credentials"):
@@ -200,6 +206,14 @@ class Handler(BaseHTTPRequestHandler):
 
     do_GET = do_PUT = do_POST = handle_any
 
+    def hold(self):
+        """Answer nothing while "hang" holds; then close the connection."""
+        st = self.server.state
+        self.entry["action"] = "hang"
+        while st.hang:
+            time.sleep(0.05)
+        self.close_connection = True
+
     # ---- control ----
     def control(self, path, body):
         st = self.server.state
@@ -210,6 +224,8 @@ class Handler(BaseHTTPRequestHandler):
                     st.lifetime = float(cfg["lifetime_s"])
                 if "down" in cfg:
                     st.down = bool(cfg["down"])
+                if "hang" in cfg:
+                    st.hang = bool(cfg["hang"])
                 if "imds" in cfg:
                     st.imds = cfg["imds"]
                 if "role" in cfg:

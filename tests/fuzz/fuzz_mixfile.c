@@ -3,9 +3,10 @@
  * fuzz_mixfile.c — fuzz target for mixture files (mixfile.h) and the
  * mixture order they make (mix.h).
  *
- * bfs_fuzz_mixfile() parses the input as a mixture file; if that works and
- * its periods are small (a fuzz input must stay fast), makes the mixture
- * over made-up record counts, then replays two periods of every segment:
+ * bfs_fuzz_mixfile() parses the input as a mixture file; if that works,
+ * makes the mixture over made-up record counts, checks each period drawn
+ * against the weights (their own ratio, or every share within 10^-6), then
+ * replays two periods of every segment (at most 2 * MAX_W positions):
  * each position's (source, draw) must be the replay's count, each prefix
  * within one record of its share, and a record inside its source. Any
  * broken invariant aborts. Built with -DBFS_LIBFUZZER it is also a
@@ -67,6 +68,34 @@ static void replay(const struct bfs_mix *m, size_t k, size_t seg, uint64_t from,
 	}
 }
 
+/* A segment's period as drawn: whole (its counts sum to it), within the
+ * limits; its weights' own ratio reduced, or, when that does not fit,
+ * every share within 10^-6 of the weights' (docs/shuffle.md 8.1). */
+static void check_shares(const struct bfs_mixfile *f, const struct bfs_mix *m, size_t seg,
+			 const uint64_t *w, uint64_t W)
+{
+	const uint64_t *asked = f->weights + seg * f->n;
+	unsigned __int128 A = 0;
+	uint64_t sum = 0, g = 0;
+
+	for (size_t s = 0; s < f->n; s++) {
+		A += asked[s];
+		sum += w[s];
+		g = gcd64(g, asked[s]);
+		FUZZ_ASSERT(w[s] >= 1);
+	}
+	FUZZ_ASSERT(sum == W && W <= BFS_MIX_MAX_PERIOD && W * f->n <= BFS_MIX_MAX_CELLS);
+	for (size_t s = 0; s < f->n; s++) {
+		unsigned __int128 a = (unsigned __int128)w[s] * A * 1000000,
+				  b = (unsigned __int128)asked[s] * W * 1000000;
+
+		if (bfs_mix_approximated(m, seg))
+			FUZZ_ASSERT((a > b ? a - b : b - a) <= (unsigned __int128)W * A);
+		else
+			FUZZ_ASSERT(w[s] == asked[s] / g);
+	}
+}
+
 int bfs_fuzz_mixfile(const uint8_t *data, size_t size)
 {
 	struct bfs_mixfile *f = NULL;
@@ -79,15 +108,6 @@ int bfs_fuzz_mixfile(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(f->n >= 1 && f->nseg >= 1 && f->from[0] == 0);
 	if (f->n > 8 || f->nseg > 4)
 		goto out;
-	for (size_t i = 0; i < f->nseg; i++) {
-		uint64_t g = 0, W = 0;
-		for (size_t s = 0; s < f->n; s++)
-			g = gcd64(g, f->weights[i * f->n + s]);
-		for (size_t s = 0; s < f->n; s++)
-			W += f->weights[i * f->n + s] / g;
-		if (W > MAX_W)
-			goto out;
-	}
 	for (size_t s = 0; s < f->n; s++) {
 		names[s] = f->e[s].name;
 		nrec[s] = 1 + (s * 7 + size) % 23;
@@ -109,9 +129,13 @@ int bfs_fuzz_mixfile(const uint8_t *data, size_t size)
 	FUZZ_ASSERT(bfs_mix_epoch_len(m) >= 1);
 	for (size_t i = 0; i < f->nseg; i++) {
 		uint64_t W;
-		(void)bfs_mix_weights(m, i, &W);
+		const uint64_t *w = bfs_mix_weights(m, i, &W);
 		uint64_t span = i + 1 < f->nseg ? f->from[i + 1] - f->from[i] : 2 * W;
-		replay(m, f->n, i, f->from[i], span < 2 * W ? span : 2 * W, nrec);
+
+		check_shares(f, m, i, w, W);
+		if (span > 2 * W)
+			span = 2 * W;
+		replay(m, f->n, i, f->from[i], span < 2 * MAX_W ? span : 2 * MAX_W, nrec);
 	}
 out:
 	bfs_mix_free(m);

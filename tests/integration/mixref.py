@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """An independent reference of a mixture's order (docs/shuffle.md, section 8),
-written from the documented rule: each weight segment's period laid out by
-earliest deadline first, a position's (source, draw) from the period's
-prefix counts, each draw through its source's pass permutation, and the
-three epoch rules. Pure Python over oracle.perm_at (docs/shuffle.md's P)."""
+written from the documented rule: each weight segment's weights reduced (or,
+when their period does not fit, the smallest period within 10^-6 of their
+shares), the period laid out by earliest deadline first, a position's
+(source, draw) from the period's prefix counts, each draw through its
+source's pass permutation, and the three epoch rules. Pure Python over
+oracle.perm_at (docs/shuffle.md's P)."""
 
 from math import gcd
 
@@ -22,6 +24,41 @@ def fnv1a(name):
 def scaled(w):
     """A weight as an integer number of 10^-9 (rounded to 9 decimals)."""
     return int(round(w * 1e9))
+
+
+def fitted(w):
+    """8.1: the counts of one period for weights w (integers, reduced): w
+    itself when its period fits (at most 2^24 records, and 2^28 / k), else
+    the smallest period V whose counts keep every share within 10^-6 of
+    w's (each count at least 1): each w_s V / W rounded, halves up, into
+    its bounds, then the source furthest below its share gains one (or the
+    furthest above loses one) until they sum to V, the lowest index on a
+    tie."""
+    k, W = len(w), sum(w)
+    limit = min(1 << 24, (1 << 28) // k)
+    if W <= limit:
+        return w
+    tol, D = 10**6, W * 10**6
+    for V in range(1, limit + 1):
+        lo, hi = [], []
+        for x in w:
+            hi.append(V * (x * tol + W) // D)
+            lo.append(max(1, -(-V * (x * tol - W) // D)))
+            if lo[-1] > hi[-1]:
+                break
+        if len(hi) < k or not sum(lo) <= V <= sum(hi):
+            continue
+        v = [min(max((2 * x * V + W) // (2 * W), a), b) for x, a, b in zip(w, lo, hi)]
+        while sum(v) != V:
+            up = sum(v) < V
+            best = None
+            for s in range(k):
+                d = (w[s] * V - v[s] * W) * (1 if up else -1)
+                if (v[s] < hi[s] if up else v[s] > lo[s]) and (best is None or d > best[0]):
+                    best = (d, s)
+            v[best[1]] += 1 if up else -1
+        return v
+    raise ValueError("no period of up to %d records keeps the shares within 10^-6" % limit)
 
 
 def period(w):
@@ -59,7 +96,7 @@ class Mixture:
             g = 0
             for x in iw:
                 g = gcd(g, x)
-            w = [x // g for x in iw]
+            w = fitted([x // g for x in iw])
             table = period(w)
             # prefix[s][p]: draws of s in positions [0, p) of the period
             prefix = []

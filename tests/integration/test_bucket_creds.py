@@ -13,9 +13,11 @@ What must be true (issue 30):
 - the metadata service down for longer than the credentials last: reads
   fail with EIO and errors.txt says why; back up, the mount recovers.
 """
+import calendar
 import concurrent.futures
 import errno
 import os
+import re
 import subprocess
 import sys
 import time
@@ -132,8 +134,15 @@ def test_an_epoch_read_across_rotations_has_no_failed_read(mounts, s3, ep, data,
     assert "stats.json and `batchfs stats` show their current expiry" in readme
     assert m.read("errors.txt") == b""
     tool = subprocess.run([m.binary, "stats", str(m.mnt)], capture_output=True, timeout=30)
-    assert b"instance role `train-role` via IMDSv2" in tool.stdout, tool
-    assert b"credentials refreshed" in tool.stdout, tool.stdout
+    # the credentials' line as docs/credentials.md shows it: the key id
+    # masked, the expiry a date
+    line = re.search(rb"^credentials +instance role `train-role` via IMDSv2, key id \*{4}\w{4}, "
+                     rb"expires (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC, refreshed \d+ times$",
+                     tool.stdout, re.M)
+    assert line, tool.stdout
+    when = calendar.timegm(time.strptime(line.group(1).decode(), "%Y-%m-%d %H:%M:%S"))
+    assert time.time() - 1 < when < time.time() + 60, line.group(0)
+    assert b"epoch s" not in tool.stdout and re.search(rb"^ +valid now; ", tool.stdout, re.M)
     # no secret or token anywhere the mount shows or logs
     shown = b"".join(m.read(f) for f in ("README.txt", "stats.json", "errors.txt"))
     shown += tool.stdout + tool.stderr

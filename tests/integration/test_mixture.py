@@ -224,6 +224,100 @@ def test_real_shards(mounter, tmp_path):
     assert got.tolist() == want
 
 
+def _taxi_parts(tmp_path):
+    """Two parts of TFX's taxi data (written by TFX, its missing values
+    `Feature {}`): the records whose dropoff_census_tract is set (one of them
+    given a pickup_census_tract, which TFX left empty in every record),
+    and the records whose dropoff_census_tract is empty."""
+    import struct
+    a = os.path.join(REAL, "tfx-taxi-external-00000-of-00002.tfrecord.gz")
+    if not os.path.exists(a):
+        pytest.skip("no real test data at %s" % REAL)
+    Ex = oracle.message_class("Example")
+    with_secs, without = [], []
+    for raw in oracle.read_records(a):
+        ex = Ex.FromString(raw)
+        typed = ex.features.feature["dropoff_census_tract"].WhichOneof("kind") is not None
+        (with_secs if typed else without).append(raw)
+    assert len(with_secs) > 1000 and len(without) > 100
+    ex = Ex.FromString(with_secs[7])
+    ex.features.feature["pickup_census_tract"].float_list.value.append(17031081800.0)
+    with_secs[7] = ex.SerializeToString()
+    paths = []
+    for name, recs in (("part-a", with_secs), ("part-b", without)):
+        d = tmp_path / name
+        d.mkdir()
+        heads = [struct.pack("<Q", len(r)) for r in recs]
+        hc, bc = oracle.crc32c_many(heads), oracle.crc32c_many(recs)
+        with open(d / "data.tfrecord", "wb") as f:
+            for h, r, a, b in zip(heads, recs, hc, bc):
+                f.write(h + struct.pack("<I", oracle.mask_crc(int(a))) + r +
+                        struct.pack("<I", oracle.mask_crc(int(b))))
+        paths.append(str(d))
+    return paths
+
+
+def test_tfx_empty_features_are_present_with_no_value(mounter, tmp_path):
+    """TFX writes a missing value as `Feature {}`: present, 0 values. A
+    source where a feature has a value in 1 record and is empty in all the
+    others mounts without a warning that several datasets were mixed."""
+    part_a, part_b = _taxi_parts(tmp_path)
+    m = mounter(part_a, batch_size=64)
+    assert "missing from most records" not in m.log_text()
+    readme = m.read("README.txt").decode()
+    assert "Warning" not in readme and "several datasets" not in readme, readme
+    spec = m.json("schema.json")["features"]["pickup_census_tract"]
+    assert spec["shape"] == [-1] and spec["max_len"] == 1
+
+
+def test_two_parts_of_a_tfx_dataset_mount_as_a_mixture(mounter, tmp_path):
+    """dropoff_census_tract is set in every record of one part and empty in
+    every record of the other (pickup_census_tract the other way round):
+    the parts mount as a mixture without schema=, each feature padded,
+    empty where a part has no value."""
+    part_a, part_b = _taxi_parts(tmp_path)
+    src = write_mix(tmp_path / "taxi.json",
+                    [{"name": "a", "source": part_a, "weight": 2},
+                     {"name": "b", "source": part_b, "weight": 1}], epoch=700)
+    m = mounter(src, batch_size=64, seed=4)
+    feats = m.json("schema.json")["features"]
+    assert feats["dropoff_census_tract"]["shape"] == [-1]
+    assert feats["dropoff_census_tract"]["max_len"] == 1
+    assert feats["pickup_census_tract"]["shape"] == [-1]
+    decs = [oracle.read_dataset(part_a), oracle.read_dataset(part_b)]
+    ref = Mixture(["a", "b"], [len(d) for d in decs], [(0, [2, 1])], 700, seed=4)
+    rows = ref.epoch(1)
+    got = list(zip(np.load(m.path("epoch-0001", "all", "_source.npy")).tolist(),
+                   np.load(m.path("epoch-0001", "all", "_record.npy")).tolist()))
+    assert got == rows
+    for name in ("dropoff_census_tract", "pickup_census_tract"):
+        vals = np.load(m.path("epoch-0001", "all", name + ".npy"))
+        lens = np.load(m.path("epoch-0001", "all", name + ".lengths.npy"))
+        for i, (s, r) in enumerate(rows):
+            kind, want = decs[s][r]["features"].get(name, ("none", []))
+            assert lens[i] == len(want), (name, s, r)
+            assert vals[i][:len(want)].tolist() == [float(np.float32(v)) for v in want]
+    assert (np.load(m.path("epoch-0001", "all", "pickup_census_tract.lengths.npy")) == 1).sum() \
+        == sum(1 for s, r in rows if (s, r) == (0, 7))
+
+
+def test_tfx_feature_empty_in_every_record(mounter, batchfs, tmp_path, index_dir):
+    """A feature TFX wrote empty in every record (the taxi data's
+    pickup_census_tract) has no kind to serve it with: README.txt and
+    schema.json say so, and asking for it with features= is one line."""
+    a = os.path.join(REAL, "tfx-taxi-external-00001-of-00002.tfrecord.gz")
+    if not os.path.exists(a):
+        pytest.skip("no real test data at %s" % REAL)
+    m = mounter(a, batch_size=64)
+    assert m.json("schema.json")["untyped_features"] == ["pickup_census_tract"]
+    assert "Feature {}`, so their kind is unknown): pickup_census_tract\n" in \
+        m.read("README.txt").decode()
+    m.stop()
+    expect_mount_failure(batchfs, a, tmp_path / "mnt", "index_dir=%s,features=fare,"
+                         "pickup_census_tract" % index_dir,
+                         "no record has a value for feature 'pickup_census_tract'")
+
+
 BAD = [
     ({"mixture": [{"name": "a", "source": "A", "weight": 1}], "epochs": 3},
      "unknown key 'epochs'"),
@@ -256,6 +350,71 @@ def test_bad_mixture_files(batchfs, sources, tmp_path, index_dir, doc, needle):
     p = tmp_path / "bad.json"
     p.write_text(json.dumps(doc))
     expect_mount_failure(batchfs, p, tmp_path / "mnt", "index_dir=%s" % index_dir, needle)
+
+
+# Mixture files as people get them wrong: each fails with one line naming
+# the file and, for a JSON error, its line and column (never "not a
+# TFRecord file", never "no features to serve").
+GOOD = '{"mixture": [\n  {"name": "a", "source": "A", "weight": 1},\n  {"name": "b", "source": "A", ' \
+       '"weight": 2}\n]}\n'
+BAD_JSON = [
+    ("missing-comma", GOOD.replace('"weight": 1},', '"weight": 1}'), "line 3, column 3"),
+    ("trailing-comma", GOOD.replace('"weight": 2}', '"weight": 2},'), "line 4, column 1"),
+    ("cut", GOOD[:70], "line 3, column"),
+    ("nan", json.dumps({"mixture": [{"name": "a", "source": "A", "weight": float("nan")}]}),
+     "line 1, column"),
+    ("array", json.dumps([{"name": "a", "source": "A", "weight": 1}]), "not a JSON object"),
+    ("no-mixture-key", json.dumps({"sources": [{"name": "a", "source": "A", "weight": 1}]}),
+     'no "mixture" key'),
+    ("empty", "", "the file is empty"),
+]
+
+
+@pytest.mark.parametrize("name,text,needle", BAD_JSON, ids=[b[0] for b in BAD_JSON])
+@pytest.mark.parametrize("suffix", [".json", ""])
+def test_a_mixture_file_with_a_json_error_says_where(batchfs, sources, tmp_path, index_dir, name,
+                                                     text, needle, suffix):
+    if suffix == "" and not text.lstrip().startswith("{"):
+        pytest.skip("only a .json name says a file is JSON when it does not start with {")
+    p = tmp_path / ("mix" + suffix)
+    p.write_text(text.replace('"A"', json.dumps(sources[0].path)))
+    expect_mount_failure(batchfs, p, tmp_path / "mnt", "index_dir=%s" % index_dir,
+                         "%s: mixture: " % p)
+    expect_mount_failure(batchfs, p, tmp_path / "mnt", "index_dir=%s" % index_dir, needle)
+
+
+def test_two_buckets_are_refused_before_any_is_opened(batchfs, tmp_path, index_dir):
+    """The one-bucket rule needs only the file: it is told at once, not
+    after the retries of an endpoint that does not answer."""
+    import time
+    p = write_mix(tmp_path / "two.json",
+                  [{"name": "a", "source": "s3://bucket-a/x/", "weight": 1},
+                   {"name": "local", "source": "/nonexistent", "weight": 1},
+                   {"name": "b", "source": "gs://bucket-b/y/", "weight": 1}])
+    t0 = time.monotonic()
+    expect_mount_failure(batchfs, p, tmp_path / "mnt",
+                         "index_dir=%s,no_sign_request,endpoint=http://127.0.0.1:1" % index_dir,
+                         "mixture entries 'a' and 'b' are both buckets")
+    assert time.monotonic() - t0 < 3
+
+
+def test_a_shard_that_starts_like_json_is_a_shard(mounter, tmp_path):
+    """A record of 123 bytes starts 7b 00 ...: '{'. Such a shard, even named
+    .json, is read as a shard."""
+    import imgdata
+    recs = []
+    for i in range(12):
+        pad = 0
+        while len(imgdata.example({"x": b"v" * pad, "i": i})) < 123:
+            pad += 1
+        recs.append({"x": b"v" * pad, "i": i})
+    assert len(imgdata.example(recs[0])) == 123
+    named = tmp_path / "shard.json"
+    imgdata.write_records(named, recs)
+    assert open(named, "rb").read(1) == b"{"
+    m = mounter(str(named), batch_size=4, shuffle="none")
+    assert m.json("schema.json")["records"] == 12
+    assert np.load(m.path("epoch-0000", "batch-000000", "i.npy")).tolist() == [0, 1, 2, 3]
 
 
 def test_mismatched_features_and_tiny_weights(batchfs, mounter, gen, work, sources, tmp_path,
@@ -301,6 +460,92 @@ def test_the_doc_is_the_order(mounter, sources, tmp_path):
             got = list(zip(np.load(m.path("epoch-%04d" % e, "all", "_source.npy")).tolist(),
                            np.load(m.path("epoch-%04d" % e, "all", "_record.npy")).tolist()))
             assert got == want
+
+
+def test_weights_as_people_write_them(mounter, sources, tmp_path):
+    """1/3 : 2/3 as json.dump writes them, and weights proportional to the
+    sources' sizes, have periods far over the limit: they mount at the
+    simplest ratio within 10^-6 (docs/shuffle.md 8.1), the order the
+    reference's and the doc's, the ratio said in README.txt and
+    schema.json; weights whose period fits are drawn as given."""
+    import re
+    with open(os.path.join(oracle.repo_root(), "docs", "shuffle.md")) as f:
+        blocks = re.findall(r"^```python\n(.*?)^```", f.read(), re.S | re.M)
+    ns = {}
+    exec(compile("\n".join(blocks), "docs/shuffle.md", "exec"), ns)  # noqa: S102
+    names = ["web", "books", "code"]
+    sizes = [s.n for s in sources]
+    cases = [([1 / 3, 2 / 3, 0.5], [2, 4, 3], True),
+             ([n / sum(sizes) for n in sizes], None, True),
+             ([0.7, 0.2, 0.1], [7, 2, 1], False)]
+    for weights, ratio, approx in cases:
+        src = write_mix(tmp_path / "mix.json", entries(sources, weights))
+        m = mounter(src, batch_size=B, seed=11)
+        facts = m.json("schema.json")["mixture"]["schedule"][0]
+        assert facts["weights"] == weights and facts["approximated"] is approx
+        if ratio:
+            assert facts["ratio"] == ratio and facts["period"] == sum(ratio)
+        for s, w in enumerate(weights):  # every share within 10^-6 of the weight's
+            assert abs(facts["ratio"][s] / facts["period"] - w / sum(weights)) <= 1e-6 + 1e-12
+        readme = m.read("README.txt").decode()
+        line = "The weights as drawn: %s, every %d records" % (
+            " : ".join(map(str, facts["ratio"])), facts["period"])
+        assert line in readme, readme
+        assert ("nearest ratio whose period fits" in readme) is approx
+        ref = Mixture(names, sizes, [(0, weights)], seed=11)
+        for e in (0, 2):
+            got = list(zip(np.load(m.path("epoch-%04d" % e, "all", "_source.npy")).tolist(),
+                           np.load(m.path("epoch-%04d" % e, "all", "_record.npy")).tolist()))
+            assert got == ref.epoch(e)
+            assert got == ns["mixture_order"](names, sizes, [(0, weights)], 11, e)
+        m.stop()
+
+
+def test_what_an_epoch_holds_is_said_everywhere(batchfs, sources, tmp_path, index_dir):
+    """A mixture's epoch is L records of its stream: README.txt, the ready
+    line, stats.json, `batchfs stats` and schema.json say L per epoch and
+    the sources' total beside it; features= reads as written. A
+    background mount, as a user makes it."""
+    import re
+    import subprocess
+    from fusemount import unmount
+    src = write_mix(tmp_path / "mix.json", entries(sources, [7, 2, 1]))
+    ref = Mixture(["web", "books", "code"], [s.n for s in sources], [(0, [7, 2, 1])])
+    total = sum(s.n for s in sources)
+    assert ref.L != total
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    opts = "batch_size=%d,index_dir=%s,features=x,y" % (B, index_dir)
+    nb = -(-ref.L // B)
+    # the ready line, in the foreground
+    p = subprocess.Popen([batchfs, "-f", src, str(mnt), "-o", opts], stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        line = p.stderr.readline()
+    finally:
+        unmount(str(mnt))
+        p.wait(timeout=10)
+    assert "(%d records per epoch of the sources' %d, %d batches per epoch)" % (
+        ref.L, total, nb) in line, line
+    r = subprocess.run([batchfs, src, str(mnt), "-o", opts], capture_output=True, text=True,
+                       timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr
+        readme = (mnt / "README.txt").read_text()
+        assert "\nrecords:  %d per epoch (the sources hold %d), %d batches per epoch" % (
+            ref.L, total, nb) in readme, readme
+        assert ",features=x,y" in readme and "\\" not in readme.split("\n")[3], readme
+        st = json.loads((mnt / "stats.json").read_text())
+        assert st["records"] == ref.L and st["source_records"] == total, st
+        sj = json.loads((mnt / "schema.json").read_text())
+        assert sj["records"] == ref.L and sj["source_records"] == total
+        assert sj["batches_per_epoch"] == nb
+        out = subprocess.run([batchfs, "stats", str(mnt)], capture_output=True, text=True).stdout
+        assert re.search(r"^records +%s per epoch \(the sources hold %s\), %d batches per epoch$"
+                         % (format(ref.L, ","), format(total, ","), nb), out, re.M), out
+        assert "records in the sources" not in out  # shown on the records line, not again
+    finally:
+        unmount(str(mnt))
 
 
 def test_io_stage_with_repeats(mounter, sources, tmp_path):

@@ -8,8 +8,11 @@ checked against the oracle. The module is taken from the source tree
 (BFS_PYTHONPATH overrides, e.g. an installed copy)."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
+import warnings
 
 import numpy as np
 import pytest
@@ -119,6 +122,54 @@ def test_mount_context_manager(ds_py, index_dir, tmp_path):
         assert m.errors() == []
     assert not os.path.ismount(mnt)
     assert os.path.isdir(mnt)  # given by the caller: kept
+
+
+def _daemon_of(mnt):
+    """The pid of this process's batchfs child serving mnt."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if int(st[st.rindex(")") + 2:].split()[1]) == os.getpid() and os.fsencode(mnt) in argv:
+            return int(d)
+    return None
+
+
+def test_leaving_a_mount_never_waits_forever_for_its_daemon(ds_py, index_dir, tmp_path):
+    """A daemon that exits in time: nothing said. One that does not (here
+    stopped with SIGSTOP, as a daemon stuck in its exit is): after
+    exit_timeout it is reported in one line, a BatchfsWarning, and killed;
+    the mount is gone."""
+    mnt = str(tmp_path / "mnt")
+    os.mkdir(mnt)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with bfs.mount(ds_py.path, mnt, batch_size=32, index_dir=index_dir) as m:
+            bnp.load_batch(m.epoch(0).batch_path(0))
+        assert not [w for w in said if issubclass(w.category, bfs.BatchfsWarning)]
+        assert not os.path.ismount(mnt)
+        with bfs.mount(ds_py.path, mnt, batch_size=32, index_dir=index_dir,
+                       exit_timeout=2) as m:
+            bnp.load_batch(m.epoch(0).batch_path(0))
+            pid = _daemon_of(mnt)
+            assert pid is not None
+            os.kill(pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+        took = time.monotonic() - t0
+    ours = [str(w.message) for w in said if issubclass(w.category, bfs.BatchfsWarning)]
+    assert len(ours) == 1 and "\n" not in ours[0], ours
+    assert ours[0].startswith("batchfs: the daemon of %s (pid %d) had not exited 2 s after its "
+                              "unmount: killed it" % (mnt, pid)), ours
+    assert 2 <= took < 5, took
+    assert not os.path.exists("/proc/%d" % pid) or \
+        open("/proc/%d/stat" % pid).read().split(") ")[1][0] in "ZX"
+    assert not os.path.ismount(mnt)
 
 
 def test_mount_features_and_temporary_mountpoint(ds_py, index_dir):

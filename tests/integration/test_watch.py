@@ -139,6 +139,40 @@ def test_stats_human_form(batchfs, mounter, ds_watch):
     assert re.search(r"^cache +.*hits \(", out, re.M), out
 
 
+def test_failed_reads_count_what_readers_see(mounter, gen, tmp_path):
+    """The kernel asks twice for a read(2) that fails (its readahead, then
+    the reader's page): failed_reads counts the reader's failures, for small
+    and large files, a file read again, and the epoch view."""
+    src = tmp_path / "bad"
+    shards = oracle.generate(gen, src, 400, ["x:float:1000", "y:int64:1", "t:int64:0..9"],
+                             shards=1, seed=8)
+    recs = oracle.scan_records(shards[0])
+    raw = bytearray(open(shards[0], "rb").read())
+    for i in range(0, 400, 50):  # a record of every other batch of 25 is corrupt
+        raw[recs[i]["data_offset"] + recs[i]["length"]] ^= 0x5A
+    open(shards[0], "wb").write(raw)
+    m = mounter(str(src), batch_size=25, shuffle="none", prefetch=0)
+    seen = 0
+
+    def fails(path, times=1):
+        nonlocal seen
+        for _ in range(times):
+            try:
+                with open(path, "rb") as f:
+                    f.read()
+            except OSError as e:
+                assert e.errno == errno.EIO
+                seen += 1
+    for b in range(0, 16, 2):  # the batches that hold a corrupt record
+        d = m.path("epoch-0000", "batch-%06d" % b)
+        fails(os.path.join(d, "y.npy"))  # one page
+        fails(os.path.join(d, "x.npy"), times=3 if b == 0 else 1)  # 100 KB
+        fails(d + ".safetensors")
+    fails(m.path("epoch-0001", "all", "x.npy"))  # 1.6 MB, fails in its first chunk
+    assert seen == 8 * 3 + 2 + 1
+    assert stats(m)["failed_reads"] == seen
+
+
 def test_errors_are_counted_in_stats_and_top(batchfs, mounter, corrupt_ds):
     m = mounter(corrupt_ds.path, batch_size=20, shuffle="none", prefetch=0, threads=1)
     bad = corrupt_ds.bad_global // 20

@@ -2,18 +2,24 @@
 /* check_cred.c — cloud credentials (decoder/cloud/cred.h): the timing
  * policy, credential values, the keeper against a provider of its own
  * (credentials that expire in a second or two, a provider that fails and
- * comes back, the store's "expired" signal), times and STS answers parsed,
- * secrets scrubbed, and the HTTP request's errors. */
+ * comes back, the store's "expired" signal), a fork while its thread waits
+ * or fetches, a keeper freed while its endpoint hangs, times and STS answers
+ * parsed, secrets scrubbed, and the HTTP request's errors. */
 #include "cred.h"
 #include "s3xml.h"
 
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -206,6 +212,9 @@ START_TEST(a_credential_that_never_expires_is_fetched_once)
 	ck_assert_str_eq(line, "the fake provider `fake-role`, key id ****0000, with a session "
 			       "token");
 	ck_assert_ptr_null(strstr(line, "fake-secret"));
+	/* stats.json's credentials_key_id: the same masked id */
+	bfs_cred_keeper_key_id(k, line, sizeof(line));
+	ck_assert_str_eq(line, "****0000");
 	bfs_cred_unref(a);
 	bfs_cred_unref(b);
 	bfs_cred_keeper_unref(k);
@@ -334,6 +343,161 @@ START_TEST(a_first_fetch_that_fails_fails_the_keeper_with_the_providers_line)
 }
 END_TEST
 
+/* ---- fork, and a keeper freed while it fetches ---- */
+
+/* Wait up to ms for child pid: its exit status, or -1 (it was then killed). */
+static int wait_child(pid_t pid, int ms)
+{
+	int st = 0;
+
+	for (int waited = 0; waited < ms; waited += 10) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		sleep_ms(10);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/* A daemon detaching: the process forks while the keeper's thread waits
+ * for its next refresh (a credential that lasts an hour). The child's
+ * keeper works, and is freed (its thread stopped) at once. */
+START_TEST(a_keeper_forked_while_its_thread_waits_works_and_goes_in_the_child)
+{
+	struct fake *f = fake_new(3600);
+	struct bfs_cred_keeper *k = keeper_of(f);
+	struct bfs_cred *c = NULL;
+	char why[256];
+	pid_t pid;
+
+	sleep_ms(100); /* the thread waits for the refresh, 45 minutes ahead */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		signal(SIGALRM, SIG_DFL); /* check's handler would end the test */
+		alarm(5);
+		if (bfs_cred_keeper_get(k, &c, why, sizeof(why)) != 0)
+			_exit(2);
+		bfs_cred_keeper_expired(k, c); /* a refresh, on a thread of the child */
+		bfs_cred_unref(c);
+		for (int i = 0; i < 200; i++) {
+			if (bfs_cred_keeper_get(k, &c, why, sizeof(why)) == 0) {
+				bfs_cred_unref(c);
+				break;
+			}
+			sleep_ms(5);
+		}
+		if (fake_fetches(f) != 2)
+			_exit(3);
+		bfs_cred_keeper_unref(k);
+		_exit(0);
+	}
+	ck_assert_int_eq(wait_child(pid, 8000), 0);
+	/* the parent's keeper goes on */
+	ck_assert_int_eq(bfs_cred_keeper_get(k, &c, why, sizeof(why)), 0);
+	bfs_cred_unref(c);
+	bfs_cred_keeper_unref(k);
+	free(f);
+}
+END_TEST
+
+/* A credential endpoint that takes connections and never answers: a socket
+ * listening on loopback that nobody accepts from. */
+static int listen_mute(int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 64), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* A provider asking such an endpoint, as the real ones ask theirs. */
+static int mute_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
+{
+	struct bfs_http_req r = { .method = "GET", .url = ctx };
+	struct bfs_http_resp resp;
+	int rc = bfs_http_request(&r, &resp, why, cap);
+
+	(void)out;
+	if (rc == 0) {
+		snprintf(why, cap, "it answered HTTP %ld", resp.status);
+		bfs_http_resp_free(&resp);
+		rc = -EIO;
+	}
+	return rc;
+}
+
+/* A keeper whose thread is in a fetch from the endpoint on port. */
+static struct bfs_cred_keeper *keeper_fetching(char *url, size_t cap, int port)
+{
+	struct bfs_cred_provider p = { .name = "a mute endpoint", .fetch = mute_fetch, .ctx = url };
+	struct bfs_cred_keeper *k = NULL;
+	struct bfs_cred *first = NULL;
+
+	snprintf(url, cap, "http://127.0.0.1:%d/creds", port);
+	ck_assert_int_eq(bfs_cred_new(&first, BFS_CRED_SIGV4, "ASIAFIRST", "s", "t",
+				      time(NULL) + 3600, "a mute endpoint", NULL),
+			 0);
+	ck_assert_int_eq(bfs_cred_keeper_new(&k, &p, first), 0);
+	bfs_cred_keeper_expired(k, first); /* the thread fetches now, and hangs */
+	bfs_cred_unref(first);
+	sleep_ms(300);
+	return k;
+}
+
+/* An unmount while the credential endpoint hangs: freeing the keeper does
+ * not wait for the request's timeouts (5 s a try, 10 s of tries). */
+START_TEST(a_keeper_freed_while_its_endpoint_hangs_goes_at_once)
+{
+	char url[64];
+	int port, fd = listen_mute(&port);
+	struct bfs_cred_keeper *k = keeper_fetching(url, sizeof(url), port);
+	int64_t t0 = bfs_cred_now_ms();
+
+	bfs_cred_keeper_unref(k);
+	ck_assert_int_lt(bfs_cred_now_ms() - t0, 500);
+	close(fd);
+}
+END_TEST
+
+/* A fork while the thread fetches from an endpoint that hangs: the fetch
+ * gives up (no thread runs while the process forks), the fork does not
+ * wait for the endpoint, and the parent's thread fetches again after it. */
+START_TEST(a_fork_while_the_endpoint_hangs_does_not_wait_for_it)
+{
+	char url[64];
+	int port, fd = listen_mute(&port);
+	struct bfs_cred_keeper *k = keeper_fetching(url, sizeof(url), port);
+	struct bfs_cred_stats st;
+	int64_t t0 = bfs_cred_now_ms();
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		signal(SIGALRM, SIG_DFL); /* check's handler would end the test */
+		alarm(5);
+		bfs_cred_keeper_unref(k);
+		_exit(0);
+	}
+	ck_assert_int_lt(bfs_cred_now_ms() - t0, 500);
+	ck_assert_int_eq(wait_child(pid, 8000), 0);
+	bfs_cred_keeper_stats(k, &st);
+	ck_assert_uint_eq(st.failures, 0); /* given up is not a failure */
+	ck_assert(!st.valid); /* dropped, and being fetched again */
+	t0 = bfs_cred_now_ms();
+	bfs_cred_keeper_unref(k);
+	ck_assert_int_lt(bfs_cred_now_ms() - t0, 500);
+	close(fd);
+}
+END_TEST
+
 /* ---- STS answers ---- */
 
 static const char sts_ok[] =
@@ -434,6 +598,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, the_stores_expired_signal_refreshes_once);
 	tcase_add_test(tc, a_provider_down_past_expiry_fails_gets_with_why_then_recovers);
 	tcase_add_test(tc, a_first_fetch_that_fails_fails_the_keeper_with_the_providers_line);
+	tcase_add_test(tc, a_keeper_forked_while_its_thread_waits_works_and_goes_in_the_child);
+	tcase_add_test(tc, a_keeper_freed_while_its_endpoint_hangs_goes_at_once);
+	tcase_add_test(tc, a_fork_while_the_endpoint_hangs_does_not_wait_for_it);
 	tcase_add_test(tc, sts_answers_are_parsed);
 	tcase_add_test(tc, an_http_request_to_nothing_says_so_quickly);
 	suite_add_tcase(s, tc);

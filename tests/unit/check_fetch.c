@@ -1217,7 +1217,7 @@ START_TEST(block_shuffle_first_builds_out_of_order_find_their_group)
 	/* the first unit whose first row is in group 1 */
 	for (uint64_t u = 0; u < nb && !first; u++) {
 		ck_assert_int_eq(bfs_batcher_unit_rows(ps.b, u, &r0, &n), 0);
-		if (bfs_block_order_group_of(perm.bo, bfs_batcher_row_pos(ps.b, r0)) == 1)
+		if (bfs_block_order_group_of(perm.bo, 0, bfs_batcher_row_pos(ps.b, r0)) == 1)
 			first = u;
 	}
 	bfs_perm_release(&perm);

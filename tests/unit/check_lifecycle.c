@@ -5,7 +5,7 @@
  * session of its own at /, undo on a failed start), the FUSE mount found
  * in a mountinfo and its readahead written, the signal thread ending the
  * "session" once and waking the loop thread, the watch of an ended session,
- * and the watch of a starter's pipe.
+ * the watch of a starter's pipe, and the exit's deadline.
  */
 #include "lifecycle.h"
 
@@ -357,6 +357,55 @@ START_TEST(an_ended_session_is_seen_by_the_watch)
 }
 END_TEST
 
+/* ------------------------------------------------ the exit's deadline */
+
+/* A child that arms the deadline, then takes `stuck_s` seconds to exit:
+ * its exit status, how long it lived (*secs) and its stderr (err). */
+static int run_armed(unsigned stuck_s, double *secs, char *err, size_t cap)
+{
+	double t0 = now();
+	int p[2], st = 0;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(p[1], 2);
+		close(p[0]);
+		bfs_lifecycle_exit_deadline("/nonexistent/bfs-mnt");
+		bfs_lifecycle_exit_deadline("/nonexistent/other"); /* armed once */
+		sleep(stuck_s);
+		_exit(0);
+	}
+	close(p[1]);
+	slurp_fd(p[0], err, cap);
+	close(p[0]);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	*secs = now() - t0;
+	ck_assert(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+START_TEST(an_exit_stuck_past_its_deadline_leaves_with_status_1_and_one_line)
+{
+	char err[1024];
+	double secs;
+
+	ck_assert_int_eq(run_armed(20, &secs, err, sizeof(err)), 1);
+	ck_assert_msg(secs >= BFS_LIFECYCLE_EXIT_DEADLINE_MS / 1000.0 - 0.05 && secs < 5, "%.2f s",
+		      secs);
+	ck_assert_str_eq(err, "batchfs: /nonexistent/bfs-mnt: the daemon had not exited 1500 ms "
+			      "after its mount ended (a thread stuck at exit); leaving without the "
+			      "rest of its exit\n");
+	/* one that exits in time never notices it (status 0: the deadline
+	 * would have made it 1) */
+	ck_assert_int_eq(run_armed(0, &secs, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_msg(secs < BFS_LIFECYCLE_EXIT_DEADLINE_MS / 1000.0, "%.2f s", secs);
+}
+END_TEST
+
 /* --------------------------------------------------------- the watch fd */
 
 START_TEST(the_end_of_the_starters_pipe_is_a_sigterm)
@@ -398,6 +447,7 @@ int main(void)
 	tcase_add_test(tc, without_a_signal_the_threads_just_end);
 	tcase_add_test(tc, an_ended_session_is_seen_by_the_watch);
 	tcase_add_test(tc, the_end_of_the_starters_pipe_is_a_sigterm);
+	tcase_add_test(tc, an_exit_stuck_past_its_deadline_leaves_with_status_1_and_one_line);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

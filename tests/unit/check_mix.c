@@ -18,6 +18,7 @@
 #include <check.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,7 +230,7 @@ END_TEST
 START_TEST(bad_weights_are_refused)
 {
 	uint64_t n[2] = { 10, 10 }, from[2] = { 0, 0 }, w0[2] = { 0, 1 };
-	uint64_t big[2] = { 1u << 24, (1u << 24) - 1 }, ok[4] = { 1, 1, 1, 2 };
+	uint64_t ok[4] = { 1, 1, 1, 2 };
 	struct bfs_mix_spec sp = {
 		.nsrc = 2,
 		.names = names8,
@@ -244,8 +245,6 @@ START_TEST(bad_weights_are_refused)
 
 	ck_assert_int_eq(bfs_mix_new(&m, &sp), -EINVAL);
 	ck_assert(strstr(bfs_err_msg(), "'a'") && strstr(bfs_err_msg(), "positive"));
-	sp.weights = big;
-	ck_assert_int_eq(bfs_mix_new(&m, &sp), -EFBIG);
 	sp.weights = ok;
 	sp.nseg = 2; /* from_record 0 twice */
 	ck_assert_int_eq(bfs_mix_new(&m, &sp), -EINVAL);
@@ -265,6 +264,122 @@ START_TEST(bad_weights_are_refused)
 }
 END_TEST
 
+/* Whether v / V is within 10^-6 of w / W, exactly. */
+static bool share_within(uint64_t v, uint64_t V, uint64_t w, unsigned __int128 W)
+{
+	unsigned __int128 a = (unsigned __int128)v * W * 1000000,
+			  b = (unsigned __int128)w * V * 1000000;
+
+	return (a > b ? a - b : b - a) <= (unsigned __int128)V * W;
+}
+
+/* Some integer count in [1, V - 1] of a two-source period V keeps source
+ * 0's share within 10^-6 of w0 / W (the other's then is too): the two
+ * integers nearest w0 V / W are the only candidates. */
+static bool two_fit(uint64_t w0, unsigned __int128 W, uint64_t V)
+{
+	uint64_t f = (uint64_t)((unsigned __int128)w0 * V / W);
+
+	for (uint64_t v = f; v <= f + 1; v++)
+		if (v >= 1 && v < V && share_within(v, V, w0, W))
+			return true;
+	return false;
+}
+
+START_TEST(weights_whose_period_does_not_fit)
+{
+	uint64_t n[8] = { 10, 20, 30, 40, 50, 60, 70, 80 }, from = 0, W;
+	/* 1/3 and 2/3 as json.dump writes them, counted to 9 decimals */
+	uint64_t third[2] = { 333333333, 666666667 }, sizes[3] = { 665866667, 334133333, 0 };
+	uint64_t fits[3] = { 7000000000ull, 2000000000ull, 1000000000ull };
+	struct bfs_mix *m = make(2, third, n, 1, &from, BFS_MIX_RECORDS, 10);
+	const uint64_t *w = bfs_mix_weights(m, 0, &W);
+
+	ck_assert(bfs_mix_approximated(m, 0));
+	ck_assert(W == 3 && w[0] == 1 && w[1] == 2);
+	bfs_mix_free(m);
+	/* weights whose period fits are drawn as they are */
+	m = make(3, fits, n, 1, &from, BFS_MIX_RECORDS, 10);
+	w = bfs_mix_weights(m, 0, &W);
+	ck_assert(!bfs_mix_approximated(m, 0) && W == 10 && w[0] == 7 && w[2] == 1);
+	bfs_mix_free(m);
+	/* proportional to two sizes (9988 and 5012 of 15000): the smallest
+	 * period within 10^-6, no smaller one fits */
+	m = make(2, sizes, n, 1, &from, BFS_MIX_RECORDS, 10);
+	w = bfs_mix_weights(m, 0, &W);
+	ck_assert(bfs_mix_approximated(m, 0) && w[0] + w[1] == W);
+	ck_assert(share_within(w[0], W, sizes[0], sizes[0] + sizes[1]));
+	for (uint64_t V = 1; V < W; V++)
+		ck_assert_msg(!two_fit(sizes[0], sizes[0] + sizes[1], V), "period %llu fits too",
+			      (unsigned long long)V);
+	check_bound(m, 0, 0, 3 * W);
+	bfs_mix_free(m);
+	/* random sets of 2 to 8 weights with long periods */
+	for (int t = 0; t < 200; t++) {
+		size_t k = 2 + rnd() % 7;
+		uint64_t ws[8];
+		unsigned __int128 sum = 0;
+
+		for (size_t s = 0; s < k; s++)
+			sum += ws[s] = 1 + rnd() % (t % 2 ? 1000000000000ull : 1000000000ull);
+		m = make(k, ws, n, 1, &from, BFS_MIX_RECORDS, 10);
+		w = bfs_mix_weights(m, 0, &W);
+		ck_assert(W <= (1u << 24));
+		uint64_t tot = 0;
+		for (size_t s = 0; s < k; s++) {
+			tot += w[s];
+			ck_assert(w[s] >= 1);
+			if (bfs_mix_approximated(m, 0))
+				ck_assert_msg(share_within(w[s], W, ws[s], sum),
+					      "set %d source %zu", t, s);
+		}
+		ck_assert(tot == W);
+		if (k == 2 && bfs_mix_approximated(m, 0))
+			for (uint64_t V = 1; V < W; V++)
+				if (two_fit(ws[0], sum, V))
+					ck_abort_msg("set %d: period %llu fits, %llu taken", t,
+						     (unsigned long long)V, (unsigned long long)W);
+		check_bound(m, 0, 0, W < 20000 ? 2 * W : 20000);
+		bfs_mix_free(m);
+	}
+}
+END_TEST
+
+START_TEST(no_period_fits_is_one_sentence)
+{
+	/* 255 sources, 155 of them a share of 10^-20 or so: each needs a
+	 * record per period, and no period of up to 2^28 / 255 keeps the
+	 * others within 10^-6 */
+	static char nm[255][8];
+	static const char *names[255];
+	static uint64_t w[255], n[255];
+	uint64_t from = 0;
+	struct bfs_mix_spec sp = {
+		.nsrc = 255,
+		.names = names,
+		.nrecords = n,
+		.nseg = 1,
+		.from = &from,
+		.weights = w,
+		.epoch = BFS_MIX_FIRST_EXHAUSTED,
+		.shuffle = true,
+	};
+	struct bfs_mix *m = NULL;
+
+	for (size_t s = 0; s < 255; s++) {
+		snprintf(nm[s], sizeof(nm[s]), "s%zu", s);
+		names[s] = nm[s];
+		n[s] = 10;
+		w[s] = s < 155 ? 1 : 1000000000000000000ull + s;
+	}
+	ck_assert_int_eq(bfs_mix_new(&m, &sp), -EFBIG);
+	ck_assert_msg(strstr(bfs_err_msg(), "no period of up to 1052688 records gives every source "
+					    "its share within 10^-6 (source 's0' has") &&
+			      strstr(bfs_err_msg(), "give it a larger weight, or leave it out"),
+		      "%s", bfs_err_msg());
+}
+END_TEST
+
 static int parse(struct bfs_mixfile **m, const char *text)
 {
 	*m = NULL;
@@ -275,9 +390,6 @@ START_TEST(mixture_files)
 {
 	struct bfs_mixfile *m;
 
-	ck_assert(bfs_mixfile_sniff(" {\"mixture\": []}", 16));
-	ck_assert(!bfs_mixfile_sniff("{\"features\": {}}", 16));
-	ck_assert(!bfs_mixfile_sniff("\x1e\x00\x00\x00", 4));
 	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
 				   "\"weight\": 0.001}, {\"name\": \"b\", \"source\": \"y\", "
 				   "\"weight\": 7, \"options\": \"split=train\"}], \"epoch\": 12}"),
@@ -314,6 +426,20 @@ START_TEST(mixture_files)
 			 -EINVAL);
 	ck_assert_int_eq(parse(&m, "[1, 2]"), -EINVAL);
 	ck_assert(m == NULL);
+	ck_assert(strstr(bfs_err_msg(), "not a JSON object"));
+	/* a JSON error names its line and column */
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [\n {\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": 1}\n {\"name\": \"b\"}]}"),
+			 -EINVAL);
+	ck_assert_msg(strstr(bfs_err_msg(), "line 3, column 2"), "%s", bfs_err_msg());
+	ck_assert_int_eq(parse(&m, "{\"mixture\": [{\"name\": \"a\", \"source\": \"x\", "
+				   "\"weight\": NaN}]}"),
+			 -EINVAL);
+	ck_assert_msg(strstr(bfs_err_msg(), "line 1, column"), "%s", bfs_err_msg());
+	ck_assert_int_eq(parse(&m, " \n"), -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "the file is empty"));
+	ck_assert_int_eq(parse(&m, "{\"features\": {}}"), -EINVAL);
+	ck_assert(strstr(bfs_err_msg(), "no \"mixture\" key"));
 }
 END_TEST
 
@@ -330,6 +456,8 @@ int main(void)
 	tcase_add_test(tc, no_repeat_before_a_pass_completes);
 	tcase_add_test(tc, epoch_rules);
 	tcase_add_test(tc, bad_weights_are_refused);
+	tcase_add_test(tc, weights_whose_period_does_not_fit);
+	tcase_add_test(tc, no_period_fits_is_one_sentence);
 	tcase_add_test(tc, mixture_files);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

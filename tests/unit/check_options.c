@@ -5,12 +5,19 @@
  * a misspelt option, and the man page's MOUNT OPTIONS (doc/batchfs.1.scd),
  * whose headings must be exactly the table's and say the same defaults, so
  * that an option added, renamed or given a new default in one place and
- * not the other fails here.
+ * not the other fails here. The same for the credential chains: the man
+ * page's CREDENTIALS and --help name every place of decoder/cloud's table
+ * (credplaces.h), the man page every variable and file of it, and the table
+ * holds every AWS_, GOOGLE_, GCE_ and CLOUDSDK_ variable the cloud unit's
+ * sources name.
  */
 #include "options.h"
 
+#include "credplaces.h"
+
 #include <check.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +229,142 @@ START_TEST(help_lists_every_option_with_its_default)
 }
 END_TEST
 
+/* s with '*' and '\\' (scdoc's marks) dropped and every run of blanks one
+ * space (malloc'd). */
+static char *flatten(const char *s)
+{
+	char *out = malloc(strlen(s) + 1), *q = out;
+
+	ck_assert(out);
+	for (const char *p = s; *p; p++) {
+		if (*p == '*' || *p == '\\')
+			continue;
+		if (isspace((unsigned char)*p)) {
+			if (q > out && q[-1] != ' ')
+				*q++ = ' ';
+			continue;
+		}
+		*q++ = *p;
+	}
+	*q = '\0';
+	return out;
+}
+
+/* The man page's section NAME (its text up to the next heading), flattened. */
+static char *man_section(const char *name)
+{
+	char *text = slurp(SRCDIR "/doc/batchfs.1.scd"), head[64], *p, *end, *out;
+
+	snprintf(head, sizeof(head), "\n# %s\n", name);
+	p = strstr(text, head);
+	ck_assert_msg(p, "the man page has no %s section", name);
+	p += strlen(head);
+	end = strstr(p, "\n# ");
+	if (end)
+		*end = '\0';
+	out = flatten(p);
+	free(text);
+	return out;
+}
+
+START_TEST(the_man_page_names_every_credential_place_and_what_it_reads)
+{
+	size_t n;
+	const struct bfs_cred_place *t = bfs_cred_places(&n);
+	char *sec = man_section("CREDENTIALS");
+
+	ck_assert_uint_gt(n, 10);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_msg(strstr(sec, t[i].name),
+			      "the man page's CREDENTIALS does not name '%s'", t[i].name);
+		for (size_t k = 0; t[i].reads[k]; k++)
+			ck_assert_msg(strstr(sec, t[i].reads[k]),
+				      "the man page's CREDENTIALS does not name %s (%s %s)",
+				      t[i].reads[k], t[i].scheme, t[i].name);
+	}
+	free(sec);
+}
+END_TEST
+
+START_TEST(help_names_every_credential_place)
+{
+	size_t n, len = 0;
+	const struct bfs_cred_place *t = bfs_cred_places(&n);
+	char *text = NULL, *flat;
+	FILE *f = open_memstream(&text, &len);
+
+	ck_assert(f);
+	bfs_options_help_sources(f);
+	fclose(f);
+	flat = flatten(text);
+	ck_assert_msg(strstr(flat, "mixture file"), "--help does not say SOURCE may be a mixture");
+	for (size_t i = 0; i < n; i++)
+		if (t[i].cred)
+			ck_assert_msg(strstr(flat, t[i].name), "--help does not name '%s' (%s)",
+				      t[i].name, t[i].scheme);
+	free(flat);
+	free(text);
+}
+END_TEST
+
+/* Whether name is a variable or file the table lists. */
+static bool in_table(const char *name)
+{
+	size_t n;
+	const struct bfs_cred_place *t = bfs_cred_places(&n);
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; t[i].reads[k]; k++)
+			if (strcmp(t[i].reads[k], name) == 0)
+				return true;
+	return false;
+}
+
+START_TEST(the_table_holds_every_variable_the_cloud_unit_reads)
+{
+	static const char *const prefixes[] = { "\"AWS_", "\"GOOGLE_", "\"GCE_", "\"CLOUDSDK_" };
+	DIR *d = opendir(SRCDIR "/decoder/cloud");
+	struct dirent *e;
+	size_t seen = 0;
+
+	ck_assert(d);
+	while ((e = readdir(d))) {
+		char path[4096], *src;
+		size_t len = strlen(e->d_name);
+
+		if (len < 3 || strcmp(e->d_name + len - 2, ".c") != 0 ||
+		    strcmp(e->d_name, "credplaces.c") == 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/decoder/cloud/%s", SRCDIR, e->d_name);
+		src = slurp(path);
+		for (size_t i = 0; i < BFS_ARRAY_SIZE(prefixes); i++)
+			for (const char *p = strstr(src, prefixes[i]); p;
+			     p = strstr(p + 1, prefixes[i])) {
+				char name[128];
+				size_t k = 0;
+
+				for (p++; k + 1 < sizeof(name) &&
+					  (isupper((unsigned char)p[k]) ||
+					   isdigit((unsigned char)p[k]) || p[k] == '_');
+				     k++)
+					name[k] = p[k];
+				name[k] = '\0';
+				if (p[k] != '"')
+					continue; /* a prefix in a message, not a name */
+				ck_assert_msg(
+					in_table(name),
+					"%s reads %s, which decoder/cloud/credplaces.c does not "
+					"list (nor the man page, then)",
+					e->d_name, name);
+				seen++;
+			}
+		free(src);
+	}
+	closedir(d);
+	ck_assert_uint_gt(seen, 25);
+}
+END_TEST
+
 /* Parse argv, stderr into *err (malloc'd). */
 static int parse_capture(struct bfs_options *o, char **argv, int argc, char **err)
 {
@@ -332,6 +475,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, every_option_has_its_man_heading_and_every_heading_its_option);
 	tcase_add_test(tc, the_man_page_says_the_defaults_help_says);
 	tcase_add_test(tc, help_lists_every_option_with_its_default);
+	tcase_add_test(tc, the_man_page_names_every_credential_place_and_what_it_reads);
+	tcase_add_test(tc, help_names_every_credential_place);
+	tcase_add_test(tc, the_table_holds_every_variable_the_cloud_unit_reads);
 	tcase_add_test(tc, a_misspelt_option_is_hinted_from_the_table);
 	tcase_add_test(tc, the_defaults_are_the_tables);
 	tcase_add_test(tc, seek_span_is_checked_and_kept);

@@ -324,7 +324,52 @@ START_TEST(features_never_typed_are_left_out)
 	ck_assert_int_eq(bfs_infer_finish(&s, inf), 0);
 	ck_assert_uint_eq(s->nfeatures, 1);
 	ck_assert_str_eq(s->features[0].name, "a");
+	/* listed as untyped: present, of no known kind; kept through JSON */
+	ck_assert_uint_eq(s->nuntyped, 1);
+	ck_assert_str_eq(s->untyped[0], "never");
+	assert_roundtrip(s);
 	bfs_schema_free(s);
+	bfs_infer_free(inf);
+	free(r);
+}
+END_TEST
+
+/* TFX writes a missing value as `Feature {}`: a feature with a value in one
+ * record and `Feature {}` in the others is in every record, not missing
+ * from most (no warning of several datasets mounted as one). */
+START_TEST(empty_features_count_as_present)
+{
+	const struct fdesc typed[] = { { "a", I, 1 }, { "tract", FL, 1 }, { 0 } };
+	const struct fdesc empty[] = { { "a", I, 1 }, { "tract", FL, -1 }, { 0 } };
+	const struct fdesc absent[] = { { "a", I, 1 }, { 0 } };
+	struct hrec *r = malloc(sizeof(*r));
+	struct bfs_infer *inf;
+	struct bfs_schema *s;
+	char *mixed;
+
+	bfs_infer_new(&inf);
+	for (int i = 0; i < 50; i++) /* empty first: typed at record 20 */
+		ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, i == 20 ? typed : empty, NULL)),
+				 0);
+	mixed = bfs_infer_mixed(inf);
+	ck_assert_msg(mixed == NULL, "%s", mixed);
+	ck_assert_int_eq(bfs_infer_finish(&s, inf), 0);
+	ck_assert_uint_eq(s->nfeatures, 2);
+	ck_assert_uint_eq(s->nuntyped, 0);
+	ck_assert_str_eq(s->features[1].name, "tract");
+	ck_assert(s->features[1].layout == BFS_LAYOUT_PADDED && s->features[1].max_len == 1);
+	bfs_schema_free(s);
+	bfs_infer_free(inf);
+	/* the same feature absent (no key) from most records is still told */
+	bfs_infer_new(&inf);
+	for (int i = 0; i < 50; i++)
+		ck_assert_int_eq(bfs_infer_add(inf, hrec_build(r, i == 20 ? typed : absent, NULL)),
+				 0);
+	mixed = bfs_infer_mixed(inf);
+	ck_assert_ptr_nonnull(mixed);
+	ck_assert_msg(strstr(mixed, "'tract' is missing from most records (it is in 1 of 50)"),
+		      "%s", mixed);
+	free(mixed);
 	bfs_infer_free(inf);
 	free(r);
 }
@@ -1098,6 +1143,7 @@ static Suite *schema_suite(void)
 	tcase_add_loop_test(tc, inference_follows_the_contract_rules, 0,
 			    (int)BFS_ARRAY_SIZE(infer_cases));
 	tcase_add_test(tc, features_never_typed_are_left_out);
+	tcase_add_test(tc, empty_features_count_as_present);
 	tcase_add_test(tc, no_records_infer_an_empty_schema);
 	tcase_add_test(tc, kind_conflict_is_an_error_that_changes_nothing);
 	tcase_add_test(tc, names_that_cannot_be_paths_fail_inference);

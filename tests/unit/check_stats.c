@@ -133,8 +133,10 @@ START_TEST(the_keys_of_every_mount_to_the_byte)
 	fill(&s);
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
-	snprintf(want, sizeof(want), "%s  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
-		 always, 1000 + BFS_STAT_SOURCE_ERRORS);
+	snprintf(want, sizeof(want),
+		 "%s  \"source_records\": %d,\n  \"source_errors\": %d,\n  \"uptime_seconds\": "
+		 "42\n}\n",
+		 always, 1000 + BFS_STAT_SOURCE_RECORDS, 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert_str_eq(t, want);
 	ck_assert_uint_eq(len, strlen(want));
 	free(t);
@@ -153,6 +155,7 @@ START_TEST(a_buckets_credential_keys_to_the_byte)
 	s.v[BFS_STAT_CREDENTIALS].s = "instance role `train-role` via IMDSv2";
 	s.v[BFS_STAT_CREDENTIALS_EXPIRES].u = 1795775152;
 	s.v[BFS_STAT_CREDENTIALS_VALID].b = true;
+	s.v[BFS_STAT_CREDENTIALS_KEY_ID].s = "****WXYZ";
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
 	snprintf(want, sizeof(want),
@@ -161,10 +164,13 @@ START_TEST(a_buckets_credential_keys_to_the_byte)
 		 "  \"credentials_expires\": 1795775152,\n  \"credentials_valid\": true,\n"
 		 "  \"credentials_refreshes\": %d,\n  \"credentials_refresh_failures\": %d,\n"
 		 "  \"credentials_expired_answers\": %d,\n"
+		 "  \"credentials_key_id\": \"****WXYZ\",\n"
+		 "  \"source_records\": %d,\n"
 		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
 		 always, 1000 + BFS_STAT_CREDENTIALS_REFRESHES,
 		 1000 + BFS_STAT_CREDENTIALS_REFRESH_FAILURES,
-		 1000 + BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS, 1000 + BFS_STAT_SOURCE_ERRORS);
+		 1000 + BFS_STAT_CREDENTIALS_EXPIRED_ANSWERS, 1000 + BFS_STAT_SOURCE_RECORDS,
+		 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert_str_eq(t, want);
 	free(t);
 }
@@ -212,8 +218,9 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 		 "\"waits\": 1077, \"eagain\": 1078, \"errors\": 1079, \"copies\": 1080, "
 		 "\"bytes_copied\": 1081, \"pinned_buffers\": 1082, \"host_allocs\": 1083, "
 		 "\"device_bytes\": 1084},\n"
-		 "  \"source_errors\": 1091,\n  \"uptime_seconds\": 42\n}\n",
-		 always);
+		 "  \"source_records\": %d,\n"
+		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
+		 always, 1000 + BFS_STAT_SOURCE_RECORDS, 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert_str_eq(t, want);
 	ck_assert_uint_eq(len, strlen(want));
 	free(t);
@@ -223,8 +230,11 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 	t = bfs_stats_json(&s, 0, &len);
 	ck_assert_ptr_nonnull(t);
 	ck_assert(strstr(t, "\"io_") == NULL && strstr(t, "\"cuda\"") == NULL);
-	ck_assert(strstr(t, "  \"disk_cache_limit\": 1071,\n  \"source_errors\": 1091,\n"
-			    "  \"uptime_seconds\": 42\n}\n"));
+	snprintf(want, sizeof(want),
+		 "  \"disk_cache_limit\": 1071,\n  \"source_records\": %d,\n"
+		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
+		 1000 + BFS_STAT_SOURCE_RECORDS, 1000 + BFS_STAT_SOURCE_ERRORS);
+	ck_assert(strstr(t, want));
 	free(t);
 }
 END_TEST
@@ -423,8 +433,8 @@ static void *read_many(void *arg)
 	struct bfs_stats_reads *r = arg;
 
 	for (int i = 0; i < READS; i++) {
-		if (i % 100 == 99) {
-			bfs_stats_read_failed(r);
+		if (i % 100 == 99) { /* each a read of its own file */
+			bfs_stats_read_failed(r, (uint64_t)i, (uint64_t)pthread_self(), 0, 4096);
 			continue;
 		}
 		/* a batch of 3 records read as three files */
@@ -455,6 +465,51 @@ START_TEST(reads_from_many_threads_add_up)
 	ck_assert_uint_eq(s.v[BFS_STAT_BYTES_READ].u, 10u * THREADS * (READS - READS / 100));
 	ck_assert_uint_eq(s.v[BFS_STAT_FAILED_READS].u, THREADS * (READS / 100));
 	ck_assert_uint_eq(s.v[BFS_STAT_RECORDS_SERVED].u, THREADS * (READS - READS / 100));
+	bfs_stats_reads_destroy(&r);
+}
+END_TEST
+
+static uint64_t failed_now(struct bfs_stats_reads *r)
+{
+	struct bfs_stats_snap s;
+
+	memset(&s, 0, sizeof(s));
+	bfs_stats_put_reads(&s, r);
+	return s.v[BFS_STAT_FAILED_READS].u;
+}
+
+/* The kernel asks twice for one read(2) that fails: its readahead, then
+ * the reader's page again. failed_reads counts the reader's failures. */
+START_TEST(a_failed_read_counts_once_for_its_reader)
+{
+	struct bfs_stats_reads r;
+
+	bfs_stats_reads_init(&r);
+	bfs_stats_read_failed(&r, 5, 100, 0, 131072); /* the readahead */
+	bfs_stats_read_failed(&r, 5, 100, 0, 4096); /* the reader's page */
+	ck_assert_uint_eq(failed_now(&r), 1);
+	/* the reader tries again: its pages are still in the kernel's cache,
+	 * each read is one request, each counted */
+	bfs_stats_read_failed(&r, 5, 100, 0, 4096);
+	bfs_stats_read_failed(&r, 5, 100, 0, 4096);
+	bfs_stats_read_failed(&r, 5, 100, 8192, 4096);
+	ck_assert_uint_eq(failed_now(&r), 4);
+	/* another reader of the same file */
+	bfs_stats_read_failed(&r, 5, 101, 0, 4096);
+	ck_assert_uint_eq(failed_now(&r), 5);
+	/* a small file: the readahead is one page too */
+	bfs_stats_read_failed(&r, 6, 100, 0, 4096);
+	bfs_stats_read_failed(&r, 6, 100, 0, 4096);
+	ck_assert_uint_eq(failed_now(&r), 6);
+	/* a readahead split in two requests, then the reader's page */
+	bfs_stats_read_failed(&r, 7, 100, 0, 262144);
+	bfs_stats_read_failed(&r, 7, 100, 262144, 262144);
+	bfs_stats_read_failed(&r, 7, 100, 0, 4096);
+	ck_assert_uint_eq(failed_now(&r), 7);
+	/* reads of different files never absorb each other */
+	for (uint64_t ino = 1000; ino < 1100; ino++)
+		bfs_stats_read_failed(&r, ino, 100, 0, 4096);
+	ck_assert_uint_eq(failed_now(&r), 107);
 	bfs_stats_reads_destroy(&r);
 }
 END_TEST
@@ -505,6 +560,7 @@ int main(void)
 	tcase_add_test(tc, padded_to_a_size_that_holds_still);
 	tcase_add_test(tc, reads_from_many_threads_add_up);
 	tcase_add_test(tc, a_read_counts_the_records_its_data_holds);
+	tcase_add_test(tc, a_failed_read_counts_once_for_its_reader);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -2,7 +2,10 @@
 """The 'photo' suite: JPEG photographs decoded to uint8 [B, H, W, 3] through
 the mount (-o image=FEATURE:HxW), against the one-core C loop
 tests/bench/bench_jpeg (TurboJPEG at the same DCT scale + decoder/resize.c)
-and vahidk/tfrecord + PIL under a DataLoader; then its ratio lines.
+and vahidk/tfrecord + PIL under a DataLoader; the same cold epoch with
+crop=random,flip=h and with crop=center against torchvision's training and
+evaluation pipelines under a DataLoader (a worker per core) and against
+PIL's own full decode (CPU per image); then its ratio lines.
 """
 
 import json
@@ -63,11 +66,15 @@ def run(args, tools, name, w):
         base += ",cache_size=" + args.cache_size
     mnt = os.path.join(args.work, "mnt")
     ncpu = os.cpu_count() or 1
-    for threads, key, label in (
-            (None, "cold", "batchfs cold first epoch (fresh mount)"),
-            (1, "cold1", "batchfs cold first epoch, threads=1 (fresh mount)")):
+    for threads, key, label, more in (
+            (None, "cold", "batchfs cold first epoch (fresh mount)", ""),
+            (1, "cold1", "batchfs cold first epoch, threads=1 (fresh mount)", ""),
+            (None, "crop_random", "batchfs cold first epoch, crop=random,flip=h (fresh mount)",
+             ",crop=random,flip=h"),
+            (None, "crop_center", "batchfs cold first epoch, crop=center (fresh mount)",
+             ",crop=center")):
         log("%s: %s" % (name, label))
-        mopts = base + (",threads=%d" % threads if threads else "")
+        mopts = base + (",threads=%d" % threads if threads else "") + more
         drop_caches(args)
         with mount([tools["batchfs"], "-f", src, mnt, "-o", mopts], mnt) as m:
             r = read_tree(m, tools, mnt + "/epoch-0000", "--only", ".npy", *BATCHES_ONLY)
@@ -75,6 +82,7 @@ def run(args, tools, name, w):
             hwm = vm_hwm(m.pid)
         res[key] = nrec / r["seconds"]
         res[key + "_cpu"] = r["daemon_cpu"]
+        res[key + "_cpu_per"] = r["daemon_cpu"] / nrec if r["daemon_cpu"] else None
         if key == "cold":
             res.update(stats=st, hwm=hwm, tree_bytes=r["bytes"], files=r["files"],
                        batches=st.get("batches_per_epoch"))
@@ -109,6 +117,8 @@ def run(args, tools, name, w):
                   "before the clock), shuffle queue 1024; transform: PIL open, convert('RGB'), "
                   "resize((%d, %d), BILINEAR)" % ("{:,}".format(j["records"]), wd, h))
 
+    _augment_peers(args, name, w, src, nrec, shard_bytes, bs, res, t)
+
     say()
     say("== %s: %s JPEG records (%s, 300..800 px a side, %.2f Mpixel mean; made from %s), "
         "%d plain shards, %.1f MB TFRecord; -o image=%s:%dx%d, batch_size %d, %s batches; "
@@ -120,6 +130,65 @@ def run(args, tools, name, w):
     res["shard_bytes"] = shard_bytes
     res["rows"] = [{"label": row[0], "rec_s": row[1]} for row in t.rows]
     return res
+
+
+def _augment_peers(args, name, w, src, nrec, shard_bytes, bs, res, t):
+    """What crop=random,flip=h and crop=center are measured against: PIL's
+    own full decode of the same images (one process, CPU per image), and
+    torchvision's training and evaluation pipelines over the same records
+    under a DataLoader with one worker per core (benchlib.peers,
+    _torchvision_loop), on the first python_records records."""
+    h, wd = w["size"]
+    k = min(w["python_records"], nrec)
+    spec = json.dumps({"feature": w["feature"], "size": [h, wd]})
+    ncpu = os.cpu_count() or 1
+    for mode, key, label in (
+            ("pil_decode", "pil", "PIL full decode: Image.open(...).convert('RGB'), 1 process"),
+            ("tv_train", "tv_train", "torchvision train: PIL + RandomResizedCrop(%d) + "
+             "RandomHorizontalFlip, DataLoader(%d workers)" % (h, ncpu)),
+            ("tv_eval", "tv_eval", "torchvision eval: PIL + Resize(%d) + CenterCrop(%d), "
+             "DataLoader(%d workers)" % (round(max(h, wd) * 256 / 224), h, ncpu))):
+        log("%s: %s" % (name, label))
+        rc, out, _, rss = run_child([PYTHON, ENTRY, "--batch-size", str(bs), "--torch-loop", mode,
+                                     "--root", src, "--records", str(k), "--spec", spec])
+        if rc != 0:
+            t.add(label, note="failed (status %d)" % rc)
+            continue
+        j = json_lines(out)[0]
+        res[key] = j["records"] / j["seconds"]
+        res[key + "_cpu_per"] = j["cpu_seconds"] / j["records"]
+        t.add(label, res[key], shard_bytes * j["records"] / nrec / j["seconds"] / 1e6,
+              j["tensor_bytes"] / j["seconds"] / 1e6, rss, j["seconds"], j["cpu_seconds"],
+              "first %s records; %.2f ms CPU per image%s" % (
+                  "{:,}".format(j["records"]), res[key + "_cpu_per"] * 1e3,
+                  "; the images read out of the records before the clock"
+                  if mode == "pil_decode" else "; index of record offsets made before the "
+                  "clock, pread + protobuf parse per record"))
+
+
+def _augment_ratios(r):
+    """crop=random,flip=h and crop=center against torchvision's pipelines
+    (images/s, cold) and against PIL's own decode (daemon CPU per image)."""
+    n = r["name"]
+    for crop, tv, what in (("crop_random", "tv_train", "crop=random,flip=h"),
+                           ("crop_center", "tv_eval", "crop=center")):
+        a, p = r.get(crop), r.get(tv)
+        if a and p:
+            q = a / p
+            say("%-7s cold epoch %s / torchvision's pipeline under DataLoader(%d workers) = "
+                "%s / %s = %s  target >= 2x  %s" % (
+                    n, what, os.cpu_count() or 1, fmt_rate(a), fmt_rate(p),
+                    fmt_q(q, 2, pct=False, digits=1), verdict(q >= 2)))
+        else:
+            say("%-7s cold epoch %s / torchvision's pipeline: n/a" % (n, what))
+        c, d = r.get(crop + "_cpu_per"), r.get("pil_cpu_per")
+        if c and d:
+            q = c / d
+            say("%-7s daemon CPU per image with %s / PIL's full decode per image = %.2f ms / "
+                "%.2f ms = %.2fx  target <= 1.1x  %s" % (n, what, c * 1e3, d * 1e3, q,
+                                                          verdict(q <= 1.1)))
+        else:
+            say("%-7s daemon CPU per image with %s / PIL's full decode: n/a" % (n, what))
 
 
 def ratios(r):
@@ -144,6 +213,7 @@ def ratios(r):
                                      fmt_q(q, 10, pct=False, digits=1), verdict(q >= 10)))
     else:
         say("%-7s cold epoch / vahidk/tfrecord + PIL: n/a" % n)
+    _augment_ratios(r)
     if r.get("hwm") is not None:
         st = r.get("stats", {})
         budget = st.get("cache_budget", 1 << 30)
