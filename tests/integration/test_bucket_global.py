@@ -433,12 +433,13 @@ def test_io_plan_asks_for_one_way(proxy, mounts, data, batchfs, tmp_path, plan, 
 def test_image_records_cost_no_more_than_a_get_per_record(proxy, mounts, data, s3, tmp_path,
                                                            monkeypatch):
     """Records of 150 KB: an epoch with the defaults (the disk cache on,
-    empty) and with disk_cache=off sends no more GETs than one read by a
-    ranged GET per record (io_plan=ranges, disk_cache=off: the way the
-    global shuffle read them before) and fetches no more bytes (5% over at
-    most: a pass reads whole blocks), in the local mount's order and bytes.
-    (Their times, in one run: scripts/bench --only-defaults; this server's
-    own noise is larger than the 10% asked for.)"""
+    empty) and with disk_cache=off sends fewer GETs than a GET per record
+    (the way the global shuffle read them before) and fetches no more bytes
+    than ranged reads of the records (io_plan=ranges, disk_cache=off; 5%
+    over at most: a pass reads whole blocks), in the local mount's order
+    and bytes. (Their times against io_plan=ranges, in one run: scripts/bench
+    --only-defaults; this server's own noise is larger than the 10% asked
+    for.)"""
     local, _ = data["image"]
     ref = mounts(local, batch_size=4)
     _, want = timed_epoch(ref, 0)
@@ -452,6 +453,6 @@ def test_image_records_cost_no_more_than_a_get_per_record(proxy, mounts, data, s
         assert got == want, "%s: not the local mount's batches" % how
         cost[how] = fetched(proxy) + (round(s, 2), m.json("stats.json")["io_plan"])
         m.stop()
-    gets, nbytes = cost["ranges"][:2]
+    nbytes = cost["ranges"][1]
     for how in ("defaults", "nodisk"):
-        assert cost[how][0] <= gets and cost[how][1] <= 1.05 * nbytes, cost
+        assert cost[how][0] < IMAGE_N and cost[how][1] <= 1.05 * nbytes, cost
