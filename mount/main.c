@@ -268,6 +268,7 @@ struct mount {
 	unsigned io_depth;
 	uint64_t readahead;
 	const char *disk_cache;
+	char *disk_cache_auto; /* disk_cache=auto's folder, when it is used */
 	struct bfs_fs *fs;
 };
 
@@ -290,6 +291,7 @@ static void mount_free(struct mount *m)
 	free(m->opts);
 	free(m->ready);
 	free(m->mixed);
+	free(m->disk_cache_auto);
 	if (m->mnt_fd >= 0)
 		close(m->mnt_fd);
 }
@@ -650,6 +652,7 @@ static void make_mount_readme(struct mount *m)
 		.b = m->b,
 		.schema = m->schema,
 		.mixed = m->mixed,
+		.disk_cache = m->disk_cache,
 	};
 
 	m->readme = bfs_readme_text(&in);
@@ -657,10 +660,13 @@ static void make_mount_readme(struct mount *m)
 
 /* The I/O stage: on a network or FUSE filesystem, or when asked for; and
  * disk_cache, the bytes the stage fetches, so nothing on a local disk (one
- * that cannot be used is one line, and the mount goes on). */
+ * that cannot be used is one line, and the mount goes on). disk_cache=auto
+ * (the default) keeps a bucket's or a network filesystem's bytes beside the
+ * index ($XDG_CACHE_HOME/batchfs/disk_cache); off, none. */
 static void plan_io(struct mount *m)
 {
 	const struct bfs_options *o = m->o;
+	bool remote = bfs_dataset_objsrc(m->ds) || bfs_dataset_remote(m->ds);
 
 	m->io_depth = o->io_depth		  ? o->io_depth
 		      : bfs_dataset_objsrc(m->ds) ? IO_DEPTH_OBJECTS
@@ -668,13 +674,19 @@ static void plan_io(struct mount *m)
 						  : 0;
 	m->readahead = o->readahead ? o->readahead : auto_readahead(o, m->b);
 	m->disk_cache = o->disk_cache;
+	if (!o->disk_cache && !o->disk_cache_off && remote && m->io_depth &&
+	    bfs_default_disk_cache(&m->disk_cache_auto) == 0)
+		m->disk_cache = m->disk_cache_auto;
 	if (m->disk_cache && !m->io_depth) {
 		fprintf(stderr,
 			"batchfs: option 'disk_cache=%s': %s is on a local disk; not used\n",
 			m->disk_cache, o->source);
 		m->disk_cache = NULL;
 	} else if (m->disk_cache && bfs_diskcache_check(m->disk_cache) != 0) {
-		fprintf(stderr, "batchfs: %s; mounted without it\n", bfs_err_msg());
+		fprintf(stderr, "batchfs: %s; mounted without it%s\n", bfs_err_msg(),
+			m->disk_cache_auto ? " (-o disk_cache=DIR puts it elsewhere, "
+					     "disk_cache=off turns it off)"
+					   : "");
 		m->disk_cache = NULL;
 	}
 }
@@ -713,6 +725,7 @@ static int make_fs(struct mount *m)
 		.readahead = m->readahead,
 		.io_all = o->io_depth != 0,
 		.io_backend = o->io_backend,
+		.io_plan = o->io_plan,
 		.disk_cache = m->disk_cache,
 		.disk_cache_size = o->disk_cache_size,
 		.cuda_device = o->cuda_device,
@@ -759,8 +772,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	bfs_cache_malloc_setup();
 	if (open_sources(&m) != 0 || build_batchers(&m) != 0 || make_schema_json(&m) != 0)
 		goto out;
-	make_mount_readme(&m);
 	plan_io(&m);
+	make_mount_readme(&m);
 	if (make_fs(&m) != 0)
 		goto out;
 	/* the absolute path: libfuse chdirs to / before it unmounts */

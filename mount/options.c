@@ -449,6 +449,17 @@ int bfs_default_index_dir(char **out)
 	return asprintf(out, "%s/.cache/batchfs", home && *home ? home : "/tmp") < 0 ? -ENOMEM : 0;
 }
 
+int bfs_default_disk_cache(char **out)
+{
+	char *ix = NULL;
+	int rc = bfs_default_index_dir(&ix);
+
+	if (rc == 0 && asprintf(out, "%s/disk_cache", ix) < 0)
+		rc = -ENOMEM;
+	free(ix);
+	return rc;
+}
+
 int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_argc,
 		      char ***fuse_argv)
 {

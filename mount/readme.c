@@ -3,7 +3,8 @@
  * readme.c — a mount's README.txt (readme.h): what is mounted, the tree,
  * snippets that read it, and the notes this mount needs (rank folders,
  * wide schemas, corrupt records, bytes in feature lists, images, the
- * files passed over, a bucket, a mixture, a folder of several datasets).
+ * files passed over, a bucket, a mixture, a folder of several datasets,
+ * the disk cache).
  */
 #include "readme.h"
 
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #ifndef BFS_VERSION
 #define BFS_VERSION "0.0.0"
@@ -440,6 +442,37 @@ static char *passed_over_note(const char *source, const char *split, const struc
 	return out;
 }
 
+/* README.txt's lines on the disk cache: where, how large, how to turn it
+ * off. Takes and returns ownership (NULL stays NULL). */
+static char *add_disk_cache_note(char *readme, const struct bfs_options *o, const char *dir)
+{
+	char bound[96], *out = NULL;
+	struct statvfs vfs;
+
+	if (!readme || !dir)
+		return readme;
+	if (o->disk_cache_size)
+		snprintf(bound, sizeof(bound), "%.1f GB (disk_cache_size=)",
+			 (double)o->disk_cache_size / 1e9);
+	else if (statvfs(dir, &vfs) == 0)
+		snprintf(bound, sizeof(bound),
+			 "%.1f GB, 10%% of its file system (disk_cache_size=)",
+			 (double)vfs.f_blocks * (double)vfs.f_frsize / 10 / 1e9);
+	else
+		snprintf(bound, sizeof(bound), "10%% of its file system (disk_cache_size=)");
+	if (asprintf(&out,
+		     "%s\n"
+		     "Disk cache: %s\n"
+		     "  keeps the bytes fetched from the source, in 1 MiB blocks checked by\n"
+		     "  CRC-32C, for later epochs and mounts: at most %s, every\n"
+		     "  mount's together. -o disk_cache=off turns it off, -o disk_cache=DIR\n"
+		     "  puts it elsewhere; delete the folder to give the space back.\n",
+		     readme, dir, bound) < 0)
+		out = NULL;
+	free(readme);
+	return out;
+}
+
 char *bfs_readme_text(const struct bfs_readme_in *in)
 {
 	const struct bfs_options *o = in->o;
@@ -456,6 +489,7 @@ char *bfs_readme_text(const struct bfs_readme_in *in)
 	readme = add_wide_note(readme, plan->ntensors, in->mnt);
 	readme = add_corrupt_note(readme, o, in->b);
 	readme = add_list_notes(readme, in->schema, o, in->mnt);
+	readme = add_disk_cache_note(readme, o, in->disk_cache);
 	readme = add_untyped_note(readme, in->schema);
 	if (!readme)
 		return NULL;

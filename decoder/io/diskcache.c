@@ -70,8 +70,15 @@ struct bfs_dcobj {
 	int64_t version;
 	pthread_mutex_t lock; /* everything below */
 	int dfd, tfd; /* -1: not open yet; -2: unusable */
-	uint8_t *known; /* [nblocks]: 1 the block is there (its CRCs in crcs) */
-	uint8_t *queued; /* [nblocks]: a write of it is queued */
+	/* [nblocks]: 1 the block is there (its CRCs in crcs); written under
+	 * lock, read without it too (bfs_dcobj_holds: atomic loads) */
+	uint8_t *known;
+	/* [nblocks]: the write queued for the block, whose bytes reads take
+	 * until it is written (a block fetched, then wanted again before the
+	 * writer has it, is not fetched twice); set and cleared under lock,
+	 * read without it too (atomic loads) */
+	struct item **pend;
+	bool loaded; /* the .blocks table was read whole (table_load) */
 	uint32_t *crcs; /* [nblocks * PAGES_PER_BLOCK], of the known blocks */
 	uint64_t nknown;
 	time_t touched;
@@ -212,7 +219,8 @@ static void obj_reset(struct bfs_dcobj *o)
 	if (o->tfd >= 0)
 		close(o->tfd);
 	o->dfd = o->tfd = -1;
-	memset(o->known, 0, o->nblocks);
+	for (uint64_t k = 0; k < o->nblocks; k++)
+		__atomic_store_n(&o->known[k], 0, __ATOMIC_RELEASE);
 	o->nknown = 0;
 }
 
@@ -549,25 +557,81 @@ static int obj_open(struct bfs_dcobj *o, bool create)
 	return 0;
 }
 
+static bool is_known(const struct bfs_dcobj *o, uint64_t k)
+{
+	return __atomic_load_n(&o->known[k], __ATOMIC_ACQUIRE) != 0;
+}
+
+static void set_known(struct bfs_dcobj *o, uint64_t k, bool v)
+{
+	__atomic_store_n(&o->known[k], v ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+static struct item *pending(const struct bfs_dcobj *o, uint64_t k)
+{
+	return __atomic_load_n(&o->pend[k], __ATOMIC_ACQUIRE);
+}
+
+static void set_pending(struct bfs_dcobj *o, uint64_t k, struct item *it)
+{
+	__atomic_store_n(&o->pend[k], it, __ATOMIC_RELEASE);
+}
+
+/* Block k's table entry e: known (its CRCs into o->crcs) when it says the
+ * block is there, whole. o->lock held. */
+static bool entry_take(struct bfs_dcobj *o, uint64_t k, const uint8_t *e)
+{
+	if (get_le32(e) != PRESENT || get_le32(e + 4) != block_bytes(o, k))
+		return false;
+	for (uint64_t p = 0; p < PAGES_PER_BLOCK; p++)
+		o->crcs[k * PAGES_PER_BLOCK + p] = get_le32(e + 8 + 4 * p);
+	if (!is_known(o, k)) {
+		set_known(o, k, true);
+		o->nknown++;
+	}
+	return true;
+}
+
+/* The whole .blocks table, read once, so that bfs_dcobj_holds knows from
+ * the start what DIR holds (a block it did not know of was taken for
+ * missing and fetched again, with the blocks read together with it).
+ * o->lock held. */
+static void table_load(struct bfs_dcobj *o)
+{
+	enum { CHUNK = 256 }; /* entries per read */
+	uint8_t *buf;
+
+	if (o->loaded)
+		return;
+	o->loaded = true;
+	if (obj_open(o, false) != 0 || !(buf = malloc((size_t)CHUNK * ENTRY)))
+		return;
+	for (uint64_t k0 = 0; k0 < o->nblocks; k0 += CHUNK) {
+		uint64_t n = o->nblocks - k0 < CHUNK ? o->nblocks - k0 : CHUNK;
+		ssize_t got = pread_all(o->tfd, buf, (size_t)(n * ENTRY), HEADER + k0 * ENTRY);
+
+		for (uint64_t i = 0; got > 0 && i < n && (i + 1) * ENTRY <= (uint64_t)got; i++)
+			(void)entry_take(o, k0 + i, buf + i * ENTRY);
+		if (got < (ssize_t)(n * ENTRY))
+			break;
+	}
+	free(buf);
+}
+
 /* Whether block k is there, its CRCs then in o->crcs. o->lock held. */
 static bool block_known(struct bfs_dcobj *o, uint64_t k)
 {
 	uint8_t e[ENTRY];
-	uint64_t blen;
 
-	if (o->known[k])
+	if (is_known(o, k))
 		return true;
+	table_load(o);
+	if (is_known(o, k))
+		return true;
+	/* another mount may have written it since */
 	if (obj_open(o, false) != 0 || pread_all(o->tfd, e, ENTRY, HEADER + k * ENTRY) != ENTRY)
 		return false;
-	blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
-							 : BFS_DC_BLOCK;
-	if (get_le32(e) != PRESENT || get_le32(e + 4) != blen)
-		return false;
-	for (uint64_t p = 0; p < PAGES_PER_BLOCK; p++)
-		o->crcs[k * PAGES_PER_BLOCK + p] = get_le32(e + 8 + 4 * p);
-	o->known[k] = 1;
-	o->nknown++;
-	return true;
+	return entry_take(o, k, e);
 }
 
 /* A block that failed its CRCs: not there any more (for every mount), so
@@ -576,8 +640,8 @@ static void block_bad(struct bfs_dcobj *o, uint64_t k)
 {
 	uint8_t zero[4] = { 0 };
 
-	if (o->known[k]) {
-		o->known[k] = 0;
+	if (is_known(o, k)) {
+		set_known(o, k, false);
 		o->nknown--;
 	}
 	if (o->tfd >= 0)
@@ -610,14 +674,15 @@ struct bfs_dcobj *bfs_diskcache_obj(struct bfs_diskcache *c, const char *name, u
 	o->dfd = o->tfd = -1;
 	o->name = strdup(name);
 	o->known = calloc(o->nblocks ? o->nblocks : 1, 1);
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	o->pend = calloc(o->nblocks ? o->nblocks : 1, sizeof(*o->pend));
 	o->keep = calloc(o->nblocks ? o->nblocks : 1, 1);
-	o->queued = calloc(o->nblocks ? o->nblocks : 1, 1);
 	o->crcs = calloc(o->nblocks ? o->nblocks * PAGES_PER_BLOCK : 1, sizeof(*o->crcs));
-	if (!o->name || !o->known || !o->keep || !o->queued || !o->crcs) {
+	if (!o->name || !o->known || !o->pend || !o->keep || !o->crcs) {
 		free(o->name);
 		free(o->known);
+		free(o->pend);
 		free(o->keep);
-		free(o->queued);
 		free(o->crcs);
 		free(o);
 		return NULL;
@@ -643,63 +708,90 @@ static void obj_free(struct bfs_dcobj *o)
 	pthread_mutex_destroy(&o->lock);
 	free(o->name);
 	free(o->known);
+	free(o->pend);
 	free(o->keep);
 	free(o->share);
-	free(o->queued);
 	free(o->crcs);
 	free(o);
+}
+
+/* Bytes [off, off + n) of blocks that are there, from the .data file, the
+ * pages holding them checked. 0; -ENODATA (a page failed its CRC, or the
+ * file is short: its block is bad, *corrupt set). o->lock held. */
+static int read_pages(struct bfs_dcobj *o, uint8_t *dst, size_t n, uint64_t off, bool *corrupt)
+{
+	uint64_t end = off + n, p0 = off / BFS_DC_PAGE, p1 = (end - 1) / BFS_DC_PAGE + 1;
+	uint64_t a = p0 * BFS_DC_PAGE, b = p1 * BFS_DC_PAGE < o->size ? p1 * BFS_DC_PAGE : o->size;
+	uint8_t *buf = malloc((size_t)(b - a));
+	ssize_t got;
+	int rc = 0;
+
+	if (!buf)
+		return -ENODATA;
+	got = pread_all(o->dfd, buf, (size_t)(b - a), a);
+	for (uint64_t p = p0; p < p1 && rc == 0; p++) {
+		uint64_t pa = p * BFS_DC_PAGE - a;
+		uint64_t plen = b - a - pa < BFS_DC_PAGE ? b - a - pa : BFS_DC_PAGE;
+
+		if (got < 0 || (uint64_t)got < pa + plen ||
+		    bfs_crc32c(0, buf + pa, (size_t)plen) != o->crcs[p]) {
+			block_bad(o, p * BFS_DC_PAGE / BFS_DC_BLOCK);
+			*corrupt = true;
+			rc = -ENODATA;
+		}
+	}
+	if (rc == 0)
+		memcpy(dst, buf + (off - a), n);
+	free(buf);
+	return rc;
+}
+
+/* Bytes [off, end) from DIR or from the writes queued, block by block
+ * (runs of blocks that are there in one read). o->lock held. */
+static int read_blocks(struct bfs_dcobj *o, uint8_t *dst, uint64_t off, uint64_t end, bool *corrupt)
+{
+	for (uint64_t k = off / BFS_DC_BLOCK; k <= (end - 1) / BFS_DC_BLOCK; k++)
+		if (!pending(o, k) && !block_known(o, k))
+			return -ENODATA;
+	while (off < end) {
+		uint64_t k = off / BFS_DC_BLOCK, e = (k + 1) * BFS_DC_BLOCK;
+		struct item *it = pending(o, k);
+
+		if (it) { /* written soon: its bytes are here */
+			e = e < end ? e : end;
+			memcpy(dst, it->data + (off - k * BFS_DC_BLOCK), (size_t)(e - off));
+		} else {
+			int rc;
+
+			while (e < end && !pending(o, e / BFS_DC_BLOCK))
+				e += BFS_DC_BLOCK;
+			e = e < end ? e : end;
+			rc = read_pages(o, dst, (size_t)(e - off), off, corrupt);
+			if (rc)
+				return rc;
+		}
+		dst += e - off;
+		off = e;
+	}
+	return 0;
 }
 
 int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off)
 {
 	struct bfs_diskcache *c = o->c;
-	uint8_t *buf = NULL;
 	uint64_t end = off + n;
-	int rc = 0;
 	bool corrupt = false;
+	int rc;
 
 	if (n == 0)
 		return 0;
 	if (end > o->size || end < off)
 		return -ENODATA;
 	pthread_mutex_lock(&o->lock);
-	for (uint64_t k = off / BFS_DC_BLOCK; k <= (end - 1) / BFS_DC_BLOCK; k++)
-		if (!block_known(o, k)) {
-			rc = -ENODATA;
-			goto out;
-		}
-	{
-		/* the pages holding the bytes, checked, then copied out */
-		uint64_t p0 = off / BFS_DC_PAGE, p1 = (end - 1) / BFS_DC_PAGE + 1;
-		uint64_t a = p0 * BFS_DC_PAGE,
-			 b = p1 * BFS_DC_PAGE < o->size ? p1 * BFS_DC_PAGE : o->size;
-		ssize_t got;
-
-		buf = malloc((size_t)(b - a));
-		if (!buf) {
-			rc = -ENODATA;
-			goto out;
-		}
-		got = pread_all(o->dfd, buf, (size_t)(b - a), a);
-		for (uint64_t p = p0; p < p1 && rc == 0; p++) {
-			uint64_t pa = p * BFS_DC_PAGE - a;
-			uint64_t plen = b - a - pa < BFS_DC_PAGE ? b - a - pa : BFS_DC_PAGE;
-
-			if (got < 0 || (uint64_t)got < pa + plen ||
-			    bfs_crc32c(0, buf + pa, (size_t)plen) != o->crcs[p]) {
-				block_bad(o, p * BFS_DC_PAGE / BFS_DC_BLOCK);
-				corrupt = true;
-				rc = -ENODATA;
-			}
-		}
-		if (rc == 0) {
-			memcpy(dst, buf + (off - a), n);
-			touch(o);
-		}
-	}
-out:
+	rc = read_blocks(o, dst, off, end, &corrupt);
+	if (rc == 0)
+		touch(o);
 	pthread_mutex_unlock(&o->lock);
-	free(buf);
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) {
 		c->st.hits++;
@@ -713,55 +805,84 @@ out:
 	return rc;
 }
 
-void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
+/* Whether block k of o is there or queued. o->lock held. */
+static bool held_locked(const struct bfs_dcobj *o, uint64_t k)
+{
+	return is_known(o, k) || pending(o, k);
+}
+
+/* Queue block k of o, its bytes at src (len), for the writer: its reads
+ * take them from the queue until it is written. */
+static void queue_block(struct bfs_dcobj *o, uint64_t k, const uint8_t *src, uint32_t len)
 {
 	struct bfs_diskcache *c = o->c;
+	struct item *it;
+	bool skip;
+
+	pthread_mutex_lock(&o->lock);
+	skip = held_locked(o, k);
+	pthread_mutex_unlock(&o->lock);
+	if (skip)
+		return;
+	/* room in the queue first: a full one drops the block (it is fetched
+	 * again when next wanted), without a copy */
+	pthread_mutex_lock(&c->lock);
+	skip = c->no_writes || c->qbytes + len > BFS_DC_QUEUE;
+	c->st.dropped += skip && !c->no_writes;
+	if (!skip)
+		c->qbytes += len;
+	pthread_mutex_unlock(&c->lock);
+	if (skip)
+		return;
+	it = malloc(sizeof(*it));
+	if (it && !(it->data = malloc(len))) {
+		free(it);
+		it = NULL;
+	}
+	if (it) {
+		memcpy(it->data, src, len);
+		it->o = o;
+		it->block = k;
+		it->len = len;
+		it->next = NULL;
+		pthread_mutex_lock(&o->lock);
+		skip = held_locked(o, k); /* another fetch of it queued it meanwhile */
+		if (!skip)
+			set_pending(o, k, it);
+		pthread_mutex_unlock(&o->lock);
+	}
+	pthread_mutex_lock(&c->lock);
+	if (!it || skip) {
+		c->qbytes -= len;
+		pthread_mutex_unlock(&c->lock);
+		if (it)
+			free(it->data);
+		free(it);
+		return;
+	}
+	if (c->tail)
+		c->tail->next = it;
+	else
+		c->head = it;
+	c->tail = it;
+	pthread_cond_signal(&c->work);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
+{
 	uint64_t end = off + n;
 
-	if (c->no_writes)
+	if (o->c->no_writes)
 		return;
-	plan_now(c);
+	plan_now(o->c);
 	for (uint64_t k = (off + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK; k < o->nblocks; k++) {
-		uint64_t a = k * BFS_DC_BLOCK;
-		uint64_t b = a + BFS_DC_BLOCK < o->size ? a + BFS_DC_BLOCK : o->size;
-		struct item *it;
+		uint64_t a = k * BFS_DC_BLOCK, b = a + block_bytes(o, k);
 
 		if (b > end)
 			break;
-		if (!keeps(o, k))
-			continue;
-		pthread_mutex_lock(&o->lock);
-		bool skip = o->known[k] || o->queued[k];
-		if (!skip)
-			o->queued[k] = 1;
-		pthread_mutex_unlock(&o->lock);
-		if (skip)
-			continue;
-		it = malloc(sizeof(*it));
-		pthread_mutex_lock(&c->lock);
-		if (!it || c->no_writes || c->qbytes + (b - a) > BFS_DC_QUEUE ||
-		    !(it->data = malloc((size_t)(b - a)))) {
-			c->st.dropped += it != NULL && !c->no_writes;
-			pthread_mutex_unlock(&c->lock);
-			free(it);
-			pthread_mutex_lock(&o->lock);
-			o->queued[k] = 0;
-			pthread_mutex_unlock(&o->lock);
-			continue;
-		}
-		memcpy(it->data, (const uint8_t *)src + (a - off), (size_t)(b - a));
-		it->o = o;
-		it->block = k;
-		it->len = (uint32_t)(b - a);
-		it->next = NULL;
-		if (c->tail)
-			c->tail->next = it;
-		else
-			c->head = it;
-		c->tail = it;
-		c->qbytes += it->len;
-		pthread_cond_signal(&c->work);
-		pthread_mutex_unlock(&c->lock);
+		if (keeps(o, k))
+			queue_block(o, k, (const uint8_t *)src + (a - off), (uint32_t)(b - a));
 	}
 }
 
@@ -829,19 +950,22 @@ static void *writer(void *arg)
 		int orc = 0;
 
 		pthread_mutex_lock(&o->lock);
-		if (room && !o->known[it->block] && (orc = obj_open(o, true)) == 0) {
+		if (room && !is_known(o, it->block) && (orc = obj_open(o, true)) == 0) {
 			rc = write_block(o, it);
 			if (!rc) {
 				wrote = true;
-				o->known[it->block] = 1;
+				set_known(o, it->block, true);
 				o->nknown++;
 				done = o->nknown == o->nblocks;
 				touch(o);
 			}
-		} else if (room && !o->known[it->block] && orc != -ESTALE) {
+		} else if (room && !is_known(o, it->block) && orc != -ESTALE) {
 			rc = orc; /* DIR does not take files: writing stops */
 		}
-		o->queued[it->block] = 0;
+		/* no read copies from it once this is seen (they do under
+		 * o->lock): it is freed below */
+		if (pending(o, it->block) == it)
+			set_pending(o, it->block, NULL);
 		pthread_mutex_unlock(&o->lock);
 		pthread_mutex_lock(&c->lock);
 		if (done && c->complete) {
@@ -922,11 +1046,11 @@ bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len)
 {
 	bool all = len > 0 && off + len <= o->size && off + len > off;
 
-	if (!all || pthread_mutex_trylock(&o->lock) != 0)
-		return false;
-	for (uint64_t k = off / BFS_DC_BLOCK; k <= (off + len - 1) / BFS_DC_BLOCK && all; k++)
-		all = o->known[k];
-	pthread_mutex_unlock(&o->lock);
+	/* no lock: never false for want of one while another thread reads
+	 * the object (a block the copy holds was then fetched again, with
+	 * the blocks read together with it) */
+	for (uint64_t k = off / BFS_DC_BLOCK; all && k <= (off + len - 1) / BFS_DC_BLOCK; k++)
+		all = is_known(o, k) || pending(o, k);
 	return all;
 }
 
@@ -963,7 +1087,7 @@ bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path)
 			good = bfs_crc32c(0, buf + p * BFS_DC_PAGE, (size_t)plen) ==
 			       o->crcs[k * PAGES_PER_BLOCK + p];
 		}
-		if (!good && o->known[k]) {
+		if (!good && is_known(o, k)) {
 			block_bad(o, k);
 			atomic_fetch_add(&o->c->corrupt, 1);
 		}
@@ -987,6 +1111,25 @@ void bfs_dcobj_drop(struct bfs_dcobj *o)
 	obj_reset(o);
 	pthread_mutex_unlock(&o->lock);
 	atomic_fetch_add(&o->c->corrupt, 1);
+}
+
+bool bfs_dcobj_forget(struct bfs_dcobj *o, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len < o->size ? off + len : o->size;
+	uint8_t *buf = off < end ? malloc((size_t)(end - off)) : NULL;
+	bool corrupt = false;
+
+	if (!buf)
+		return false;
+	/* the bad pages say which blocks are bad (block_bad, for every
+	 * mount: a record across two blocks is bad in one of them) */
+	pthread_mutex_lock(&o->lock);
+	(void)read_blocks(o, buf, off, end, &corrupt);
+	pthread_mutex_unlock(&o->lock);
+	free(buf);
+	if (corrupt)
+		atomic_fetch_add(&o->c->corrupt, 1);
+	return corrupt;
 }
 
 /* ------------------------------------------------------------ lifetime */

@@ -20,10 +20,12 @@
 
 #include "blockshuf.h"
 #include "common.h"
+#include "passcost.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,6 +44,15 @@
 /* block groups a stream holds at once at most: its reader's partitions'
  * groups, the next of each, those builds behind it still read */
 #define MAX_HELD 256
+/* global shuffle: bytes a record's place in the stage costs beyond its
+ * own (fetch.c's overhead per extent), for sizing windows */
+#define EXTENT_COST 128
+#define MAX_WINDOW_UNITS ((uint64_t)1 << 16) /* units of one window at most */
+#define REASON_LEN 400
+/* how the stage joins ranges (iostage.c): for passcost's ranged reads */
+#define WINDOW_MERGE_GAP ((uint64_t)64 << 10)
+#define WINDOW_MAX_READ ((uint64_t)1 << 20)
+#define WINDOW_MAX_GET ((uint64_t)8 << 20)
 
 struct item {
 	uint64_t rank, epoch, unit; /* unit with its BFS_CHUNK flag */
@@ -66,12 +77,28 @@ struct group {
 	struct group *next;
 };
 
-/* What a build holds while it reads its records: its own ticket, or the
- * block groups its records are in. */
+/* Global shuffle (and none): a window of a stream's units, whose records
+ * are read together, in a pass over the whole blocks that hold them or by
+ * ranged reads (passcost.h), within a share of readahead; a stream holds
+ * its reader's window and the next. */
+struct window {
+	uint64_t lin0, lin1; /* units [lin0, lin1) of its stream */
+	uint64_t bytes; /* of its records, with their place in the stage */
+	uint64_t planned, claims; /* its units planned ahead, and builds that found it */
+	uint64_t built; /* builds that read from it (its maker's too) */
+	struct bfs_fetch_ticket *t;
+	unsigned refs; /* its stream, while in the stream's list, and builds */
+	bool hurried; /* its reads went to the head of the queue */
+	struct window *next; /* the stream's, by lin0 */
+};
+
+/* What a build holds while it reads its records: its own ticket, the
+ * block groups its records are in, or its window. */
 struct bfs_ioplan_hold {
 	struct bfs_fetch_ticket *t;
 	struct group **g;
 	size_t ng;
+	struct window *w;
 };
 
 struct stream {
@@ -113,6 +140,9 @@ struct stream {
 	bool parked;
 	bool holding; /* a thread is asking for its groups (the lock dropped) */
 	uint64_t nbuilds; /* builds noted: the first few race each other */
+	/* global shuffle: its windows, by lin0, and the end of the last */
+	struct window *wins;
+	uint64_t wend;
 };
 
 struct bfs_ioplan {
@@ -125,6 +155,7 @@ struct bfs_ioplan {
 	uint64_t budget; /* readahead: bytes that plans may cover at most */
 	uint64_t epochs; /* epochs the mount lists (0: no bound) */
 	uint64_t lookahead; /* units the decoded-batch cache builds ahead of a reader */
+	enum bfs_ioplan_mode mode; /* lock (a window_at carries it) */
 	uint64_t group_bytes; /* block shuffle: the source bytes of a group, on average */
 	/* [nranks]: the rank's share was given to the disk cache (a rank of a
 	 * world that reads only some partitions) */
@@ -146,6 +177,12 @@ struct bfs_ioplan {
 	 * bytes another ticket holds cost the stage nothing) */
 	uint64_t nitems, item_bytes;
 	struct bfs_ioplan_stats st; /* lock */
+	/* global shuffle: the objects' sizes; the bytes windows hold (lock);
+	 * the last window's choice (lock) */
+	uint64_t *sizes;
+	uint64_t win_bytes, win_planned, win_claims;
+	char reason[REASON_LEN];
+	const char *plan; /* lock: "passes", "ranged reads"... the last choice */
 };
 
 static uint64_t now_ns(void)
@@ -368,6 +405,479 @@ static void release_groups(struct bfs_ioplan *p, struct stream *s)
 	s->nheld = 0;
 }
 
+/* ---------------------------------------------------------------- windows */
+
+static bool holding_begin(struct bfs_ioplan *p, struct stream *s);
+static void holding_end(struct bfs_ioplan *p, struct stream *s, uint64_t gen);
+
+static void window_put(struct bfs_ioplan *p, struct window *w)
+{
+	if (--w->refs)
+		return;
+	p->win_bytes -= w->bytes;
+	p->win_planned -= w->planned;
+	p->win_claims -= w->claims;
+	p->st.dropped += w->planned > w->claims ? w->planned - w->claims : 0;
+	bfs_fetch_release(p->f, w->t);
+	free(w);
+}
+
+/* s lets go of its windows that end at or before lin `before` (all:
+ * UINT64_MAX); builds reading from one keep it until they are done. Lock
+ * held. */
+static void drop_windows(struct bfs_ioplan *p, struct stream *s, uint64_t before)
+{
+	while (s->wins && s->wins->lin1 <= before) {
+		struct window *w = s->wins;
+
+		s->wins = w->next;
+		w->next = NULL;
+		window_put(p, w);
+	}
+}
+
+/* s lets go of the windows its reader went past whose every unit was
+ * built and that no build holds: their bytes serve no one (a window kept
+ * for builds that may still come behind the reader, or for the reader's
+ * own unit, made whatever the budget, would otherwise stay past its use
+ * while the next ones are made on top). Lock held. */
+static void drop_built(struct bfs_ioplan *p, struct stream *s)
+{
+	struct window **pp = &s->wins;
+
+	while (*pp) {
+		struct window *w = *pp;
+
+		if (w->refs == 1 && w->lin1 <= s->pos && w->built >= w->lin1 - w->lin0) {
+			*pp = w->next;
+			w->next = NULL;
+			window_put(p, w);
+		} else {
+			pp = &w->next;
+		}
+	}
+}
+
+/* w out of s's list. Lock held. */
+static void window_unlink(struct stream *s, struct window *w)
+{
+	for (struct window **pp = &s->wins; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			w->next = NULL;
+			return;
+		}
+}
+
+static struct window *window_of(const struct stream *s, uint64_t lin)
+{
+	for (struct window *w = s->wins; w; w = w->next)
+		if (w->lin0 <= lin && lin < w->lin1)
+			return w;
+	return NULL;
+}
+
+/* Room in *r for n more ranges past *len (of *cap), and in *recs for n. */
+static int ranges_room(struct bfs_fetch_range **r, size_t len, size_t *cap, uint64_t **recs,
+		       size_t *rcap, size_t n)
+{
+	if (len + n > *cap) {
+		size_t c = (len + n) * 2;
+		struct bfs_fetch_range *v = realloc(*r, c * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		*r = v;
+		*cap = c;
+	}
+	if (n > *rcap) {
+		uint64_t *v = realloc(*recs, n * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		*recs = v;
+		*rcap = n;
+	}
+	return 0;
+}
+
+/* Where a window of s wanting units from lin0 on is made */
+struct window_at {
+	uint64_t rank, nunits, lin0, lin_max, limit;
+	bool chunk;
+	uint64_t need; /* units before this are taken whatever the limit */
+	bool may_pass; /* its reader went on from where it started */
+	enum bfs_ioplan_mode mode;
+};
+
+static int range_order(const void *x, const void *y);
+
+/* What ranges v[0..m) (sorted here) take in the stage: the bytes of their
+ * union (a compressed shard's records share their seek spans), each piece
+ * with its place. */
+static uint64_t union_cost(struct bfs_fetch_range *v, size_t m)
+{
+	uint64_t cost = 0, end = 0;
+	uint32_t obj = UINT32_MAX;
+
+	if (!v || m == 0)
+		return 0;
+	qsort(v, m, sizeof(*v), range_order);
+	for (size_t k = 0; k < m; k++) {
+		uint64_t e = v[k].off + v[k].len;
+
+		if (k == 0 || v[k].obj != obj || v[k].off > end) {
+			cost += v[k].len + EXTENT_COST;
+			obj = v[k].obj;
+			end = e;
+		} else if (e > end) {
+			cost += e - end;
+			end = e;
+		}
+	}
+	return cost;
+}
+
+/* The ranges of the units from a->lin0 on, unit by unit, while their bytes
+ * (EXTENT_COST more each) stay within a->limit (one unit at least) and
+ * before a->lin_max: *rv (malloc'd, *nv of them), the window's end *lin1
+ * and its *bytes. No lock held. */
+static int window_ranges(struct bfs_ioplan *p, const struct window_at *a,
+			 struct bfs_fetch_range **rv, size_t *nv, uint64_t *lin1, uint64_t *bytes)
+{
+	const struct bfs_batcher *b = p->b[a->rank];
+	struct bfs_fetch_range *r = NULL;
+	uint64_t *recs = NULL, lin, have_epoch = UINT64_MAX;
+	size_t n = 0, cap = 0, rcap = 0;
+	struct bfs_perm perm;
+	int rc = 0;
+
+	*bytes = 0;
+	for (lin = a->lin0; lin < a->lin_max && !rc; lin++) {
+		uint64_t epoch = lin / a->nunits, r0, cnt, add = 0;
+		uint64_t unit = (lin % a->nunits) | (a->chunk ? BFS_CHUNK : 0);
+		size_t m;
+
+		if ((rc = bfs_batcher_unit_rows(b, unit, &r0, &cnt)) != 0)
+			break;
+		if (epoch != have_epoch) {
+			if (have_epoch != UINT64_MAX)
+				bfs_perm_release(&perm);
+			have_epoch = UINT64_MAX;
+			if ((rc = bfs_batcher_perm(b, epoch, &perm)) != 0)
+				break;
+			have_epoch = epoch;
+		}
+		if ((rc = ranges_room(&r, n, &cap, &recs, &rcap, (size_t)cnt + 1)) != 0)
+			break;
+		bfs_batcher_row_records(b, &perm, r0, (size_t)cnt, recs);
+		bfs_ioplan_ranges(p->ds, recs, (size_t)cnt, r + n, &m);
+		add = union_cost(r + n, m);
+		if (lin > a->lin0 && lin >= a->need && *bytes + add > a->limit)
+			break;
+		n += m;
+		*bytes += add;
+	}
+	if (have_epoch != UINT64_MAX)
+		bfs_perm_release(&perm);
+	free(recs);
+	if (lin == a->lin0 && !rc)
+		rc = -ENOENT;
+	if (lin > a->lin0)
+		rc = 0; /* the units before the one that failed */
+	*lin1 = lin;
+	if (rc) {
+		free(r);
+		r = NULL;
+		n = 0;
+	}
+	*rv = r;
+	*nv = n;
+	return rc;
+}
+
+static int range_order(const void *x, const void *y)
+{
+	const struct bfs_fetch_range *a = x, *b = y;
+
+	if (a->obj != b->obj)
+		return a->obj < b->obj ? -1 : 1;
+	return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* What a read of the source costs (as measured; until then, a guess that
+ * a bucket's request takes 10 ms and a file system's 1 ms). */
+static void source_cost(struct bfs_ioplan *p, const struct window_at *a, struct bfs_pass_cost *c)
+{
+	uint64_t rows = bfs_batcher_rows(p->b[a->rank]), n = bfs_dataset_nrecords(p->ds);
+
+	bfs_fetch_cost(p->f, &c->lat_ns, &c->bw);
+	if (!c->lat_ns)
+		c->lat_ns = bfs_fetch_is_custom(p->f) ? 10000000 : 1000000;
+	if (c->bw <= 0)
+		c->bw = 100e6;
+	c->depth = p->depth;
+	c->merge_gap = WINDOW_MERGE_GAP;
+	c->max_read = bfs_fetch_is_custom(p->f) ? WINDOW_MAX_GET : WINDOW_MAX_READ;
+	/* a reader of (about) every record: each kept block is read whole
+	 * once and serves every later epoch */
+	c->keep_whole = n && 2 * rows >= n && a->mode != BFS_IOPLAN_RANGES;
+	/* a new stream's reader may be jumping around: a pass for its one
+	 * unit would read the whole dataset for it; and a pass's block read
+	 * whole must fit a quarter of readahead (the stage lets that much of
+	 * pass reads be in flight, and one always goes) */
+	c->no_pass = !a->may_pass || p->budget < 4 * BFS_PASS_BLOCK || a->mode == BFS_IOPLAN_RANGES;
+	c->all_pass = a->mode == BFS_IOPLAN_PASSES;
+}
+
+/* How a window's ranges are read (passcost.h): the plan, and which of
+ * the ranges a local copy holds. */
+struct window_choice {
+	struct bfs_pass_plan plan;
+	bool *held;
+	char why[REASON_LEN];
+};
+
+static void choice_free(struct window_choice *ch)
+{
+	bfs_pass_plan_free(&ch->plan);
+	free(ch->held);
+	ch->held = NULL;
+}
+
+/* Choose for ranges r[0..n) (sorted here) at the source's measured cost.
+ * No lock held. */
+static int window_choose(struct bfs_ioplan *p, const struct window_at *a, struct bfs_fetch_range *r,
+			 size_t n, struct window_choice *ch)
+{
+	size_t nobj = bfs_dataset_nshards(p->ds);
+	uint64_t *kept = calloc(nobj ? nobj : 1, sizeof(*kept));
+	struct bfs_pass_cost c;
+	int rc = -ENOMEM;
+
+	choice_free(ch);
+	ch->held = malloc((n ? n : 1) * sizeof(*ch->held));
+	if (ch->held && kept) {
+		for (size_t k = 1; k < n; k++) /* (window_plan's come sorted) */
+			if (range_order(&r[k - 1], &r[k]) > 0) {
+				qsort(r, n, sizeof(*r), range_order);
+				break;
+			}
+		for (size_t k = 0; k < n; k++)
+			ch->held[k] = bfs_fetch_held(p->f, r[k].obj, r[k].off, r[k].len);
+		for (size_t i = 0; i < nobj; i++)
+			kept[i] = bfs_fetch_kept(p->f, (uint32_t)i);
+		size_t at = 0;
+
+		source_cost(p, a, &c);
+		if (a->mode != BFS_IOPLAN_AUTO) /* io_plan= said which */
+			at = (size_t)snprintf(ch->why, sizeof(ch->why), "asked for (io_plan=%s): ",
+					      a->mode == BFS_IOPLAN_PASSES ? "passes" : "ranges");
+		rc = bfs_pass_choose(r, n, ch->held, kept, p->sizes, (uint32_t)nobj, &c, &ch->plan,
+				     ch->why + at, sizeof(ch->why) - at);
+	}
+	free(kept);
+	return rc;
+}
+
+/* The ticket for ranges r[0..n) as ch says; why into p->reason. No lock
+ * held. */
+static int window_want(struct bfs_ioplan *p, struct bfs_fetch_range *r, size_t n,
+		       const struct window_choice *ch, uint64_t prio, bool demand,
+		       struct bfs_fetch_ticket **t)
+{
+	unsigned flags = demand ? BFS_WANT_DEMAND : 0;
+	size_t m = 0;
+	int rc;
+
+	/* what a local copy holds is read from it when built, not held here
+	 * (whole blocks of it at a time, or a copy read as a file) */
+	for (size_t k = 0; k < n; k++)
+		if (!ch->held[k])
+			r[m++] = r[k];
+	if (ch->plan.nspans)
+		rc = bfs_fetch_want_pass(p->f, r, m, ch->plan.spans, ch->plan.nspans, prio, flags,
+					 t);
+	else
+		rc = bfs_fetch_want(p->f, r, m, prio, flags | BFS_WANT_AS_ASKED, t);
+	if (!rc) {
+		pthread_mutex_lock(&p->lock);
+		snprintf(p->reason, sizeof(p->reason), "%s", ch->why);
+		p->plan = ch->plan.pass	    ? "passes"
+			  : ch->plan.blocks ? "ranged reads"
+			  : ch->plan.nspans ? "kept blocks"
+					    : "local";
+		pthread_mutex_unlock(&p->lock);
+	}
+	return rc;
+}
+
+/* A window's ranges from a->lin0 on and how they are read: when blocks are
+ * read whole, more units cost no more reads (the blocks are read anyway),
+ * so the window goes on up to far (and its byte limit): few large windows,
+ * not a pass per small one. *rv (malloc'd), *nv, *lin1, *bytes as
+ * window_ranges. No lock held. */
+static int window_plan(struct bfs_ioplan *p, const struct window_at *a, uint64_t far,
+		       struct bfs_fetch_range **rv, size_t *nv, uint64_t *lin1, uint64_t *bytes,
+		       struct window_choice *ch)
+{
+	struct window_at b = *a;
+	struct bfs_fetch_range *more = NULL, *v;
+	uint64_t lin2, bytes2;
+	size_t n2;
+	int rc = window_ranges(p, a, rv, nv, lin1, bytes);
+
+	if (!rc)
+		rc = window_choose(p, a, *rv, *nv, ch);
+	if (rc || !ch->plan.nspans || *lin1 >= far || *bytes >= a->limit)
+		return rc;
+	b.lin0 = *lin1;
+	b.lin_max = far;
+	b.limit = a->limit - *bytes;
+	b.need = 0;
+	if (window_ranges(p, &b, &more, &n2, &lin2, &bytes2) != 0)
+		return 0; /* the window as it is */
+	v = malloc((*nv + n2 ? *nv + n2 : 1) * sizeof(*v));
+	if (!v) {
+		free(more);
+		return 0;
+	}
+	/* *rv is sorted (window_choose): more sorted, and the two merged */
+	if (n2 > 1)
+		qsort(more, n2, sizeof(*more), range_order);
+	for (size_t i = 0, j = 0, k = 0; k < *nv + n2; k++)
+		v[k] = j == n2 || (i < *nv && range_order(&(*rv)[i], &more[j]) <= 0) ? (*rv)[i++]
+										     : more[j++];
+	free(more);
+	free(*rv);
+	*rv = v;
+	*nv += n2;
+	*lin1 = lin2;
+	*bytes += bytes2;
+	return window_choose(p, a, *rv, *nv, ch);
+}
+
+/* The last unit a window of s from lin0 may take, + 1: within the mount's
+ * epochs, its epoch until s's reader went into a later one, and what s may
+ * plan ahead (past its reader's unit). Lock held. */
+static uint64_t window_limit(const struct stream *s, uint64_t lin0, bool far)
+{
+	/* (a window further ahead than ahead: a pass per window reads the
+	 * blocks again, so few large windows rather than many small ones) */
+	uint64_t units = (s->ahead > 1 ? 4 * s->ahead : 1) + (s->pos > lin0 ? s->pos - lin0 : 0),
+		 max;
+
+	if (far)
+		units = MAX_WINDOW_UNITS;
+
+	if (units > MAX_WINDOW_UNITS)
+		units = MAX_WINDOW_UNITS;
+	max = lin0 + units < s->end ? lin0 + units : s->end;
+	if (!s->crossed && max > (lin0 / s->nunits + 1) * s->nunits)
+		max = (lin0 / s->nunits + 1) * s->nunits;
+	for (const struct window *w = s->wins; w; w = w->next)
+		if (w->lin0 > lin0 && w->lin0 < max)
+			max = w->lin0; /* never over a window made already */
+	return max;
+}
+
+/* A window of s from lin0: the reader's (demand: taken whatever the
+ * budget), else the next one, within the room left. Lock held; dropped
+ * while its ranges and ticket are made. NULL when none was made. */
+static struct window *window_make(struct bfs_ioplan *p, struct stream *s, uint64_t lin0,
+				  bool demand)
+{
+	uint64_t gen = s->gen, prio = demand ? BFS_FETCH_NOW : ++p->seq, lin1 = lin0, bytes = 0;
+	uint64_t share = p->budget / 8 * 3, all = p->budget / 4 * 3;
+	struct window_at a = { s->rank,
+			       s->nunits,
+			       lin0,
+			       window_limit(s, lin0, false),
+			       share,
+			       s->chunk,
+			       demand ? s->pos + 1 : 0,
+			       s->ahead > 0,
+			       p->mode };
+	/* (a new stream, whose reader may be jumping around, takes no more
+	 * than its units) */
+	uint64_t far = s->ahead ? window_limit(s, lin0, true) : a.lin_max;
+	struct window_choice ch = { 0 };
+	struct bfs_fetch_ticket *t = NULL;
+	struct bfs_fetch_range *r = NULL;
+	struct window *w = NULL;
+	bool pass = false;
+	size_t n = 0;
+	int rc;
+
+	/* within the room the windows held leave: the reader's window takes
+	 * its units up to the reader's whatever the budget (the builds' own
+	 * records), and no more than what fits after them */
+	a.limit = all > p->win_bytes + share ? share : all > p->win_bytes ? all - p->win_bytes : 0;
+	if (a.lin_max <= lin0 || (!demand && a.limit == 0))
+		return NULL;
+	pthread_mutex_unlock(&p->lock);
+	rc = window_plan(p, &a, far, &r, &n, &lin1, &bytes, &ch);
+	if (!rc)
+		rc = window_want(p, r, n, &ch, prio, demand, &t);
+	pass = ch.plan.pass;
+	choice_free(&ch);
+	free(r);
+	pthread_mutex_lock(&p->lock);
+	if (rc || !s->used || s->gen != gen || !(w = calloc(1, sizeof(*w)))) {
+		bfs_fetch_release(p->f, t);
+		return NULL;
+	}
+	*w = (struct window){ .lin0 = lin0,
+			      .lin1 = lin1,
+			      .bytes = bytes,
+			      .planned = lin1 - lin0 - (demand ? 1 : 0),
+			      .t = t,
+			      .refs = 1,
+			      .hurried = demand };
+	struct window **pp = &s->wins;
+	while (*pp && (*pp)->lin0 < lin0)
+		pp = &(*pp)->next;
+	w->next = *pp;
+	*pp = w;
+	s->wend = lin1 > s->wend ? lin1 : s->wend;
+	p->win_bytes += bytes;
+	p->win_planned += w->planned;
+	p->st.windows++;
+	p->st.passes += pass;
+	/* units planned ahead: the reader's own unit is not */
+	p->st.planned += w->planned;
+	return w;
+}
+
+/* Global shuffle: s holds the window its reader is in (made now, whatever
+ * the budget: it is what is decoded now) and the next one (when there is
+ * room), and lets go of those behind it. Lock held; dropped while a
+ * window is made. */
+static void hold_windows(struct bfs_ioplan *p, struct stream *s)
+{
+	uint64_t gen = s->gen;
+
+	if (!holding_begin(p, s))
+		return;
+	struct window *w;
+
+	drop_windows(p, s, s->pos > p->lookahead ? s->pos - p->lookahead : 0);
+	drop_built(p, s);
+	w = window_of(s, s->pos);
+	/* from where the last one ended (the units between, built out of
+	 * order by the prefetch, are in it too), or from the reader's unit
+	 * when it jumped */
+	if (!w)
+		w = window_make(p, s,
+				s->pos >= s->wend && s->pos - s->wend <= SLACK ? s->wend : s->pos,
+				true);
+	/* the next one, once the reader goes on from where it started (a
+	 * reader of random batches costs no reads it does not use) */
+	if (w && s->used && s->gen == gen && s->ahead && !w->next && w->lin1 < s->end)
+		(void)window_make(p, s, w->lin1, false);
+	holding_end(p, s, gen);
+}
+
 /* ------------------------------------------------------ groups of units */
 
 /* Groups, in the order they were added (the nearest first). */
@@ -465,6 +975,7 @@ static void units_groups(const struct bfs_batcher *b, bool chunk, uint64_t nunit
 static void stream_end(struct bfs_ioplan *p, struct stream *s)
 {
 	drop_items(p, s, UINT64_MAX);
+	drop_windows(p, s, UINT64_MAX);
 	release_groups(p, s);
 	s->used = false;
 }
@@ -546,6 +1057,7 @@ static struct stream *stream_for(struct bfs_ioplan *p, uint64_t rank, bool chunk
 				 : UINT64_MAX;
 	free_slot->pos = free_slot->rpos = lin;
 	free_slot->next = lin + 1;
+	free_slot->wend = lin;
 	if (p->block)
 		stream_span(p, free_slot);
 	return free_slot;
@@ -586,8 +1098,9 @@ static struct stream *note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t e
 		 * but under block shuffle, an epoch the mount lists is entered at
 		 * once (those builds read from its first group, which the stream
 		 * holds already: asking for their records one by one would fetch
-		 * them twice) */
-		if (lin % nu < p->lookahead && lin % nu + 1 < nu && !(p->block && p->epochs)) {
+		 * them twice); and so under the global shuffle (from the window
+		 * made for them) */
+		if (lin % nu < p->lookahead && lin % nu + 1 < nu && !p->epochs) {
 			kick(p);
 			return NULL;
 		}
@@ -641,6 +1154,7 @@ static bool hold_held(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint6
 	for (size_t i = 0; i < set.n; i++)
 		if (!group_find(p, &set.v[i]))
 			return false;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
 	g = malloc(set.n * sizeof(*g));
 	if (!g)
 		return false;
@@ -650,6 +1164,67 @@ static bool hold_held(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint6
 	}
 	h->g = g;
 	h->ng = set.n;
+	return true;
+}
+
+/* Global shuffle: the build of (epoch, unit) of s holds the window its
+ * records are in (made now when the unit is past s's windows); h->t then
+ * borrows the window's ticket when its reads are to be hurried (the first
+ * build in it). False when no window holds the unit (a build behind the
+ * reader whose window went: it asks for its records itself). Lock held;
+ * dropped while a window is made. */
+static bool hold_window(struct bfs_ioplan *p, struct stream *s, uint64_t epoch, uint64_t unit,
+			struct bfs_ioplan_hold *h)
+{
+	uint64_t lin = epoch * s->nunits + (unit & ~BFS_CHUNK), gen = s->gen;
+	struct window *w = window_of(s, lin);
+
+	if (w && bfs_fetch_failed(p->f, w->t)) {
+		/* a read of it failed: its ticket never tries again, so it goes,
+		 * and this build (and those after) ask anew */
+		window_unlink(s, w);
+		window_put(p, w);
+		w = NULL;
+	}
+	if (w) {
+		p->st.claimed++;
+		w->claims++;
+		p->win_claims++;
+	} else if (holding_begin(p, s)) { /* after a window being made now */
+		const struct window *first;
+
+		drop_built(p, s); /* room before a window made on top */
+		first = s->wins;
+		w = window_of(s, lin);
+		if (!w && lin >= s->wend)
+			/* past the windows: from where the last one ended (the
+			 * units between, built out of order by the prefetch, are
+			 * in it too), or from here when the reader jumped */
+			w = window_make(p, s, lin - s->wend <= SLACK ? s->wend : lin, true);
+		else if (!w && first && lin < first->lin0 && first->lin0 - lin <= p->lookahead)
+			/* the first builds start together (the reader's unit and
+			 * the prefetch's), and the one noted first made the
+			 * stream's first window: up to it */
+			w = window_make(p, s, lin, true);
+		if (w && w->lin0 == lin) {
+			p->st.unplanned++; /* made for this build, which asked itself */
+		} else if (w) {
+			p->st.claimed++;
+			w->claims++;
+			p->win_claims++;
+		}
+		holding_end(p, s, gen);
+		kick(p); /* the next window */
+	}
+	if (!w || !s->used || s->gen != gen || !window_of(s, lin))
+		return false;
+	w->refs++;
+	w->built++;
+	h->w = w;
+	if (!w->hurried) {
+		w->hurried = true;
+		h->t = w->t;
+	}
 	return true;
 }
 
@@ -699,6 +1274,13 @@ struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, ui
 		give_share(p, rank);
 	pthread_mutex_lock(&p->lock);
 	s = note_build(p, rank, epoch, unit);
+	if (!p->block && s && hold_window(p, s, epoch, unit, h)) {
+		pthread_mutex_unlock(&p->lock);
+		if (h->t) /* the reader's window: its reads first (once) */
+			bfs_fetch_hurry(p->f, h->t, BFS_FETCH_NOW);
+		h->t = NULL;
+		return h;
+	}
 	if (p->block && (hold_held(p, rank, epoch, unit, h) ||
 			 (hold_behind(p, s, epoch, unit) && hold_held(p, rank, epoch, unit, h)))) {
 		p->st.claimed++;
@@ -745,6 +1327,8 @@ void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_ioplan_hold *h)
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < h->ng; i++)
 		group_put(p, h->g[i]);
+	if (h->w)
+		window_put(p, h->w);
 	kick(p);
 	pthread_mutex_unlock(&p->lock);
 	free(h->g);
@@ -830,8 +1414,9 @@ static bool make_room(struct bfs_ioplan *p, struct stream *for_s, uint64_t d)
 
 		if (!s->used || s == for_s)
 			continue;
-		if (t - s->last_ns > IDLE_NS && (s->head || s->nheld)) {
+		if (t - s->last_ns > IDLE_NS && (s->head || s->nheld || s->wins)) {
 			drop_items(p, s, UINT64_MAX);
+			drop_windows(p, s, UINT64_MAX);
 			release_groups(p, s);
 			s->next = s->pos + 1;
 			s->parked = true;
@@ -1306,6 +1891,15 @@ static bool plan_one(struct bfs_ioplan *p, struct stream *s)
 
 static void pump(struct bfs_ioplan *p)
 {
+	if (!p->block) { /* global shuffle: windows */
+		for (int i = 0; i < MAX_STREAMS && !p->stop; i++) {
+			struct stream *s = &p->streams[i];
+
+			if (s->used && !s->parked)
+				hold_windows(p, s);
+		}
+		return;
+	}
 	if (p->block)
 		for (int i = 0; i < MAX_STREAMS && !p->stop; i++) {
 			struct stream *s = &p->streams[i];
@@ -1384,11 +1978,18 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 	p->budget = bfs_fetch_budget(f);
 	p->epochs = epochs;
 	p->lookahead = (uint64_t)lookahead + 1;
+	p->sizes = calloc(bfs_dataset_nshards(ds) ? bfs_dataset_nshards(ds) : 1, sizeof(*p->sizes));
 	p->shared = calloc(nranks ? nranks : 1, sizeof(*p->shared));
-	if (!p->shared) {
+	if (!p->sizes || !p->shared) {
+		free(p->sizes);
+		free(p->shared);
 		free(p);
 		return -ENOMEM;
 	}
+	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++)
+		p->sizes[i] = bfs_shard_file_size(bfs_dataset_shard(ds, i));
+	if (p->block)
+		p->plan = "block groups";
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->kick, NULL);
 	pthread_cond_init(&p->held, NULL);
@@ -1397,6 +1998,7 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 		pthread_mutex_destroy(&p->lock);
 		pthread_cond_destroy(&p->kick);
 		pthread_cond_destroy(&p->held);
+		free(p->sizes);
 		free(p->shared);
 		free(p);
 		return -rc;
@@ -1405,6 +2007,13 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 	bfs_fetch_set_low(f, p->depth, low_water, p);
 	*out = p;
 	return 0;
+}
+
+void bfs_ioplan_set_mode(struct bfs_ioplan *p, enum bfs_ioplan_mode m)
+{
+	pthread_mutex_lock(&p->lock);
+	p->mode = m;
+	pthread_mutex_unlock(&p->lock);
 }
 
 void bfs_ioplan_free(struct bfs_ioplan *p)
@@ -1429,9 +2038,11 @@ void bfs_ioplan_free(struct bfs_ioplan *p)
 			item_free(p, it);
 		}
 		s->tail = NULL;
+		drop_windows(p, s, UINT64_MAX);
 		if (s->used)
 			release_groups(p, s);
 	}
+	free(p->sizes);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->kick);
 	pthread_cond_destroy(&p->held);
@@ -1444,8 +2055,11 @@ void bfs_ioplan_stats(struct bfs_ioplan *p, struct bfs_ioplan_stats *out)
 	pthread_mutex_lock(&p->lock);
 	*out = p->st;
 	out->streams = 0;
-	out->held = p->nitems;
-	out->held_bytes = p->item_bytes;
+	out->held =
+		p->nitems + (p->win_planned > p->win_claims ? p->win_planned - p->win_claims : 0);
+	out->held_bytes = p->item_bytes + p->win_bytes;
+	snprintf(out->plan, sizeof(out->plan), "%s", p->plan ? p->plan : "");
+	snprintf(out->reason, sizeof(out->reason), "%s", p->reason);
 	for (int i = 0; i < MAX_STREAMS; i++)
 		out->streams += p->streams[i].used;
 	pthread_mutex_unlock(&p->lock);

@@ -43,6 +43,15 @@
 struct bfs_ioplan;
 struct bfs_ioplan_hold; /* what a build holds while it reads */
 
+/* How the global shuffle's windows read their records (io_plan=): as the
+ * source's measured cost says, or always one way (for measurements;
+ * stats.json's io_plan_reason then says "asked for"). */
+enum bfs_ioplan_mode {
+	BFS_IOPLAN_AUTO = 0,
+	BFS_IOPLAN_PASSES, /* passes over the whole blocks wherever readahead allows */
+	BFS_IOPLAN_RANGES, /* ranged reads of the records, no block read whole */
+};
+
 struct bfs_ioplan_stats {
 	uint64_t planned; /* units planned ahead */
 	uint64_t claimed; /* builds that found their unit planned */
@@ -51,6 +60,11 @@ struct bfs_ioplan_stats {
 	uint64_t groups; /* block groups fetched */
 	uint64_t streams; /* streams now */
 	uint64_t held, held_bytes; /* plans held now, and their records' bytes */
+	/* global shuffle: windows made, and those read in passes over whole
+	 * blocks; the last one's choice and why */
+	uint64_t windows, passes;
+	char plan[32];
+	char reason[400];
 };
 
 /* Plans for the batchers b[0..nranks) (rank folders share one base; b[0]
@@ -67,6 +81,8 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 		   uint64_t epochs);
 /* Stops the thread and releases every plan. Accepts NULL. */
 void bfs_ioplan_free(struct bfs_ioplan *p);
+/* The windows made from now on read as m says (BFS_IOPLAN_AUTO at first). */
+void bfs_ioplan_set_mode(struct bfs_ioplan *p, enum bfs_ioplan_mode m);
 
 /* The build of (rank, epoch, unit) (a batch, or a chunk with BFS_CHUNK
  * set), reading records recs[0..n), starts: its stream moves there and

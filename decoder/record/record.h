@@ -209,7 +209,9 @@ uint64_t bfs_shard_stream_size(const struct bfs_shard *s);
 /* -EINVAL when the file is shorter than that stream or path is relative. */
 int bfs_shard_open_view(struct bfs_shard **out, const char *path, int fd,
 			const struct bfs_shard *of);
-typedef void (*bfs_shadow_fail_fn)(void *ctx, const struct bfs_shard *s, const char *msg);
+/* fn(ctx, s, i, msg): the view failed record i of s (which s gave). */
+typedef void (*bfs_shadow_fail_fn)(void *ctx, const struct bfs_shard *s, uint64_t i,
+				   const char *msg);
 void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
 			  void *ctx);
 bool bfs_shard_has_shadow(const struct bfs_shard *s);
@@ -221,5 +223,10 @@ void bfs_shard_shadow_served(const struct bfs_shard *s, uint64_t *records, uint6
  * one promotion can win; fn and ctx must then stay valid. */
 bool bfs_shard_promote(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
 		       void *ctx);
+/* While reads run: the view bfs_shard_promote set stops serving them (they
+ * go to s, and its I/O stage, again) until a view is promoted again. It
+ * is freed with s, a read being perhaps still in it. Nothing when s has no
+ * view. */
+void bfs_shard_demote(struct bfs_shard *s);
 
 #endif

@@ -313,6 +313,54 @@ START_TEST(put_then_read_round_trips)
 }
 END_TEST
 
+/* What DIR holds is known from the start of a mount (the whole table, not
+ * the blocks before the first missing one), and a block put is held and
+ * read back at once, written or still queued: the I/O stage asks holds()
+ * whether to read a block from the copy or fetch it, and a block fetched
+ * again for want of either went to the source twice. */
+START_TEST(holds_knows_dir_at_once_and_blocks_queued)
+{
+	char dir[64];
+	const uint64_t size = 16 * BLK + 777;
+	uint8_t *all = src_bytes(2, size);
+	struct bfs_diskcache *c;
+	struct bfs_dcobj *o;
+
+	test_mkdir(dir, sizeof(dir), "check_dc_holds");
+	c = dc_open(dir, 0);
+	o = dc_obj(c, 0, size);
+	put(o, all, 0, BLK);
+	put(o, all, 2 * BLK, BLK);
+	put(o, all, 5 * BLK, BLK);
+	bfs_diskcache_flush(c);
+	bfs_diskcache_close(c);
+
+	/* a new mount: block 1 missing, 2 and 5 there */
+	c = dc_open(dir, 0);
+	o = dc_obj(c, 0, size);
+	ck_assert(!bfs_dcobj_complete(o));
+	ck_assert(bfs_dcobj_holds(o, 0, BLK));
+	ck_assert(!bfs_dcobj_holds(o, BLK, BLK));
+	ck_assert(bfs_dcobj_holds(o, 2 * BLK + 10, 100));
+	ck_assert(bfs_dcobj_holds(o, 5 * BLK, BLK));
+	ck_assert(!bfs_dcobj_holds(o, 4 * BLK, 2 * BLK));
+	/* the rest put in one go: each block held and read back at once,
+	 * whether the writer has it yet or not */
+	put(o, all, 6 * BLK, size - 6 * BLK);
+	ck_assert(bfs_dcobj_holds(o, size - 100, 100));
+	ck_assert_int_eq(get(o, all, size - 5000, 5000), 0);
+	ck_assert_int_eq(get(o, all, 7 * BLK - 100, 200), 0);
+	ck_assert(bfs_dcobj_holds(o, 6 * BLK, size - 6 * BLK));
+	ck_assert_int_eq(get(o, all, 5 * BLK, size - 5 * BLK), 0);
+	bfs_diskcache_flush(c);
+	ck_assert_uint_eq(dc_stats(c).bytes, size - 6 * BLK);
+	ck_assert_uint_eq(dc_stats(c).corrupt, 0);
+	bfs_diskcache_close(c);
+	free(all);
+	test_rmdir(dir);
+}
+END_TEST
+
 START_TEST(ranges_not_there_are_misses)
 {
 	char dir[64];
@@ -1427,6 +1475,7 @@ static Suite *diskcache_suite(void)
 
 	tcase_add_test(t, put_then_read_round_trips);
 	tcase_add_test(t, ranges_not_there_are_misses);
+	tcase_add_test(t, holds_knows_dir_at_once_and_blocks_queued);
 	tcase_add_test(t, short_last_block_only_when_the_put_reaches_the_end);
 	tcase_add_test(t, complete_and_verify);
 	tcase_add_test(t, dir_that_cannot_be_the_cache_fails_check_with_one_line);
