@@ -606,7 +606,7 @@ static const struct bfs_option table[] = {
 	  .arg = "DIR|auto|off",
 	  .help = "keep the source bytes fetched in DIR on a local disk, for later epochs and "
 		  "mounts (auto: $XDG_CACHE_HOME/batchfs/disk_cache for a bucket, network or FUSE "
-		  "source; off: none)",
+		  "source, unless the mount reads a share of partitions; off: none)",
 	  .man = "*disk_cache=*_DIR_|*auto*|*off*" },
 	{ .name = "disk_cache_size",
 	  .kind = BFS_OPT_VALUE,

@@ -1059,12 +1059,13 @@ def test_mixture_with_a_bucket_source(bmount, proxy, data, tmp_path, scheme):
 
 PARTED = ["x:float:4", "blob:bytes:1,len=5000"]
 # 2400 records of 5 KB in 4 objects (12 MB); blocks of 64 KiB (12 records),
-# groups of 4 blocks: 8 partitions of about 23 blocks, 6 groups each
-# (no disk cache: its blocks of 1 MiB each hold pieces of every partition
-# of these 64 KiB blocks, so a node keeping its share would keep, and fetch,
-# them all; a share kept in the disk cache is check_diskcache's)
+# groups of 4 blocks: 8 partitions of about 23 blocks, 6 groups each; the
+# disk cache at its default (off for a node reading a share: its blocks of
+# 1 MiB each hold pieces of every partition of these 64 KiB blocks, so a
+# node keeping them would fetch them all; a share kept in the disk cache
+# is check_diskcache's)
 PART_OPTS = dict(shuffle="block", block_size="64K", window=4, partitions=8, batch_size=8,
-                 epochs=3, threads=2, disk_cache="off")
+                 epochs=3, threads=2)
 PART_BLOCK = 64 << 10
 
 
