@@ -75,6 +75,7 @@ wall-clock columns. The null FUSE serves its files from a 256 MiB buffer
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -232,6 +233,11 @@ def main(argv):
                    args.only_nodes) else (
         args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
     os.makedirs(args.work, exist_ok=True)
+    # the default folder of the index and the disk cache (disk_cache=auto),
+    # fresh under the work folder: a run never reads, nor fills, the user's
+    xdg = os.path.join(os.path.abspath(args.work), "xdg-cache")
+    shutil.rmtree(xdg, ignore_errors=True)
+    os.environ["XDG_CACHE_HOME"] = xdg
 
     tools = harness.build_tools(args)
     if tools is None:

@@ -279,9 +279,11 @@ def _epochs(args, tools, env, tenv, s3env, srv, mnt):
 
 
 def _env_mount(cmd, mnt, env):
-    """A mount whose daemon has the AWS_ variables of env besides ours."""
+    """A mount whose daemon has the AWS_ variables (and XDG_CACHE_HOME) of
+    env besides ours."""
     return mount(cmd, mnt, env=dict(os.environ, **{k: v for k, v in env.items()
-                                                  if k.startswith("AWS_")}))
+                                                  if k.startswith("AWS_") or
+                                                  k == "XDG_CACHE_HOME"}))
 
 
 def _cache(args, tools, env, s3env, srv, mnt):

@@ -60,6 +60,10 @@ def _rank(tools, env, url, mnt, opts, ix, size):
     figures (fetched: the bytes fetched during each epoch's read)."""
     cmd = [tools["batchfs"], "-f", "-o", "%s,epochs=%d,index_dir=%s" % (opts, EPOCHS, ix), url,
            mnt]
+    # each rank a node of its own: its own default disk cache, empty
+    xdg = mnt + "-xdg"
+    shutil.rmtree(xdg, ignore_errors=True)
+    env = dict(env, XDG_CACHE_HOME=xdg)
     with bucket._env_mount(cmd, mnt, env) as m:
         st0 = bucket._stats(mnt)
         prev, fetched, first, secs = st0.get("io_bytes", 0), [], None, 0.0
