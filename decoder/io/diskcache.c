@@ -54,6 +54,9 @@
  * last page), so that the kept bytes never need more room than there is. */
 #define KEEP_SLACK 64
 
+/* whole-block buffers kept for reuse after their write (8 MiB at most) */
+#define SPARE_BLOCKS 8
+
 struct item {
 	struct bfs_dcobj *o;
 	uint64_t block;
@@ -113,6 +116,11 @@ struct bfs_diskcache {
 	time_t stuck; /* when an eviction last found nothing it may delete */
 	struct item *head, *tail;
 	uint64_t qbytes;
+	/* [nspare]: buffers of whole blocks written, for the next blocks
+	 * queued: a fresh 1 MiB buffer costs a page fault for each of its
+	 * pages, about as much CPU as the copy into it */
+	uint8_t *spare[SPARE_BLOCKS];
+	size_t nspare;
 	bool busy, stop, no_writes;
 	uint64_t since_scan;
 	struct bfs_diskcache_stats st; /* but corrupt: */
@@ -817,6 +825,7 @@ static void queue_block(struct bfs_dcobj *o, uint64_t k, const uint8_t *src, uin
 {
 	struct bfs_diskcache *c = o->c;
 	struct item *it;
+	uint8_t *data;
 	bool skip;
 
 	pthread_mutex_lock(&o->lock);
@@ -831,13 +840,16 @@ static void queue_block(struct bfs_dcobj *o, uint64_t k, const uint8_t *src, uin
 	c->st.dropped += skip && !c->no_writes;
 	if (!skip)
 		c->qbytes += len;
+	data = !skip && len == BFS_DC_BLOCK && c->nspare ? c->spare[--c->nspare] : NULL;
 	pthread_mutex_unlock(&c->lock);
 	if (skip)
 		return;
 	it = malloc(sizeof(*it));
-	if (it && !(it->data = malloc(len))) {
+	if (it && !(it->data = data ? data : malloc(len))) {
 		free(it);
 		it = NULL;
+	} else if (!it) {
+		free(data);
 	}
 	if (it) {
 		memcpy(it->data, src, len);
@@ -989,7 +1001,10 @@ static void *writer(void *arg)
 			     "disk_cache %s: writing stopped (%s); reads go on from what it holds",
 			     c->dir, strerror(-rc));
 		}
-		free(it->data);
+		if (it->len == BFS_DC_BLOCK && c->nspare < SPARE_BLOCKS)
+			c->spare[c->nspare++] = it->data;
+		else
+			free(it->data);
 		free(it);
 	}
 	c->busy = false;
@@ -1220,6 +1235,8 @@ void bfs_diskcache_close(struct bfs_diskcache *c)
 		c->objs = o->next;
 		obj_free(o);
 	}
+	while (c->nspare)
+		free(c->spare[--c->nspare]);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->work);
 	pthread_cond_destroy(&c->idle);
