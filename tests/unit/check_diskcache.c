@@ -1404,6 +1404,7 @@ START_TEST(a_share_is_kept_rather_than_the_first_objects)
 	bfs_diskcache_close(c);
 	for (unsigned i = 0; i < 3; i++)
 		free(all[i]);
+	test_rmdir(dir);
 }
 END_TEST
 
