@@ -175,6 +175,16 @@ class NullCtx:
         return False
 
 
+def fresh_disk_cache():
+    """Empty the default disk cache (disk_cache=auto: under XDG_CACHE_HOME,
+    which scripts/bench points into its work folder), so that the next
+    mount of a bucket or a slow source reads the source as a new user's
+    first mount does, not what earlier mounts of the run kept."""
+    import shutil
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    shutil.rmtree(os.path.join(base, "batchfs", "disk_cache"), ignore_errors=True)
+
+
 def mount(cmd, mnt, env=None):
     """Start the FUSE daemon of cmd (which holds -f) on mnt and wait for its
     mount, for a `with` block: what a killed run left at mnt is taken away

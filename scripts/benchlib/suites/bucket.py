@@ -51,7 +51,7 @@ import subprocess
 import sys
 
 from ..data import WORKLOADS, generate
-from ..harness import TOP, log, mount, read_tree
+from ..harness import TOP, fresh_disk_cache, log, mount, read_tree
 from ..report import say, verdict
 
 if os.path.join(TOP, "tests", "s3") not in sys.path:
@@ -118,7 +118,9 @@ def _tool(tools, env, *argv):
 
 def _read(tools, cmd, mnt, path, seconds=0, env=None):
     """Mount, read one file of it (for `seconds` at most), unmount: the
-    reader's result, the daemon's CPU and its stats."""
+    reader's result, the daemon's CPU and its stats. The default disk
+    cache starts empty, as a new user's first mount's does."""
+    fresh_disk_cache()
     with _env_mount(cmd, mnt, env or {}) as m:
         extra = ["--seconds", str(seconds)] if seconds else []
         rd = read_tree(m, tools, os.path.join(mnt, path), *extra)
@@ -247,6 +249,8 @@ def _epochs(args, tools, env, tenv, s3env, srv, mnt):
             if cache:
                 shutil.rmtree(cache, ignore_errors=True)
                 opts += ",disk_cache=%s,disk_cache_size=%d" % (cache, dc_size)
+            else:  # a bucket has one by default
+                opts += ",disk_cache=off"
             run = {"disk_cache": dc_size if cache else 0, "epochs": [], "all": whole}
             with _env_mount([tools["batchfs"], "-f", "-o", opts, url, mnt], mnt, env) as m:
                 prev = waits = wait_s = 0
@@ -346,6 +350,8 @@ def _cache_quarter(args, tools, env, s3env, srv, mnt):
                         "readahead=8M" % (px.url, QUARTER["batch_size"], shuffle, ix))
                 if with_cache:
                     opts += ",disk_cache=%s,disk_cache_size=%d" % (dc, cache)
+                else:  # a bucket has one by default
+                    opts += ",disk_cache=off"
                 with _env_mount([tools["batchfs"], "-f", "-o", opts, url, mnt], mnt, env) as m:
                     last, per, secs = _stats(mnt).get("io_bytes", 0), [], []
                     for e in range(3):

@@ -32,7 +32,7 @@ import os
 import time
 
 from ..data import generate, shard_paths
-from ..harness import check_child, json_lines, log, mount, read_tree
+from ..harness import check_child, fresh_disk_cache, json_lines, log, mount, read_tree
 from ..report import say, verdict
 
 W = {"shards": 16, "features": ["x:float:32", "y:int64:1"]}
@@ -72,12 +72,14 @@ def _epoch(tools, binary, source, mnt, opts, seconds, lower=None):
     `seconds` at most). Returns a dict of what was measured."""
     cmd = [binary, "-f", "-o", opts, source, mnt]
     r = {}
+    fresh_disk_cache()
     with mount(cmd, mnt) as m:
         t0 = time.perf_counter()
         with open(os.path.join(mnt, "epoch-0000", "batch-000000.safetensors"), "rb") as f:
             f.read()
         r["first_batch"] = time.perf_counter() - t0
         r["mount"] = m.mount_seconds
+    fresh_disk_cache()
     with mount(cmd, mnt) as m:
         b0 = _stat_bytes(lower) if lower else 0
         extra = ["--seconds", str(seconds)] if seconds else []
@@ -103,6 +105,7 @@ def _block_epochs(args, tools, binary, source, mnt, opts, lower, total, n):
     _epoch (rate and source bytes: epoch 0), and "epochs"."""
     cmd = [binary, "-f", "-o", opts + ",epochs=%d" % EPOCHS, source, mnt]
     r = {"epochs": [], "stopped": False}
+    fresh_disk_cache()
     with mount(cmd, mnt) as m:
         r["mount"] = m.mount_seconds
         b0 = _stat_bytes(lower)  # the first epoch's bytes from here on
