@@ -6,7 +6,7 @@ accepts only the credentials those endpoints issued (their session token,
 not expired) - and botocore, given the same environment and files,
 resolving the same credentials from the same place (parity).
 
-What must be true (issue 30; docs/buckets.md):
+What must be true (docs/credentials.md):
 - each place of the chain gives credentials that sign requests S3 accepts,
   in botocore's order, with the variables and file formats of the SDKs;
 - IMDSv2 gets a session token (TTL header) first and sends it; IMDSv1 only
@@ -39,21 +39,11 @@ PROC_KEY, PROC_SECRET = "AKIDPROCESS000001", "process/secret/0001"
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     d = tmp_path_factory.mktemp("s3")
-    try:
-        srv = s3env.start_s3rver(str(d / "data"), lax=True, buckets=[BUCKET])
-    except RuntimeError as e:
-        pytest.skip("s3rver would not start: %s" % str(e)[:300])
-    prx = s3env.start_proxy("%s:%d" % (srv.host, srv.port))
-    ctl = s3env.ProxyControl(prx.url)
-    ctl.endpoint = prx.url
-    boto = s3env.boto_client(srv.url)
-    for i in range(3):
-        boto.put_object(Bucket=BUCKET, Key="d/part-%d" % i, Body=b"x" * (100 + i))
-    try:
+    with s3env.behind_proxy(d, [BUCKET], pytest.skip) as ctl:
+        boto = s3env.boto_client(ctl.s3rver.url)
+        for i in range(3):
+            boto.put_object(Bucket=BUCKET, Key="d/part-%d" % i, Body=b"x" * (100 + i))
         yield ctl
-    finally:
-        prx.stop()
-        srv.stop()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ expiry from the instance metadata service (tests/cloud/awsendpoints.py,
 IMDSv2), and s3proxy.py in front of s3rver accepts only the credentials
 that service issued, refusing expired ones as S3 does (400 ExpiredToken).
 
-What must be true (issue 30):
+What must be true (docs/credentials.md):
 - an epoch read across several rotations has no failed read, its bytes
   are a local mount's, and no request goes out with expired credentials;
 - README.txt and stats.json name the source, the expiry and the refresh
@@ -42,19 +42,8 @@ B = 8
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     d = tmp_path_factory.mktemp("s3c")
-    try:
-        srv = s3env.start_s3rver(str(d / "data"), lax=True, buckets=[BUCKET])
-    except RuntimeError as e:
-        pytest.skip("s3rver would not start: %s" % str(e)[:300])
-    prx = s3env.start_proxy("%s:%d" % (srv.host, srv.port))
-    ctl = s3env.ProxyControl(prx.url)
-    ctl.endpoint = prx.url
-    ctl.s3rver = srv
-    try:
+    with s3env.behind_proxy(d, [BUCKET], pytest.skip) as ctl:
         yield ctl
-    finally:
-        prx.stop()
-        srv.stop()
 
 
 @pytest.fixture(scope="module")

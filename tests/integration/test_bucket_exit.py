@@ -71,29 +71,21 @@ SHUFFLES = ["global", "block", "none"]
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory, gen):
     d = tmp_path_factory.mktemp("exit")
-    try:
-        srv = s3env.start_s3rver(str(d / "data"), lax=True, buckets=[BUCKET])
-    except RuntimeError as e:  # no node, no npm registry
-        pytest.skip("s3rver would not start: %s" % str(e)[:300])
-    prx = s3env.start_proxy("%s:%d" % (srv.host, srv.port))
-    ctl = s3env.ProxyControl(prx.url)
-    ctl.endpoint = prx.url
-    gcp = GcpEndpoints()
-    ctl.gcp = gcp
-    ctl.key = new_key()
-    register(gcp, ctl.key)
-    local = d / "local"
-    oracle.generate(gen, str(local), 240, FEATURES, shards=3, compression="none", seed=38)
-    boto = s3env.boto_client(srv.url)
-    for f in sorted(os.listdir(local)):
-        with open(local / f, "rb") as fh:
-            boto.put_object(Bucket=BUCKET, Key="train/" + f, Body=fh.read())
-    try:
-        yield ctl
-    finally:
-        prx.stop()
-        gcp.stop()
-        srv.stop()
+    with s3env.behind_proxy(d, [BUCKET], pytest.skip) as ctl:
+        gcp = GcpEndpoints()
+        ctl.gcp = gcp
+        ctl.key = new_key()
+        register(gcp, ctl.key)
+        local = d / "local"
+        oracle.generate(gen, str(local), 240, FEATURES, shards=3, compression="none", seed=38)
+        boto = s3env.boto_client(ctl.s3rver.url)
+        for f in sorted(os.listdir(local)):
+            with open(local / f, "rb") as fh:
+                boto.put_object(Bucket=BUCKET, Key="train/" + f, Body=fh.read())
+        try:
+            yield ctl
+        finally:
+            gcp.stop()
 
 
 @pytest.fixture

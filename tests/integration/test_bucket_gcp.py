@@ -5,7 +5,7 @@ tests/cloud/gcpendpoints.py (Google's token endpoint and metadata server,
 here handing out tokens that last 3 seconds), as Cloud Storage does (401 to
 an unknown or expired token). endpoint= points gs:// at the proxy.
 
-What must be true (docs/gcs.md, issue 30):
+What must be true (docs/gcs.md):
 - a gs:// mount with no HMAC key takes the metadata server's token (or the
   service-account key GOOGLE_APPLICATION_CREDENTIALS names) and sends it as
   "Authorization: Bearer", no SigV4; an epoch read while tokens expire every
@@ -53,33 +53,22 @@ LIFETIME = 3  # seconds a token lasts
 @pytest.fixture(scope="session")
 def servers(tmp_path_factory, gen):
     d = tmp_path_factory.mktemp("gcs")
-    try:
-        srv = s3env.start_s3rver(str(d / "data"), lax=True, buckets=[BUCKET])
-    except RuntimeError as e:  # no node, no npm registry
-        pytest.skip("s3rver would not start: %s" % str(e)[:300])
-    ep = Endpoints()
-    key = new_key()
-    register(ep, key)
-    prx = s3env.start_proxy("%s:%d" % (srv.host, srv.port))
-    ctl = s3env.ProxyControl(prx.url)
-    ctl.endpoint = prx.url
-    ctl.gcp = ep
-    ctl.key = key
-    ctl.home = str(d / "home")
-    os.makedirs(ctl.home)
-    local = d / "local"
-    oracle.generate(gen, str(local), 300, FEATURES, shards=3, compression="none", seed=31)
-    boto = s3env.boto_client(srv.url)
-    for f in sorted(os.listdir(local)):
-        with open(local / f, "rb") as fh:
-            boto.put_object(Bucket=BUCKET, Key="train/" + f, Body=fh.read())
-    ctl.local = str(local)
-    try:
-        yield ctl
-    finally:
-        prx.stop()
-        ep.stop()
-        srv.stop()
+    with s3env.behind_proxy(d, [BUCKET], pytest.skip) as ctl:
+        ep = Endpoints()
+        ctl.gcp = ep
+        ctl.key = new_key()
+        register(ep, ctl.key)
+        local = d / "local"
+        oracle.generate(gen, str(local), 300, FEATURES, shards=3, compression="none", seed=31)
+        boto = s3env.boto_client(ctl.s3rver.url)
+        for f in sorted(os.listdir(local)):
+            with open(local / f, "rb") as fh:
+                boto.put_object(Bucket=BUCKET, Key="train/" + f, Body=fh.read())
+        ctl.local = str(local)
+        try:
+            yield ctl
+        finally:
+            ep.stop()
 
 
 @pytest.fixture

@@ -55,21 +55,8 @@ MiB = 1 << 20
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     d = tmp_path_factory.mktemp("s3g")
-    try:
-        srv = s3env.start_s3rver(str(d / "data"), lax=True, buckets=[BUCKET])
-    except RuntimeError as e:  # no node, no npm registry
-        pytest.skip("s3rver would not start: %s" % str(e)[:300])
-    prx = s3env.start_proxy("%s:%d" % (srv.host, srv.port))
-    ctl = s3env.ProxyControl(prx.url)
-    ctl.endpoint = prx.url
-    ctl.s3rver = srv
-    ctl.home = str(d / "home")
-    os.makedirs(ctl.home)
-    try:
+    with s3env.behind_proxy(d, [BUCKET], pytest.skip) as ctl:
         yield ctl
-    finally:
-        prx.stop()
-        srv.stop()
 
 
 def _put(s3, local, prefix):

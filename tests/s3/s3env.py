@@ -5,6 +5,7 @@ the proxy's control API, fill buckets with botocore, run s3tool.
 Every server listens on 127.0.0.1 on a port of its own choosing, prints it,
 and is stopped (by its pid) when the test session ends.
 """
+import contextlib
 import json
 import os
 import re
@@ -129,6 +130,35 @@ def self_signed(directory):
 def start_proxy(upstream, *extra):
     return Server([PY, os.path.join(HERE, "s3proxy.py"), "--upstream", upstream] + list(extra),
                   r"s3proxy listening on ([0-9.]+):(\d+)")
+
+
+@contextlib.contextmanager
+def behind_proxy(directory, buckets, skip):
+    """s3rver (lax, with buckets) under directory/data and s3proxy.py in
+    front of it; yields the proxy's control, with .endpoint (the proxy's
+    URL), .s3rver (the server) and .home (an empty directory/home). Where
+    s3rver will not start (no node, no npm registry) calls skip(why)."""
+    directory = str(directory)
+    try:
+        srv = start_s3rver(os.path.join(directory, "data"), lax=True, buckets=buckets)
+    except RuntimeError as e:
+        skip("s3rver would not start: %s" % str(e)[:300])
+        raise
+    try:
+        prx = start_proxy("%s:%d" % (srv.host, srv.port))
+    except BaseException:
+        srv.stop()
+        raise
+    ctl = ProxyControl(prx.url)
+    ctl.endpoint = prx.url
+    ctl.s3rver = srv
+    ctl.home = os.path.join(directory, "home")
+    os.makedirs(ctl.home)
+    try:
+        yield ctl
+    finally:
+        prx.stop()
+        srv.stop()
 
 
 class ProxyControl:
