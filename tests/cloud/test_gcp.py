@@ -5,7 +5,7 @@ check what Google's check (the JWT's RS256 signature with the key's public
 half, its claims iss, scope, aud, iat, exp; the refresh token grant; the
 Metadata-Flavor header), with tokens that expire every few seconds.
 
-What must be true (docs/credentials.md, issue 30):
+What must be true (docs/credentials.md):
 - the chain is Google's: GOOGLE_APPLICATION_CREDENTIALS (a service-account
   key or an authorized_user file), then the gcloud ADC file (under
   CLOUDSDK_CONFIG or ~/.config/gcloud), then the metadata server;

@@ -26,7 +26,7 @@ records in the bucket, three epochs of epoch-K/all.safetensors in one mount
 with -o disk_cache=DIR,disk_cache_size=<a quarter>, and in one without, for
 shuffle=block and shuffle=global: the bytes fetched per epoch.
 
-And 'epochs' (issue 31): --bucket-epochs-mb of 150 KB records (1050 MB,
+And 'epochs': --bucket-epochs-mb of 150 KB records (1050 MB,
 7,000 records, by default: four groups of window x block_size = 256 MiB) in
 16 objects behind --bucket-cache-delay-ms, shuffle=block, batch_size=256,
 epochs=3, readahead auto: the batch files of epochs 0, 1 and 2 read in
@@ -240,7 +240,7 @@ def _epochs(args, tools, env, tenv, s3env, srv, mnt):
                    str(8 << 20))
         out["download_s"] = dl["seconds"]
         # the batch files without and with a disk cache, then
-        # epoch-K/all.safetensors start to end (issue 31's reader: its
+        # epoch-K/all.safetensors start to end (a reader of whole epochs: its
         # columns lie one after another)
         for cache, whole in ((None, False), (os.path.join(args.work, "bucket-epochs-disk-cache"),
                                              False), (None, True)):
