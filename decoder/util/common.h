@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 /* The kind of a tf.train.Feature. NONE: present with no kind set (Feature {}),
  * which counts as missing. */
@@ -143,6 +144,15 @@ static inline unsigned bfs_backoff_ms(uint64_t first, uint64_t max, unsigned ret
 	if (max && cap > max)
 		cap = max;
 	return (unsigned)(cap - cap / 2 + rnd % (cap / 2 + 1));
+}
+
+/* CLOCK_MONOTONIC in nanoseconds: the one clock of waits and durations. */
+static inline uint64_t bfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* A little-endian uint64 at p (any alignment). */
