@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mixture.c — SOURCE a mixture file (see mixture.h): the file parsed
- * (mixfile.h), each entry opened as its own dataset, the schemas merged
+ * (schema_json.h), each entry opened as its own dataset, the schemas merged
  * (a feature must agree in kind, layout and shape everywhere), the union
  * of the sources and the mixture's order made for the batcher.
  */
 #include "mixture.h"
 
-#include "mixfile.h"
+#include "schema_json.h"
 #include "record.h"
 #include "s3.h"
 

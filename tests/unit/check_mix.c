@@ -13,7 +13,7 @@
 #include "common.h"
 #include "feistel.h"
 #include "mix.h"
-#include "mixfile.h"
+#include "schema_json.h"
 
 #include <check.h>
 #include <stdbool.h>
