@@ -12,8 +12,9 @@
 #include "options.h"
 #include "readme.h"
 #include "s3.h"
+#include "statscmd.h"
 #include "tools.h"
-#include "watch.h"
+#include "topcmd.h"
 
 #include <fcntl.h>
 #include <limits.h>
