@@ -110,6 +110,10 @@ size_t bfs_sorted_u64_floor(const void *base, size_t n, size_t size, size_t off,
  * crash fails its loader's checks and is rebuilt). 0 or -errno
  * (-ENAMETOOLONG, -ENOSPC, -EACCES, -EROFS ...). */
 int bfs_write_file_atomic(const char *path, const struct iovec *iov, size_t n);
+/* The whole of `path`, a regular file of at most max bytes, with a NUL
+ * after its *len bytes (malloc'd); NULL when it is not such a file, cannot
+ * be read or there is no memory. */
+char *bfs_read_file(const char *path, size_t max, size_t *len);
 /* mkdir -p DIR (0755). 0 or -errno. */
 int bfs_cache_dir_make(const char *dir);
 
