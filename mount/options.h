@@ -3,7 +3,7 @@
  * options.h — the mount's `-o key=value` options (docs/contract.md's table),
  * parsed with libfuse's fuse_opt so standard FUSE options pass through.
  *
- * One table (options.c, bfs_options_table) says everything about each
+ * One table (options_table.c, bfs_options_table) says everything about each
  * option: its name and spelling, how its value parses and where it goes,
  * its range, default and the line a bad value gets, its help text and its
  * heading in the man page. The parser, `batchfs --help`'s option list, the
@@ -139,6 +139,12 @@ struct bfs_option {
 
 /* The table, in the order of --help, of the man page and of the hints. */
 const struct bfs_option *bfs_options_table(size_t *n);
+/* The option called name (not an alias), or NULL. */
+const struct bfs_option *bfs_option_find(const char *name);
+/* v as option t's value: a whole number or a size (t->type), "auto" (0)
+ * where t takes it, within [t->lo, t->hi]. 0, or -EINVAL (t->why says
+ * what it needs; also for an option of another type). */
+int bfs_option_value(const struct bfs_option *t, const char *v, uint64_t *out);
 
 /* The option's heading in the man page's MOUNT OPTIONS (scdoc): t->man,
  * or *NAME=*_ARG_, *NAME=a*|*b* for choices, *NAME* for a flag. Returns

@@ -15,6 +15,63 @@
 #include <stdlib.h>
 #include <string.h>
 
+int bfs_parse_u64(uint64_t *out, const char *s)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int bfs_parse_size(uint64_t *out, const char *s)
+{
+	unsigned long long v;
+	uint64_t mul = 1;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k':
+	case 'K':
+		mul = 1ull << 10;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1ull << 20;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1ull << 30;
+		break;
+	case 't':
+	case 'T':
+		mul = 1ull << 40;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end && end[1] != '\0' && !((end[1] == 'B' || end[1] == 'b') && end[2] == '\0') &&
+	    !((end[1] == 'i') && end[2] == 'B' && end[3] == '\0'))
+		return -EINVAL;
+	if (__builtin_mul_overflow((uint64_t)v, mul, out))
+		return -EINVAL;
+	return 0;
+}
+
 int bfs_options_bad(struct bfs_options_parser *c, const char *arg, const char *why)
 {
 	fprintf(stderr, "batchfs: option '%s': %s\n", arg, why);
@@ -55,20 +112,12 @@ int bfs_options_set(struct bfs_options_parser *c, const struct bfs_option *t, co
 	switch (t->type) {
 	case BFS_OPT_AUTO_UINT:
 	case BFS_OPT_AUTO_SIZE:
-		if (strcmp(v, "auto") == 0) {
-			store_uint(c->o, t, 0);
-			return 0;
-		}
-		/* fall through */
 	case BFS_OPT_UINT:
-	case BFS_OPT_SIZE: {
-		bool size = t->type == BFS_OPT_SIZE || t->type == BFS_OPT_AUTO_SIZE;
-
-		if ((size ? bfs_parse_size(&n, v) : bfs_parse_u64(&n, v)) || n < t->lo || n > t->hi)
+	case BFS_OPT_SIZE:
+		if (bfs_option_value(t, v, &n) != 0)
 			return bfs_options_bad(c, arg, t->why);
 		store_uint(c->o, t, n);
 		return 0;
-	}
 	case BFS_OPT_TEXT:
 		if (!*v || (t->check && !t->check(v)))
 			return bfs_options_bad(c, arg, t->why);
@@ -671,6 +720,33 @@ const struct bfs_option *bfs_options_table(size_t *n)
 {
 	*n = BFS_ARRAY_SIZE(table);
 	return table;
+}
+
+const struct bfs_option *bfs_option_find(const char *name)
+{
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(table); i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return NULL;
+}
+
+int bfs_option_value(const struct bfs_option *t, const char *v, uint64_t *out)
+{
+	bool size = t->type == BFS_OPT_SIZE || t->type == BFS_OPT_AUTO_SIZE;
+	uint64_t n;
+
+	if (t->type != BFS_OPT_UINT && t->type != BFS_OPT_SIZE && t->type != BFS_OPT_AUTO_UINT &&
+	    t->type != BFS_OPT_AUTO_SIZE)
+		return -EINVAL;
+	if ((t->type == BFS_OPT_AUTO_UINT || t->type == BFS_OPT_AUTO_SIZE) &&
+	    strcmp(v, "auto") == 0) {
+		*out = 0;
+		return 0;
+	}
+	if ((size ? bfs_parse_size(&n, v) : bfs_parse_u64(&n, v)) || n < t->lo || n > t->hi)
+		return -EINVAL;
+	*out = n;
+	return 0;
 }
 
 /* "name=ARG", "name[=ARG]", "name", "-d, debug": how --help writes it. */
