@@ -84,13 +84,8 @@ const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b);
 uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b);
 /* Records an epoch holds, before rank/world: the dataset's, a mixture's L. */
 uint64_t bfs_batcher_epoch_len(const struct bfs_batcher *b);
-/* Batches per epoch of the single global sequence (before rank/world). */
-uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b);
 /* Records in local batch `batch` (B, or the remainder for the last). */
 uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch);
-/* Global record index of row j of (epoch, local batch). */
-uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t batch,
-			    uint64_t j);
 
 /* The whole epoch as one array (all/): the rank's batches end to end, so
  * row i*B + j is row j of local batch i. It is decoded in chunks of
@@ -101,7 +96,7 @@ uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *
 uint64_t bfs_batcher_rows(const struct bfs_batcher *b);
 uint64_t bfs_batcher_chunk_rows(const struct bfs_batcher *b);
 uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b);
-/* The order of `epoch` (for bfs_batcher_record and friends); release it
+/* The order of `epoch` (perm.h: position -> record); release it
  * with bfs_perm_release. -ENOMEM (shuffle=block makes an epoch's block
  * order on first use). */
 int bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out);
