@@ -102,7 +102,7 @@ enum bfs_option_kind {
 /* How its value parses and where it goes (struct bfs_options at `off`). */
 enum bfs_option_type {
 	BFS_OPT_UINT, /* a whole number in [lo, hi] */
-	BFS_OPT_SIZE, /* a size (bfs_parse_size) in [lo, hi] */
+	BFS_OPT_SIZE, /* a size ("4096", "512M", "1G") in [lo, hi] */
 	BFS_OPT_AUTO_UINT, /* "auto" (0) or BFS_OPT_UINT */
 	BFS_OPT_AUTO_SIZE, /* "auto" (0) or BFS_OPT_SIZE */
 	BFS_OPT_TEXT, /* a string, not empty (and what check says), malloc'd */
@@ -133,7 +133,8 @@ struct bfs_option {
 	 * none shown. The man page says the same default (check_options). */
 	const char *arg, *def, *help;
 	/* the man page's heading holding it (doc/batchfs.1.scd, MOUNT OPTIONS),
-	 * when not the one bfs_option_man_heading derives from name and arg */
+	 * when not the one made of name and arg: *NAME=*_ARG_, *NAME=a*|*b* for
+	 * choices, *NAME* for a flag (check_options holds the page to it) */
 	const char *man;
 };
 
@@ -146,11 +147,6 @@ const struct bfs_option *bfs_option_find(const char *name);
  * what it needs; also for an option of another type). */
 int bfs_option_value(const struct bfs_option *t, const char *v, uint64_t *out);
 
-/* The option's heading in the man page's MOUNT OPTIONS (scdoc): t->man,
- * or *NAME=*_ARG_, *NAME=a*|*b* for choices, *NAME* for a flag. Returns
- * 0, or -ENOSPC when it does not fit dst. */
-int bfs_option_man_heading(char *dst, size_t dst_cap, const struct bfs_option *t);
-
 /* --help's list of the mount options, one a line, from the table. */
 void bfs_options_help(FILE *f);
 /* --help's lines on SOURCE, with the places a bucket's credentials come
@@ -160,8 +156,8 @@ void bfs_options_help_sources(FILE *f);
 /* "batch_size=32,seed=0,..." — the effective options, malloc'd. */
 char *bfs_options_describe(const struct bfs_options *o);
 
-/* Parse "1G", "512M", "4096". -EINVAL on anything else or overflow. */
-int bfs_parse_size(uint64_t *out, const char *s);
+/* A whole number, "4096": -EINVAL on anything else or overflow. (Sizes,
+ * "1G", parse as an option of the table's: bfs_option_value.) */
 int bfs_parse_u64(uint64_t *out, const char *s);
 /* XDG_CACHE_HOME/batchfs or HOME/.cache/batchfs, malloc'd. */
 int bfs_default_index_dir(char **out);

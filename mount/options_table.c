@@ -30,7 +30,8 @@ int bfs_parse_u64(uint64_t *out, const char *s)
 	return 0;
 }
 
-int bfs_parse_size(uint64_t *out, const char *s)
+/* "1G", "512M", "4096": -EINVAL on anything else or overflow. */
+static int parse_size(uint64_t *out, const char *s)
 {
 	unsigned long long v;
 	uint64_t mul = 1;
@@ -743,7 +744,7 @@ int bfs_option_value(const struct bfs_option *t, const char *v, uint64_t *out)
 		*out = 0;
 		return 0;
 	}
-	if ((size ? bfs_parse_size(&n, v) : bfs_parse_u64(&n, v)) || n < t->lo || n > t->hi)
+	if ((size ? parse_size(&n, v) : bfs_parse_u64(&n, v)) || n < t->lo || n > t->hi)
 		return -EINVAL;
 	*out = n;
 	return 0;
@@ -835,38 +836,4 @@ void bfs_options_help_sources(FILE *f)
 		}
 		fprintf(f, "\n");
 	}
-}
-
-/* *name=a*|*b*|*c*: the man page's choices */
-static int man_choices(char *dst, size_t dst_cap, const struct bfs_option *t)
-{
-	size_t n = 0;
-
-	for (const char *p = t->arg; p;) {
-		const char *bar = strchr(p, '|');
-		int len = (int)(bar ? (size_t)(bar - p) : strlen(p));
-		int r = n ? snprintf(dst + n, dst_cap - n, "|*%.*s*", len, p)
-			  : snprintf(dst, dst_cap, "*%s=%.*s*", t->name, len, p);
-
-		if (r < 0 || (size_t)r >= dst_cap - n)
-			return -ENOSPC;
-		n += (size_t)r;
-		p = bar ? bar + 1 : NULL;
-	}
-	return 0;
-}
-
-int bfs_option_man_heading(char *dst, size_t dst_cap, const struct bfs_option *t)
-{
-	int r;
-
-	if (t->man)
-		r = snprintf(dst, dst_cap, "%s", t->man);
-	else if (t->kind != BFS_OPT_VALUE)
-		r = snprintf(dst, dst_cap, "*%s*", t->name);
-	else if (strchr(t->arg, '|'))
-		return man_choices(dst, dst_cap, t);
-	else
-		r = snprintf(dst, dst_cap, "*%s=*_%s_", t->name, t->arg);
-	return r < 0 || (size_t)r >= dst_cap ? -ENOSPC : 0;
 }

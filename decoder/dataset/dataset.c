@@ -357,7 +357,6 @@ uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds)
 	return b;
 }
 
-
 int bfs_dataset_locate(const struct bfs_dataset *ds, uint64_t rec, size_t *shard, uint64_t *local,
 		       uint64_t *offset)
 {

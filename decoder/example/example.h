@@ -67,9 +67,6 @@ void bfs_example_free(struct bfs_example *ex); /* accepts NULL */
 int bfs_example_decode_ref(struct bfs_example **out, const uint8_t *data, size_t len);
 int bfs_example_decode_fast(struct bfs_example **out, const uint8_t *data, size_t len);
 
-/* Same names, kinds and values (floats compared bit for bit). */
-bool bfs_example_equal(const struct bfs_example *a, const struct bfs_example *b);
-
 /* Binary search by name; NULL if absent. Borrowed. */
 const struct bfs_values *bfs_example_find(const struct bfs_example *ex, const char *name);
 const struct bfs_feature_list *bfs_example_find_list(const struct bfs_example *ex,

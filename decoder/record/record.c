@@ -408,29 +408,9 @@ const struct bfs_index *bfs_shard_get_index(const struct bfs_shard *s)
 	return s->ix && s->ix->dir ? s->ix : NULL;
 }
 
-uint64_t bfs_shard_record_offset(const struct bfs_shard *s, uint64_t i)
-{
-	return i <= s->nlocs && s->ix && s->ix->dir ? bfs_index_offset(s->ix, i) : 0;
-}
-
-uint32_t bfs_shard_record_len(const struct bfs_shard *s, uint64_t i)
-{
-	return i < s->nlocs ? bfs_index_len(s->ix, i) : 0;
-}
-
 uint32_t bfs_shard_max_len(const struct bfs_shard *s)
 {
 	return s->ix ? s->ix->max_len : 0;
-}
-
-size_t bfs_shard_nseek(const struct bfs_shard *s)
-{
-	return s->npts;
-}
-
-const struct bfs_seek_point *bfs_shard_seek_points(const struct bfs_shard *s)
-{
-	return s->pts;
 }
 
 /* ---- the I/O stage ------------------------------------------------------ */

@@ -49,11 +49,6 @@ const char *bfs_err_msg(void)
 	return errbuf[0] ? errbuf : "unknown error";
 }
 
-void bfs_err_clear(void)
-{
-	errbuf[0] = '\0';
-}
-
 static const char *const kind_names[] = {
 	[BFS_KIND_NONE] = "none",
 	[BFS_KIND_BYTES] = "bytes",

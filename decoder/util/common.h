@@ -68,7 +68,6 @@ void bfs_err_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prefix the current message with "prefix: " (e.g. the shard name). */
 void bfs_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *bfs_err_msg(void);
-void bfs_err_clear(void);
 
 /* pthread_create with SIGINT, SIGTERM, SIGHUP and SIGQUIT blocked in the new
  * thread (the caller's mask is left as it was): a helper thread never takes

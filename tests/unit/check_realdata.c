@@ -15,6 +15,7 @@
  */
 #include "bind_diff.h"
 #include "crc32c.h"
+#include "decodertest.h"
 #include "example.h"
 #include "pbtest.h"
 #include "record.h"
@@ -80,7 +81,7 @@ START_TEST(real_shards_scan_with_manifest_counts_and_detected_compression)
 	ck_assert_int_eq(bfs_shard_scan(s, true, crc_fn, crcs), 0);
 	/* spot-check random access, seek points included */
 	for (uint64_t i = 0; i < real_cases[_i].records; i += 1 + real_cases[_i].records / 40) {
-		uint32_t len = bfs_shard_record_len(s, i);
+		uint32_t len = test_record_len(s, i);
 		ck_assert_msg(bfs_shard_read(s, i, buf, 1 << 20, true) == 0, "%s", bfs_err_msg());
 		ck_assert_uint_eq(bfs_crc32c(0, buf, len), crcs[i]);
 	}
@@ -124,7 +125,7 @@ static void real_record(void *vctx, const uint8_t *data, size_t len)
 		struct bfs_example *fast = NULL, *ref = NULL;
 		ck_assert_int_eq(bfs_example_decode_fast(&fast, data, len), 0);
 		ck_assert_int_eq(bfs_example_decode_ref(&ref, data, len), 0);
-		ck_assert(bfs_example_equal(fast, ref));
+		ck_assert(test_example_equal(fast, ref));
 		bfs_example_free(fast);
 		bfs_example_free(ref);
 	}
@@ -198,7 +199,7 @@ static void real_add(void *vctx, const uint8_t *data, size_t len)
 
 	ck_assert_int_eq(bfs_example_decode(&ex, data, len), 0);
 	if (ctx->s) {
-		if (bfs_schema_check(ctx->s, ex) < 0 && !ctx->bad++)
+		if (test_schema_check(ctx->s, ex) < 0 && !ctx->bad++)
 			fprintf(stderr, "record %ld: %s\n", ctx->n, bfs_err_msg());
 	} else {
 		ck_assert_msg(bfs_infer_add(ctx->inf, ex) == 0, "record %ld: %s", ctx->n,
