@@ -485,7 +485,7 @@ static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t r, uint64_t
 		*err = -ENOMEM;
 		return NULL;
 	}
-	x->geom = g; /* handed to bfs_batcher_build by load() */
+	x->geom = g; /* handed to the build (bfs_build_new_in) by load() */
 	x->rank = r;
 	x->epoch = e;
 	x->batch = b;
@@ -539,6 +539,22 @@ static void queue_ahead(struct bfs_cache *c, uint64_t r, uint64_t e, uint64_t b)
 	pthread_cond_broadcast(&c->work);
 }
 
+/* Whether the I/O stage holds what a prefetched build of r would read
+ * (ioplan.h): a build before its source bytes are planned would read its
+ * records one by one, so the prefetch leaves it for now (the reader's next
+ * touch queues it again). Lock held; dropped meanwhile. */
+static bool io_ready(struct bfs_cache *c, const struct req *r)
+{
+	bool ok;
+
+	if (!c->io)
+		return true;
+	pthread_mutex_unlock(&c->lock);
+	ok = bfs_ioplan_ready(c->io, r->rank, r->epoch, r->batch);
+	pthread_mutex_lock(&c->lock);
+	return ok;
+}
+
 static void *worker(void *arg)
 {
 	struct bfs_cache *c = arg;
@@ -560,7 +576,7 @@ static void *worker(void *arg)
 		r = c->queue[c->qhead];
 		c->qhead = (c->qhead + 1) % c->qcap;
 		c->qlen--;
-		if (find(c, r.rank, r.epoch, r.batch))
+		if (find(c, r.rank, r.epoch, r.batch) || !io_ready(c, &r))
 			continue;
 		x = reserve(c, r.rank, r.epoch, r.batch, false, &err);
 		if (!x)
@@ -584,6 +600,8 @@ int bfs_cache_get(struct bfs_cache_entry **out, struct bfs_cache *c, uint64_t ra
 	bool trim;
 	int rc = 0;
 
+	if (c->io)
+		bfs_ioplan_note_read(c->io, rank, epoch, batch);
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
 		x = find(c, rank, epoch, batch);

@@ -24,6 +24,7 @@
 #include "batch.h"
 #include "dataset.h"
 #include "fetch.h" /* enum bfs_fetch_backend */
+#include "ioplan.h" /* enum bfs_ioplan_mode */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -56,6 +57,9 @@ struct bfs_fs_config {
 	/* io_backend=: the stage's backend, BFS_FETCH_AUTO (chosen per source)
 	 * unless asked for (stats.json then says "asked for") */
 	enum bfs_fetch_backend io_backend;
+	/* io_plan=: how the global shuffle's windows read, BFS_IOPLAN_AUTO
+	 * (from the source's measured cost) unless asked for */
+	enum bfs_ioplan_mode io_plan;
 	/* disk_cache=DIR (NULL: none) and its bound (0: 10% of DIR's file
 	 * system): the source bytes the stage fetches, kept on a local disk */
 	const char *disk_cache;

@@ -70,6 +70,10 @@ int bfs_iostage_new(struct bfs_iostage **out, const struct bfs_dataset *ds,
 			.merge_gap = MERGE_GAP,
 			.max_read = bfs_dataset_objsrc(ds) ? MAX_GET : MAX_READ,
 			.max_inflight_bytes = bfs_dataset_objsrc(ds) ? 0 : MAX_INFLIGHT_BYTES,
+			/* the reads of a pass are read whole, then dropped but for
+			 * the records kept: a quarter of readahead (the rest holds
+			 * two windows of records, ioplan.c) */
+			.max_pass_inflight = o->readahead / 4,
 			.backend = o->backend,
 		},
 		.all = o->all,
@@ -88,6 +92,8 @@ int bfs_iostage_new(struct bfs_iostage **out, const struct bfs_dataset *ds,
 	rc = bfs_dataset_fetch_new(&st->fetch, ds, &io);
 	if (!rc)
 		rc = bfs_ioplan_new(&st->plan, st->fetch, ds, b, nranks, o->lookahead, o->epochs);
+	if (!rc)
+		bfs_ioplan_set_mode(st->plan, o->plan);
 	if (rc) {
 		bfs_dataset_fetch_free(ds, st->fetch);
 		bfs_diskcache_close(st->dcache);

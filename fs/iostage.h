@@ -19,6 +19,7 @@
 
 #include "batch.h"
 #include "fetch.h"
+#include "ioplan.h"
 
 struct bfs_stats_snap;
 struct bfs_iostage;
@@ -30,6 +31,7 @@ struct bfs_iostage_opts {
 	unsigned lookahead; /* units builds run ahead of a reader (prefetch) */
 	uint64_t epochs; /* epochs the mount lists: nothing is planned past them */
 	enum bfs_fetch_backend backend;
+	enum bfs_ioplan_mode plan; /* io_plan= (ioplan.h) */
 	const char *disk_cache; /* DIR, or NULL: none */
 	uint64_t disk_cache_size; /* its bound; 0: 10% of DIR's file system */
 	/* one-line notes (a disk cache left out, copies found bad); may be NULL */

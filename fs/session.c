@@ -121,6 +121,7 @@ static void start_io(struct bfs_fs *fs)
 		.lookahead = fs->cfg.prefetch,
 		.epochs = fs->cfg.epochs,
 		.backend = fs->cfg.io_backend,
+		.plan = fs->cfg.io_plan,
 		.disk_cache = fs->cfg.disk_cache,
 		.disk_cache_size = fs->cfg.disk_cache_size,
 		.note = io_note,

@@ -229,6 +229,14 @@ void bfs_stats_put_io(struct bfs_stats_snap *s, const struct bfs_fetch_stats *f,
 	U(IO_STREAMS) = p->streams;
 	U(IO_LOCAL) = f->local;
 	U(IO_LOCAL_BYTES) = f->local_bytes;
+	snprintf(s->io_plan, sizeof(s->io_plan), "%s", p->plan);
+	snprintf(s->io_plan_reason, sizeof(s->io_plan_reason), "%s", p->reason);
+	s->v[BFS_STAT_IO_PLAN].s = s->io_plan;
+	s->v[BFS_STAT_IO_PLAN_REASON].s = s->io_plan_reason;
+	U(IO_WINDOWS) = p->windows;
+	U(IO_PASSES) = p->passes;
+	U(IO_PASS_READS) = f->pass_reads;
+	U(IO_PASS_BYTES) = f->pass_bytes;
 }
 
 void bfs_stats_put_cred(struct bfs_stats_snap *s, struct bfs_cred_keeper *k)

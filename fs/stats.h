@@ -42,6 +42,7 @@ union bfs_stat_value {
 struct bfs_stats_snap {
 	union bfs_stat_value v[BFS_STAT_NKEYS];
 	bool has[BFS_SGROUP_N]; /* has[BFS_SGROUP_ALWAYS] is taken as true */
+	char io_plan[32], io_plan_reason[400]; /* the texts of those keys */
 	char key_id[16]; /* credentials_key_id's text ("****WXYZ", or "") */
 };
 

@@ -76,16 +76,30 @@ static void note_bad(void *ctx, const char *shard, const char *msg)
 #define READAHEAD_MIN ((uint64_t)64 << 20)
 
 /* readahead=auto: 64 MiB; under shuffle=block, two windows of blocks (the
- * one being read and the next, fetched meanwhile), within a quarter of
- * the machine's memory. */
-static uint64_t auto_readahead(const struct bfs_options *o)
+ * one being read and the next, fetched meanwhile) for each partition a
+ * reader goes through at once (P / gcd(world, P) of them; with rank
+ * folders, for up to 8 ranks of distinct partitions read together, a
+ * node's GPUs), within a quarter of the machine's memory. */
+static uint64_t auto_readahead(const struct bfs_options *o, const struct bfs_batcher *b)
 {
-	uint64_t ra = READAHEAD_MIN, two;
+	uint64_t ra = READAHEAD_MIN, two, parts = 1, m = 1, d = 1;
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 
+	if (bfs_batcher_blocks(b))
+		parts = bfs_blocks_nparts(bfs_batcher_blocks(b));
+	if (parts > 1) {
+		d = o->world % parts;
+		for (uint64_t x = parts, t; x; d = x, x = t)
+			t = d % x;
+		m = parts / d;
+		if (o->all_ranks)
+			m *= d < 8 ? d : 8;
+	}
 	if (o->shuffle && o->block && !__builtin_mul_overflow(o->window, o->block_size, &two) &&
-	    !__builtin_mul_overflow(two, (uint64_t)2, &two) && two + (16u << 20) > ra)
+	    !__builtin_mul_overflow(two, 2 * m, &two) && two + (16u << 20) > ra)
 		ra = two + (16u << 20);
+	else if (o->shuffle && o->block && m > 1)
+		ra = UINT64_MAX;
 	if (pages > 0 && psize > 0 && ra > (uint64_t)pages * (uint64_t)psize / 4)
 		ra = (uint64_t)pages * (uint64_t)psize / 4;
 	return ra > READAHEAD_MIN ? ra : READAHEAD_MIN;
@@ -132,6 +146,7 @@ struct mount {
 	unsigned io_depth;
 	uint64_t readahead;
 	const char *disk_cache;
+	char *disk_cache_auto; /* disk_cache=auto's folder, when it is used */
 	struct bfs_fs *fs;
 };
 
@@ -154,6 +169,7 @@ static void mount_free(struct mount *m)
 	free(m->opts);
 	free(m->ready);
 	free(m->mixed);
+	free(m->disk_cache_auto);
 	if (m->mnt_fd >= 0)
 		close(m->mnt_fd);
 }
@@ -410,6 +426,7 @@ static int build_batchers(struct mount *m)
 		.block = o->block,
 		.block_size = o->block_size,
 		.window = o->window,
+		.partitions = o->partitions,
 		.drop_remainder = o->drop_remainder,
 		.rank = o->rank,
 		.world = o->world,
@@ -473,6 +490,8 @@ static int make_schema_json(struct mount *m)
 		.shuffle = !o->shuffle ? "none"
 			   : o->block  ? "block"
 				       : "global",
+		.partitions =
+			bfs_batcher_blocks(m->b) ? bfs_blocks_nparts(bfs_batcher_blocks(m->b)) : 0,
 		.rank = o->rank,
 		.world = o->world,
 		.no_rank = o->all_ranks, /* each rank folder is one rank: the top is none */
@@ -500,31 +519,54 @@ static void make_mount_readme(struct mount *m)
 		.b = m->b,
 		.schema = m->schema,
 		.mixed = m->mixed,
+		.disk_cache = m->disk_cache,
 	};
 
 	m->readme = bfs_readme_text(&in);
 }
 
+/* Does this mount read a share of the partitions (a rank of a world, or
+ * rank folders, over partitions=P > 1)? */
+static bool reads_a_share(const struct bfs_options *o, const struct bfs_batcher *b)
+{
+	const struct bfs_blocks *bl = bfs_batcher_blocks(b);
+
+	return bl && bfs_blocks_nparts(bl) > 1 && (o->world > 1 || o->all_ranks);
+}
+
 /* The I/O stage: on a network or FUSE filesystem, or when asked for; and
  * disk_cache, the bytes the stage fetches, so nothing on a local disk (one
- * that cannot be used is one line, and the mount goes on). */
+ * that cannot be used is one line, and the mount goes on). disk_cache=auto
+ * (the default) keeps a bucket's or a network filesystem's bytes beside the
+ * index ($XDG_CACHE_HOME/batchfs/disk_cache); off, none. Not by default
+ * for a node reading a share of the partitions: the disk cache fetches and
+ * keeps whole blocks of BFS_DC_BLOCK bytes, whose edges hold the blocks of
+ * other ranks' partitions, and each rank would fetch more than its share
+ * (18x the dataset across a job of 64 KiB blocks); disk_cache=DIR asks. */
 static void plan_io(struct mount *m)
 {
 	const struct bfs_options *o = m->o;
+	bool remote = bfs_dataset_objsrc(m->ds) || bfs_dataset_remote(m->ds);
 
 	m->io_depth = o->io_depth		  ? o->io_depth
 		      : bfs_dataset_objsrc(m->ds) ? IO_DEPTH_OBJECTS
 		      : bfs_dataset_remote(m->ds) ? IO_DEPTH_REMOTE
 						  : 0;
-	m->readahead = o->readahead ? o->readahead : auto_readahead(o);
+	m->readahead = o->readahead ? o->readahead : auto_readahead(o, m->b);
 	m->disk_cache = o->disk_cache;
+	if (!o->disk_cache && !o->disk_cache_off && remote && m->io_depth &&
+	    !reads_a_share(o, m->b) && bfs_default_disk_cache(&m->disk_cache_auto) == 0)
+		m->disk_cache = m->disk_cache_auto;
 	if (m->disk_cache && !m->io_depth) {
 		fprintf(stderr,
 			"batchfs: option 'disk_cache=%s': %s is on a local disk; not used\n",
 			m->disk_cache, o->source);
 		m->disk_cache = NULL;
 	} else if (m->disk_cache && bfs_diskcache_check(m->disk_cache) != 0) {
-		fprintf(stderr, "batchfs: %s; mounted without it\n", bfs_err_msg());
+		fprintf(stderr, "batchfs: %s; mounted without it%s\n", bfs_err_msg(),
+			m->disk_cache_auto ? " (-o disk_cache=DIR puts it elsewhere, "
+					     "disk_cache=off turns it off)"
+					   : "");
 		m->disk_cache = NULL;
 	}
 }
@@ -563,6 +605,7 @@ static int make_fs(struct mount *m)
 		.readahead = m->readahead,
 		.io_all = o->io_depth != 0,
 		.io_backend = o->io_backend,
+		.io_plan = o->io_plan,
 		.disk_cache = m->disk_cache,
 		.disk_cache_size = o->disk_cache_size,
 		.cuda_device = o->cuda_device,
@@ -609,8 +652,8 @@ static int do_mount(struct bfs_options *o, int fargc, char **fargv)
 	bfs_cache_malloc_setup();
 	if (open_sources(&m) != 0 || build_batchers(&m) != 0 || make_schema_json(&m) != 0)
 		goto out;
-	make_mount_readme(&m);
 	plan_io(&m);
+	make_mount_readme(&m);
 	if (make_fs(&m) != 0)
 		goto out;
 	/* the absolute path: libfuse chdirs to / before it unmounts */

@@ -445,8 +445,9 @@ int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struc
 		goto fail;
 	}
 	if (o->shuffle && o->block) {
-		fprintf(stderr, "batchfs: option 'shuffle=block': not with a mixture (global or "
-				"none)\n");
+		fprintf(stderr, "batchfs: option 'shuffle=block': not with a mixture (use "
+				"shuffle=global or none, without block_size, window or "
+				"partitions)\n");
 		goto fail;
 	}
 	if (two_buckets(mm->file, path))

@@ -348,7 +348,10 @@ static int check_together(struct bfs_options_parser *c)
 		return 1;
 	}
 	if (c->block_given && !o->block) {
-		fprintf(stderr, "batchfs: option '%s': only with shuffle=block\n", c->block_arg);
+		fprintf(stderr,
+			"batchfs: option '%s': only with shuffle=block, which a mixture does "
+			"not take\n",
+			c->block_arg);
 		return 1;
 	}
 	o->all_ranks = given(c, "world") && !given(c, "rank");
@@ -379,6 +382,17 @@ int bfs_default_index_dir(char **out)
 	if (xdg && *xdg)
 		return asprintf(out, "%s/batchfs", xdg) < 0 ? -ENOMEM : 0;
 	return asprintf(out, "%s/.cache/batchfs", home && *home ? home : "/tmp") < 0 ? -ENOMEM : 0;
+}
+
+int bfs_default_disk_cache(char **out)
+{
+	char *ix = NULL;
+	int rc = bfs_default_index_dir(&ix);
+
+	if (rc == 0 && asprintf(out, "%s/disk_cache", ix) < 0)
+		rc = -ENOMEM;
+	free(ix);
+	return rc;
 }
 
 int bfs_options_parse(struct bfs_options *o, int argc, char **argv, int *fuse_argc,
@@ -442,22 +456,67 @@ void bfs_options_destroy(struct bfs_options *o)
 }
 
 /* fuse_opt reads '\\x' as a literal x: escape backslashes and commas so
- * that the whole value stays one option and parses back to itself. A
- * features= list keeps its commas as the user wrote them: the parser joins
- * "features=a", "b" back (join_feature), and a name cannot hold a comma. */
-static char *escape_value(const char *v, bool commas)
+ * that the whole value stays one option and parses back to itself. */
+static char *escape_value(const char *v)
 {
 	size_t n = 0;
 	char *out, *p;
 
 	for (const char *q = v; *q; q++)
-		n += (*q == '\\' || (commas && *q == ',')) ? 2 : 1;
+		n += (*q == '\\' || *q == ',') ? 2 : 1;
 	out = malloc(n + 1);
 	if (!out)
 		return NULL;
 	for (p = out; *v; v++) {
-		if (*v == '\\' || (commas && *v == ','))
+		if (*v == '\\' || *v == ',')
 			*p++ = '\\';
+		*p++ = *v;
+	}
+	*p = '\0';
+	return out;
+}
+
+/* Would the parser take the item after a comma of a features= list for an
+ * option of its own rather than a feature name (join_feature)? An item with
+ * '=' or named like an option or a mount flag is, so that comma is escaped. */
+static bool item_stands_alone(const char *item, size_t len)
+{
+	size_t n;
+	const struct bfs_option *tab = bfs_options_table(&n);
+	char buf[64];
+
+	if (memchr(item, '=', len))
+		return true;
+	if (len >= sizeof(buf))
+		return false;
+	memcpy(buf, item, len);
+	buf[len] = '\0';
+	if (is_mount_flag(buf))
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(tab[i].name, buf) == 0)
+			return true;
+	return false;
+}
+
+/* A features= list as the user wrote it (commas bare), each comma escaped
+ * only where the item after it would not join back as a name. */
+static char *escape_features(const char *v)
+{
+	char *out = malloc(2 * strlen(v) + 1), *p = out;
+
+	if (!out)
+		return NULL;
+	for (; *v; v++) {
+		if (*v == '\\') {
+			*p++ = '\\';
+		} else if (*v == ',') {
+			const char *end = strchr(v + 1, ',');
+			size_t len = end ? (size_t)(end - (v + 1)) : strlen(v + 1);
+
+			if (item_stands_alone(v + 1, len))
+				*p++ = '\\';
+		}
 		*p++ = *v;
 	}
 	*p = '\0';
@@ -501,7 +560,8 @@ static void describe_augment(char *dst, size_t cap, const struct bfs_options *o)
 char *bfs_options_describe(const struct bfs_options *o)
 {
 	char *s = NULL, *features = NULL, *img = NULL, *t;
-	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "", blk[64] = "", rank[32] = "";
+	char cache[32], chunk[48] = "", cuda[64] = "", pix[48] = "", blk[96] = "", rank[32] = "";
+	char parts[24] = "auto";
 	char io[64] = "", ra[32] = "auto", aug[192];
 
 	if (o->cache_size % (1u << 20))
@@ -514,9 +574,11 @@ char *bfs_options_describe(const struct bfs_options *o)
 		snprintf(io, sizeof(io), ",io_depth=%u,readahead=%s", o->io_depth, ra);
 	else
 		snprintf(io, sizeof(io), ",io_depth=auto,readahead=%s", ra);
+	if (o->partitions)
+		snprintf(parts, sizeof(parts), "%llu", (unsigned long long)o->partitions);
 	if (o->shuffle && o->block)
-		snprintf(blk, sizeof(blk), ",block_size=%llu,window=%llu",
-			 (unsigned long long)o->block_size, (unsigned long long)o->window);
+		snprintf(blk, sizeof(blk), ",block_size=%llu,window=%llu,partitions=%s",
+			 (unsigned long long)o->block_size, (unsigned long long)o->window, parts);
 	if (!o->all_ranks)
 		snprintf(rank, sizeof(rank), "rank=%llu,", (unsigned long long)o->rank);
 	if (o->chunk_rows)
@@ -529,7 +591,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 		snprintf(pix, sizeof(pix), ",image_max_pixels=%llu",
 			 (unsigned long long)o->image_max_pixels);
 	/* split and image values are the user's text: escaped like features */
-	t = o->split ? escape_value(o->split, true) : NULL;
+	t = o->split ? escape_value(o->split) : NULL;
 	if (o->split && !t)
 		return NULL;
 	describe_augment(aug, sizeof(aug), o);
@@ -539,7 +601,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 	if (!img)
 		return NULL;
 	for (unsigned i = 0; i < o->nimage; i++) {
-		char *v = escape_value(o->image[i], true);
+		char *v = escape_value(o->image[i]);
 		int r = v ? asprintf(&t, "%s,image=%s", img, v) : -1;
 
 		free(v);
@@ -548,7 +610,7 @@ char *bfs_options_describe(const struct bfs_options *o)
 			return NULL;
 		img = t;
 	}
-	if (o->features && !(features = escape_value(o->features, false))) {
+	if (o->features && !(features = escape_features(o->features))) {
 		free(img);
 		return NULL;
 	}

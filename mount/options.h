@@ -18,6 +18,7 @@
 
 #include "batch.h"
 #include "fetch.h"
+#include "ioplan.h"
 #include "record.h"
 
 #include <stdbool.h>
@@ -36,6 +37,7 @@ struct bfs_options {
 	bool shuffle;
 	bool block; /* shuffle=block (with shuffle set) */
 	uint64_t block_size, window; /* shuffle=block: 4M, 64 */
+	uint64_t partitions; /* shuffle=block: 0 (auto) or P */
 	uint64_t epochs;
 	bool drop_remainder;
 	char *schema_file;
@@ -63,7 +65,11 @@ struct bfs_options {
 	unsigned io_depth; /* source reads in flight at most; 0: auto */
 	uint64_t readahead; /* source bytes fetched ahead, at most; 0: auto */
 	enum bfs_fetch_backend io_backend; /* io_backend=: BFS_FETCH_AUTO unless asked */
-	char *disk_cache; /* disk_cache=DIR: source bytes kept on a local disk; NULL: off */
+	enum bfs_ioplan_mode io_plan; /* io_plan=: BFS_IOPLAN_AUTO unless asked */
+	/* disk_cache=DIR: source bytes kept on a local disk; NULL: auto (the
+	 * default folder, for a source read through the I/O stage), or off */
+	char *disk_cache;
+	bool disk_cache_off;
 	uint64_t disk_cache_size; /* its bound; 0: 10% of DIR's file system */
 	uint64_t seek_span; /* bytes between a compressed shard's seek points; 0: ~1 MiB */
 	/* SOURCE a bucket: endpoint=, region=, no_sign_request (s3.h) */
@@ -161,5 +167,7 @@ char *bfs_options_describe(const struct bfs_options *o);
 int bfs_parse_u64(uint64_t *out, const char *s);
 /* XDG_CACHE_HOME/batchfs or HOME/.cache/batchfs, malloc'd. */
 int bfs_default_index_dir(char **out);
+/* disk_cache=auto's folder: that folder's disk_cache, malloc'd. */
+int bfs_default_disk_cache(char **out);
 
 #endif

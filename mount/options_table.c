@@ -170,6 +170,24 @@ static int set_shadow(struct bfs_options_parser *c, const struct bfs_option *t, 
 	return set_two(c, t, arg, v, "on", "off");
 }
 
+/* disk_cache=DIR|auto|off: off is off (not a folder named off); auto (the
+ * default) is a folder beside the index for a source that goes through the
+ * I/O stage (mount/main.c), and none on a local disk. */
+static int set_disk_cache(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
+			  const char *v)
+{
+	struct bfs_options *o = c->o;
+
+	(void)t;
+	(void)arg;
+	free(o->disk_cache);
+	o->disk_cache = NULL;
+	o->disk_cache_off = strcmp(v, "off") == 0;
+	if (o->disk_cache_off || strcmp(v, "auto") == 0)
+		return 0;
+	return bfs_options_set_str(&o->disk_cache, v);
+}
+
 static int set_on_corrupt(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
 			  const char *v)
 {
@@ -199,6 +217,20 @@ static int set_io_backend(struct bfs_options_parser *c, const struct bfs_option 
 		c->o->io_backend = BFS_FETCH_THREADS;
 	else if (strcmp(v, "io_uring") == 0)
 		c->o->io_backend = BFS_FETCH_URING;
+	else
+		return bfs_options_bad(c, arg, t->why);
+	return 0;
+}
+
+static int set_io_plan(struct bfs_options_parser *c, const struct bfs_option *t, const char *arg,
+		       const char *v)
+{
+	if (strcmp(v, "auto") == 0)
+		c->o->io_plan = BFS_IOPLAN_AUTO;
+	else if (strcmp(v, "passes") == 0)
+		c->o->io_plan = BFS_IOPLAN_PASSES;
+	else if (strcmp(v, "ranges") == 0)
+		c->o->io_plan = BFS_IOPLAN_RANGES;
 	else
 		return bfs_options_bad(c, arg, t->why);
 	return 0;
@@ -355,6 +387,19 @@ static const struct bfs_option table[] = {
 	  .arg = "N",
 	  .help = "shuffle=block: blocks shuffled together",
 	  .man = "*block_size=*_SIZE_, *window=*_N_" },
+	{ .name = "partitions",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_AUTO_UINT,
+	  FIELD(partitions),
+	  .lo = 1,
+	  .hi = (uint64_t)1 << 20,
+	  .block_only = true,
+	  .why = "need 'auto' or a whole number from 1 to 1048576",
+	  .init = "auto",
+	  .arg = "auto|P",
+	  .help = "shuffle=block: partitions of the blocks; with world=W dividing P, each rank "
+		  "reads only its own (auto: from the dataset's size, never from world)",
+	  .man = "*partitions=*_P_|*auto*" },
 	{ .name = "epochs",
 	  .kind = BFS_OPT_VALUE,
 	  .type = BFS_OPT_UINT,
@@ -603,12 +648,16 @@ static const struct bfs_option table[] = {
 	  .man = "*readahead=*_SIZE_|*auto*" },
 	{ .name = "disk_cache",
 	  .kind = BFS_OPT_VALUE,
-	  .type = BFS_OPT_TEXT,
+	  .type = BFS_OPT_CUSTOM,
 	  FIELD(disk_cache),
-	  .why = "need a directory on a local disk",
-	  .arg = "DIR",
+	  .why = "need a directory on a local disk, 'auto' or 'off'",
+	  .set = set_disk_cache,
+	  .init = "auto",
+	  .arg = "DIR|auto|off",
 	  .help = "keep the source bytes fetched in DIR on a local disk, for later epochs and "
-		  "mounts" },
+		  "mounts (auto: $XDG_CACHE_HOME/batchfs/disk_cache for a bucket, network or FUSE "
+		  "source, unless the mount reads a share of partitions; off: none)",
+	  .man = "*disk_cache=*_DIR_|*auto*|*off*" },
 	{ .name = "disk_cache_size",
 	  .kind = BFS_OPT_VALUE,
 	  .type = BFS_OPT_SIZE,
@@ -628,6 +677,16 @@ static const struct bfs_option table[] = {
 	  .init = "auto",
 	  .arg = "auto|threads|io_uring",
 	  .help = "how the I/O stage reads (auto: timed per source)" },
+	{ .name = "io_plan",
+	  .kind = BFS_OPT_VALUE,
+	  .type = BFS_OPT_CUSTOM,
+	  FIELD(io_plan),
+	  .why = "need 'auto', 'passes' or 'ranges'",
+	  .set = set_io_plan,
+	  .init = "auto",
+	  .arg = "auto|passes|ranges",
+	  .help = "how the global shuffle reads its records from a slow source (auto: from "
+		  "its measured cost)" },
 	{ .name = "endpoint",
 	  .kind = BFS_OPT_VALUE,
 	  .type = BFS_OPT_TEXT,

@@ -3,7 +3,8 @@
  * readme.c — a mount's README.txt (readme.h): what is mounted, the tree,
  * snippets that read it, and the notes this mount needs (rank folders,
  * wide schemas, corrupt records, bytes in feature lists, images, the
- * files passed over, a bucket, a mixture, a folder of several datasets).
+ * files passed over, a bucket, a mixture, a folder of several datasets,
+ * the disk cache).
  */
 #include "readme.h"
 
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #ifndef BFS_VERSION
 #define BFS_VERSION "0.0.0"
@@ -37,6 +39,67 @@ static char *add_ranks_note(char *readme, const struct bfs_options *o, const cha
 		     readme, (unsigned long long)o->world, (unsigned long long)(o->world - 1),
 		     (unsigned long long)o->world, mnt, mnt) < 0)
 		s = NULL;
+	free(readme);
+	return s;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* shuffle=block with partitions: where each batch comes from, what an
+ * epoch leaves out, and what each rank reads (one line when world does not
+ * divide P). Frees `readme`; NULL on failure. */
+static char *add_partitions_note(char *readme, const struct bfs_options *o,
+				 const struct bfs_batcher *b, const struct bfs_dataset *ds)
+{
+	const struct bfs_blocks *bl = bfs_batcher_blocks(b);
+	unsigned long long p = bl ? (unsigned long long)bfs_blocks_nparts(bl) : 1, w = o->world;
+	unsigned long long g = (unsigned long long)gcd64(w, p), n = 0;
+	char *s = NULL, *ranks = NULL;
+	int r;
+
+	if (!readme || p == 1)
+		return readme;
+	n = (unsigned long long)bfs_blocks_npieces(bl);
+	if (w > 1 && g == w)
+		r = asprintf(
+			&ranks,
+			"With world=%llu (dividing %llu) each rank reads %llu of the partitions, "
+			"1/%llu of the\ndataset, the same ones every epoch: over a bucket it "
+			"fetches only those.\n",
+			w, p, p / w, w);
+	else if (w > 1)
+		r = asprintf(
+			&ranks,
+			"world=%llu does not divide partitions=%llu: each rank reads %llu of the "
+			"%llu partitions, 1/%llu of the dataset (%llu times its share).\n",
+			w, p, p / g, p, g, w / g);
+	else
+		r = asprintf(&ranks, "%s", "");
+	if (r < 0)
+		ranks = NULL;
+	if (ranks &&
+	    asprintf(&s,
+		     "%s\n"
+		     "Partitions (shuffle=block): %llu%s. Global batch g is batch g div %llu of\n"
+		     "partition g mod %llu, each a block shuffle of its own blocks (%llu on\n"
+		     "average), dealt once from the seed (docs/shuffle.md, 5.1). Each\n"
+		     "epoch leaves out %llu records (fewer than %llu batches), others each epoch.\n"
+		     "%s",
+		     readme, p,
+		     o->partitions ? "" : " (partitions=auto; give partitions=N to keep it)", p, p,
+		     n / p,
+		     (unsigned long long)(bfs_dataset_nrecords(ds) - bfs_blocks_epoch_len(bl)), p,
+		     ranks) < 0)
+		s = NULL;
+	free(ranks);
 	free(readme);
 	return s;
 }
@@ -379,6 +442,37 @@ static char *passed_over_note(const char *source, const char *split, const struc
 	return out;
 }
 
+/* README.txt's lines on the disk cache: where, how large, how to turn it
+ * off. Takes and returns ownership (NULL stays NULL). */
+static char *add_disk_cache_note(char *readme, const struct bfs_options *o, const char *dir)
+{
+	char bound[96], *out = NULL;
+	struct statvfs vfs;
+
+	if (!readme || !dir)
+		return readme;
+	if (o->disk_cache_size)
+		snprintf(bound, sizeof(bound), "%.1f GB (disk_cache_size=)",
+			 (double)o->disk_cache_size / 1e9);
+	else if (statvfs(dir, &vfs) == 0)
+		snprintf(bound, sizeof(bound),
+			 "%.1f GB, 10%% of its file system (disk_cache_size=)",
+			 (double)vfs.f_blocks * (double)vfs.f_frsize / 10 / 1e9);
+	else
+		snprintf(bound, sizeof(bound), "10%% of its file system (disk_cache_size=)");
+	if (asprintf(&out,
+		     "%s\n"
+		     "Disk cache: %s\n"
+		     "  keeps the bytes fetched from the source, in 1 MiB blocks checked by\n"
+		     "  CRC-32C, for later epochs and mounts: at most %s, every\n"
+		     "  mount's together. -o disk_cache=off turns it off, -o disk_cache=DIR\n"
+		     "  puts it elsewhere; delete the folder to give the space back.\n",
+		     readme, dir, bound) < 0)
+		out = NULL;
+	free(readme);
+	return out;
+}
+
 char *bfs_readme_text(const struct bfs_readme_in *in)
 {
 	const struct bfs_options *o = in->o;
@@ -391,9 +485,11 @@ char *bfs_readme_text(const struct bfs_readme_in *in)
 	readme = make_readme(o, in->opts ? in->opts : "", in->mnt, in->b,
 			     bfs_dataset_nrecords(in->ds), first_npy);
 	readme = add_ranks_note(readme, o, in->mnt);
+	readme = add_partitions_note(readme, o, in->b, in->ds);
 	readme = add_wide_note(readme, plan->ntensors, in->mnt);
 	readme = add_corrupt_note(readme, o, in->b);
 	readme = add_list_notes(readme, in->schema, o, in->mnt);
+	readme = add_disk_cache_note(readme, o, in->disk_cache);
 	readme = add_untyped_note(readme, in->schema);
 	if (!readme)
 		return NULL;

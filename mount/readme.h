@@ -24,6 +24,7 @@ struct bfs_readme_in {
 	const struct bfs_batcher *b;
 	const struct bfs_schema *schema; /* the one served */
 	const char *mixed; /* the line on a folder of several datasets, or NULL */
+	const char *disk_cache; /* the disk cache's folder, or NULL: none */
 };
 
 /* README.txt (malloc'd), or NULL without memory. */

@@ -5,6 +5,8 @@
                   [--cold-runs N] [--drop-caches] [--no-npm] [--no-scale] [--scale-1e8] [--only-scale]
                   [--no-shards] [--only-shards] [--shards N]
                   [--block-vs-global] [--block-only] [--cache-size SIZE]
+                  [--nodes] [--only-nodes] [--nodes-world W] [--nodes-sample N]
+                  [--defaults] [--only-defaults] [--defaults-records N] [--defaults-image-records N]
                   [--build-dir DIR] [--peers DIR] [--chart-dir DIR]
 
 For each workload (generated with the project's own bfs_gen; plain shards):
@@ -73,6 +75,7 @@ wall-clock columns. The null FUSE serves its files from a 256 MiB buffer
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -80,7 +83,8 @@ from benchlib import harness, peers, report
 from benchlib.data import WORKLOADS
 from benchlib.harness import TOP, loadavg
 from benchlib.report import say
-from benchlib.suites import bucket, compressed, mixture, photo, remote, scale, shards, workload
+from benchlib.suites import (bucket, compressed, defaults, mixture, nodes, photo, remote, scale,
+                             shards, workload)
 
 
 def parse_args(argv):
@@ -129,12 +133,34 @@ def parse_args(argv):
                     "in one mount, with and without disk_cache)")
     ap.add_argument("--bucket-seconds", type=float, default=10,
                     help="the bucket part's global shuffle is read this long at most")
+    ap.add_argument("--defaults", action="store_true",
+                    help="also the 'defaults' part: the global shuffle over a bucket with no "
+                    "option against a 16-way download + a local epoch; a disk cache a quarter "
+                    "of the data; disk_cache=off; 'image' records against a GET per record; "
+                    "rank 3 of 64 (scripts/benchlib/suites/defaults.py)")
+    ap.add_argument("--only-defaults", action="store_true", help="the 'defaults' part alone")
+    ap.add_argument("--defaults-delay-ms", type=int, default=5)
+    ap.add_argument("--defaults-records", type=int, default=400_000,
+                    help="'small' records of the defaults part (default 400,000: 72 MB)")
+    ap.add_argument("--defaults-image-records", type=int, default=800,
+                    help="'image' records of the defaults part (default 800: 120 MB)")
     ap.add_argument("--remote-block-seconds", type=float, default=120,
                     help="the remote part's shuffle=block reads each epoch this long at most "
                     "(0: whole)")
     ap.add_argument("--remote-previous", metavar="DIR",
                     help="also measure DIR/batchfs (a build of the previous commit) in the "
                     "remote part, with the same baselines")
+    ap.add_argument("--nodes", action="store_true",
+                    help="also the 'nodes' part: a job of --nodes-world ranks over one bucket "
+                    "under shuffle=block with partitions, a sample of its ranks mounted one "
+                    "after another (scripts/benchlib/suites/nodes.py)")
+    ap.add_argument("--only-nodes", action="store_true", help="the 'nodes' part alone")
+    ap.add_argument("--nodes-world", type=int, default=1000)
+    ap.add_argument("--nodes-partitions", type=int, default=0,
+                    help="partitions of the 'nodes' part (default: the world)")
+    ap.add_argument("--nodes-records", type=int, default=0,
+                    help="records of 4 KB (default: two blocks of 15 records a partition)")
+    ap.add_argument("--nodes-sample", type=int, default=16, help="ranks mounted (--quick: 4)")
     ap.add_argument("--mixture", action="store_true",
                     help="the mixture suite: 3 sources vs one mount of the same shards")
     ap.add_argument("--only-mixture", action="store_true", help="the mixture suite alone")
@@ -193,13 +219,25 @@ def main(argv):
         args.only_bucket = True
     if args.only_bucket:
         args.bucket = args.no_scale = args.no_shards = args.no_npm = True
+    if args.only_defaults:
+        args.defaults = args.no_scale = args.no_shards = args.no_npm = True
+    if args.only_nodes:
+        args.nodes = args.no_scale = args.no_shards = args.no_npm = True
+    if args.quick and args.nodes_sample == 16:
+        args.nodes_sample = 4
     if args.only_mixture:
         args.mixture = args.no_scale = args.no_shards = args.no_npm = True
     args.remote_delays = [int(x) for x in args.remote_delays.split(",") if x]
     names = [] if (args.only_scale or args.only_shards or args.only_remote or
-                   args.only_bucket or args.only_mixture) else (
+                   args.only_bucket or args.only_mixture or args.only_defaults or
+                   args.only_nodes) else (
         args.workload or ["small", "image", "varlen", "wide", "wide2000", "photo"])
     os.makedirs(args.work, exist_ok=True)
+    # the default folder of the index and the disk cache (disk_cache=auto),
+    # fresh under the work folder: a run never reads, nor fills, the user's
+    xdg = os.path.join(os.path.abspath(args.work), "xdg-cache")
+    shutil.rmtree(xdg, ignore_errors=True)
+    os.environ["XDG_CACHE_HOME"] = xdg
 
     tools = harness.build_tools(args)
     if tools is None:
@@ -220,6 +258,10 @@ def main(argv):
         remote.run(args, tools)
     if args.bucket:
         bucket.run(args, tools)
+    if args.defaults:
+        defaults.run(args, tools)
+    if args.nodes:
+        nodes.run(args, tools)
     gz_results = []
     for name in names:
         w = WORKLOADS[name]

@@ -35,6 +35,21 @@ uint64_t bfs_batcher_epoch_len(const struct bfs_batcher *b)
 	return b->epoch_len;
 }
 
+uint64_t bfs_batcher_batch_size(const struct bfs_batcher *b)
+{
+	return b->o.batch_size;
+}
+
+uint64_t bfs_batcher_rank(const struct bfs_batcher *b)
+{
+	return b->o.rank;
+}
+
+uint64_t bfs_batcher_world(const struct bfs_batcher *b)
+{
+	return b->o.world;
+}
+
 static uint64_t global_batch(const struct bfs_batcher *b, uint64_t batch)
 {
 	return batch * b->o.world + b->o.rank;
@@ -164,6 +179,27 @@ void bfs_batcher_free(struct bfs_batcher *b)
 	free(b);
 }
 
+/* shuffle=block: the blocks cut and dealt into partitions, and the epoch's
+ * length with them. */
+static int make_blocks(struct bfs_batcher *b)
+{
+	const struct bfs_batcher_opts *o = &b->o;
+	uint64_t parts;
+	int rc;
+
+	if (!o->shuffle || !o->block)
+		return 0;
+	rc = bfs_blocks_new(&b->blocks, b->ds, o->block_size, o->window, o->seed);
+	if (rc)
+		return rc;
+	parts = o->partitions ? o->partitions
+			      : bfs_blocks_auto_partitions(b->blocks, o->batch_size);
+	rc = bfs_blocks_partition(b->blocks, parts, o->batch_size);
+	if (!rc)
+		b->epoch_len = bfs_blocks_epoch_len(b->blocks);
+	return rc;
+}
+
 int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 		    const struct bfs_schema *s, const struct bfs_batcher_opts *o)
 {
@@ -209,6 +245,9 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 		rc = make_drivers(b);
 	if (rc)
 		goto fail;
+	rc = make_blocks(b);
+	if (rc)
+		goto fail;
 	b->global_nb = o->drop_remainder ? b->epoch_len / o->batch_size
 					 : (b->epoch_len + o->batch_size - 1) / o->batch_size;
 	b->nb = b->global_nb / o->world;
@@ -219,8 +258,6 @@ int bfs_batcher_new(struct bfs_batcher **out, const struct bfs_dataset *ds,
 			goto fail;
 	}
 	rc = bfs_batcher_count(b);
-	if (!rc && o->shuffle && o->block)
-		rc = bfs_blocks_new(&b->blocks, ds, o->block_size, o->window, o->seed);
 	if (rc)
 		goto fail;
 	size_chunks(b);

@@ -36,6 +36,11 @@ struct bfs_batcher_opts {
 	 * block_size bytes, records shuffled within `window` blocks */
 	bool block;
 	uint64_t block_size, window;
+	/* shuffle=block: the partitions the blocks are dealt into (blockshuf.h;
+	 * 0: bfs_blocks_auto_partitions); with P > 1 an epoch has P times the
+	 * smallest partition's whole batches, and drop_remainder changes
+	 * nothing */
+	uint64_t partitions;
 	bool drop_remainder;
 	uint64_t rank, world;
 	bool verify;
@@ -85,6 +90,10 @@ const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b);
 uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b);
 /* Records an epoch holds, before rank/world: the dataset's, a mixture's L. */
 uint64_t bfs_batcher_epoch_len(const struct bfs_batcher *b);
+/* The options' batch_size, rank and world. */
+uint64_t bfs_batcher_batch_size(const struct bfs_batcher *b);
+uint64_t bfs_batcher_rank(const struct bfs_batcher *b);
+uint64_t bfs_batcher_world(const struct bfs_batcher *b);
 /* Records in local batch `batch` (B, or the remainder for the last). */
 uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch);
 

@@ -150,6 +150,10 @@ struct bfs_dataset_io {
 int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 			  const struct bfs_dataset_io *o);
 void bfs_dataset_fetch_free(const struct bfs_dataset *ds, struct bfs_fetch *f); /* accepts NULL */
+/* Bytes [off, off + len) of shard i are part of what this mount reads when
+ * it reads only a share of the dataset: its disk cache keeps only its
+ * share (bfs_dcobj_share). Nothing without a disk cache. */
+void bfs_dataset_share(const struct bfs_dataset *ds, size_t i, uint64_t off, uint64_t len);
 /* Records the stage's disk cache served from copies read as local files
  * (whole copies, promoted), and their bytes: reads the stage never sees. */
 void bfs_dataset_copy_served(const struct bfs_dataset *ds, uint64_t *records, uint64_t *bytes);

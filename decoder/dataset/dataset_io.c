@@ -50,7 +50,8 @@ struct dsio {
 	struct bfs_dataset *ds;
 	struct bfs_diskcache *dc;
 	struct bfs_dcobj **obj; /* [nshards] with dc; NULL entries: not cached */
-	atomic_bool *failed; /* [nshards]: the shard's promoted copy failed a read */
+	atomic_bool *failed; /* [nshards]: the shard's promoted copy failed a read, and
+			      * it was demoted (until promoted again) */
 	bool all; /* every shard through the stage, else the remote ones */
 	atomic_bool *promoted; /* [nshards]: the shard is read from its copy */
 	void (*note)(void *ctx, const char *msg);
@@ -109,11 +110,20 @@ static bool cached_read(void *ctx, uint32_t obj, uint64_t off, uint8_t *dst, uin
 	return io->obj[obj] && bfs_dcobj_read(io->obj[obj], dst, (size_t)len, off) == 0;
 }
 
-static uint64_t kept_end(void *ctx, uint32_t obj)
+static bool kept_at(void *ctx, uint32_t obj, uint64_t off, uint64_t *end)
 {
 	const struct dsio *io = ctx;
 
-	return io->obj[obj] ? bfs_dcobj_kept(io->obj[obj]) : 0;
+	*end = UINT64_MAX;
+	return io->obj[obj] && bfs_dcobj_kept_at(io->obj[obj], off, end);
+}
+
+void bfs_dataset_share(const struct bfs_dataset *ds, size_t i, uint64_t off, uint64_t len)
+{
+	const struct dsio *io = ds->io;
+
+	if (io && io->dc && i < ds->nshards && io->obj[i])
+		bfs_dcobj_share(io->obj[i], off, len);
 }
 
 static bool held(void *ctx, uint32_t obj, uint64_t off, uint64_t len)
@@ -146,22 +156,38 @@ static void io_note(const struct dsio *io, const char *fmt, ...)
 	io->note(io->ctx, msg);
 }
 
-/* A read of a promoted shard's copy failed (the record was read from the
- * source instead): the copy goes, the next mount fetches it again. Once
- * per shard: the copy stays attached (its other records are good), so
- * each later read of a bad record fails again; one line and one delete
- * are enough (a second delete would take a copy made again since). */
-static void copy_failed(void *ctx, const struct bfs_shard *s, const char *msg)
-{
-	const struct dsio *io = ctx;
+static void promote(struct dsio *io, size_t i);
 
-	for (size_t i = 0; i < io->ds->nshards; i++)
-		if (io->ds->shards[i] == s && io->obj[i] &&
-		    !atomic_exchange(&io->failed[i], true)) {
-			io_note(io, "disk_cache: %s: %s; its copy is deleted", bfs_shard_path(s),
-				msg);
-			bfs_dcobj_drop(io->obj[i]);
-		}
+/* A read of a promoted shard's copy failed record rec (read from the
+ * source instead): the blocks holding it are no longer there, and the
+ * shard is read through the I/O stage again (demoted), which reads the
+ * good blocks from the copy and fetches the bad ones once, writing them
+ * again; when the copy is whole again it is promoted again (copy_complete).
+ * Left attached, each later read of a bad record went to the source, in
+ * every epoch. One line per demotion. */
+static void copy_failed(void *ctx, const struct bfs_shard *s, uint64_t rec, const char *msg)
+{
+	struct dsio *io = ctx;
+
+	for (size_t i = 0; i < io->ds->nshards; i++) {
+		if (io->ds->shards[i] != s || !io->obj[i])
+			continue;
+		bool bad = bfs_dcobj_forget(io->obj[i], bfs_shard_record_offset(s, rec),
+					    (uint64_t)bfs_shard_record_len(s, rec) +
+						    16 /* its framing */);
+
+		if (atomic_exchange(&io->failed[i], true))
+			continue;
+		io_note(io, "disk_cache: %s: %s; its bad blocks are fetched again",
+			bfs_shard_path(s), msg);
+		bfs_shard_demote(io->ds->shards[i]);
+		/* no bad page (written again since that read, or the read
+		 * failed for another reason): the copy, checked whole, is
+		 * read as a file again at once; else once its bad blocks are
+		 * written again (copy_complete) */
+		if (!bad)
+			promote(io, i);
+	}
 }
 
 /* Shard i's copy is whole: check it, and read the shard from it from now
@@ -183,10 +209,12 @@ static void promote(struct dsio *io, size_t i)
 		close(fd);
 		return;
 	}
-	if (!bfs_shard_promote(s, view, copy_failed, io))
+	if (!bfs_shard_promote(s, view, copy_failed, io)) {
 		bfs_shard_close(view);
-	else
+	} else {
 		atomic_store(&io->promoted[i], true);
+		atomic_store(&io->failed[i], false); /* a failure from now is a new one */
+	}
 }
 
 void bfs_dataset_copy_served(const struct bfs_dataset *ds, uint64_t *records, uint64_t *bytes)
@@ -268,7 +296,7 @@ int bfs_dataset_fetch_new(struct bfs_fetch **out, const struct bfs_dataset *ds,
 		 * part: diskcache.h) is read in whole blocks, so that each is
 		 * written whole and a later read finds all of its blocks; the rest
 		 * is read as asked, as without the cache */
-		src.aligned = kept_end;
+		src.kept_at = kept_at;
 		src.has = held;
 		fo.align = BFS_DC_BLOCK;
 	}

@@ -170,7 +170,9 @@ int bfs_dataset_scan(struct bfs_dataset *ds, const struct bfs_dataset_opts *o, b
 	sc.cached = cached;
 	sc.scanned = scanned;
 	sc.infer = infer;
-	sc.counts = infer && ds->objs && (ds->scnt = calloc(ds->nshards, sizeof(*ds->scnt)));
+	sc.counts = infer && ds->objs &&
+		    (ds->scnt = calloc(ds->nshards ? ds->nshards : 1,
+				       sizeof(struct bfs_scan_counts *)));
 	sc.budget = SCAN_COUNTS_BUDGET;
 	for (size_t i = 0; i < ds->nshards; i++)
 		if (need[i])

@@ -62,7 +62,8 @@ int bfs_dataset_union(struct bfs_dataset **out, struct bfs_dataset *const *membe
 	for (size_t m = 0; m < n; m++) {
 		const struct bfs_dataset *d = members[m];
 
-		if (d->scnt && !u->scnt && !(u->scnt = calloc(total, sizeof(*u->scnt)))) {
+		if (d->scnt && !u->scnt &&
+		    !(u->scnt = calloc(total ? total : 1, sizeof(struct bfs_scan_counts *)))) {
 			bfs_dataset_union_free(u);
 			return -ENOMEM;
 		}

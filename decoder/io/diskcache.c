@@ -70,16 +70,27 @@ struct bfs_dcobj {
 	int64_t version;
 	pthread_mutex_t lock; /* everything below */
 	int dfd, tfd; /* -1: not open yet; -2: unusable */
-	uint8_t *known; /* [nblocks]: 1 the block is there (its CRCs in crcs) */
-	uint8_t *queued; /* [nblocks]: a write of it is queued */
+	/* [nblocks]: 1 the block is there (its CRCs in crcs); written under
+	 * lock, read without it too (bfs_dcobj_holds: atomic loads) */
+	uint8_t *known;
+	/* [nblocks]: the write queued for the block, whose bytes reads take
+	 * until it is written (a block fetched, then wanted again before the
+	 * writer has it, is not fetched twice); set and cleared under lock,
+	 * read without it too (atomic loads) */
+	struct item **pend;
+	bool loaded; /* the .blocks table was read whole (table_load) */
 	uint32_t *crcs; /* [nblocks * PAGES_PER_BLOCK], of the known blocks */
 	uint64_t nknown;
 	time_t touched;
 	time_t absent; /* when a read last found no files (they are looked for again a second later) */
 	char path[PATH_MAX]; /* the .data file */
-	/* blocks [0, keep) are kept: written when fetched, never evicted by
-	 * this mount; blocks past them are not written (see plan()) */
-	_Atomic uint64_t keep;
+	/* [nblocks]: 1 the block is kept: written when fetched, never
+	 * evicted by this mount; the others are not written (see plan());
+	 * set by plan() under the cache's lock, read without it (atomic) */
+	uint8_t *keep;
+	/* [nblocks] or NULL: 1 the block holds bytes of the mount's share
+	 * (bfs_dcobj_share), under the cache's lock */
+	uint8_t *share;
 	struct bfs_dcobj *next; /* the cache's list, in the order of registration */
 };
 
@@ -97,6 +108,8 @@ struct bfs_diskcache {
 	atomic_bool replan;
 	uint64_t *kept; /* [nkept], sorted: hashes of the objects with blocks kept */
 	size_t nkept;
+	bool shared; /* a share was given: only its blocks are kept */
+	bool trimmed; /* trim() found nothing more since the last plan() */
 	time_t stuck; /* when an eviction last found nothing it may delete */
 	struct item *head, *tail;
 	uint64_t qbytes;
@@ -206,7 +219,8 @@ static void obj_reset(struct bfs_dcobj *o)
 	if (o->tfd >= 0)
 		close(o->tfd);
 	o->dfd = o->tfd = -1;
-	memset(o->known, 0, o->nblocks);
+	for (uint64_t k = 0; k < o->nblocks; k++)
+		__atomic_store_n(&o->known[k], 0, __ATOMIC_RELEASE);
 	o->nknown = 0;
 }
 
@@ -234,14 +248,34 @@ static int hash_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Which bytes this mount keeps: the objects in the order they were
- * registered (the dataset's shard order: the same in every epoch and in
- * every mount of the dataset), whole while they fit, then whole blocks of
- * the first that does not; nothing of the rest. Everything when the
- * objects fit the bound; 63/64 of it when they do not (KEEP_SLACK). A
- * cyclic scan over more than the bound then finds the same bytes in DIR
- * every epoch, where least-recently-used would have deleted each block
- * just before its next use. Lock held. */
+static bool keeps(const struct bfs_dcobj *o, uint64_t k)
+{
+	return __atomic_load_n(&o->keep[k], __ATOMIC_ACQUIRE) != 0;
+}
+
+static uint64_t block_bytes(const struct bfs_dcobj *o, uint64_t k)
+{
+	return o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
+							 : BFS_DC_BLOCK;
+}
+
+/* Whether block k of o is one plan() may keep: every block, or with a
+ * share given, the blocks holding bytes of it. Lock held. */
+static bool wanted_block(const struct bfs_diskcache *c, const struct bfs_dcobj *o, uint64_t k)
+{
+	return !c->shared || (o->share && o->share[k]);
+}
+
+/* Which bytes this mount keeps: the blocks it may keep (all, or those of
+ * its share: bfs_dcobj_share), objects in the order they were registered
+ * (the dataset's shard order: the same in every epoch and in every mount
+ * of the dataset) and blocks in order, while they fit; nothing of the
+ * rest. Everything when they fit the bound; 63/64 of it when they do not
+ * (KEEP_SLACK). A cyclic scan over more than the bound then finds the
+ * same bytes in DIR every epoch, where least-recently-used would have
+ * deleted each block just before its next use; and a node reading its
+ * share of a dataset larger than its disk keeps that share, not the first
+ * shards. Lock held. */
 static void plan(struct bfs_diskcache *c)
 {
 	uint64_t total = 0, budget, left;
@@ -249,20 +283,32 @@ static void plan(struct bfs_diskcache *c)
 	uint64_t *kept;
 
 	for (struct bfs_dcobj *o = c->objs; o; o = o->next, n++)
-		total += o->size;
+		for (uint64_t k = 0; k < o->nblocks; k++)
+			total += wanted_block(c, o, k) ? block_bytes(o, k) : 0;
 	budget = total <= c->limit ? c->limit : c->limit - c->limit / KEEP_SLACK;
 	left = budget;
 	kept = malloc((n ? n : 1) * sizeof(*kept));
 	n = 0;
 	for (struct bfs_dcobj *o = c->objs; o; o = o->next) {
-		uint64_t k = o->size <= left ? o->nblocks : left / BFS_DC_BLOCK;
-		uint64_t bytes = o->size <= left ? o->size : k * BFS_DC_BLOCK;
+		uint64_t want = 0;
+		bool any = false, whole;
 
-		if (!kept) /* out of memory: keep nothing rather than more than we can tell */
-			k = bytes = 0;
-		atomic_store(&o->keep, k);
-		left -= bytes;
-		if (k)
+		for (uint64_t k = 0; k < o->nblocks; k++)
+			want += wanted_block(c, o, k) ? block_bytes(o, k) : 0;
+		whole = want <= left;
+		for (uint64_t k = 0; k < o->nblocks; k++) {
+			uint64_t bytes = block_bytes(o, k);
+			/* all of an object that fits, else whole blocks while they
+			 * fit; out of memory: keep nothing rather than more than
+			 * we can tell */
+			bool keep = kept && wanted_block(c, o, k) &&
+				    (whole || (bytes == BFS_DC_BLOCK && bytes <= left));
+
+			__atomic_store_n(&o->keep[k], keep, __ATOMIC_RELEASE);
+			left -= keep ? bytes : 0;
+			any |= keep;
+		}
+		if (any)
 			kept[n++] = o->hash;
 	}
 	if (kept)
@@ -271,6 +317,7 @@ static void plan(struct bfs_diskcache *c)
 	c->kept = kept;
 	c->nkept = kept ? n : 0;
 	c->st.kept = budget - left;
+	c->trimmed = false;
 	atomic_store(&c->replan, false);
 }
 
@@ -290,6 +337,50 @@ static void plan_now(struct bfs_diskcache *c)
 static bool kept_here(const struct bfs_diskcache *c, uint64_t h)
 {
 	return c->nkept && bsearch(&h, c->kept, c->nkept, sizeof(h), hash_cmp) != NULL;
+}
+
+/* Room inside the objects this mount keeps blocks of: their blocks in DIR
+ * that it does not keep (an earlier mount's: another share of the
+ * dataset, or the first shards) are dropped, the entry first (a reader
+ * then fetches; one that still trusts it fails its CRCs), then the bytes
+ * (a hole), until `need` more bytes fit. Eviction goes by whole objects,
+ * and a node's share has blocks in most of them: without this, what an
+ * earlier mount left there would fill DIR for good. Once per plan() when
+ * it finds nothing. Lock held; objects' locks taken after it. */
+static int obj_open(struct bfs_dcobj *o, bool create);
+static void block_bad(struct bfs_dcobj *o, uint64_t k);
+
+static void trim(struct bfs_diskcache *c, uint64_t need)
+{
+#ifdef FALLOC_FL_PUNCH_HOLE
+	bool holes = true; /* DIR's file system punches them */
+
+	for (struct bfs_dcobj *o = c->objs; o && holes && c->st.used + need > c->limit;
+	     o = o->next) {
+		off_t at = 0;
+
+		if (!kept_here(c, o->hash))
+			continue;
+		pthread_mutex_lock(&o->lock);
+		while (holes && obj_open(o, false) == 0 && c->st.used + need > c->limit &&
+		       (at = lseek(o->dfd, at, SEEK_DATA)) >= 0 && (uint64_t)at < o->size) {
+			uint64_t k = (uint64_t)at / BFS_DC_BLOCK, len = block_bytes(o, k);
+
+			at = (off_t)((k + 1) * BFS_DC_BLOCK);
+			if (keeps(o, k))
+				continue;
+			block_bad(o, k);
+			holes = fallocate(o->dfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					  (off_t)(k * BFS_DC_BLOCK), (off_t)len) == 0;
+			if (holes)
+				c->st.used = c->st.used > len ? c->st.used - len : 0;
+		}
+		pthread_mutex_unlock(&o->lock);
+	}
+#else
+	(void)need;
+#endif
+	c->trimmed = c->st.used + need > c->limit;
 }
 
 /* Delete objects, least recently used first, until `need` more bytes fit
@@ -359,6 +450,8 @@ static void evict(struct bfs_diskcache *c, uint64_t need)
 	}
 	closedir(d);
 	free(v);
+	if (c->st.used + need > c->limit && !c->trimmed)
+		trim(c, need);
 }
 
 /* ------------------------------------------------------------ the objects */
@@ -464,25 +557,81 @@ static int obj_open(struct bfs_dcobj *o, bool create)
 	return 0;
 }
 
+static bool is_known(const struct bfs_dcobj *o, uint64_t k)
+{
+	return __atomic_load_n(&o->known[k], __ATOMIC_ACQUIRE) != 0;
+}
+
+static void set_known(struct bfs_dcobj *o, uint64_t k, bool v)
+{
+	__atomic_store_n(&o->known[k], v ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+static struct item *pending(const struct bfs_dcobj *o, uint64_t k)
+{
+	return __atomic_load_n(&o->pend[k], __ATOMIC_ACQUIRE);
+}
+
+static void set_pending(struct bfs_dcobj *o, uint64_t k, struct item *it)
+{
+	__atomic_store_n(&o->pend[k], it, __ATOMIC_RELEASE);
+}
+
+/* Block k's table entry e: known (its CRCs into o->crcs) when it says the
+ * block is there, whole. o->lock held. */
+static bool entry_take(struct bfs_dcobj *o, uint64_t k, const uint8_t *e)
+{
+	if (get_le32(e) != PRESENT || get_le32(e + 4) != block_bytes(o, k))
+		return false;
+	for (uint64_t p = 0; p < PAGES_PER_BLOCK; p++)
+		o->crcs[k * PAGES_PER_BLOCK + p] = get_le32(e + 8 + 4 * p);
+	if (!is_known(o, k)) {
+		set_known(o, k, true);
+		o->nknown++;
+	}
+	return true;
+}
+
+/* The whole .blocks table, read once, so that bfs_dcobj_holds knows from
+ * the start what DIR holds (a block it did not know of was taken for
+ * missing and fetched again, with the blocks read together with it).
+ * o->lock held. */
+static void table_load(struct bfs_dcobj *o)
+{
+	enum { CHUNK = 256 }; /* entries per read */
+	uint8_t *buf;
+
+	if (o->loaded)
+		return;
+	o->loaded = true;
+	if (obj_open(o, false) != 0 || !(buf = malloc((size_t)CHUNK * ENTRY)))
+		return;
+	for (uint64_t k0 = 0; k0 < o->nblocks; k0 += CHUNK) {
+		uint64_t n = o->nblocks - k0 < CHUNK ? o->nblocks - k0 : CHUNK;
+		ssize_t got = pread_all(o->tfd, buf, (size_t)(n * ENTRY), HEADER + k0 * ENTRY);
+
+		for (uint64_t i = 0; got > 0 && i < n && (i + 1) * ENTRY <= (uint64_t)got; i++)
+			(void)entry_take(o, k0 + i, buf + i * ENTRY);
+		if (got < (ssize_t)(n * ENTRY))
+			break;
+	}
+	free(buf);
+}
+
 /* Whether block k is there, its CRCs then in o->crcs. o->lock held. */
 static bool block_known(struct bfs_dcobj *o, uint64_t k)
 {
 	uint8_t e[ENTRY];
-	uint64_t blen;
 
-	if (o->known[k])
+	if (is_known(o, k))
 		return true;
+	table_load(o);
+	if (is_known(o, k))
+		return true;
+	/* another mount may have written it since */
 	if (obj_open(o, false) != 0 || pread_all(o->tfd, e, ENTRY, HEADER + k * ENTRY) != ENTRY)
 		return false;
-	blen = o->size - k * BFS_DC_BLOCK < BFS_DC_BLOCK ? o->size - k * BFS_DC_BLOCK
-							 : BFS_DC_BLOCK;
-	if (get_le32(e) != PRESENT || get_le32(e + 4) != blen)
-		return false;
-	for (uint64_t p = 0; p < PAGES_PER_BLOCK; p++)
-		o->crcs[k * PAGES_PER_BLOCK + p] = get_le32(e + 8 + 4 * p);
-	o->known[k] = 1;
-	o->nknown++;
-	return true;
+	return entry_take(o, k, e);
 }
 
 /* A block that failed its CRCs: not there any more (for every mount), so
@@ -491,8 +640,8 @@ static void block_bad(struct bfs_dcobj *o, uint64_t k)
 {
 	uint8_t zero[4] = { 0 };
 
-	if (o->known[k]) {
-		o->known[k] = 0;
+	if (is_known(o, k)) {
+		set_known(o, k, false);
 		o->nknown--;
 	}
 	if (o->tfd >= 0)
@@ -525,12 +674,15 @@ struct bfs_dcobj *bfs_diskcache_obj(struct bfs_diskcache *c, const char *name, u
 	o->dfd = o->tfd = -1;
 	o->name = strdup(name);
 	o->known = calloc(o->nblocks ? o->nblocks : 1, 1);
-	o->queued = calloc(o->nblocks ? o->nblocks : 1, 1);
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	o->pend = calloc(o->nblocks ? o->nblocks : 1, sizeof(*o->pend));
+	o->keep = calloc(o->nblocks ? o->nblocks : 1, 1);
 	o->crcs = calloc(o->nblocks ? o->nblocks * PAGES_PER_BLOCK : 1, sizeof(*o->crcs));
-	if (!o->name || !o->known || !o->queued || !o->crcs) {
+	if (!o->name || !o->known || !o->pend || !o->keep || !o->crcs) {
 		free(o->name);
 		free(o->known);
-		free(o->queued);
+		free(o->pend);
+		free(o->keep);
 		free(o->crcs);
 		free(o);
 		return NULL;
@@ -556,61 +708,90 @@ static void obj_free(struct bfs_dcobj *o)
 	pthread_mutex_destroy(&o->lock);
 	free(o->name);
 	free(o->known);
-	free(o->queued);
+	free(o->pend);
+	free(o->keep);
+	free(o->share);
 	free(o->crcs);
 	free(o);
+}
+
+/* Bytes [off, off + n) of blocks that are there, from the .data file, the
+ * pages holding them checked. 0; -ENODATA (a page failed its CRC, or the
+ * file is short: its block is bad, *corrupt set). o->lock held. */
+static int read_pages(struct bfs_dcobj *o, uint8_t *dst, size_t n, uint64_t off, bool *corrupt)
+{
+	uint64_t end = off + n, p0 = off / BFS_DC_PAGE, p1 = (end - 1) / BFS_DC_PAGE + 1;
+	uint64_t a = p0 * BFS_DC_PAGE, b = p1 * BFS_DC_PAGE < o->size ? p1 * BFS_DC_PAGE : o->size;
+	uint8_t *buf = malloc((size_t)(b - a));
+	ssize_t got;
+	int rc = 0;
+
+	if (!buf)
+		return -ENODATA;
+	got = pread_all(o->dfd, buf, (size_t)(b - a), a);
+	for (uint64_t p = p0; p < p1 && rc == 0; p++) {
+		uint64_t pa = p * BFS_DC_PAGE - a;
+		uint64_t plen = b - a - pa < BFS_DC_PAGE ? b - a - pa : BFS_DC_PAGE;
+
+		if (got < 0 || (uint64_t)got < pa + plen ||
+		    bfs_crc32c(0, buf + pa, (size_t)plen) != o->crcs[p]) {
+			block_bad(o, p * BFS_DC_PAGE / BFS_DC_BLOCK);
+			*corrupt = true;
+			rc = -ENODATA;
+		}
+	}
+	if (rc == 0)
+		memcpy(dst, buf + (off - a), n);
+	free(buf);
+	return rc;
+}
+
+/* Bytes [off, end) from DIR or from the writes queued, block by block
+ * (runs of blocks that are there in one read). o->lock held. */
+static int read_blocks(struct bfs_dcobj *o, uint8_t *dst, uint64_t off, uint64_t end, bool *corrupt)
+{
+	for (uint64_t k = off / BFS_DC_BLOCK; k <= (end - 1) / BFS_DC_BLOCK; k++)
+		if (!pending(o, k) && !block_known(o, k))
+			return -ENODATA;
+	while (off < end) {
+		uint64_t k = off / BFS_DC_BLOCK, e = (k + 1) * BFS_DC_BLOCK;
+		struct item *it = pending(o, k);
+
+		if (it) { /* written soon: its bytes are here */
+			e = e < end ? e : end;
+			memcpy(dst, it->data + (off - k * BFS_DC_BLOCK), (size_t)(e - off));
+		} else {
+			int rc;
+
+			while (e < end && !pending(o, e / BFS_DC_BLOCK))
+				e += BFS_DC_BLOCK;
+			e = e < end ? e : end;
+			rc = read_pages(o, dst, (size_t)(e - off), off, corrupt);
+			if (rc)
+				return rc;
+		}
+		dst += e - off;
+		off = e;
+	}
+	return 0;
 }
 
 int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off)
 {
 	struct bfs_diskcache *c = o->c;
-	uint8_t *buf = NULL;
 	uint64_t end = off + n;
-	int rc = 0;
 	bool corrupt = false;
+	int rc;
 
 	if (n == 0)
 		return 0;
 	if (end > o->size || end < off)
 		return -ENODATA;
 	pthread_mutex_lock(&o->lock);
-	for (uint64_t k = off / BFS_DC_BLOCK; k <= (end - 1) / BFS_DC_BLOCK; k++)
-		if (!block_known(o, k)) {
-			rc = -ENODATA;
-			goto out;
-		}
-	{
-		/* the pages holding the bytes, checked, then copied out */
-		uint64_t p0 = off / BFS_DC_PAGE, p1 = (end - 1) / BFS_DC_PAGE + 1;
-		uint64_t a = p0 * BFS_DC_PAGE,
-			 b = p1 * BFS_DC_PAGE < o->size ? p1 * BFS_DC_PAGE : o->size;
-		ssize_t got;
-
-		buf = malloc((size_t)(b - a));
-		if (!buf) {
-			rc = -ENODATA;
-			goto out;
-		}
-		got = pread_all(o->dfd, buf, (size_t)(b - a), a);
-		for (uint64_t p = p0; p < p1 && rc == 0; p++) {
-			uint64_t pa = p * BFS_DC_PAGE - a;
-			uint64_t plen = b - a - pa < BFS_DC_PAGE ? b - a - pa : BFS_DC_PAGE;
-
-			if (got < 0 || (uint64_t)got < pa + plen ||
-			    bfs_crc32c(0, buf + pa, (size_t)plen) != o->crcs[p]) {
-				block_bad(o, p * BFS_DC_PAGE / BFS_DC_BLOCK);
-				corrupt = true;
-				rc = -ENODATA;
-			}
-		}
-		if (rc == 0) {
-			memcpy(dst, buf + (off - a), n);
-			touch(o);
-		}
-	}
-out:
+	rc = read_blocks(o, dst, off, end, &corrupt);
+	if (rc == 0)
+		touch(o);
 	pthread_mutex_unlock(&o->lock);
-	free(buf);
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) {
 		c->st.hits++;
@@ -624,54 +805,84 @@ out:
 	return rc;
 }
 
-void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
+/* Whether block k of o is there or queued. o->lock held. */
+static bool held_locked(const struct bfs_dcobj *o, uint64_t k)
+{
+	return is_known(o, k) || pending(o, k);
+}
+
+/* Queue block k of o, its bytes at src (len), for the writer: its reads
+ * take them from the queue until it is written. */
+static void queue_block(struct bfs_dcobj *o, uint64_t k, const uint8_t *src, uint32_t len)
 {
 	struct bfs_diskcache *c = o->c;
-	uint64_t end = off + n, keep;
+	struct item *it;
+	bool skip;
 
-	if (c->no_writes)
+	pthread_mutex_lock(&o->lock);
+	skip = held_locked(o, k);
+	pthread_mutex_unlock(&o->lock);
+	if (skip)
 		return;
-	plan_now(c);
-	keep = atomic_load(&o->keep);
-	for (uint64_t k = (off + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK; k < keep; k++) {
-		uint64_t a = k * BFS_DC_BLOCK;
-		uint64_t b = a + BFS_DC_BLOCK < o->size ? a + BFS_DC_BLOCK : o->size;
-		struct item *it;
+	/* room in the queue first: a full one drops the block (it is fetched
+	 * again when next wanted), without a copy */
+	pthread_mutex_lock(&c->lock);
+	skip = c->no_writes || c->qbytes + len > BFS_DC_QUEUE;
+	c->st.dropped += skip && !c->no_writes;
+	if (!skip)
+		c->qbytes += len;
+	pthread_mutex_unlock(&c->lock);
+	if (skip)
+		return;
+	it = malloc(sizeof(*it));
+	if (it && !(it->data = malloc(len))) {
+		free(it);
+		it = NULL;
+	}
+	if (it) {
+		memcpy(it->data, src, len);
+		it->o = o;
+		it->block = k;
+		it->len = len;
+		it->next = NULL;
+		pthread_mutex_lock(&o->lock);
+		skip = held_locked(o, k); /* another fetch of it queued it meanwhile */
+		if (!skip)
+			set_pending(o, k, it);
+		pthread_mutex_unlock(&o->lock);
+	}
+	pthread_mutex_lock(&c->lock);
+	if (!it || skip) {
+		c->qbytes -= len;
+		pthread_mutex_unlock(&c->lock);
+		if (it)
+			free(it->data);
+		free(it);
+		return;
+	}
+	if (c->tail)
+		c->tail->next = it;
+	else
+		c->head = it;
+	c->tail = it;
+	pthread_cond_signal(&c->work);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off)
+{
+	uint64_t end = off + n;
+
+	if (o->c->no_writes)
+		return;
+	plan_now(o->c);
+	for (uint64_t k = (off + BFS_DC_BLOCK - 1) / BFS_DC_BLOCK; k < o->nblocks; k++) {
+		uint64_t a = k * BFS_DC_BLOCK, b = a + block_bytes(o, k);
 
 		if (b > end)
 			break;
-		pthread_mutex_lock(&o->lock);
-		bool skip = o->known[k] || o->queued[k];
-		if (!skip)
-			o->queued[k] = 1;
-		pthread_mutex_unlock(&o->lock);
-		if (skip)
-			continue;
-		it = malloc(sizeof(*it));
-		pthread_mutex_lock(&c->lock);
-		if (!it || c->no_writes || c->qbytes + (b - a) > BFS_DC_QUEUE ||
-		    !(it->data = malloc((size_t)(b - a)))) {
-			c->st.dropped += it != NULL && !c->no_writes;
-			pthread_mutex_unlock(&c->lock);
-			free(it);
-			pthread_mutex_lock(&o->lock);
-			o->queued[k] = 0;
-			pthread_mutex_unlock(&o->lock);
-			continue;
-		}
-		memcpy(it->data, (const uint8_t *)src + (a - off), (size_t)(b - a));
-		it->o = o;
-		it->block = k;
-		it->len = (uint32_t)(b - a);
-		it->next = NULL;
-		if (c->tail)
-			c->tail->next = it;
-		else
-			c->head = it;
-		c->tail = it;
-		c->qbytes += it->len;
-		pthread_cond_signal(&c->work);
-		pthread_mutex_unlock(&c->lock);
+		if (keeps(o, k))
+			queue_block(o, k, (const uint8_t *)src + (a - off), (uint32_t)(b - a));
 	}
 }
 
@@ -739,19 +950,22 @@ static void *writer(void *arg)
 		int orc = 0;
 
 		pthread_mutex_lock(&o->lock);
-		if (room && !o->known[it->block] && (orc = obj_open(o, true)) == 0) {
+		if (room && !is_known(o, it->block) && (orc = obj_open(o, true)) == 0) {
 			rc = write_block(o, it);
 			if (!rc) {
 				wrote = true;
-				o->known[it->block] = 1;
+				set_known(o, it->block, true);
 				o->nknown++;
 				done = o->nknown == o->nblocks;
 				touch(o);
 			}
-		} else if (room && !o->known[it->block] && orc != -ESTALE) {
+		} else if (room && !is_known(o, it->block) && orc != -ESTALE) {
 			rc = orc; /* DIR does not take files: writing stops */
 		}
-		o->queued[it->block] = 0;
+		/* no read copies from it once this is seen (they do under
+		 * o->lock): it is freed below */
+		if (pending(o, it->block) == it)
+			set_pending(o, it->block, NULL);
 		pthread_mutex_unlock(&o->lock);
 		pthread_mutex_lock(&c->lock);
 		if (done && c->complete) {
@@ -788,20 +1002,55 @@ uint64_t bfs_dcobj_kept(struct bfs_dcobj *o)
 {
 	uint64_t end;
 
+	return bfs_dcobj_kept_at(o, 0, &end) ? end : 0;
+}
+
+bool bfs_dcobj_kept_at(struct bfs_dcobj *o, uint64_t off, uint64_t *end)
+{
+	uint64_t k = off / BFS_DC_BLOCK;
+	bool kept;
+
 	plan_now(o->c);
-	end = atomic_load(&o->keep) * BFS_DC_BLOCK;
-	return end < o->size ? end : o->size;
+	*end = o->size;
+	if (k >= o->nblocks)
+		return false;
+	kept = keeps(o, k);
+	for (k++; k < o->nblocks; k++)
+		if (keeps(o, k) != kept) {
+			*end = k * BFS_DC_BLOCK;
+			break;
+		}
+	return kept;
+}
+
+void bfs_dcobj_share(struct bfs_dcobj *o, uint64_t off, uint64_t len)
+{
+	struct bfs_diskcache *c = o->c;
+	uint64_t end = off + len < o->size ? off + len : o->size;
+
+	if (off >= end)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (!o->share)
+		o->share = calloc(o->nblocks, 1);
+	if (o->share) {
+		for (uint64_t k = off / BFS_DC_BLOCK; k <= (end - 1) / BFS_DC_BLOCK; k++)
+			o->share[k] = 1;
+		c->shared = true;
+		atomic_store(&c->replan, true);
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len)
 {
 	bool all = len > 0 && off + len <= o->size && off + len > off;
 
-	if (!all || pthread_mutex_trylock(&o->lock) != 0)
-		return false;
-	for (uint64_t k = off / BFS_DC_BLOCK; k <= (off + len - 1) / BFS_DC_BLOCK && all; k++)
-		all = o->known[k];
-	pthread_mutex_unlock(&o->lock);
+	/* no lock: never false for want of one while another thread reads
+	 * the object (a block the copy holds was then fetched again, with
+	 * the blocks read together with it) */
+	for (uint64_t k = off / BFS_DC_BLOCK; all && k <= (off + len - 1) / BFS_DC_BLOCK; k++)
+		all = is_known(o, k) || pending(o, k);
 	return all;
 }
 
@@ -838,7 +1087,7 @@ bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path)
 			good = bfs_crc32c(0, buf + p * BFS_DC_PAGE, (size_t)plen) ==
 			       o->crcs[k * PAGES_PER_BLOCK + p];
 		}
-		if (!good && o->known[k]) {
+		if (!good && is_known(o, k)) {
 			block_bad(o, k);
 			atomic_fetch_add(&o->c->corrupt, 1);
 		}
@@ -862,6 +1111,25 @@ void bfs_dcobj_drop(struct bfs_dcobj *o)
 	obj_reset(o);
 	pthread_mutex_unlock(&o->lock);
 	atomic_fetch_add(&o->c->corrupt, 1);
+}
+
+bool bfs_dcobj_forget(struct bfs_dcobj *o, uint64_t off, uint64_t len)
+{
+	uint64_t end = off + len < o->size ? off + len : o->size;
+	uint8_t *buf = off < end ? malloc((size_t)(end - off)) : NULL;
+	bool corrupt = false;
+
+	if (!buf)
+		return false;
+	/* the bad pages say which blocks are bad (block_bad, for every
+	 * mount: a record across two blocks is bad in one of them) */
+	pthread_mutex_lock(&o->lock);
+	(void)read_blocks(o, buf, off, end, &corrupt);
+	pthread_mutex_unlock(&o->lock);
+	free(buf);
+	if (corrupt)
+		atomic_fetch_add(&o->c->corrupt, 1);
+	return corrupt;
 }
 
 /* ------------------------------------------------------------ lifetime */

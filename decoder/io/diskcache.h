@@ -26,19 +26,24 @@
  * left to recency: its objects in the order they were registered, whole
  * while they fit, then whole blocks of the first that does not (all of
  * them when they fit the bound, else 63/64 of it); blocks past that are
- * read from the source and never written. So a dataset larger than the
+ * read from the source and never written. A mount that reads only a share
+ * of the dataset (bfs_dcobj_share) keeps only the blocks of its share, in
+ * the same order. So a dataset larger than the
  * cache, read epoch after epoch (a cyclic scan, which least-recently-used
  * would empty of each block just before its next use), finds the same
  * part in DIR every epoch, and so do later mounts of the same dataset.
  * When a write would pass the bound, other objects are deleted (another
  * mount's, or this mount's not kept), the least recently used first (the
- * .blocks file's mtime, touched on use); a block that still does not fit
+ * .blocks file's mtime, touched on use), then the blocks this mount does
+ * not keep inside the objects it keeps (an earlier mount's of another
+ * share: entry cleared, hole punched); a block that still does not fit
  * is not written. A file deleted under another mount keeps serving that
  * mount from its open descriptor.
  *
  * Writes run on a thread of the cache's own, from copies queued by
  * bfs_dcobj_put (at most BFS_DC_QUEUE bytes; more are dropped, not
- * waited for). A write that fails for want of space or permission stops
+ * waited for); a queued block is read from its copy until it is written,
+ * so that a block wanted again meanwhile is not fetched again. A write that fails for want of space or permission stops
  * writing for the mount, with one line through the note function.
  *
  * Thread-safety: every function may be called from any thread.
@@ -93,7 +98,8 @@ struct bfs_dcobj *bfs_diskcache_obj(struct bfs_diskcache *c, const char *name, u
 				    int64_t version, void *user);
 
 /* Bytes [off, off + n) of the object from DIR: 0 when every block holding
- * them is there and their pages check; -ENODATA otherwise (a miss). */
+ * them is there and their pages check, or is queued to be written (its
+ * bytes then come from the queue); -ENODATA otherwise (a miss). */
 int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off);
 /* Bytes [off, off + n) of the object as fetched from the source: every
  * whole block in them (and the object's last block when they reach its
@@ -101,11 +107,23 @@ int bfs_dcobj_read(struct bfs_dcobj *o, void *dst, size_t n, uint64_t off);
 void bfs_dcobj_put(struct bfs_dcobj *o, const void *src, size_t n, uint64_t off);
 /* Bytes [0, end) of the object are kept (see Bound; end a multiple of
  * BFS_DC_BLOCK, or the object's size): reads of them are worth widening to
- * whole blocks. Changes only when objects are registered. */
+ * whole blocks. Changes only when objects are registered, or a share
+ * given. */
 uint64_t bfs_dcobj_kept(struct bfs_dcobj *o);
-/* Whether every block holding [off, off + len) is known to be in DIR,
- * from memory: no I/O, and false rather than wait for the object's lock
- * (a hint: a read may still find more, or fail its CRCs). */
+/* Whether the block holding byte off of the object is kept, and *end the
+ * end of the run of blocks from it that are kept (or not) alike. */
+bool bfs_dcobj_kept_at(struct bfs_dcobj *o, uint64_t off, uint64_t *end);
+/* Bytes [off, off + len) of the object are the mount's share (a node that
+ * reads only some of a dataset: shuffle=block with partitions, the blocks
+ * of its ranks' partitions). Once a share is given for any object, the
+ * mount keeps only the blocks holding shares (Bound: in the same order,
+ * while they fit), so that a node whose share fits DIR reads it from there
+ * in every epoch after the first. Shares add up. */
+void bfs_dcobj_share(struct bfs_dcobj *o, uint64_t off, uint64_t len);
+/* Whether every block holding [off, off + len) is known to be in DIR, or
+ * queued to be written: from memory, no I/O and no lock (what DIR holds
+ * is read at the object's first use; a hint: a read may still find more,
+ * written by another mount since, or fail its CRCs). */
 bool bfs_dcobj_holds(struct bfs_dcobj *o, uint64_t off, uint64_t len);
 /* Whether every block of the object is in DIR (as far as this mount
  * knows; checked against the .blocks file). */
@@ -117,6 +135,13 @@ bool bfs_dcobj_verify(struct bfs_dcobj *o, const char **path);
 /* Delete the object's files (a copy found bad where the caller checks
  * it; counted as corrupt): the next use fetches and writes it again. */
 void bfs_dcobj_drop(struct bfs_dcobj *o);
+/* Bytes [off, off + len) of the object failed where the caller checks
+ * them (a record's CRC): the pages holding them are checked, and the
+ * blocks of those that fail are no longer there, for every mount (counted
+ * as corrupt), so that they are fetched and written again; the object's
+ * other blocks stay. False when every page checks (the bytes are good now:
+ * written again since the caller read them, say). */
+bool bfs_dcobj_forget(struct bfs_dcobj *o, uint64_t off, uint64_t len);
 
 /* Call fn(ctx, user) on the writer's thread whenever an object's last
  * missing block is written (user: the object's); fn NULL: no more calls.

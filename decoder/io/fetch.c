@@ -52,6 +52,8 @@ enum { X_PENDING, X_INFLIGHT, X_READY, X_FAILED };
 #define PROBE_WAIT_NS 2000000000ll /* a probe that takes longer has failed */
 #define PROBE_MAX_DEVS 16 /* filesystems looked at, at most */
 #define REASON_LEN 320
+#define COST_SMALL ((uint64_t)64 << 10) /* a read this small costs its latency */
+#define COST_LARGE ((uint64_t)256 << 10) /* one this large tells the rate too */
 
 struct bfs_fetch_read {
 	struct bfs_fetch *f;
@@ -59,6 +61,7 @@ struct bfs_fetch_read {
 	uint32_t obj;
 	uint8_t state, tries;
 	bool listed; /* in its object's list */
+	bool unlist; /* lock: out of it at the end of the release underway */
 	int err;
 	char *msg; /* why it failed */
 	uint32_t refs; /* tickets holding it */
@@ -68,11 +71,37 @@ struct bfs_fetch_read {
 	uint8_t *buf;
 	uint64_t got; /* bytes read so far */
 	uint64_t stamp; /* the last ticket that took it (one reference per ticket) */
+	uint64_t t0; /* when it went in flight (the source's cost, bfs_fetch_cost) */
+	/* a pass read (bfs_fetch_want_pass): a span read for the extents in it
+	 * (its kids), which it fills and then goes; never listed, alive while
+	 * a kid waits for it or it is in flight */
+	bool pass;
+	struct bfs_fetch_read **kids; /* [nkids], NULL where one went */
+	size_t nkids, capkids, livekids;
+	/* a kid: the pass read bringing its bytes (while PENDING) and its
+	 * place among that read's kids; NULL: read on its own */
+	struct bfs_fetch_read *via;
+	size_t via_i;
+	/* a kid filled: its bytes lie in the slab its pass read made for all
+	 * its kids (one allocation for thousands of records), not in a buffer
+	 * of its own */
+	struct slab *slab;
+};
+
+/* The bytes of a pass read's kids, one allocation, freed with the last. */
+struct slab {
+	size_t refs;
+	uint8_t data[];
 };
 
 struct objx {
 	struct bfs_fetch_read **v;
 	size_t n, cap;
+	/* its pass reads not ended yet, by offset (they never overlap: each
+	 * is one span a planner asked for; a later pass over the same span
+	 * joins the one on its way) */
+	struct bfs_fetch_read **pv;
+	size_t pn, pcap;
 };
 
 struct bfs_fetch_ticket {
@@ -98,6 +127,12 @@ struct bfs_fetch {
 	size_t nheap, capheap; /* lock */
 	uint64_t seq, ticket_id; /* lock */
 	uint64_t inflight_bytes; /* lock: bytes of the reads in flight */
+	uint64_t pass_inflight; /* lock: of those, pass reads' */
+	/* lock: what reads of the source cost, measured (bfs_fetch_cost): a
+	 * small read's time (its latency), and a large one's bytes per
+	 * second beyond that; 0 until measured */
+	uint64_t lat_ns;
+	double bw;
 	bool stopping; /* lock */
 	struct bfs_fetch_stats st; /* lock */
 	/* lock: the low-water call (bfs_fetch_set_low) and calls running */
@@ -193,9 +228,12 @@ static void queue_remove(struct bfs_fetch *f, struct bfs_fetch_read *x)
 	sift_down(f, last->heap);
 }
 
-/* x (PENDING) is now wanted at prio: move it up if that is sooner. */
+/* x (PENDING) is now wanted at prio: move it up if that is sooner (a kid:
+ * the pass read that brings it). */
 static void hurry(struct bfs_fetch *f, struct bfs_fetch_read *x, uint64_t prio)
 {
+	if (x->via)
+		x = x->via;
 	if (x->state != X_PENDING || prio >= x->prio)
 		return;
 	x->prio = prio;
@@ -264,10 +302,110 @@ static void list_remove(struct bfs_fetch *f, struct bfs_fetch_read *x)
 
 static void extent_free(struct bfs_fetch *f, struct bfs_fetch_read *x)
 {
-	f->st.buffered -= x->len + OVERHEAD;
-	free(x->buf);
+	/* a pass read's buffer is counted while it is in flight only */
+	f->st.buffered -= x->pass ? OVERHEAD : x->len + OVERHEAD;
+	if (x->slab) {
+		if (--x->slab->refs == 0)
+			free(x->slab);
+	} else {
+		free(x->buf);
+	}
 	free(x->msg);
+	free(x->kids);
 	free(x);
+}
+
+/* The first pass read of o that ends after off. */
+static size_t pass_lower(const struct objx *o, uint64_t off)
+{
+	size_t lo = 0, hi = o->pn;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (o->pv[mid]->off + o->pv[mid]->len <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The pass read of obj on its way that covers [off, off + len), or NULL. */
+static struct bfs_fetch_read *pass_find(struct bfs_fetch *f, uint32_t obj, uint64_t off,
+					uint64_t len)
+{
+	const struct objx *o = &f->objs[obj];
+	size_t i = pass_lower(o, off);
+
+	if (i < o->pn && o->pv[i]->off <= off && o->pv[i]->off + o->pv[i]->len >= off + len)
+		return o->pv[i];
+	return NULL;
+}
+
+static int pass_list(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	struct objx *o = &f->objs[x->obj];
+	size_t i = pass_lower(o, x->off);
+
+	if (o->pn == o->pcap) {
+		size_t cap = o->pcap ? o->pcap * 2 : 16;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+		struct bfs_fetch_read **v = realloc(o->pv, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		o->pv = v;
+		o->pcap = cap;
+	}
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	memmove(o->pv + i + 1, o->pv + i, (o->pn - i) * sizeof(*o->pv));
+	o->pv[i] = x;
+	o->pn++;
+	x->listed = true; /* in its object's pass list */
+	return 0;
+}
+
+static void pass_unlist(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	struct objx *o = &f->objs[x->obj];
+	size_t i = pass_lower(o, x->off);
+
+	if (!x->listed)
+		return;
+	while (i < o->pn && o->pv[i] != x)
+		i++;
+	if (i < o->pn) {
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+		memmove(o->pv + i, o->pv + i + 1, (o->pn - i - 1) * sizeof(*o->pv));
+		o->pn--;
+	}
+	x->listed = false;
+}
+
+/* Pass read p lost a kid: with none left before it is issued, it goes. */
+static void pass_unkid(struct bfs_fetch *f, struct bfs_fetch_read *p)
+{
+	p->livekids--;
+	if (p->livekids == 0 && p->state == X_PENDING && p->heap != NOT_QUEUED) {
+		queue_remove(f, p);
+		f->st.dropped++;
+		f->st.pending--;
+		pass_unlist(f, p);
+		extent_free(f, p);
+	}
+}
+
+/* Kid x no longer waits for its pass read. */
+static void kid_detach(struct bfs_fetch *f, struct bfs_fetch_read *x)
+{
+	struct bfs_fetch_read *p = x->via;
+
+	if (!p)
+		return;
+	p->kids[x->via_i] = NULL;
+	x->via = NULL;
+	pass_unkid(f, p);
 }
 
 /* x lost its last ticket, or a user of one that has none left is done:
@@ -279,6 +417,8 @@ static void settle(struct bfs_fetch *f, struct bfs_fetch_read *x)
 	if (x->refs)
 		return;
 	list_remove(f, x);
+	if (x->via && x->users == 0)
+		kid_detach(f, x);
 	if (x->state == X_PENDING && x->heap != NOT_QUEUED && x->users == 0) {
 		queue_remove(f, x);
 		f->st.dropped++;
@@ -339,6 +479,17 @@ static int range_cmp(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* r[0..n) in range_cmp's order: a planner's ranges come sorted already
+ * (its windows of tens of thousands of records), checked in one look */
+static void sort_ranges(struct bfs_fetch_range *r, size_t n)
+{
+	for (size_t k = 1; k < n; k++)
+		if (range_cmp(&r[k - 1], &r[k]) > 0) {
+			qsort(r, n, sizeof(*r), range_cmp);
+			return;
+		}
+}
+
 /* Walk span [a, b) of object obj: what t would hold. With t NULL, only
  * count the bytes new reads would add (*add); else take them. With join, a
  * queued read ending at a grows to take the first bytes. */
@@ -377,8 +528,10 @@ static int walk_span(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
 		}
 		end = x && x->off < b ? x->off : b;
 		p = i > 0 ? o->v[i - 1] : NULL;
-		if (join && p && p->state == X_PENDING && p->off + p->len == cur &&
-		    end - p->off <= max) {
+		/* (a queued read of its own: a kid of a pass read is filled
+		 * from that read's span, and grows with none) */
+		if (join && p && p->state == X_PENDING && !p->via && p->heap != NOT_QUEUED &&
+		    p->off + p->len == cur && end - p->off <= max) {
 			/* the queued read just before grows to take these bytes */
 			*add += end - (p->off + p->len);
 			if (t) {
@@ -424,9 +577,11 @@ static int walk_span(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
  * own and joining no queued read, so that a block the copy holds is read
  * there rather than fetched again with a neighbour it does not hold (under
  * shuffle=block, the block two ranges of records share is fetched once by
- * whichever is read first). */
+ * whichever is read first). Of a run the copy holds, only what was asked
+ * ([a0, b0)) is read: a record's pages there, not its whole block again for
+ * each chunk a compressed shard's reader asks for. */
 static int walk_kept(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
-		     uint64_t b, uint64_t *add, uint64_t *made)
+		     uint64_t b, uint64_t a0, uint64_t b0, uint64_t *add, uint64_t *made)
 {
 	uint64_t al = f->o.align;
 
@@ -444,10 +599,69 @@ static int walk_kept(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
 				break;
 			e = n;
 		}
-		rc = walk_span(f, t, obj, a, e, add, made, false);
+		if (held) {
+			uint64_t x = a > a0 ? a : a0, y = e < b0 ? e : b0;
+
+			rc = x < y ? walk_span(f, t, obj, x, y, add, made, false) : 0;
+		} else {
+			rc = walk_span(f, t, obj, a, e, add, made, false);
+		}
 		if (rc)
 			return rc;
 		a = e;
+	}
+	return 0;
+}
+
+/* Whether byte a of obj is in what a local copy keeps (read in whole
+ * blocks), and *end the end of the run of bytes kept (or not) alike. */
+static bool kept_run(struct bfs_fetch *f, uint32_t obj, uint64_t a, uint64_t *end)
+{
+	uint64_t keep;
+
+	*end = UINT64_MAX;
+	if (!f->o.align)
+		return false;
+	if (f->src.kept_at)
+		return f->src.kept_at(f->src.ctx, obj, a, end);
+	keep = f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
+	if (a >= keep)
+		return false;
+	*end = keep;
+	return true;
+}
+
+/* Span [a, b) of obj: with widen, the runs a local copy keeps widened to
+ * whole blocks (walk_kept: only what was asked of those it holds), the
+ * rest as asked. */
+static int walk_runs(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
+		     uint64_t b, bool widen, uint64_t *add, uint64_t *made)
+{
+	while (a < b) {
+		uint64_t end, size, w, a0 = a;
+		int rc;
+
+		if (!widen || !kept_run(f, obj, a, &end)) {
+			uint64_t e = widen && end < b ? end : b;
+
+			rc = walk_span(f, t, obj, a, e, add, made, true);
+			if (rc)
+				return rc;
+			a = e;
+			continue;
+		}
+		size = f->src.size(f->src.ctx, obj);
+		w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
+			    ? (b / f->o.align + 1) * f->o.align
+			    : b;
+		a -= a % f->o.align;
+		if (w > size)
+			w = size > a ? size : w;
+		/* the part kept widened, the rest as asked */
+		rc = walk_kept(f, t, obj, a, b > end ? end : w, a0, b, add, made);
+		if (rc || b <= end)
+			return rc;
+		a = end;
 	}
 	return 0;
 }
@@ -457,7 +671,7 @@ static int walk_kept(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t o
  * within half of the bytes they carry (so that a source never serves more
  * than 1.5 times what was asked for). Calls walk_span for each. */
 static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bfs_fetch_range *r,
-		size_t n, uint64_t max_gap, uint64_t *add, uint64_t *made)
+		size_t n, uint64_t max_gap, bool widen, uint64_t *add, uint64_t *made)
 {
 	for (size_t k = 0; k < n;) {
 		uint32_t obj = r[k].obj;
@@ -477,39 +691,56 @@ static int walk(struct bfs_fetch *f, struct bfs_fetch_ticket *t, const struct bf
 		}
 		if (obj >= f->nobj)
 			return -EINVAL;
-		uint64_t keep = 0; /* bytes [0, keep) of obj are read in whole blocks */
-		if (f->o.align)
-			keep = f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
-		if (a < keep) {
-			uint64_t size = f->src.size(f->src.ctx, obj);
-			uint64_t w = b % f->o.align && b / f->o.align < UINT64_MAX / f->o.align
-					     ? (b / f->o.align + 1) * f->o.align
-					     : b;
-
-			a -= a % f->o.align;
-			if (w > size)
-				w = size > a ? size : w;
-			/* the part kept widened, the rest as asked */
-			rc = walk_kept(f, t, obj, a, b > keep ? keep : w, add, made);
-			if (rc)
-				return rc;
-			if (b <= keep)
-				continue;
-			a = keep;
-		}
-		rc = walk_span(f, t, obj, a, b, add, made, true);
+		rc = walk_runs(f, t, obj, a, b, widen, add, made);
 		if (rc)
 			return rc;
 	}
 	return 0;
 }
 
-static void release_locked(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
+/* The extents marked unlist leave their objects' lists, each list
+ * walked once (a window's release takes thousands of extents out of
+ * lists of thousands: one memmove each was quadratic). */
+static void unlist_marked(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
 {
 	for (size_t k = 0; k < t->n; k++) {
+		struct objx *o = &f->objs[t->x[k]->obj];
+		size_t m = 0;
+
+		if (!t->x[k]->unlist)
+			continue;
+		for (size_t i = 0; i < o->n; i++) {
+			struct bfs_fetch_read *y = o->v[i];
+
+			if (y->unlist) {
+				y->unlist = false;
+				y->listed = false;
+			} else {
+				o->v[m++] = y;
+			}
+		}
+		o->n = m;
+	}
+}
+
+static void release_locked(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
+{
+	size_t going = 0;
+
+	for (size_t k = 0; k < t->n; k++) {
 		struct bfs_fetch_read *x = t->x[k];
+
 		x->refs--;
-		settle(f, x);
+		if (!x->refs && x->listed && !x->unlist) {
+			x->unlist = true;
+			going++;
+		}
+	}
+	if (going > 1) /* (settle() takes a lone one out itself) */
+		unlist_marked(f, t);
+	for (size_t k = 0; k < t->n; k++) {
+		t->x[k]->unlist = false;
+		settle(f, t->x[k]);
 	}
 	free(t->x);
 	free(t);
@@ -532,10 +763,10 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 	for (size_t k = 0; k < n; k++)
 		if (r[k].len)
 			r[m++] = r[k];
-	qsort(r, m, sizeof(*r), range_cmp);
+	sort_ranges(r, m);
 	pthread_mutex_lock(&f->lock);
 	if (!(flags & BFS_WANT_DEMAND)) {
-		rc = walk(f, NULL, r, m, gap, &add, &made);
+		rc = walk(f, NULL, r, m, gap, !(flags & BFS_WANT_AS_ASKED), &add, &made);
 		if (!rc && f->st.buffered + add > f->o.budget) {
 			f->st.refused++;
 			rc = -ENOSPC;
@@ -549,7 +780,7 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 	t->id = ++f->ticket_id;
 	pending0 = f->st.pending;
 	add = 0;
-	rc = walk(f, t, r, m, gap, &add, &made);
+	rc = walk(f, t, r, m, gap, !(flags & BFS_WANT_AS_ASKED), &add, &made);
 	if (rc) {
 		release_locked(f, t);
 		pthread_mutex_unlock(&f->lock);
@@ -560,6 +791,294 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 	/* one reader thread woken per new read, not all of them: 256 threads
 	 * woken for each record of the global shuffle cost more CPU than the
 	 * reads (a busy one takes the next read before it sleeps again) */
+	for (uint64_t k = pending0; k < f->st.pending && k - pending0 < f->o.depth; k++)
+		pthread_cond_signal(&f->work);
+	pthread_mutex_unlock(&f->lock);
+	if (made && f->be->kick)
+		f->be->kick(f);
+	*out = t;
+	return 0;
+}
+
+/* ------------------------------------------------------------ passes */
+
+/* A pass read of span [off, off + len) of obj at prio, queued; its kids
+ * come with kid_attach. NULL without memory. */
+static struct bfs_fetch_read *pass_new(struct bfs_fetch *f, uint32_t obj, uint64_t off,
+				       uint64_t len, uint64_t prio)
+{
+	struct bfs_fetch_read *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->f = f;
+	x->obj = obj;
+	x->off = off;
+	x->len = len;
+	x->prio = prio;
+	x->heap = NOT_QUEUED;
+	x->state = X_PENDING;
+	x->pass = true;
+	f->st.buffered += OVERHEAD;
+	if (pass_list(f, x) != 0) {
+		extent_free(f, x);
+		return NULL;
+	}
+	if (queue_push(f, x) != 0) {
+		pass_unlist(f, x);
+		extent_free(f, x);
+		return NULL;
+	}
+	f->st.pending++;
+	return x;
+}
+
+/* k (new, PENDING, not queued) is filled by pass read p. */
+static int kid_attach(struct bfs_fetch_read *p, struct bfs_fetch_read *k)
+{
+	if (p->nkids == p->capkids) {
+		size_t cap = p->capkids ? p->capkids * 2 : 16;
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+		struct bfs_fetch_read **v = realloc(p->kids, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		p->kids = v;
+		p->capkids = cap;
+	}
+	k->via = p;
+	k->via_i = p->nkids;
+	p->kids[p->nkids++] = k;
+	p->livekids++;
+	return 0;
+}
+
+/* The new extents nv[0..nn) (sorted, apart from each other and from every
+ * listed one) into obj's list: one merge, not an insert each (a pass
+ * brings tens of thousands of records into lists as long). */
+static int list_merge(struct objx *o, struct bfs_fetch_read **nv, size_t nn)
+{
+	struct bfs_fetch_read **v;
+	size_t i = 0, j = 0, k = 0;
+
+	if (!nn)
+		return 0;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	v = malloc((o->n + nn) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	while (i < o->n || j < nn) {
+		if (j == nn || (i < o->n && o->v[i]->off < nv[j]->off)) {
+			v[k++] = o->v[i++];
+		} else {
+			nv[j]->listed = true;
+			v[k++] = nv[j++];
+		}
+	}
+	free(o->v);
+	o->v = v;
+	o->n = o->cap = k;
+	return 0;
+}
+
+/* The extent for gap [a, b) of obj, wanted by t: a kid of pass read *p
+ * (made now when NULL) when the gap lies in span sp, else a read of its
+ * own (queued). Appended to nv; *made counts the reads made. On failure
+ * the extent is t's all the same (releasing t frees it). */
+static int gap_extent(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj, uint64_t a,
+		      uint64_t b, const struct bfs_fetch_range *sp, struct bfs_fetch_read **p,
+		      struct bfs_fetch_read **nv, size_t *nn, uint64_t *made)
+{
+	struct bfs_fetch_read *x = extent_new(f, obj, a, b - a, t->prio);
+
+	if (!x)
+		return -ENOMEM;
+	if (ticket_add(f, t, x) != 0) {
+		extent_free(f, x);
+		return -ENOMEM;
+	}
+	nv[(*nn)++] = x;
+	if (sp && !*p && !(*p = pass_find(f, obj, sp->off, sp->len))) {
+		*p = pass_new(f, obj, sp->off, sp->len, t->prio);
+		if (!*p)
+			return -ENOMEM;
+		(*made)++;
+	}
+	if (sp)
+		hurry(f, *p, t->prio); /* joined by a ticket that needs it sooner */
+	if (sp)
+		return kid_attach(*p, x);
+	if (queue_push(f, x) != 0)
+		return -ENOMEM;
+	f->st.pending++;
+	(*made)++;
+	return 0;
+}
+
+/* Whether bytes [pos, end) of o all lie in listed extents. */
+static bool all_listed(const struct objx *o, uint64_t pos, uint64_t end)
+{
+	for (size_t i = lower(o, pos); pos < end; i++) {
+		const struct bfs_fetch_read *x = i < o->n ? o->v[i] : NULL;
+
+		if (!x || x->off > pos || x->state == X_FAILED)
+			return false;
+		pos = x->off + x->len;
+	}
+	return true;
+}
+
+/* Room for one more in nv (of *cap). */
+static int nv_room(struct bfs_fetch_read ***nv, size_t nn, size_t *cap)
+{
+	struct bfs_fetch_read **v;
+
+	if (nn < *cap)
+		return 0;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	v = realloc(*nv, 2 * *cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	*nv = v;
+	*cap *= 2;
+	return 0;
+}
+
+/* Ranges r[0..n) of obj (sorted) into t, spans sp[0..nsp) of obj (sorted,
+ * apart): bytes held already are shared; the rest of a range in a span is
+ * a kid of that span's pass read (one per span), outside every span a read
+ * of its own (in pieces of at most a read and a half). New extents go into
+ * the list in one merge. */
+static int pass_object(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint32_t obj,
+		       const struct bfs_fetch_range *r, size_t n, const struct bfs_fetch_range *sp,
+		       size_t nsp, uint64_t *made)
+{
+	struct objx *o = &f->objs[obj];
+	uint64_t max = f->o.max_read, done_to = 0;
+	struct bfs_fetch_read **nv, *p = NULL;
+	size_t nn = 0, cap = 2 * n + 16, si = 0, psi = SIZE_MAX;
+	int rc = 0;
+
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+	nv = malloc(cap * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	for (size_t k = 0; k < n && !rc; k++) {
+		uint64_t cur = r[k].off > done_to ? r[k].off : done_to, end = r[k].off + r[k].len;
+		size_t i;
+
+		/* ranges that touch (records side by side) are one extent */
+		while (k + 1 < n && r[k + 1].off <= end) {
+			end = r[k + 1].off + r[k + 1].len > end ? r[k + 1].off + r[k + 1].len : end;
+			k++;
+		}
+		i = lower(o, cur);
+
+		while (cur < end && !rc) {
+			struct bfs_fetch_read *x = i < o->n ? o->v[i] : NULL;
+			const struct bfs_fetch_range *in = NULL;
+			uint64_t e;
+
+			if (x && x->off <= cur) {
+				if (x->state == X_FAILED) { /* tried again for a new ticket */
+					list_remove(f, x);
+					continue;
+				}
+				rc = ticket_add(f, t, x);
+				cur = x->off + x->len;
+				i++;
+				continue;
+			}
+			e = x && x->off < end ? x->off : end;
+			while (si < nsp && sp[si].off + sp[si].len <= cur)
+				si++;
+			if (si < nsp && sp[si].off <= cur) {
+				in = &sp[si];
+				e = e < in->off + in->len ? e : in->off + in->len;
+			} else {
+				if (si < nsp && sp[si].off < e)
+					e = sp[si].off;
+				if (e - cur > max + max / 2)
+					e = cur + max;
+			}
+			if (in && psi != si) {
+				p = NULL; /* the span's pass read, made with its first kid */
+				psi = si;
+			}
+			rc = nv_room(&nv, nn, &cap);
+			if (!rc)
+				rc = gap_extent(f, t, obj, cur, e, in, &p, nv, &nn, made);
+			cur = done_to = e;
+		}
+	}
+	if (!rc)
+		rc = list_merge(o, nv, nn);
+	free(nv);
+	return rc;
+}
+
+/* Bytes t would add for ranges r[0..n) (sorted): those not in a listed
+ * extent, each with its overhead (for the budget). */
+static uint64_t pass_adds(struct bfs_fetch *f, const struct bfs_fetch_range *r, size_t n)
+{
+	uint64_t add = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		const struct objx *o = r[k].obj < f->nobj ? &f->objs[r[k].obj] : NULL;
+
+		if (!o || !all_listed(o, r[k].off, r[k].off + r[k].len))
+			add += r[k].len + OVERHEAD;
+	}
+	return add;
+}
+
+int bfs_fetch_want_pass(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n,
+			const struct bfs_fetch_range *sp, size_t nsp, uint64_t prio, unsigned flags,
+			struct bfs_fetch_ticket **out)
+{
+	struct bfs_fetch_ticket *t = calloc(1, sizeof(*t));
+	uint64_t made = 0, pending0;
+	size_t m = 0, s0 = 0;
+	int rc = 0;
+
+	*out = NULL;
+	if (!t)
+		return -ENOMEM;
+	t->prio = prio;
+	for (size_t k = 0; k < n; k++)
+		if (r[k].len)
+			r[m++] = r[k];
+	sort_ranges(r, m);
+	pthread_mutex_lock(&f->lock);
+	if (!(flags & BFS_WANT_DEMAND) && f->st.buffered + pass_adds(f, r, m) > f->o.budget) {
+		f->st.refused++;
+		pthread_mutex_unlock(&f->lock);
+		free(t);
+		return -ENOSPC;
+	}
+	t->id = ++f->ticket_id;
+	pending0 = f->st.pending;
+	for (size_t a = 0, b; a < m && !rc; a = b) {
+		size_t s1;
+
+		for (b = a; b < m && r[b].obj == r[a].obj; b++)
+			;
+		while (s0 < nsp && sp[s0].obj < r[a].obj)
+			s0++;
+		for (s1 = s0; s1 < nsp && sp[s1].obj == r[a].obj; s1++)
+			;
+		rc = r[a].obj < f->nobj
+			     ? pass_object(f, t, r[a].obj, r + a, b - a, sp + s0, s1 - s0, &made)
+			     : -EINVAL;
+		s0 = s1;
+	}
+	if (rc) {
+		release_locked(f, t);
+		pthread_mutex_unlock(&f->lock);
+		return rc;
+	}
+	f->st.ranges += m;
+	f->st.merged += m > made ? m - made : 0;
 	for (uint64_t k = pending0; k < f->st.pending && k - pending0 < f->o.depth; k++)
 		pthread_cond_signal(&f->work);
 	pthread_mutex_unlock(&f->lock);
@@ -613,6 +1132,19 @@ void bfs_fetch_release(struct bfs_fetch *f, struct bfs_fetch_ticket *t)
 	pthread_mutex_lock(&f->lock);
 	release_locked(f, t);
 	pthread_mutex_unlock(&f->lock);
+}
+
+bool bfs_fetch_failed(struct bfs_fetch *f, const struct bfs_fetch_ticket *t)
+{
+	bool failed = false;
+
+	if (!t)
+		return false;
+	pthread_mutex_lock(&f->lock);
+	for (size_t k = 0; f->st.failed && k < t->n && !failed; k++)
+		failed = t->x[k]->state == X_FAILED;
+	pthread_mutex_unlock(&f->lock);
+	return failed;
 }
 
 bool bfs_fetch_has_room(struct bfs_fetch *f, uint64_t bytes)
@@ -776,8 +1308,13 @@ static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *m
  * (opts.max_inflight_bytes; one read always goes). */
 static bool bytes_full(const struct bfs_fetch *f)
 {
+	const struct bfs_fetch_read *h = f->heap[0];
+
+	if (h->pass && f->o.max_pass_inflight && f->pass_inflight &&
+	    f->pass_inflight + h->len > f->o.max_pass_inflight)
+		return true;
 	return f->o.max_inflight_bytes && f->inflight_bytes &&
-	       f->inflight_bytes + f->heap[0]->len > f->o.max_inflight_bytes;
+	       f->inflight_bytes + h->len > f->o.max_inflight_bytes;
 }
 
 /* bfs_fetch_take, entered with f->lock held; returns with it released. */
@@ -808,7 +1345,14 @@ static struct bfs_fetch_read *take_locked(struct bfs_fetch *f, bool block)
 			f->in_low++;
 		}
 		x->state = X_INFLIGHT;
+		x->t0 = now_ns();
 		f->inflight_bytes += x->len;
+		if (x->pass) { /* its buffer is counted while it is in flight */
+			f->pass_inflight += x->len;
+			f->st.buffered += x->len;
+			if (f->st.buffered > f->st.peak_buffered)
+				f->st.peak_buffered = f->st.buffered;
+		}
 		f->st.inflight++;
 		if (f->st.inflight > f->st.peak_inflight)
 			f->st.peak_inflight = f->st.inflight;
@@ -923,6 +1467,108 @@ void bfs_fetch_read_done(struct bfs_fetch_read *x, int64_t got, const char *msg)
 	complete(x, got, msg, false);
 }
 
+/* What a read of the source costs (bfs_fetch_cost), from one that brought
+ * len bytes in ns: a small one its latency, a large one the rate beyond. */
+static void measure(struct bfs_fetch *f, uint64_t len, uint64_t ns)
+{
+	if (len <= COST_SMALL) {
+		f->lat_ns = f->lat_ns ? (7 * f->lat_ns + ns) / 8 : ns;
+	} else if (len >= COST_LARGE && ns > f->lat_ns) {
+		double bw = (double)len * 1e9 / (double)(ns - f->lat_ns);
+
+		f->bw = f->bw > 0 ? 0.875 * f->bw + 0.125 * bw : bw;
+	}
+}
+
+/* The kids of pass read x (READY) get their bytes, copied out of its
+ * buffer into one slab (or FAILED for want of memory). */
+static void kids_fill(struct bfs_fetch_read *x)
+{
+	uint64_t bytes = 0, at = 0;
+	struct slab *sl;
+
+	for (size_t i = 0; i < x->nkids; i++)
+		if (x->kids[i])
+			bytes += x->kids[i]->len;
+	sl = malloc(sizeof(*sl) + (bytes ? bytes : 1));
+	if (sl)
+		sl->refs = 0;
+	for (size_t i = 0; i < x->nkids; i++) {
+		struct bfs_fetch_read *k = x->kids[i];
+
+		if (!k)
+			continue;
+		k->via = NULL;
+		if (!sl) {
+			k->state = X_FAILED;
+			k->err = -ENOMEM;
+			k->msg = strdup("out of memory for the records of a pass read");
+			continue;
+		}
+		k->buf = sl->data + at;
+		k->slab = sl;
+		sl->refs++;
+		memcpy(k->buf, x->buf + (k->off - x->off), k->len);
+		at += k->len;
+		k->state = X_READY;
+	}
+	if (sl && !sl->refs)
+		free(sl);
+}
+
+/* The end of pass read x under f->lock: its kids get their bytes (only
+ * theirs are kept), and it goes. One that failed is tried again once
+ * (unless the source retries itself), then its kids are read one by one:
+ * true when reads were queued. */
+static bool pass_done(struct bfs_fetch *f, struct bfs_fetch_read *x, int64_t got, bool local)
+{
+	bool ok = got >= 0 && (uint64_t)got == x->len, queued = false;
+
+	f->pass_inflight -= x->len;
+	f->st.buffered -= x->len; /* counted while in flight (take_locked) */
+	if (!ok && x->livekids && x->tries + 1 < TRIES && !f->o.source_retries && !f->stopping &&
+	    queue_push(f, x) == 0) {
+		x->tries++;
+		x->got = 0;
+		x->state = X_PENDING;
+		x->prio = BFS_FETCH_NOW;
+		f->st.retries++;
+		f->st.pending++;
+		pthread_cond_signal(&f->work);
+		return true;
+	}
+	if (ok && !local) {
+		f->st.pass_reads++;
+		f->st.pass_bytes += x->len;
+	} else if (!ok) {
+		f->st.failed++;
+	}
+	if (ok)
+		kids_fill(x);
+	for (size_t i = 0; i < x->nkids && !ok; i++) {
+		struct bfs_fetch_read *k = x->kids[i];
+
+		if (!k)
+			continue;
+		k->via = NULL;
+		if (!f->stopping && queue_push(f, k) == 0) {
+			f->st.pending++; /* the records read on their own */
+			queued = true;
+		} else {
+			k->state = X_FAILED;
+			k->err = got < 0 ? (int)got : -EIO;
+			k->msg = strdup(got < 0 ? strerror((int)-got) : "short pass read");
+		}
+	}
+	x->livekids = 0;
+	pthread_cond_broadcast(&f->done);
+	if (queued)
+		pthread_cond_broadcast(&f->work);
+	pass_unlist(f, x);
+	extent_free(f, x);
+	return queued;
+}
+
 /* The end of read x under f->lock (complete): x READY, FAILED or queued
  * again (true). */
 static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local)
@@ -932,7 +1578,7 @@ static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *m
 
 	f->st.inflight--;
 	f->inflight_bytes -= x->len;
-	if (f->o.max_inflight_bytes && f->nheap)
+	if ((f->o.max_inflight_bytes || f->o.max_pass_inflight) && f->nheap)
 		pthread_cond_signal(&f->work); /* room for a read held back by its bytes */
 	if (local) {
 		f->st.local++;
@@ -941,7 +1587,11 @@ static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *m
 		f->st.reads++;
 		if (got > 0)
 			f->st.bytes += (uint64_t)got;
+		if (got >= 0 && (uint64_t)got == x->len)
+			measure(f, x->len, now_ns() - x->t0);
 	}
+	if (x->pass)
+		return pass_done(f, x, got, local);
 	if (got >= 0 && (uint64_t)got == x->len) {
 		x->state = X_READY;
 	} else {
@@ -1513,11 +2163,15 @@ void bfs_fetch_free(struct bfs_fetch *f)
 	if (abandoned)
 		return; /* a read still in a source may write into its buffer and
 			 * end through f: all of it stays (the process is ending) */
+	for (size_t k = 0; k < f->nheap; k++) /* pass reads are in no list */
+		if (f->heap[k]->pass)
+			extent_free(f, f->heap[k]);
 	for (uint32_t i = 0; i < f->nobj; i++) {
 		struct objx *o = &f->objs[i];
 		for (size_t k = 0; k < o->n; k++)
 			extent_free(f, o->v[k]);
 		free(o->v);
+		free(o->pv);
 	}
 	free(f->objs);
 	free(f->heap);
@@ -1547,6 +2201,35 @@ const char *bfs_fetch_backend_reason(const struct bfs_fetch *f)
 uint64_t bfs_fetch_budget(const struct bfs_fetch *f)
 {
 	return f->o.budget;
+}
+
+void bfs_fetch_cost(struct bfs_fetch *f, uint64_t *lat_ns, double *bytes_per_s)
+{
+	pthread_mutex_lock(&f->lock);
+	*lat_ns = f->lat_ns;
+	*bytes_per_s = f->bw;
+	pthread_mutex_unlock(&f->lock);
+}
+
+bool bfs_fetch_held(struct bfs_fetch *f, uint32_t obj, uint64_t off, uint64_t len)
+{
+	return obj < f->nobj && f->src.has && f->src.has(f->src.ctx, obj, off, len);
+}
+
+uint64_t bfs_fetch_kept(struct bfs_fetch *f, uint32_t obj)
+{
+	uint64_t end;
+
+	if (obj >= f->nobj || !f->o.align)
+		return 0;
+	if (f->src.kept_at) /* the run kept from byte 0 */
+		return f->src.kept_at(f->src.ctx, obj, 0, &end) ? end : 0;
+	return f->src.aligned ? f->src.aligned(f->src.ctx, obj) : UINT64_MAX;
+}
+
+bool bfs_fetch_is_custom(const struct bfs_fetch *f)
+{
+	return f->be == &custom_ops;
 }
 
 unsigned bfs_fetch_depth(const struct bfs_fetch *f)

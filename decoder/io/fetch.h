@@ -91,6 +91,11 @@ struct bfs_fetch_source {
 	/* optional, with opts.align: only ranges starting below this offset
 	 * of object obj are widened (the part a local copy keeps); NULL: all */
 	uint64_t (*aligned)(void *ctx, uint32_t obj);
+	/* optional, with opts.align, in place of aligned: whether the byte at
+	 * off of obj is in what a local copy keeps (widened to whole blocks),
+	 * and *end the end of the run of bytes kept (or not) alike from it
+	 * (a multiple of align, or the object's size) */
+	bool (*kept_at)(void *ctx, uint32_t obj, uint64_t off, uint64_t *end);
 	/* optional, with opts.align: whether source.local holds all of
 	 * [off, off + len) of obj now, answered from memory without waiting
 	 * (false when unsure); called with the stage's lock held. Widened
@@ -119,6 +124,10 @@ struct bfs_fetch_opts {
 	 * object store's client): a read it fails is not tried again by the
 	 * stage (a new ticket still tries it again) */
 	bool source_retries;
+	/* bytes of pass reads in flight at most (their buffers are read whole
+	 * and then dropped but for the ranges kept); 0: no bound but the
+	 * others */
+	uint64_t max_pass_inflight;
 };
 
 struct bfs_fetch_range {
@@ -138,6 +147,7 @@ struct bfs_fetch_stats {
 	uint64_t retries, failed; /* reads retried; reads failed after their retry */
 	uint64_t dropped; /* reads never issued: their tickets went first */
 	uint64_t local, local_bytes; /* reads served by source.local instead */
+	uint64_t pass_reads, pass_bytes; /* of reads and bytes: pass reads' (bfs_fetch_want_pass) */
 	uint64_t refused; /* planned tickets refused for want of room */
 	const char *backend; /* "io_uring", "threads", ... */
 	const char *backend_reason; /* why (one line; lives as long as the stage) */
@@ -157,6 +167,7 @@ void bfs_fetch_stop(struct bfs_fetch *f);
 /* Flags of bfs_fetch_want. */
 #define BFS_WANT_DEMAND 1u /* a reader waits: taken whatever the budget */
 #define BFS_WANT_NO_GAPS 2u /* ranges share a read only where they touch */
+#define BFS_WANT_AS_ASKED 4u /* not widened to a local copy's blocks (opts.align) */
 
 /* A ticket on ranges r[0..n) (sorted here; r is modified). prio orders
  * its reads against others (smaller first). Without BFS_WANT_DEMAND,
@@ -164,6 +175,22 @@ void bfs_fetch_stop(struct bfs_fetch *f);
  * is valid. -ENOMEM. */
 int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uint64_t prio,
 		   unsigned flags, struct bfs_fetch_ticket **out);
+/* A ticket on ranges r[0..n) (sorted here; r is modified) read in a pass:
+ * the bytes of a range that lies in one of the spans sp[0..nsp) (sorted by
+ * object and offset, apart, each within one object) come from one read of
+ * that whole span, of which only the ranges' bytes are kept (the rest is
+ * read and dropped: records scattered over whole blocks, read at the
+ * source's bandwidth rather than a request each); a range outside every
+ * span is read as asked (BFS_WANT_AS_ASKED). Bytes held already are shared;
+ * a range that a span read holds is shared too, until that read ends (a
+ * later one reads it again). A pass read that fails is tried again once
+ * (unless the source retries), then its ranges are read one by one. Bytes
+ * of pass reads in flight: opts.max_pass_inflight. Without BFS_WANT_DEMAND,
+ * -ENOSPC when the ranges' new bytes do not fit the budget. -ENOMEM,
+ * -EINVAL. */
+int bfs_fetch_want_pass(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n,
+			const struct bfs_fetch_range *sp, size_t nsp, uint64_t prio, unsigned flags,
+			struct bfs_fetch_ticket **out);
 /* A ticket on every range that tickets src[0..n) hold (NULL ones
  * skipped), at prio: what a user needs while other holders may let go.
  * -ENOMEM. */
@@ -175,6 +202,9 @@ void bfs_fetch_hurry(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint64_t p
 /* Drop t: bytes no other ticket holds are freed, reads not issued for
  * them dropped. Accepts NULL. */
 void bfs_fetch_release(struct bfs_fetch *f, struct bfs_fetch_ticket *t);
+/* Whether a read of t failed (after its retry): a new ticket for those
+ * bytes tries them again, t never does. */
+bool bfs_fetch_failed(struct bfs_fetch *f, const struct bfs_fetch_ticket *t);
 /* Whether `bytes` more fit the budget now (for planning). */
 bool bfs_fetch_has_room(struct bfs_fetch *f, uint64_t bytes);
 
@@ -218,6 +248,18 @@ long bfs_fetch_fuse_max_background(int fd);
 unsigned bfs_fetch_depth(const struct bfs_fetch *f);
 /* The budget for planned tickets (opts.budget: readahead). */
 uint64_t bfs_fetch_budget(const struct bfs_fetch *f);
+/* What a read of the source costs, as measured on the reads so far: its
+ * latency (a small read's time, ns) and the bytes per second a large one
+ * brings beyond that; 0 for what was not measured yet. */
+void bfs_fetch_cost(struct bfs_fetch *f, uint64_t *lat_ns, double *bytes_per_s);
+/* Whether a local copy holds bytes [off, off + len) of obj now
+ * (source.has; false without one). */
+bool bfs_fetch_held(struct bfs_fetch *f, uint32_t obj, uint64_t off, uint64_t len);
+/* Bytes [0, end) of obj that a local copy keeps (read in whole blocks of
+ * opts.align; source.kept_at or aligned), 0 without one. */
+uint64_t bfs_fetch_kept(struct bfs_fetch *f, uint32_t obj);
+/* Whether the reads go to a custom backend (an object store's client). */
+bool bfs_fetch_is_custom(const struct bfs_fetch *f);
 
 /* ---- for custom backends ---- */
 void bfs_fetch_read_target(const struct bfs_fetch_read *r, uint32_t *obj, uint64_t *off,

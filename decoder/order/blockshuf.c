@@ -13,14 +13,28 @@
 
 #define GOLDEN 0x9E3779B97F4A7C15ull
 #define BLOCKS_TAG 0x626C6F636B73ull /* "blocks" */
+#define DEAL_TAG 0x6465616Cull /* "deal": keys the deal of blocks to partitions */
 #define FRAMING 16u /* length, its CRC, the data's CRC */
 #define RECENT 4 /* epoch orders kept */
+
+/* A partition's piece: records [first, end) of one block. */
+struct piece {
+	uint64_t first, end;
+};
 
 struct bfs_blocks {
 	uint64_t nrecords, nblocks, cap, window;
 	uint64_t seed_b; /* keys the block permutation; groups derive theirs */
 	uint64_t *start; /* [nblocks + 1] */
 	uint64_t block_size, open_bytes; /* while cutting */
+	uint64_t bytes; /* of every record, data + framing */
+	/* partitions (bfs_blocks_partition): P, the batch size that cuts an
+	 * epoch, its positions; with P > 1 the pieces, partition after
+	 * partition, and where each partition's start ([P + 1]); with P = 1
+	 * both NULL: the pieces are the blocks */
+	uint64_t nparts, batch_size, epoch_len, npieces;
+	struct piece *pieces;
+	uint64_t *part_off;
 	pthread_mutex_t lock;
 	struct bfs_block_order *recent[RECENT]; /* most recently made first */
 };
@@ -29,9 +43,12 @@ struct bfs_block_order {
 	atomic_uint refs;
 	uint64_t epoch;
 	const struct bfs_blocks *bl;
-	uint64_t ngroups;
-	uint64_t *blk; /* [nblocks]: the block at each position of the sequence */
-	uint64_t *cum; /* [nblocks + 1]: the epoch position where each starts */
+	/* [npieces]: the piece at each position of its partition's sequence
+	 * (partition q's at part_off[q] ...) */
+	uint64_t *blk;
+	/* [npieces + P]: partition q's position where each of its sequence's
+	 * pieces starts, and its end, at part_off[q] + q ... */
+	uint64_t *cum;
 };
 
 static int push_start(struct bfs_blocks *bl, uint64_t rec)
@@ -60,6 +77,7 @@ static int cut_one(struct bfs_blocks *bl, uint64_t rec, uint32_t len, bool first
 			return rc;
 	}
 	bl->open_bytes += bytes;
+	bl->bytes += bytes;
 	return 0;
 }
 
@@ -92,6 +110,9 @@ static int finish(struct bfs_blocks *bl, uint64_t n)
 	if (rc)
 		return rc;
 	bl->nblocks--;
+	bl->nparts = 1;
+	bl->epoch_len = n;
+	bl->npieces = bl->nblocks;
 	return 0;
 }
 
@@ -160,6 +181,8 @@ void bfs_blocks_free(struct bfs_blocks *bl)
 		bfs_block_order_put(bl->recent[i]);
 	pthread_mutex_destroy(&bl->lock);
 	free(bl->start);
+	free(bl->pieces);
+	free(bl->part_off);
 	free(bl);
 }
 
@@ -168,9 +191,154 @@ uint64_t bfs_blocks_count(const struct bfs_blocks *bl)
 	return bl->nblocks;
 }
 
+uint64_t bfs_blocks_window(const struct bfs_blocks *bl)
+{
+	return bl->window;
+}
+
 uint64_t bfs_blocks_start(const struct bfs_blocks *bl, uint64_t k)
 {
 	return bl->start[k < bl->nblocks ? k : bl->nblocks];
+}
+
+/* ------------------------------------------------------------ partitions */
+
+uint64_t bfs_blocks_nparts(const struct bfs_blocks *bl)
+{
+	return bl->nparts;
+}
+
+uint64_t bfs_blocks_epoch_len(const struct bfs_blocks *bl)
+{
+	return bl->epoch_len;
+}
+
+uint64_t bfs_blocks_npieces(const struct bfs_blocks *bl)
+{
+	return bl->npieces;
+}
+
+void bfs_blocks_piece(const struct bfs_blocks *bl, uint64_t k, uint64_t *first, uint64_t *end)
+{
+	if (bl->pieces) {
+		*first = bl->pieces[k].first;
+		*end = bl->pieces[k].end;
+	} else {
+		*first = bl->start[k];
+		*end = bl->start[k + 1];
+	}
+}
+
+void bfs_blocks_part_pieces(const struct bfs_blocks *bl, uint64_t q, uint64_t *k0, uint64_t *k1)
+{
+	if (bl->part_off) {
+		*k0 = bl->part_off[q];
+		*k1 = bl->part_off[q + 1];
+	} else {
+		*k0 = 0;
+		*k1 = bl->nblocks;
+	}
+}
+
+/* The first dealt record of partition q: floor(q * n / P). */
+static uint64_t part_bound(uint64_t q, uint64_t n, uint64_t parts)
+{
+	return (uint64_t)((unsigned __int128)q * n / parts);
+}
+
+uint64_t bfs_blocks_part_records(const struct bfs_blocks *bl, uint64_t q)
+{
+	return part_bound(q + 1, bl->nrecords, bl->nparts) -
+	       part_bound(q, bl->nrecords, bl->nparts);
+}
+
+uint64_t bfs_blocks_auto_partitions(const struct bfs_blocks *bl, uint64_t batch_size)
+{
+	uint64_t p = 1;
+
+	while (p * 2 <= BFS_MAX_PARTITIONS && bl->nblocks / (p * 2) >= bl->window && batch_size &&
+	       bl->nrecords / (p * 2) / batch_size >= BFS_AUTO_PART_BATCHES &&
+	       bl->bytes / (p * 2) >= BFS_AUTO_PART_BYTES)
+		p *= 2;
+	return p;
+}
+
+static int piece_cmp(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+/* The deal (docs/shuffle.md, section 5.1): the blocks in the order of a
+ * permutation keyed by the seed alone, their records end to end, cut into
+ * P runs of floor(n / P) or one more; a block cut between two runs gives
+ * each its piece. Runs come in partition order, so the pieces do too. */
+static void deal(struct bfs_blocks *bl, uint64_t parts)
+{
+	uint64_t n = bl->nrecords, dealt = 0, q = 0, np = 0;
+	uint64_t next = part_bound(1, n, parts); /* where partition q + 1 starts */
+	struct bfs_feistel d;
+
+	bfs_feistel_init(&d, bl->nblocks, bfs_mix64(bl->seed_b ^ DEAL_TAG), 0, 1);
+	bl->part_off[0] = 0;
+	for (uint64_t i = 0; i < bl->nblocks; i++) {
+		uint64_t b = bfs_feistel_apply(&d, i);
+		uint64_t lo = bl->start[b], hi = bl->start[b + 1];
+
+		while (lo < hi) {
+			uint64_t take;
+
+			while (dealt >= next && q + 1 < parts) {
+				bl->part_off[++q] = np;
+				next = part_bound(q + 1, n, parts);
+			}
+			take = hi - lo < next - dealt || q + 1 == parts ? hi - lo : next - dealt;
+			bl->pieces[np++] = (struct piece){ lo, lo + take };
+			lo += take;
+			dealt += take;
+		}
+	}
+	while (q < parts)
+		bl->part_off[++q] = np;
+	bl->npieces = np;
+	for (q = 0; q < parts; q++)
+		qsort(bl->pieces + bl->part_off[q], bl->part_off[q + 1] - bl->part_off[q],
+		      sizeof(*bl->pieces), piece_cmp);
+}
+
+int bfs_blocks_partition(struct bfs_blocks *bl, uint64_t nparts, uint64_t batch_size)
+{
+	uint64_t each;
+
+	if (nparts == 0 || nparts > BFS_MAX_PARTITIONS)
+		return bfs_err_set(-EINVAL, "partitions=%llu: need 1 to %llu",
+				   (unsigned long long)nparts,
+				   (unsigned long long)BFS_MAX_PARTITIONS);
+	if (nparts == 1 || bl->nparts != 1)
+		return 0;
+	each = bl->nrecords / nparts;
+	if (batch_size == 0 || each < batch_size)
+		return bfs_err_set(
+			-EINVAL,
+			"partitions=%llu: a partition would hold %llu records, fewer than "
+			"a batch (batch_size=%llu): fewer partitions, or a smaller batch",
+			(unsigned long long)nparts, (unsigned long long)each,
+			(unsigned long long)batch_size);
+	bl->pieces = malloc((bl->nblocks + nparts) * sizeof(*bl->pieces));
+	bl->part_off = malloc((nparts + 1) * sizeof(*bl->part_off));
+	if (!bl->pieces || !bl->part_off) {
+		free(bl->pieces);
+		free(bl->part_off);
+		bl->pieces = NULL;
+		bl->part_off = NULL;
+		return -ENOMEM;
+	}
+	deal(bl, nparts);
+	bl->nparts = nparts;
+	bl->batch_size = batch_size;
+	bl->epoch_len = nparts * (each / batch_size) * batch_size;
+	return 0;
 }
 
 /* ------------------------------------------------------------ the order */
@@ -188,16 +356,30 @@ void bfs_block_order_put(struct bfs_block_order *o)
 		order_free(o);
 }
 
+/* Partition q's key: the blocks' own for partition 0 (so that P = 1 is
+ * section 5's order), mixed with q for the others. */
+static uint64_t part_seed(const struct bfs_blocks *bl, uint64_t q)
+{
+	return bl->seed_b ^ bfs_mix64(q);
+}
+
+static uint64_t piece_len(const struct bfs_blocks *bl, uint64_t k)
+{
+	uint64_t first, end;
+
+	bfs_blocks_piece(bl, k, &first, &end);
+	return end - first;
+}
+
 static int order_new(struct bfs_block_order **out, const struct bfs_blocks *bl, uint64_t epoch)
 {
 	struct bfs_block_order *o = calloc(1, sizeof(*o));
-	uint64_t nb = bl->nblocks;
-	struct bfs_feistel p;
+	uint64_t np = bl->npieces;
 
 	if (!o)
 		return -ENOMEM;
-	o->blk = malloc((nb ? nb : 1) * sizeof(*o->blk));
-	o->cum = malloc((nb + 1) * sizeof(*o->cum));
+	o->blk = malloc((np ? np : 1) * sizeof(*o->blk));
+	o->cum = malloc((np + bl->nparts) * sizeof(*o->cum));
 	if (!o->blk || !o->cum) {
 		order_free(o);
 		return -ENOMEM;
@@ -205,13 +387,19 @@ static int order_new(struct bfs_block_order **out, const struct bfs_blocks *bl, 
 	atomic_init(&o->refs, 1);
 	o->epoch = epoch;
 	o->bl = bl;
-	o->ngroups = (nb + bl->window - 1) / bl->window;
-	bfs_feistel_init(&p, nb, bl->seed_b, epoch, 1);
-	o->cum[0] = 0;
-	for (uint64_t i = 0; i < nb; i++) {
-		uint64_t k = bfs_feistel_apply(&p, i);
-		o->blk[i] = k;
-		o->cum[i + 1] = o->cum[i] + (bl->start[k + 1] - bl->start[k]);
+	for (uint64_t q = 0; q < bl->nparts; q++) {
+		uint64_t k0, k1, *blk, *cum;
+		struct bfs_feistel p;
+
+		bfs_blocks_part_pieces(bl, q, &k0, &k1);
+		blk = o->blk + k0;
+		cum = o->cum + k0 + q;
+		bfs_feistel_init(&p, k1 - k0, part_seed(bl, q), epoch, 1);
+		cum[0] = 0;
+		for (uint64_t i = 0; i < k1 - k0; i++) {
+			blk[i] = k0 + bfs_feistel_apply(&p, i);
+			cum[i + 1] = cum[i] + piece_len(bl, blk[i]);
+		}
 	}
 	*out = o;
 	return 0;
@@ -249,27 +437,47 @@ int bfs_block_order_get(struct bfs_block_order **out, struct bfs_blocks *bl, uin
 	return 0;
 }
 
-/* Group g: the sequence positions [*i0, *i1) of its blocks, and the
- * permutation of its records keyed for (seed, epoch, g). */
-static void group_at(const struct bfs_block_order *o, uint64_t g, uint64_t *i0, uint64_t *i1,
-		     struct bfs_feistel *p)
-{
-	const struct bfs_blocks *bl = o->bl;
+/* Partition q of an order: its sequence of pieces, the positions where
+ * they start (n + 1 of them), and their count. */
+struct part {
+	const uint64_t *blk, *cum;
+	uint64_t n, q;
+};
 
-	*i0 = g * bl->window;
-	*i1 = bl->nblocks - *i0 < bl->window ? bl->nblocks : *i0 + bl->window;
-	bfs_feistel_init(p, o->cum[*i1] - o->cum[*i0], bfs_mix64(bl->seed_b + GOLDEN * (g + 1)),
-			 o->epoch, 1);
+static struct part part_of(const struct bfs_block_order *o, uint64_t q)
+{
+	uint64_t k0, k1;
+
+	bfs_blocks_part_pieces(o->bl, q, &k0, &k1);
+	return (struct part){ o->blk + k0, o->cum + k0 + q, k1 - k0, q };
 }
 
-/* The group holding epoch position pos: the last g with cum[g*W] <= pos. */
-static uint64_t group_of(const struct bfs_block_order *o, uint64_t pos)
+/* Group g of partition pt: the sequence positions [*i0, *i1) of its
+ * pieces, and the permutation of its records keyed for (seed, epoch, q, g). */
+static void group_at(const struct bfs_block_order *o, const struct part *pt, uint64_t g,
+		     uint64_t *i0, uint64_t *i1, struct bfs_feistel *p)
 {
-	uint64_t lo = 0, hi = o->ngroups, w = o->bl->window;
+	uint64_t w = o->bl->window;
+
+	*i0 = g * w;
+	*i1 = pt->n - *i0 < w ? pt->n : *i0 + w;
+	bfs_feistel_init(p, pt->cum[*i1] - pt->cum[*i0],
+			 bfs_mix64(part_seed(o->bl, pt->q) + GOLDEN * (g + 1)), o->epoch, 1);
+}
+
+static uint64_t ngroups_of(const struct bfs_block_order *o, const struct part *pt)
+{
+	return (pt->n + o->bl->window - 1) / o->bl->window;
+}
+
+/* The group holding partition position u: the last g with cum[g*W] <= u. */
+static uint64_t group_of(const struct bfs_block_order *o, const struct part *pt, uint64_t u)
+{
+	uint64_t lo = 0, hi = ngroups_of(o, pt), w = o->bl->window;
 
 	while (hi - lo > 1) {
 		uint64_t mid = lo + (hi - lo) / 2;
-		if (o->cum[mid * w] <= pos)
+		if (pt->cum[mid * w] <= u)
 			lo = mid;
 		else
 			hi = mid;
@@ -277,50 +485,78 @@ static uint64_t group_of(const struct bfs_block_order *o, uint64_t pos)
 	return lo;
 }
 
-/* The record at epoch position e, which lies in sequence positions [i0, i1). */
-static uint64_t record_at(const struct bfs_block_order *o, uint64_t i0, uint64_t i1, uint64_t e)
+/* The record at partition position e, which lies in sequence positions
+ * [i0, i1). */
+static uint64_t record_at(const struct bfs_block_order *o, const struct part *pt, uint64_t i0,
+			  uint64_t i1, uint64_t e)
 {
+	uint64_t first, end;
+
 	while (i1 - i0 > 1) {
 		uint64_t mid = i0 + (i1 - i0) / 2;
-		if (o->cum[mid] <= e)
+		if (pt->cum[mid] <= e)
 			i0 = mid;
 		else
 			i1 = mid;
 	}
-	return o->bl->start[o->blk[i0]] + (e - o->cum[i0]);
+	bfs_blocks_piece(o->bl, pt->blk[i0], &first, &end);
+	return first + (e - pt->cum[i0]);
 }
 
-uint64_t bfs_block_order_ngroups(const struct bfs_block_order *o)
+void bfs_block_order_locate(const struct bfs_block_order *o, uint64_t pos, uint64_t *q, uint64_t *u)
 {
-	return o->ngroups;
+	const struct bfs_blocks *bl = o->bl;
+	uint64_t g;
+
+	if (bl->nparts == 1) {
+		*q = 0;
+		*u = pos;
+		return;
+	}
+	g = pos / bl->batch_size;
+	*q = g % bl->nparts;
+	*u = g / bl->nparts * bl->batch_size + pos % bl->batch_size;
 }
 
-uint64_t bfs_block_order_group_of(const struct bfs_block_order *o, uint64_t pos)
+uint64_t bfs_block_order_ngroups(const struct bfs_block_order *o, uint64_t q)
 {
-	return group_of(o, pos);
+	struct part pt = part_of(o, q);
+
+	return ngroups_of(o, &pt);
 }
 
-void bfs_block_order_group(const struct bfs_block_order *o, uint64_t g, uint64_t *p0, uint64_t *p1,
-			   const uint64_t **blocks, uint64_t *nb)
+uint64_t bfs_block_order_group_of(const struct bfs_block_order *o, uint64_t q, uint64_t u)
 {
+	struct part pt = part_of(o, q);
+
+	return group_of(o, &pt, u);
+}
+
+void bfs_block_order_group(const struct bfs_block_order *o, uint64_t q, uint64_t g, uint64_t *u0,
+			   uint64_t *u1, const uint64_t **pieces, uint64_t *n)
+{
+	struct part pt = part_of(o, q);
 	uint64_t i0 = g * o->bl->window, i1 = i0 + o->bl->window;
 
-	if (i1 > o->bl->nblocks)
-		i1 = o->bl->nblocks;
-	*p0 = o->cum[i0];
-	*p1 = o->cum[i1];
-	*blocks = o->blk + i0;
-	*nb = i1 - i0;
+	if (i1 > pt.n)
+		i1 = pt.n;
+	*u0 = pt.cum[i0];
+	*u1 = pt.cum[i1];
+	*pieces = pt.blk + i0;
+	*n = i1 - i0;
 }
 
 uint64_t bfs_block_order_apply(const struct bfs_block_order *o, uint64_t pos)
 {
-	uint64_t i0, i1, first;
+	uint64_t q, u, i0, i1, first;
 	struct bfs_feistel p;
+	struct part pt;
 
-	group_at(o, group_of(o, pos), &i0, &i1, &p);
-	first = o->cum[i0];
-	return record_at(o, i0, i1, first + bfs_feistel_apply(&p, pos - first));
+	bfs_block_order_locate(o, pos, &q, &u);
+	pt = part_of(o, q);
+	group_at(o, &pt, group_of(o, &pt, u), &i0, &i1, &p);
+	first = pt.cum[i0];
+	return record_at(o, &pt, i0, i1, first + bfs_feistel_apply(&p, u - first));
 }
 
 void bfs_block_order_apply_many(const struct bfs_block_order *o, const uint64_t *pos, size_t n,
@@ -331,18 +567,28 @@ void bfs_block_order_apply_many(const struct bfs_block_order *o, const uint64_t 
 	/* runs of positions in one group share its key set-up and take the
 	 * Feistel permutation many at a time */
 	while (k < n) {
-		uint64_t i0, i1, first, end;
+		uint64_t q, u, i0, i1, first, end;
 		struct bfs_feistel p;
+		struct part pt;
 		size_t j = k;
 
-		group_at(o, group_of(o, pos[k]), &i0, &i1, &p);
-		first = o->cum[i0];
-		end = o->cum[i1];
-		for (; j < n && pos[j] >= first && pos[j] < end; j++)
-			out[j] = pos[j] - first;
+		bfs_block_order_locate(o, pos[k], &q, &u);
+		pt = part_of(o, q);
+		group_at(o, &pt, group_of(o, &pt, u), &i0, &i1, &p);
+		first = pt.cum[i0];
+		end = pt.cum[i1];
+		out[j++] = u - first;
+		for (; j < n; j++) {
+			uint64_t qj, uj;
+
+			bfs_block_order_locate(o, pos[j], &qj, &uj);
+			if (qj != q || uj < first || uj >= end)
+				break;
+			out[j] = uj - first;
+		}
 		bfs_feistel_apply_many(&p, out + k, j - k, out + k, true);
 		for (size_t t = k; t < j; t++)
-			out[t] = record_at(o, i0, i1, first + out[t]);
+			out[t] = record_at(o, &pt, i0, i1, first + out[t]);
 		k = j;
 	}
 }

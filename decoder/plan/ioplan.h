@@ -43,6 +43,15 @@
 struct bfs_ioplan;
 struct bfs_ioplan_hold; /* what a build holds while it reads */
 
+/* How the global shuffle's windows read their records (io_plan=): as the
+ * source's measured cost says, or always one way (for measurements;
+ * stats.json's io_plan_reason then says "asked for"). */
+enum bfs_ioplan_mode {
+	BFS_IOPLAN_AUTO = 0,
+	BFS_IOPLAN_PASSES, /* passes over the whole blocks wherever readahead allows */
+	BFS_IOPLAN_RANGES, /* ranged reads of the records, no block read whole */
+};
+
 struct bfs_ioplan_stats {
 	uint64_t planned; /* units planned ahead */
 	uint64_t claimed; /* builds that found their unit planned */
@@ -51,6 +60,11 @@ struct bfs_ioplan_stats {
 	uint64_t groups; /* block groups fetched */
 	uint64_t streams; /* streams now */
 	uint64_t held, held_bytes; /* plans held now, and their records' bytes */
+	/* global shuffle: windows made, and those read in passes over whole
+	 * blocks; the last one's choice and why */
+	uint64_t windows, passes;
+	char plan[32];
+	char reason[400];
 };
 
 /* Plans for the batchers b[0..nranks) (rank folders share one base; b[0]
@@ -67,6 +81,8 @@ int bfs_ioplan_new(struct bfs_ioplan **out, struct bfs_fetch *f, const struct bf
 		   uint64_t epochs);
 /* Stops the thread and releases every plan. Accepts NULL. */
 void bfs_ioplan_free(struct bfs_ioplan *p);
+/* The windows made from now on read as m says (BFS_IOPLAN_AUTO at first). */
+void bfs_ioplan_set_mode(struct bfs_ioplan *p, enum bfs_ioplan_mode m);
 
 /* The build of (rank, epoch, unit) (a batch, or a chunk with BFS_CHUNK
  * set), reading records recs[0..n), starts: its stream moves there and
@@ -79,6 +95,19 @@ void bfs_ioplan_free(struct bfs_ioplan *p);
 struct bfs_ioplan_hold *bfs_ioplan_claim(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch,
 					 uint64_t unit, const uint64_t *recs, size_t n);
 void bfs_ioplan_done(struct bfs_ioplan *p, struct bfs_ioplan_hold *h); /* accepts NULL */
+
+/* Whether a build of (rank, epoch, unit) would find its records' bytes
+ * planned now. Under block shuffle, whether the groups it reads from are
+ * held (a stream asked for them): the decoded-batch prefetch builds only
+ * such units, since a build elsewhere reads its records one by one (and
+ * a prefetch far ahead of the groups held turned into record reads for
+ * most of an epoch). True otherwise (global shuffle, a stream planning
+ * unit by unit, a rank no stream reads yet). */
+bool bfs_ioplan_ready(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit);
+/* A reader read (rank, epoch, unit), built or not: under block shuffle its
+ * stream holds the groups around the reader's unit (the prefetch builds
+ * ahead of it within them). */
+void bfs_ioplan_note_read(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit);
 
 /* The source ranges of records recs[0..n): r[0..*m) (r has room for n).
  * Records of shards that are not read through the stage are left out. */

@@ -367,6 +367,11 @@ void bfs_shard_close(struct bfs_shard *s)
 		atomic_fetch_sub(&nmapped, 1);
 	}
 	bfs_shard_close(s->shadow);
+	for (struct bfs_shard *v = s->retired, *next; v; v = next) {
+		next = v->retired;
+		v->retired = NULL;
+		bfs_shard_close(v);
+	}
 	if (s->io)
 		s->io->close(s->io_obj);
 	else
@@ -406,6 +411,16 @@ uint64_t bfs_shard_nrecords(const struct bfs_shard *s)
 const struct bfs_index *bfs_shard_get_index(const struct bfs_shard *s)
 {
 	return s->ix && s->ix->dir ? s->ix : NULL;
+}
+
+uint64_t bfs_shard_record_offset(const struct bfs_shard *s, uint64_t i)
+{
+	return i <= s->nlocs && s->ix && s->ix->dir ? bfs_index_offset(s->ix, i) : 0;
+}
+
+uint32_t bfs_shard_record_len(const struct bfs_shard *s, uint64_t i)
+{
+	return i < s->nlocs ? bfs_index_len(s->ix, i) : 0;
 }
 
 uint32_t bfs_shard_max_len(const struct bfs_shard *s)
@@ -473,13 +488,23 @@ bool bfs_shard_span(const struct bfs_shard *s, uint64_t i, uint64_t j, uint64_t 
 }
 
 /* Bytes [off, off + n) of the shard (pinned): from its I/O stage when it
- * holds them, else read. Bytes read or a negative errno. */
+ * holds them, else asked of it now (so that they come through it and its
+ * disk cache, not past both: a compressed shard's input, read in chunks
+ * that no plan need hold whole), else read. Bytes read or a negative
+ * errno. */
 ssize_t bfs_shard_src_pread(const struct bfs_shard *s, void *buf, size_t n, uint64_t off)
 {
 	if (s->fetch) {
 		struct iovec v = { buf, n };
+		struct bfs_fetch_range r = { s->fetch_id, off, n };
+		struct bfs_fetch_ticket *t = NULL;
 		int rc = bfs_fetch_copyv(s->fetch, s->fetch_id, off, &v, 1);
 
+		if (rc == -ENODATA &&
+		    bfs_fetch_want(s->fetch, &r, 1, BFS_FETCH_NOW, BFS_WANT_DEMAND, &t) == 0) {
+			rc = bfs_fetch_copyv(s->fetch, s->fetch_id, off, &v, 1);
+			bfs_fetch_release(s->fetch, t);
+		}
 		if (rc == 0)
 			return (ssize_t)n;
 		if (rc != -ENODATA)
@@ -634,9 +659,25 @@ bool bfs_shard_promote(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_f
 
 	if (atomic_load(&s->shadow))
 		return false;
-	s->shadow_fail = fn;
-	s->shadow_ctx = ctx;
+	/* again after a demotion: the same ones, which a failing read may be
+	 * reading (left unwritten) */
+	if (s->shadow_fail != fn || s->shadow_ctx != ctx) {
+		s->shadow_fail = fn;
+		s->shadow_ctx = ctx;
+	}
 	return atomic_compare_exchange_strong(&s->shadow, &none, view);
+}
+
+void bfs_shard_demote(struct bfs_shard *s)
+{
+	struct bfs_shard *view = atomic_exchange(&s->shadow, NULL), *top;
+
+	if (!view)
+		return;
+	top = atomic_load(&s->retired);
+	do
+		view->retired = top;
+	while (!atomic_compare_exchange_weak(&s->retired, &top, view));
 }
 
 void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,

@@ -110,7 +110,10 @@ bool bfs_shard_cut(const struct bfs_shard *s);
  * Borrowed; its inline accessors are the fast path for many lookups. */
 uint64_t bfs_shard_nrecords(const struct bfs_shard *s);
 const struct bfs_index *bfs_shard_get_index(const struct bfs_shard *s);
-/* Records' offsets, lengths and seek points: the index's (index.h). */
+/* Offset of record i (i == nrecords: the end of the last one), 0 out of range. */
+uint64_t bfs_shard_record_offset(const struct bfs_shard *s, uint64_t i);
+uint32_t bfs_shard_record_len(const struct bfs_shard *s, uint64_t i); /* 0 out of range */
+/* Seek points: the index's (index.h). */
 uint32_t bfs_shard_max_len(const struct bfs_shard *s);
 
 /* Install an index (built, or loaded from a cache): finishes it and takes
@@ -205,7 +208,9 @@ uint64_t bfs_shard_stream_size(const struct bfs_shard *s);
 /* -EINVAL when the file is shorter than that stream or path is relative. */
 int bfs_shard_open_view(struct bfs_shard **out, const char *path, int fd,
 			const struct bfs_shard *of);
-typedef void (*bfs_shadow_fail_fn)(void *ctx, const struct bfs_shard *s, const char *msg);
+/* fn(ctx, s, i, msg): the view failed record i of s (which s gave). */
+typedef void (*bfs_shadow_fail_fn)(void *ctx, const struct bfs_shard *s, uint64_t i,
+				   const char *msg);
 void bfs_shard_set_shadow(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
 			  void *ctx);
 bool bfs_shard_has_shadow(const struct bfs_shard *s);
@@ -217,5 +222,10 @@ void bfs_shard_shadow_served(const struct bfs_shard *s, uint64_t *records, uint6
  * one promotion can win; fn and ctx must then stay valid. */
 bool bfs_shard_promote(struct bfs_shard *s, struct bfs_shard *view, bfs_shadow_fail_fn fn,
 		       void *ctx);
+/* While reads run: the view bfs_shard_promote set stops serving them (they
+ * go to s, and its I/O stage, again) until a view is promoted again. It
+ * is freed with s, a read being perhaps still in it. Nothing when s has no
+ * view. */
+void bfs_shard_demote(struct bfs_shard *s);
 
 #endif

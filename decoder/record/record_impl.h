@@ -52,6 +52,9 @@ struct bfs_shard {
 	struct bfs_shard *_Atomic shadow;
 	bfs_shadow_fail_fn shadow_fail;
 	void *shadow_ctx;
+	/* views demoted (bfs_shard_demote), chained by this same field of
+	 * each: freed with the shard, as a read may still be in one */
+	struct bfs_shard *_Atomic retired;
 	bool ix_borrowed; /* a view: ix belongs to the shard it shadows */
 	bool remote; /* on a network or FUSE filesystem, or not a file: never mapped */
 	/* a shard that is not a local file (an object in a bucket): its bytes

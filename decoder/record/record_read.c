@@ -148,6 +148,24 @@ static int read_staged(struct bfs_shard *s, uint64_t i, const struct bfs_record_
 	return bfs_record_check_frame(i, loc, hdr, dst, foot, verify);
 }
 
+/* Record i of a shard read through the I/O stage that the stage does not
+ * hold: asked for now (see take_through_stage), then read from it;
+ * -ENODATA when it still cannot give it. */
+static int staged_now(struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc,
+		      uint8_t *dst, bool verify)
+{
+	struct bfs_fetch_range r = { s->fetch_id, loc->offset,
+				     HDR_LEN + (uint64_t)loc->len + FOOT_LEN };
+	struct bfs_fetch_ticket *t = NULL;
+	int err;
+
+	if (bfs_fetch_want(s->fetch, &r, 1, BFS_FETCH_NOW, BFS_WANT_DEMAND, &t) != 0)
+		return -ENODATA;
+	err = read_staged(s, i, loc, dst, verify);
+	bfs_fetch_release(s->fetch, t);
+	return err;
+}
+
 static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_loc *loc,
 		      uint8_t *dst, bool verify)
 {
@@ -162,6 +180,8 @@ static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_l
 	int err;
 
 	if (s->fetch && (err = read_staged(s, i, loc, dst, verify)) != -ENODATA)
+		return err;
+	if (s->fetch && (err = staged_now(s, i, loc, dst, verify)) != -ENODATA)
 		return err;
 	if (mapped(s, loc)) {
 		err = map_copy(s, i, loc, hdr, dst, foot);
@@ -210,9 +230,9 @@ static int read_plain(struct bfs_shard *s, uint64_t i, const struct bfs_record_l
  * (the copy is ours, not the user's data: a bad byte in it must not reach a
  * batch). Returns 0, or the shadow's error with its message in *msg
  * (malloc'd, or NULL): the caller then reads the compressed shard. */
-static int shadow_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, char **msg)
+static int shadow_read(struct bfs_shard *view, uint64_t i, uint8_t *dst, size_t dst_cap, char **msg)
 {
-	int err = bfs_shard_read(s->shadow, i, dst, dst_cap, true);
+	int err = bfs_shard_read(view, i, dst, dst_cap, true);
 
 	*msg = err ? strdup(bfs_err_msg()) : NULL;
 	return err;
@@ -225,11 +245,14 @@ static void shadow_count(struct bfs_shard *s, uint64_t n, uint64_t bytes)
 	atomic_fetch_add_explicit(&s->shadow_bytes, bytes, memory_order_relaxed);
 }
 
-/* The shadow failed a record the compressed shard gave: the copy is bad. */
-static void shadow_failed(struct bfs_shard *s, const char *msg)
+/* The shadow `view` failed record i, which the shard itself gave: the copy
+ * is bad. Said only while view is still the shard's: one demoted meanwhile
+ * (bfs_shard_demote) is old news, and its successor checked. */
+static void shadow_failed(struct bfs_shard *s, const struct bfs_shard *view, uint64_t i,
+			  const char *msg)
 {
-	if (s->shadow_fail)
-		s->shadow_fail(s->shadow_ctx, s, msg ? msg : "read failed");
+	if (s->shadow_fail && atomic_load(&s->shadow) == view)
+		s->shadow_fail(s->shadow_ctx, s, i, msg ? msg : "read failed");
 }
 
 /* bfs_shard_read with the descriptor pinned. */
@@ -254,10 +277,12 @@ static int read_one(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_ca
 
 int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap, bool verify)
 {
+	/* read once: a view may be demoted (bfs_shard_demote) meanwhile */
+	struct bfs_shard *view = atomic_load(&s->shadow);
 	char *smsg = NULL;
 	int err;
 
-	if (s->shadow && shadow_read(s, i, dst, dst_cap, &smsg) == 0) {
+	if (view && shadow_read(view, i, dst, dst_cap, &smsg) == 0) {
 		shadow_count(s, 1, loc_of(s, i).len);
 		return 0;
 	}
@@ -265,8 +290,8 @@ int bfs_shard_read(struct bfs_shard *s, uint64_t i, uint8_t *dst, size_t dst_cap
 	if (!err) {
 		err = read_one(s, i, dst, dst_cap, verify);
 		bfs_shard_unpin(s);
-		if (!err && s->shadow)
-			shadow_failed(s, smsg);
+		if (!err && view)
+			shadow_failed(s, view, i, smsg);
 	}
 	free(smsg);
 	return err;
@@ -282,11 +307,13 @@ static void read_many_plain_or_z(struct bfs_shard *s, const uint64_t *idx, size_
 void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uint8_t *const *dst,
 			 bool verify, int *errs, char **msgs)
 {
+	struct bfs_shard *view = atomic_load(&s->shadow); /* once: see bfs_shard_read */
+
 	for (size_t k = 0; k < n; k++) {
 		errs[k] = 0;
 		msgs[k] = NULL;
 	}
-	if (s->shadow && n) {
+	if (view && n) {
 		/* what the shadow cannot give comes from the shard itself (one
 		 * allocation: the records to redo and their arguments) */
 		size_t one = sizeof(uint8_t *) + 2 * sizeof(char *) + sizeof(uint64_t) +
@@ -303,7 +330,7 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
 			size_t nredo = 0;
 			uint64_t bytes = 0;
 
-			bfs_shard_read_many(s->shadow, idx, n, dst, true, errs, msgs);
+			bfs_shard_read_many(view, idx, n, dst, true, errs, msgs);
 			for (size_t k = 0; k < n; k++) {
 				if (!errs[k]) {
 					bytes += loc_of(s, idx[k]).len;
@@ -325,7 +352,7 @@ void bfs_shard_read_many(struct bfs_shard *s, const uint64_t *idx, size_t n, uin
 				errs[redo[j]] = re[j];
 				msgs[redo[j]] = rm[j];
 				if (!re[j])
-					shadow_failed(s, sm[j]);
+					shadow_failed(s, view, ri[j], sm[j]);
 				free(sm[j]);
 			}
 			free(mem);
@@ -403,6 +430,41 @@ static bool read_run(struct bfs_shard *s, const struct pending *p, size_t m, uin
 	}
 	got = bfs_shard_preadv(s, v, (int)nv, p[0].off);
 	return got >= 0 && (uint64_t)got == want;
+}
+
+/* Records p[0..np) of a shard read through the I/O stage that it does not
+ * hold (no plan had them: one made while the shard was read from a local
+ * copy, since demoted; a build without a plan): asked for now, at the head
+ * of its queue, so that they come through the stage and its disk cache
+ * rather than from the source past both (every epoch, for a copy found
+ * bad). Those the stage then gives are read (checked) and taken out of p;
+ * the others stay for read_runs. */
+static void take_through_stage(struct bfs_shard *s, const uint64_t *idx, struct pending *p,
+			       size_t *np, uint8_t *const *dst, bool verify, int *errs, char **msgs)
+{
+	struct bfs_fetch_range *r = malloc(*np * sizeof(*r));
+	struct bfs_fetch_ticket *t = NULL;
+	size_t m = 0;
+
+	if (!r)
+		return;
+	for (size_t k = 0; k < *np; k++)
+		r[k] = (struct bfs_fetch_range){ s->fetch_id, p[k].off,
+						 HDR_LEN + (uint64_t)p[k].len + FOOT_LEN };
+	if (bfs_fetch_want(s->fetch, r, *np, BFS_FETCH_NOW, BFS_WANT_DEMAND, &t) == 0) {
+		for (size_t k = 0; k < *np; k++) {
+			struct bfs_record_loc loc = { p[k].off, p[k].len };
+			int err = read_staged(s, idx[p[k].k], &loc, dst[p[k].k], verify);
+
+			if (err == -ENODATA)
+				p[m++] = p[k];
+			else if (err)
+				bfs_shard_fail_one(s, err, errs, msgs, p[k].k);
+		}
+		*np = m;
+		bfs_fetch_release(s->fetch, t);
+	}
+	free(r);
 }
 
 /* The unmapped records p[0..np) of a plain shard, in runs of nearby ones. */
@@ -555,6 +617,8 @@ static void read_many_pinned(struct bfs_shard *s, const uint64_t *idx, size_t n,
 		if (err)
 			bfs_shard_fail_one(s, err, errs, msgs, k);
 	}
+	if (s->fetch && np)
+		take_through_stage(s, idx, p, &np, dst, verify, errs, msgs);
 	read_runs(s, idx, p, np, dst, verify, errs, msgs);
 	free(p);
 	free(staged);

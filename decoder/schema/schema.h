@@ -156,6 +156,7 @@ struct bfs_schema_facts {
 	uint64_t batches_per_epoch;
 	uint64_t seed;
 	const char *shuffle;
+	uint64_t partitions; /* shuffle=block: the partitions; 0: not written */
 	uint64_t rank, world;
 	bool no_rank; /* world=W without rank (rank folders): "rank" left out */
 	size_t nshards;

@@ -538,10 +538,10 @@ out_free:
 /* Top-level fields a mount writes into schema.json; accepted and ignored. */
 static bool is_fact_key(const char *key)
 {
-	static const char *const facts[] = { "records", "batch_size", "batches_per_epoch",
-					     "seed",	"shuffle",    "rank",
-					     "world",	"shards",     "source_records",
-					     "mixture" };
+	static const char *const facts[] = { "records",	       "batch_size", "batches_per_epoch",
+					     "seed",	       "shuffle",    "rank",
+					     "world",	       "shards",     "partitions",
+					     "source_records", "mixture" };
 
 	for (size_t i = 0; i < BFS_ARRAY_SIZE(facts); i++)
 		if (strcmp(key, facts[i]) == 0)
@@ -824,6 +824,8 @@ int bfs_schema_to_json(char **out, const struct bfs_schema *s, const struct bfs_
 		set_new(root, "seed", json_u64(facts->seed), &ok);
 		if (facts->shuffle)
 			set_new(root, "shuffle", json_string(facts->shuffle), &ok);
+		if (facts->partitions)
+			set_new(root, "partitions", json_u64(facts->partitions), &ok);
 		if (!facts->no_rank)
 			set_new(root, "rank", json_u64(facts->rank), &ok);
 		set_new(root, "world", json_u64(facts->world), &ok);

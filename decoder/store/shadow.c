@@ -510,8 +510,9 @@ void bfs_shadow_end(struct bfs_shadow_writer *w, int scan_err)
 /* A read found the copy bad (and the compressed shard gave the record):
  * say so once, and delete the file so that the next mount writes it
  * again. This mount keeps the copy for the records it still serves right. */
-static void on_bad_copy(void *ctx, const struct bfs_shard *s, const char *msg)
+static void on_bad_copy(void *ctx, const struct bfs_shard *s, uint64_t i, const char *msg)
 {
+	(void)i;
 	struct bfs_shadows *sh = ctx;
 	char abs[PATH_MAX], path[PATH_MAX + 64];
 

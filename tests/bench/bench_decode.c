@@ -251,7 +251,8 @@ static uint64_t dataset_in_bytes(const struct bfs_dataset *ds)
 	for (size_t i = 0; i < bfs_dataset_nshards(ds); i++) {
 		const struct bfs_shard *s = bfs_dataset_shard(ds, i);
 		/* records are contiguous: their bytes are the span they cover */
-		sum += test_record_offset(s, bfs_shard_nrecords(s)) - test_record_offset(s, 0);
+		sum += bfs_shard_record_offset(s, bfs_shard_nrecords(s)) -
+		       bfs_shard_record_offset(s, 0);
 	}
 	return sum;
 }

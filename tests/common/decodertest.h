@@ -12,8 +12,6 @@
  *  - test_schema_check: a decoded record against a schema, each failure
  *    one line naming the feature (the oracle of inference: every record
  *    inferred from passes the schema inferred);
- *  - test_record_offset, test_record_len: a shard's records as its index
- *    (index.h) says, as every read finds them;
  *  - test_perm_apply: the record at one position of an epoch's order, from
  *    the order's one-position formula, the reference of the product's
  *    bfs_perm_apply_many.
@@ -23,9 +21,7 @@
 
 #include "batch.h"
 #include "example.h"
-#include "index.h"
 #include "perm.h"
-#include "record.h"
 #include "schema.h"
 
 #include <stdarg.h>
@@ -257,25 +253,6 @@ static inline uint64_t test_perm_apply(const struct bfs_perm *p, uint64_t pos)
 	if (p->bo)
 		return bfs_block_order_apply(p->bo, pos);
 	return bfs_feistel_apply(&p->f, pos);
-}
-
-/* ---- a shard's records by its index ------------------------------------ */
-
-/* Offset of record i of s (i == its record count: the end of the last
- * one); 0 out of range or without an index. */
-static inline uint64_t test_record_offset(const struct bfs_shard *s, uint64_t i)
-{
-	const struct bfs_index *ix = bfs_shard_get_index(s);
-
-	return ix && i <= ix->n ? bfs_index_offset(ix, i) : 0;
-}
-
-/* Length of record i of s; 0 out of range or without an index. */
-static inline uint32_t test_record_len(const struct bfs_shard *s, uint64_t i)
-{
-	const struct bfs_index *ix = bfs_shard_get_index(s);
-
-	return ix && i < ix->n ? bfs_index_len(ix, i) : 0;
 }
 
 #endif

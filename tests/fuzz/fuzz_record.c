@@ -58,7 +58,7 @@ static void one_pass(const char *path, enum bfs_compression comp, bool verify, s
 	if (bfs_shard_nrecords(s) != sn->n)
 		abort(); /* the index holds exactly the records yielded */
 	for (uint64_t i = 0; i < bfs_shard_nrecords(s); i++) {
-		uint32_t len = test_record_len(s, i);
+		uint32_t len = bfs_shard_record_len(s, i);
 
 		if (len > cap) {
 			free(buf);

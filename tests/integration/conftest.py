@@ -27,6 +27,17 @@ PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
 
+@pytest.fixture(autouse=True)
+def own_cache_home(tmp_path_factory, monkeypatch):
+    """Every test's daemons keep what they cache by default (the disk cache
+    of a bucket or a network source: disk_cache=auto, beside the index) in
+    a folder of the test's, never in the machine's ~/.cache, and never
+    meet another test's cached bytes."""
+    d = tmp_path_factory.mktemp("xdg-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(d))
+    return str(d)
+
+
 @pytest.fixture(scope="session")
 def batchfs():
     """The batchfs binary under test (oracle.batchfs_path: $BATCHFS)."""

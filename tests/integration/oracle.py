@@ -14,6 +14,8 @@
     block_cut(lens, shard_nrec, block_size)   the blocks of shuffle=block
     block_perm(lens, shard_nrec, block_size, window, seed, epoch)
                                     shuffle=block's order of a whole epoch
+    block_parts(...), partitioned_perm(..., batch_size, nparts)
+                                    shuffle=block's partitions and their order
     infer_schema(decoded)           the inference rules of docs/contract.md
     expected_batch(decoded, schema, indices)   tensor name -> numpy array
     npy_bytes(arr)                  np.save's bytes (numpy is the reference)
@@ -539,6 +541,57 @@ def block_perm(lens, shard_nrec, block_size, window, seed, epoch):
         q = perm(len(recs), sg, epoch)
         out.extend(recs[int(i)] for i in q)
     assert len(out) == n
+    return np.array(out, dtype=np.int64)
+
+
+_DEAL_TAG = 0x6465616C
+
+
+def block_parts(lens, shard_nrec, block_size, seed, nparts):
+    """docs/shuffle.md 5.1's deal: each partition's pieces [(first, end)...],
+    sorted, fixed for the dataset, the seed and the partition count."""
+    n = len(lens)
+    starts = block_cut(lens, shard_nrec, block_size)
+    ends = starts[1:] + [n]
+    deal = [int(x) for x in perm(len(starts), _mix(_mix(seed ^ _BLOCKS_TAG) ^ _DEAL_TAG), 0)]
+    bounds = [q * n // nparts for q in range(nparts + 1)]
+    parts = [[] for _ in range(nparts)]
+    at = 0  # records dealt
+    for b in deal:
+        lo, hi = starts[b], ends[b]
+        while lo < hi:
+            q = max(0, min(nparts - 1, int(np.searchsorted(bounds, at, side="right")) - 1))
+            cut = hi if q == nparts - 1 else min(hi, lo + bounds[q + 1] - at)
+            parts[q].append((lo, cut))
+            at += cut - lo
+            lo = cut
+    return [sorted(p) for p in parts]
+
+
+def _pieces_order(pieces, key, window, epoch):
+    """Section 5's sequence and groups over a list of pieces."""
+    seq = [int(x) for x in perm(len(pieces), key, epoch)]
+    out = []
+    for g in range(0, (len(pieces) + window - 1) // window):
+        recs = [r for k in seq[g * window:(g + 1) * window] for r in range(*pieces[k])]
+        q = perm(len(recs), _mix((key + _G * (g + 1)) & _M64), epoch)
+        out.extend(recs[int(i)] for i in q)
+    return out
+
+
+def partitioned_perm(lens, shard_nrec, block_size, window, seed, epoch, batch_size, nparts):
+    """The record at every position of an epoch under shuffle=block with
+    nparts >= 2 partitions (docs/shuffle.md 5.1): global batch g is batch
+    g // nparts of partition g % nparts; whole batches only."""
+    parts = block_parts(lens, shard_nrec, block_size, seed, nparts)
+    sb = _mix(seed ^ _BLOCKS_TAG)
+    orders = [_pieces_order(pc, sb ^ _mix(q), window, epoch) for q, pc in enumerate(parts)]
+    per = len(lens) // nparts // batch_size
+    out = []
+    for g in range(per * nparts):
+        o = orders[g % nparts]
+        k = g // nparts
+        out.extend(o[k * batch_size:(k + 1) * batch_size])
     return np.array(out, dtype=np.int64)
 
 

@@ -9,6 +9,7 @@ the mount's batch files and all/ are compared with the oracle's bytes for
 that order. Fixtures are conftest.py's."""
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -128,6 +129,195 @@ def test_block_options_are_checked(batchfs, ds_plain, tmp_path):
                        ("shuffle=blocks", "shuffle")):
         r = subprocess.run([batchfs, "-f", "-o", opts, ds_plain.path, str(mnt)],
                            capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, opts
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and word in lines[0], (opts, r.stderr)
+
+
+# ------------------------------------------------------------- partitions
+
+
+def part_order(ds, block_size, window, seed, epoch, B, P):
+    if not hasattr(ds, "lengths"):
+        ds.lengths = oracle.dataset_lengths(ds.path)
+    lens, per = ds.lengths
+    return oracle.partitioned_perm(lens, per, block_size, window, seed, epoch, B, P)
+
+
+PART = dict(shuffle="block", block_size="1K", window=2, seed=6, partitions=8)
+
+
+def global_batches(m, epoch, rank, world):
+    """{global batch: its safetensors bytes} of one rank of a mount."""
+    root = m.path("rank-%04d" % rank) if m.json("schema.json").get("rank") is None else m.path()
+    ep = os.path.join(root, "epoch-%04d" % epoch)
+    names = sorted(n for n in os.listdir(ep) if n.endswith(".safetensors") and "all" not in n)
+    out = {}
+    for i, name in enumerate(names):
+        with open(os.path.join(ep, name), "rb") as f:
+            out[i * world + rank] = f.read()
+    return out
+
+
+def test_partitions_are_world_independent_and_exact(mounter, ds_plain):
+    """partitions=8: world 4 and world 8 serve the same global batches, the
+    oracle's (docs/shuffle.md 5.1); every record but the cut tail once an
+    epoch across the ranks, and each rank's records from its own
+    partitions only."""
+    B = 5
+    order = part_order(ds_plain, 1024, 2, 6, 1, B, 8)
+    nglobal = len(order) // B
+    assert nglobal == 8 * (ds_plain.n // 8 // B)
+    schema = effective(mounter(ds_plain.path, batch_size=B, **PART))
+    per_world = {}
+    for W in (4, 8):
+        m = mounter(ds_plain.path, batch_size=B, world=W, epochs=2, **PART)
+        got = {}
+        for r in range(W):
+            got.update(global_batches(m, 1, r, W))
+        assert sorted(got) == list(range(nglobal)), W
+        per_world[W] = got
+    assert per_world[4] == per_world[8]
+    for g in (0, 1, 7, 8, nglobal - 1):
+        idx = order[g * B:(g + 1) * B].tolist()
+        check_safetensors_bytes(per_world[4][g], oracle.expected_batch(ds_plain.decoded, schema,
+                                                                       idx))
+    # once each, the tail aside (fewer than 8 batches' worth)
+    assert len(set(order.tolist())) == len(order) > ds_plain.n - 8 * B
+    # rank R of world 4 reads only partitions R and R + 4
+    parts = oracle.block_parts(*ds_plain.lengths, 1024, 6, 8)
+    owner = {r: q for q, pc in enumerate(parts) for a, b in pc for r in range(a, b)}
+    for g in range(nglobal):
+        assert {owner[r] % 4 for r in order[g * B:(g + 1) * B].tolist()} == {g % 4}
+
+
+def check_safetensors_bytes(raw, exp):
+    got = oracle.parse_safetensors(raw)
+    assert sorted(got) == sorted(exp)
+    for k, v in exp.items():
+        assert np.array_equal(got[k], v), k
+
+
+def test_partitions_resume_at_any_batch_with_another_world(mounter, ds_plain):
+    """A job of world 8 stops after global batch k and goes on with world
+    4 (or 2): the global batches it reads from there are the ones world 8
+    would have read, so the epoch still holds every record once."""
+    B = 4
+    m8 = mounter(ds_plain.path, batch_size=B, world=8, **PART)
+    first = {}
+    for r in range(8):
+        first.update(global_batches(m8, 0, r, 8))
+    for W, k in ((4, 21), (2, 36)):
+        m = mounter(ds_plain.path, batch_size=B, world=W, **PART)
+        # rank R resumes at its first local batch i with i * W + R >= k
+        for r in range(W):
+            i = max(0, -(-(k - r) // W))
+            name = "batch-%06d.safetensors" % i
+            assert m.read("rank-%04d" % r, "epoch-0000", name) == first[i * W + r], (W, r)
+    # all/ of a rank is its batches end to end, the same for world 4 and 8
+    m4 = mounter(ds_plain.path, batch_size=B, rank=1, world=4, **PART)
+    order = part_order(ds_plain, 1024, 2, 6, 0, B, 8)
+    idx = oracle.epoch_records(len(order), B, epoch=0, shuffle="block", rank=1, world=4,
+                               order=order)
+    exp = oracle.expected_batch(ds_plain.decoded, effective(m4), idx)
+    for name, arr in exp.items():
+        with open(m4.path("epoch-0000", "all", name + ".npy"), "rb") as f:
+            assert f.read() == oracle.npy_bytes(arr), name
+
+
+def test_partitions_options_and_facts(mounter, ds_plain, batchfs, tmp_path):
+    import subprocess
+    m = mounter(ds_plain.path, batch_size=5, **PART)
+    s = m.json("schema.json")
+    assert s["partitions"] == 8 and s["batches_per_epoch"] == 8 * (ds_plain.n // 8 // 5)
+    assert "partitions=8" in m.read("README.txt").decode()
+    # README.txt says what each rank reads: 1/W with W dividing P, else one
+    # line: 1/gcd(W, P) of the dataset
+    for w, line in ((4, "each rank reads 2 of the partitions, 1/4 of the"),
+                    (12, "world=12 does not divide partitions=8: each rank reads 2 of the 8 "
+                         "partitions, 1/4 of the dataset (3 times its share)."),
+                    (3, "world=3 does not divide partitions=8: each rank reads 8 of the 8 "
+                        "partitions, 1/1 of the dataset (3 times its share).")):
+        text = mounter(ds_plain.path, batch_size=5, world=w, **PART).read("README.txt").decode()
+        assert line in text, (w, text)
+        assert sum("does not divide" in x for x in text.splitlines()) == (w != 4), (w, text)
+    # auto: a small dataset is one partition, the order of before
+    a = mounter(ds_plain.path, batch_size=5, shuffle="block", block_size="1K", window=2)
+    assert a.json("schema.json")["partitions"] == 1
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    for opts, word in (("shuffle=block,partitions=0", "partitions"),
+                       ("shuffle=global,partitions=4", "partitions"),
+                       ("shuffle=block,partitions=x", "partitions"),
+                       ("shuffle=block,batch_size=100,partitions=64", "partitions=64")):
+        r = subprocess.run([batchfs, "-f", "-o", opts, ds_plain.path, str(mnt)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 1, opts
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and word in lines[0], (opts, r.stderr)
+
+
+def test_partitions_through_the_python_module_and_torch(batchfs, ds_plain, index_dir,
+                                                        monkeypatch):
+    """batchfs.mount(..., partitions=8, world=4): Mount's schema says P,
+    Epoch lists each rank's batches, numpy.load_batch and
+    torch.BatchDataset over a rank folder (a DataLoader of 2 workers, two
+    epochs) give the oracle's rows of that rank's partitions."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(oracle.repo_root(), "python"))
+    import batchfs as bfs
+    import batchfs.numpy as bnp
+    from batchfs.torch import BatchDataset
+    from torch.utils.data import DataLoader
+    monkeypatch.setenv("BATCHFS", batchfs)
+    B, W, R = 5, 4, 3
+    with bfs.mount(ds_plain.path, batch_size=B, world=W, epochs=2, index_dir=index_dir,
+                   **PART) as m:
+        assert m.schema["partitions"] == 8
+        nloc = 8 * (ds_plain.n // 8 // B) // W
+        root = bfs.Mount(os.path.join(m.path, "rank-%04d" % R))
+        assert len(root.epoch(1)) == nloc
+        schema = effective_of(m.schema)
+        ds = BatchDataset(root, features=None)
+        dl = DataLoader(ds, batch_size=None, num_workers=2)
+        for e in (0, 1):
+            ds.set_epoch(e)
+            order = part_order(ds_plain, 1024, 2, 6, e, B, 8)
+            got = list(dl)
+            assert len(got) == nloc
+            for i in (0, nloc // 2, nloc - 1):
+                g = i * W + R
+                exp = oracle.expected_batch(ds_plain.decoded, schema,
+                                            order[g * B:(g + 1) * B].tolist())
+                assert sorted(got[i]) == sorted(exp)
+                for k, v in exp.items():
+                    assert oracle.arrays_equal(got[i][k].numpy(), v), (e, i, k)
+                loaded = bnp.load_batch(root.epoch(e).batch_path(i))
+                for k, v in exp.items():
+                    assert oracle.arrays_equal(np.asarray(loaded[k]), v), (e, i, k)
+        assert isinstance(got[0]["x"], torch.Tensor)
+
+
+def effective_of(schema):
+    return {"features": schema.get("features", {}),
+            "feature_lists": schema.get("feature_lists") or {}}
+
+
+def test_partitions_with_a_mixture_are_refused_as_block_shuffle_is(batchfs, ds_plain, tmp_path):
+    """A mixture takes shuffle=global or none; partitions, an option of
+    shuffle=block, fails the mount with one line saying to drop it, as
+    shuffle=block does."""
+    import json
+    import subprocess
+    mix = tmp_path / "mix.json"
+    mix.write_text(json.dumps({"mixture": [{"name": "a", "source": ds_plain.path, "weight": 1},
+                                           {"name": "b", "source": ds_plain.path, "weight": 2}]}))
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    for opts, word in (("partitions=4", "only with shuffle=block, which a mixture does not take"),
+                       ("shuffle=block,partitions=4", "without block_size, window or partitions")):
+        r = subprocess.run([batchfs, "-f", "-o", opts, str(mix), str(mnt)],
+                           capture_output=True, text=True, timeout=60)
         assert r.returncode == 1, opts
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and word in lines[0], (opts, r.stderr)

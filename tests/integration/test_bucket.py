@@ -588,7 +588,9 @@ def test_a_server_down_fails_each_range_once_as_a_source_error(proxy, bmount, da
                shuffle="none", prefetch=0)
     proxy.rules({"match": "^GET /%s/plain/" % BUCKET, "action": "reset", "when": "before"})
     lines = []
-    paths = batch_paths(m)[:2]
+    # batches of different objects: two ranges whether a read is of the
+    # records or of the whole blocks the disk cache keeps
+    paths = [batch_paths(m)[0], batch_paths(m)[-1]]
     for p in paths:
         assert read_or_errno(m.path(p)) == errno.EIO
         lines = m.read("errors.txt").decode().splitlines()
@@ -1051,3 +1053,205 @@ def test_mixture_with_a_bucket_source(bmount, proxy, data, tmp_path, scheme):
             assert m.read(p) == ref_m.read(p), p
     # the remote source's records came from the bucket
     assert object_gets(proxy.log())
+
+
+# ---------------------------------------------------------------- partitions
+
+PARTED = ["x:float:4", "blob:bytes:1,len=5000"]
+# 2400 records of 5 KB in 4 objects (12 MB); blocks of 64 KiB (12 records),
+# groups of 4 blocks: 8 partitions of about 23 blocks, 6 groups each; the
+# disk cache at its default (off for a node reading a share: its blocks of
+# 1 MiB each hold pieces of every partition of these 64 KiB blocks, so a
+# node keeping them would fetch them all; a share kept in the disk cache
+# is check_diskcache's)
+PART_OPTS = dict(shuffle="block", block_size="64K", window=4, partitions=8, batch_size=8,
+                 epochs=3, threads=2)
+PART_BLOCK = 64 << 10
+
+
+@pytest.fixture(scope="session")
+def parted(s3, boto, gen, work):  # noqa: F811
+    d = work / "bucket-parted"
+    oracle.generate(gen, d, 2400, PARTED, shards=4, compression="none", seed=31)
+    put_folder(boto, str(d), "parted/")
+    return str(d), sum(os.path.getsize(os.path.join(d, f)) for f in shard_names(d))
+
+
+def _fresh_log(proxy):
+    proxy.reset()
+    proxy.config(sigv4="%s:%s" % (KEY, SECRET))
+
+
+def _read_epoch(m, epoch, rank=None):
+    top = [] if rank is None else ["rank-%04d" % rank]
+    ep = m.path(*(top + ["epoch-%04d" % epoch]))
+    for name in sorted(os.listdir(ep)):
+        if name.endswith(".safetensors") and name != "all.safetensors":
+            with open(os.path.join(ep, name), "rb") as f:
+                f.read()
+
+
+def _part_bound(size, share, parts_read, epochs):
+    """What readers of `share` of the dataset may fetch in `epochs` epochs:
+    1.15 times their share and two blocks an epoch, and, before the last
+    listed epoch, the next epoch's first group of each partition they read
+    (fetched ahead of it)."""
+    return epochs * (1.15 * share * size + 2 * PART_BLOCK) + parts_read * 4 * PART_BLOCK
+
+
+def _fetch_epochs(proxy, m, ranks, epochs=3):
+    """The bytes fetched while reading each epoch's batch files (the ranks
+    at once), cumulated."""
+    out, before = [], _fetched(proxy)
+    for e in range(epochs):
+        with concurrent.futures.ThreadPoolExecutor(len(ranks)) as ex:
+            list(ex.map(lambda r: _read_epoch(m, e, r), ranks))
+        time.sleep(0.3)  # the prefetch runs on
+        out.append(_fetched(proxy) - before)
+    return out
+
+
+@pytest.mark.parametrize("world", [4, 8])
+def test_partitions_each_rank_fetches_its_share(proxy, bmount, parted, world):
+    """partitions=8 over a bucket: rank R of world W (dividing 8) fetches
+    its own partitions, at most 1.15/W of the dataset and two blocks an
+    epoch, over three epochs; all W ranks together at most 1.15 times the
+    dataset an epoch. Without partitions every rank fetched the whole
+    dataset (shuffle=block's groups hold batches of every rank)."""
+    _, size = parted
+    total = 0
+    for rank in range(world):
+        m = bmount(url("parted/"), rank=rank, world=world, **PART_OPTS)
+        _fresh_log(proxy)
+        got = _fetch_epochs(proxy, m, [None])
+        for e, g in enumerate(got):
+            last = e + 1 == len(got)
+            assert g <= _part_bound(size, 1 / world, 0 if last else 8 // world, e + 1), \
+                "rank %d, epochs 0..%d: %.3fx the dataset" % (rank, e, g / size)
+        total += got[-1]
+        m.stop()
+    assert total <= 3 * 1.15 * size, "%.3fx the dataset an epoch for all ranks" % (
+        total / size / 3)
+
+
+def test_partitions_a_world_not_dividing_them_fetches_what_readme_says(proxy, bmount, parted):
+    """world=12 with partitions=8: README.txt says each rank reads 2 of the
+    8 partitions, 1/4 of the dataset; rank 5 fetches that, at most 1.15
+    times it and two blocks an epoch."""
+    _, size = parted
+    m = bmount(url("parted/"), rank=5, world=12, **PART_OPTS)
+    assert "each rank reads 2 of the 8 partitions, 1/4 of the dataset" in m.read(
+        "README.txt").decode()
+    _fresh_log(proxy)
+    got = _fetch_epochs(proxy, m, [None])
+    for e, g in enumerate(got):
+        last = e + 1 == len(got)
+        assert g <= _part_bound(size, 1 / 4, 0 if last else 2, e + 1), \
+            "epochs 0..%d: %.3fx the dataset" % (e, g / size)
+
+
+def test_partitions_a_node_of_rank_folders_fetches_their_share(proxy, bmount, parted):
+    """One mount with world=8 (rank folders), one node's processes reading
+    rank-0002/ and rank-0003/ at once: at most 1.15 times their share (2/8)
+    of the dataset an epoch."""
+    _, size = parted
+    m = bmount(url("parted/"), world=8, **PART_OPTS)
+    _fresh_log(proxy)
+    got = _fetch_epochs(proxy, m, [2, 3])
+    for e, g in enumerate(got):
+        last = e + 1 == len(got)
+        assert g <= _part_bound(size, 2 / 8, 0 if last else 2, e + 1), \
+            "epochs 0..%d: %.3fx the dataset" % (e, g / size)
+    st = m.json("stats.json")
+    assert st["io_unplanned"] <= 2, st
+
+
+@pytest.mark.parametrize("what", ["batches", "all"])
+def test_block_shuffle_later_epochs_cost_what_the_first_does(proxy, bmount, grouped, what):
+    """A decoded-batch prefetch deeper than the groups the I/O stage holds
+    (prefetch = 2 x threads: 64 on a machine of 32 cores; here 64 units of
+    an epoch of 75 batches, or of 200 chunks), three epochs in one mount:
+    the prefetch's builds ran on past the held groups, read their records
+    one by one (io_unplanned) and moved the stream's groups away from the
+    reader, whose own builds then did the same; each group was fetched
+    again, and later epochs, the prefetch running through them, waited on
+    record reads. Each epoch must fetch the dataset once, read every
+    record from a held group, and wait no more than the first."""
+    size = sum(os.path.getsize(os.path.join(grouped, f)) for f in shard_names(grouped))
+    m = bmount(url("grouped/"), shuffle="block", block_size="256K", window=4, batch_size=8,
+               prefetch=64, threads=2, epochs=3, chunk_rows=3)
+    _fresh_log(proxy)
+    last = m.json("stats.json")
+    per = []
+    for e in range(3):
+        if what == "all":
+            m.read("epoch-%04d" % e, "all.safetensors")
+        else:
+            _read_epoch(m, e)
+        time.sleep(0.5)
+        st = m.json("stats.json")
+        per.append({k: st[k] - last[k] for k in ("io_bytes", "io_waits", "io_unplanned")})
+        last = st
+    got = 0
+    for e, d in enumerate(per):
+        assert d["io_unplanned"] == 0, (e, per)
+        got += d["io_bytes"]
+        # the prefetch builds most of the next epoch during this one
+        assert got <= (e + 1) * 1.05 * size + (size if e < 2 else 0), (e, per)
+    assert got <= 3 * 1.05 * size, per  # the dataset once an epoch, as above
+    for d in per[1:]:
+        assert d["io_waits"] <= 2 * per[0]["io_waits"] + 40, per
+
+
+@pytest.fixture(scope="session")
+def parted_big(s3, boto, gen, work):  # noqa: F811
+    """960 records of 50 KB in 4 objects (48 MB): blocks of 2 MiB, each
+    larger than the disk cache's blocks of 1 MiB."""
+    d = work / "bucket-parted-big"
+    oracle.generate(gen, d, 960, ["x:float:4", "blob:bytes:1,len=50000"], shards=4,
+                    compression="none", seed=32)
+    put_folder(boto, str(d), "parted-big/")
+    return str(d), sum(os.path.getsize(os.path.join(d, f)) for f in shard_names(d))
+
+
+def test_partitions_a_node_whose_share_fits_its_disk_fetches_nothing_after_epoch_0(
+        proxy, bmount, parted_big, tmp_path):
+    """rank=1,world=4 over a bucket with a disk cache of half the dataset:
+    the node keeps its share (the blocks of its partitions), not the first
+    objects, so epochs 1 and 2 fetch nothing. With the first objects kept,
+    half of the share came from the bucket again every epoch."""
+    _, size = parted_big
+    m = bmount(url("parted-big/"), rank=1, world=4, shuffle="block", block_size="2M", window=2,
+               partitions=4, batch_size=8, epochs=3, threads=2, disk_cache=str(tmp_path / "dc"),
+               disk_cache_size=str(size // 2))
+    _fresh_log(proxy)
+    got = _fetch_epochs(proxy, m, [None])
+    # epoch 0: the share, read in whole blocks of 1 MiB where it is kept
+    # (a piece of 2 MiB takes at most two more), and the next epoch's start
+    assert got[0] <= size / 4 * 1.15 + 6 * 2 * (1 << 20) + 2 * 2 * (2 << 20), got
+    assert got[2] - got[0] <= 2 * (1 << 20), "epochs 1 and 2 fetched %d bytes" % (got[2] - got[0])
+    st = m.json("stats.json")
+    assert st["disk_cache_hits"] > 0, st
+
+
+def test_partitions_a_node_given_another_rank_makes_room_for_its_share(
+        proxy, bmount, parted_big, tmp_path):
+    """A job restarted with its ranks on other nodes: the node's disk cache
+    holds rank 0's share, and the node is now rank 1. Its share has blocks
+    in every object, so no object of rank 0's may go whole; rank 0's blocks
+    in them go instead, and from epoch 1 on the node fetches nothing.
+    Without that, rank 0's blocks filled the cache for good and most of the
+    share came from the bucket every epoch."""
+    _, size = parted_big
+    dc = str(tmp_path / "dc")
+    opts = dict(world=4, shuffle="block", block_size="2M", window=2, partitions=4,
+                batch_size=8, threads=2, disk_cache=dc, disk_cache_size=str(int(size * 0.35)))
+    m = bmount(url("parted-big/"), rank=0, epochs=1, **opts)
+    _read_epoch(m, 0)
+    time.sleep(0.3)
+    m.stop()
+    m = bmount(url("parted-big/"), rank=1, epochs=3, **opts)
+    _fresh_log(proxy)
+    got = _fetch_epochs(proxy, m, [None])
+    assert got[0] <= size / 4 * 1.15 + 6 * 2 * (1 << 20) + 2 * 2 * (2 << 20), got
+    assert got[2] - got[0] <= 2 * (1 << 20), "epochs 1 and 2 fetched %d bytes" % (got[2] - got[0])

@@ -188,9 +188,11 @@ def test_a_metadata_server_token_reads_an_epoch_while_tokens_expire(gcs, gmount,
     accepts (no 401, so none was sent expired), no SigV4."""
     opts = dict(batch_size=B, shuffle="global", prefetch=0)
     want = local_batches(**opts)
-    # readahead and the cache held small: the stage cannot fetch the whole
-    # dataset in the first second, so requests go out all through the 8 s
-    m = gmount("gs://%s/train/" % BUCKET, gcs_env(gcs), readahead="1M", cache_size="1M", **opts)
+    # readahead and the cache held small, and no disk cache: the stage
+    # cannot fetch the whole dataset in the first second, so requests go
+    # out all through the 8 s
+    m = gmount("gs://%s/train/" % BUCKET, gcs_env(gcs), readahead="1M", cache_size="1M",
+               disk_cache="off", **opts)
     got = {}
     t0 = time.monotonic()
     for i, p in enumerate(sorted(want)):

@@ -168,7 +168,12 @@ def _timed_read(path, limit):
 
 def test_hung_source_blocks_no_other_file_and_unmount_works(remote, mounter, tmp_path):
     local, slow = remote()
-    m = mounter(slow.mnt, batch_size=B, index_dir=str(tmp_path / "ix-slow"))
+    # no disk cache, no prefetch: with either, this small dataset is soon
+    # held whole (on the disk, or in a window of records read ahead of the
+    # prefetch's builds) and no later reader needs the source (the hang is
+    # the subject)
+    m = mounter(slow.mnt, batch_size=B, index_dir=str(tmp_path / "ix-slow"), disk_cache="off",
+                prefetch=0)
     cached = _timed_read(m.path("epoch-0000", "batch-000000.safetensors"), 30)
     slow.set("stall")  # every read of the source now hangs
     # readers of batches that need the source wait...

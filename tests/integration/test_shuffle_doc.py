@@ -191,3 +191,48 @@ def test_ranks_batches_and_drop_remainder_are_the_page(mounter, tmp_path, doc, s
     for rank in range(W):
         batches = doc["rank_batches"](order(1), B, False, rank, W)
         assert epoch_ids(m, 1, rank) == [r for b in batches for r in b]
+
+
+@pytest.mark.parametrize("P,block_size,window,B,seed", [
+    (2, "2K", 3, 7, 0),
+    (3, "600", 2, 5, TOP_SEED),  # 700 records: runs of 233 and 234, pieces cut
+    (8, "16K", 64, 4, 11),  # fewer blocks than partitions: pieces of blocks
+    (64, "1", 1, 3, 5),  # every record a block, ten records a partition
+])
+def test_partitioned_order_is_the_page(mounter, tmp_path, doc, schema_file, P, block_size, window,
+                                       B, seed):
+    src, lengths = write_dataset(tmp_path / "src", BLOCK_SHARDS, _pad)
+    size = {"1": 1, "600": 600, "2K": 2048, "16K": 16384}[block_size]
+    m = mounter(str(src), shuffle="block", seed=seed, batch_size=B, block_size=block_size,
+                window=window, partitions=P, epochs=2, schema=schema_file)
+    assert m.json("schema.json")["partitions"] == P
+    for epoch in (0, 3):
+        want = doc["partitioned_order"](lengths, BLOCK_SHARDS, seed, epoch, B, P, size, window)
+        assert len(want) == len(set(want)) == P * (len(lengths) // P // B) * B
+        assert epoch_ids(m, epoch) == want, (P, epoch)
+    # each partition a block shuffle of its own pieces, fixed across epochs
+    parts = doc["partitions"](lengths, BLOCK_SHARDS, seed, P, size)
+    assert sorted(r for p in parts for a, b in p for r in range(a, b)) == \
+        list(range(len(lengths)))
+    assert max(sum(b - a for a, b in p) for p in parts) - \
+        min(sum(b - a for a, b in p) for p in parts) <= 1
+
+
+def test_partitions_one_is_the_block_order(mounter, tmp_path, doc, schema_file):
+    src, lengths = write_dataset(tmp_path / "src", BLOCK_SHARDS, _pad)
+    m = mounter(str(src), shuffle="block", seed=3, batch_size=32, block_size="2K", window=3,
+                partitions=1, schema=schema_file)
+    assert epoch_ids(m, 1) == doc["block_order"](lengths, BLOCK_SHARDS, 3, 1, 2048, 3)
+
+
+@pytest.mark.parametrize("P,W", [(4, 2), (4, 4), (6, 3), (4, 3)])
+def test_partitioned_ranks_are_the_page(mounter, tmp_path, doc, schema_file, P, W):
+    src, lengths = write_dataset(tmp_path / "src", BLOCK_SHARDS, _pad)
+    B, seed = 6, 8
+    kw = dict(shuffle="block", seed=seed, batch_size=B, block_size="2K", window=2,
+              partitions=P, schema=schema_file)
+    m = mounter(str(src), world=W, **kw)
+    order = doc["partitioned_order"](lengths, BLOCK_SHARDS, seed, 1, B, P, 2048, 2)
+    for rank in range(W):
+        batches = doc["rank_batches"](order, B, False, rank, W)
+        assert epoch_ids(m, 1, rank) == [r for b in batches for r in b], (P, W, rank)

@@ -166,6 +166,111 @@ START_TEST(block_order_depends_on_seed_and_epoch_only)
 }
 END_TEST
 
+/* partitions=P (docs/shuffle.md 5.1): every partition within a record of
+ * N/P records; its pieces inside blocks and never overlapping; an epoch is
+ * P x the smallest partition's whole batches, each record at most once; a
+ * batch's records all from its partition g mod P; the deal the same in
+ * every epoch; P = 1 the order without partitions. */
+START_TEST(partitions_deal_and_order)
+{
+	enum { N = 3001, B = 7 };
+	const uint64_t ps[] = { 1, 2, 5, 64, 300 };
+
+	for (size_t t = 0; t < BFS_ARRAY_SIZE(ps); t++) {
+		struct bfs_blocks *bl = make_blocks(N, 3, 900, 3, 4),
+				  *plain = make_blocks(N, 3, 900, 3, 4);
+		uint64_t P = ps[t], *owner = calloc(N, sizeof(*owner));
+		uint8_t *seen = calloc(N, 1);
+		struct bfs_block_order *o, *o1, *op;
+		uint64_t len;
+
+		ck_assert_int_eq(bfs_blocks_partition(bl, P, B), 0);
+		ck_assert_uint_eq(bfs_blocks_nparts(bl), P);
+		len = bfs_blocks_epoch_len(bl);
+		ck_assert_uint_eq(len, P == 1 ? N : P * (N / P / B) * B);
+		for (uint64_t q = 0; q < P; q++) {
+			uint64_t k0, k1, recs = 0, prev = 0;
+
+			bfs_blocks_part_pieces(bl, q, &k0, &k1);
+			for (uint64_t k = k0; k < k1; k++) {
+				uint64_t a, b;
+
+				bfs_blocks_piece(bl, k, &a, &b);
+				ck_assert_uint_gt(b, a);
+				ck_assert_uint_ge(a, prev); /* sorted, disjoint */
+				prev = b;
+				for (uint64_t r = a; r < b; r++)
+					owner[r] = q;
+				recs += b - a;
+			}
+			ck_assert_uint_eq(recs, bfs_blocks_part_records(bl, q));
+			ck_assert_uint_le(recs, N / P + 1);
+			ck_assert_uint_ge(recs, N / P);
+		}
+		ck_assert_int_eq(bfs_block_order_get(&o, bl, 2), 0);
+		ck_assert_int_eq(bfs_block_order_get(&o1, bl, 3), 0);
+		ck_assert_int_eq(bfs_block_order_get(&op, plain, 2), 0);
+		for (uint64_t p = 0; p < len; p++) {
+			uint64_t r = bfs_block_order_apply(o, p);
+
+			ck_assert_uint_lt(r, N);
+			ck_assert_uint_eq(seen[r], 0);
+			seen[r] = 1;
+			ck_assert_uint_eq(owner[r], P == 1 ? 0 : (p / B) % P);
+			if (P == 1)
+				ck_assert_uint_eq(r, bfs_block_order_apply(op, p));
+		}
+		/* apply_many gives the same, across partitions and groups */
+		{
+			uint64_t pos[257], out[257];
+
+			for (size_t i = 0; i < 257; i++)
+				pos[i] = (i * 13) % len;
+			bfs_block_order_apply_many(o1, pos, 257, out);
+			for (size_t i = 0; i < 257; i++)
+				ck_assert_uint_eq(out[i], bfs_block_order_apply(o1, pos[i]));
+		}
+		bfs_block_order_put(o);
+		bfs_block_order_put(o1);
+		bfs_block_order_put(op);
+		bfs_blocks_free(bl);
+		bfs_blocks_free(plain);
+		free(owner);
+		free(seen);
+	}
+}
+END_TEST
+
+/* partitions=auto: a power of two with window blocks, 32 batches and 256
+ * MiB a partition; too many partitions for the batch size is refused. */
+START_TEST(partitions_auto_and_limits)
+{
+	enum { N = 200000 };
+	uint32_t *lens = malloc(N * sizeof(*lens));
+	uint64_t sh[1] = { N };
+	struct bfs_blocks *bl;
+
+	for (uint64_t i = 0; i < N; i++)
+		lens[i] = 20971 - 16; /* 4.2 GB of records, 200 records a 4 MiB block */
+	ck_assert_int_eq(bfs_blocks_from_lens(&bl, lens, N, sh, 1, 4 << 20, 64, 0), 0);
+	ck_assert_uint_eq(bfs_blocks_count(bl), 1000);
+	/* 1000 blocks: 8 partitions of 125 blocks (>= 64), 25,000 records,
+	 * 500 MB each; 16 would hold 62 blocks, fewer than a window */
+	ck_assert_uint_eq(bfs_blocks_auto_partitions(bl, 32), 8);
+	/* 32 batches of 1024: 32,768 records, more than 8 partitions hold */
+	ck_assert_uint_eq(bfs_blocks_auto_partitions(bl, 1024), 4);
+	ck_assert_int_eq(bfs_blocks_partition(bl, N / 9 + 1, 10), -EINVAL);
+	ck_assert_int_eq(bfs_blocks_partition(bl, 0, 10), -EINVAL);
+	ck_assert_int_eq(bfs_blocks_partition(bl, BFS_MAX_PARTITIONS + 1, 1), -EINVAL);
+	bfs_blocks_free(bl);
+	/* a small dataset: one partition, however small its blocks and window */
+	ck_assert_int_eq(bfs_blocks_from_lens(&bl, lens, 1000, sh, 1, 1, 1, 0), 0);
+	ck_assert_uint_eq(bfs_blocks_auto_partitions(bl, 1), 1);
+	bfs_blocks_free(bl);
+	free(lens);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("blockshuf");
@@ -176,6 +281,8 @@ static Suite *suite(void)
 	tcase_add_test(block, block_order_is_a_permutation);
 	tcase_add_test(block, block_order_keeps_records_within_a_window);
 	tcase_add_test(block, block_order_depends_on_seed_and_epoch_only);
+	tcase_add_test(block, partitions_deal_and_order);
+	tcase_add_test(block, partitions_auto_and_limits);
 	suite_add_tcase(s, block);
 	return s;
 }

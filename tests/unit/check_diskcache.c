@@ -313,6 +313,54 @@ START_TEST(put_then_read_round_trips)
 }
 END_TEST
 
+/* What DIR holds is known from the start of a mount (the whole table, not
+ * the blocks before the first missing one), and a block put is held and
+ * read back at once, written or still queued: the I/O stage asks holds()
+ * whether to read a block from the copy or fetch it, and a block fetched
+ * again for want of either went to the source twice. */
+START_TEST(holds_knows_dir_at_once_and_blocks_queued)
+{
+	char dir[64];
+	const uint64_t size = 16 * BLK + 777;
+	uint8_t *all = src_bytes(2, size);
+	struct bfs_diskcache *c;
+	struct bfs_dcobj *o;
+
+	test_mkdir(dir, sizeof(dir), "check_dc_holds");
+	c = dc_open(dir, 0);
+	o = dc_obj(c, 0, size);
+	put(o, all, 0, BLK);
+	put(o, all, 2 * BLK, BLK);
+	put(o, all, 5 * BLK, BLK);
+	bfs_diskcache_flush(c);
+	bfs_diskcache_close(c);
+
+	/* a new mount: block 1 missing, 2 and 5 there */
+	c = dc_open(dir, 0);
+	o = dc_obj(c, 0, size);
+	ck_assert(!bfs_dcobj_complete(o));
+	ck_assert(bfs_dcobj_holds(o, 0, BLK));
+	ck_assert(!bfs_dcobj_holds(o, BLK, BLK));
+	ck_assert(bfs_dcobj_holds(o, 2 * BLK + 10, 100));
+	ck_assert(bfs_dcobj_holds(o, 5 * BLK, BLK));
+	ck_assert(!bfs_dcobj_holds(o, 4 * BLK, 2 * BLK));
+	/* the rest put in one go: each block held and read back at once,
+	 * whether the writer has it yet or not */
+	put(o, all, 6 * BLK, size - 6 * BLK);
+	ck_assert(bfs_dcobj_holds(o, size - 100, 100));
+	ck_assert_int_eq(get(o, all, size - 5000, 5000), 0);
+	ck_assert_int_eq(get(o, all, 7 * BLK - 100, 200), 0);
+	ck_assert(bfs_dcobj_holds(o, 6 * BLK, size - 6 * BLK));
+	ck_assert_int_eq(get(o, all, 5 * BLK, size - 5 * BLK), 0);
+	bfs_diskcache_flush(c);
+	ck_assert_uint_eq(dc_stats(c).bytes, size - 6 * BLK);
+	ck_assert_uint_eq(dc_stats(c).corrupt, 0);
+	bfs_diskcache_close(c);
+	free(all);
+	test_rmdir(dir);
+}
+END_TEST
+
 START_TEST(ranges_not_there_are_misses)
 {
 	char dir[64];
@@ -1307,6 +1355,116 @@ START_TEST(a_dir_that_stops_taking_files_stops_writing_with_one_note)
 }
 END_TEST
 
+/* A mount that reads a share of the dataset (partitions) keeps the blocks
+ * of its share, objects and blocks in order while they fit, not the first
+ * objects: with a bound of 4 MiB over 3 objects of 3 MiB and a share of
+ * block 1 of object 0 and blocks 0, 2 of object 2, those are kept (and
+ * only those written), and kept_at says so in runs. */
+START_TEST(a_share_is_kept_rather_than_the_first_objects)
+{
+	char dir[64];
+	uint8_t *all[3];
+	struct bfs_diskcache *c;
+	struct bfs_dcobj *o[3];
+	struct bfs_diskcache_stats st;
+	uint64_t end;
+
+	test_mkdir(dir, sizeof(dir), "check_dc_share");
+	c = dc_open(dir, 4 * MiB);
+	for (unsigned i = 0; i < 3; i++) {
+		all[i] = src_bytes(70 + i, 3 * BLK);
+		o[i] = dc_obj(c, 70 + i, 3 * BLK);
+	}
+	/* without a share: the first objects (object 0 whole, then blocks) */
+	ck_assert_uint_eq(bfs_dcobj_kept(o[0]), 3 * BLK);
+	ck_assert_uint_eq(bfs_dcobj_kept(o[2]), 0);
+	bfs_dcobj_share(o[0], BLK + 10, 100); /* a piece inside block 1 */
+	bfs_dcobj_share(o[2], 0, BLK / 2);
+	bfs_dcobj_share(o[2], 2 * BLK + 5, BLK - 5);
+	ck_assert(!bfs_dcobj_kept_at(o[0], 0, &end));
+	ck_assert_uint_eq(end, BLK);
+	ck_assert(bfs_dcobj_kept_at(o[0], BLK + 3, &end));
+	ck_assert_uint_eq(end, 2 * BLK);
+	ck_assert(!bfs_dcobj_kept_at(o[1], 0, &end));
+	ck_assert_uint_eq(end, 3 * BLK);
+	ck_assert(bfs_dcobj_kept_at(o[2], 0, &end));
+	ck_assert_uint_eq(end, BLK);
+	ck_assert(bfs_dcobj_kept_at(o[2], 2 * BLK, &end));
+	ck_assert_uint_eq(end, 3 * BLK);
+	for (unsigned i = 0; i < 3; i++)
+		put(o[i], all[i], 0, 3 * BLK);
+	bfs_diskcache_flush(c);
+	st = dc_stats(c);
+	ck_assert_uint_eq(st.kept, 3 * BLK);
+	ck_assert_uint_eq(st.bytes, 3 * BLK);
+	ck_assert_int_eq(get(o[0], all[0], BLK + 10, 100), 0);
+	ck_assert_int_eq(get(o[2], all[2], 2 * BLK, BLK), 0);
+	ck_assert_int_eq(get(o[0], all[0], 0, 10), -ENODATA);
+	ck_assert_int_eq(get(o[1], all[1], 0, 10), -ENODATA);
+	bfs_diskcache_close(c);
+	for (unsigned i = 0; i < 3; i++)
+		free(all[i]);
+}
+END_TEST
+
+/* A node's share larger than its cache, on a disk an earlier mount filled
+ * with the first object: the share's blocks are kept in order while they
+ * fit (3 of its 5, the bound less its slack); the earlier mount's blocks
+ * go to make room for them, though their object holds one of the share
+ * (kept, so never deleted whole: without the trim, 1 block was written);
+ * and the node's next mount, given the same share, reads them from DIR
+ * without a write. */
+START_TEST(a_share_larger_than_the_cache_keeps_its_first_blocks_over_a_later_mount)
+{
+	char dir[64];
+	uint8_t *all[2];
+	struct bfs_diskcache *c;
+	struct bfs_dcobj *o[2];
+	struct bfs_diskcache_stats st;
+
+	test_mkdir(dir, sizeof(dir), "check_dc_share_big");
+	for (unsigned i = 0; i < 2; i++)
+		all[i] = src_bytes(80 + i, 4 * BLK);
+	/* an earlier mount without a share: the first object's blocks */
+	c = dc_open(dir, 4 * MiB);
+	for (unsigned i = 0; i < 2; i++)
+		o[i] = dc_obj(c, 80 + i, 4 * BLK);
+	for (unsigned i = 0; i < 2; i++)
+		put(o[i], all[i], 0, 4 * BLK);
+	bfs_diskcache_flush(c);
+	ck_assert_uint_eq(dc_stats(c).bytes, 3 * BLK);
+	bfs_diskcache_close(c);
+
+	/* the node's mounts: its share is object 1 and block 3 of object 0 */
+	for (unsigned round = 0; round < 2; round++) {
+		c = dc_open(dir, 4 * MiB);
+		for (unsigned i = 0; i < 2; i++)
+			o[i] = dc_obj(c, 80 + i, 4 * BLK);
+		bfs_dcobj_share(o[1], 0, 4 * BLK);
+		bfs_dcobj_share(o[0], 3 * BLK, BLK);
+		/* object 0 first (registered first): its block 3, then the
+		 * first two blocks of object 1 */
+		ck_assert_uint_eq(dc_stats(c).kept, 3 * BLK);
+		if (round == 0)
+			for (unsigned i = 0; i < 2; i++)
+				put(o[i], all[i], 0, 4 * BLK);
+		bfs_diskcache_flush(c);
+		st = dc_stats(c);
+		ck_assert_uint_eq(st.bytes, round == 0 ? 3 * BLK : 0);
+		ck_assert_uint_eq(st.evictions, 0); /* object 0 is kept: its other blocks go */
+		ck_assert_uint_le(du_data(dir), 4 * MiB);
+		ck_assert_int_eq(get(o[0], all[0], 3 * BLK, BLK), 0);
+		ck_assert_int_eq(get(o[1], all[1], 0, 2 * BLK), 0);
+		ck_assert_int_eq(get(o[0], all[0], 0, 10), -ENODATA);
+		ck_assert_int_eq(get(o[1], all[1], 2 * BLK, 10), -ENODATA);
+		bfs_diskcache_close(c);
+	}
+	for (unsigned i = 0; i < 2; i++)
+		free(all[i]);
+	test_rmdir(dir);
+}
+END_TEST
+
 static Suite *diskcache_suite(void)
 {
 	Suite *s = suite_create("diskcache");
@@ -1317,6 +1475,7 @@ static Suite *diskcache_suite(void)
 
 	tcase_add_test(t, put_then_read_round_trips);
 	tcase_add_test(t, ranges_not_there_are_misses);
+	tcase_add_test(t, holds_knows_dir_at_once_and_blocks_queued);
 	tcase_add_test(t, short_last_block_only_when_the_put_reaches_the_end);
 	tcase_add_test(t, complete_and_verify);
 	tcase_add_test(t, dir_that_cannot_be_the_cache_fails_check_with_one_line);
@@ -1331,6 +1490,8 @@ static Suite *diskcache_suite(void)
 	suite_add_tcase(s, d);
 	tcase_add_test(b, the_least_recently_used_go_first_and_used_stays_within_the_bound);
 	tcase_add_test(b, objects_of_every_size_stay_within_the_bound);
+	tcase_add_test(b, a_share_is_kept_rather_than_the_first_objects);
+	tcase_add_test(b, a_share_larger_than_the_cache_keeps_its_first_blocks_over_a_later_mount);
 	tcase_add_loop_test(b, a_scan_over_four_times_the_cache_keeps_90_percent_of_it_useful, 0,
 			    2);
 	tcase_set_timeout(b, 60);

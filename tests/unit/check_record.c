@@ -366,7 +366,7 @@ static void check_roundtrip(const char *path, enum bfs_compression want_comp, co
 	ck_assert_uint_eq(bfs_shard_nrecords(s), r->n);
 	for (uint64_t i = 0; i < r->n; i++) {
 		ck_assert_msg(bfs_shard_read(s, i, buf, 1 << 22, true) == 0, "%s", bfs_err_msg());
-		ck_assert_uint_eq(test_record_len(s, i), r->len[i]);
+		ck_assert_uint_eq(bfs_shard_record_len(s, i), r->len[i]);
 		ck_assert(memcmp(buf, r->data[i], r->len[i]) == 0);
 	}
 	bfs_shard_close(s);
@@ -1175,8 +1175,9 @@ START_TEST(set_index_roundtrips_into_a_fresh_shard)
 	/* a copy of s's index, record by record */
 	ck_assert_int_eq(bfs_index_new(&ix), 0);
 	for (uint64_t i = 0; i < nrec; i++)
-		ck_assert_int_eq(
-			bfs_index_push(ix, test_record_offset(s, i), test_record_len(s, i)), 0);
+		ck_assert_int_eq(bfs_index_push(ix, bfs_shard_record_offset(s, i),
+						bfs_shard_record_len(s, i)),
+				 0);
 	for (size_t i = 0; i < s->npts; i++)
 		memcpy(bfs_index_add_point(ix), &s->pts[i], sizeof(struct bfs_seek_point));
 	ck_assert_int_eq(bfs_shard_set_index(s2, ix), 0);
@@ -1184,7 +1185,7 @@ START_TEST(set_index_roundtrips_into_a_fresh_shard)
 	ck_assert_uint_eq(s2->npts, s->npts);
 	ck_assert_ptr_ne(bfs_shard_get_index(s2), bfs_shard_get_index(s));
 	for (uint64_t i = 0; i <= nrec; i++)
-		ck_assert_uint_eq(test_record_offset(s2, i), test_record_offset(s, i));
+		ck_assert_uint_eq(bfs_shard_record_offset(s2, i), bfs_shard_record_offset(s, i));
 	ck_assert_uint_eq(bfs_shard_max_len(s2), bfs_shard_max_len(s));
 	bfs_shard_close(s);
 	for (uint64_t i = 0; i < nrec; i += 3) {

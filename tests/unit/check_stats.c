@@ -87,6 +87,8 @@ static void fill(struct bfs_stats_snap *s)
 	s->v[BFS_STAT_DECODE_SECONDS].f = 1.25;
 	s->v[BFS_STAT_UPTIME_SECONDS].i = 42;
 	s->v[BFS_STAT_IO_BACKEND_REASON].s = "why";
+	s->v[BFS_STAT_IO_PLAN].s = "passes";
+	s->v[BFS_STAT_IO_PLAN_REASON].s = "cheaper";
 }
 
 static const char always[] = "{\n"
@@ -204,15 +206,18 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 		 "  \"io_unplanned\": 1051,\n  \"io_plans_dropped\": 1052,\n"
 		 "  \"io_groups\": 1053,\n  \"io_streams\": 1054,\n"
 		 "  \"io_local\": 1055,\n  \"io_local_bytes\": 1056,\n"
-		 "  \"disk_cache_hits\": 1057,\n  \"disk_cache_misses\": 1058,\n"
-		 "  \"disk_cache_hit_bytes\": 1059,\n  \"disk_cache_bytes\": 1060,\n"
-		 "  \"disk_cache_evictions\": 1061,\n  \"disk_cache_corrupt\": 1062,\n"
-		 "  \"disk_cache_dropped\": 1063,\n  \"disk_cache_used\": 1064,\n"
-		 "  \"disk_cache_limit\": 1065,\n"
-		 "  \"cuda\": {\"device\": 0, \"pool\": 1068, \"busy\": 1069, \"opens\": 1070, "
-		 "\"waits\": 1071, \"eagain\": 1072, \"errors\": 1073, \"copies\": 1074, "
-		 "\"bytes_copied\": 1075, \"pinned_buffers\": 1076, \"host_allocs\": 1077, "
-		 "\"device_bytes\": 1078},\n"
+		 "  \"io_plan\": \"passes\",\n  \"io_plan_reason\": \"cheaper\",\n"
+		 "  \"io_windows\": 1059,\n  \"io_passes\": 1060,\n"
+		 "  \"io_pass_reads\": 1061,\n  \"io_pass_bytes\": 1062,\n"
+		 "  \"disk_cache_hits\": 1063,\n  \"disk_cache_misses\": 1064,\n"
+		 "  \"disk_cache_hit_bytes\": 1065,\n  \"disk_cache_bytes\": 1066,\n"
+		 "  \"disk_cache_evictions\": 1067,\n  \"disk_cache_corrupt\": 1068,\n"
+		 "  \"disk_cache_dropped\": 1069,\n  \"disk_cache_used\": 1070,\n"
+		 "  \"disk_cache_limit\": 1071,\n"
+		 "  \"cuda\": {\"device\": 0, \"pool\": 1074, \"busy\": 1075, \"opens\": 1076, "
+		 "\"waits\": 1077, \"eagain\": 1078, \"errors\": 1079, \"copies\": 1080, "
+		 "\"bytes_copied\": 1081, \"pinned_buffers\": 1082, \"host_allocs\": 1083, "
+		 "\"device_bytes\": 1084},\n"
 		 "  \"source_records\": %d,\n"
 		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
 		 always, 1000 + BFS_STAT_SOURCE_RECORDS, 1000 + BFS_STAT_SOURCE_ERRORS);
@@ -226,7 +231,7 @@ START_TEST(the_io_disk_cache_and_cuda_keys_to_the_byte)
 	ck_assert_ptr_nonnull(t);
 	ck_assert(strstr(t, "\"io_") == NULL && strstr(t, "\"cuda\"") == NULL);
 	snprintf(want, sizeof(want),
-		 "  \"disk_cache_limit\": 1065,\n  \"source_records\": %d,\n"
+		 "  \"disk_cache_limit\": 1071,\n  \"source_records\": %d,\n"
 		 "  \"source_errors\": %d,\n  \"uptime_seconds\": 42\n}\n",
 		 1000 + BFS_STAT_SOURCE_RECORDS, 1000 + BFS_STAT_SOURCE_ERRORS);
 	ck_assert(strstr(t, want));

@@ -249,7 +249,7 @@ def _epochs(args, tools, env, tenv, s3env, srv, mnt):
                 opts += ",disk_cache=%s,disk_cache_size=%d" % (cache, dc_size)
             run = {"disk_cache": dc_size if cache else 0, "epochs": [], "all": whole}
             with _env_mount([tools["batchfs"], "-f", "-o", opts, url, mnt], mnt, env) as m:
-                prev = 0
+                prev = waits = wait_s = 0
                 for e in range(3):
                     if whole:
                         rd = read_tree(m, tools, os.path.join(mnt, "epoch-%04d" % e,
@@ -263,8 +263,13 @@ def _epochs(args, tools, env, tenv, s3env, srv, mnt):
                                           "fetched": st.get("io_bytes", 0) - prev,
                                           "local": st.get("io_local_bytes", 0),
                                           "groups": st.get("io_groups", 0),
-                                          "streams": st.get("io_streams", 0)})
+                                          "streams": st.get("io_streams", 0),
+                                          "waits": st.get("io_waits", 0) - waits,
+                                          "wait_s": st.get("io_wait_seconds", 0) - wait_s,
+                                          "unplanned": st.get("io_unplanned", 0)})
                     prev = st.get("io_bytes", 0)
+                    waits = st.get("io_waits", 0)
+                    wait_s = st.get("io_wait_seconds", 0)
                     log("bucket epochs %s epoch %d: %.2f s, %.3fx fetched; io: %s" % (
                         "disk_cache" if cache else "no cache", e, rd["seconds"],
                         run["epochs"][-1]["fetched"] / size,
@@ -274,9 +279,11 @@ def _epochs(args, tools, env, tenv, s3env, srv, mnt):
 
 
 def _env_mount(cmd, mnt, env):
-    """A mount whose daemon has the AWS_ variables of env besides ours."""
+    """A mount whose daemon has the AWS_ variables (and XDG_CACHE_HOME) of
+    env besides ours."""
     return mount(cmd, mnt, env=dict(os.environ, **{k: v for k, v in env.items()
-                                                  if k.startswith("AWS_")}))
+                                                  if k.startswith("AWS_") or
+                                                  k == "XDG_CACHE_HOME"}))
 
 
 def _cache(args, tools, env, s3env, srv, mnt):
@@ -389,11 +396,12 @@ def report_epochs(c):
             f = r["fetched"] / c["bytes"]
             q = c["download_s"] / r["seconds"] if r["seconds"] else 0
             say("     epoch %d: %6.2f s = %.2fx the first  target <= 1.10  %s; %3.0f%% of the "
-                "download  target >= 80%%  %s; fetched during it %.3fx the dataset "
-                "(groups %d, streams %d)" % (
+                "download  target >= 80%%  %s; fetched during it %.3fx the dataset; io_waits "
+                "%d (%.1f s) (groups %d, streams %d, builds unplanned %d)" % (
                     e, r["seconds"], r["seconds"] / t0 if t0 else 0,
                     verdict(r["seconds"] <= 1.10 * t0), 100 * q, verdict(q >= 0.8), f,
-                    r["groups"], r["streams"]))
+                    r.get("waits", 0), r.get("wait_s", 0), r["groups"], r["streams"],
+                    r.get("unplanned", 0)))
         mean = sum(r["fetched"] for r in run["epochs"]) / len(run["epochs"]) / c["bytes"]
         say("     fetched per epoch over the %d epochs: %.3fx the dataset  target <= 1.05  %s "
             "(the next epoch's first groups come during the one before)" % (
