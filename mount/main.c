@@ -75,6 +75,14 @@ static void note_bad(void *ctx, const char *shard, const char *msg)
 #define IO_DEPTH_OBJECTS 64
 #define READAHEAD_MIN ((uint64_t)64 << 20)
 
+/* The partitions in use under shuffle=block; 0 under another shuffle. */
+static uint64_t nparts(const struct bfs_batcher *b)
+{
+	const struct bfs_blocks *bl = bfs_batcher_blocks(b);
+
+	return bl ? bfs_blocks_nparts(bl) : 0;
+}
+
 /* readahead=auto: 64 MiB; under shuffle=block, two windows of blocks (the
  * one being read and the next, fetched meanwhile) for each partition a
  * reader goes through at once (P / gcd(world, P) of them; with rank
@@ -82,11 +90,9 @@ static void note_bad(void *ctx, const char *shard, const char *msg)
  * node's GPUs), within a quarter of the machine's memory. */
 static uint64_t auto_readahead(const struct bfs_options *o, const struct bfs_batcher *b)
 {
-	uint64_t ra = READAHEAD_MIN, two, parts = 1, m = 1, d = 1;
+	uint64_t ra = READAHEAD_MIN, two, parts = nparts(b), m = 1, d = 1;
 	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
 
-	if (bfs_batcher_blocks(b))
-		parts = bfs_blocks_nparts(bfs_batcher_blocks(b));
 	if (parts > 1) {
 		d = o->world % parts;
 		for (uint64_t x = parts, t; x; d = x, x = t)
@@ -490,8 +496,7 @@ static int make_schema_json(struct mount *m)
 		.shuffle = !o->shuffle ? "none"
 			   : o->block  ? "block"
 				       : "global",
-		.partitions =
-			bfs_batcher_blocks(m->b) ? bfs_blocks_nparts(bfs_batcher_blocks(m->b)) : 0,
+		.partitions = nparts(m->b),
 		.rank = o->rank,
 		.world = o->world,
 		.no_rank = o->all_ranks, /* each rank folder is one rank: the top is none */
@@ -529,9 +534,7 @@ static void make_mount_readme(struct mount *m)
  * rank folders, over partitions=P > 1)? */
 static bool reads_a_share(const struct bfs_options *o, const struct bfs_batcher *b)
 {
-	const struct bfs_blocks *bl = bfs_batcher_blocks(b);
-
-	return bl && bfs_blocks_nparts(bl) > 1 && (o->world > 1 || o->all_ranks);
+	return nparts(b) > 1 && (o->world > 1 || o->all_ranks);
 }
 
 /* The I/O stage: on a network or FUSE filesystem, or when asked for; and

@@ -428,7 +428,9 @@ static void settle(struct bfs_fetch *f, struct bfs_fetch_read *x)
 		extent_free(f, x);
 }
 
-static struct bfs_fetch_read *extent_new(struct bfs_fetch *f, uint32_t obj, uint64_t off,
+/* A read of [off, off + len) of obj at prio, PENDING and not queued, its
+ * bytes not yet counted; NULL without memory. Extents and passes. */
+static struct bfs_fetch_read *read_alloc(struct bfs_fetch *f, uint32_t obj, uint64_t off,
 					 uint64_t len, uint64_t prio)
 {
 	struct bfs_fetch_read *x = calloc(1, sizeof(*x));
@@ -442,6 +444,16 @@ static struct bfs_fetch_read *extent_new(struct bfs_fetch *f, uint32_t obj, uint
 	x->prio = prio;
 	x->heap = NOT_QUEUED;
 	x->state = X_PENDING;
+	return x;
+}
+
+static struct bfs_fetch_read *extent_new(struct bfs_fetch *f, uint32_t obj, uint64_t off,
+					 uint64_t len, uint64_t prio)
+{
+	struct bfs_fetch_read *x = read_alloc(f, obj, off, len, prio);
+
+	if (!x)
+		return NULL;
 	f->st.buffered += len + OVERHEAD;
 	if (f->st.buffered > f->st.peak_buffered)
 		f->st.peak_buffered = f->st.buffered;
@@ -807,17 +819,10 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 static struct bfs_fetch_read *pass_new(struct bfs_fetch *f, uint32_t obj, uint64_t off,
 				       uint64_t len, uint64_t prio)
 {
-	struct bfs_fetch_read *x = calloc(1, sizeof(*x));
+	struct bfs_fetch_read *x = read_alloc(f, obj, off, len, prio);
 
 	if (!x)
 		return NULL;
-	x->f = f;
-	x->obj = obj;
-	x->off = off;
-	x->len = len;
-	x->prio = prio;
-	x->heap = NOT_QUEUED;
-	x->state = X_PENDING;
 	x->pass = true;
 	f->st.buffered += OVERHEAD;
 	if (pass_list(f, x) != 0) {

@@ -367,6 +367,11 @@ def _read_then_unmount(daemons, servers, aws, tmp_path, kind, shuffle, inflight=
     timed and checked; stats.json just before the unmount."""
     source, env = provider_env(kind, servers, aws, tmp_path)
     servers.config(delay_ms=60)  # a slow bucket: the stage's reads are in flight
+    if inflight:
+        # reads in flight at the unmount are the subject: the disk cache
+        # (on by default for a bucket) would hold this small dataset after
+        # its first epoch, and nothing would be fetched then
+        more.setdefault("disk_cache", "off")
     d = daemons(source, env, batch_size=B, shuffle=shuffle,
                 block_size="64K" if shuffle == "block" else None, epochs=4,
                 prefetch=2, cache_size="1M", readahead="1M", region="us-east-1",
@@ -416,9 +421,12 @@ def _gone(d, how):
 def test_sigterm_ends_it_within_2s_while_readers_wait_on_a_stalled_bucket(
         daemons, servers, aws, tmp_path, shuffle):
     source, env = provider_env("imds", servers, aws, tmp_path)
+    # disk_cache=off: readers hung on the bucket are the subject, not on a
+    # disk cache that already holds what they read
     d = daemons(source, env, batch_size=B, shuffle=shuffle,
                 block_size="64K" if shuffle == "block" else None, epochs=2, cache_size="1M",
-                readahead="1M", region="us-east-1", endpoint=servers.endpoint)
+                readahead="1M", region="us-east-1", endpoint=servers.endpoint,
+                disk_cache="off")
     readers = Readers(d.mnt, n=3, gap=0)
     _wait_for(lambda: sum(readers.counts) >= 3, "reads")
     # every object read from now on hangs (the connection held, no answer)

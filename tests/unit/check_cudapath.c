@@ -182,6 +182,7 @@ struct worker {
 	struct bfs_cudapath *cp;
 	unsigned slot;
 	int bad;
+	char why[400]; /* the first failure's line, for the assertion */
 };
 
 static void *worker_main(void *arg)
@@ -195,13 +196,18 @@ static void *worker_main(void *arg)
 
 		memset(buf, (int)(w->slot + i), n);
 		if (bfs_cudapath_pin(w->cp, &buf, n) != 0) {
-			w->bad++;
+			if (!w->bad++)
+				snprintf(w->why, sizeof(w->why), "pin %u of %zu bytes failed", i,
+					 n);
 			free(buf);
 			continue;
 		}
+		err[0] = '\0';
 		if (bfs_cudapath_copy(w->cp, w->slot, buf, n, hex, err, sizeof(err)) != 0 ||
-		    bfs_cudapath_wait(w->cp, w->slot, err, sizeof(err)) != 0)
-			w->bad++;
+		    bfs_cudapath_wait(w->cp, w->slot, err, sizeof(err)) != 0) {
+			if (!w->bad++)
+				snprintf(w->why, sizeof(w->why), "copy %u: %s", i, err);
+		}
 		bfs_cudapath_unpin(w->cp, buf);
 	}
 	return NULL;
@@ -215,12 +221,13 @@ START_TEST(threads_pin_and_copy_at_once)
 	struct bfs_cudapath_stats st;
 
 	for (unsigned i = 0; i < 4; i++) {
-		w[i] = (struct worker){ .cp = cp, .slot = i };
+		w[i] = (struct worker){ .cp = cp, .slot = i, .why = "" };
 		ck_assert_int_eq(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
 	}
 	for (unsigned i = 0; i < 4; i++) {
 		pthread_join(th[i], NULL);
-		ck_assert_int_eq(w[i].bad, 0);
+		ck_assert_msg(w[i].bad == 0, "worker %u: %d failed, first: %s", i, w[i].bad,
+			      w[i].why);
 	}
 	bfs_cudapath_stats(cp, &st);
 	ck_assert_uint_eq(st.copies, 80);
