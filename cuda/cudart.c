@@ -80,14 +80,6 @@ fail:
 	return -1;
 }
 
-void bfs_cudart_unload(struct bfs_cudart *rt)
-{
-	if (rt && rt->dl) {
-		dlclose(rt->dl);
-		rt->dl = NULL;
-	}
-}
-
 const char *bfs_cudart_strerror(const struct bfs_cudart *rt, cudaError_t rc)
 {
 	static __thread char buf[32];

@@ -86,7 +86,6 @@ struct bfs_cudart {
  * it at the host double), else libcudart.so, libcudart.so.13/.12/.11, then
  * /usr/local/cuda/lib64/libcudart.so. Returns 0, or -1 with a reason in err. */
 int bfs_cudart_load(struct bfs_cudart *rt, char *err, size_t errlen);
-void bfs_cudart_unload(struct bfs_cudart *rt);
 
 /* The runtime's message for rc ("error N" when it has none). */
 const char *bfs_cudart_strerror(const struct bfs_cudart *rt, cudaError_t rc);

@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 enum { ST_LOADING = 1, ST_READY = 2, ST_FAILED = 3 };
 
@@ -299,13 +298,6 @@ static void trim_read(struct bfs_cache *c)
 	}
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The end of a load: publish the result of entry x (LOADING). Lock held. */
 static void publish(struct bfs_cache *c, struct bfs_cache_entry *x, int rc, uint8_t *buf,
 		    struct bfs_geom *g, bool pinned)
@@ -372,12 +364,12 @@ static void finish_job(struct bfs_cache *c, struct bfs_cache_entry *x)
  * that completes the last part finishes the job. Lock held. */
 static void run_part(struct bfs_cache *c, struct bfs_cache_entry *x, unsigned k)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bfs_now_ns();
 
 	x->refs++;
 	pthread_mutex_unlock(&c->lock);
 	bfs_build_part(x->job, k, c->on_error, c->ctx);
-	uint64_t dt = now_ns() - t0;
+	uint64_t dt = bfs_now_ns() - t0;
 	pthread_mutex_lock(&c->lock);
 	c->st.decode_ns += dt;
 	if (++x->done == x->nparts)
@@ -394,7 +386,7 @@ static void start_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 	struct bfs_build *jb = NULL;
 	struct bfs_cache_entry **pp;
 	unsigned np = bfs_build_parts_for(g, c->max_parts);
-	uint64_t t0 = now_ns(), cap = 0;
+	uint64_t t0 = bfs_now_ns(), cap = 0;
 	uint8_t *buf = take_spare(c, g->st_size, &cap);
 	int rc;
 
@@ -411,7 +403,7 @@ static void start_job(struct bfs_cache *c, struct bfs_cache_entry *x)
 		x->io_plan = c->io;
 		x->io_hold = bfs_ioplan_claim(c->io, x->rank, x->epoch, x->batch, recs, n);
 	}
-	uint64_t dt = now_ns() - t0;
+	uint64_t dt = bfs_now_ns() - t0;
 	pthread_mutex_lock(&c->lock);
 	c->st.decode_ns += dt;
 	if (rc) {
@@ -493,7 +485,7 @@ static struct bfs_cache_entry *reserve(struct bfs_cache *c, uint64_t r, uint64_t
 		*err = -ENOMEM;
 		return NULL;
 	}
-	x->geom = g; /* handed to bfs_batcher_build by load() */
+	x->geom = g; /* handed to the build (bfs_build_new_in) by load() */
 	x->rank = r;
 	x->epoch = e;
 	x->batch = b;

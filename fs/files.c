@@ -7,37 +7,16 @@
 
 #include "cred.h"
 #include "cudapool.h"
-#include "epoch.h"
 #include "errlog.h"
 #include "objsrc.h"
-#include "stash.h"
 #include "stats.h"
-#include "views.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define NVIEWS 8 /* epoch views kept (geometry and chunk totals of all/) */
-#define READERS 64 /* readers of stats.json and errors.txt remembered */
-#define TOUCHES 256 /* per-reader counts of other reads (hashed by thread id) */
-#define ACTIVE_MS 50 /* a reader reads on (the size it saw holds) this long */
-#define SHARE_MS 1000 /* a snapshot shared with later readers at most this old */
-
-/* A reader of a dynamic file: the snapshot its last size or read was of. */
-struct dyn_reader {
-	uint64_t tid; /* 0: a free slot */
-	unsigned k;
-	struct bfs_snapshot *snap; /* a reference */
-	uint64_t gen;
-	uint64_t at_ns; /* its last size or read (CLOCK_MONOTONIC) */
-	uint64_t made_ns; /* when snap was made */
-	uint64_t touch; /* touches[] then: the reader's reads of other files */
-};
 
 struct bfs_files {
 	const struct bfs_dataset *ds;
@@ -57,18 +36,10 @@ struct bfs_files {
 	/* geometry of a full batch and of the last one, when no tensor is
 	 * ragged (then every batch but the last has the same sizes) */
 	struct bfs_geom *geom_full, *geom_last;
-	/* snapshots of stats.json (DYN_STATS) and errors.txt (DYN_ERRORS);
-	 * their generation is their mtime, in ns past the mount's */
-	struct bfs_snapshot_set *dyn;
-	pthread_mutex_t dyn_lock; /* guards readers, next_reader, reported */
-	struct dyn_reader readers[READERS];
-	unsigned next_reader;
-	/* the snapshot each file was last sized at, for unknown readers */
-	struct bfs_snapshot *reported[2];
-	size_t pad[2]; /* stats.json's next snapshot padded to this (0: none) */
-	uint64_t touches[TOUCHES]; /* atomic */
-	struct bfs_views *views; /* of all/: geometry and chunk totals */
-	struct bfs_stash *stash; /* all/'s small tensors, so columns cost one pass */
+	/* stats.json and errors.txt: a snapshot per reader; their generation
+	 * is their mtime, in ns past the mount's */
+	struct bfs_dynfiles *dyn;
+	struct bfs_allfiles *all; /* the files of all/ and all.safetensors */
 	struct bfs_errlog *errlog; /* errors.txt */
 	struct bfs_stats_reads reads; /* reads served, for stats.json */
 	/* the CUDA path (-o cuda); NULL when off */
@@ -100,7 +71,7 @@ static char *stats_text(struct bfs_files *f, size_t pad, size_t *len)
 			      bfs_batcher_nbatches(f->b));
 	bfs_cache_stats(f->cache, &st);
 	st.budget += f->cache_size / 16; /* the stash's share (bfs_files_new) */
-	st.bytes += bfs_stash_bytes(f->stash);
+	st.bytes += bfs_allfiles_stash_bytes(f->all);
 	bfs_stats_put_cache(&snap, &st);
 	bfs_errlog_counts(f->errlog, &ec);
 	bfs_stats_put_errors(&snap, &ec);
@@ -141,29 +112,23 @@ static char *errors_text(struct bfs_files *f, size_t *len)
 	return bfs_errlog_text(f->errlog, len);
 }
 
-enum { DYN_STATS, DYN_ERRORS };
-
-static unsigned dyn_file(const struct bfs_vnode *n)
-{
-	return n->type == BFS_V_STATS ? DYN_STATS : DYN_ERRORS;
-}
-
-/* (under dyn_lock: f->pad) */
-static char *dyn_text(void *arg, unsigned k, size_t *len)
+/* dynfiles' text function */
+static char *dyn_text(void *arg, enum bfs_dynfile k, size_t pad, size_t *len)
 {
 	struct bfs_files *f = arg;
 
-	return k == DYN_STATS ? stats_text(f, f->pad[k], len) : errors_text(f, len);
+	return k == BFS_DYN_STATS ? stats_text(f, pad, len) : errors_text(f, len);
+}
+
+static enum bfs_dynfile dyn_file(const struct bfs_vnode *n)
+{
+	return n->type == BFS_V_STATS ? BFS_DYN_STATS : BFS_DYN_ERRORS;
 }
 
 int bfs_files_open_snapshot(struct bfs_files *f, const struct bfs_vnode *n,
 			    struct bfs_snapshot **out)
 {
-	size_t len = 0;
-	char *text = n->type == BFS_V_STATS ? stats_text(f, 0, &len) : errors_text(f, &len);
-
-	*out = text ? bfs_snapshot_new(text, len) : NULL;
-	return *out ? 0 : -ENOMEM;
+	return bfs_dynfiles_open(f->dyn, dyn_file(n), out);
 }
 
 void bfs_files_release(struct bfs_files *f, const struct bfs_vnode *n, uint64_t fh)
@@ -172,160 +137,6 @@ void bfs_files_release(struct bfs_files *f, const struct bfs_vnode *n, uint64_t 
 		bfs_cudaopen_put(f->copen, (struct bfs_cudaopen_fh *)(uintptr_t)fh);
 	else
 		bfs_snapshot_put((struct bfs_snapshot *)(uintptr_t)fh);
-}
-
-/* Which snapshot a reader of a dynamic file sees (files.h,
- * bfs_files_asker): without OPEN requests the kernel sizes the file by the
- * last GETATTR and reads it through its page cache, so a reader reading to
- * the end must find the end of the snapshot it read. */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t touches(struct bfs_files *f, uint64_t tid)
-{
-	return __atomic_load_n(&f->touches[tid % TOUCHES], __ATOMIC_RELAXED);
-}
-
-/* A read of another file by reader tid: its next size of a dynamic file is
- * a fresh snapshot's. */
-static void touch(struct bfs_files *f, uint64_t tid)
-{
-	if (tid)
-		__atomic_add_fetch(&f->touches[tid % TOUCHES], 1, __ATOMIC_RELAXED);
-}
-
-/* Reader tid's slot for file k (under dyn_lock); NULL when none and !make
- * (else the least recently used slot, taken over). */
-static struct dyn_reader *dyn_reader(struct bfs_files *f, uint64_t tid, unsigned k, bool make)
-{
-	struct dyn_reader *r;
-
-	for (unsigned i = 0; i < READERS; i++)
-		if (f->readers[i].tid == tid && f->readers[i].k == k)
-			return &f->readers[i];
-	if (!make)
-		return NULL;
-	r = &f->readers[f->next_reader++ % READERS];
-	bfs_snapshot_put(r->snap);
-	memset(r, 0, sizeof(*r));
-	r->tid = tid;
-	r->k = k;
-	return r;
-}
-
-static void set_reported(struct bfs_files *f, unsigned k, struct bfs_snapshot *s)
-{
-	bfs_snapshot_get(s);
-	bfs_snapshot_put(f->reported[k]);
-	f->reported[k] = s;
-}
-
-/* A fresh snapshot of file k for reader tid (a reference; under dyn_lock).
- * While another reader reads one (its last size or read within
- * ACTIVE_MS), the kernel's one size of the file is that snapshot's: the
- * fresh text is padded with spaces to it, or, longer, that snapshot is
- * shared, so that neither reader finds the other's end. */
-static struct bfs_snapshot *fresh(struct bfs_files *f, unsigned k, uint64_t tid, uint64_t now,
-				  uint64_t *gen, uint64_t *made)
-{
-	struct dyn_reader *act = NULL;
-	struct bfs_snapshot *s;
-
-	for (unsigned i = 0; i < READERS; i++) {
-		struct dyn_reader *r = &f->readers[i];
-
-		if (r->tid && r->tid != tid && r->k == k && r->snap &&
-		    now - r->at_ns < (uint64_t)ACTIVE_MS * 1000000u &&
-		    (!act || r->at_ns > act->at_ns))
-			act = r;
-	}
-	*made = now;
-	if (!act)
-		return bfs_snapshot_refresh(f->dyn, k, gen);
-	f->pad[k] = act->snap->len;
-	s = bfs_snapshot_refresh(f->dyn, k, gen);
-	f->pad[k] = 0;
-	/* longer: theirs, unless it is old (then this reader's, at its size) */
-	if (s && s->len != act->snap->len && now - act->made_ns < (uint64_t)SHARE_MS * 1000000u) {
-		bfs_snapshot_put(s);
-		s = act->snap;
-		bfs_snapshot_get(s);
-		*gen = act->gen;
-		*made = act->made_ns;
-	}
-	return s;
-}
-
-static int dyn_size(struct bfs_files *f, unsigned k, const struct bfs_files_asker *who,
-		    uint64_t *size, uint64_t *mtime_ns)
-{
-	uint64_t tid = who ? who->reader : 0, now, gen = 0;
-	struct bfs_snapshot *s = NULL;
-	struct dyn_reader *r;
-
-	pthread_mutex_lock(&f->dyn_lock);
-	now = now_ns(); /* under the lock: no slot's time is later */
-	r = tid ? dyn_reader(f, tid, k, false) : NULL;
-	if (r && r->snap && who->reading &&
-	    now - r->at_ns < (uint64_t)BFS_FILES_CONTINUE_MS * 1000000u &&
-	    r->touch == touches(f, tid)) {
-		/* the same reader reading on: the snapshot it reads */
-		s = r->snap;
-		bfs_snapshot_get(s);
-		gen = r->gen;
-	} else {
-		uint64_t made = now;
-
-		s = fresh(f, k, tid, now, &gen, &made);
-		if (s && tid) {
-			r = dyn_reader(f, tid, k, true);
-			bfs_snapshot_get(s);
-			bfs_snapshot_put(r->snap); /* its older one */
-			r->snap = s;
-			r->gen = gen;
-			r->made_ns = made;
-			r->touch = touches(f, tid);
-		}
-	}
-	if (s) {
-		if (r)
-			r->at_ns = now;
-		set_reported(f, k, s);
-	}
-	pthread_mutex_unlock(&f->dyn_lock);
-	if (!s)
-		return -ENOMEM;
-	*size = s->len;
-	if (mtime_ns)
-		*mtime_ns = gen;
-	bfs_snapshot_put(s);
-	return 0;
-}
-
-/* The snapshot reader tid reads of file k (a reference): the one its size
- * was last of, or, for a reader not seen, the one last sized. */
-static struct bfs_snapshot *dyn_read(struct bfs_files *f, unsigned k, uint64_t tid)
-{
-	struct bfs_snapshot *s;
-	struct dyn_reader *r;
-
-	pthread_mutex_lock(&f->dyn_lock);
-	r = tid ? dyn_reader(f, tid, k, false) : NULL;
-	s = r && r->snap ? r->snap : f->reported[k];
-	if (s)
-		bfs_snapshot_get(s);
-	else /* never sized: the kernel has no size of it */
-		s = bfs_snapshot_current(f->dyn, k);
-	if (r)
-		r->at_ns = now_ns();
-	pthread_mutex_unlock(&f->dyn_lock);
-	return s;
 }
 
 /* -------------------------------------------------------------- sizes */
@@ -363,20 +174,12 @@ int bfs_files_size(struct bfs_files *f, const struct bfs_vnode *n,
 		return 0;
 	case BFS_V_STATS:
 	case BFS_V_ERRORS:
-		return dyn_size(f, dyn_file(n), who, size, mtime_ns);
+		return bfs_dynfiles_size(f->dyn, dyn_file(n), who ? who->reader : 0,
+					 who && who->reading, size, mtime_ns);
 	case BFS_V_SAFETENSORS:
 	case BFS_V_NPY:
-		if (n->all) {
-			struct bfs_view_ref *r;
-			rc = bfs_views_get(&r, f->views, n->rank, n->epoch);
-			if (rc)
-				return rc;
-			g = r->v->geom;
-			*size = n->type == BFS_V_SAFETENSORS ? g->st_size
-							     : bfs_npy_size(&g->g[n->tensor]);
-			bfs_views_put(f->views, r);
-			return 0;
-		}
+		if (n->all)
+			return bfs_allfiles_size(f->all, n, size);
 		rc = get_geom(f, n->rank, n->epoch, n->batch, &g, &owned);
 		if (rc)
 			return rc;
@@ -525,160 +328,22 @@ static int read_batch_file(struct bfs_files *f, const struct bfs_vnode *n, size_
 	return 0;
 }
 
-/* Bytes [a, b) of fixed-size-row tensor t's data in the epoch view
- * (rowb bytes a row), from the batches that hold those rows: row i*B + j
- * is row j of batch i. For a chunk that failed (a corrupt record under
- * on_corrupt=fail): only the batch holding the record fails. */
-static int view_rows_from_batches(struct bfs_files *f, uint64_t rank, uint64_t epoch, size_t t,
-				  uint64_t rowb, uint64_t a, uint64_t b, uint8_t *dst)
-{
-	const struct bfs_batcher *bt = f->rb[rank];
-	uint64_t B = bfs_batcher_batch_len(bt, 0);
-
-	while (a < b && B) {
-		uint64_t r = a / rowb, i = r / B, j = r % B, n, k;
-		struct bfs_cache_entry *e = NULL;
-		const struct bfs_tensor_geom *g;
-		int rc = bfs_cache_get(&e, f->cache, rank, epoch, i);
-
-		if (rc)
-			return rc;
-		g = &e->geom->g[t];
-		n = bfs_batcher_batch_len(bt, i);
-		if (g->nbytes != n * rowb || j >= n) { /* not rows of rowb bytes */
-			bfs_cache_put(f->cache, e);
-			return -EIO;
-		}
-		k = (n - j) * rowb - a % rowb;
-		if (k > b - a)
-			k = b - a;
-		memcpy(dst, e->buf + g->offset + j * rowb + a % rowb, k);
-		bfs_cache_put(f->cache, e);
-		a += k;
-		dst += k;
-	}
-	return a < b ? -EIO : 0;
-}
-
-/* Bytes [a, b) of tensor t's data in the epoch view, from the chunks that
- * hold them (decoded on demand, prefetched ahead), or from the stash of
- * small tensors (stash.h), which every chunk in hand fills. */
-static int view_tensor_bytes(struct bfs_files *f, const struct bfs_epoch_view *v, uint64_t rank,
-			     uint64_t epoch, size_t t, uint64_t a, uint64_t b, uint8_t *dst)
-{
-	uint64_t rowb = bfs_epoch_view_row_bytes(v, t);
-
-	if (v->nchunks == 0) { /* no rows: only offsets, all 0 */
-		memset(dst, 0, b - a);
-		return 0;
-	}
-	while (a < b) {
-		uint64_t c = bfs_epoch_view_chunk(v, t, a), k;
-		struct bfs_cache_entry *e = NULL;
-		int rc;
-
-		k = bfs_stash_read(f->stash, v, rank, epoch, t, c, a, b - a, dst);
-		if (k) {
-			a += k;
-			dst += k;
-			continue;
-		}
-		rc = bfs_cache_get(&e, f->cache, rank, epoch, c | BFS_CHUNK);
-		if (rc == -EIO && rowb) {
-			/* a corrupt record failed the chunk: its other rows come
-			 * from their batches, so only its batch's rows fail */
-			uint64_t end = (c + 1) * v->chunk_rows * rowb;
-
-			k = end < b ? end - a : b - a;
-			rc = view_rows_from_batches(f, rank, epoch, t, rowb, a, a + k, dst);
-			if (rc)
-				return rc;
-			a += k;
-			dst += k;
-			continue;
-		}
-		if (rc)
-			return rc;
-		bfs_stash_fill(f->stash, v, rank, epoch, c, e->buf, e->geom);
-		k = bfs_epoch_view_copy(v, t, c, e->buf, e->geom, a, b - a, dst);
-		bfs_cache_put(f->cache, e);
-		if (k == 0) {
-			bfs_files_report(
-				f, "all/: a chunk's sizes differ from the index (source changed?)",
-				0);
-			return -EIO;
-		}
-		a += k;
-		dst += k;
-	}
-	return 0;
-}
-
-/* A read of all/F.npy or all.safetensors: assembled from chunks into one
- * buffer (offsets must be shifted, so no zero-copy here). */
+/* A read of all/F.npy or all.safetensors: assembled into one buffer
+ * (offsets must be shifted, so no zero-copy here). */
 static int read_view_file(struct bfs_files *f, const struct bfs_vnode *n, size_t len, uint64_t pos,
 			  struct bfs_files_read *r)
 {
-	uint64_t end, fsize, hlen;
-	const struct bfs_geom *g;
-	struct bfs_view_ref *vr = NULL;
-	uint8_t *buf;
-	double rows;
-	int rc = bfs_views_get(&vr, f->views, n->rank, n->epoch);
+	size_t got = 0;
+	double rows = 0;
+	int rc = bfs_allfiles_read(f->all, n, pos, len, &r->owned, &got, &rows);
 
 	if (rc)
 		return read_failed(f, rc);
-	g = vr->v->geom;
-	if (n->type == BFS_V_SAFETENSORS) {
-		fsize = g->st_size;
-		hlen = g->st_hlen;
-	} else {
-		fsize = bfs_npy_size(&g->g[n->tensor]);
-		hlen = g->g[n->tensor].npy_hlen;
-	}
-	if (pos >= fsize) {
-		bfs_views_put(f->views, vr);
+	if (!got)
 		return 0;
-	}
-	end = pos + len < fsize ? pos + len : fsize;
-	buf = r->owned = malloc(end - pos);
-	if (!buf) {
-		bfs_views_put(f->views, vr);
-		return read_failed(f, -ENOMEM);
-	}
-	if (pos < hlen) { /* the header */
-		uint64_t k = (end < hlen ? end : hlen) - pos;
-		if (n->type == BFS_V_SAFETENSORS) {
-			memcpy(buf, g->st_header + pos, k);
-		} else {
-			const struct bfs_tensor_geom *tg = &g->g[n->tensor];
-			bfs_npy_header(r->hdr, sizeof(r->hdr),
-				       bfs_batcher_plan(f->b)->t[n->tensor].dtype, tg->ndim,
-				       tg->shape);
-			memcpy(buf, r->hdr + pos, k);
-		}
-	}
-	if (n->type == BFS_V_NPY && end > hlen) {
-		uint64_t a = pos > hlen ? pos : hlen;
-		rc = view_tensor_bytes(f, vr->v, n->rank, n->epoch, (size_t)n->tensor, a - hlen,
-				       end - hlen, buf + (a - pos));
-	} else if (n->type == BFS_V_SAFETENSORS) {
-		/* the tensors lie end to end after the header, in plan order */
-		for (size_t t = 0; t < g->ntensors && !rc; t++) {
-			uint64_t ts = g->g[t].offset, te = ts + g->g[t].nbytes;
-			uint64_t a = pos > ts ? pos : ts, b = end < te ? end : te;
-			if (a < b)
-				rc = view_tensor_bytes(f, vr->v, n->rank, n->epoch, t, a - ts,
-						       b - ts, buf + (a - pos));
-		}
-	}
-	rows = rc ? 0 : bfs_stats_rows(g, hlen, pos, end);
-	bfs_views_put(f->views, vr);
-	if (rc)
-		return read_failed(f, rc);
-	bfs_stats_read(&f->reads, end - pos, rows); /* before the reply, as above */
-	r->p[0].mem = buf;
-	r->p[0].size = end - pos;
+	bfs_stats_read(&f->reads, got, rows); /* before the reply, as above */
+	r->p[0].mem = r->owned;
+	r->p[0].size = got;
 	r->count = 1;
 	return 0;
 }
@@ -709,7 +374,7 @@ int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t read
 
 	memset(r, 0, sizeof(*r));
 	if (!bfs_files_dynamic(n))
-		touch(f, reader);
+		bfs_dynfiles_touch(f->dyn, reader);
 	switch (n->type) {
 	case BFS_V_README:
 		read_slice(r, f->readme, f->readme_len, off, len);
@@ -723,7 +388,7 @@ int bfs_files_read(struct bfs_files *f, const struct bfs_vnode *n, uint64_t read
 		if (r->snap) /* opened with an open request: its own snapshot */
 			bfs_snapshot_get(r->snap);
 		else
-			r->snap = dyn_read(f, dyn_file(n), reader);
+			r->snap = bfs_dynfiles_read(f->dyn, dyn_file(n), reader);
 		if (!r->snap)
 			return -ENOMEM;
 		read_slice(r, r->snap->text, r->snap->len, off, len);
@@ -779,14 +444,8 @@ void bfs_files_free(struct bfs_files *f)
 	bfs_cudaopen_free(f->copen);
 	bfs_cudapath_free(f->cuda);
 	bfs_cudapool_free(f->cpool);
-	bfs_views_free(f->views);
-	bfs_stash_free(f->stash);
-	for (unsigned i = 0; i < READERS; i++)
-		bfs_snapshot_put(f->readers[i].snap);
-	bfs_snapshot_put(f->reported[0]);
-	bfs_snapshot_put(f->reported[1]);
-	pthread_mutex_destroy(&f->dyn_lock);
-	bfs_snapshot_set_free(f->dyn);
+	bfs_allfiles_free(f->all);
+	bfs_dynfiles_free(f->dyn);
 	bfs_vfs_free(f->vfs);
 	bfs_geom_free(f->geom_full);
 	bfs_geom_free(f->geom_last);
@@ -823,7 +482,6 @@ int bfs_files_new(struct bfs_files **out, const struct bfs_fs_config *cfg)
 	if (!f)
 		return -ENOMEM;
 	bfs_stats_reads_init(&f->reads);
-	pthread_mutex_init(&f->dyn_lock, NULL);
 	f->ds = cfg->ds;
 	f->b = cfg->batcher;
 	f->rb = cfg->nranks ? cfg->ranks : &f->b;
@@ -837,7 +495,7 @@ int bfs_files_new(struct bfs_files **out, const struct bfs_fs_config *cfg)
 	f->schema_json = strdup(cfg->schema_json ? cfg->schema_json : "{}\n");
 	if (!f->readme || !f->schema_json ||
 	    bfs_errlog_new(&f->errlog, BFS_ERRLOG_MAX_LINES, stderr) != 0 ||
-	    bfs_snapshot_set_new(&f->dyn, 2, dyn_text, f) != 0) {
+	    bfs_dynfiles_new(&f->dyn, dyn_text, f) != 0) {
 		rc = -ENOMEM;
 		goto fail;
 	}
@@ -849,8 +507,6 @@ int bfs_files_new(struct bfs_files **out, const struct bfs_fs_config *cfg)
 			goto fail;
 	}
 	rc = bfs_vfs_new(&f->vfs, plan, nb, cfg->epochs, cfg->cuda_device >= 0, cfg->nranks);
-	if (!rc)
-		rc = bfs_views_new(&f->views, f->rb, f->nranks, NVIEWS);
 	if (rc)
 		goto fail;
 	if (plan->nslots == 0 && nb > 0) {
@@ -862,11 +518,11 @@ int bfs_files_new(struct bfs_files **out, const struct bfs_fs_config *cfg)
 	}
 	/* a sixteenth of cache_size for all/'s small tensors, out of the cache's
 	 * budget: the daemon stays within cache_size (docs/contract.md) */
-	rc = bfs_stash_new(&f->stash, cfg->cache_size / 16);
+	rc = bfs_cache_new(&f->cache, f->rb, f->nranks, cfg->cache_size - cfg->cache_size / 16,
+			   cfg->threads, cfg->prefetch, bfs_files_report, f);
 	if (!rc)
-		rc = bfs_cache_new(&f->cache, f->rb, f->nranks,
-				   cfg->cache_size - cfg->cache_size / 16, cfg->threads,
-				   cfg->prefetch, bfs_files_report, f);
+		rc = bfs_allfiles_new(&f->all, f->rb, f->nranks, f->cache, cfg->cache_size / 16,
+				      bfs_files_report, f);
 	if (rc)
 		goto fail;
 	bfs_cache_set_epochs(f->cache, cfg->epochs);

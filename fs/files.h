@@ -2,14 +2,15 @@
 /*
  * files.h — the files of a mount, without FUSE: what each node of the
  * namespace (vfs.h) is, its attributes and size, and its bytes at any
- * [off, off + len): README.txt and schema.json; stats.json and errors.txt
- * as snapshots (snapshot.h); the batch files straight from the decoded
- * batch in the cache (cache.h: a .npy's header built for the read, then the
- * entry's bytes, no copy); the epoch views of all/ assembled from chunks
- * (views.h, stash.h); batch-B.cuda through its descriptor (cudaopen.h).
- * It owns the state those need: the cache and its workers, the views and
- * the stash, errors.txt (errlog.h), the read counters and, with -o cuda,
- * the CUDA runtime and its pool.
+ * [off, off + len), each kind of file sent to the module that knows it:
+ * README.txt and schema.json, fixed text here; stats.json and errors.txt,
+ * a snapshot per reader (dynfiles.h), their text written here from the
+ * counters; the batch files straight from the decoded batch in the cache
+ * (cache.h: a .npy's header built for the read, then the entry's bytes, no
+ * copy); the files of all/ (allfiles.h); batch-B.cuda through its
+ * descriptor (cudaopen.h). It owns the state those need: the cache and its
+ * workers, all/'s views and stash, errors.txt (errlog.h), the read
+ * counters and, with -o cuda, the CUDA runtime and its pool.
  *
  * fuse_ops.c answers requests with these; session.c starts it (the I/O
  * stage, the workers) and stops it. Does not: include FUSE or reply to
@@ -19,11 +20,13 @@
 #ifndef BFS_FILES_H
 #define BFS_FILES_H
 
+#include "allfiles.h"
 #include "batch.h"
 #include "cache.h"
 #include "cudaopen.h"
 #include "cudapath.h"
 #include "dataset.h"
+#include "dynfiles.h"
 #include "fs.h"
 #include "iostage.h"
 #include "snapshot.h"
@@ -68,26 +71,12 @@ static inline bool bfs_files_dynamic(const struct bfs_vnode *n)
 
 /* Who asks for a size or a read: the asking thread's id (0: unknown), and
  * whether the size is asked for on the way to a read(2) of an open file
- * (FUSE's GETATTR with a file handle), not for a stat.
- *
- * stats.json and errors.txt are exactly their text. Without OPEN requests
- * the kernel sizes them by the last GETATTR and reads them through its
- * page cache, so which snapshot a size reports is chosen per reader:
- *  - a size asked for a stat (fstat after an open, as cat, Python and
- *    stdio do) makes a fresh snapshot, which that reader's reads serve;
- *  - a size asked again on the way to the same reader's next read(2),
- *    within BFS_FILES_CONTINUE_MS and with no read of another file by it
- *    in between, is the same snapshot's: a reader reading on to the end
- *    finds the end of what it read, not a newer snapshot's tail;
- *  - while another reader reads (its last size or read within 50 ms),
- *    the one size the kernel keeps is that reader's: a fresh snapshot is
- *    padded with spaces to it, or, longer, that reader's snapshot (at
- *    most a second old) is shared. */
+ * (FUSE's GETATTR with a file handle), not for a stat: which snapshot of
+ * stats.json and errors.txt it sees (dynfiles.h). */
 struct bfs_files_asker {
 	uint64_t reader;
 	bool reading;
 };
-#define BFS_FILES_CONTINUE_MS 1000
 
 /* n's size in bytes, without decoding anything; *mtime_ns (may be NULL)
  * gets a dynamic file's snapshot number (its mtime past the mount's). */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stats.c — stats.json's table of keys and its writer (see stats.h).
- * Written with stdio from the table, not jansson: jansson's one user in the
- * daemon is decoder/schema.c (docs/HACKING.md, one firewall per
- * dependency), and the format is fixed to the byte (docs/contract.md).
+ * Written with stdio from the table, not jansson: the decoder's jansson
+ * firewall is decoder/schema/schema_json.c (docs/HACKING.md, one firewall
+ * per dependency), and the format is fixed to the byte (docs/contract.md).
  */
 #include "stats.h"
 

@@ -12,8 +12,10 @@
 #include "options.h"
 #include "readme.h"
 #include "s3.h"
+#include "tfds.h"
+#include "statscmd.h"
 #include "tools.h"
-#include "watch.h"
+#include "topcmd.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -22,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #ifndef BFS_VERSION
@@ -45,129 +46,6 @@ static void usage(FILE *f)
 	fprintf(f, "Mount options (-o k=v,k=v; standard FUSE options pass through):\n");
 	bfs_options_help(f);
 	fprintf(f, "Unmount with: fusermount3 -u MOUNTPOINT\n");
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (16 << 20) &&
-	    fseek(f, 0, SEEK_SET) == 0) {
-		buf = malloc((size_t)n + 1);
-		if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-			buf[n] = '\0';
-			*len = (size_t)n;
-		} else {
-			free(buf);
-			buf = NULL;
-		}
-	}
-	fclose(f);
-	return buf;
-}
-
-/* ---- TFDS dataset folders (docs/contract.md: split=) */
-
-static bool file_exists(const char *dir, const char *name)
-{
-	char p[PATH_MAX];
-	struct stat st;
-
-	return (size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) < sizeof(p) &&
-	       stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static bool is_tfds_dir(const char *dir)
-{
-	struct stat st;
-
-	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
-	       file_exists(dir, "dataset_info.json") && file_exists(dir, "features.json");
-}
-
-/* The splits of a TFDS folder, from its shard names NAME-SPLIT.tfrecord-*:
- * "test, train" (malloc'd, sorted, each once). */
-static char *tfds_splits(const char *dir)
-{
-	char **names = NULL, *out = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d = opendir(dir);
-
-	if (!d)
-		return NULL;
-	while ((de = readdir(d)) != NULL) {
-		const char *t = strstr(de->d_name, ".tfrecord"), *dash = NULL;
-		if (!t || de->d_name[0] == '.')
-			continue;
-		for (const char *q = de->d_name; q < t; q++)
-			if (*q == '-')
-				dash = q;
-		if (!dash || dash + 1 == t)
-			continue;
-		char *split = strndup(dash + 1, (size_t)(t - dash - 1));
-		bool dup = false;
-		for (size_t i = 0; split && i < n; i++)
-			dup = dup || strcmp(names[i], split) == 0;
-		if (!split || dup) {
-			free(split);
-			continue;
-		}
-		if (n == cap) {
-			char **nn = realloc(names, (cap = cap ? cap * 2 : 8) * sizeof(*nn));
-			if (!nn) {
-				free(split);
-				break;
-			}
-			names = nn;
-		}
-		names[n++] = split;
-	}
-	closedir(d);
-	for (size_t i = 0; i < n; i++) /* sort: few names */
-		for (size_t j = i + 1; j < n; j++)
-			if (strcmp(names[j], names[i]) < 0) {
-				char *t = names[i];
-				names[i] = names[j];
-				names[j] = t;
-			}
-	out = strdup(n ? "" : "none");
-	for (size_t i = 0; out && i < n; i++) {
-		char *t = NULL;
-		if (asprintf(&t, "%s%s%s", out, i ? ", " : "", names[i]) < 0)
-			t = NULL;
-		free(out);
-		out = t;
-	}
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	return out;
-}
-
-static bool split_listed(const char *list, const char *split)
-{
-	size_t n = strlen(split);
-
-	for (const char *p = list; (p = strstr(p, split)) != NULL; p += n)
-		if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
-			return true;
-	return false;
-}
-
-static char *labels_file(void *ctx, const char *feature)
-{
-	char p[PATH_MAX];
-	size_t len;
-
-	if ((size_t)snprintf(p, sizeof(p), "%s/%s.labels.txt", (const char *)ctx, feature) >=
-	    sizeof(p))
-		return NULL;
-	return read_file(p, &len);
 }
 
 /* The progress of the dataset's open, and the lines of the corrupt records
@@ -333,7 +211,7 @@ static int load_user_schema(struct mount *m)
 
 	if (!file)
 		return 0;
-	text = read_file(file, &len);
+	text = bfs_read_file(file, (size_t)16 << 20, &len);
 	if (!text) {
 		fprintf(stderr, "batchfs: option 'schema=%s': cannot read the file\n", file);
 		return -1;
@@ -355,7 +233,7 @@ static int resolve_tfds(struct mount *m)
 	char *splits;
 
 	m->source = o->source;
-	if (!is_tfds_dir(o->source)) {
+	if (!bfs_tfds_is_dir(o->source)) {
 		if (!o->split)
 			return 0;
 		fprintf(stderr,
@@ -364,8 +242,8 @@ static int resolve_tfds(struct mount *m)
 			o->split, o->source);
 		return -1;
 	}
-	splits = tfds_splits(o->source);
-	if (!o->split || !splits || !split_listed(splits, o->split)) {
+	splits = bfs_tfds_splits(o->source);
+	if (!o->split || !splits || !bfs_tfds_split_listed(splits, o->split)) {
 		if (o->split)
 			fprintf(stderr,
 				"batchfs: option 'split=%s': %s has no such split (splits: %s)\n",
@@ -379,8 +257,7 @@ static int resolve_tfds(struct mount *m)
 		return -1;
 	}
 	free(splits);
-	if ((size_t)snprintf(m->tfds_glob, sizeof(m->tfds_glob), "%s/*-%s.tfrecord*", o->source,
-			     o->split) >= sizeof(m->tfds_glob)) {
+	if (bfs_tfds_glob(m->tfds_glob, sizeof(m->tfds_glob), o->source, o->split) != 0) {
 		fprintf(stderr, "batchfs: %s: path too long\n", o->source);
 		return -1;
 	}
@@ -436,11 +313,6 @@ static int open_dataset(struct mount *m)
  * else the inferred one (a TFDS folder's features.json refining it). */
 static int base_schema(struct mount *m)
 {
-	char fj[PATH_MAX + 32];
-	size_t len;
-	char *text;
-	int rc;
-
 	if (m->user) {
 		m->schema = m->user;
 		m->user = NULL;
@@ -452,13 +324,8 @@ static int base_schema(struct mount *m)
 	}
 	if (m->source != m->tfds_glob)
 		return 0;
-	snprintf(fj, sizeof(fj), "%s/features.json", m->o->source);
-	text = read_file(fj, &len);
-	rc = text ? bfs_schema_apply_tfds(m->schema, text, len, labels_file, m->o->source)
-		  : bfs_err_set(-EIO, "cannot read it");
-	free(text);
-	if (rc) {
-		fprintf(stderr, "batchfs: %s: %s\n", fj, bfs_err_msg());
+	if (bfs_tfds_refine(m->schema, m->o->source) != 0) {
+		fprintf(stderr, "batchfs: %s\n", bfs_err_msg());
 		return -1;
 	}
 	return 0;

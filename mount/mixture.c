@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mixture.c — SOURCE a mixture file (see mixture.h): the file parsed
- * (mixfile.h), each entry opened as its own dataset, the schemas merged
+ * (schema_json.h), each entry opened as its own dataset, the schemas merged
  * (a feature must agree in kind, layout and shape everywhere), the union
  * of the sources and the mixture's order made for the batcher.
  */
 #include "mixture.h"
 
-#include "mixfile.h"
 #include "record.h"
 #include "s3.h"
+#include "schema_json.h"
+#include "tfds.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -22,30 +23,6 @@
 #include <unistd.h>
 
 #define MIXFILE_MAX ((size_t)16 << 20)
-
-static char *slurp(const char *path, size_t *len)
-{
-	struct stat st;
-	FILE *f;
-	char *buf;
-
-	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > MIXFILE_MAX)
-		return NULL;
-	f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf && fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[st.st_size] = '\0';
-		*len = (size_t)st.st_size;
-	}
-	return buf;
-}
 
 /* Whether a regular file is meant as a mixture file: its name ends in
  * .json, or its first byte after blanks is '{'; never when its first bytes
@@ -102,15 +79,6 @@ void bfs_mount_mix_close(struct bfs_mount_mix *mm)
 	free(mm);
 }
 
-static bool file_in(const char *dir, const char *name)
-{
-	char p[PATH_MAX];
-	struct stat st;
-
-	return (size_t)snprintf(p, sizeof(p), "%s/%s", dir, name) < sizeof(p) &&
-	       stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 /* An entry's source: a bucket or an absolute path as written, a relative
  * one from the mixture file's folder; a TFDS folder with split= becomes
  * its split's glob. NULL after one line. */
@@ -129,8 +97,8 @@ static char *entry_source(const char *file, const struct bfs_mixfile_entry *e, c
 		out = NULL;
 		goto out;
 	}
-	if (file_in(out, "dataset_info.json") && file_in(out, "features.json")) {
-		char *glob = NULL;
+	if (bfs_tfds_is_dir(out)) {
+		char glob[PATH_MAX + 64];
 		if (!split) {
 			fprintf(stderr,
 				"batchfs: mixture entry '%s': %s is a TFDS dataset folder: give "
@@ -138,9 +106,14 @@ static char *entry_source(const char *file, const struct bfs_mixfile_entry *e, c
 				e->name, out);
 			free(out);
 			out = NULL;
-		} else if (asprintf(&glob, "%s/*-%s.tfrecord*", out, split) >= 0) {
+		} else if (bfs_tfds_glob(glob, sizeof(glob), out, split) != 0) {
+			fprintf(stderr, "batchfs: mixture entry '%s': %s: path too long\n", e->name,
+				out);
 			free(out);
-			out = glob;
+			out = NULL;
+		} else {
+			free(out);
+			out = strdup(glob);
 		}
 	} else if (split) {
 		fprintf(stderr,
@@ -457,7 +430,7 @@ int bfs_mount_mix_open(struct bfs_mount_mix **out, const char *path, const struc
 {
 	struct bfs_mount_mix *mm = calloc(1, sizeof(*mm));
 	size_t len;
-	char *text = slurp(path, &len);
+	char *text = bfs_read_file(path, MIXFILE_MAX, &len);
 	int rc;
 
 	if (!mm || !text) {

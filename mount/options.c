@@ -20,63 +20,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-int bfs_parse_u64(uint64_t *out, const char *s)
-{
-	unsigned long long v;
-	char *end;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-int bfs_parse_size(uint64_t *out, const char *s)
-{
-	unsigned long long v;
-	uint64_t mul = 1;
-	char *end;
-
-	if (!s || !*s || *s == '-' || *s == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	switch (*end) {
-	case '\0':
-		break;
-	case 'k':
-	case 'K':
-		mul = 1ull << 10;
-		break;
-	case 'm':
-	case 'M':
-		mul = 1ull << 20;
-		break;
-	case 'g':
-	case 'G':
-		mul = 1ull << 30;
-		break;
-	case 't':
-	case 'T':
-		mul = 1ull << 40;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (*end && end[1] != '\0' && !((end[1] == 'B' || end[1] == 'b') && end[2] == '\0') &&
-	    !((end[1] == 'i') && end[2] == 'B' && end[3] == '\0'))
-		return -EINVAL;
-	if (__builtin_mul_overflow((uint64_t)v, mul, out))
-		return -EINVAL;
-	return 0;
-}
-
 static bool valued(const struct bfs_option *t)
 {
 	return t->kind == BFS_OPT_VALUE || t->kind == BFS_OPT_FLAG_VALUE;
@@ -368,17 +311,9 @@ static int proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 	return rc;
 }
 
-static const struct bfs_option *find(const struct bfs_options_parser *c, const char *name)
-{
-	for (size_t i = 0; i < c->ntab; i++)
-		if (strcmp(c->tab[i].name, name) == 0)
-			return &c->tab[i];
-	return NULL;
-}
-
 static bool given(const struct bfs_options_parser *c, const char *name)
 {
-	const struct bfs_option *t = find(c, name);
+	const struct bfs_option *t = bfs_option_find(name);
 
 	return t && c->given[t - c->tab];
 }

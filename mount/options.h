@@ -3,7 +3,7 @@
  * options.h — the mount's `-o key=value` options (docs/contract.md's table),
  * parsed with libfuse's fuse_opt so standard FUSE options pass through.
  *
- * One table (options.c, bfs_options_table) says everything about each
+ * One table (options_table.c, bfs_options_table) says everything about each
  * option: its name and spelling, how its value parses and where it goes,
  * its range, default and the line a bad value gets, its help text and its
  * heading in the man page. The parser, `batchfs --help`'s option list, the
@@ -108,7 +108,7 @@ enum bfs_option_kind {
 /* How its value parses and where it goes (struct bfs_options at `off`). */
 enum bfs_option_type {
 	BFS_OPT_UINT, /* a whole number in [lo, hi] */
-	BFS_OPT_SIZE, /* a size (bfs_parse_size) in [lo, hi] */
+	BFS_OPT_SIZE, /* a size ("4096", "512M", "1G") in [lo, hi] */
 	BFS_OPT_AUTO_UINT, /* "auto" (0) or BFS_OPT_UINT */
 	BFS_OPT_AUTO_SIZE, /* "auto" (0) or BFS_OPT_SIZE */
 	BFS_OPT_TEXT, /* a string, not empty (and what check says), malloc'd */
@@ -139,17 +139,19 @@ struct bfs_option {
 	 * none shown. The man page says the same default (check_options). */
 	const char *arg, *def, *help;
 	/* the man page's heading holding it (doc/batchfs.1.scd, MOUNT OPTIONS),
-	 * when not the one bfs_option_man_heading derives from name and arg */
+	 * when not the one made of name and arg: *NAME=*_ARG_, *NAME=a*|*b* for
+	 * choices, *NAME* for a flag (check_options holds the page to it) */
 	const char *man;
 };
 
 /* The table, in the order of --help, of the man page and of the hints. */
 const struct bfs_option *bfs_options_table(size_t *n);
-
-/* The option's heading in the man page's MOUNT OPTIONS (scdoc): t->man,
- * or *NAME=*_ARG_, *NAME=a*|*b* for choices, *NAME* for a flag. Returns
- * 0, or -ENOSPC when it does not fit dst. */
-int bfs_option_man_heading(char *dst, size_t dst_cap, const struct bfs_option *t);
+/* The option called name (not an alias), or NULL. */
+const struct bfs_option *bfs_option_find(const char *name);
+/* v as option t's value: a whole number or a size (t->type), "auto" (0)
+ * where t takes it, within [t->lo, t->hi]. 0, or -EINVAL (t->why says
+ * what it needs; also for an option of another type). */
+int bfs_option_value(const struct bfs_option *t, const char *v, uint64_t *out);
 
 /* --help's list of the mount options, one a line, from the table. */
 void bfs_options_help(FILE *f);
@@ -160,8 +162,8 @@ void bfs_options_help_sources(FILE *f);
 /* "batch_size=32,seed=0,..." — the effective options, malloc'd. */
 char *bfs_options_describe(const struct bfs_options *o);
 
-/* Parse "1G", "512M", "4096". -EINVAL on anything else or overflow. */
-int bfs_parse_size(uint64_t *out, const char *s);
+/* A whole number, "4096": -EINVAL on anything else or overflow. (Sizes,
+ * "1G", parse as an option of the table's: bfs_option_value.) */
 int bfs_parse_u64(uint64_t *out, const char *s);
 /* XDG_CACHE_HOME/batchfs or HOME/.cache/batchfs, malloc'd. */
 int bfs_default_index_dir(char **out);

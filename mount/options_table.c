@@ -15,6 +15,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+int bfs_parse_u64(uint64_t *out, const char *s)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* "1G", "512M", "4096": -EINVAL on anything else or overflow. */
+static int parse_size(uint64_t *out, const char *s)
+{
+	unsigned long long v;
+	uint64_t mul = 1;
+	char *end;
+
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k':
+	case 'K':
+		mul = 1ull << 10;
+		break;
+	case 'm':
+	case 'M':
+		mul = 1ull << 20;
+		break;
+	case 'g':
+	case 'G':
+		mul = 1ull << 30;
+		break;
+	case 't':
+	case 'T':
+		mul = 1ull << 40;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end && end[1] != '\0' && !((end[1] == 'B' || end[1] == 'b') && end[2] == '\0') &&
+	    !((end[1] == 'i') && end[2] == 'B' && end[3] == '\0'))
+		return -EINVAL;
+	if (__builtin_mul_overflow((uint64_t)v, mul, out))
+		return -EINVAL;
+	return 0;
+}
+
 int bfs_options_bad(struct bfs_options_parser *c, const char *arg, const char *why)
 {
 	fprintf(stderr, "batchfs: option '%s': %s\n", arg, why);
@@ -55,20 +113,12 @@ int bfs_options_set(struct bfs_options_parser *c, const struct bfs_option *t, co
 	switch (t->type) {
 	case BFS_OPT_AUTO_UINT:
 	case BFS_OPT_AUTO_SIZE:
-		if (strcmp(v, "auto") == 0) {
-			store_uint(c->o, t, 0);
-			return 0;
-		}
-		/* fall through */
 	case BFS_OPT_UINT:
-	case BFS_OPT_SIZE: {
-		bool size = t->type == BFS_OPT_SIZE || t->type == BFS_OPT_AUTO_SIZE;
-
-		if ((size ? bfs_parse_size(&n, v) : bfs_parse_u64(&n, v)) || n < t->lo || n > t->hi)
+	case BFS_OPT_SIZE:
+		if (bfs_option_value(t, v, &n) != 0)
 			return bfs_options_bad(c, arg, t->why);
 		store_uint(c->o, t, n);
 		return 0;
-	}
 	case BFS_OPT_TEXT:
 		if (!*v || (t->check && !t->check(v)))
 			return bfs_options_bad(c, arg, t->why);
@@ -732,6 +782,33 @@ const struct bfs_option *bfs_options_table(size_t *n)
 	return table;
 }
 
+const struct bfs_option *bfs_option_find(const char *name)
+{
+	for (size_t i = 0; i < BFS_ARRAY_SIZE(table); i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return NULL;
+}
+
+int bfs_option_value(const struct bfs_option *t, const char *v, uint64_t *out)
+{
+	bool size = t->type == BFS_OPT_SIZE || t->type == BFS_OPT_AUTO_SIZE;
+	uint64_t n;
+
+	if (t->type != BFS_OPT_UINT && t->type != BFS_OPT_SIZE && t->type != BFS_OPT_AUTO_UINT &&
+	    t->type != BFS_OPT_AUTO_SIZE)
+		return -EINVAL;
+	if ((t->type == BFS_OPT_AUTO_UINT || t->type == BFS_OPT_AUTO_SIZE) &&
+	    strcmp(v, "auto") == 0) {
+		*out = 0;
+		return 0;
+	}
+	if ((size ? parse_size(&n, v) : bfs_parse_u64(&n, v)) || n < t->lo || n > t->hi)
+		return -EINVAL;
+	*out = n;
+	return 0;
+}
+
 /* "name=ARG", "name[=ARG]", "name", "-d, debug": how --help writes it. */
 static void help_form(char *dst, size_t cap, const struct bfs_option *t)
 {
@@ -818,38 +895,4 @@ void bfs_options_help_sources(FILE *f)
 		}
 		fprintf(f, "\n");
 	}
-}
-
-/* *name=a*|*b*|*c*: the man page's choices */
-static int man_choices(char *dst, size_t dst_cap, const struct bfs_option *t)
-{
-	size_t n = 0;
-
-	for (const char *p = t->arg; p;) {
-		const char *bar = strchr(p, '|');
-		int len = (int)(bar ? (size_t)(bar - p) : strlen(p));
-		int r = n ? snprintf(dst + n, dst_cap - n, "|*%.*s*", len, p)
-			  : snprintf(dst, dst_cap, "*%s=%.*s*", t->name, len, p);
-
-		if (r < 0 || (size_t)r >= dst_cap - n)
-			return -ENOSPC;
-		n += (size_t)r;
-		p = bar ? bar + 1 : NULL;
-	}
-	return 0;
-}
-
-int bfs_option_man_heading(char *dst, size_t dst_cap, const struct bfs_option *t)
-{
-	int r;
-
-	if (t->man)
-		r = snprintf(dst, dst_cap, "%s", t->man);
-	else if (t->kind != BFS_OPT_VALUE)
-		r = snprintf(dst, dst_cap, "*%s*", t->name);
-	else if (strchr(t->arg, '|'))
-		return man_choices(dst, dst_cap, t);
-	else
-		r = snprintf(dst, dst_cap, "*%s=*_%s_", t->name, t->arg);
-	return r < 0 || (size_t)r >= dst_cap ? -ENOSPC : 0;
 }

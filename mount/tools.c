@@ -327,10 +327,24 @@ static void print_bad(void *ctx, const char *shard, const char *msg)
 	fprintf(stderr, "batchfs: %s: %s\n", shard, msg);
 }
 
-/* Open SOURCE as the tools' options say; index_dir and jobs (may be NULL)
- * get the folder used (the caller frees it) and the threads. */
-/* SOURCE opened as a mount opens it; a mixture file (mixture.h) gives *mm,
- * whose union is *ds (close *mm then, not *ds). */
+/* The value v of a tool's option `arg`, which is the mount's option
+ * `name`: parsed and checked as the table says (options.h). false, or
+ * true after one line saying what it needs. */
+static bool bad_value(const char *cmd, const char *arg, const char *name, const char *v,
+		      uint64_t *out)
+{
+	const struct bfs_option *t = bfs_option_find(name);
+
+	if (t && bfs_option_value(t, v, out) == 0)
+		return false;
+	fprintf(stderr, "batchfs %s: %s '%s': %s\n", cmd, arg, v, t ? t->why : "bad value");
+	return true;
+}
+
+/* SOURCE opened as a mount opens it, as the tools' options say; a mixture
+ * file (mixture.h) gives *mm, whose union is *ds (close *mm then, not
+ * *ds). index_dir_out and jobs_out (may be NULL) get the folder used (the
+ * caller frees it) and the threads. */
 static int open_source(struct bfs_dataset **ds, struct bfs_mount_mix **mm, int argc, char **argv,
 		       const char *cmd, bool progress, char **index_dir_out, unsigned *jobs_out)
 {
@@ -352,10 +366,9 @@ static int open_source(struct bfs_dataset **ds, struct bfs_mount_mix **mm, int a
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "j:i:s:k:h", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'j':
-			if (bfs_parse_u64(&jobs, optarg) || jobs == 0 || jobs > 64) {
-				fprintf(stderr, "batchfs %s: --jobs '%s': need 1 to 64\n", cmd,
-					optarg);
+		case 'j': /* the mount's threads= */
+			if (bad_value(cmd, "--jobs", "threads", optarg, &jobs)) {
+				free(index_dir);
 				return 1;
 			}
 			break;
@@ -363,23 +376,14 @@ static int open_source(struct bfs_dataset **ds, struct bfs_mount_mix **mm, int a
 			free(index_dir);
 			index_dir = strdup(optarg);
 			break;
-		case 's':
-			if (bfs_parse_size(&shadow_size, optarg)) {
-				fprintf(stderr,
-					"batchfs %s: --shadow-size '%s': need a size such as 8G "
-					"(0: no shadow copies)\n",
-					cmd, optarg);
+		case 's': /* the mount's shadow_size= */
+			if (bad_value(cmd, "--shadow-size", "shadow_size", optarg, &shadow_size)) {
 				free(index_dir);
 				return 1;
 			}
 			break;
 		case 'k': /* the mount's seek_span= */
-			if (bfs_parse_size(&span, optarg) || span < BFS_SEEK_SPAN_MIN) {
-				fprintf(stderr,
-					"batchfs %s: --seek-span '%s': need a size of at least "
-					"64K, "
-					"such as 256K\n",
-					cmd, optarg);
+			if (bad_value(cmd, "--seek-span", "seek_span", optarg, &span)) {
 				free(index_dir);
 				return 1;
 			}

@@ -35,11 +35,6 @@ uint64_t bfs_batcher_epoch_len(const struct bfs_batcher *b)
 	return b->epoch_len;
 }
 
-uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b)
-{
-	return b->global_nb;
-}
-
 uint64_t bfs_batcher_batch_size(const struct bfs_batcher *b)
 {
 	return b->o.batch_size;
@@ -66,12 +61,6 @@ uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch)
 	uint64_t left = b->epoch_len - start;
 
 	return left < b->o.batch_size ? left : b->o.batch_size;
-}
-
-uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t batch,
-			    uint64_t j)
-{
-	return bfs_perm_apply(p, global_batch(b, batch) * b->o.batch_size + j);
 }
 
 int bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out)

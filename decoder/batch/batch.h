@@ -10,7 +10,8 @@
  * batch into one buffer laid out as the whole .safetensors file (tensor.h).
  *
  * Does not: cache, prefetch, or know FUSE. Thread-safety: after creation a
- * batcher is immutable; bfs_batcher_build may run on many threads at once.
+ * batcher is immutable; its builds (bfs_build_*) may run on many threads at
+ * once.
  */
 #ifndef BFS_BATCH_H
 #define BFS_BATCH_H
@@ -89,17 +90,12 @@ const struct bfs_plan *bfs_batcher_plan(const struct bfs_batcher *b);
 uint64_t bfs_batcher_nbatches(const struct bfs_batcher *b);
 /* Records an epoch holds, before rank/world: the dataset's, a mixture's L. */
 uint64_t bfs_batcher_epoch_len(const struct bfs_batcher *b);
-/* Batches per epoch of the single global sequence (before rank/world). */
-uint64_t bfs_batcher_global_nbatches(const struct bfs_batcher *b);
 /* The options' batch_size, rank and world. */
 uint64_t bfs_batcher_batch_size(const struct bfs_batcher *b);
 uint64_t bfs_batcher_rank(const struct bfs_batcher *b);
 uint64_t bfs_batcher_world(const struct bfs_batcher *b);
 /* Records in local batch `batch` (B, or the remainder for the last). */
 uint64_t bfs_batcher_batch_len(const struct bfs_batcher *b, uint64_t batch);
-/* Global record index of row j of (epoch, local batch). */
-uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *p, uint64_t batch,
-			    uint64_t j);
 
 /* The whole epoch as one array (all/): the rank's batches end to end, so
  * row i*B + j is row j of local batch i. It is decoded in chunks of
@@ -110,7 +106,7 @@ uint64_t bfs_batcher_record(const struct bfs_batcher *b, const struct bfs_perm *
 uint64_t bfs_batcher_rows(const struct bfs_batcher *b);
 uint64_t bfs_batcher_chunk_rows(const struct bfs_batcher *b);
 uint64_t bfs_batcher_nchunks(const struct bfs_batcher *b);
-/* The order of `epoch` (for bfs_batcher_record and friends); release it
+/* The order of `epoch` (perm.h: position -> record); release it
  * with bfs_perm_release. -ENOMEM (shuffle=block makes an epoch's block
  * order on first use). */
 int bfs_batcher_perm(const struct bfs_batcher *b, uint64_t epoch, struct bfs_perm *out);
@@ -133,19 +129,12 @@ void bfs_batcher_row_totals(const struct bfs_batcher *b, const struct bfs_perm *
 int bfs_batcher_geom(struct bfs_geom **out, const struct bfs_batcher *b, uint64_t epoch,
 		     uint64_t batch);
 
-/* Decode (epoch, batch) into *out (malloc'd, geom->st_size bytes: the whole
- * .safetensors file) and its geometry. *out_geom is in-out: NULL, or the
- * batch's geometry from bfs_batcher_geom, which the call then owns (it is
- * handed back on success and freed on failure, with *out_geom set to NULL). Errors: -EIO when a record is corrupt
- * and on_corrupt=fail (or no valid substitute exists), with the message
- * naming shard, record index, offset and reason; -ENOMEM. */
-int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,
-		      uint64_t epoch, uint64_t batch, bfs_corrupt_fn on_corrupt, void *ctx);
-
-/* The same build split into parts of consecutive rows that any threads may
- * decode at once, one part each, so several cores can serve one batch (or
- * chunk) that a reader waits for. bfs_build_new takes a geometry as
- * bfs_batcher_build does (g may be NULL; it is owned by the job even on
+/* Decode (epoch, unit) — a batch, or a chunk with BFS_CHUNK set — into one
+ * buffer laid out as the whole .safetensors file (geom->st_size bytes), in
+ * parts of consecutive rows that any threads may decode at once, one part
+ * each, so several cores can serve one batch (or chunk) that a reader
+ * waits for. bfs_build_new_in takes the unit's geometry from
+ * bfs_batcher_geom (g may be NULL: computed; it is owned by the job even on
  * failure), reads the rows' records and the ragged totals before each part,
  * and splits into nparts parts (at most one per row).
  * bfs_build_parts_for suggests a count, at most max, that keeps each part
@@ -155,12 +144,12 @@ int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bf
  * gives the bytes and geometry (or the first failing part's error, its
  * message set on the calling thread). bfs_build_free drops a job unfinished. */
 struct bfs_build;
-int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
-		  uint64_t unit, struct bfs_geom *g, unsigned nparts);
-/* The same into buf, a malloc'd buffer of at least the geometry's st_size
- * bytes (zeroed here, owned by the job even on failure): a caller that
- * recycles large buffers spares the kernel's page faults and zeroing of
- * fresh ones. buf NULL: allocate. */
+/* buf: a malloc'd buffer of at least the geometry's st_size bytes (zeroed
+ * here, owned by the job even on failure): a caller that recycles large
+ * buffers spares the kernel's page faults and zeroing of fresh ones. buf
+ * NULL: allocate. bfs_build_finish's errors: -EIO when a record is corrupt
+ * and on_corrupt=fail (or no valid substitute exists), with the message
+ * naming shard, record index, offset and reason; -ENOMEM. */
 int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
 		     uint64_t unit, struct bfs_geom *g, unsigned nparts, uint8_t *buf);
 unsigned bfs_build_parts_for(const struct bfs_geom *g, unsigned max);

@@ -93,12 +93,6 @@ static void write_provenance(const struct bfs_build *jb)
 		write_provenance_row(jb, j);
 }
 
-int bfs_build_new(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
-		  uint64_t unit, struct bfs_geom *g, unsigned nparts)
-{
-	return bfs_build_new_in(out, b, epoch, unit, g, nparts, NULL);
-}
-
 int bfs_build_new_in(struct bfs_build **out, const struct bfs_batcher *b, uint64_t epoch,
 		     uint64_t unit, struct bfs_geom *g, unsigned nparts, uint8_t *buf)
 {
@@ -502,19 +496,4 @@ int bfs_build_finish(struct bfs_build *jb, uint8_t **out, struct bfs_geom **out_
 	}
 	bfs_build_free(jb);
 	return rc;
-}
-
-int bfs_batcher_build(uint8_t **out, struct bfs_geom **out_geom, const struct bfs_batcher *b,
-		      uint64_t epoch, uint64_t batch, bfs_corrupt_fn on_corrupt, void *ctx)
-{
-	struct bfs_build *jb;
-	struct bfs_geom *g = *out_geom; /* the caller may have computed it already */
-	int rc;
-
-	*out_geom = NULL;
-	rc = bfs_build_new(&jb, b, epoch, batch, g, 1);
-	if (rc)
-		return rc;
-	bfs_build_part(jb, 0, on_corrupt, ctx);
-	return bfs_build_finish(jb, out, out_geom);
 }

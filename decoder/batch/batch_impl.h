@@ -10,6 +10,7 @@
 #define BFS_BATCH_IMPL_H
 
 #include "batch.h"
+#include "bind.h"
 #include "example.h"
 #include "keymap.h"
 

@@ -51,7 +51,7 @@ void bfs_epoch_view_span(const struct bfs_epoch_view *v, size_t t, uint64_t c, u
 			 uint64_t *hi, uint64_t *base);
 
 /* Copy what chunk c holds of bytes [off, off + n) of tensor t's data into
- * dst, from the chunk's buffer and geometry (bfs_batcher_build of unit
+ * dst, from the chunk's buffer and geometry (the build of unit
  * c | BFS_CHUNK). Returns the bytes written: at least 1 when off lies in
  * chunk c (as bfs_epoch_view_chunk says), 0 otherwise. */
 uint64_t bfs_epoch_view_copy(const struct bfs_epoch_view *v, size_t t, uint64_t c,

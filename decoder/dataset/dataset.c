@@ -336,11 +336,6 @@ bool bfs_dataset_schema_reused(const struct bfs_dataset *ds)
 	return ds->schema_reused;
 }
 
-uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds)
-{
-	return ds->undecodable;
-}
-
 const char *bfs_dataset_cut(const struct bfs_dataset *ds, size_t i)
 {
 	return i < ds->nshards ? ds->cut[i] : NULL;
@@ -358,17 +353,6 @@ uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds)
 	for (size_t i = 0; i < ds->nshards; i++) {
 		const struct bfs_index *ix = bfs_shard_get_index(ds->shards[i]);
 		b += ix ? bfs_index_bytes(ix) : 0;
-	}
-	return b;
-}
-
-uint64_t bfs_dataset_index_anon_bytes(const struct bfs_dataset *ds)
-{
-	uint64_t b = (ds->nshards + 1) * sizeof(uint64_t);
-
-	for (size_t i = 0; i < ds->nshards; i++) {
-		const struct bfs_index *ix = bfs_shard_get_index(ds->shards[i]);
-		b += ix ? bfs_index_anon_bytes(ix) : 0;
 	}
 	return b;
 }

@@ -90,8 +90,6 @@ bool bfs_dataset_schema_reused(const struct bfs_dataset *ds);
  * index_dir with the schema, so a re-mount says it too. Borrowed. */
 const char *bfs_dataset_mixed(const struct bfs_dataset *ds);
 uint64_t bfs_dataset_index_bytes(const struct bfs_dataset *ds); /* mapped or in memory */
-uint64_t bfs_dataset_index_anon_bytes(const struct bfs_dataset *ds); /* of those, not mapped */
-uint64_t bfs_dataset_undecodable(const struct bfs_dataset *ds); /* skipped by inference */
 uint64_t bfs_dataset_bad_records(const struct bfs_dataset *ds); /* bad data CRC at scan */
 /* With opts.keep_cut: why shard i was cut short ("PATH: record N at offset
  * O: ...; the shard is cut short: ..."), or NULL for a whole shard. Its

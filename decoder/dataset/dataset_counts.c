@@ -43,7 +43,7 @@ static void cols_free(struct bfs_scan_counts *c)
 	c->ncols = 0;
 }
 
-void bfs_scan_counts_free(struct bfs_scan_counts *c)
+static void scan_counts_free(struct bfs_scan_counts *c)
 {
 	if (!c)
 		return;
@@ -161,7 +161,7 @@ struct bfs_scan_counts *bfs_scan_counts_end(struct bfs_scan_counts *c, uint64_t 
 {
 	if (c && (!ok || c->spoiled || c->nrec != n)) {
 		bfs_scan_counts_spoil(c);
-		bfs_scan_counts_free(c);
+		scan_counts_free(c);
 		return NULL;
 	}
 	return c;
@@ -191,7 +191,7 @@ struct bfs_scan_counts *bfs_scan_counts_keep(struct bfs_scan_counts *c, const st
 	}
 	c->ncols = k;
 	if (k == 0) {
-		bfs_scan_counts_free(c);
+		scan_counts_free(c);
 		return NULL;
 	}
 	return c;
@@ -214,7 +214,7 @@ bool bfs_dataset_scan_counts(const struct bfs_dataset *ds, size_t shard, const c
 void bfs_dataset_scan_counts_drop(struct bfs_dataset *ds)
 {
 	for (size_t i = 0; ds->scnt && !ds->borrowed && i < ds->nshards; i++)
-		bfs_scan_counts_free(ds->scnt[i]);
+		scan_counts_free(ds->scnt[i]);
 	free(ds->scnt);
 	ds->scnt = NULL;
 }

@@ -27,7 +27,6 @@ struct bfs_dataset {
 	bool index_reused;
 	bool schema_reused;
 	char *mixed; /* bfs_infer_mixed's line, or NULL (saved beside the schema) */
-	uint64_t undecodable;
 	uint64_t bad_records; /* data CRC mismatches met by the scan */
 	char **cut; /* [nshards]: why a shard cut short was kept (opts.keep_cut), else NULL */
 	struct bfs_shadows *shadows; /* NULL: no shadow copies */
@@ -122,7 +121,6 @@ struct bfs_scan_counts *bfs_scan_counts_end(struct bfs_scan_counts *c, uint64_t 
 /* Only the features ragged in s (RAGGED2 bytes) kept; NULL (c freed) when
  * none is. */
 struct bfs_scan_counts *bfs_scan_counts_keep(struct bfs_scan_counts *c, const struct bfs_schema *s);
-void bfs_scan_counts_free(struct bfs_scan_counts *c); /* accepts NULL */
 
 /* ---- dataset_union.c ------------------------------------------------------ */
 

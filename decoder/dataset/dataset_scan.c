@@ -31,7 +31,7 @@ struct scan_ctx {
 	bool counts; /* keep the ragged counts of the shards read from a bucket */
 	int64_t budget; /* the bytes those counts may take, all shards together */
 	struct bfs_infer *inf;
-	/* guards inf, done_bytes, the dataset's undecodable and bad_records,
+	/* guards inf, done_bytes, the dataset's bad_records,
 	 * and the calls of on_bad and progress */
 	pthread_mutex_t lock;
 	uint64_t done_bytes, total_bytes;
@@ -56,9 +56,6 @@ static int on_record(void *ctx, uint64_t index, uint64_t offset, const uint8_t *
 
 	if (bfs_example_decode(&ex, data, len) != 0) {
 		/* corrupt content: skipped by inference, reported on read */
-		pthread_mutex_lock(&sc->lock);
-		sc->ds->undecodable++;
-		pthread_mutex_unlock(&sc->lock);
 		bfs_scan_counts_spoil(rc->counts);
 		return 0;
 	}

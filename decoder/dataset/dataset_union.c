@@ -46,7 +46,6 @@ int bfs_dataset_union(struct bfs_dataset **out, struct bfs_dataset *const *membe
 			u->objs = d->objs;
 		u->index_reused &= d->index_reused;
 		u->schema_reused &= d->schema_reused;
-		u->undecodable += d->undecodable;
 		u->bad_records += d->bad_records;
 		if (d->max_len > u->max_len)
 			u->max_len = d->max_len;

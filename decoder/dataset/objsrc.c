@@ -438,16 +438,6 @@ int bfs_objsrc_list(struct bfs_objsrc *s, bool (*not_shard)(const char *name), c
 	return 0;
 }
 
-void bfs_objsrc_stats(struct bfs_objsrc *s, struct bfs_s3_stats *out)
-{
-	pthread_mutex_lock(&s->lock);
-	if (s->client)
-		bfs_s3_stats(s->client, out);
-	else
-		memset(out, 0, sizeof(*out));
-	pthread_mutex_unlock(&s->lock);
-}
-
 struct bfs_cred_keeper *bfs_objsrc_keeper(const struct bfs_objsrc *s)
 {
 	return s->cfg.anonymous ? NULL : s->cfg.keeper;

@@ -61,8 +61,6 @@ void bfs_objsrc_submit(struct bfs_objsrc *s, struct bfs_fetch_read *r, struct bf
  * true when none is left. */
 bool bfs_objsrc_end_reads(struct bfs_objsrc *s, unsigned wait_ms);
 
-/* The client's counters (s3.h), zeros before it ran. */
-void bfs_objsrc_stats(struct bfs_objsrc *s, struct bfs_s3_stats *out);
 /* One line for README.txt: the endpoint, region, where the credentials
  * came from (never a secret). */
 void bfs_objsrc_describe(const struct bfs_objsrc *s, char *dst, size_t cap);

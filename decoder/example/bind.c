@@ -15,9 +15,10 @@
  * Does not: know schemas or tensors beyond the columns it is given, files
  * or threads. A struct bfs_bind belongs to one thread.
  */
-#include "wire.h"
+#include "bind.h"
 
 #include "keymap.h"
+#include "wire.h"
 
 #include <stddef.h>
 #include <stdlib.h>

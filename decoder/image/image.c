@@ -71,36 +71,6 @@ int bfs_filter_parse(const char *s, enum bfs_filter *out)
 	return 0;
 }
 
-/* PIL's (a * b) / 255, rounded: MULDIV255. */
-static unsigned muldiv255(unsigned a, unsigned b)
-{
-	unsigned t = a * b + 128;
-	return ((t >> 8) + t) >> 8;
-}
-
-void bfs_cmyk_to(uint8_t *dst, const uint8_t *src, size_t npix, unsigned c)
-{
-	for (size_t i = 0; i < npix; i++) {
-		const uint8_t *s = src + i * 4;
-		unsigned nk = s[3], rgb[3];
-
-		for (int k = 0; k < 3; k++) {
-			int v = (int)nk - (int)muldiv255(255u - s[k], nk);
-			rgb[k] = v < 0 ? 0 : (unsigned)v;
-		}
-		if (c == 1) {
-			dst[i] = bfs_luma(rgb[0], rgb[1], rgb[2]);
-		} else {
-			uint8_t *d = dst + i * c;
-			d[0] = (uint8_t)rgb[0];
-			d[1] = (uint8_t)rgb[1];
-			d[2] = (uint8_t)rgb[2];
-			if (c == 4)
-				d[3] = 255;
-		}
-	}
-}
-
 int bfs_image_probe(const uint8_t *data, size_t len, enum bfs_image_fmt *fmt, uint32_t *w,
 		    uint32_t *h)
 {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * image_impl.h — between image.c and its two decoders (jpeg.c, png.c).
+ * image_impl.h — between image.c and its decoders (jpeg.c, jpegpart.c,
+ * png.c).
  *
  * A decoder returns a malloc'd interleaved 8-bit image of `c` channels
  * (1, 3 or 4, see image.h for the conversions), rows w*c bytes apart.
@@ -48,10 +49,39 @@ static inline uint8_t bfs_luma(unsigned r, unsigned g, unsigned b)
 	return (uint8_t)((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16);
 }
 
+/* PIL's (a * b) / 255, rounded: MULDIV255. */
+static inline unsigned bfs_muldiv255(unsigned a, unsigned b)
+{
+	unsigned t = a * b + 128;
+	return ((t >> 8) + t) >> 8;
+}
+
 /* Adobe-inverted CMYK (as stored, 4 bytes a pixel) to c channels, the
  * way PIL converts it: its CMYK is 255 - stored, R = (255 - K) - C *
  * (255 - K) / 255, and C = 1 its luma. dst may be src (a pixel is read
- * before it is written). */
-void bfs_cmyk_to(uint8_t *dst, const uint8_t *src, size_t npix, unsigned c);
+ * before it is written). Here, inline, for both JPEG decoders (jpeg.c,
+ * jpegpart.c), which image.c calls. */
+static inline void bfs_cmyk_to(uint8_t *dst, const uint8_t *src, size_t npix, unsigned c)
+{
+	for (size_t i = 0; i < npix; i++) {
+		const uint8_t *s = src + i * 4;
+		unsigned nk = s[3], rgb[3];
+
+		for (int k = 0; k < 3; k++) {
+			int v = (int)nk - (int)bfs_muldiv255(255u - s[k], nk);
+			rgb[k] = v < 0 ? 0 : (unsigned)v;
+		}
+		if (c == 1) {
+			dst[i] = bfs_luma(rgb[0], rgb[1], rgb[2]);
+		} else {
+			uint8_t *d = dst + i * c;
+			d[0] = (uint8_t)rgb[0];
+			d[1] = (uint8_t)rgb[1];
+			d[2] = (uint8_t)rgb[2];
+			if (c == 4)
+				d[3] = 255;
+		}
+	}
+}
 
 #endif

@@ -271,11 +271,6 @@ void bfs_mix_source_of(const struct bfs_mix *m, uint64_t rec, size_t *src, uint6
 	*local = rec - m->first[lo];
 }
 
-size_t bfs_mix_nsources(const struct bfs_mix *m)
-{
-	return m->nsrc;
-}
-
 uint64_t bfs_mix_epoch_len(const struct bfs_mix *m)
 {
 	return m->L;
@@ -284,11 +279,6 @@ uint64_t bfs_mix_epoch_len(const struct bfs_mix *m)
 uint64_t bfs_mix_nrecords(const struct bfs_mix *m)
 {
 	return m->first[m->nsrc];
-}
-
-uint64_t bfs_mix_first(const struct bfs_mix *m, size_t s)
-{
-	return m->first[s];
 }
 
 const uint64_t *bfs_mix_weights(const struct bfs_mix *m, size_t seg, uint64_t *W)

@@ -66,11 +66,8 @@ struct bfs_mix;
 int bfs_mix_new(struct bfs_mix **out, const struct bfs_mix_spec *spec);
 void bfs_mix_free(struct bfs_mix *m); /* accepts NULL */
 
-size_t bfs_mix_nsources(const struct bfs_mix *m);
 uint64_t bfs_mix_epoch_len(const struct bfs_mix *m); /* L */
 uint64_t bfs_mix_nrecords(const struct bfs_mix *m); /* of all sources */
-/* First global record of source s. */
-uint64_t bfs_mix_first(const struct bfs_mix *m, size_t s);
 /* Segment i's weights after the gcd reduction (nsrc of them, borrowed) and
  * their sum W. */
 const uint64_t *bfs_mix_weights(const struct bfs_mix *m, size_t seg, uint64_t *W);

@@ -41,18 +41,6 @@ void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n
 	bfs_perm_apply_many_how(p, pos, n, out, true);
 }
 
-uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos)
-{
-	if (p->mix) {
-		uint64_t rec;
-		bfs_mix_records(p->mix, p->epoch, &pos, 1, &rec);
-		return rec;
-	}
-	if (p->bo)
-		return bfs_block_order_apply(p->bo, pos);
-	return bfs_feistel_apply(&p->f, pos);
-}
-
 void bfs_perm_release(struct bfs_perm *p)
 {
 	bfs_block_order_put(p->bo);

@@ -39,9 +39,9 @@ void bfs_perm_init_mix(struct bfs_perm *p, const struct bfs_mix *mix, uint64_t e
 /* Drop the block order a permutation holds (none: nothing to do). */
 void bfs_perm_release(struct bfs_perm *p);
 
-/* The record at position pos (< n). */
-uint64_t bfs_perm_apply(const struct bfs_perm *p, uint64_t pos);
-/* out[i] = bfs_perm_apply(p, pos[i]) for i < n, faster. */
+/* out[i] = the record at position pos[i] (< n) for i < n (out may be
+ * pos); a position at a time is the order's formula (feistel.h,
+ * blockshuf.h, mix.h). */
 void bfs_perm_apply_many(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out);
 /* The same with the vector rounds allowed or not (for tests of both). */
 void bfs_perm_apply_many_how(const struct bfs_perm *p, const uint64_t *pos, size_t n, uint64_t *out,

@@ -181,25 +181,13 @@ void bfs_fdslot_release(struct bfs_fdslot *f)
 		close(fd);
 }
 
-size_t bfs_fdcache_limit(void)
-{
-	size_t l;
-
-	pthread_mutex_lock(&lock);
-	if (!limit)
-		limit = default_limit();
-	l = limit;
-	pthread_mutex_unlock(&lock);
-	return l;
-}
-
 void bfs_fdcache_set_limit(size_t n)
 {
 	int out[64];
 	size_t k;
 
 	pthread_mutex_lock(&lock);
-	limit = n ? n : 1;
+	limit = n ? n : default_limit();
 	pthread_mutex_unlock(&lock);
 	do {
 		pthread_mutex_lock(&lock);
@@ -207,16 +195,6 @@ void bfs_fdcache_set_limit(size_t n)
 		pthread_mutex_unlock(&lock);
 		close_all(out, k);
 	} while (k == BFS_ARRAY_SIZE(out));
-}
-
-size_t bfs_fdcache_open(void)
-{
-	size_t n;
-
-	pthread_mutex_lock(&lock);
-	n = nopen;
-	pthread_mutex_unlock(&lock);
-	return n;
 }
 
 int bfs_nofile_raise(void)
@@ -230,8 +208,6 @@ int bfs_nofile_raise(void)
 	rl.rlim_cur = rl.rlim_max;
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return -errno;
-	pthread_mutex_lock(&lock);
-	limit = 0; /* computed again from the new limit at the next use */
-	pthread_mutex_unlock(&lock);
+	bfs_fdcache_set_limit(0); /* from the new limit */
 	return 0;
 }

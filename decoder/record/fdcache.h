@@ -47,15 +47,13 @@ void bfs_fdslot_unpin(struct bfs_fdslot *f);
 /* Close the slot's descriptor (it must not be pinned) and forget it. */
 void bfs_fdslot_release(struct bfs_fdslot *f);
 
-/* The most idle descriptors kept open. Default: half the soft
- * RLIMIT_NOFILE at the first use (at least 8). Setting it closes idle
- * descriptors over the new limit at once. */
-size_t bfs_fdcache_limit(void);
+/* The most idle descriptors kept open: n, or 0 for the default, half the
+ * soft RLIMIT_NOFILE (at least 8; the limit until this is called, taken at
+ * the first use). Closes idle descriptors over the new limit at once. */
 void bfs_fdcache_set_limit(size_t n);
-/* Descriptors open through the cache now (pinned or not). */
-size_t bfs_fdcache_open(void);
 
-/* Raise the soft RLIMIT_NOFILE to the hard limit. 0 or a negative errno. */
+/* Raise the soft RLIMIT_NOFILE to the hard limit, and the limit above
+ * with it. 0 or a negative errno. */
 int bfs_nofile_raise(void);
 
 #endif

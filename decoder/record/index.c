@@ -234,11 +234,6 @@ uint64_t bfs_index_bytes(const struct bfs_index *ix)
 	return ix->data_bytes;
 }
 
-uint64_t bfs_index_anon_bytes(const struct bfs_index *ix)
-{
-	return ix->map ? 0 : ix->data_bytes;
-}
-
 /* ---- layout ---------------------------------------------------------------- */
 
 struct layout {

@@ -132,8 +132,6 @@ void bfs_index_free(struct bfs_index *ix); /* accepts NULL */
 
 /* Bytes of the index itself (directory, deltas, seek points). */
 uint64_t bfs_index_bytes(const struct bfs_index *ix);
-/* Of those, bytes in anonymous memory (not a file mapping). */
-uint64_t bfs_index_anon_bytes(const struct bfs_index *ix);
 
 /* ---- the cache file -------------------------------------------------------- */
 

@@ -428,16 +428,6 @@ uint32_t bfs_shard_max_len(const struct bfs_shard *s)
 	return s->ix ? s->ix->max_len : 0;
 }
 
-size_t bfs_shard_nseek(const struct bfs_shard *s)
-{
-	return s->npts;
-}
-
-const struct bfs_seek_point *bfs_shard_seek_points(const struct bfs_shard *s)
-{
-	return s->pts;
-}
-
 /* ---- the I/O stage ------------------------------------------------------ */
 
 bool bfs_shard_is_remote(const struct bfs_shard *s)

@@ -113,9 +113,8 @@ const struct bfs_index *bfs_shard_get_index(const struct bfs_shard *s);
 /* Offset of record i (i == nrecords: the end of the last one), 0 out of range. */
 uint64_t bfs_shard_record_offset(const struct bfs_shard *s, uint64_t i);
 uint32_t bfs_shard_record_len(const struct bfs_shard *s, uint64_t i); /* 0 out of range */
+/* Seek points: the index's (index.h). */
 uint32_t bfs_shard_max_len(const struct bfs_shard *s);
-size_t bfs_shard_nseek(const struct bfs_shard *s);
-const struct bfs_seek_point *bfs_shard_seek_points(const struct bfs_shard *s);
 
 /* Install an index (built, or loaded from a cache): finishes it and takes
  * it over on success (the caller frees it on error: -EINVAL a seek point

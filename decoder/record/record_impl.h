@@ -152,7 +152,7 @@ void bfs_shard_maybe_map(struct bfs_shard *s);
 /* The index is about to change: a view borrowing it goes first. */
 void bfs_shard_drop_shadow(struct bfs_shard *s);
 
-/* ---- record_read.c: checks every read makes -------------------------------- */
+/* ---- record_check.c: checks every read makes ------------------------------- */
 
 /* Record i's frame, read for its index entry loc: its header hdr
  * (HDR_LEN bytes) against loc (the length; its length CRC too if verify),

@@ -248,11 +248,6 @@ int bfs_infer_finish(struct bfs_schema **out, const struct bfs_infer *inf);
  * are (malloc'd). */
 char *bfs_infer_mixed(const struct bfs_infer *inf);
 
-/* Check one record against a schema: kinds, counts, max_len, missing
- * features without default. -EBADMSG with a message naming the feature and
- * what is wrong (caller prefixes shard and record index). */
-int bfs_schema_check(const struct bfs_schema *s, const struct bfs_example *ex);
-
 /* For RAGGED / RAGGED2 features: the number of values of this record and,
  * for RAGGED2, the total bytes of those values (0 for RAGGED; both 0 when
  * missing or of another kind). */

@@ -2,8 +2,9 @@
 /*
  * schema_impl.h — what the schema module's files share: schema.c (names,
  * specs and schemas, selection, image=), schema_json.c (JSON in and out,
- * TFDS features.json: the only file that includes jansson), schema_infer.c
- * (inference) and schema_check.c (a record against a schema). Internal to
+ * TFDS features.json, and schema_json.h's mixture files and objects: the
+ * only file that includes jansson), schema_infer.c
+ * (inference) and schema_check.c (a record's ragged counts). Internal to
  * the module: users include schema.h.
  */
 #ifndef BFS_SCHEMA_IMPL_H

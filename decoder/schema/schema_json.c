@@ -4,11 +4,14 @@
  * cached inference (every field checked, every error naming the feature),
  * written for schema.json and the cache, and refined by a TFDS
  * features.json (Image at its shape, ClassLabel names, Tensor and Scalar
- * shapes). The JSON form is in schema.h.
+ * shapes). The JSON form is in schema.h. Also the decoder's other JSON
+ * (schema_json.h): mixture files, and a JSON object's members (stats.json
+ * as `batchfs stats` reads it).
  *
  * The only file of the decoder that includes jansson.
  */
 #include "schema_impl.h"
+#include "schema_json.h"
 
 #include <float.h>
 #include <math.h>
@@ -1064,9 +1067,7 @@ int bfs_schema_apply_tfds(struct bfs_schema *s, const char *text, size_t len, bf
 	return rc;
 }
 
-/* ---- mixture files (mixfile.h) ----------------------------------------------------------- */
-
-#include "mixfile.h"
+/* ---- mixture files (schema_json.h) ------------------------------------------------------- */
 
 void bfs_mixfile_free(struct bfs_mixfile *m)
 {
@@ -1328,5 +1329,67 @@ out:
 		return rc == -ENOMEM ? bfs_err_set(rc, "mixture: out of memory") : rc;
 	}
 	*out = m;
+	return 0;
+}
+
+/* ---- a JSON object's members (schema_json.h) --------------------------------------------- */
+
+void bfs_json_members_free(struct bfs_json_member *m, size_t n)
+{
+	for (size_t i = 0; m && i < n; i++) {
+		free(m[i].key);
+		free(m[i].text);
+	}
+	free(m);
+}
+
+/* Member k = v into *m (its text, its number). 0 or -ENOMEM. */
+static int member_of(struct bfs_json_member *m, const char *k, json_t *v)
+{
+	m->isnum = json_is_number(v) || json_is_boolean(v);
+	m->num = json_is_number(v) ? json_number_value(v) : json_is_true(v) ? 1 : 0;
+	m->key = strdup(k);
+	m->text = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+	return m->key && m->text ? 0 : -ENOMEM;
+}
+
+int bfs_json_members(struct bfs_json_member **out, size_t *n, const char *text, size_t len)
+{
+	json_error_t jerr;
+	json_t *root, *v;
+	size_t i = 0, end;
+	const char *k;
+	int rc = 0;
+
+	while (i < len && strchr(" \t\n\r", text[i]) && text[i])
+		i++;
+	if (i == len || text[i] != '{')
+		return bfs_err_set(-EBADMSG, "not a JSON object (byte %zu)", i);
+	/* the object, then only spaces and NUL bytes (a snapshot padded to
+	 * another reader's size) */
+	root = json_loadb(text, len, JSON_DISABLE_EOF_CHECK, &jerr);
+	if (!root)
+		return bfs_err_set(-EBADMSG, "not a flat JSON object: %s at byte %d", jerr.text,
+				   jerr.position);
+	for (end = (size_t)jerr.position; end < len && strchr(" \t\n\r", text[end]); end++)
+		;
+	if (end < len) {
+		json_decref(root);
+		return bfs_err_set(-EBADMSG, "not a flat JSON object: unexpected text at byte %zu",
+				   end);
+	}
+	*n = json_object_size(root);
+	*out = calloc(*n ? *n : 1, sizeof(**out));
+	i = 0;
+	json_object_foreach(root, k, v)
+	{
+		if (!*out || (rc = member_of(&(*out)[i++], k, v)) != 0)
+			break;
+	}
+	json_decref(root);
+	if (!*out || rc) {
+		bfs_json_members_free(*out, i);
+		return bfs_err_set(-ENOMEM, "out of memory");
+	}
 	return 0;
 }

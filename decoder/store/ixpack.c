@@ -151,17 +151,6 @@ enum bfs_index_load_result bfs_ixpack_load(struct bfs_ixpack **out, const char *
 	return adopt(out, buf, got, why, whycap);
 }
 
-enum bfs_index_load_result bfs_ixpack_from_bytes(struct bfs_ixpack **out, const uint8_t *p,
-						 size_t len, char *why, size_t whycap)
-{
-	uint8_t *buf = malloc(len ? len : 1);
-
-	if (!buf)
-		return BFS_INDEX_ABSENT;
-	memcpy(buf, p, len);
-	return adopt(out, buf, len, why, whycap);
-}
-
 void bfs_ixpack_free(struct bfs_ixpack *pk)
 {
 	if (!pk)
@@ -256,11 +245,6 @@ void bfs_ixpack_writer_free(struct bfs_ixpack_writer *w)
 		free(w->e[i].p);
 	free(w->e);
 	free(w);
-}
-
-size_t bfs_ixpack_writer_count(const struct bfs_ixpack_writer *w)
-{
-	return w->n;
 }
 
 /* Takes p (malloc'd), also on failure. */

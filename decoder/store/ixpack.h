@@ -56,9 +56,6 @@ struct bfs_ixpack;
  * old format, truncated or corrupt: why says which). */
 enum bfs_index_load_result bfs_ixpack_load(struct bfs_ixpack **out, const char *path, char *why,
 					   size_t whycap);
-/* The same checks on bytes in memory (copied; for tests and the fuzzer). */
-enum bfs_index_load_result bfs_ixpack_from_bytes(struct bfs_ixpack **out, const uint8_t *p,
-						 size_t len, char *why, size_t whycap);
 void bfs_ixpack_free(struct bfs_ixpack *pk); /* accepts NULL */
 
 /* The index for k in pk (a copy: pk may be freed after): LOADED (*out
@@ -88,7 +85,6 @@ int bfs_ixpack_writer_new(struct bfs_ixpack_writer **out); /* -ENOMEM */
 int bfs_ixpack_add(struct bfs_ixpack_writer *w, const struct bfs_index *ix,
 		   const struct bfs_index_key *k);
 int bfs_ixpack_add_bytes(struct bfs_ixpack_writer *w, uint64_t hash, const uint8_t *p, size_t len);
-size_t bfs_ixpack_writer_count(const struct bfs_ixpack_writer *w);
 /* Write the pack to `path` via a temporary file and rename (an empty
  * writer removes `path` instead). 0 or -errno. */
 int bfs_ixpack_write(struct bfs_ixpack_writer *w, const char *path);

@@ -346,7 +346,7 @@ bool bfs_shadow_wanted(struct bfs_shadows *sh, const struct bfs_shard *s)
 	if (bfs_shard_compression(s) == BFS_COMP_NONE || bfs_shard_nrecords(s) == 0 ||
 	    atomic_load(&sh->stopped) || bfs_shadow_valid(sh, s))
 		return false;
-	if (atomic_load(&sh->used) + need > sh->budget || access(sh->dir, W_OK) != 0 ||
+	if (bfs_shadows_used(sh) + need > sh->budget || access(sh->dir, W_OK) != 0 ||
 	    statvfs(sh->dir, &vfs) != 0 || (uint64_t)vfs.f_bavail * vfs.f_frsize < need)
 		return false;
 	return true;

@@ -49,11 +49,6 @@ const char *bfs_err_msg(void)
 	return errbuf[0] ? errbuf : "unknown error";
 }
 
-void bfs_err_clear(void)
-{
-	errbuf[0] = '\0';
-}
-
 static const char *const kind_names[] = {
 	[BFS_KIND_NONE] = "none",
 	[BFS_KIND_BYTES] = "bytes",
@@ -240,6 +235,31 @@ static int writev_all(int fd, const struct iovec *iov, size_t n)
 		}
 	}
 	return 0;
+}
+
+char *bfs_read_file(const char *path, size_t max, size_t *len)
+{
+	struct stat st;
+	char *buf;
+	FILE *f = fopen(path, "rb");
+
+	if (!f)
+		return NULL;
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		fclose(f);
+		return NULL;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf && fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (buf) {
+		buf[st.st_size] = '\0';
+		*len = (size_t)st.st_size;
+	}
+	return buf;
 }
 
 int bfs_write_file_atomic(const char *path, const struct iovec *iov, size_t n)

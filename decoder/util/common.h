@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 /* The kind of a tf.train.Feature. NONE: present with no kind set (Feature {}),
  * which counts as missing. */
@@ -67,7 +68,6 @@ void bfs_err_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prefix the current message with "prefix: " (e.g. the shard name). */
 void bfs_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *bfs_err_msg(void);
-void bfs_err_clear(void);
 
 /* pthread_create with SIGINT, SIGTERM, SIGHUP and SIGQUIT blocked in the new
  * thread (the caller's mask is left as it was): a helper thread never takes
@@ -109,6 +109,10 @@ size_t bfs_sorted_u64_floor(const void *base, size_t n, size_t size, size_t off,
  * crash fails its loader's checks and is rebuilt). 0 or -errno
  * (-ENAMETOOLONG, -ENOSPC, -EACCES, -EROFS ...). */
 int bfs_write_file_atomic(const char *path, const struct iovec *iov, size_t n);
+/* The whole of `path`, a regular file of at most max bytes, with a NUL
+ * after its *len bytes (malloc'd); NULL when it is not such a file, cannot
+ * be read or there is no memory. */
+char *bfs_read_file(const char *path, size_t max, size_t *len);
 /* mkdir -p DIR (0755). 0 or -errno. */
 int bfs_cache_dir_make(const char *dir);
 
@@ -143,6 +147,15 @@ static inline unsigned bfs_backoff_ms(uint64_t first, uint64_t max, unsigned ret
 	if (max && cap > max)
 		cap = max;
 	return (unsigned)(cap - cap / 2 + rnd % (cap / 2 + 1));
+}
+
+/* CLOCK_MONOTONIC in nanoseconds: the one clock of waits and durations. */
+static inline uint64_t bfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* A little-endian uint64 at p (any alignment). */

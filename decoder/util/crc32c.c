@@ -190,12 +190,6 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
 }
 #endif
 
-int bfs_crc32c_hw_available(void)
-{
-	pthread_once(&init_once, crc_init);
-	return hw_ok;
-}
-
 uint32_t bfs_crc32c(uint32_t crc, const void *buf, size_t len)
 {
 	/* one load on the hot path (a record's CRCs are two calls) rather than

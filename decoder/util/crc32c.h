@@ -16,8 +16,6 @@
 /* CRC-32C of buf[0..len), continuing from crc (0 to start). */
 uint32_t bfs_crc32c(uint32_t crc, const void *buf, size_t len);
 uint32_t bfs_crc32c_sw(uint32_t crc, const void *buf, size_t len);
-/* true when the hardware path is in use */
-int bfs_crc32c_hw_available(void);
 
 /* TFRecord masking: ((c >> 15) | (c << 17)) + 0xa282ead8 */
 static inline uint32_t bfs_crc32c_mask(uint32_t c)

@@ -15,6 +15,7 @@
 #include "common.h"
 #include "cudart.h"
 #include "dataset.h"
+#include "decodertest.h"
 #include "bench_clock.h"
 
 #include <stdio.h>
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
 	double t0 = now();
 	for (uint64_t k = 0; k < want; k++) {
 		struct bfs_geom *g = NULL;
-		if (bfs_batcher_build(&page[k], &g, b, 0, k, NULL, NULL) != 0) {
+		if (test_batch_build(&page[k], &g, b, 0, k, NULL, NULL) != 0) {
 			fprintf(stderr, "bench_cuda: batch %llu: %s\n", (unsigned long long)k,
 				bfs_err_msg());
 			return 1;

@@ -8,7 +8,7 @@
  *                [--max-batches K] [--hold BYTES] SOURCE
  *
  * build: bfs_dataset_open (infer) + bfs_batcher_new, then every batch of
- *        epoch 0 with bfs_batcher_build (verify=crc, as a mount does by
+ *        epoch 0 with test_batch_build (verify=crc, as a mount does by
  *        default), in file order (shuffle=false) and/or in the shuffled
  *        order, on 1 thread and on N threads (batches split round-robin).
  * scan:  framing + both CRCs + protobuf decode of every record
@@ -30,6 +30,7 @@
  */
 #include "batch.h"
 #include "dataset.h"
+#include "decodertest.h"
 #include "example.h"
 #include "record.h"
 #include "bench_clock.h"
@@ -218,7 +219,7 @@ static void *build_worker(void *arg)
 	for (uint64_t k = j->t; k < j->nbatches; k += j->nthreads) {
 		uint8_t *buf = NULL;
 		struct bfs_geom *g = NULL;
-		int rc = bfs_batcher_build(&buf, &g, j->b, 0, k, NULL, NULL);
+		int rc = test_batch_build(&buf, &g, j->b, 0, k, NULL, NULL);
 		if (rc) {
 			j->r.rc = rc;
 			snprintf(j->r.err, sizeof(j->r.err), "batch %" PRIu64 ": %s", k,

@@ -17,6 +17,7 @@
 #ifndef BFS_TESTS_BIND_DIFF_H
 #define BFS_TESTS_BIND_DIFF_H
 
+#include "bind.h"
 #include "example.h"
 #include "keymap.h"
 

@@ -23,6 +23,7 @@
 #include "fuzz_memfd.h"
 #include "batch.h"
 #include "dataset.h"
+#include "decodertest.h"
 #include "epoch.h"
 
 #include <stdio.h>
@@ -53,7 +54,7 @@ static int build_in_parts(const struct bfs_batcher *b, uint64_t e, uint64_t k, u
 			  uint8_t **buf, struct bfs_geom **g)
 {
 	struct bfs_build *jb = NULL;
-	int rc = bfs_build_new(&jb, b, e, k, NULL, nparts);
+	int rc = bfs_build_new_in(&jb, b, e, k, NULL, nparts, NULL);
 
 	if (rc)
 		return rc;
@@ -99,7 +100,7 @@ static void check_batch(const struct bfs_batcher *b, uint64_t e, uint64_t k)
 		FUZZ_ASSERT(n > 0 && (uint64_t)n == tg->npy_hlen && n % 64 == 0);
 		FUZZ_ASSERT(bfs_npy_size(tg) == tg->npy_hlen + tg->nbytes);
 	}
-	rc = bfs_batcher_build(&buf, &bg, b, e, k, ignore_corrupt, NULL);
+	rc = test_batch_build(&buf, &bg, b, e, k, ignore_corrupt, NULL);
 	check_parts(b, e, k, rc, buf);
 	if (rc == 0) {
 		FUZZ_ASSERT(buf && bg);
@@ -145,7 +146,7 @@ static void check_view(const struct bfs_batcher *b, uint64_t e)
 	bool ok = bbuf && bg;
 
 	for (uint64_t k = 0; k < nb && ok; k++)
-		ok = bfs_batcher_build(&bbuf[k], &bg[k], b, e, k, ignore_corrupt, NULL) == 0;
+		ok = test_batch_build(&bbuf[k], &bg[k], b, e, k, ignore_corrupt, NULL) == 0;
 	if (ok && bfs_epoch_view_new(&v, b, e) == 0) {
 		FUZZ_ASSERT(v->rows == bfs_batcher_rows(b));
 		for (size_t t = 0; t < p->ntensors; t++) {
@@ -189,8 +190,8 @@ static void check_view(const struct bfs_batcher *b, uint64_t e)
 					 want_n = 1 + pos % 13;
 				uint8_t *cb = NULL;
 				struct bfs_geom *cg = NULL;
-				if (bfs_batcher_build(&cb, &cg, b, e, c | BFS_CHUNK, ignore_corrupt,
-						      NULL) != 0) {
+				if (test_batch_build(&cb, &cg, b, e, c | BFS_CHUNK, ignore_corrupt,
+						     NULL) != 0) {
 					/* every batch built, so every chunk must */
 					fprintf(stderr,
 						"fuzz_batch: chunk %llu of epoch %llu: %s\n",

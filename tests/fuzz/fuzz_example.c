@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decodertest.h"
 #include "example.h"
 #include "schema.h"
 
@@ -76,8 +77,8 @@ int bfs_fuzz_example(const uint8_t *data, size_t size)
 		for (int i = 0; i < 3; i++) {
 			if (!added[i])
 				continue;
-			FUZZ_ASSERT(bfs_schema_check(s, ex[i]) == 0);
-			FUZZ_ASSERT(bfs_schema_check(back, ex[i]) == 0);
+			FUZZ_ASSERT(test_schema_check(s, ex[i]) == 0);
+			FUZZ_ASSERT(test_schema_check(back, ex[i]) == 0);
 			for (size_t j = 0; j < s->nfeatures; j++) {
 				uint64_t nv, nb;
 				bfs_spec_ragged_counts(&s->features[j], ex[i], &nv, &nb);

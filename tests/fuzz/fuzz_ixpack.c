@@ -2,8 +2,9 @@
 /*
  * fuzz_ixpack.c — fuzz target for ixpack.c: the bytes are an index pack
  * (untrusted: anyone who can write the index directory writes them). They
- * are loaded twice: as they are, and with the pack's file size, table CRC
- * and header CRC fixed up (the entry count cut to what the bytes hold), and
+ * are loaded from a file (a memfd), as a mount loads a pack, twice: as
+ * they are, and with the pack's file size, table CRC and header CRC fixed
+ * up (the entry count cut to what the bytes hold), and
  * every entry's two CRCs fixed up too, so that mutations reach the checks
  * behind the CRCs: the table's bounds and order, and each entry's own
  * checks (index.c). Every entry is then asked for under the key its own
@@ -28,6 +29,7 @@
 #include "counts.h"
 #include "crc32c.h"
 #include "fuzz_index_check.h"
+#include "fuzz_memfd.h"
 #include "index.h"
 #include "ixpack.h"
 
@@ -82,8 +84,14 @@ static void exercise(const uint8_t *p, size_t size)
 	struct bfs_index *ix = NULL;
 	char why[256], path[4097];
 	bool had;
+	/* loaded from a file, as a mount loads one */
+	int fd = bfs_fuzz_memfd("ixpack", p, size, path, sizeof(path));
+	enum bfs_index_load_result r =
+		fd < 0 ? BFS_INDEX_ABSENT : bfs_ixpack_load(&pk, path, why, sizeof(why));
 
-	if (bfs_ixpack_from_bytes(&pk, p, size, why, sizeof(why)) != BFS_INDEX_LOADED)
+	if (fd >= 0)
+		close(fd);
+	if (r != BFS_INDEX_LOADED)
 		return;
 	if (bfs_ixpack_get(pk, &k, &ix, &had, why, sizeof(why)) == BFS_INDEX_LOADED)
 		fuzz_check_index(ix, &k);

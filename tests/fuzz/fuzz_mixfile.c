@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_mixfile.c — fuzz target for mixture files (mixfile.h) and the
+ * fuzz_mixfile.c — fuzz target for mixture files (schema_json.h) and the
  * mixture order they make (mix.h).
  *
  * bfs_fuzz_mixfile() parses the input as a mixture file; if that works,
@@ -18,7 +18,7 @@
 
 #include "common.h"
 #include "mix.h"
-#include "mixfile.h"
+#include "schema_json.h"
 
 int bfs_fuzz_mixfile(const uint8_t *data, size_t size);
 

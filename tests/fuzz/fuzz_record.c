@@ -14,6 +14,7 @@
 #endif
 #include "fuzz_memfd.h"
 #include "crc32c.h"
+#include "decodertest.h"
 #include "record.h"
 
 #include <stdio.h>

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "bind_diff.h"
+#include "decodertest.h"
 #include "example.h"
 
 int bfs_fuzz_wire(const uint8_t *data, size_t size);
@@ -32,7 +33,7 @@ int bfs_fuzz_wire(const uint8_t *data, size_t size)
 			bfs_err_msg());
 		abort();
 	}
-	if (rf == 0 && !bfs_example_equal(fast, ref)) {
+	if (rf == 0 && !test_example_equal(fast, ref)) {
 		fprintf(stderr, "fuzz_wire: fast and reference decode differently\n");
 		abort();
 	}

@@ -99,6 +99,31 @@ def test_schema_and_index_commands(batchfs, ds_gzip, tmp_path, mounter):
     assert r.returncode == 1 and b"nope" in r.stderr
 
 
+# The tools' options that are a mount option under another name.
+TOOL_OPTIONS = [("--jobs", "threads", ["0", "65", "x", "-1"], ["1", "64"]),
+                ("--shadow-size", "shadow_size", ["x", "1Q", "-1"], ["0", "8G"]),
+                ("--seek-span", "seek_span", ["1K", "65535", "x"], ["64K", "1M"])]
+
+
+@pytest.mark.parametrize("arg,name,bad,good", TOOL_OPTIONS)
+def test_tool_options_take_the_mount_options_ranges(batchfs, ds_plain, tmp_path, arg, name, bad,
+                                                     good):
+    # the same values refused, with the same reason, as the mount option's
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for v in bad:
+        r = run(batchfs, "index", arg, v, "--index-dir", str(tmp_path / "ix"), ds_plain.path)
+        assert r.returncode == 1, (arg, v, r)
+        line = r.stderr.decode()
+        m = run(batchfs, "-f", ds_plain.path, str(mnt), "-o", "%s=%s" % (name, v))
+        assert m.returncode == 1, (name, v, m)
+        why = m.stderr.decode().split("': ", 1)[1]
+        assert line == "batchfs index: %s '%s': %s" % (arg, v, why), (line, why)
+    for v in good:
+        r = run(batchfs, "index", arg, v, "--index-dir", str(tmp_path / "ix"), ds_plain.path)
+        assert r.returncode == 0, (arg, v, r.stderr)
+
+
 def test_cuda_option_without_cuda_fails_cleanly(batchfs, ds_plain, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()

@@ -9,6 +9,7 @@
  * a re-open.
  */
 #include "batchtest.h"
+#include "decodertest.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -62,7 +63,7 @@ static void check_parts_equal(long bad, const char *schema_json, enum bfs_on_cor
 			uint64_t rows = wg ? wg->batch : 0;
 
 			ck_assert_int_eq(wrc, 0);
-			wrc = bfs_batcher_build(&whole, &wg, b, e, unit, ignore_corrupt, &seen);
+			wrc = test_batch_build(&whole, &wg, b, e, unit, ignore_corrupt, &seen);
 
 			fails += wrc != 0;
 			for (unsigned np = 2; np <= 7; np++) {
@@ -71,7 +72,8 @@ static void check_parts_equal(long bad, const char *schema_json, enum bfs_on_cor
 				uint8_t *buf = NULL;
 				int rc;
 
-				ck_assert_int_eq(bfs_build_new(&jb, b, e, unit, NULL, np), 0);
+				ck_assert_int_eq(bfs_build_new_in(&jb, b, e, unit, NULL, np, NULL),
+						 0);
 				ck_assert_uint_eq(bfs_build_nparts(jb), np < rows ? np : rows);
 				for (unsigned k = bfs_build_nparts(jb); k-- > 0;)
 					bfs_build_part(jb, k, ignore_corrupt, &seen);
@@ -207,8 +209,7 @@ static void check_chunked_equals_one_read(long bad, enum bfs_on_corrupt oc, bool
 		int rc[2];
 
 		for (int k = 0; k < 2; k++)
-			rc[k] = bfs_batcher_build(&buf[k], &g[k], b[k], 1, u, ignore_corrupt,
-						  &seen);
+			rc[k] = test_batch_build(&buf[k], &g[k], b[k], 1, u, ignore_corrupt, &seen);
 		ck_assert_int_eq(rc[0], rc[1]);
 		fails += rc[0] != 0;
 		if (rc[0] == 0) {
@@ -343,7 +344,7 @@ START_TEST(mixture_batches)
 			const uint8_t *src, *rec, *x; /* no alignment in the file: memcpy */
 			bool seen[3][64] = { { false } };
 
-			ck_assert_int_eq(bfs_batcher_build(&whole[e][k], &g, b, e, k, NULL, NULL),
+			ck_assert_int_eq(test_batch_build(&whole[e][k], &g, b, e, k, NULL, NULL),
 					 0);
 			size[e][k] = g->st_size;
 			src = tensor_of(b, g, whole[e][k], "_source");
@@ -379,7 +380,7 @@ START_TEST(mixture_batches)
 				uint8_t *buf = NULL;
 				struct bfs_geom *g = NULL;
 
-				ck_assert_int_eq(bfs_batcher_build(&buf, &g, b, 1, i, NULL, NULL),
+				ck_assert_int_eq(test_batch_build(&buf, &g, b, 1, i, NULL, NULL),
 						 0);
 				ck_assert_uint_eq(g->st_size, size[1][i * world + r]);
 				ck_assert(memcmp(buf, whole[1][i * world + r], g->st_size) == 0);
@@ -395,7 +396,7 @@ START_TEST(mixture_batches)
 		uint8_t *buf = NULL;
 		struct bfs_geom *g = NULL;
 
-		ck_assert_int_eq(bfs_batcher_build(&buf, &g, b, 2, k, NULL, NULL), 0);
+		ck_assert_int_eq(test_batch_build(&buf, &g, b, 2, k, NULL, NULL), 0);
 		ck_assert(g->st_size == size[2][k] && memcmp(buf, whole[2][k], g->st_size) == 0);
 		free(buf);
 		bfs_geom_free(g);

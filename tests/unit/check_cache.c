@@ -2,7 +2,7 @@
 /*
  * check_cache.c — decoded batches and the prefetch workers (fs/cache.h)
  * over a real dataset, every byte against an independent build of the
- * batch (bfs_batcher_build): the workers fill the batches ahead of a reader
+ * batch (test_batch_build): the workers fill the batches ahead of a reader
  * (its next reads are hits); the bytes held stay within the budget, least
  * recently used entries going first; readers of the same batches at once
  * get the same bytes, each batch decoded once; freeing the cache while its
@@ -10,6 +10,7 @@
  */
 #include "cache.h"
 
+#include "decodertest.h"
 #include "fstest.h"
 
 #include <check.h>
@@ -35,7 +36,7 @@ static void ref_build(struct ref *r, const struct bfs_batcher *b)
 		for (uint64_t i = 0; i < r->nb; i++) {
 			struct bfs_geom *g = NULL;
 
-			ck_assert_int_eq(bfs_batcher_build(&r->buf[e][i], &g, b, e, i, NULL, NULL),
+			ck_assert_int_eq(test_batch_build(&r->buf[e][i], &g, b, e, i, NULL, NULL),
 					 0);
 			r->size[e][i] = g->st_size;
 			bfs_geom_free(g);

@@ -408,7 +408,7 @@ START_TEST(a_reader_reading_on_keeps_its_snapshot)
 	ck_assert_uint_gt(g4, g3);
 	/* and after a pause */
 	(void)read_as(&x, &stats, 7, buf);
-	usleep(BFS_FILES_CONTINUE_MS * 1000 + 50000);
+	usleep(BFS_DYNFILES_CONTINUE_MS * 1000 + 50000);
 	(void)asked(&x, &stats, 7, true, &g3);
 	ck_assert_uint_gt(g3, g4);
 	/* nobody else reading (for over 50 ms): exactly the JSON */

@@ -9,6 +9,7 @@
 #include "iostage.h"
 
 #include "cache.h"
+#include "decodertest.h"
 #include "fstest.h"
 #include "stats.h"
 
@@ -61,7 +62,7 @@ static void read_through(struct fstest *fx, struct bfs_iostage *st)
 		uint8_t *want = NULL;
 
 		ck_assert_int_eq(bfs_cache_get(&e, c, 0, 0, i), 0);
-		ck_assert_int_eq(bfs_batcher_build(&want, &g, fx->b[0], 0, i, no_corrupt, NULL), 0);
+		ck_assert_int_eq(test_batch_build(&want, &g, fx->b[0], 0, i, no_corrupt, NULL), 0);
 		ck_assert_uint_eq(e->geom->st_size, g->st_size);
 		ck_assert_int_eq(memcmp(e->buf, want, g->st_size), 0);
 		free(want);

@@ -13,7 +13,7 @@
 #include "common.h"
 #include "feistel.h"
 #include "mix.h"
-#include "mixfile.h"
+#include "schema_json.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -57,11 +57,11 @@ static struct bfs_mix *make(size_t k, const uint64_t *w, const uint64_t *n, size
 /* Hot loops test with if + ck_abort_msg: every ck_assert marks a point
  * through a system call. */
 
-/* Replay positions [0, npos) of segment `seg` (starting at `from`):
- * every lookup equals the running count, and every prefix is within one. */
-static void check_bound(const struct bfs_mix *m, size_t seg, uint64_t from, uint64_t npos)
+/* Replay positions [0, npos) of segment `seg` (starting at `from`) of m,
+ * a mixture of k sources: every lookup equals the running count, and every
+ * prefix is within one. */
+static void check_bound(const struct bfs_mix *m, size_t k, size_t seg, uint64_t from, uint64_t npos)
 {
-	size_t k = bfs_mix_nsources(m);
 	uint64_t W, c[8], c0[8];
 	const uint64_t *w = bfs_mix_weights(m, seg, &W);
 
@@ -109,7 +109,7 @@ START_TEST(prefix_bound_ten_million_positions)
 		struct bfs_mix *m = make(fixed_k[i], fixed[i], n, 1, &from, BFS_MIX_RECORDS, 1);
 		uint64_t npos = i == 0 ? 2100000 : 500000;
 
-		check_bound(m, 0, 0, npos);
+		check_bound(m, fixed_k[i], 0, 0, npos);
 		total += npos;
 		bfs_mix_free(m);
 	}
@@ -121,7 +121,7 @@ START_TEST(prefix_bound_ten_million_positions)
 		for (size_t s = 0; s < k; s++)
 			w[s] = 1 + rnd() % scale;
 		m = make(k, w, n, 1, &from, BFS_MIX_RECORDS, 1);
-		check_bound(m, 0, 0, 400000);
+		check_bound(m, k, 0, 0, 400000);
 		total += 400000;
 		bfs_mix_free(m);
 	}
@@ -135,9 +135,9 @@ START_TEST(schedule_continues_each_source)
 	uint64_t w[9] = { 7, 2, 1, 5, 3, 2, 1, 1, 1000 };
 	struct bfs_mix *m = make(3, w, n, 3, from, BFS_MIX_RECORDS, 100);
 
-	check_bound(m, 0, 0, 12345);
-	check_bound(m, 1, 12345, 40000 - 12345);
-	check_bound(m, 2, 40000, 300000);
+	check_bound(m, 3, 0, 0, 12345);
+	check_bound(m, 3, 1, 12345, 40000 - 12345);
+	check_bound(m, 3, 2, 40000, 300000);
 	/* runs of positions (across periods and segments, with jumps) look up
 	 * as the positions one by one do */
 	static uint64_t pos[3000], out[3000];
@@ -186,7 +186,17 @@ START_TEST(no_repeat_before_a_pass_completes)
 	for (size_t i = 0; i < 500; i++)
 		ck_assert(out[i] == bfs_mix_record(m, 123 * 10 + pos[i]));
 	/* passes differ (the seed takes the pass number) */
-	ck_assert(bfs_mix_first(m, 1) == 7 && bfs_mix_nrecords(m) == 308);
+	/* source 1's first record is 7 */
+	{
+		size_t src;
+		uint64_t local;
+
+		bfs_mix_source_of(m, 7, &src, &local);
+		ck_assert(src == 1 && local == 0);
+		bfs_mix_source_of(m, 6, &src, &local);
+		ck_assert(src == 0 && local == 6);
+	}
+	ck_assert(bfs_mix_nrecords(m) == 308);
 	for (size_t s = 0; s < 3; s++)
 		free(seen[s]);
 	bfs_mix_free(m);
@@ -312,7 +322,7 @@ START_TEST(weights_whose_period_does_not_fit)
 	for (uint64_t V = 1; V < W; V++)
 		ck_assert_msg(!two_fit(sizes[0], sizes[0] + sizes[1], V), "period %llu fits too",
 			      (unsigned long long)V);
-	check_bound(m, 0, 0, 3 * W);
+	check_bound(m, 2, 0, 0, 3 * W);
 	bfs_mix_free(m);
 	/* random sets of 2 to 8 weights with long periods */
 	for (int t = 0; t < 200; t++) {
@@ -339,7 +349,7 @@ START_TEST(weights_whose_period_does_not_fit)
 				if (two_fit(ws[0], sum, V))
 					ck_abort_msg("set %d: period %llu fits, %llu taken", t,
 						     (unsigned long long)V, (unsigned long long)W);
-		check_bound(m, 0, 0, W < 20000 ? 2 * W : 20000);
+		check_bound(m, k, 0, 0, W < 20000 ? 2 * W : 20000);
 		bfs_mix_free(m);
 	}
 }

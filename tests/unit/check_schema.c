@@ -13,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decodertest.h"
 #include "example.h"
 #include "pbtest.h"
 #include "schema.h"
+#include "schema_json.h"
 #include "schematest.h"
 
 /* The tables below list only the fields a case needs. */
@@ -301,7 +303,7 @@ START_TEST(inference_follows_the_contract_rules)
 	/* every record fits the schema inferred from them */
 	for (int i = 0; i < c->nrec; i++) {
 		struct bfs_example *ex = hrec_build(r, c->recs[i], NULL);
-		ck_assert_msg(bfs_schema_check(s, ex) == 0, "%s: record %d: %s", c->what, i,
+		ck_assert_msg(test_schema_check(s, ex) == 0, "%s: record %d: %s", c->what, i,
 			      bfs_err_msg());
 	}
 	bfs_schema_free(s);
@@ -488,8 +490,8 @@ START_TEST(feature_lists_infer_their_step_shape)
 	ck_assert_int_eq(bfs_spec_elems(f), 1);
 	ck_assert_int_eq(spec_find(s, "i", false)->layout, BFS_LAYOUT_FIXED);
 	assert_roundtrip(s);
-	ck_assert_int_eq(bfs_schema_check(s, hrec_build(r, ctx, l0)), 0);
-	ck_assert_int_eq(bfs_schema_check(s, hrec_build(r, ctx, l1)), 0);
+	ck_assert_int_eq(test_schema_check(s, hrec_build(r, ctx, l0)), 0);
+	ck_assert_int_eq(test_schema_check(s, hrec_build(r, ctx, l1)), 0);
 	bfs_schema_free(s);
 	bfs_infer_free(inf);
 	free(r);
@@ -800,7 +802,7 @@ START_TEST(from_json_errors_name_the_feature_and_field)
 	char *j = json(c->json);
 	int err;
 
-	bfs_err_clear();
+	bfs_err_format("%s", ""); /* no message yet */
 	err = bfs_schema_from_json(&s, j, strlen(j));
 	ck_assert_msg(err == -EINVAL, "%s: got %d", j, err);
 	ck_assert_ptr_eq(s, (struct bfs_schema *)0x1);
@@ -993,8 +995,8 @@ START_TEST(check_names_the_feature_and_what_is_wrong)
 	struct hrec *r = malloc(sizeof(*r));
 	int err;
 
-	bfs_err_clear();
-	err = bfs_schema_check(s, hrec_build(r, c->feats, c->lists));
+	bfs_err_format("%s", ""); /* no message yet */
+	err = test_schema_check(s, hrec_build(r, c->feats, c->lists));
 	if (!c->msg) {
 		ck_assert_msg(err == 0, "%s: %s", c->what, bfs_err_msg());
 	} else {
@@ -1135,6 +1137,74 @@ START_TEST(names_must_be_usable_as_paths)
 }
 END_TEST
 
+/* A JSON object's members (schema_json.h, what `batchfs stats` reads):
+ * in the order written, numbers with their values, the rest as JSON text
+ * to pass on; spaces and NUL bytes after it; one line for what is not. */
+START_TEST(json_members_in_order_with_their_text)
+{
+	static const char text[] =
+		"{\"z\": 3, \"a\": 0.250000, \"on\": true, \"off\": null,\n"
+		"  \"s\": \"a \\\"b\\\"\", \"o\": {\"x\": [1, {\"y\": \"]\"}]}}\n  \0\0";
+	static const struct {
+		const char *key, *text;
+		double num;
+		bool isnum;
+	} want[] = {
+		{ "z", "3", 3, true },
+		{ "a", "0.25", 0.25, true },
+		{ "on", "true", 1, true },
+		{ "off", "null", 0, false },
+		{ "s", "\"a \\\"b\\\"\"", 0, false },
+		{ "o", "{\"x\": [1, {\"y\": \"]\"}]}", 0, false },
+	};
+	struct bfs_json_member *m = NULL;
+	size_t n = 0;
+
+	ck_assert_msg(bfs_json_members(&m, &n, text, sizeof(text) - 1) == 0, "%s", bfs_err_msg());
+	ck_assert_uint_eq(n, BFS_ARRAY_SIZE(want));
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_str_eq(m[i].key, want[i].key);
+		ck_assert_str_eq(m[i].text, want[i].text);
+		ck_assert(m[i].isnum == want[i].isnum);
+		if (want[i].isnum)
+			ck_assert(m[i].num == want[i].num);
+	}
+	bfs_json_members_free(m, n);
+	ck_assert_int_eq(bfs_json_members(&m, &n, "{}", 2), 0);
+	ck_assert_uint_eq(n, 0);
+	bfs_json_members_free(m, n);
+	bfs_json_members_free(NULL, 0);
+}
+END_TEST
+
+static const struct {
+	const char *text, *msg;
+} member_errors[] = {
+	{ "[1, 2]", "not a JSON object (byte 0)" },
+	{ "  7", "not a JSON object (byte 2)" },
+	{ "", "not a JSON object (byte 0)" },
+	{ "{\"reads\": 50r0}", "not a flat JSON object: " },
+	{ "{\"reads\": 1,}", "not a flat JSON object: " },
+	{ "{\"reads\" 1}", "not a flat JSON object: " },
+	{ "{\"reads\": 1} x", "not a flat JSON object: unexpected text at byte 13" },
+	{ "{\"reads\": 1", "not a flat JSON object: " },
+};
+
+START_TEST(json_members_of_what_is_no_object_fail_in_one_line)
+{
+	struct bfs_json_member *m = NULL;
+	size_t n = 0;
+	const char *t = member_errors[_i].text;
+
+	ck_assert_int_eq(bfs_json_members(&m, &n, t, strlen(t)), -EBADMSG);
+	ck_assert_ptr_null(m);
+	ck_assert_msg(
+		strncmp(bfs_err_msg(), member_errors[_i].msg, strlen(member_errors[_i].msg)) == 0,
+		"'%s': %s", t, bfs_err_msg());
+	ck_assert_ptr_null(strchr(bfs_err_msg(), '\n'));
+}
+END_TEST
+
 static Suite *schema_suite(void)
 {
 	Suite *s = suite_create("schema");
@@ -1158,6 +1228,9 @@ static Suite *schema_suite(void)
 	tcase_add_loop_test(tc, from_json_errors_name_the_feature_and_field, 0,
 			    (int)BFS_ARRAY_SIZE(json_err_cases));
 	tcase_add_test(tc, from_json_takes_only_len_bytes);
+	tcase_add_test(tc, json_members_in_order_with_their_text);
+	tcase_add_loop_test(tc, json_members_of_what_is_no_object_fail_in_one_line, 0,
+			    (int)BFS_ARRAY_SIZE(member_errors));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("check");

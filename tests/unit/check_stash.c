@@ -9,6 +9,7 @@
  */
 #include "stash.h"
 
+#include "decodertest.h"
 #include "fstest.h"
 
 #include <check.h>
@@ -41,8 +42,8 @@ static void epoch_setup(struct epoch_fx *x, const struct bfs_batcher *b, uint64_
 	x->cg = calloc(x->v->nchunks, sizeof(*x->cg));
 	x->want = calloc(g->ntensors, sizeof(*x->want));
 	for (uint64_t c = 0; c < x->v->nchunks; c++)
-		ck_assert_int_eq(bfs_batcher_build(&x->cbuf[c], &x->cg[c], b, epoch, c | BFS_CHUNK,
-						   NULL, NULL),
+		ck_assert_int_eq(test_batch_build(&x->cbuf[c], &x->cg[c], b, epoch, c | BFS_CHUNK,
+						  NULL, NULL),
 				 0);
 	for (size_t t = 0; t < g->ntensors; t++) {
 		uint64_t a = 0, n = g->g[t].nbytes;

@@ -48,8 +48,22 @@ static inline void fstest_write(const char *path, long records)
 	ck_assert_int_eq(fclose(f), 0);
 }
 
-/* batch_size 37, chunks of 50 rows, shuffled with seed 9 */
-static inline void fstest_setup(struct fstest *fx, long records, const char *schema)
+/* The shard written at a new path in fx->path (nothing opened yet). */
+static inline void fstest_write_shard(struct fstest *fx, long records)
+{
+	int fd;
+
+	memset(fx, 0, sizeof(*fx));
+	snprintf(fx->path, sizeof(fx->path), "/tmp/check_fs_XXXXXX");
+	fd = mkstemp(fx->path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	fstest_write(fx->path, records);
+}
+
+/* fx->path's shard opened: batch_size 37, chunks of 50 rows, shuffled
+ * with seed 9. */
+static inline void fstest_open(struct fstest *fx, const char *schema)
 {
 	struct bfs_dataset_opts dopt = { .comp = BFS_COMP_AUTO };
 	struct bfs_batcher_opts bopt = { .batch_size = 37,
@@ -59,19 +73,18 @@ static inline void fstest_setup(struct fstest *fx, long records, const char *sch
 					 .verify = true,
 					 .jobs = 1,
 					 .chunk_rows = 50 };
-	int fd;
 
-	memset(fx, 0, sizeof(*fx));
-	snprintf(fx->path, sizeof(fx->path), "/tmp/check_fs_XXXXXX");
-	fd = mkstemp(fx->path);
-	ck_assert_int_ge(fd, 0);
-	close(fd);
-	fstest_write(fx->path, records);
 	ck_assert_int_eq(bfs_dataset_open(&fx->ds, fx->path, &dopt), 0);
 	ck_assert_msg(bfs_schema_from_json(&fx->sc, schema, strlen(schema)) == 0, "%s",
 		      bfs_err_msg());
 	ck_assert_msg(bfs_batcher_new(&fx->b[0], fx->ds, fx->sc, &bopt) == 0, "%s", bfs_err_msg());
 	ck_assert_int_eq(bfs_batcher_new_rank(&fx->b[1], fx->b[0], 1), 0);
+}
+
+static inline void fstest_setup(struct fstest *fx, long records, const char *schema)
+{
+	fstest_write_shard(fx, records);
+	fstest_open(fx, schema);
 }
 
 static inline void fstest_teardown(struct fstest *fx)
