@@ -26,15 +26,18 @@
  *
  * STS is reached at AWS_ENDPOINT_URL_STS, else AWS_ENDPOINT_URL, else the
  * regional endpoint (https://sts.REGION.amazonaws.com), else the global one.
- * Every request goes through bfs_http_request (s3.c); STS's XML is parsed by
+ * Every request goes through bfs_http_request (http.c); STS's XML is parsed by
  * s3xml.c; JSON (IMDS, the container endpoint, credential_process) by
  * cjson.c.
  */
-#include "cred.h"
+#include "credaws.h"
 
 #include "cjson.h"
 #include "common.h"
-#include "s3_impl.h"
+#include "cred.h"
+#include "http.h"
+#include "s3ini.h"
+#include "s3str.h"
 #include "s3sign.h"
 #include "s3xml.h"
 #include "sha256.h"

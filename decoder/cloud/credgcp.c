@@ -7,6 +7,7 @@
 #include "cjson.h"
 #include "common.h"
 #include "cred.h"
+#include "http.h"
 #include "sha256.h"
 
 #include <ctype.h>
