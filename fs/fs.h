@@ -4,7 +4,7 @@
  * the mounted file system. mount/ includes no other fs/ header.
  *
  * What is here: the mount's configuration and its life (bfs_fs_new,
- * bfs_fs_run, bfs_fs_free, bfs_fs_check_args, bfs_fs_report: fuse_ops.c),
+ * bfs_fs_run, bfs_fs_free, bfs_fs_check_args, bfs_fs_report: session.c),
  * the heap set-up to call before any thread (bfs_cache_malloc_setup:
  * cache.c), the watch of a starter's pipe (bfs_lifecycle_watch:
  * lifecycle.c), and the table of stats.json's keys that `batchfs stats`
