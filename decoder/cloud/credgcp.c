@@ -47,13 +47,6 @@ void bfs_gcp_source_destroy(struct bfs_gcp_source *s)
 }
 
 /* An environment variable, NULL when unset or empty. */
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 static int dup_to(char **dst, const char *v)
 {
 	*dst = strdup(v);
@@ -195,7 +188,7 @@ int bfs_gcp_source_load(struct bfs_gcp_source *out, const char *path)
 
 static const char *home_dir(char *buf, size_t cap)
 {
-	const char *home = env("HOME");
+	const char *home = bfs_env("HOME");
 	struct passwd pw, *res = NULL;
 
 	if (!home && getpwuid_r(getuid(), &pw, buf, cap, &res) == 0 && res)
@@ -205,10 +198,11 @@ static const char *home_dir(char *buf, size_t cap)
 
 int bfs_gcp_adc_find(struct bfs_gcp_source *out, char *looked, size_t cap)
 {
-	const char *gac = env("GOOGLE_APPLICATION_CREDENTIALS"), *cfgdir = env("CLOUDSDK_CONFIG");
+	const char *gac = bfs_env("GOOGLE_APPLICATION_CREDENTIALS"),
+		   *cfgdir = bfs_env("CLOUDSDK_CONFIG");
 	/* GCE_METADATA_ROOT: the older name, which google-auth still reads */
-	const char *host =
-		env("GCE_METADATA_HOST") ? env("GCE_METADATA_HOST") : env("GCE_METADATA_ROOT");
+	const char *host = bfs_env("GCE_METADATA_HOST") ? bfs_env("GCE_METADATA_HOST")
+							: bfs_env("GCE_METADATA_ROOT");
 	char path[4096], pwbuf[4096];
 	struct bfs_gcp_source s = { 0 };
 	int rc, n;
@@ -251,8 +245,8 @@ int bfs_gcp_adc_find(struct bfs_gcp_source *out, char *looked, size_t cap)
 		return rc;
 	s.kind = BFS_GCP_METADATA;
 	if ((rc = dup_to(&s.metadata_host, host ? host : BFS_GCP_METADATA_HOST)) ||
-	    (rc = dup_to(&s.via, host ? (env("GCE_METADATA_HOST") ? "GCE_METADATA_HOST"
-								  : "GCE_METADATA_ROOT")
+	    (rc = dup_to(&s.via, host ? (bfs_env("GCE_METADATA_HOST") ? "GCE_METADATA_HOST"
+								      : "GCE_METADATA_ROOT")
 				      : "the metadata server"))) {
 		bfs_gcp_source_destroy(&s);
 		return rc;

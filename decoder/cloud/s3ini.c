@@ -25,13 +25,6 @@ static void free_secret(char **p)
 	}
 }
 
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 void bfs_s3_ini_free(struct bfs_s3_ini *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
@@ -191,7 +184,7 @@ int bfs_s3_ini_load(struct bfs_s3_ini *s, const char *path, const char *want)
 /* $VAR, else ~/.aws/NAME; a leading "~/" is the home directory. */
 int bfs_s3_profile_path(char *out, size_t cap, const char *var, const char *name)
 {
-	const char *v = env(var), *home = env("HOME");
+	const char *v = bfs_env(var), *home = bfs_env("HOME");
 	struct passwd pw, *res = NULL;
 	char pwbuf[4096];
 	int n;

@@ -19,13 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 static bool region_ok(const char *r)
 {
 	size_t n = strlen(r);
@@ -112,7 +105,7 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 	char section[300];
 	int rc;
 
-	r->profile = opt->profile ? opt->profile : env("AWS_PROFILE");
+	r->profile = opt->profile ? opt->profile : bfs_env("AWS_PROFILE");
 	r->profile_named = r->profile != NULL;
 	if (!r->profile)
 		r->profile = "default";
@@ -134,9 +127,9 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 
 	r->c.scheme = scheme;
 	if (!region)
-		region = env("AWS_REGION");
+		region = bfs_env("AWS_REGION");
 	if (!region)
-		region = env("AWS_DEFAULT_REGION");
+		region = bfs_env("AWS_DEFAULT_REGION");
 	if (!region)
 		region = bfs_s3_ini_get(&r->conf, "region");
 	if (!region || !*region)
@@ -147,9 +140,9 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 		return rc;
 
 	if (scheme == BFS_S3_SCHEME_S3 && !endpoint) {
-		endpoint = env("AWS_ENDPOINT_URL_S3");
+		endpoint = bfs_env("AWS_ENDPOINT_URL_S3");
 		if (!endpoint)
-			endpoint = env("AWS_ENDPOINT_URL");
+			endpoint = bfs_env("AWS_ENDPOINT_URL");
 		if (!endpoint)
 			endpoint = bfs_s3_ini_get(&r->conf, "s3.endpoint_url");
 		if (!endpoint)
@@ -178,7 +171,7 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 	else if (style && strcmp(style, "path") == 0)
 		r->c.path_style = true;
 
-	if (env("AWS_CA_BUNDLE") && (rc = set_str(&r->c.ca_file, env("AWS_CA_BUNDLE"))))
+	if (bfs_env("AWS_CA_BUNDLE") && (rc = set_str(&r->c.ca_file, bfs_env("AWS_CA_BUNDLE"))))
 		return rc;
 
 	if (opt->no_sign_request) {
@@ -191,7 +184,7 @@ static int resolve(struct resolving *r, enum bfs_s3_scheme scheme, const struct 
 /* AWS_MAX_ATTEMPTS (the AWS convention): the tries of a request. */
 static int max_attempts(struct bfs_s3_config *c)
 {
-	const char *v = env("AWS_MAX_ATTEMPTS");
+	const char *v = bfs_env("AWS_MAX_ATTEMPTS");
 	char *end = NULL;
 	unsigned long n;
 
