@@ -205,7 +205,6 @@ int bfs_s3_config_copy(struct bfs_s3_config *dst, const struct bfs_s3_config *sr
 	return 0;
 }
 
-/* An environment variable, NULL when unset or empty. */
 /* A parsed endpoint. */
 struct endpoint {
 	bool https;
