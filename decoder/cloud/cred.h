@@ -40,7 +40,7 @@
  *  - error lines: bfs_cred_keeper_errline() hands out the provider's last
  *    failure at most once per minute, for errors.txt and the log.
  *
- * Does not: sign requests (s3sign.c) or send them (s3.c); know the S3 or
+ * Does not: sign requests (s3sign.c) or send them (s3.c, http.c); know the S3 or
  * GCS protocols.
  *
  * Secrets: key ids are not secrets (messages may show their last 4

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* s3.c — the object-store client: one libcurl multi handle per client,
- * driven by the client's own thread (the one file that includes curl).
- * See s3.h.
+ * driven by the client's own thread. See s3.h. curl's initialisation, its
+ * transient failures and the wiping of headers are http.c's, the one other
+ * file that includes curl (for the credential endpoints).
  *
  * The thread owns every transfer once it is taken from the incoming queue:
  * ready (FIFO) -> active (on a connection, at most max_conns) -> done, or

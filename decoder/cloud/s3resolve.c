@@ -64,7 +64,7 @@ static int resolve_credentials(struct resolving *r, enum bfs_s3_scheme scheme,
 				       sizeof(looked));
 	} else {
 		rc = bfs_credaws_static(&k, opt->profile, looked, sizeof(looked));
-		/* credgcp.c is linked in (a weak reference would not pull it out
+		/* credgcpchain.c is linked in (a weak reference would not pull it out
 		 * of the static library) */
 		if (rc == -ENOENT) {
 			size_t n = strlen(looked);
