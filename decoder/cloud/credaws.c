@@ -33,7 +33,6 @@
  * bfs_http_request (http.c); STS's XML is parsed by s3xml.c; JSON (IMDS, the
  * container endpoint, credential_process) by cjson.c.
  */
-
 #include "credaws.h"
 
 #include "common.h"
@@ -47,7 +46,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define WHY 512
 #define MAX_DEPTH 5 /* role_arn -> source_profile chains */
 
 /* ---- static credentials ---- */

@@ -16,7 +16,6 @@
 #include <strings.h>
 #include <arpa/inet.h>
 
-#define MAX_TOKEN_FILE (64u * 1024)
 #define CONTAINER_HOST "http://169.254.170.2"
 
 /* ---- container credentials ---- */

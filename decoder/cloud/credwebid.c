@@ -13,8 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-#define MAX_TOKEN_FILE (64u * 1024)
-
 /* ---- AssumeRoleWithWebIdentity ---- */
 
 struct webid {
