@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * s3_impl.h — what the object-store client's files (s3.c, s3conf.c,
- * s3resp.c) share: requests' addresses, messages, one response judged. Not
- * part of the API.
+ * s3resolve.c, s3resp.c) share: requests' addresses, endpoints, the retry
+ * policy, messages, one response judged. Not part of the API.
  */
 #ifndef BFS_S3_IMPL_H
 #define BFS_S3_IMPL_H
