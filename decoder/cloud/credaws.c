@@ -71,6 +71,8 @@ static int static_provider(struct bfs_cred_provider *p, struct bfs_cred *c)
 	return 0;
 }
 
+/* ---- building providers ---- */
+
 static int provider_of_profile(struct chain *ch, const char *name, int depth,
 			       struct bfs_cred_provider *out, char *desc, size_t desccap);
 

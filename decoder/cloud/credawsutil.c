@@ -217,7 +217,7 @@ char *bfs_credaws_session_name(const char *given)
 	return strdup(buf);
 }
 
-/* ---- building providers ---- */
+/* ---- the chain's "looked in" line ---- */
 
 void bfs_credaws_looked(struct chain *ch, const char *fmt, ...)
 {
