@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cred.h — cloud credentials as the clouds hand them out: a credential
- * value, the providers that fetch one (the AWS chain in credaws.c, Google's
- * Application Default Credentials in credgcp.c), and a keeper that holds the
+ * value, the providers that fetch one (the AWS chain in credaws.h, Google's
+ * Application Default Credentials in credgcp.h), and a keeper that holds the
  * current credential of a mount and refreshes it ahead of its expiry in a
  * thread of its own, so that no read waits for a refresh.
  *
@@ -40,7 +40,7 @@
  *  - error lines: bfs_cred_keeper_errline() hands out the provider's last
  *    failure at most once per minute, for errors.txt and the log.
  *
- * Does not: sign requests (s3sign.c) or send them (s3.c); know the S3 or
+ * Does not: sign requests (s3sign.c) or send them (s3.c, http.c); know the S3 or
  * GCS protocols.
  *
  * Secrets: key ids are not secrets (messages may show their last 4
@@ -211,39 +211,6 @@ void bfs_cred_keeper_key_id(struct bfs_cred_keeper *k, char *dst, size_t cap);
  * since it), false otherwise. For errors.txt. */
 bool bfs_cred_keeper_errline(struct bfs_cred_keeper *k, char *dst, size_t cap);
 
-/* ---- the default chains --------------------------------------------------- */
-
-/* The clouds' default chains. Each walks its places in its cloud's order
- * and makes a keeper over the first that has credentials (fetching them
- * once, blocking). 0 with *out; -ENOENT when no place has any: `looked`
- * (cap bytes) then names every place looked in, with what was there, in one
- * line, e.g. "GOOGLE_APPLICATION_CREDENTIALS (unset),
- * ~/.config/gcloud/application_default_credentials.json (no such file),
- * the metadata server at http://169.254.169.254 (no answer)"; another
- * negative errno (a place that has credentials that do not work: a bad
- * file, a refused role) with one line in the thread-local message
- * (common.h) naming the place. Never a secret in either.
- *
- * s3conf.c (bfs_s3_config_resolve) calls them where the options and keys
- * in the environment or profile files give none: s3:// the AWS chain
- * (credaws.c); gs:// HMAC keys as before, else Google's Application Default
- * Credentials (credgcp.c), whose keeper hands out BFS_CRED_BEARER
- * credentials that s3.c sends as "Authorization: Bearer". */
-
-/* AWS, in botocore's order (credaws.c says it in full): the environment's
- * keys, the profile's role_arn (STS AssumeRole), web identity (STS
- * AssumeRoleWithWebIdentity), the profile's keys and credential_process,
- * container credentials, IMDSv2. profile: the mount's profile option, or
- * NULL ($AWS_PROFILE, "default"); region: STS's region (the mount's);
- * ca_file: for https endpoints, or NULL. */
-int bfs_credaws_chain(struct bfs_cred_keeper **out, const char *profile, const char *region,
-		      const char *ca_file, char *looked, size_t cap);
-/* Google ADC: GOOGLE_APPLICATION_CREDENTIALS (a service-account key or an
- * authorized_user file), gcloud's ADC file (under $CLOUDSDK_CONFIG or
- * ~/.config/gcloud), the metadata server ($GCE_METADATA_HOST), as
- * credgcp.h says. Defined in credgcp.c. */
-int bfs_credgcp_chain(struct bfs_cred_keeper **out, const char *ca_file, char *looked, size_t cap);
-
 /* ---- helpers for providers ----------------------------------------------- */
 
 /* Replace every occurrence of each of secrets[0..n) (NULL and strings of
@@ -255,50 +222,5 @@ void bfs_cred_scrub(char *msg, size_t cap, const char *const *secrets, size_t n)
  * optional fractional seconds, or a "+00:00" offset) into *out. 0 or
  * -EINVAL. */
 int bfs_cred_parse_time(const char *s, time_t *out);
-
-/* ---- HTTP for credential endpoints (implemented in s3.c, the one file
- * that includes curl) ------------------------------------------------------ */
-
-/* One blocking request to a metadata server, a token endpoint or STS.
- * Usable without an S3 client (before one exists). */
-struct bfs_http_req {
-	const char *method; /* "GET", "PUT", "POST" */
-	const char *url; /* http:// or https:// only */
-	const char *const *headers; /* "Name: value" lines, maybe secret: never logged */
-	size_t nheaders;
-	const void *body; /* POST/PUT body, maybe secret; NULL: none */
-	size_t body_len;
-	size_t max_body; /* the most of the response body kept; 0: 1 MiB. More: -EFBIG */
-	/* the retry policy, as the object-store client's (s3.h); 0: its default */
-	unsigned tries; /* attempts (default 4) */
-	unsigned retry_ms; /* no new attempt starts this long after the first (default 10000) */
-	unsigned connect_timeout_ms; /* (default 2000; IMDS and container: 1000) */
-	unsigned timeout_ms; /* each attempt, whole (default 5000) */
-	const char *ca_file; /* NULL: the system's CAs ($AWS_CA_BUNDLE is the caller's to pass) */
-};
-
-struct bfs_http_resp {
-	long status; /* the HTTP status of the last attempt */
-	char *body; /* NUL-terminated (len bytes before the NUL), malloc'd; maybe secret */
-	size_t len;
-};
-
-/* Send r. Connection failures (refused, reset, timed out, cut short), 5xx
- * and 429 are retried with backoff and jitter within r's policy; when the
- * tries run out on a 5xx, that last answer is returned. 0 with *resp filled,
- * whatever the status (the caller judges it; free it with
- * bfs_http_resp_free, which wipes the body); -EHOSTUNREACH nothing listens
- * or the host does not resolve, -ETIMEDOUT no answer in time, -EIO another
- * transport failure (each after the tries), -EFBIG a body over max_body,
- * -EINVAL a bad request, -ENOMEM, -ECANCELED given up at once when
- * bfs_cred_fetch_cancelled() says so (checked every 20 ms, in a try and
- * between tries). why (one line, naming the URL without
- * its query, never a header or a body) is set on every error. The
- * link-local metadata and container addresses and loopback never go
- * through a proxy of the environment (http_proxy); others do, as curl's
- * defaults say (no_proxy applies). */
-int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, char *why,
-		     size_t whycap);
-void bfs_http_resp_free(struct bfs_http_resp *resp); /* wipes and frees; accepts zeroed */
 
 #endif

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* credgcp.c — Google's Application Default Credentials: the chain, the key
- * files (read by cjson.c), the JWT assertion (signed by sha256.c's RS256) and the
- * token requests and replies. See credgcp.h. */
+/* credgcp.c — Google's Application Default Credentials: the key files (read
+ * by cjson.c), the JWT assertion (signed by sha256.c's RS256) and the token
+ * requests and replies, without I/O but the reading of the files. See
+ * credgcp.h; the provider is in credgcptoken.c, the chain in
+ * credgcpchain.c. */
 #include "credgcp.h"
+
+#include "credgcp_impl.h"
 
 #include "cjson.h"
 #include "common.h"
@@ -19,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static void free_secret(char **p)
+void bfs_credgcp_free_secret(char **p)
 {
 	if (*p) {
 		explicit_bzero(*p, strlen(*p));
@@ -37,23 +41,15 @@ void bfs_gcp_source_destroy(struct bfs_gcp_source *s)
 	free(s->token_uri);
 	free(s->client_email);
 	free(s->private_key_id);
-	free_secret(&s->private_key);
+	bfs_credgcp_free_secret(&s->private_key);
 	free(s->client_id);
-	free_secret(&s->client_secret);
-	free_secret(&s->refresh_token);
+	bfs_credgcp_free_secret(&s->client_secret);
+	bfs_credgcp_free_secret(&s->refresh_token);
 	free(s->metadata_host);
 	memset(s, 0, sizeof(*s));
 }
 
-/* An environment variable, NULL when unset or empty. */
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
-static int dup_to(char **dst, const char *v)
+int bfs_credgcp_dup_to(char **dst, const char *v)
 {
 	*dst = strdup(v);
 	return *dst ? 0 : bfs_err_set(-ENOMEM, "out of memory");
@@ -78,7 +74,7 @@ static int field(char **dst, const struct bfs_cjson *o, const char *name, bool r
 	v = bfs_cjson_str(o, name, &len);
 	if (!v || len == 0 || strlen(v) != len)
 		return bfs_err_set(-EINVAL, "%s: \"%s\" is not a string (or is empty)", path, name);
-	return dup_to(dst, v);
+	return bfs_credgcp_dup_to(dst, v);
 }
 
 static bool http_url(const char *u)
@@ -136,14 +132,14 @@ int bfs_gcp_source_parse(struct bfs_gcp_source *out, const char *path, const cha
 				 path, type, known ? "not supported" : "unknown");
 		goto out;
 	}
-	if (!s.token_uri && (rc = dup_to(&s.token_uri, BFS_GCP_TOKEN_URI)))
+	if (!s.token_uri && (rc = bfs_credgcp_dup_to(&s.token_uri, BFS_GCP_TOKEN_URI)))
 		goto out;
 	if (!http_url(s.token_uri)) {
 		rc = bfs_err_set(-EINVAL, "%s: \"token_uri\" is not an http:// or https:// URL",
 				 path);
 		goto out;
 	}
-	if ((rc = dup_to(&s.path, path)))
+	if ((rc = bfs_credgcp_dup_to(&s.path, path)))
 		goto out;
 	*out = s;
 	memset(&s, 0, sizeof(s));
@@ -188,81 +184,6 @@ int bfs_gcp_source_load(struct bfs_gcp_source *out, const char *path)
 	explicit_bzero(text, n);
 	free(text);
 	return rc;
-}
-
-/* ---- the chain ---- */
-
-static const char *home_dir(char *buf, size_t cap)
-{
-	const char *home = env("HOME");
-	struct passwd pw, *res = NULL;
-
-	if (!home && getpwuid_r(getuid(), &pw, buf, cap, &res) == 0 && res)
-		home = pw.pw_dir;
-	return home ? home : "/";
-}
-
-int bfs_gcp_adc_find(struct bfs_gcp_source *out, char *looked, size_t cap)
-{
-	const char *gac = env("GOOGLE_APPLICATION_CREDENTIALS"), *cfgdir = env("CLOUDSDK_CONFIG");
-	/* GCE_METADATA_ROOT: the older name, which google-auth still reads */
-	const char *host =
-		env("GCE_METADATA_HOST") ? env("GCE_METADATA_HOST") : env("GCE_METADATA_ROOT");
-	char path[4096], pwbuf[4096];
-	struct bfs_gcp_source s = { 0 };
-	int rc, n;
-
-	memset(out, 0, sizeof(*out));
-	if (gac) {
-		if ((rc = bfs_gcp_source_load(&s, gac)))
-			return rc == -ENOENT
-				       ? bfs_err_set(-EINVAL,
-						     "GOOGLE_APPLICATION_CREDENTIALS names %s, "
-						     "which does not exist",
-						     gac)
-				       : rc;
-		if ((rc = dup_to(&s.via, "GOOGLE_APPLICATION_CREDENTIALS"))) {
-			bfs_gcp_source_destroy(&s);
-			return rc;
-		}
-		*out = s;
-		return 0;
-	}
-	if (cfgdir)
-		n = snprintf(path, sizeof(path), "%s/application_default_credentials.json", cfgdir);
-	else
-		n = snprintf(path, sizeof(path),
-			     "%s/.config/gcloud/application_default_credentials.json",
-			     home_dir(pwbuf, sizeof(pwbuf)));
-	if (n < 0 || (size_t)n >= sizeof(path))
-		return bfs_err_set(-EINVAL, "%s: the path of the gcloud ADC file is too long",
-				   cfgdir ? "CLOUDSDK_CONFIG" : "HOME");
-	rc = bfs_gcp_source_load(&s, path);
-	if (rc == 0) {
-		if ((rc = dup_to(&s.via, "the gcloud ADC file"))) {
-			bfs_gcp_source_destroy(&s);
-			return rc;
-		}
-		*out = s;
-		return 0;
-	}
-	if (rc != -ENOENT)
-		return rc;
-	s.kind = BFS_GCP_METADATA;
-	if ((rc = dup_to(&s.metadata_host, host ? host : BFS_GCP_METADATA_HOST)) ||
-	    (rc = dup_to(&s.via, host ? (env("GCE_METADATA_HOST") ? "GCE_METADATA_HOST"
-								  : "GCE_METADATA_ROOT")
-				      : "the metadata server"))) {
-		bfs_gcp_source_destroy(&s);
-		return rc;
-	}
-	if (looked)
-		snprintf(looked, cap,
-			 "GOOGLE_APPLICATION_CREDENTIALS (not set), %s (none), the metadata "
-			 "server at %s",
-			 path, s.metadata_host);
-	*out = s;
-	return 0;
 }
 
 /* ---- the assertion ---- */
@@ -381,7 +302,7 @@ out:
 		explicit_bzero(sig, siglen);
 		free(sig);
 	}
-	free_secret(&sig64);
+	bfs_credgcp_free_secret(&sig64);
 	return rc;
 }
 
@@ -440,7 +361,7 @@ int bfs_gcp_token_request(const struct bfs_gcp_source *s, int64_t now, char **ur
 				     "assertion", jwt };
 
 		rc = form(body, kv, 2);
-		free_secret(&jwt);
+		bfs_credgcp_free_secret(&jwt);
 		break;
 	}
 	case BFS_GCP_AUTHORIZED_USER: {
@@ -467,8 +388,8 @@ int bfs_gcp_token_request(const struct bfs_gcp_source *s, int64_t now, char **ur
 	}
 	if (rc)
 		return rc;
-	if ((rc = dup_to(url, s->token_uri))) {
-		free_secret(body);
+	if ((rc = bfs_credgcp_dup_to(url, s->token_uri))) {
+		bfs_credgcp_free_secret(body);
 		return rc;
 	}
 	return 0;
@@ -548,232 +469,4 @@ void bfs_gcp_source_describe(const struct bfs_gcp_source *s, char *dst, size_t c
 		snprintf(dst, cap, "none");
 		break;
 	}
-}
-
-/* ---- the provider and the chain (cred.h) ---- */
-
-#define WHY_MAX 512
-
-struct gcp_ctx {
-	struct bfs_gcp_source src;
-	char *ca_file;
-	bool probing; /* the chain's first fetch: the metadata server may not be there */
-	char source[1024]; /* for humans */
-	char account[320]; /* the service account's email, when known */
-};
-
-static void gcp_ctx_free(void *p)
-{
-	struct gcp_ctx *c = p;
-
-	if (!c)
-		return;
-	bfs_gcp_source_destroy(&c->src);
-	free(c->ca_file);
-	free(c);
-}
-
-/* What the token endpoint said, one line (its error fields only). */
-static void refused_why(const struct gcp_ctx *c, const struct bfs_http_resp *r, const char *where,
-			char *why, size_t cap)
-{
-	char *tok = NULL, detail[WHY_MAX];
-	int64_t exp;
-
-	detail[0] = '\0';
-	if (bfs_gcp_token_parse(r->body, r->len, &tok, &exp, detail, sizeof(detail)) == 0) {
-		free_secret(&tok);
-		detail[0] = '\0';
-	}
-	/* "the token reply has no access_token (error: CODE: DESCRIPTION)":
-	 * keep the error part, without the description when it quotes what
-	 * looks like a JWT (an endpoint echoing the assertion) */
-	{
-		char *e = strstr(detail, "(error: "), *d;
-
-		if (e && strstr(e, "eyJ") && (d = strstr(e + 8, ": ")))
-			snprintf(d, sizeof(detail) - (size_t)(d - detail),
-				 "; its description quoted the request, left out)");
-
-		snprintf(why, cap, "%s answered HTTP %ld%s%s", where, r->status, e ? " " : "",
-			 e ? e : "");
-	}
-	{
-		const char *secrets[] = { c->src.client_secret, c->src.refresh_token };
-
-		bfs_cred_scrub(why, cap, secrets, BFS_ARRAY_SIZE(secrets));
-	}
-}
-
-/* Fetch an access token from c's place. See bfs_cred_fetch_fn. */
-static int gcp_fetch(void *ctx, struct bfs_cred **out, char *why, size_t cap)
-{
-	struct gcp_ctx *c = ctx;
-	const bool md = c->src.kind == BFS_GCP_METADATA;
-	const char *form_hdr[] = { "Content-Type: application/x-www-form-urlencoded",
-				   "Accept: application/json" };
-	const char *md_hdr[] = { "Metadata-Flavor: Google" };
-	struct bfs_http_req req = { 0 };
-	struct bfs_http_resp resp = { 0 };
-	char *url = NULL, *body = NULL, *tok = NULL, where[600], *q;
-	int64_t now = bfs_cred_now_ms() / 1000, life = 0;
-	int rc;
-
-	*out = NULL;
-	rc = bfs_gcp_token_request(&c->src, now, &url, &body);
-	if (rc) {
-		snprintf(why, cap, "%s", bfs_err_msg());
-		return rc;
-	}
-	/* the URL without its query, for messages */
-	q = strchr(url, '?');
-	snprintf(where, sizeof(where), "%s %.*s", md ? "the metadata server" : "the token endpoint",
-		 q ? (int)(q - url) : (int)strlen(url), url);
-	req.method = body ? "POST" : "GET";
-	req.url = url;
-	req.headers = body ? form_hdr : md_hdr;
-	req.nheaders = body ? BFS_ARRAY_SIZE(form_hdr) : BFS_ARRAY_SIZE(md_hdr);
-	req.body = body;
-	req.body_len = body ? strlen(body) : 0;
-	req.max_body = 64 * 1024;
-	req.ca_file = c->ca_file;
-	if (md) {
-		/* a laptop has none: find out quickly at the first fetch */
-		req.connect_timeout_ms = 1000;
-		if (c->probing) {
-			req.tries = 2;
-			req.retry_ms = 2000;
-			req.timeout_ms = 3000;
-		}
-	}
-	rc = bfs_http_request(&req, &resp, why, cap);
-	free_secret(&body);
-	if (rc) {
-		if (md && c->probing && (rc == -EHOSTUNREACH || rc == -ETIMEDOUT)) {
-			/* no metadata server here: the chain ends; the "looked in"
-			 * line names the host already, keep curl's reason */
-			size_t n = strlen(url);
-
-			if (strncmp(why, url, n) == 0 && why[n] == ':' && why[n + 1] == ' ')
-				memmove(why, why + n + 2, strlen(why + n + 2) + 1);
-			rc = -ENOENT;
-		} else if (rc != -ENOMEM && rc != -EINVAL)
-			rc = -EIO;
-		goto out;
-	}
-	if (resp.status != 200) {
-		refused_why(c, &resp, where, why, cap);
-		if (md && resp.status == 404)
-			snprintf(why + strlen(why), cap - strlen(why),
-				 " (the VM has no service account)");
-		rc = resp.status >= 500 || resp.status == 429 ? -EIO : -EACCES;
-		goto out;
-	}
-	{
-		char detail[WHY_MAX];
-
-		rc = bfs_gcp_token_parse(resp.body, resp.len, &tok, &life, detail, sizeof(detail));
-		if (rc) {
-			snprintf(why, cap, "%s: %s", where, detail);
-			rc = rc == -ENOMEM ? rc : -EIO;
-			goto out;
-		}
-	}
-	rc = bfs_cred_new(out, BFS_CRED_BEARER, NULL, NULL, tok, (time_t)(now + life), c->source,
-			  c->account[0] ? c->account : NULL);
-	if (rc)
-		snprintf(why, cap, "%s: %s", where,
-			 rc == -ENOMEM ? "out of memory" : "an access token no header can carry");
-out:
-	free_secret(&tok);
-	free(url);
-	bfs_http_resp_free(&resp);
-	return rc;
-}
-
-/* The VM's service account's email, for humans; "" when not known. */
-static void metadata_email(struct gcp_ctx *c)
-{
-	char url[600], why[WHY_MAX];
-	const char *hdr[] = { "Metadata-Flavor: Google" };
-	struct bfs_http_req req = { .method = "GET",
-				    .url = url,
-				    .headers = hdr,
-				    .nheaders = 1,
-				    .max_body = 1024,
-				    .tries = 1,
-				    .connect_timeout_ms = 1000,
-				    .timeout_ms = 2000 };
-	struct bfs_http_resp resp = { 0 };
-
-	snprintf(url, sizeof(url),
-		 "%s%s/computeMetadata/v1/instance/service-accounts/default/email",
-		 strncmp(c->src.metadata_host, "http://", 7) == 0 ? "" : "http://",
-		 c->src.metadata_host);
-	if (bfs_http_request(&req, &resp, why, sizeof(why)) == 0 && resp.status == 200 &&
-	    resp.len > 0 && resp.len < sizeof(c->account) && !strpbrk(resp.body, " \t\r\n\"<>")) {
-		snprintf(c->account, sizeof(c->account), "%s", resp.body);
-		snprintf(c->source, sizeof(c->source),
-			 "service account %s via the metadata server at %s", c->account,
-			 c->src.metadata_host);
-	}
-	bfs_http_resp_free(&resp);
-}
-
-int bfs_credgcp_chain(struct bfs_cred_keeper **out, const char *ca_file, char *looked, size_t cap)
-{
-	struct bfs_cred_provider p = { .fetch = gcp_fetch, .ctx_free = gcp_ctx_free };
-	struct bfs_cred *first = NULL;
-	struct gcp_ctx *c;
-	char places[2048] = "", why[WHY_MAX] = "";
-	int rc;
-
-	*out = NULL;
-	if (looked && cap)
-		looked[0] = '\0';
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return bfs_err_set(-ENOMEM, "out of memory");
-	if ((rc = bfs_gcp_adc_find(&c->src, places, sizeof(places)))) {
-		gcp_ctx_free(c);
-		return rc;
-	}
-	if (ca_file && !(c->ca_file = strdup(ca_file))) {
-		gcp_ctx_free(c);
-		return bfs_err_set(-ENOMEM, "out of memory");
-	}
-	bfs_gcp_source_describe(&c->src, c->source, sizeof(c->source));
-	if (c->src.client_email)
-		snprintf(c->account, sizeof(c->account), "%s", c->src.client_email);
-	c->probing = true;
-	rc = gcp_fetch(c, &first, why, sizeof(why));
-	c->probing = false;
-	if (rc == -ENOENT) {
-		if (looked)
-			snprintf(looked, cap, "%s (%s)", places, why);
-		gcp_ctx_free(c);
-		return -ENOENT;
-	}
-	if (rc) {
-		rc = bfs_err_set(rc, "Google credentials from %s: %s", c->source, why);
-		gcp_ctx_free(c);
-		return rc;
-	}
-	if (c->src.kind == BFS_GCP_METADATA) {
-		metadata_email(c);
-		if (c->account[0]) { /* the first token, described again */
-			struct bfs_cred *again = NULL;
-
-			if (bfs_cred_new(&again, BFS_CRED_BEARER, NULL, NULL, first->token,
-					 first->expires, c->source, c->account) == 0) {
-				bfs_cred_unref(first);
-				first = again;
-			}
-		}
-	}
-	p.name = c->source;
-	p.ctx = c;
-	rc = bfs_cred_keeper_new(out, &p, first);
-	bfs_cred_unref(first);
-	return rc;
 }

@@ -32,8 +32,8 @@
  * structures here wipe them when destroyed. Messages name the file and the
  * field, one line.
  *
- * The provider (bfs_credgcp_chain, declared in cred.h) fetches tokens with
- * cred.h's blocking bfs_http_request: a POST of the grant to the file's
+ * The provider (bfs_credgcp_chain) fetches tokens with http.h's blocking
+ * bfs_http_request: a POST of the grant to the file's
  * token_uri, or the metadata server's GET. Its first fetch is the chain's
  * test of the metadata server: 1 s to connect, 2 tries, so that a machine
  * with none fails at once with a "looked in" line. The functions declared
@@ -47,6 +47,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct bfs_cred_keeper;
+
+/* Google's Application Default Credentials as a chain: walks the places
+ * above and makes a keeper over the first that has credentials (fetching
+ * a token once, blocking); its keeper hands out BFS_CRED_BEARER
+ * credentials that s3.c sends as "Authorization: Bearer". 0 with *out;
+ * -ENOENT when no place has any: `looked` (cap bytes) then names every
+ * place looked in, with what was there, in one line, e.g.
+ * "GOOGLE_APPLICATION_CREDENTIALS (unset),
+ * ~/.config/gcloud/application_default_credentials.json (no such file),
+ * the metadata server at http://169.254.169.254 (no answer)"; another
+ * negative errno (a bad file, a refused grant) with one line in the
+ * thread-local message (common.h) naming the place. Never a secret in
+ * either. s3resolve.c (bfs_s3_config_resolve) calls it for gs:// when no
+ * HMAC keys are given. */
+int bfs_credgcp_chain(struct bfs_cred_keeper **out, const char *ca_file, char *looked, size_t cap);
 
 #define BFS_GCP_SCOPE "https://www.googleapis.com/auth/devstorage.read_only"
 #define BFS_GCP_TOKEN_URI "https://oauth2.googleapis.com/token"

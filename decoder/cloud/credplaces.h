@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * credplaces.h — the places a bucket mount takes its credentials from, in
- * the order each chain walks them (credaws.c for s3://, credgcp.c for
+ * the order each chain walks them (credaws.c for s3://, credgcpchain.c for
  * gs://; docs/credentials.md), and the variables and files each reads;
  * then the variables that set the endpoint, region and retries. One table
  * for the people who read about them: `--help` names the places, the man

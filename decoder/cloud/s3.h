@@ -72,6 +72,7 @@
 
 #include "common.h"
 #include "cred.h"
+#include "s3obj.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -199,12 +200,6 @@ int bfs_s3_new(struct bfs_s3 **out, const struct bfs_s3_config *cfg, unsigned ma
  * be called from a completion callback. Accepts NULL. */
 void bfs_s3_free(struct bfs_s3 *c);
 
-struct bfs_s3_object {
-	char *key;
-	uint64_t size;
-	char *etag; /* as the store sends it, quotes included: what If-Match wants */
-};
-
 /* Every object whose key starts with prefix ("" for all), through every page
  * of ListObjectsV2, sorted by key (bytewise, as S3 does). *out (an array of
  * *n, NULL when none) belongs to the caller: bfs_s3_objects_free. Blocking;
@@ -212,15 +207,11 @@ struct bfs_s3_object {
  * prefix; -EBADMSG a listing that does not parse. */
 int bfs_s3_list(struct bfs_s3 *c, const char *bucket, const char *prefix,
 		struct bfs_s3_object **out, size_t *n);
-void bfs_s3_objects_free(struct bfs_s3_object *v, size_t n);
-void bfs_s3_object_destroy(struct bfs_s3_object *o); /* its strings; accepts zeroed */
 
 /* Size and ETag of one object (HEAD; on a failure, one more request learns
  * the store's reason: HEAD replies carry none). out->key is a copy of key.
  * Blocking; not from a callback. */
 int bfs_s3_head(struct bfs_s3 *c, const char *bucket, const char *key, struct bfs_s3_object *out);
-
-#define BFS_S3_ETAG_MAX 256
 
 struct bfs_s3_req;
 /* Called once per submitted request, on the client's thread: err 0 or a
@@ -279,32 +270,5 @@ struct bfs_s3_stats {
 	uint64_t expired; /* answers saying the token expired (each tried once more) */
 };
 void bfs_s3_stats(struct bfs_s3 *c, struct bfs_s3_stats *out);
-
-/* ---- streams ------------------------------------------------------------ */
-
-/* A forward reader of bytes [off, end) of one object: `depth` ranged reads of
- * `chunk` bytes each are kept in flight ahead of the reader, each retried on
- * its own, all with If-Match on one ETag (etag, or the one the first chunk
- * found), so a stream never mixes two versions of an object. end
- * UINT64_MAX: to the object's end. Memory: chunk * depth. */
-struct bfs_s3_stream;
-
-/* chunk 0: 8 MiB; depth 0: 4. Starts reading at once. 0, -EINVAL, -ENOMEM;
- * the errors of a first read when etag is NULL or end is UINT64_MAX (it
- * is waited for, to learn them). */
-int bfs_s3_stream_open(struct bfs_s3_stream **out, struct bfs_s3 *c, const char *bucket,
-		       const char *key, const char *etag, uint64_t off, uint64_t end, size_t chunk,
-		       unsigned depth);
-/* The next bytes, in order: up to cap into dst; *got 0 at the end. */
-int bfs_s3_stream_read(struct bfs_s3_stream *s, void *dst, size_t cap, size_t *got);
-/* Like pread(2), forward only: n bytes at off (fewer at the end), where off is
- * at or after the start of the chunk last read from; reading there moves
- * the stream (the chunks before are let go; skipped ones are read and
- * dropped). -EINVAL for an offset behind that. */
-int bfs_s3_stream_pread(struct bfs_s3_stream *s, void *dst, size_t n, uint64_t off, size_t *got);
-const char *bfs_s3_stream_etag(const struct bfs_s3_stream *s); /* "" until known */
-uint64_t bfs_s3_stream_end(const struct bfs_s3_stream *s); /* the range's end, as resolved */
-/* Cancel what is in flight, wait for it, free. Accepts NULL. */
-void bfs_s3_stream_close(struct bfs_s3_stream *s);
 
 #endif

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * s3_impl.h — helpers shared by the object-store client's files (s3.c,
- * s3conf.c, s3sign.c, s3xml.c): a growable string. Not part of the API.
+ * s3_impl.h — what the object-store client's files (s3.c, s3conf.c,
+ * s3resolve.c, s3resp.c) share: requests' addresses, endpoints, the retry
+ * policy, messages, one response judged. Not part of the API.
  */
 #ifndef BFS_S3_IMPL_H
 #define BFS_S3_IMPL_H
@@ -14,112 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A NUL-terminated string that grows; err sticks at -ENOMEM (or -EFBIG past
- * max, when max is set) and every later append is a no-op. */
-struct bfs_s3_str {
-	char *p;
-	size_t n, cap;
-	size_t max; /* 0: no bound */
-	int err;
-};
-
-static inline int bfs_s3_str_reserve(struct bfs_s3_str *s, size_t more)
-{
-	size_t want, cap;
-	char *p;
-
-	if (s->err)
-		return s->err;
-	if (__builtin_add_overflow(s->n, more, &want) || want == SIZE_MAX ||
-	    (s->max && want > s->max)) {
-		s->err = s->max ? -EFBIG : -ENOMEM;
-		return s->err;
-	}
-	if (want < s->cap)
-		return 0;
-	cap = s->cap ? s->cap : 64;
-	while (cap <= want)
-		cap = cap > SIZE_MAX / 2 ? want + 1 : cap * 2;
-	p = realloc(s->p, cap);
-	if (!p) {
-		s->err = -ENOMEM;
-		return s->err;
-	}
-	s->p = p;
-	s->cap = cap;
-	return 0;
-}
-
-static inline void bfs_s3_str_add(struct bfs_s3_str *s, const void *p, size_t n)
-{
-	if (bfs_s3_str_reserve(s, n))
-		return;
-	if (n)
-		memcpy(s->p + s->n, p, n);
-	s->n += n;
-	s->p[s->n] = '\0';
-}
-
-static inline void bfs_s3_str_adds(struct bfs_s3_str *s, const char *z)
-{
-	bfs_s3_str_add(s, z, strlen(z));
-}
-
-static inline void bfs_s3_str_addc(struct bfs_s3_str *s, char c)
-{
-	bfs_s3_str_add(s, &c, 1);
-}
-
-__attribute__((format(printf, 2, 3))) static inline void bfs_s3_str_addf(struct bfs_s3_str *s,
-									 const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (s->err)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		s->err = -EINVAL;
-		return;
-	}
-	if (bfs_s3_str_reserve(s, (size_t)n))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(s->p + s->n, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	s->n += (size_t)n;
-}
-
-/* Take the string (never NULL on success: "" when nothing was added);
- * returns 0 or the sticky error, and frees it then. */
-static inline int bfs_s3_str_take(struct bfs_s3_str *s, char **out)
-{
-	if (!s->err && !s->p) { /* nothing was added: "" */
-		s->p = calloc(1, 1);
-		s->cap = 1;
-		if (!s->p)
-			s->err = -ENOMEM;
-	}
-	if (s->err) {
-		free(s->p);
-		s->p = NULL;
-		return s->err;
-	}
-	*out = s->p;
-	s->p = NULL;
-	s->n = s->cap = 0;
-	return 0;
-}
-
-static inline void bfs_s3_str_free(struct bfs_s3_str *s)
-{
-	free(s->p);
-	s->p = NULL;
-	s->n = s->cap = 0;
-}
+#include "s3str.h"
 
 /* ---- s3conf.c: requests' addresses, the retry policy, messages ---- */
 #include "s3.h"
@@ -145,36 +41,15 @@ void bfs_s3_target_destroy(struct bfs_s3_target *t);
  * drawn from rnd ("equal jitter"). */
 unsigned bfs_s3_backoff_ms(const struct bfs_s3_config *cfg, unsigned retry, uint64_t rnd);
 
+/* The endpoint in its normal form: scheme and host lower-case, no default
+ * port, no '/' at the end. 0, -EINVAL (a bad endpoint, with a message),
+ * -ENOMEM. */
+int bfs_s3_endpoint_normal(char **out, const char *ep);
+
 /* Replace every occurrence of cfg's secret and session token in msg (a
  * NUL-terminated string in a buffer of cap bytes) by "[redacted]", and
  * control characters by spaces, so that msg is one line. */
 void bfs_s3_msg_clean(char *msg, size_t cap, const struct bfs_s3_config *cfg);
-
-/* A profile file's one section, its keys lower-cased; a key indented under
- * "parent =" (with nothing after the '=') is "parent.key". Values may be
- * secrets: bfs_s3_ini_free wipes them. */
-struct bfs_s3_ini {
-	char **keys, **vals;
-	size_t n, cap;
-	bool found; /* the section is in the file */
-};
-
-/* Load section `want` ("default", "profile dev", "sso-session x") of the
- * file at path; a missing file is an empty one. 0, -EINVAL (unreadable, over
- * 1 MiB: with a message), -ENOMEM. */
-int bfs_s3_ini_load(struct bfs_s3_ini *s, const char *path, const char *want);
-/* The value of key (lower-case) in s, the last one given; NULL if none. */
-const char *bfs_s3_ini_get(const struct bfs_s3_ini *s, const char *key);
-void bfs_s3_ini_free(struct bfs_s3_ini *s);
-/* $var, else ~/.aws/name; a leading "~/" is the home directory. */
-int bfs_s3_profile_path(char *out, size_t cap, const char *var, const char *name);
-
-/* ---- credaws.c ---- */
-struct bfs_cred_keeper;
-/* HMAC keys only (gs://): the environment's, else the profile's (credentials
- * file, then config file), in a keeper. -ENOENT with `looked` when none;
- * other errors with a message. */
-int bfs_credaws_static(struct bfs_cred_keeper **out, const char *profile, char *looked, size_t cap);
 
 /* ---- s3resp.c: one HTTP response, judged (no curl here: fuzzable) ---- */
 

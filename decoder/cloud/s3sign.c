@@ -2,7 +2,7 @@
 /* s3sign.c — AWS Signature Version 4 for S3 requests (see s3sign.h). */
 #include "s3sign.h"
 
-#include "s3_impl.h"
+#include "s3str.h"
 #include "sha256.h"
 
 #include <errno.h>

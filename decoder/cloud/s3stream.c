@@ -3,7 +3,7 @@
  * client's ranged reads (s3.h): `depth` chunks in flight ahead of the
  * reader, delivered in order. Each chunk is retried on its own by the
  * client, and all carry If-Match on one ETag. */
-#include "s3.h"
+#include "s3stream.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -274,14 +274,4 @@ int bfs_s3_stream_read(struct bfs_s3_stream *s, void *dst, size_t cap, size_t *g
 	if (rc == 0)
 		s->pos += *got;
 	return rc;
-}
-
-const char *bfs_s3_stream_etag(const struct bfs_s3_stream *s)
-{
-	return s->etag;
-}
-
-uint64_t bfs_s3_stream_end(const struct bfs_s3_stream *s)
-{
-	return s->end;
 }

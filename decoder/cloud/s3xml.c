@@ -3,7 +3,7 @@
  * through expat (the one file that includes it). See s3xml.h. */
 #include "s3xml.h"
 
-#include "s3_impl.h"
+#include "s3str.h"
 
 #include <expat.h>
 #include <limits.h>

@@ -14,7 +14,7 @@
 #ifndef BFS_S3XML_H
 #define BFS_S3XML_H
 
-#include "s3.h"
+#include "s3obj.h"
 
 #include <stdbool.h>
 #include <stddef.h>

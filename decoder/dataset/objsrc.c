@@ -8,6 +8,7 @@
 #include "objsrc.h"
 
 #include "common.h"
+#include "s3stream.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -133,6 +134,15 @@ static inline uint64_t bfs_rand_next(uint64_t *state)
 	x ^= x >> 27;
 	*state = x;
 	return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* The environment variable name's value, or NULL when it is unset or
+ * empty (the AWS and Google conventions: an empty variable is no setting). */
+static inline const char *bfs_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
 }
 
 /* The wait before retry `retry` (1 for the first): first ms (0: 1),

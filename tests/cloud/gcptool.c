@@ -21,6 +21,7 @@
  */
 #include "common.h"
 #include "cred.h"
+#include "credgcp.h"
 
 #include <errno.h>
 #include <inttypes.h>

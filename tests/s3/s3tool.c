@@ -35,6 +35,7 @@
  */
 #include "s3.h"
 #include "s3sign.h"
+#include "s3stream.h"
 #include "sha256.h"
 
 #include <errno.h>

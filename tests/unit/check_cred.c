@@ -5,7 +5,9 @@
  * comes back, the store's "expired" signal), a fork while its thread waits
  * or fetches, a keeper freed while its endpoint hangs, times and STS answers
  * parsed, secrets scrubbed, and the HTTP request's errors. */
+#include "common.h"
 #include "cred.h"
+#include "http.h"
 #include "s3xml.h"
 
 #include <arpa/inet.h>
