@@ -354,6 +354,19 @@ END_TEST
 
 static char home[64];
 
+/* The last clean_env's HOME, removed after each test of the config case
+ * (a checked fixture: in the test's own process). */
+static void drop_home(void)
+{
+	char cmd[96];
+
+	if (!home[0])
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
+	ck_assert_int_eq(system(cmd), 0);
+	home[0] = '\0';
+}
+
 /* A fresh HOME with no AWS variables set. */
 static void clean_env(void)
 {
@@ -380,6 +393,7 @@ static void clean_env(void)
 		unsetenv(vars[i]);
 	/* the credential chain never asks this machine's metadata service */
 	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	drop_home();
 	snprintf(home, sizeof(home), "/tmp/check_s3.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(home));
 	setenv("HOME", home, 1);
@@ -989,6 +1003,7 @@ int main(void)
 	tcase_add_test(url, bad_urls_are_refused_with_a_reason);
 	tcase_add_test(url, listed_keys_match_the_source_as_a_directory_or_glob_would);
 	tcase_add_test(url, aws_is_virtual_hosted_and_custom_endpoints_path_style);
+	tcase_add_checked_fixture(conf, NULL, drop_home);
 	tcase_add_test(conf, environment_credentials_region_and_endpoint_are_used);
 	tcase_add_test(conf, options_come_before_the_environment);
 	tcase_add_test(conf, the_profile_files_give_credentials_region_and_endpoint);
@@ -1000,6 +1015,7 @@ int main(void)
 	tcase_add_test(xml, url_encoded_keys_are_decoded);
 	tcase_add_test(xml, bad_listings_are_refused_with_a_reason);
 	tcase_add_test(xml, error_documents_give_code_message_and_region);
+	tcase_add_checked_fixture(resp, NULL, drop_home);
 	tcase_add_test(resp, backoff_doubles_with_jitter_up_to_its_cap);
 	tcase_add_test(resp, the_retry_budget_is_the_documented_one);
 	tcase_add_test(resp, messages_lose_secrets_and_line_breaks);
