@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -840,6 +841,86 @@ START_TEST(tfds_folder_splits)
 }
 END_TEST
 
+/* The names a folder passed over, listed; the cache file of a shard named
+ * by a hash of its absolute path; dropping deletes exactly the files
+ * named for the shards asked, under each suffix, and nothing else. */
+START_TEST(passed_over_and_cache_file_names)
+{
+	char dir[256], ix[300], f0[600], f1[600], g0[600], abs[PATH_MAX], real[PATH_MAX];
+	const char *const sufs[] = { ".x.idx", ".y.idx" };
+	bool drop[2] = { true, false };
+	struct bfs_dataset *ds;
+	char **names = NULL;
+	size_t n = 0;
+
+	test_mkdir(dir, sizeof(dir), "check_dataset");
+	snprintf(ix, sizeof(ix), "%s/ix", dir);
+	ck_assert_int_eq(mkdir(ix, 0755), 0);
+	put_named(dir, "s0", 1, 3);
+	put_named(dir, "s1", 2, 3);
+	put_text(dir, "README.md", "x");
+	put_text(dir, "_SUCCESS", "");
+	ck_assert_int_eq(bfs_source_passed_over(&names, &n, dir), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(names[0], "README.md");
+	ck_assert_str_eq(names[1], "_SUCCESS");
+	bfs_source_free(names, n);
+
+	ds = open_ok(dir, NULL);
+	ck_assert_int_eq(
+		bfs_dataset_cache_file(ds, 0, ix, sufs[0], f0, sizeof(f0), abs, sizeof(abs)), 0);
+	snprintf(real, sizeof(real), "%s/s0", dir);
+	ck_assert_str_eq(abs, real);
+	ck_assert_uint_eq(strlen(f0), strlen(ix) + 1 + 16 + strlen(sufs[0]));
+	ck_assert(strncmp(f0, ix, strlen(ix)) == 0);
+	ck_assert_uint_eq(strspn(f0 + strlen(ix) + 1, "0123456789abcdef"), 16);
+	ck_assert_int_eq(
+		bfs_dataset_cache_file(ds, 1, ix, sufs[0], f1, sizeof(f1), abs, sizeof(abs)), 0);
+	ck_assert_str_ne(f0, f1);
+	ck_assert_int_eq(
+		bfs_dataset_cache_file(ds, 0, ix, sufs[1], g0, sizeof(g0), abs, sizeof(abs)), 0);
+	ck_assert_int_eq(
+		bfs_dataset_cache_file(ds, 2, ix, sufs[0], f1, sizeof(f1), abs, sizeof(abs)),
+		-EINVAL);
+	ck_assert_int_eq(
+		bfs_dataset_cache_file(ds, 1, ix, sufs[0], f1, sizeof(f1), abs, sizeof(abs)), 0);
+	test_spit(f0, (const uint8_t *)"a", 1);
+	test_spit(f1, (const uint8_t *)"b", 1);
+	test_spit(g0, (const uint8_t *)"c", 1);
+	put_text(ix, "other.idx", "d");
+	bfs_dataset_drop_cache_files(ds, ix, sufs, 2, drop);
+	ck_assert_int_ne(access(f0, F_OK), 0);
+	ck_assert_int_ne(access(g0, F_OK), 0);
+	ck_assert_int_eq(access(f1, F_OK), 0);
+	ck_assert_uint_eq(count_files(ix), 2); /* f1 and other.idx */
+	bfs_dataset_close(ds);
+	test_rmdir(dir);
+}
+END_TEST
+
+/* record_lens: random records' lengths as record_len gives them one by
+ * one, across shards, 0 for one out of range. */
+START_TEST(record_lens_match_one_by_one)
+{
+	char dir[256];
+	struct bfs_dataset *ds;
+	uint64_t recs[] = { 9, 0, 3, 13, 8, 1, 100 };
+	uint32_t lens[7];
+
+	test_mkdir(dir, sizeof(dir), "check_dataset");
+	put_named(dir, "a", 1, 7);
+	put_named(dir, "b", 2, 7);
+	ds = open_ok(dir, NULL);
+	bfs_dataset_record_lens(ds, recs, 7, lens);
+	for (int k = 0; k < 6; k++)
+		ck_assert_uint_eq(lens[k], recs[k] < 7 ? rec_len(1, (unsigned)recs[k])
+						       : rec_len(2, (unsigned)recs[k] - 7));
+	ck_assert_uint_eq(lens[6], 0);
+	bfs_dataset_close(ds);
+	test_rmdir(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("dataset");
@@ -861,6 +942,8 @@ static Suite *suite(void)
 	tcase_add_test(dataset, union_member_order_decides_numbering);
 	tcase_add_test(dataset, mixed_features_reported);
 	tcase_add_test(dataset, tfds_folder_splits);
+	tcase_add_test(dataset, passed_over_and_cache_file_names);
+	tcase_add_test(dataset, record_lens_match_one_by_one);
 	tcase_set_timeout(dataset, 60);
 	suite_add_tcase(s, dataset);
 	return s;
