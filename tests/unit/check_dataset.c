@@ -921,6 +921,48 @@ START_TEST(record_lens_match_one_by_one)
 }
 END_TEST
 
+/* A zlib shard (the other compression auto detects), and a union whose
+ * second member holds a cut shard: the union says so at its own index. */
+START_TEST(zlib_shard_and_union_keeps_cut)
+{
+	char dir[256], s0[300], s1[300], cmd[1400];
+	struct bfs_dataset_opts o = { .comp = BFS_COMP_AUTO, .keep_cut = true };
+	struct bfs_dataset *m[2], *u = NULL;
+	FILE *f;
+
+	test_mkdir(dir, sizeof(dir), "check_dataset");
+	snprintf(s0, sizeof(s0), "%s/z", dir);
+	put_shard(s0, 8, 25);
+	snprintf(cmd, sizeof(cmd),
+		 "/usr/bin/python3 -c 'import sys, zlib; p = sys.argv[1]; "
+		 "d = open(p, \"rb\").read(); open(p, \"wb\").write(zlib.compress(d))' '%s'",
+		 s0);
+	ck_assert_int_eq(system(cmd), 0);
+	m[0] = open_ok(s0, NULL);
+	ck_assert_uint_eq(bfs_dataset_nrecords(m[0]), 25);
+	expect_records(m[0], 0, 8, 25, 0);
+
+	snprintf(s1, sizeof(s1), "%s/cut", dir);
+	put_shard(s1, 9, 6);
+	f = fopen(s1, "r+b");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	ck_assert_int_eq(ftruncate(fileno(f), ftell(f) - 3), 0);
+	fclose(f);
+	m[1] = open_ok(s1, &o);
+	ck_assert_int_eq(bfs_dataset_union(&u, m, 2), 0);
+	ck_assert_uint_eq(bfs_dataset_nrecords(u), 25 + 5);
+	ck_assert_ptr_null(bfs_dataset_cut(u, 0));
+	ck_assert_ptr_nonnull(bfs_dataset_cut(u, 1));
+	ck_assert_str_eq(bfs_dataset_cut(u, 1), bfs_dataset_cut(m[1], 0));
+	expect_records(u, 25, 9, 5, 1);
+	bfs_dataset_close(u);
+	bfs_dataset_close(m[0]);
+	bfs_dataset_close(m[1]);
+	test_rmdir(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("dataset");
@@ -944,6 +986,7 @@ static Suite *suite(void)
 	tcase_add_test(dataset, tfds_folder_splits);
 	tcase_add_test(dataset, passed_over_and_cache_file_names);
 	tcase_add_test(dataset, record_lens_match_one_by_one);
+	tcase_add_test(dataset, zlib_shard_and_union_keeps_cut);
 	tcase_set_timeout(dataset, 60);
 	suite_add_tcase(s, dataset);
 	return s;
