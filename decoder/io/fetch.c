@@ -1628,11 +1628,6 @@ const char *bfs_fetch_backend_name(const struct bfs_fetch *f)
 	return f->be->name;
 }
 
-const char *bfs_fetch_backend_reason(const struct bfs_fetch *f)
-{
-	return f->reason;
-}
-
 uint64_t bfs_fetch_budget(const struct bfs_fetch *f)
 {
 	return f->o.budget;

@@ -227,8 +227,6 @@ void bfs_fetch_set_low(struct bfs_fetch *f, uint64_t at, void (*fn)(void *ctx), 
 void bfs_fetch_stats(struct bfs_fetch *f, struct bfs_fetch_stats *out);
 /* The backend in use and the depth: "io_uring", "threads", "custom". */
 const char *bfs_fetch_backend_name(const struct bfs_fetch *f);
-/* Why that backend (BFS_FETCH_AUTO's choice, or "asked for"). */
-const char *bfs_fetch_backend_reason(const struct bfs_fetch *f);
 
 /* What BFS_FETCH_AUTO takes for a FUSE filesystem whose max_background is
  * max_bg (-1: unknown), given the times of `depth` reads through io_uring
