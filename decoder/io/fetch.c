@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fetch.c — the I/O stage (see fetch.h): the buffer of ranges, the queue
- * of reads, and the reader-thread backend.
+ * fetch.c — the core of the I/O stage (see fetch.h): the buffer of
+ * ranges, the queue of reads, extents, tickets and copies. Its backends
+ * (fetch_threads.c, fetch_uring.c, fetch_custom.c) take the reads through
+ * fetch_impl.h; the core reaches a backend only through its ops table.
+ * The choice of a backend is fetch_probe.c's.
  *
  * Each read covers one extent: bytes [off, off + len) of one object. The
  * extents of an object are kept sorted and never overlap, so that a range
@@ -21,128 +24,22 @@
 #include "workers.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <sys/vfs.h>
 #include <time.h>
-#include <unistd.h>
-
-enum { X_PENDING, X_INFLIGHT, X_READY, X_FAILED };
 
 #define OVERHEAD 128 /* bytes counted per extent beyond its data */
 #define DEFAULT_MAX_READ ((uint64_t)4 << 20)
 #define NOT_QUEUED SIZE_MAX
 #define COPY_UNLOCKED 4096 /* larger copies run outside the lock */
 #define TRIES 2 /* a read and its retry */
-#define READER_STACK ((size_t)128 << 10)
-#define JOIN_WAIT_NS 1000000000L /* a reader stuck in a source is left behind */
-#define FUSE_MAGIC 0x65735546L /* statfs f_type of a FUSE filesystem */
-#define FUSECTL "/sys/fs/fuse/connections"
-#define FUSE_DEFAULT_BG 12 /* the kernel's max_background, which libfuse 3 keeps */
-#define PROBE_READS 256 /* reads of the AUTO probe, at most */
-#define PROBE_LEN ((uint64_t)16) /* bytes of a probe read: a request, not bandwidth */
-#define PROBE_MIN 24 /* fewer reads tell 12 at a time from all at once too poorly */
-#define PROBE_ROUNDS 3 /* of each backend; the first warms up */
-#define PROBE_WAIT_NS 2000000000ll /* a probe that takes longer has failed */
-#define PROBE_MAX_DEVS 16 /* filesystems looked at, at most */
-#define REASON_LEN 320
 #define COST_SMALL ((uint64_t)64 << 10) /* a read this small costs its latency */
 #define COST_LARGE ((uint64_t)256 << 10) /* one this large tells the rate too */
 
-struct bfs_fetch_read {
-	struct bfs_fetch *f;
-	uint64_t off, len;
-	uint32_t obj;
-	uint8_t state, tries;
-	bool listed; /* in its object's list */
-	bool unlist; /* lock: out of it at the end of the release underway */
-	int err;
-	char *msg; /* why it failed */
-	uint32_t refs; /* tickets holding it */
-	uint32_t users; /* copies outside the lock, waits */
-	uint64_t prio, seq;
-	size_t heap; /* position in the queue, or NOT_QUEUED */
-	uint8_t *buf;
-	uint64_t got; /* bytes read so far */
-	uint64_t stamp; /* the last ticket that took it (one reference per ticket) */
-	uint64_t t0; /* when it went in flight (the source's cost, bfs_fetch_cost) */
-	/* a pass read (bfs_fetch_want_pass): a span read for the extents in it
-	 * (its kids), which it fills and then goes; never listed, alive while
-	 * a kid waits for it or it is in flight */
-	bool pass;
-	struct bfs_fetch_read **kids; /* [nkids], NULL where one went */
-	size_t nkids, capkids, livekids;
-	/* a kid: the pass read bringing its bytes (while PENDING) and its
-	 * place among that read's kids; NULL: read on its own */
-	struct bfs_fetch_read *via;
-	size_t via_i;
-	/* a kid filled: its bytes lie in the slab its pass read made for all
-	 * its kids (one allocation for thousands of records), not in a buffer
-	 * of its own */
-	struct slab *slab;
-};
-
-/* The bytes of a pass read's kids, one allocation, freed with the last. */
-struct slab {
-	size_t refs;
-	uint8_t data[];
-};
-
-struct objx {
-	struct bfs_fetch_read **v;
-	size_t n, cap;
-	/* its pass reads not ended yet, by offset (they never overlap: each
-	 * is one span a planner asked for; a later pass over the same span
-	 * joins the one on its way) */
-	struct bfs_fetch_read **pv;
-	size_t pn, pcap;
-};
-
-struct bfs_fetch_ticket {
-	uint64_t id;
-	uint64_t prio;
-	size_t n, cap;
-	struct bfs_fetch_read **x;
-};
-
-struct bfs_fetch {
-	struct bfs_fetch_opts o;
-	struct bfs_fetch_source src;
-	const struct bfs_fetch_backend_ops *be;
-	char reason[REASON_LEN]; /* why be */
-	void *be_data;
-	bool be_started;
-	uint32_t nobj;
-	struct objx *objs; /* lock */
-	pthread_mutex_t lock;
-	pthread_cond_t done; /* a read ended, or stop */
-	pthread_cond_t work; /* a read was queued, or stop */
-	struct bfs_fetch_read **heap; /* lock; the queue */
-	size_t nheap, capheap; /* lock */
-	uint64_t seq, ticket_id; /* lock */
-	uint64_t inflight_bytes; /* lock: bytes of the reads in flight */
-	uint64_t pass_inflight; /* lock: of those, pass reads' */
-	/* lock: what reads of the source cost, measured (bfs_fetch_cost): a
-	 * small read's time (its latency), and a large one's bytes per
-	 * second beyond that; 0 until measured */
-	uint64_t lat_ns;
-	double bw;
-	bool stopping; /* lock */
-	struct bfs_fetch_stats st; /* lock */
-	/* lock: the low-water call (bfs_fetch_set_low) and calls running */
-	void (*low_fn)(void *ctx);
-	void *low_ctx;
-	uint64_t low_at;
-	unsigned in_low;
-};
-
-static uint64_t now_ns(void)
+uint64_t bfs_fetch_now_ns(void)
 {
 	struct timespec ts;
 
@@ -1093,32 +990,6 @@ int bfs_fetch_want_pass(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n
 	return 0;
 }
 
-int bfs_fetch_join(struct bfs_fetch *f, struct bfs_fetch_ticket *const *src, size_t n,
-		   uint64_t prio, struct bfs_fetch_ticket **out)
-{
-	struct bfs_fetch_ticket *t = calloc(1, sizeof(*t));
-	int rc = 0;
-
-	*out = NULL;
-	if (!t)
-		return -ENOMEM;
-	t->prio = prio;
-	pthread_mutex_lock(&f->lock);
-	t->id = ++f->ticket_id;
-	for (size_t i = 0; i < n && !rc; i++)
-		for (size_t k = 0; src[i] && k < src[i]->n && !rc; k++)
-			if (src[i]->x[k]->listed) /* not one failed and left behind */
-				rc = ticket_add(f, t, src[i]->x[k]);
-	if (rc) {
-		release_locked(f, t);
-		pthread_mutex_unlock(&f->lock);
-		return rc;
-	}
-	pthread_mutex_unlock(&f->lock);
-	*out = t;
-	return 0;
-}
-
 void bfs_fetch_hurry(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint64_t prio)
 {
 	if (!t)
@@ -1268,13 +1139,13 @@ int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struc
 		}
 		x->users++;
 		if (x->state == X_PENDING || x->state == X_INFLIGHT) {
-			uint64_t t0 = now_ns();
+			uint64_t t0 = bfs_fetch_now_ns();
 
 			hurry(f, x, BFS_FETCH_NOW);
 			f->st.waits++;
 			while ((x->state == X_PENDING || x->state == X_INFLIGHT) && !f->stopping)
 				pthread_cond_wait(&f->done, &f->lock);
-			f->st.wait_ns += now_ns() - t0;
+			f->st.wait_ns += bfs_fetch_now_ns() - t0;
 		}
 		if (f->stopping) {
 			unuse(f, x);
@@ -1307,11 +1178,10 @@ int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struc
 /* ------------------------------------------------------- for backends */
 
 static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local);
-static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local);
 
 /* Whether the next read must wait for bytes in flight to end
  * (opts.max_inflight_bytes; one read always goes). */
-static bool bytes_full(const struct bfs_fetch *f)
+bool bfs_fetch_bytes_full(const struct bfs_fetch *f)
 {
 	const struct bfs_fetch_read *h = f->heap[0];
 
@@ -1323,14 +1193,14 @@ static bool bytes_full(const struct bfs_fetch *f)
 }
 
 /* bfs_fetch_take, entered with f->lock held; returns with it released. */
-static struct bfs_fetch_read *take_locked(struct bfs_fetch *f, bool block)
+struct bfs_fetch_read *bfs_fetch_take_locked(struct bfs_fetch *f, bool block)
 {
 	struct bfs_fetch_read *x;
 	void (*low)(void *) = NULL;
 	void *low_ctx = NULL;
 
 	for (;;) {
-		while (!f->stopping && (f->nheap == 0 || bytes_full(f))) {
+		while (!f->stopping && (f->nheap == 0 || bfs_fetch_bytes_full(f))) {
 			if (!block) {
 				x = NULL;
 				goto out;
@@ -1350,7 +1220,7 @@ static struct bfs_fetch_read *take_locked(struct bfs_fetch *f, bool block)
 			f->in_low++;
 		}
 		x->state = X_INFLIGHT;
-		x->t0 = now_ns();
+		x->t0 = bfs_fetch_now_ns();
 		f->inflight_bytes += x->len;
 		if (x->pass) { /* its buffer is counted while it is in flight */
 			f->pass_inflight += x->len;
@@ -1395,7 +1265,7 @@ out:
 struct bfs_fetch_read *bfs_fetch_take(struct bfs_fetch *f, bool block)
 {
 	pthread_mutex_lock(&f->lock);
-	return take_locked(f, block);
+	return bfs_fetch_take_locked(f, block);
 }
 
 void bfs_fetch_set_low(struct bfs_fetch *f, uint64_t at, void (*fn)(void *ctx), void *ctx)
@@ -1530,7 +1400,7 @@ static bool pass_done(struct bfs_fetch *f, struct bfs_fetch_read *x, int64_t got
 	bool ok = got >= 0 && (uint64_t)got == x->len, queued = false;
 
 	f->pass_inflight -= x->len;
-	f->st.buffered -= x->len; /* counted while in flight (take_locked) */
+	f->st.buffered -= x->len; /* counted while in flight (bfs_fetch_take_locked) */
 	if (!ok && x->livekids && x->tries + 1 < TRIES && !f->o.source_retries && !f->stopping &&
 	    queue_push(f, x) == 0) {
 		x->tries++;
@@ -1576,7 +1446,7 @@ static bool pass_done(struct bfs_fetch *f, struct bfs_fetch_read *x, int64_t got
 
 /* The end of read x under f->lock (complete): x READY, FAILED or queued
  * again (true). */
-static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local)
+bool bfs_fetch_complete_locked(struct bfs_fetch_read *x, int64_t got, const char *msg, bool local)
 {
 	struct bfs_fetch *f = x->f;
 	bool requeued = false;
@@ -1593,7 +1463,7 @@ static bool complete_locked(struct bfs_fetch_read *x, int64_t got, const char *m
 		if (got > 0)
 			f->st.bytes += (uint64_t)got;
 		if (got >= 0 && (uint64_t)got == x->len)
-			measure(f, x->len, now_ns() - x->t0);
+			measure(f, x->len, bfs_fetch_now_ns() - x->t0);
 	}
 	if (x->pass)
 		return pass_done(f, x, got, local);
@@ -1649,7 +1519,7 @@ static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, boo
 	if (!local && got >= 0 && (uint64_t)got == x->len && f->src.fetched)
 		f->src.fetched(f->src.ctx, x->obj, x->off, x->buf, x->len);
 	pthread_mutex_lock(&f->lock);
-	requeued = complete_locked(x, got, msg, local);
+	requeued = bfs_fetch_complete_locked(x, got, msg, local);
 	pthread_mutex_unlock(&f->lock);
 	if (requeued && f->be->kick)
 		f->be->kick(f);
@@ -1657,138 +1527,12 @@ static void complete(struct bfs_fetch_read *x, int64_t got, const char *msg, boo
 		f->be->done(f);
 }
 
-/* ------------------------------------------------- reader-thread backend */
-
-struct threads {
-	struct bfs_workers w; /* the readers: detached */
-};
-
-/* Read r from its descriptor: the bytes read, or a negative errno (*msg
- * then says why, when it is more than the errno). */
-static int64_t read_fd(struct bfs_fetch *f, struct bfs_fetch_read *r, const char **msg)
-{
-	int fd, err = bfs_fetch_read_pin(f, r, &fd);
-	uint64_t at = r->got;
-	int64_t result;
-
-	*msg = NULL;
-	if (err) {
-		*msg = bfs_err_msg();
-		return err;
-	}
-	for (;;) {
-		ssize_t n = pread(fd, r->buf + at, (size_t)(r->len - at), (off_t)(r->off + at));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			result = n < 0 ? -errno : (int64_t)at;
-			break;
-		}
-		at += (uint64_t)n;
-		if (at == r->len) {
-			result = (int64_t)at;
-			break;
-		}
-	}
-	/* unpinned first: once done, r may be freed at once */
-	bfs_fetch_read_unpin(f, r);
-	return result;
-}
-
-/* A reader thread: a read ends and the next is taken under one hold of
- * the stage's lock (256 threads contend for it). */
-static void *reader(void *arg)
-{
-	struct bfs_fetch *f = arg;
-	struct threads *t = f->be_data;
-	struct bfs_fetch_read *r = bfs_fetch_take(f, true);
-
-	while (r) {
-		const char *msg;
-		int64_t got = read_fd(f, r, &msg);
-
-		if (got >= 0 && (uint64_t)got == r->len && f->src.fetched)
-			f->src.fetched(f->src.ctx, r->obj, r->off, r->buf, r->len);
-		pthread_mutex_lock(&f->lock);
-		(void)complete_locked(r, got, msg, false); /* a read queued again: taken below */
-		r = take_locked(f, true);
-	}
-	bfs_workers_exit(&t->w);
-	return NULL;
-}
-
-static int threads_start(struct bfs_fetch *f)
-{
-	struct threads *t = calloc(1, sizeof(*t));
-	int rc;
-
-	if (!t)
-		return -ENOMEM;
-	f->be_data = t;
-	rc = bfs_workers_start(&t->w, f->o.depth, reader, f, READER_STACK, true);
-	if (rc) {
-		/* none started: nothing uses t */
-		f->be_data = NULL;
-		free(t);
-		return rc == -ENOMEM ? rc : -EAGAIN;
-	}
-	return 0;
-}
-
-static void threads_stop(struct bfs_fetch *f)
-{
-	struct threads *t = f->be_data;
-
-	if (!t)
-		return;
-	/* the readers are detached: wait a bounded time for them to see the
-	 * stop; one stuck in a hung source is left behind with its state */
-	if (!bfs_workers_join(&t->w, JOIN_WAIT_NS))
-		return; /* f stays: a reader stuck in a source still uses it */
-	free(t);
-	f->be_data = NULL;
-}
-
-static const struct bfs_fetch_backend_ops threads_ops = {
-	.name = "threads",
-	.start = threads_start,
-	.kick = NULL, /* the readers wait on f->work */
-	.stop = threads_stop,
-};
-
-static void custom_kick(struct bfs_fetch *f);
-
-static const struct bfs_fetch_backend_ops custom_ops = {
-	.name = "custom",
-	.start = NULL,
-	.kick = custom_kick,
-	.done = custom_kick,
-	.stop = NULL,
-};
-
-/* A custom source takes reads as long as fewer than depth are in flight. */
-static void custom_kick(struct bfs_fetch *f)
-{
-	for (;;) {
-		struct bfs_fetch_read *r;
-
-		pthread_mutex_lock(&f->lock);
-		bool room =
-			f->st.inflight < f->o.depth && f->nheap && !bytes_full(f) && !f->stopping;
-		pthread_mutex_unlock(&f->lock);
-		if (!room || !(r = bfs_fetch_take(f, false)))
-			return;
-		f->src.submit(f->src.ctx, r);
-	}
-}
-
 /* ------------------------------------------------------------ lifetime */
 
 /* f with backend be (started), the rest of it as bfs_fetch_new says. */
-static int fetch_open(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
-		      const struct bfs_fetch_opts *o, const struct bfs_fetch_backend_ops *be,
-		      const char *reason)
+int bfs_fetch_open(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
+		   const struct bfs_fetch_opts *o, const struct bfs_fetch_backend_ops *be,
+		   const char *reason)
 {
 	struct bfs_fetch *f = calloc(1, sizeof(*f));
 	int rc;
@@ -1812,11 +1556,11 @@ static int fetch_open(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fe
 	f->be = be;
 	snprintf(f->reason, sizeof(f->reason), "%s", reason ? reason : "");
 	rc = f->be->start ? f->be->start(f) : 0;
-	if (rc && o->backend == BFS_FETCH_AUTO && f->be != &threads_ops) {
+	if (rc && o->backend == BFS_FETCH_AUTO && f->be != &bfs_fetch_threads_ops) {
 		/* io_uring refused (an old kernel, a seccomp filter): threads */
 		snprintf(f->reason, sizeof(f->reason),
 			 "io_uring could not start (%s): reader threads", strerror(-rc));
-		f->be = &threads_ops;
+		f->be = &bfs_fetch_threads_ops;
 		rc = f->be->start(f);
 	}
 	if (rc) {
@@ -1828,320 +1572,6 @@ static int fetch_open(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fe
 	f->st.backend_reason = f->reason;
 	*out = f;
 	return 0;
-}
-
-/* ------------------------------------------- the choice of a backend */
-
-long bfs_fetch_fuse_max_background(int fd)
-{
-	struct statfs sfs;
-	struct stat st;
-	char path[96], buf[32];
-	unsigned kdev;
-	ssize_t n;
-	long v;
-	int d;
-
-	if (fstatfs(fd, &sfs) != 0 || (long)(unsigned int)sfs.f_type != FUSE_MAGIC)
-		return 0;
-	if (fstat(fd, &st) != 0)
-		return -1;
-	/* fusectl names a connection by the kernel's encoding of its device */
-	kdev = (major(st.st_dev) << 20) | minor(st.st_dev);
-	snprintf(path, sizeof(path), FUSECTL "/%u/max_background", kdev);
-	d = open(path, O_RDONLY | O_CLOEXEC);
-	if (d < 0)
-		return -1;
-	n = read(d, buf, sizeof(buf) - 1);
-	close(d);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	v = strtol(buf, NULL, 10);
-	return v > 0 ? v : -1;
-}
-
-enum bfs_fetch_backend bfs_fetch_choose_fuse(long max_bg, unsigned depth, int64_t uring_ns,
-					     int64_t threads_ns, char *why, size_t len)
-{
-	static const char held[] = "the kernel holds io_uring's reads of a FUSE file to its "
-				   "max_background, not a reader thread's";
-
-	if (max_bg > 0 && (unsigned long)max_bg >= depth) {
-		snprintf(why, len, "io_uring: FUSE source's max_background is %ld, io_depth %u",
-			 max_bg, depth);
-		return BFS_FETCH_URING;
-	}
-	if (max_bg > 0) {
-		snprintf(why, len,
-			 "threads: FUSE source's max_background is %ld, below io_depth %u (%s)",
-			 max_bg, depth, held);
-		return BFS_FETCH_THREADS;
-	}
-	if ((uring_ns == 0 || threads_ns == 0) && depth <= FUSE_DEFAULT_BG) {
-		snprintf(why, len,
-			 "io_uring: FUSE source's max_background unknown, not timed; libfuse's "
-			 "default (%d) is at least io_depth %u",
-			 FUSE_DEFAULT_BG, depth);
-		return BFS_FETCH_URING;
-	}
-	if (uring_ns == 0 || threads_ns == 0) {
-		snprintf(why, len,
-			 "threads: FUSE source's max_background unknown, not timed; libfuse's "
-			 "default (%d) is below io_depth %u (%s)",
-			 FUSE_DEFAULT_BG, depth, held);
-		return BFS_FETCH_THREADS;
-	}
-	if (uring_ns < 0 || threads_ns < 0 || (double)uring_ns > 1.5 * (double)threads_ns) {
-		char u[32], t[32];
-
-		snprintf(u, sizeof(u), uring_ns < 0 ? "over 2 s" : "%.1f ms",
-			 (double)uring_ns / 1e6);
-		snprintf(t, sizeof(t), threads_ns < 0 ? "over 2 s" : "%.1f ms",
-			 (double)threads_ns / 1e6);
-		if (uring_ns >= 0 && threads_ns < 0) {
-			snprintf(why, len,
-				 "io_uring: FUSE source, %u reads took %s through io_uring, %s "
-				 "through "
-				 "reader threads",
-				 depth, u, t);
-			return BFS_FETCH_URING;
-		}
-		snprintf(why, len,
-			 "threads: FUSE source, %u reads took %s through io_uring, %s through "
-			 "reader "
-			 "threads (%s; fusectl does not say it here)",
-			 depth, u, t, held);
-		return BFS_FETCH_THREADS;
-	}
-	snprintf(why, len,
-		 "io_uring: FUSE source, %u reads took %.1f ms through io_uring, %.1f ms through "
-		 "reader threads",
-		 depth, (double)uring_ns / 1e6, (double)threads_ns / 1e6);
-	return BFS_FETCH_URING;
-}
-
-/* A stage of n reads in flight through backend be, for timing the source:
- * it bypasses a local copy. NULL when be does not start. */
-static struct bfs_fetch *probe_open(uint32_t nobj, const struct bfs_fetch_source *src,
-				    const struct bfs_fetch_backend_ops *be, size_t n)
-{
-	struct bfs_fetch_source s = *src;
-	struct bfs_fetch_opts o = {
-		.depth = (unsigned)n,
-		.budget = UINT64_MAX,
-		.max_read = PROBE_LEN,
-		.backend = be == &threads_ops ? BFS_FETCH_THREADS : BFS_FETCH_URING,
-	};
-	struct bfs_fetch *f;
-
-	s.local = NULL;
-	s.fetched = NULL;
-	return fetch_open(&f, nobj, &s, &o, be, NULL) == 0 ? f : NULL;
-}
-
-/* The time the n reads r[0..n) (modified) take through f at once, in ns;
- * -1 when they did not all end within PROBE_WAIT_NS. */
-static int64_t probe_time(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n)
-{
-	struct bfs_fetch_ticket *t = NULL;
-	struct timespec dl;
-	int64_t ns = -1;
-	uint64_t t0;
-	bool late = false;
-
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += PROBE_WAIT_NS / 1000000000ll;
-	t0 = now_ns();
-	if (bfs_fetch_want(f, r, n, BFS_FETCH_NOW, BFS_WANT_DEMAND | BFS_WANT_NO_GAPS, &t) != 0)
-		return -1;
-	pthread_mutex_lock(&f->lock);
-	for (size_t k = 0; k < t->n && !late; k++)
-		while (t->x[k]->state == X_PENDING || t->x[k]->state == X_INFLIGHT)
-			if (pthread_cond_timedwait(&f->done, &f->lock, &dl) == ETIMEDOUT) {
-				late = true;
-				break;
-			}
-	pthread_mutex_unlock(&f->lock);
-	ns = late ? -1 : (int64_t)(now_ns() - t0) + 1;
-	bfs_fetch_release(f, t);
-	return ns;
-}
-
-/* Up to n probe reads of the objects of filesystem dev, round `part` of
- * `parts`: parts * n slots spread over the objects, each round its own
- * (a page cache serves no round from another's reads); apart (never one
- * read) where the objects are small. Bytes a local copy holds are left
- * out: a mount over a warm disk cache reads nothing from the source. How
- * many were made. */
-static size_t probe_ranges(uint32_t nobj, const struct bfs_fetch_source *src, uint64_t dev,
-			   unsigned part, unsigned parts, struct bfs_fetch_range *r, size_t n)
-{
-	uint32_t nd = 0;
-	size_t m = 0;
-
-	for (uint32_t i = 0; i < nobj; i++)
-		nd += src->dev(src->ctx, i) == dev && src->size(src->ctx, i) > 0;
-	if (!nd)
-		return 0;
-	for (uint32_t i = 0; i < nobj && m < n; i++) {
-		uint64_t size = src->size(src->ctx, i), per = (parts * n + nd - 1) / nd, step;
-
-		if (src->dev(src->ctx, i) != dev || size == 0)
-			continue;
-		step = size / per;
-		for (uint64_t q = part; q < per && m < n && (step >= 2 || q < parts); q += parts) {
-			uint8_t held[PROBE_LEN];
-
-			r[m].obj = i;
-			if (step >= 2 * PROBE_LEN) {
-				r[m].off = step * q - step * q % PROBE_LEN;
-				r[m].len = PROBE_LEN;
-			} else if (step >= 2) {
-				r[m].off = step * q;
-				r[m].len = step / 2;
-			} else {
-				r[m].off = q < size ? q : 0;
-				r[m].len = 1;
-			}
-			if (!src->local || !src->local(src->ctx, i, r[m].off, held, r[m].len))
-				m++;
-		}
-	}
-	return m;
-}
-
-/* Time n reads of filesystem dev through io_uring and through reader
- * threads, PROBE_ROUNDS rounds of each in turn: the first warms both up
- * (threads and kernel workers start), the best of the others counts (a
- * loaded machine delays some rounds, never speeds one up). *tu, *tt: 0
- * when not timed (too few bytes outside a local copy), -1 when a round
- * did not end in time. */
-static void probe_dev(uint32_t nobj, const struct bfs_fetch_source *src, uint64_t dev, size_t n,
-		      int64_t *tu, int64_t *tt)
-{
-	struct bfs_fetch_range *r = calloc(n, sizeof(*r));
-	struct bfs_fetch *fu = NULL, *ft = NULL;
-
-	*tu = *tt = 0;
-	if (!r)
-		return;
-	fu = probe_open(nobj, src, bfs_fetch_uring_ops, n);
-	ft = probe_open(nobj, src, &threads_ops, n);
-	if (!fu || !ft)
-		goto out;
-	for (unsigned k = 0; k < PROBE_ROUNDS; k++) {
-		size_t m = probe_ranges(nobj, src, dev, 2 * k, 2 * PROBE_ROUNDS, r, n);
-		int64_t th, t;
-
-		if (m < PROBE_MIN)
-			break;
-		th = probe_time(ft, r, m);
-		if (k > 0 && (*tt == 0 || (th >= 0 && (th < *tt || *tt < 0))))
-			*tt = th;
-		m = probe_ranges(nobj, src, dev, 2 * k + 1, 2 * PROBE_ROUNDS, r, n);
-		if (m < PROBE_MIN) {
-			*tt = 0;
-			break;
-		}
-		t = probe_time(fu, r, m);
-		if (t < 0) { /* 2 s for n reads: io_uring is out, and no round more */
-			*tu = -1;
-			if (*tt == 0)
-				*tt = th;
-			break;
-		}
-		if (k > 0 && (*tu == 0 || t < *tu))
-			*tu = t;
-		/* a clear answer needs no more rounds */
-		if (k > 0 && *tt > 0 && (*tu > 3 * *tt || *tu <= *tt))
-			break;
-	}
-out:
-	bfs_fetch_free(fu); /* one with reads stuck in the source stays behind */
-	bfs_fetch_free(ft);
-	free(r);
-}
-
-/* BFS_FETCH_AUTO (fetch.h): the backend for src, and why. */
-static const struct bfs_fetch_backend_ops *choose(uint32_t nobj, const struct bfs_fetch_source *src,
-						  const struct bfs_fetch_opts *o, char *why,
-						  size_t len)
-{
-	uint64_t devs[PROBE_MAX_DEVS];
-	size_t ndev = 0;
-
-	if (!bfs_fetch_uring_ops) {
-		snprintf(why, len, "threads: built without io_uring (liburing)");
-		return &threads_ops;
-	}
-	snprintf(why, len, "io_uring: no object is on a FUSE filesystem");
-	if (!src->dev)
-		return bfs_fetch_uring_ops;
-	for (uint32_t i = 0; i < nobj && ndev < PROBE_MAX_DEVS; i++) {
-		uint64_t dev = src->dev(src->ctx, i);
-		enum bfs_fetch_backend be;
-		int64_t tu = 0, tt = 0;
-		bool seen = false;
-		long mb;
-		int fd;
-
-		for (size_t k = 0; k < ndev; k++)
-			seen = seen || devs[k] == dev;
-		if (!dev || seen)
-			continue;
-		devs[ndev++] = dev;
-		if (src->pin(src->ctx, i, &fd) != 0)
-			continue;
-		mb = bfs_fetch_fuse_max_background(fd);
-		src->unpin(src->ctx, i);
-		if (mb == 0)
-			continue;
-		if (mb < 0 && src->size)
-			probe_dev(nobj, src, dev, o->depth < PROBE_READS ? o->depth : PROBE_READS,
-				  &tu, &tt);
-		be = bfs_fetch_choose_fuse(mb, o->depth, tu, tt, why, len);
-		if (be == BFS_FETCH_THREADS)
-			return &threads_ops;
-	}
-	return bfs_fetch_uring_ops;
-}
-
-/* ------------------------------------------------------------ lifetime */
-
-int bfs_fetch_new(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
-		  const struct bfs_fetch_opts *o)
-{
-	const struct bfs_fetch_backend_ops *be;
-	char why[REASON_LEN];
-
-	*out = NULL;
-	if (!o->depth)
-		return bfs_err_set(-EINVAL, "io_depth must be at least 1");
-	if (o->backend == BFS_FETCH_CUSTOM ? !src->submit : !src->pin || !src->unpin)
-		return bfs_err_set(-EINVAL, "the I/O stage has no way to read its source");
-	if (o->align && !src->size)
-		return bfs_err_set(-EINVAL, "aligned reads need the objects' sizes");
-	switch (o->backend) {
-	case BFS_FETCH_CUSTOM:
-		be = &custom_ops;
-		snprintf(why, sizeof(why), "custom: the source's own client");
-		break;
-	case BFS_FETCH_THREADS:
-		be = &threads_ops;
-		snprintf(why, sizeof(why), "threads: asked for");
-		break;
-	case BFS_FETCH_URING:
-		if (!bfs_fetch_uring_ops)
-			return bfs_err_set(-ENOSYS, "built without io_uring (liburing)");
-		be = bfs_fetch_uring_ops;
-		snprintf(why, sizeof(why), "io_uring: asked for");
-		break;
-	default:
-		be = choose(nobj, src, o, why, sizeof(why));
-		break;
-	}
-	return fetch_open(out, nobj, src, o, be, why);
 }
 
 void bfs_fetch_stop(struct bfs_fetch *f)
@@ -2198,11 +1628,6 @@ const char *bfs_fetch_backend_name(const struct bfs_fetch *f)
 	return f->be->name;
 }
 
-const char *bfs_fetch_backend_reason(const struct bfs_fetch *f)
-{
-	return f->reason;
-}
-
 uint64_t bfs_fetch_budget(const struct bfs_fetch *f)
 {
 	return f->o.budget;
@@ -2234,7 +1659,7 @@ uint64_t bfs_fetch_kept(struct bfs_fetch *f, uint32_t obj)
 
 bool bfs_fetch_is_custom(const struct bfs_fetch *f)
 {
-	return f->be == &custom_ops;
+	return f->be == &bfs_fetch_custom_ops;
 }
 
 unsigned bfs_fetch_depth(const struct bfs_fetch *f)

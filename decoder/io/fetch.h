@@ -191,11 +191,6 @@ int bfs_fetch_want(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n, uin
 int bfs_fetch_want_pass(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t n,
 			const struct bfs_fetch_range *sp, size_t nsp, uint64_t prio, unsigned flags,
 			struct bfs_fetch_ticket **out);
-/* A ticket on every range that tickets src[0..n) hold (NULL ones
- * skipped), at prio: what a user needs while other holders may let go.
- * -ENOMEM. */
-int bfs_fetch_join(struct bfs_fetch *f, struct bfs_fetch_ticket *const *src, size_t n,
-		   uint64_t prio, struct bfs_fetch_ticket **out);
 /* Reads of t not yet issued move up to prio (a planned ticket a reader
  * now waits for). */
 void bfs_fetch_hurry(struct bfs_fetch *f, struct bfs_fetch_ticket *t, uint64_t prio);
@@ -232,8 +227,6 @@ void bfs_fetch_set_low(struct bfs_fetch *f, uint64_t at, void (*fn)(void *ctx), 
 void bfs_fetch_stats(struct bfs_fetch *f, struct bfs_fetch_stats *out);
 /* The backend in use and the depth: "io_uring", "threads", "custom". */
 const char *bfs_fetch_backend_name(const struct bfs_fetch *f);
-/* Why that backend (BFS_FETCH_AUTO's choice, or "asked for"). */
-const char *bfs_fetch_backend_reason(const struct bfs_fetch *f);
 
 /* What BFS_FETCH_AUTO takes for a FUSE filesystem whose max_background is
  * max_bg (-1: unknown), given the times of `depth` reads through io_uring

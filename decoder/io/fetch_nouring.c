@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fetch_nouring.c — built instead of fetch_uring.c without liburing: the
- * I/O stage then reads with its reader threads (fetch.c).
+ * I/O stage then reads with its reader threads (fetch_threads.c).
  */
 #include "fetch_impl.h"
 

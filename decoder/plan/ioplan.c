@@ -202,8 +202,10 @@ static size_t bucket(uint64_t r, uint64_t e, uint64_t u)
 
 /* ---------------------------------------------------------------- ranges */
 
-void bfs_ioplan_ranges(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
-		       struct bfs_fetch_range *r, size_t *m)
+/* The source ranges of records recs[0..n): r[0..*m) (r has room for n).
+ * Records of shards that are not read through the stage are left out. */
+static void bfs_ioplan_ranges(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
+			      struct bfs_fetch_range *r, size_t *m)
 {
 	*m = 0;
 	for (size_t k = 0; k < n; k++) {

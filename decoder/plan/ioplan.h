@@ -109,11 +109,6 @@ bool bfs_ioplan_ready(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint6
  * ahead of it within them). */
 void bfs_ioplan_note_read(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, uint64_t unit);
 
-/* The source ranges of records recs[0..n): r[0..*m) (r has room for n).
- * Records of shards that are not read through the stage are left out. */
-void bfs_ioplan_ranges(const struct bfs_dataset *ds, const uint64_t *recs, size_t n,
-		       struct bfs_fetch_range *r, size_t *m);
-
 void bfs_ioplan_stats(struct bfs_ioplan *p, struct bfs_ioplan_stats *out);
 
 #endif

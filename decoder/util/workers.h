@@ -2,7 +2,7 @@
 /*
  * workers.h — the life of a pool of helper threads, the same for the
  * decoder cache's workers (fs/cache.c), the disk cache's writer
- * (io/diskcache.c) and the I/O stage's readers (io/fetch.c): started
+ * (io/diskcache.c) and the I/O stage's readers (io/fetch_threads.c): started
  * together with the stop signals blocked (bfs_thread_start_attr), told to
  * stop under their owner's lock, then joined; or, for detached threads
  * that a hung source may hold, waited for a bounded time and left behind.
