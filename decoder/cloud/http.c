@@ -17,14 +17,6 @@
 #include <strings.h>
 #include <time.h>
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- what both clients share (the object-store client's is s3.c) ---- */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -286,7 +278,7 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 		     size_t whycap)
 {
 	struct http_call c = { .r = r };
-	uint64_t t0 = now_ns(), rnd = now_ns() ^ (uint64_t)(uintptr_t)r;
+	uint64_t t0 = bfs_now_ns(), rnd = bfs_now_ns() ^ (uint64_t)(uintptr_t)r;
 	unsigned tries = r->tries ? r->tries : 4, retry_ms = r->retry_ms ? r->retry_ms : 10000;
 	int rc = 0;
 
@@ -322,7 +314,8 @@ int bfs_http_request(const struct bfs_http_req *r, struct bfs_http_resp *resp, c
 		wait_ms =
 			bfs_backoff_ms(100, 2000, attempt, rnd = rnd * 6364136223846793005ULL + 1);
 		if (!retry || attempt >= tries ||
-		    now_ns() + (uint64_t)wait_ms * 1000000u - t0 > (uint64_t)retry_ms * 1000000u) {
+		    bfs_now_ns() + (uint64_t)wait_ms * 1000000u - t0 >
+			    (uint64_t)retry_ms * 1000000u) {
 			if (rc == 0) /* a 5xx to the last try: the caller judges it */
 				break;
 			if (attempt > 1) {

@@ -13,6 +13,7 @@
 #include "s3.h"
 
 #include "cred.h"
+#include "common.h"
 #include "http.h"
 #include "s3_impl.h"
 #include "s3sign.h"
@@ -120,14 +121,6 @@ struct bfs_s3 {
 	atomic_uint_fast64_t n_requests, n_retries, n_failed, n_bytes, n_expired;
 	atomic_uint n_active, n_queued;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- lists ---- */
 
@@ -281,7 +274,7 @@ static bool failure_is(const struct failure *f, const struct xfer *x, uint64_t n
  * expired ones too with `any`. The client's thread only. */
 static const char *failure_recall(struct bfs_s3 *c, const struct xfer *x, bool any)
 {
-	uint64_t now = any ? 0 : now_ns();
+	uint64_t now = any ? 0 : bfs_now_ns();
 
 	for (unsigned i = 0; i < FAILURES_KEPT; i++)
 		if (failure_is(&c->failures[i], x, now))
@@ -300,7 +293,7 @@ static void failure_free(struct failure *f)
 static void failure_keep(struct bfs_s3 *c, const struct xfer *x, const char *msg)
 {
 	struct failure *f = &c->failures[c->next_failure];
-	uint64_t now = now_ns(), took;
+	uint64_t now = bfs_now_ns(), took;
 	char *object = NULL, *copy = strdup(msg);
 
 	if (!copy || asprintf(&object, "%s/%s", x->bucket, x->key) < 0) {
@@ -542,7 +535,7 @@ static void setup_easy(struct bfs_s3 *c, struct xfer *x, CURL *e)
  * failure, within the request's tries and time, then fail with -EIO. */
 static void cred_wait(struct bfs_s3 *c, struct xfer *x, const char *why)
 {
-	uint64_t now = now_ns(), wait_ns;
+	uint64_t now = bfs_now_ns(), wait_ns;
 
 	if (x->attempt++ == 0)
 		x->first_ns = now;
@@ -606,7 +599,7 @@ static void start(struct bfs_s3 *c, struct xfer *x)
 			finish(x, -EIO, failed);
 			return;
 		}
-		x->one_try = now_ns() < c->down_until_ns;
+		x->one_try = bfs_now_ns() < c->down_until_ns;
 	}
 	if (!x->target.url) {
 		rc = bfs_s3_target_build(&x->target, &c->cfg, x->bucket,
@@ -650,7 +643,7 @@ static void start(struct bfs_s3 *c, struct xfer *x)
 		return;
 	}
 	if (x->attempt++ == 0)
-		x->first_ns = now_ns();
+		x->first_ns = bfs_now_ns();
 	else
 		atomic_fetch_add(&c->n_retries, 1);
 	atomic_fetch_add(&c->n_requests, 1);
@@ -694,7 +687,7 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 		x->cred_retried = true;
 		bfs_cred_keeper_expired(c->cfg.keeper, x->cred);
 		atomic_fetch_add(&c->n_expired, 1);
-		x->due_ns = now_ns();
+		x->due_ns = bfs_now_ns();
 		timers_insert(c, x);
 		atomic_fetch_add(&c->n_queued, 1);
 		return;
@@ -725,7 +718,7 @@ static void attempt_done(struct bfs_s3 *c, struct xfer *x, CURLcode res)
 	}
 	/* V_RETRY: while tries and time are left */
 	snprintf(x->last, sizeof(x->last), "%s", why);
-	now = now_ns();
+	now = bfs_now_ns();
 	wait_ms = bfs_s3_backoff_ms(&c->cfg, x->attempt, bfs_rand_next(&c->rng));
 	if (x->r.retry_after_s && x->r.retry_after_s * 1000u > wait_ms)
 		wait_ms = x->r.retry_after_s * 1000u;
@@ -857,7 +850,7 @@ static void *loop_main(void *arg)
 
 		if (!take_incoming(c))
 			break;
-		now = now_ns();
+		now = bfs_now_ns();
 		while (c->timers.head && c->timers.head->due_ns <= now) {
 			struct xfer *x = xl_pop(&c->timers);
 
@@ -930,7 +923,7 @@ int bfs_s3_new(struct bfs_s3 **out, const struct bfs_s3_config *cfg, unsigned ma
 		}
 	}
 	c->max_conns = max_conns;
-	c->rng = bfs_rand_seed((uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c ^ now_ns());
+	c->rng = bfs_rand_seed((uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c ^ bfs_now_ns());
 	c->idle = calloc(max_conns, sizeof(*c->idle));
 	c->multi = curl_multi_init();
 	if (!c->idle || !c->multi) {

@@ -39,14 +39,6 @@
 #define COST_SMALL ((uint64_t)64 << 10) /* a read this small costs its latency */
 #define COST_LARGE ((uint64_t)256 << 10) /* one this large tells the rate too */
 
-uint64_t bfs_fetch_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---------------------------------------------------------------- queue */
 
 static bool before(const struct bfs_fetch_read *a, const struct bfs_fetch_read *b)
@@ -1139,13 +1131,13 @@ int bfs_fetch_copyv(struct bfs_fetch *f, uint32_t obj, uint64_t off, const struc
 		}
 		x->users++;
 		if (x->state == X_PENDING || x->state == X_INFLIGHT) {
-			uint64_t t0 = bfs_fetch_now_ns();
+			uint64_t t0 = bfs_now_ns();
 
 			hurry(f, x, BFS_FETCH_NOW);
 			f->st.waits++;
 			while ((x->state == X_PENDING || x->state == X_INFLIGHT) && !f->stopping)
 				pthread_cond_wait(&f->done, &f->lock);
-			f->st.wait_ns += bfs_fetch_now_ns() - t0;
+			f->st.wait_ns += bfs_now_ns() - t0;
 		}
 		if (f->stopping) {
 			unuse(f, x);
@@ -1220,7 +1212,7 @@ struct bfs_fetch_read *bfs_fetch_take_locked(struct bfs_fetch *f, bool block)
 			f->in_low++;
 		}
 		x->state = X_INFLIGHT;
-		x->t0 = bfs_fetch_now_ns();
+		x->t0 = bfs_now_ns();
 		f->inflight_bytes += x->len;
 		if (x->pass) { /* its buffer is counted while it is in flight */
 			f->pass_inflight += x->len;
@@ -1463,7 +1455,7 @@ bool bfs_fetch_complete_locked(struct bfs_fetch_read *x, int64_t got, const char
 		if (got > 0)
 			f->st.bytes += (uint64_t)got;
 		if (got >= 0 && (uint64_t)got == x->len)
-			measure(f, x->len, bfs_fetch_now_ns() - x->t0);
+			measure(f, x->len, bfs_now_ns() - x->t0);
 	}
 	if (x->pass)
 		return pass_done(f, x, got, local);

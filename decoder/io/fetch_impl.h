@@ -134,8 +134,6 @@ extern const struct bfs_fetch_backend_ops *const bfs_fetch_uring_ops;
 int bfs_fetch_open(struct bfs_fetch **out, uint32_t nobj, const struct bfs_fetch_source *src,
 		   const struct bfs_fetch_opts *o, const struct bfs_fetch_backend_ops *be,
 		   const char *reason);
-/* CLOCK_MONOTONIC in ns. */
-uint64_t bfs_fetch_now_ns(void);
 /* Whether the next read must wait for bytes in flight to end. Lock held,
  * a read queued. */
 bool bfs_fetch_bytes_full(const struct bfs_fetch *f);

@@ -156,7 +156,7 @@ static int64_t probe_time(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t
 
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += PROBE_WAIT_NS / 1000000000ll;
-	t0 = bfs_fetch_now_ns();
+	t0 = bfs_now_ns();
 	if (bfs_fetch_want(f, r, n, BFS_FETCH_NOW, BFS_WANT_DEMAND | BFS_WANT_NO_GAPS, &t) != 0)
 		return -1;
 	pthread_mutex_lock(&f->lock);
@@ -167,7 +167,7 @@ static int64_t probe_time(struct bfs_fetch *f, struct bfs_fetch_range *r, size_t
 				break;
 			}
 	pthread_mutex_unlock(&f->lock);
-	ns = late ? -1 : (int64_t)(bfs_fetch_now_ns() - t0) + 1;
+	ns = late ? -1 : (int64_t)(bfs_now_ns() - t0) + 1;
 	bfs_fetch_release(f, t);
 	return ns;
 }

@@ -185,14 +185,6 @@ struct bfs_ioplan {
 	const char *plan; /* lock: "passes", "ranged reads"... the last choice */
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static size_t bucket(uint64_t r, uint64_t e, uint64_t u)
 {
 	uint64_t h = (e * 0x9E3779B97F4A7C15ull) ^ (u * 0xC2B2AE3D27D4EB4Full) ^
@@ -1091,7 +1083,7 @@ static struct stream *note_build(struct bfs_ioplan *p, uint64_t rank, uint64_t e
 		return NULL;
 	lin = epoch * nu + u;
 	s = stream_for(p, rank, chunk, lin);
-	s->last_ns = now_ns();
+	s->last_ns = bfs_now_ns();
 	s->parked = false;
 	s->nbuilds++;
 	if (lin / nu > s->pos / nu && !s->crossed) {
@@ -1394,7 +1386,7 @@ void bfs_ioplan_note_read(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, u
 			continue;
 		s->rpos = lin;
 		s->read_seen = true;
-		s->last_ns = now_ns();
+		s->last_ns = bfs_now_ns();
 		kick(p);
 		break;
 	}
@@ -1408,7 +1400,7 @@ void bfs_ioplan_note_read(struct bfs_ioplan *p, uint64_t rank, uint64_t epoch, u
  * than d. True if something was released. Lock held. */
 static bool make_room(struct bfs_ioplan *p, struct stream *for_s, uint64_t d)
 {
-	uint64_t t = now_ns();
+	uint64_t t = bfs_now_ns();
 	struct stream *far = NULL;
 
 	for (int i = 0; i < MAX_STREAMS; i++) {
