@@ -15,7 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-double bfs_pass_seconds(const struct bfs_pass_cost *c, uint64_t n, uint64_t bytes)
+/* Seconds that n requests of `bytes` in all take at c's cost. */
+static double pass_seconds(const struct bfs_pass_cost *c, uint64_t n, uint64_t bytes)
 {
 	double par;
 
@@ -162,8 +163,8 @@ int bfs_pass_choose(const struct bfs_fetch_range *r, size_t n, const bool *held,
 		out->reads = t.reads;
 		out->read_bytes = t.read_bytes;
 		out->kept_blocks = t.nkept;
-		out->t_blocks = bfs_pass_seconds(c, out->blocks, out->block_bytes);
-		out->t_reads = bfs_pass_seconds(c, out->reads, out->read_bytes);
+		out->t_blocks = pass_seconds(c, out->blocks, out->block_bytes);
+		out->t_reads = pass_seconds(c, out->reads, out->read_bytes);
 		out->pass =
 			out->blocks && !c->no_pass && (c->all_pass || out->t_blocks < out->t_reads);
 		rc = make_spans(&t, out->pass, c, out);

@@ -62,7 +62,4 @@ int bfs_pass_choose(const struct bfs_fetch_range *r, size_t n, const bool *held,
 		    size_t whylen);
 void bfs_pass_plan_free(struct bfs_pass_plan *p);
 
-/* Seconds that n requests of `bytes` in all take at c's cost. */
-double bfs_pass_seconds(const struct bfs_pass_cost *c, uint64_t n, uint64_t bytes);
-
 #endif
