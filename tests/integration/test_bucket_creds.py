@@ -50,10 +50,7 @@ def s3(tmp_path_factory):
 def data(s3, gen, work):  # noqa: F811
     d = work / "creds-plain"
     oracle.generate(gen, d, 120, FEATURES, shards=3, seed=21)
-    boto = s3env.boto_client(s3.s3rver.url)
-    for f in sorted(os.listdir(d)):
-        with open(d / f, "rb") as fh:
-            boto.put_object(Bucket=BUCKET, Key="plain/" + f, Body=fh.read())
+    s3env.put_files(s3.s3rver.url, BUCKET, str(d), "plain/")
     return str(d)
 
 

@@ -78,10 +78,7 @@ def servers(tmp_path_factory, gen):
         register(gcp, ctl.key)
         local = d / "local"
         oracle.generate(gen, str(local), 240, FEATURES, shards=3, compression="none", seed=38)
-        boto = s3env.boto_client(ctl.s3rver.url)
-        for f in sorted(os.listdir(local)):
-            with open(local / f, "rb") as fh:
-                boto.put_object(Bucket=BUCKET, Key="train/" + f, Body=fh.read())
+        s3env.put_files(ctl.s3rver.url, BUCKET, str(local), "train/")
         try:
             yield ctl
         finally:

@@ -60,10 +60,7 @@ def servers(tmp_path_factory, gen):
         register(ep, ctl.key)
         local = d / "local"
         oracle.generate(gen, str(local), 300, FEATURES, shards=3, compression="none", seed=31)
-        boto = s3env.boto_client(ctl.s3rver.url)
-        for f in sorted(os.listdir(local)):
-            with open(local / f, "rb") as fh:
-                boto.put_object(Bucket=BUCKET, Key="train/" + f, Body=fh.read())
+        s3env.put_files(ctl.s3rver.url, BUCKET, str(local), "train/")
         ctl.local = str(local)
         try:
             yield ctl

@@ -59,13 +59,6 @@ def s3(tmp_path_factory):
         yield ctl
 
 
-def _put(s3, local, prefix):
-    boto = s3env.boto_client(s3.s3rver.url)
-    for f in sorted(os.listdir(local)):
-        with open(os.path.join(local, f), "rb") as fh:
-            boto.put_object(Bucket=BUCKET, Key=prefix + f, Body=fh.read())
-
-
 @pytest.fixture(scope="module")
 def data(s3, gen, work):  # noqa: F811
     """"tiny/" (2,000 small records, 2 objects), "small/" (64,000 records of
@@ -76,7 +69,7 @@ def data(s3, gen, work):  # noqa: F811
                                    ("large", LARGE_N, 4, LARGE), ("image", IMAGE_N, 4, IMAGE)]:
         d = work / ("global-" + name)
         oracle.generate(gen, d, n, feats, shards=shards, seed=31)
-        _put(s3, str(d), name + "/")
+        s3env.put_files(s3.s3rver.url, BUCKET, str(d), name + "/")
         out[name] = (str(d), sum(os.path.getsize(p) for p in glob.glob(str(d / "*"))))
     return out
 

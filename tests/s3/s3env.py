@@ -161,6 +161,17 @@ def behind_proxy(directory, buckets, skip):
         srv.stop()
 
 
+def put_files(endpoint, bucket, local, prefix):
+    """Every file of the folder local (not its subfolders) into bucket as
+    PREFIX + its name, in name order, through s3rver at endpoint."""
+    boto = boto_client(endpoint)
+    for f in sorted(os.listdir(local)):
+        path = os.path.join(local, f)
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                boto.put_object(Bucket=bucket, Key=prefix + f, Body=fh.read())
+
+
 class ProxyControl:
     def __init__(self, url):
         self.url = url
