@@ -9,6 +9,7 @@ Not thread-safe: the bench runs one step at a time.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -180,7 +181,6 @@ def fresh_disk_cache():
     which scripts/bench points into its work folder), so that the next
     mount of a bucket or a slow source reads the source as a new user's
     first mount does, not what earlier mounts of the run kept."""
-    import shutil
     base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     shutil.rmtree(os.path.join(base, "batchfs", "disk_cache"), ignore_errors=True)
 
