@@ -11,6 +11,7 @@
 #include "s3_impl.h"
 #include "s3sign.h"
 #include "s3xml.h"
+#include "testfiles.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -358,12 +359,9 @@ static char home[64];
  * (a checked fixture: in the test's own process). */
 static void drop_home(void)
 {
-	char cmd[96];
-
 	if (!home[0])
 		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-	ck_assert_int_eq(system(cmd), 0);
+	test_rmdir(home);
 	home[0] = '\0';
 }
 
