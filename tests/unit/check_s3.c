@@ -392,8 +392,7 @@ static void clean_env(void)
 	/* the credential chain never asks this machine's metadata service */
 	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
 	drop_home();
-	snprintf(home, sizeof(home), "/tmp/check_s3.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(home));
+	test_mkdir(home, sizeof(home), "check_s3");
 	setenv("HOME", home, 1);
 	snprintf(aws, sizeof(aws), "%s/.aws", home);
 	mkdir(aws, 0700);
